@@ -1,0 +1,97 @@
+import { InjectorError } from '../errors.js';
+import { injectSidecars } from '../inject/mutate.js';
+import { Reason, selectTemplates } from '../inject/policy.js';
+import { missingSidecars } from '../inject/verify.js';
+import { isObject, type Pod } from '../kube/types.js';
+import { diff } from '../patch/diff.js';
+import type { TemplateSet } from '../templates/load.js';
+import { isPodCreate, type AdmissionRequest, type AdmissionResponse } from './review.js';
+
+/** What became of a review; one value per log line and metric sample. */
+export const Decision = {
+  Injected: 'injected',
+  Skipped: 'skipped',
+  Allowed: 'allowed',
+  Denied: 'denied',
+} as const;
+export type Decision = (typeof Decision)[keyof typeof Decision];
+
+/** The answer to one review plus the facts the transport logs and counts. */
+export interface ReviewResult {
+  readonly response: AdmissionResponse;
+  readonly decision: Decision;
+  readonly reason: string;
+  readonly templates: readonly string[];
+  readonly patchOps: number;
+}
+
+/** The mutating handler: injects the selected templates and answers with the patch. */
+export function mutate(req: AdmissionRequest, set: TemplateSet): ReviewResult {
+  if (!isPodCreate(req)) return pass(req, Decision.Skipped, 'not-pod-create');
+  const pod = podOf(req);
+  const namespace = namespaceOf(req, pod);
+  const selection = trySelect(pod, set);
+  if (selection instanceof InjectorError) return deny(req, selection, Reason.UnknownTemplate);
+  if (!selection.inject) return pass(req, Decision.Skipped, selection.reason);
+
+  const result = injectSidecars(pod, selection.templates, namespace);
+  const ops = diff(pod, result.pod);
+  const response: AdmissionResponse = {
+    uid: req.uid,
+    allowed: true,
+    ...(ops.length > 0 && { patchType: 'JSONPatch' as const, patch: Buffer.from(JSON.stringify(ops)).toString('base64') }),
+    ...(result.warnings.length > 0 && { warnings: result.warnings }),
+  };
+  return { response, decision: Decision.Injected, reason: ops.length > 0 ? Reason.Injected : 'already-injected', templates: result.status.templates, patchOps: ops.length };
+}
+
+/**
+ * The validating handler: an opted-in pod must hold every selected template's sidecars when it
+ * reaches the end of admission. The selection is recomputed from the pod; the status annotation is
+ * not trusted, since anything after the injector could have changed the pod.
+ */
+export function validate(req: AdmissionRequest, set: TemplateSet): ReviewResult {
+  if (!isPodCreate(req)) return pass(req, Decision.Skipped, 'not-pod-create');
+  const pod = podOf(req);
+  const selection = trySelect(pod, set);
+  if (selection instanceof InjectorError) return deny(req, selection, Reason.UnknownTemplate);
+  if (!selection.inject) return pass(req, Decision.Skipped, selection.reason);
+
+  const templates = selection.templates.map((t) => t.name);
+  const missing = missingSidecars(pod, selection.templates, namespaceOf(req, pod));
+  if (missing.length > 0) {
+    return { ...deny(req, new InjectorError('SIDECARS_MISSING', [missing.join('; ')]), 'sidecars-missing', 'Forbidden'), templates };
+  }
+  return { response: { uid: req.uid, allowed: true }, decision: Decision.Allowed, reason: 'sidecars-present', templates, patchOps: 0 };
+}
+
+function podOf(req: AdmissionRequest): Pod {
+  if (!isObject(req.object)) throw new InjectorError('REVIEW_INVALID', ['request.object must be the Pod being created']);
+  const pod = req.object as Pod;
+  if (pod.metadata !== undefined && !isObject(pod.metadata)) throw new InjectorError('REVIEW_INVALID', ['request.object.metadata must be an object']);
+  if (pod.spec !== undefined && !isObject(pod.spec)) throw new InjectorError('REVIEW_INVALID', ['request.object.spec must be an object']);
+  return pod;
+}
+
+// Pods created by controllers often carry no metadata.namespace; request.namespace always has it.
+function namespaceOf(req: AdmissionRequest, pod: Pod): string {
+  return req.namespace || pod.metadata?.namespace || 'default';
+}
+
+function trySelect(pod: Pod, set: TemplateSet): ReturnType<typeof selectTemplates> | InjectorError {
+  try {
+    return selectTemplates(pod, set);
+  } catch (err) {
+    if (err instanceof InjectorError) return err;
+    throw err;
+  }
+}
+
+function pass(req: AdmissionRequest, decision: Decision, reason: string): ReviewResult {
+  return { response: { uid: req.uid, allowed: true }, decision, reason, templates: [], patchOps: 0 };
+}
+
+function deny(req: AdmissionRequest, err: InjectorError, reason: string, statusReason = 'BadRequest'): ReviewResult {
+  const response: AdmissionResponse = { uid: req.uid, allowed: false, status: { code: err.status, message: err.message, reason: statusReason } };
+  return { response, decision: Decision.Denied, reason, templates: [], patchOps: 0 };
+}

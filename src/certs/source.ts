@@ -1,0 +1,31 @@
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { InjectorError } from '../errors.js';
+import { createCA, issueServingCert, type KeyPair } from './pki.js';
+
+/** File names inside a kubernetes.io/tls Secret mounted as a volume. */
+export const TLS_CERT_FILE = 'tls.crt';
+export const TLS_KEY_FILE = 'tls.key';
+
+/** Reads the serving certificate and key from a directory laid out like a kubernetes.io/tls Secret. */
+export async function readCertDir(dir: string): Promise<KeyPair> {
+  try {
+    const [certPem, keyPem] = await Promise.all([readFile(join(dir, TLS_CERT_FILE), 'utf8'), readFile(join(dir, TLS_KEY_FILE), 'utf8')]);
+    return { certPem, keyPem };
+  } catch (err) {
+    throw new InjectorError('CERT_INVALID', [`${dir}: ${(err as Error).message}`], { cause: err });
+  }
+}
+
+/**
+ * Makes a throw-away CA and a certificate for localhost and 127.0.0.1, so that a fresh clone serves
+ * at once. The CA is written to `<dir>/ca.crt` for clients (curl --cacert) to trust.
+ */
+export async function makeSelfSigned(dir: string): Promise<KeyPair & { readonly caFile: string }> {
+  const ca = await createCA('sidecar-injector-local-ca', 30);
+  const serving = await issueServingCert(ca, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1', '::1'], validityDays: 30 });
+  const caFile = resolve(dir, 'ca.crt');
+  await mkdir(dir, { recursive: true });
+  await writeFile(caFile, ca.certPem, { mode: 0o644 });
+  return { ...serving, caFile };
+}

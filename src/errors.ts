@@ -1,0 +1,84 @@
+/**
+ * Every error the product reports, in one table: a stable code, the HTTP status it maps to at the
+ * edge, and a message a user can act on. Modelled on Fastify's lib/errors.js.
+ */
+export const ErrorCodes = {
+  /** The request body is not `application/json` (the apiserver always sends JSON). */
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'Content-Type must be application/json, got %s' },
+  BODY_EMPTY: { status: 400, message: 'request body is empty; expected an AdmissionReview' },
+  BODY_MALFORMED: { status: 400, message: 'request body is not valid JSON: %s' },
+  BODY_TOO_LARGE: { status: 413, message: 'request body exceeds the limit of %s bytes' },
+  BODY_ABORTED: { status: 400, message: 'request body was not received completely: %s' },
+  REVIEW_INVALID: { status: 400, message: 'not a valid AdmissionReview: %s' },
+  NOT_FOUND: { status: 404, message: 'no such path %s; the webhook serves POST /mutate and POST /validate' },
+  METHOD_NOT_ALLOWED: { status: 405, message: 'method %s is not allowed on %s; use %s' },
+  OVERLOADED: { status: 429, message: 'too many reviews in progress; retry shortly' },
+  INTERNAL: { status: 500, message: 'internal error while handling the review: %s' },
+  /** Admission denials (answered with allowed: false, not an HTTP error). */
+  TEMPLATE_UNKNOWN: { status: 400, message: 'unknown sidecar template(s) %s named in annotation %s; known templates: %s' },
+  TEMPLATE_CONFLICT: { status: 400, message: 'the selected templates conflict: %s' },
+  OVERRIDE_REFUSED: { status: 400, message: '%s' },
+  SIDECARS_MISSING: { status: 403, message: 'pod opted in to sidecar injection but is missing: %s' },
+  /** Start-up and reload faults. */
+  TEMPLATE_INVALID: { status: 500, message: '%s' },
+  TEMPLATES_EMPTY: { status: 500, message: 'no sidecar templates (*.yaml, *.yml) found in %s' },
+  CONFIG_INVALID: { status: 500, message: 'invalid configuration: %s' },
+  CERT_INVALID: { status: 500, message: 'cannot load the serving certificate: %s' },
+} as const;
+
+export type ErrorCode = keyof typeof ErrorCodes;
+
+/** An error with a stable code and an HTTP status; its message is safe to show to a client. */
+export class InjectorError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+
+  constructor(code: ErrorCode, args: readonly unknown[] = [], options?: ErrorOptions) {
+    super(format(ErrorCodes[code].message, args), options);
+    this.name = 'InjectorError';
+    this.code = code;
+    this.status = ErrorCodes[code].status;
+  }
+}
+
+/** Shorthand for `new InjectorError(code, args)`. */
+export function injectorError(code: ErrorCode, ...args: unknown[]): InjectorError {
+  return new InjectorError(code, args);
+}
+
+function format(template: string, args: readonly unknown[]): string {
+  let i = 0;
+  return template.replace(/%s/g, () => String(args[i++] ?? ''));
+}
+
+/** One fault found in a template file: where it is and what is wrong. */
+export interface TemplateFault {
+  readonly file: string;
+  readonly template?: string;
+  /** JSON pointer inside the document, e.g. `/spec/containers/0/image`. */
+  readonly path: string;
+  readonly message: string;
+  /** 1-based position in the file, when known. */
+  readonly line?: number;
+  readonly column?: number;
+}
+
+/** Formats a fault as `file:line:column: template "x": /json/path: message`. */
+export function formatFault(f: TemplateFault): string {
+  const where = f.line === undefined ? f.file : `${f.file}:${f.line}:${f.column ?? 1}`;
+  const name = f.template === undefined ? '' : ` template "${f.template}":`;
+  const path = f.path === '' ? '' : ` ${f.path}:`;
+  return `${where}:${name}${path} ${f.message}`;
+}
+
+/** A template set that failed to load; carries every fault found, not just the first. */
+export class TemplateSetError extends Error {
+  readonly code = 'TEMPLATE_INVALID' as const;
+  readonly faults: readonly TemplateFault[];
+
+  constructor(faults: readonly TemplateFault[]) {
+    super(`invalid sidecar templates:\n${faults.map((f) => `  ${formatFault(f)}`).join('\n')}`);
+    this.name = 'TemplateSetError';
+    this.faults = faults;
+  }
+}

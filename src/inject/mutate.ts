@@ -1,0 +1,174 @@
+import type { Container, NamedItem, Pod, PodSpec, VolumeMount } from '../kube/types.js';
+import { renderValues } from '../templates/placeholders.js';
+import { digestOf, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
+import { Keys } from './keys.js';
+
+/** The value of the status annotation: what was injected, and a digest of what was rendered. */
+export interface InjectionStatus {
+  readonly templates: readonly string[];
+  readonly digest: string;
+}
+
+export interface InjectionResult {
+  /** The mutated pod. Unchanged branches are the input's own objects (copy-on-write). */
+  readonly pod: Pod;
+  readonly status: InjectionStatus;
+  /** Where the pod's own definition won over a template's; sent back as AdmissionResponse warnings. */
+  readonly warnings: readonly string[];
+}
+
+/**
+ * Injects the rendered templates into a pod. Pure: the input is never modified, and injecting the
+ * result again changes nothing, because every item is keyed by name and an item the pod already
+ * has under that name is left as the pod has it.
+ */
+export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string): InjectionResult {
+  const values = renderValues(pod, namespace);
+  const rendered = templates.map((t) => t.render(values));
+  const warnings: string[] = [];
+  const spec: PodSpec = pod.spec ?? {};
+  const meta = pod.metadata ?? {};
+
+  const sidecars = placeSidecars(spec, rendered, warnings);
+  const sidecarNames = new Set(rendered.flatMap((r) => r.containers.map((c) => c.name)));
+  const appEnv = rendered.flatMap((r) => r.env.map((e) => [e, r.name] as const));
+  const appMounts = rendered.flatMap((r) => r.volumeMounts.map((m) => [m, r.name] as const));
+  const ownContainers = (spec.containers ?? []).map((c) =>
+    sidecarNames.has(c.name) ? c : extendContainer(c, appEnv, appMounts, warnings),
+  );
+
+  const status: InjectionStatus = { templates: rendered.map((r) => r.name), digest: digestOf(rendered.map((r) => r.digest)) };
+  const newSpec: PodSpec = { ...spec, containers: appendNew(ownContainers, sidecars.containers) };
+  setList(newSpec, 'initContainers', prependNew(spec.initContainers, sidecars.initContainers));
+  setList(newSpec, 'volumes', mergeNamed(spec.volumes, rendered.flatMap((r) => r.volumes.map((v) => [v, r.name] as const)), 'volume', warnings));
+  setList(newSpec, 'imagePullSecrets', mergeNamed(spec.imagePullSecrets, rendered.flatMap((r) => r.imagePullSecrets.map((v) => [v, r.name] as const)), 'imagePullSecret', warnings));
+
+  const annotations = mergeMap(meta.annotations, rendered, 'annotations', warnings);
+  annotations[Keys.status] = JSON.stringify(status);
+  const labels = mergeMap(meta.labels, rendered, 'labels', warnings);
+  const newMeta = { ...meta, annotations };
+  if (Object.keys(labels).length > 0) newMeta.labels = labels;
+  return { pod: { ...pod, metadata: newMeta, spec: newSpec }, status, warnings };
+}
+
+/** Sidecar containers to add: native ones (and template init containers) go ahead of the pod's init containers. */
+function placeSidecars(spec: PodSpec, rendered: readonly RenderedTemplate[], warnings: string[]): { containers: Container[]; initContainers: Container[] } {
+  // Container names are unique across containers and init containers (core/v1 pod validation).
+  const taken = new Map<string, Container>();
+  for (const c of spec.initContainers ?? []) taken.set(c.name, c);
+  for (const c of spec.containers ?? []) taken.set(c.name, c);
+  const out = { containers: [] as Container[], initContainers: [] as Container[] };
+  const place = (c: Container, list: Container[], template: string): void => {
+    const existing = taken.get(c.name);
+    if (existing === undefined) {
+      taken.set(c.name, c);
+      list.push(c);
+    } else if (!isSubset(c, existing)) {
+      warnings.push(`container "${c.name}" of template "${template}" already exists in the pod and differs; the pod's definition was kept`);
+    }
+  };
+  for (const r of rendered) {
+    for (const c of r.initContainers) place(c, out.initContainers, r.name);
+    for (const c of r.containers) place(c, r.nativeSidecar ? out.initContainers : out.containers, r.name);
+  }
+  return out;
+}
+
+/** Adds the template env vars and mounts to one application container, keeping what it already has. */
+function extendContainer(c: Container, env: readonly (readonly [NamedItem, string])[], mounts: readonly (readonly [VolumeMount, string])[], warnings: string[]): Container {
+  const newEnv = mergeNamed(c.env, env, `env var (container "${c.name}")`, warnings);
+  const newMounts = mergeMounts(c, mounts, warnings);
+  if (newEnv === c.env && newMounts === c.volumeMounts) return c;
+  const out: Container = { ...c };
+  if (newEnv !== undefined) out.env = newEnv;
+  if (newMounts !== undefined) out.volumeMounts = newMounts;
+  return out;
+}
+
+/** A mount is skipped when the container already mounts that volume or already uses that path. */
+function mergeMounts(c: Container, mounts: readonly (readonly [VolumeMount, string])[], warnings: string[]): VolumeMount[] | undefined {
+  const own = c.volumeMounts;
+  if (mounts.length === 0) return own;
+  const names = new Map((own ?? []).map((m) => [m.name, m]));
+  const paths = new Map((own ?? []).map((m) => [m.mountPath, m]));
+  const added: VolumeMount[] = [];
+  for (const [m, template] of mounts) {
+    const existing = names.get(m.name) ?? paths.get(m.mountPath);
+    if (existing === undefined) {
+      added.push(m);
+      names.set(m.name, m);
+      paths.set(m.mountPath, m);
+    } else if (!isSubset(m, existing)) {
+      warnings.push(`volume mount "${m.name}" at ${m.mountPath} of template "${template}" conflicts with the mount "${existing.name}" at ${existing.mountPath} in container "${c.name}"; the pod's was kept`);
+    }
+  }
+  return added.length === 0 ? own : [...(own ?? []), ...added];
+}
+
+/** Appends the template's items that the pod does not have by name; returns `own` itself when nothing is new. */
+function mergeNamed<T extends NamedItem>(own: T[] | undefined, items: readonly (readonly [T, string])[], what: string, warnings: string[]): T[] | undefined {
+  if (items.length === 0) return own;
+  const byName = new Map((own ?? []).map((i) => [i.name, i]));
+  const added: T[] = [];
+  for (const [item, template] of items) {
+    const existing = byName.get(item.name);
+    if (existing === undefined) {
+      added.push(item);
+      byName.set(item.name, item);
+    } else if (!isSubset(item, existing)) {
+      warnings.push(`${what} "${item.name}" of template "${template}" already exists in the pod and differs; the pod's value was kept`);
+    }
+  }
+  return added.length === 0 ? own : [...(own ?? []), ...added];
+}
+
+/** Adds the templates' annotations or labels that the pod does not set; the pod's value wins. */
+function mergeMap(own: Record<string, string> | undefined, rendered: readonly RenderedTemplate[], field: 'annotations' | 'labels', warnings: string[]): Record<string, string> {
+  const out: Record<string, string> = { ...own };
+  for (const r of rendered) {
+    for (const [key, value] of Object.entries(r[field])) {
+      if (!Object.prototype.hasOwnProperty.call(out, key)) out[key] = value;
+      else if (out[key] !== value) warnings.push(`${field === 'labels' ? 'label' : 'annotation'} "${key}" of template "${r.name}" is already set on the pod; the pod's value was kept`);
+    }
+  }
+  return out;
+}
+
+function appendNew(own: Container[], added: readonly Container[]): Container[] {
+  return added.length === 0 ? own : [...own, ...added];
+}
+
+function prependNew(own: Container[] | undefined, added: readonly Container[]): Container[] | undefined {
+  return added.length === 0 ? own : [...added, ...(own ?? [])];
+}
+
+function setList<K extends 'initContainers' | 'volumes' | 'imagePullSecrets'>(spec: PodSpec, key: K, value: PodSpec[K] | undefined): void {
+  if (value !== undefined) spec[key] = value;
+}
+
+/**
+ * True when every field the template sets has the same value in the pod's item. The apiserver adds
+ * defaults (imagePullPolicy, terminationMessagePath, protocol) after a patch, so a re-invoked review
+ * sees more fields than the template wrote; those extra fields are not a difference.
+ */
+export function isSubset(template: unknown, actual: unknown): boolean {
+  if (template === actual) return true;
+  // Go's encoder omits zero values (omitempty), so `readOnly: false` comes back absent.
+  if (actual === undefined || actual === null) return isZero(template);
+  if (Array.isArray(template)) {
+    return Array.isArray(actual) && template.length === actual.length && template.every((t, i) => isSubset(t, actual[i]));
+  }
+  if (typeof template === 'object' && template !== null) {
+    if (typeof actual !== 'object' || actual === null || Array.isArray(actual)) return false;
+    const a = actual as Record<string, unknown>;
+    return Object.entries(template).every(([k, v]) => isSubset(v, a[k]));
+  }
+  // Quantities written as numbers in YAML come back from the apiserver as strings.
+  return String(template) === String(actual);
+}
+
+function isZero(v: unknown): boolean {
+  if (Array.isArray(v)) return v.length === 0;
+  if (typeof v === 'object' && v !== null) return Object.keys(v).length === 0;
+  return v === false || v === 0 || v === '' || v === null || v === undefined;
+}

@@ -1,0 +1,57 @@
+import { InjectorError } from '../errors.js';
+import type { Pod } from '../kube/types.js';
+import type { TemplateSet } from '../templates/load.js';
+import type { CompiledTemplate } from '../templates/template.js';
+import { Keys } from './keys.js';
+
+/** Why a pod did or did not get sidecars; stable strings, used in logs, metrics and audit annotations. */
+export const Reason = {
+  Injected: 'injected',
+  NotOptedIn: 'not-opted-in',
+  OptedOut: 'opted-out',
+  NoTemplates: 'no-templates',
+  UnknownTemplate: 'unknown-template',
+} as const;
+export type Reason = (typeof Reason)[keyof typeof Reason];
+
+export type Selection =
+  | { readonly inject: true; readonly templates: readonly CompiledTemplate[]; readonly explicit: boolean }
+  | { readonly inject: false; readonly reason: Reason; readonly detail: string };
+
+/**
+ * Decides whether a pod gets sidecars and which. The server checks the opt-in label itself, so a
+ * broader webhook configuration can never inject a pod that did not ask for it.
+ */
+export function selectTemplates(pod: Pod, set: TemplateSet): Selection {
+  const meta = pod.metadata ?? {};
+  const label = own(meta.labels, Keys.inject);
+  if (label === undefined) return { inject: false, reason: Reason.NotOptedIn, detail: `label ${Keys.inject} is not set` };
+  if (label !== 'true') return { inject: false, reason: Reason.OptedOut, detail: `label ${Keys.inject}="${label}"` };
+  const requested = parseNames(own(meta.annotations, Keys.templates) ?? '');
+  if (requested.length === 0) {
+    if (set.defaults.length === 0) return { inject: false, reason: Reason.NoTemplates, detail: 'no template is marked default and the pod names none' };
+    return { inject: true, templates: set.defaults, explicit: false };
+  }
+  return { inject: true, templates: namedTemplates(requested, set), explicit: true };
+}
+
+/** Resolves the templates annotation; throws TEMPLATE_UNKNOWN naming every name that does not exist. */
+function namedTemplates(names: readonly string[], set: TemplateSet): CompiledTemplate[] {
+  const unknown = names.filter((n) => !set.templates.has(n));
+  if (unknown.length > 0) {
+    const known = [...set.templates.keys()].sort().join(', ');
+    throw new InjectorError('TEMPLATE_UNKNOWN', [unknown.map((n) => `"${n}"`).join(', '), Keys.templates, known]);
+  }
+  return names.map((n) => set.templates.get(n)!);
+}
+
+/** Splits the templates annotation: comma-separated, blanks ignored, first mention wins. */
+export function parseNames(value: string): string[] {
+  return [...new Set(value.split(',').map((n) => n.trim()).filter((n) => n !== ''))];
+}
+
+function own(map: Record<string, string> | undefined, key: string): string | undefined {
+  if (map === undefined || !Object.prototype.hasOwnProperty.call(map, key)) return undefined;
+  const v = map[key];
+  return typeof v === 'string' ? v : undefined;
+}

@@ -1,0 +1,91 @@
+/**
+ * JSON Patch (RFC 6902) from the difference between an original and a mutated document, in the form
+ * the kube-apiserver applies it (evanphx/json-patch v4): every `add` has an existing parent, keys are
+ * escaped (`~0`, `~1`), and array positions are those of the array as it is when the op applies.
+ *
+ * The mutation is copy-on-write, so unchanged branches are the very same objects and are skipped by
+ * identity: the cost is proportional to what changed, not to the size of the pod. Lists of named
+ * items (containers, volumes, env, mounts) are matched by name, so an insertion anywhere in a list
+ * is a single `add` and the pod's own entries (and their numbers) are never re-emitted.
+ */
+
+export interface Operation {
+  readonly op: 'add' | 'remove' | 'replace';
+  readonly path: string;
+  readonly value?: unknown;
+}
+
+/** Computes the operations that turn `before` into `after`. */
+export function diff(before: unknown, after: unknown): Operation[] {
+  const ops: Operation[] = [];
+  diffValue(before, after, '', ops);
+  return ops;
+}
+
+/** Escapes one JSON Pointer token (RFC 6901): `~` as `~0`, then `/` as `~1`. */
+export function escapeToken(token: string): string {
+  if (!token.includes('~') && !token.includes('/')) return token;
+  return token.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+function diffValue(a: unknown, b: unknown, path: string, ops: Operation[]): void {
+  if (a === b) return;
+  if (isPlainObject(a) && isPlainObject(b)) return diffObject(a, b, path, ops);
+  if (Array.isArray(a) && Array.isArray(b)) return diffArray(a, b, path, ops);
+  // The root cannot be replaced through evanphx/json-patch v4 (it needs a parent), and it never is here.
+  ops.push({ op: 'replace', path, value: b });
+}
+
+function diffObject(a: Record<string, unknown>, b: Record<string, unknown>, path: string, ops: Operation[]): void {
+  for (const key of Object.keys(a)) {
+    if (!hasOwn(b, key)) ops.push({ op: 'remove', path: `${path}/${escapeToken(key)}` });
+  }
+  for (const key of Object.keys(b)) {
+    const child = `${path}/${escapeToken(key)}`;
+    if (!hasOwn(a, key)) ops.push({ op: 'add', path: child, value: b[key] });
+    else diffValue(a[key], b[key], child, ops);
+  }
+}
+
+/**
+ * Walks `after` once, matching each element of `before` in order, by identity or else by name.
+ * Anything not matched is inserted where it stands. When `before` is not a subsequence of `after`
+ * (something was removed or reordered, which the injector never does), the array is replaced whole.
+ */
+function diffArray(a: readonly unknown[], b: readonly unknown[], path: string, ops: Operation[]): void {
+  const local: Operation[] = [];
+  const kept = b.length > a.length ? new Set(b) : undefined;
+  let i = 0;
+  for (let j = 0; j < b.length; j++) {
+    const x = a[i];
+    const y = b[j];
+    if (i < a.length && (x === y || (!kept?.has(x) && matches(x, y)))) {
+      diffValue(x, y, `${path}/${j}`, local);
+      i++;
+    } else {
+      local.push({ op: 'add', path: `${path}/${j}`, value: y });
+    }
+  }
+  if (i < a.length) {
+    ops.push({ op: 'replace', path, value: b });
+    return;
+  }
+  for (const op of local) ops.push(op);
+}
+
+/** Two elements stand for the same item: the same named object, or equal scalars. */
+function matches(x: unknown, y: unknown): boolean {
+  if (isPlainObject(x) && isPlainObject(y)) {
+    return typeof x['name'] === 'string' ? x['name'] === y['name'] : !hasOwn(y, 'name');
+  }
+  if (Array.isArray(x) && Array.isArray(y)) return true;
+  return x === y;
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function hasOwn(o: object, key: string): boolean {
+  return Object.prototype.hasOwnProperty.call(o, key);
+}

@@ -1,0 +1,143 @@
+import type { Pod } from '../kube/types.js';
+
+/**
+ * Placeholders are expanded inside the string values of an already-parsed template, never in its
+ * YAML text: a value from the pod can fill a string but can never add structure to what is injected.
+ * Each template is compiled once at load into a renderer that copies only the branches that hold a
+ * placeholder and shares every static branch.
+ */
+
+/** The values a placeholder can read, gathered once per review. */
+export interface RenderValues {
+  readonly namespace: string;
+  readonly podName: string;
+  readonly serviceAccountName: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly annotations: Readonly<Record<string, string>>;
+}
+
+/** Collects the placeholder values from a pod; the namespace comes from `request.namespace`. */
+export function renderValues(pod: Pod, namespace: string): RenderValues {
+  const meta = pod.metadata ?? {};
+  const spec = pod.spec ?? {};
+  return {
+    namespace,
+    // Controller-created pods have only generateName until the apiserver names them after admission.
+    podName: meta.name || meta.generateName || '',
+    // The ServiceAccount admission plugin runs before webhooks and fills this in; 'default' otherwise.
+    serviceAccountName: spec.serviceAccountName || spec.serviceAccount || 'default',
+    labels: meta.labels ?? {},
+    annotations: meta.annotations ?? {},
+  };
+}
+
+type Expr = (v: RenderValues) => string;
+type Segment = string | Expr;
+
+/** A compiled value: either the static value itself, or a function that renders it. */
+export type Compiled = { readonly static: unknown } | { readonly render: (v: RenderValues) => unknown };
+
+const OPEN = '{{';
+const CLOSE = '}}';
+const QUOTED = String.raw`(?:'([^']*)'|"([^"]*)")`;
+const EXPR = new RegExp(
+  String.raw`^\s*(namespace|serviceAccountName|pod\.name|pod\.(labels|annotations)\[\s*${QUOTED}\s*\])` +
+    String.raw`\s*(?:\|\s*default\s+${QUOTED}\s*)?$`,
+);
+
+/** Thrown at load time for a placeholder that is not in the grammar; `path` is a JSON pointer. */
+export class PlaceholderError extends Error {
+  constructor(
+    readonly path: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'PlaceholderError';
+  }
+}
+
+/** Compiles every string value below `value`; branches without placeholders stay shared. */
+export function compileValue(value: unknown, path = ''): Compiled {
+  if (typeof value === 'string') return compileString(value, path);
+  if (Array.isArray(value)) return compileArray(value, path);
+  if (typeof value === 'object' && value !== null) return compileObject(value as Record<string, unknown>, path);
+  return { static: value };
+}
+
+function compileArray(items: unknown[], path: string): Compiled {
+  const parts = items.map((item, i) => compileValue(item, `${path}/${i}`));
+  if (parts.every(isStatic)) return { static: items };
+  return { render: (v) => parts.map((p) => materialize(p, v)) };
+}
+
+function compileObject(obj: Record<string, unknown>, path: string): Compiled {
+  const keys = Object.keys(obj);
+  const parts = keys.map((k) => compileValue(obj[k], `${path}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`));
+  if (parts.every(isStatic)) return { static: obj };
+  return {
+    render: (v) => {
+      const out: Record<string, unknown> = {};
+      for (let i = 0; i < keys.length; i++) out[keys[i]!] = materialize(parts[i]!, v);
+      return out;
+    },
+  };
+}
+
+function compileString(text: string, path: string): Compiled {
+  if (!text.includes(OPEN)) return { static: text };
+  const segments: Segment[] = [];
+  let rest = text;
+  while (rest.length > 0) {
+    const open = rest.indexOf(OPEN);
+    if (open < 0) {
+      segments.push(rest);
+      break;
+    }
+    if (open > 0) segments.push(rest.slice(0, open));
+    const close = rest.indexOf(CLOSE, open + OPEN.length);
+    if (close < 0) throw new PlaceholderError(path, `unterminated placeholder in "${text}": missing "}}"`);
+    segments.push(compileExpr(rest.slice(open + OPEN.length, close), path));
+    rest = rest.slice(close + CLOSE.length);
+  }
+  return { render: (v) => segments.map((s) => (typeof s === 'string' ? s : s(v))).join('') };
+}
+
+function compileExpr(source: string, path: string): Expr {
+  const m = EXPR.exec(source);
+  if (m === null) {
+    throw new PlaceholderError(
+      path,
+      `unknown placeholder "{{${source}}}"; use namespace, pod.name, serviceAccountName, ` +
+        `pod.labels['KEY'], pod.annotations['KEY'], optionally followed by | default 'VALUE'`,
+    );
+  }
+  const [, head, map, key1, key2, def1, def2] = m;
+  const fallback = def1 ?? def2 ?? '';
+  const key = key1 ?? key2 ?? '';
+  if (head === 'namespace') return (v) => v.namespace || fallback;
+  if (head === 'serviceAccountName') return (v) => v.serviceAccountName || fallback;
+  if (head === 'pod.name') return (v) => v.podName || fallback;
+  if (map === 'labels') return (v) => lookup(v.labels, key) ?? fallback;
+  return (v) => lookup(v.annotations, key) ?? fallback;
+}
+
+// Own properties only: a key such as "__proto__" or "constructor" must never reach the prototype.
+function lookup(map: Readonly<Record<string, string>>, key: string): string | undefined {
+  if (!Object.prototype.hasOwnProperty.call(map, key)) return undefined;
+  const value = map[key];
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+function isStatic(c: Compiled): c is { readonly static: unknown } {
+  return 'static' in c;
+}
+
+/** Produces the value of a compiled branch for one review. */
+export function materialize(c: Compiled, v: RenderValues): unknown {
+  return isStatic(c) ? c.static : c.render(v);
+}
+
+/** True when the compiled branch holds at least one placeholder. */
+export function isDynamic(c: Compiled): boolean {
+  return !isStatic(c);
+}

@@ -1,0 +1,89 @@
+import { createHash } from 'node:crypto';
+import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
+import { compileValue, isDynamic, materialize, type RenderValues } from './placeholders.js';
+
+/** The `spec` of a SidecarTemplate as written, after schema validation. */
+export interface SidecarTemplateSpec {
+  readonly default?: boolean;
+  readonly nativeSidecar?: boolean;
+  readonly containers?: readonly Container[];
+  readonly initContainers?: readonly Container[];
+  readonly volumes?: readonly NamedItem[];
+  readonly imagePullSecrets?: readonly NamedItem[];
+  readonly volumeMounts?: readonly VolumeMount[];
+  readonly env?: readonly NamedItem[];
+  readonly annotations?: Readonly<Record<string, string>>;
+  readonly labels?: Readonly<Record<string, string>>;
+}
+
+/** What one template contributes to one pod, with every placeholder expanded. */
+export interface RenderedTemplate {
+  readonly name: string;
+  /** Sidecar containers; for a native-sidecar template they carry `restartPolicy: Always`. */
+  readonly containers: readonly Container[];
+  readonly nativeSidecar: boolean;
+  readonly initContainers: readonly Container[];
+  readonly volumes: readonly NamedItem[];
+  readonly imagePullSecrets: readonly NamedItem[];
+  readonly volumeMounts: readonly VolumeMount[];
+  readonly env: readonly NamedItem[];
+  readonly annotations: Readonly<Record<string, string>>;
+  readonly labels: Readonly<Record<string, string>>;
+  /** sha256 of the rendered content, short form. */
+  readonly digest: string;
+}
+
+/** A template validated and compiled once at load; rendering per review is cheap. */
+export interface CompiledTemplate {
+  readonly name: string;
+  readonly file: string;
+  readonly isDefault: boolean;
+  readonly nativeSidecar: boolean;
+  /** The normalized spec (native containers already carry `restartPolicy: Always`). */
+  readonly spec: Required<Omit<SidecarTemplateSpec, 'default' | 'nativeSidecar'>>;
+  render(values: RenderValues): RenderedTemplate;
+}
+
+/** Short sha256 digest of a JSON-serializable value. */
+export function digestOf(value: unknown): string {
+  return createHash('sha256').update(JSON.stringify(value)).digest('hex').slice(0, 16);
+}
+
+/**
+ * Compiles a validated template spec. Throws PlaceholderError (with a JSON path relative to
+ * `/spec`) when a string holds a placeholder outside the grammar.
+ */
+export function compileTemplate(name: string, file: string, spec: SidecarTemplateSpec): CompiledTemplate {
+  const nativeSidecar = spec.nativeSidecar === true;
+  const normalized = deepFreeze({
+    containers: (spec.containers ?? []).map((c) => (nativeSidecar ? { ...c, restartPolicy: 'Always' } : c)),
+    initContainers: spec.initContainers ?? [],
+    volumes: spec.volumes ?? [],
+    imagePullSecrets: spec.imagePullSecrets ?? [],
+    volumeMounts: spec.volumeMounts ?? [],
+    env: spec.env ?? [],
+    annotations: spec.annotations ?? {},
+    labels: spec.labels ?? {},
+  });
+  const compiled = compileValue(normalized, '/spec');
+  const base = { name, nativeSidecar };
+  const render = isDynamic(compiled)
+    ? (v: RenderValues): RenderedTemplate => {
+        const body = materialize(compiled, v) as typeof normalized;
+        return { ...base, ...body, digest: digestOf(body) };
+      }
+    : constant({ ...base, ...normalized, digest: digestOf(normalized) });
+  return { name, file, isDefault: spec.default === true, nativeSidecar, spec: normalized, render };
+}
+
+function constant(rendered: RenderedTemplate): () => RenderedTemplate {
+  const frozen = Object.freeze(rendered);
+  return () => frozen;
+}
+
+/** Freezes a parsed template so that no review can change the shared original by mistake. */
+export function deepFreeze<T>(value: T): T {
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
+  for (const child of Object.values(value)) deepFreeze(child);
+  return Object.freeze(value);
+}
