@@ -1,50 +1,43 @@
 #!/usr/bin/env node
-import { loadConfig, optionsHelp } from '../config/config.js';
+import { optionsHelp } from '../config/config.js';
 import { InjectorError, TemplateSetError } from '../errors.js';
-import { serve } from '../main.js';
+import { serveCommand } from './serve.js';
 
-const USAGE = `Usage: sidecar-injector <command> [flags]
+/** A subcommand: takes its arguments, resolves to the process exit code. */
+export type Command = (args: readonly string[]) => Promise<number>;
 
-Commands:
-  serve     run the admission webhook server
+/** The subcommands, in the order `--help` lists them. */
+const Commands: Readonly<Record<string, { readonly run: Command; readonly summary: string }>> = {
+  serve: { run: serveCommand, summary: 'run the admission webhook server' },
+};
 
-Flags for serve:
-${optionsHelp()}
-`;
+function usage(): string {
+  const list = Object.entries(Commands).map(([name, c]) => `  ${name.padEnd(9)} ${c.summary}`).join('\n');
+  return `Usage: sidecar-injector <command> [flags]\n\nCommands:\n${list}\n\nFlags for serve:\n${optionsHelp()}\n`;
+}
 
-/** Runs one CLI command; resolves to the process exit code. */
+/** Runs one CLI invocation; resolves to the process exit code. */
 export async function run(argv: readonly string[]): Promise<number> {
-  const [command, ...rest] = argv;
-  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
-    process.stdout.write(USAGE);
-    return command === undefined ? 2 : 0;
+  const [name, ...rest] = argv;
+  if (name === undefined || name === 'help' || name === '--help' || name === '-h' || rest.includes('--help')) {
+    process.stdout.write(usage());
+    return name === undefined ? 2 : 0;
   }
-  if (command === 'serve') {
-    if (rest.includes('--help') || rest.includes('-h')) {
-      process.stdout.write(USAGE);
-      return 0;
-    }
-    const config = loadConfig(rest);
-    const running = await serve(config);
-    const stop = (signal: string): void => {
-      running.logger.info({ signal }, 'shutting down');
-      void running.close().then(() => process.exit(0));
-    };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
-    return -1; // keep running
+  const command = Commands[name];
+  if (command === undefined) {
+    process.stderr.write(`sidecar-injector: unknown command "${name}"\n\n${usage()}`);
+    return 2;
   }
-  process.stderr.write(`unknown command "${command}"\n\n${USAGE}`);
-  return 2;
+  return command.run(rest);
 }
 
 run(process.argv.slice(2)).then(
   (code) => {
-    if (code >= 0) process.exitCode = code;
+    process.exitCode = code;
   },
   (err: unknown) => {
-    const message = err instanceof TemplateSetError || err instanceof InjectorError ? err.message : (err as Error).stack ?? String(err);
-    process.stderr.write(`sidecar-injector: ${message}\n`);
+    const known = err instanceof TemplateSetError || err instanceof InjectorError;
+    process.stderr.write(`sidecar-injector: ${known ? err.message : ((err as Error).stack ?? String(err))}\n`);
     process.exitCode = 1;
   },
 );

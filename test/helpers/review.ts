@@ -1,0 +1,43 @@
+import { randomUUID } from 'node:crypto';
+
+/** Builds the AdmissionReview a kube-apiserver sends for a pod CREATE. */
+export function podReview(pod: object, opts: { apiVersion?: string; namespace?: string; operation?: string; uid?: string } = {}): any {
+  return {
+    apiVersion: opts.apiVersion ?? 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: opts.uid ?? randomUUID(),
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      resource: { group: '', version: 'v1', resource: 'pods' },
+      requestKind: { group: '', version: 'v1', kind: 'Pod' },
+      requestResource: { group: '', version: 'v1', resource: 'pods' },
+      namespace: opts.namespace ?? 'default',
+      operation: opts.operation ?? 'CREATE',
+      userInfo: { username: 'system:serviceaccount:kube-system:replicaset-controller', groups: ['system:serviceaccounts', 'system:authenticated'] },
+      object: pod,
+      oldObject: null,
+      dryRun: false,
+      options: { apiVersion: 'meta.k8s.io/v1', kind: 'CreateOptions' },
+    },
+  };
+}
+
+/** Decodes the base64 JSON patch of an AdmissionResponse; [] when there is none. */
+export function decodePatch(response: { patch?: string; patchType?: string }): any[] {
+  if (response.patch === undefined) return [];
+  return JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8'));
+}
+
+/** A pod that opted in, with the given extra labels and annotations. */
+export function optedInPod(extra: { annotations?: Record<string, string>; labels?: Record<string, string>; name?: string; spec?: object } = {}): any {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      ...(extra.name === undefined ? { generateName: 'web-7c9f8b6d4-' } : { name: extra.name }),
+      labels: { app: 'web', 'sidecar-injector.io/inject': 'true', ...extra.labels },
+      ...(extra.annotations && { annotations: extra.annotations }),
+    },
+    spec: extra.spec ?? { containers: [{ name: 'web', image: 'nginx:1.27', ports: [{ containerPort: 8080 }] }] },
+  };
+}
