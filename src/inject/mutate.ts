@@ -40,8 +40,8 @@ export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[],
   const status: InjectionStatus = { templates: rendered.map((r) => r.name), digest: digestOf(rendered.map((r) => r.digest)) };
   const newSpec: PodSpec = { ...spec, containers: appendNew(ownContainers, sidecars.containers) };
   setList(newSpec, 'initContainers', prependNew(spec.initContainers, sidecars.initContainers));
-  setList(newSpec, 'volumes', mergeNamed(spec.volumes, rendered.flatMap((r) => r.volumes.map((v) => [v, r.name] as const)), 'volume', warnings));
-  setList(newSpec, 'imagePullSecrets', mergeNamed(spec.imagePullSecrets, rendered.flatMap((r) => r.imagePullSecrets.map((v) => [v, r.name] as const)), 'imagePullSecret', warnings));
+  setList(newSpec, 'volumes', mergeNamed(spec.volumes, rendered.flatMap((r) => r.volumes.map((v) => [v, r.name] as const)), (n) => `volume "${n}"`, warnings));
+  setList(newSpec, 'imagePullSecrets', mergeNamed(spec.imagePullSecrets, rendered.flatMap((r) => r.imagePullSecrets.map((v) => [v, r.name] as const)), (n) => `imagePullSecret "${n}"`, warnings));
 
   const annotations = mergeMap(meta.annotations, rendered, 'annotations', warnings);
   annotations[Keys.status] = JSON.stringify(status);
@@ -76,7 +76,7 @@ function placeSidecars(spec: PodSpec, rendered: readonly RenderedTemplate[], war
 
 /** Adds the template env vars and mounts to one application container, keeping what it already has. */
 function extendContainer(c: Container, env: readonly (readonly [NamedItem, string])[], mounts: readonly (readonly [VolumeMount, string])[], warnings: string[]): Container {
-  const newEnv = mergeNamed(c.env, env, `env var (container "${c.name}")`, warnings);
+  const newEnv = mergeNamed(c.env, env, (n) => `env var "${n}" in container "${c.name}"`, warnings);
   const newMounts = mergeMounts(c, mounts, warnings);
   if (newEnv === c.env && newMounts === c.volumeMounts) return c;
   const out: Container = { ...c };
@@ -106,7 +106,7 @@ function mergeMounts(c: Container, mounts: readonly (readonly [VolumeMount, stri
 }
 
 /** Appends the template's items that the pod does not have by name; returns `own` itself when nothing is new. */
-function mergeNamed<T extends NamedItem>(own: T[] | undefined, items: readonly (readonly [T, string])[], what: string, warnings: string[]): T[] | undefined {
+function mergeNamed<T extends NamedItem>(own: T[] | undefined, items: readonly (readonly [T, string])[], what: (name: string) => string, warnings: string[]): T[] | undefined {
   if (items.length === 0) return own;
   const byName = new Map((own ?? []).map((i) => [i.name, i]));
   const added: T[] = [];
@@ -116,7 +116,7 @@ function mergeNamed<T extends NamedItem>(own: T[] | undefined, items: readonly (
       added.push(item);
       byName.set(item.name, item);
     } else if (!isSubset(item, existing)) {
-      warnings.push(`${what} "${item.name}" of template "${template}" already exists in the pod and differs; the pod's value was kept`);
+      warnings.push(`${what(item.name)} of template "${template}" already exists in the pod and differs; the pod's value was kept`);
     }
   }
   return added.length === 0 ? own : [...(own ?? []), ...added];

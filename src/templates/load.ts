@@ -43,12 +43,9 @@ export async function loadTemplateSet(dir: string): Promise<TemplateSet> {
 export function compileTemplateSet(files: readonly TemplateFile[], source: string): TemplateSet {
   const faults: TemplateFault[] = [];
   const templates = new Map<string, CompiledTemplate>();
+  const seen = new Map<string, string>();
   for (const f of files) {
-    for (const t of compileFile(f, faults)) {
-      const seen = templates.get(t.name);
-      if (seen) faults.push({ file: f.file, template: t.name, path: '/metadata/name', message: `duplicate template name, also defined in ${seen.file}` });
-      else templates.set(t.name, t);
-    }
+    for (const t of compileFile(f, faults, seen)) templates.set(t.name, t);
   }
   if (faults.length > 0) throw new TemplateSetError(faults);
   const sorted = [...templates.values()].sort((a, b) => a.name.localeCompare(b.name));
@@ -60,7 +57,8 @@ export function compileTemplateSet(files: readonly TemplateFile[], source: strin
   });
 }
 
-function compileFile(f: TemplateFile, faults: TemplateFault[]): CompiledTemplate[] {
+/** Compiles the documents of one file; `seen` maps each template name met so far to its file. */
+function compileFile(f: TemplateFile, faults: TemplateFault[], seen: Map<string, string>): CompiledTemplate[] {
   const lineCounter = new LineCounter();
   const docs = parseAllDocuments(f.text, { lineCounter, uniqueKeys: true });
   if (!Array.isArray(docs)) return []; // an empty file (only comments) holds no template
@@ -78,6 +76,10 @@ function compileFile(f: TemplateFile, faults: TemplateFault[]): CompiledTemplate
     if (value === null || value === undefined) continue;
     const name = templateName(value);
     const before = faults.length;
+    if (name !== undefined && seen.has(name)) {
+      faults.push({ file: f.file, template: name, path: '/metadata/name', message: `duplicate template name, also defined in ${seen.get(name)}`, ...at('/metadata/name') });
+    }
+    if (name !== undefined && !seen.has(name)) seen.set(name, f.file);
     if (!validateDocument(value)) {
       for (const e of validateDocument.errors ?? []) faults.push({ file: f.file, ...withName(name), path: e.instancePath, message: describe(e), ...at(e.instancePath) });
     } else {

@@ -1,0 +1,103 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { TemplateSetError, InjectorError } from '../../src/errors.js';
+import { compileTemplateSet, loadTemplateSet } from '../../src/templates/load.js';
+
+const head = (name: string) => `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: ${name}\n`;
+
+function faultsOf(files: { file: string; text: string }[]) {
+  try {
+    compileTemplateSet(files, 'test');
+  } catch (err) {
+    assert.ok(err instanceof TemplateSetError, String(err));
+    return err.faults;
+  }
+  assert.fail('expected the set to be rejected');
+}
+
+describe('template loading', () => {
+  it('loads the bundled templates with log-shipper as the default', async () => {
+    const set = await loadTemplateSet('templates');
+    assert.deepEqual([...set.templates.keys()].sort(), ['log-shipper', 'proxy']);
+    assert.deepEqual(set.defaults.map((t) => t.name), ['log-shipper']);
+    assert.equal(set.templates.get('proxy')!.nativeSidecar, true);
+    assert.match(set.digest, /^[0-9a-f]{16}$/);
+  });
+
+  it('reports a fault with its file, template name, JSON path and line', () => {
+    const text = `${head('bad')}spec:\n  containers:\n    - name: agent\n      image: 42\n`;
+    const faults = faultsOf([{ file: 't/bad.yaml', text }]);
+    assert.equal(faults.length, 1);
+    assert.deepEqual({ ...faults[0] }, { file: 't/bad.yaml', template: 'bad', path: '/spec/containers/0/image', message: 'must be string', line: 8, column: 14 });
+  });
+
+  it('names a misspelled container field', () => {
+    const text = `${head('typo')}spec:\n  containers:\n    - name: agent\n      image: busybox\n      imagePullPolicyy: Always\n`;
+    const [fault] = faultsOf([{ file: 'typo.yaml', text }]);
+    assert.equal(fault!.path, '/spec/containers/0');
+    assert.match(fault!.message, /unknown field "imagePullPolicyy"/);
+  });
+
+  it('collects every fault of every file before failing', () => {
+    const faults = faultsOf([
+      { file: 'a.yaml', text: `${head('a')}spec:\n  containers:\n    - name: Bad_Name\n      image: x\n` },
+      { file: 'b.yaml', text: `${head('b')}spec:\n  volumes:\n    - name: v\n` },
+      { file: 'c.yaml', text: 'apiVersion: v1\nkind: ConfigMap\n' },
+    ]);
+    assert.deepEqual(faults.map((f) => f.file), ['a.yaml', 'b.yaml', 'c.yaml', 'c.yaml', 'c.yaml', 'c.yaml']);
+  });
+
+  it('rejects an unknown placeholder at load, with its path', () => {
+    const text = `${head('ph')}spec:\n  containers:\n    - name: agent\n      image: busybox\n      args: ["{{ pod.spec.nodeName }}"]\n`;
+    const [fault] = faultsOf([{ file: 'ph.yaml', text }]);
+    assert.equal(fault!.path, '/spec/containers/0/args/0');
+    assert.match(fault!.message, /unknown placeholder/);
+    assert.equal(fault!.line, 9);
+  });
+
+  it('rejects duplicate template names across files and duplicate containers within one', () => {
+    const one = `${head('dup')}spec:\n  containers:\n    - { name: a, image: x }\n    - { name: a, image: y }\n`;
+    const two = `${head('dup')}spec:\n  volumes:\n    - { name: v, emptyDir: {} }\n`;
+    const faults = faultsOf([{ file: '1.yaml', text: one }, { file: '2.yaml', text: two }]);
+    assert.ok(faults.some((f) => f.path === '/spec/containers/1/name' && /duplicate container name "a"/.test(f.message)));
+    assert.ok(faults.some((f) => f.file === '2.yaml' && /duplicate template name/.test(f.message)));
+  });
+
+  it('reports YAML syntax errors with their position', () => {
+    const [fault] = faultsOf([{ file: 'broken.yaml', text: `${head('x')}spec:\n  containers: [\n` }]);
+    assert.equal(fault!.file, 'broken.yaml');
+    assert.match(fault!.message, /^YAML:/);
+    assert.ok(fault!.line !== undefined);
+  });
+
+  it('refuses restartPolicy on containers of a template that is not a native sidecar', () => {
+    const text = `${head('rp')}spec:\n  containers:\n    - { name: a, image: x, restartPolicy: Always }\n`;
+    const [fault] = faultsOf([{ file: 'rp.yaml', text }]);
+    assert.equal(fault!.path, '/spec/containers/0/restartPolicy');
+  });
+
+  it('refuses a templates directory with no templates', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'tpl-empty-'));
+    await writeFile(join(dir, 'README.md'), 'not a template');
+    await assert.rejects(loadTemplateSet(dir), (err: unknown) => err instanceof InjectorError && err.code === 'TEMPLATES_EMPTY');
+  });
+
+  it('skips the hidden entries of a mounted ConfigMap', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'tpl-cm-'));
+    await writeFile(join(dir, '..data'), 'garbage: [');
+    await writeFile(join(dir, 'ok.yaml'), `${head('ok')}spec:\n  env:\n    - { name: A, value: b }\n`);
+    const set = await loadTemplateSet(dir);
+    assert.deepEqual([...set.templates.keys()], ['ok']);
+  });
+
+  it('freezes compiled templates so a review cannot change them', async () => {
+    const set = await loadTemplateSet('templates');
+    const spec = set.templates.get('log-shipper')!.spec;
+    assert.throws(() => {
+      (spec.containers[0] as any).image = 'evil';
+    }, TypeError);
+  });
+});
