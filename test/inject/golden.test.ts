@@ -46,7 +46,7 @@ describe('inject (golden files)', () => {
       else if (refresh) rmSync(warningsFile, { force: true });
       else assert.ok(!existsSync(warningsFile), `${warningsFile} expects warnings, none were given`);
 
-      const patched = jsonpatch.applyPatch(structuredClone(pod), structuredClone(ops), true, false).newDocument;
+      const patched = jsonpatch.applyPatch(structuredClone(pod), structuredClone(ops) as jsonpatch.Operation[], true, false).newDocument;
       assert.deepEqual(patched, result.pod, 'the patch must turn the pod into the injected pod');
       assert.deepEqual(podProblems(patched), []);
       assert.deepEqual(diff(patched, injectSidecars(patched, selection.templates, namespace).pod), [], 'injecting again must change nothing');
