@@ -3,7 +3,9 @@ import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { makeSelfSigned, readCertDir } from './certs/source.js';
 import type { Config } from './config/config.js';
+import { certificateValidity } from './certs/pki.js';
 import { createLogger, type Logger } from './log.js';
+import { createMetrics, type Metrics } from './metrics/metrics.js';
 import { createAdmissionApp, createAdmissionServer } from './server/admission.js';
 import { createHealthServer } from './server/health.js';
 import { loadTemplateSet, type TemplateSet } from './templates/load.js';
@@ -13,6 +15,8 @@ export interface Running {
   readonly admission: HttpsServer;
   readonly health: Server;
   readonly logger: Logger;
+  /** Prometheus metrics, served on the health port at /metrics. */
+  readonly metrics: Metrics;
   readonly port: number;
   readonly healthPort: number;
   /** Stops accepting, finishes in-flight reviews, and resolves when both servers are closed. */
@@ -25,13 +29,16 @@ export interface Running {
  */
 export async function serve(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<Running> {
   let ready = false;
+  const metrics = createMetrics();
   const templates: TemplateSet = await loadTemplateSet(config.templatesDir);
+  metrics.setTemplateSet(templates.digest);
   logger.info({ dir: config.templatesDir, templates: [...templates.templates.keys()], defaults: templates.defaults.map((t) => t.name), digest: templates.digest }, 'templates loaded');
 
   const tls = await loadCertificate(config, logger);
-  const app = createAdmissionApp({ logger, templates: () => templates });
+  metrics.setCertificateExpiry(certificateValidity(tls.certPem).notAfter);
+  const app = createAdmissionApp({ logger, templates: () => templates, onReview: metrics.observeReview, onError: metrics.observeError });
   const admission = createAdmissionServer(app, tls);
-  const health = createHealthServer({ isReady: () => ready });
+  const health = createHealthServer({ isReady: () => ready, routes: new Map([['/metrics', metrics.route]]) });
 
   await Promise.all([listen(admission, config.port, config.host), listen(health, config.healthPort, config.host)]);
   const port = (admission.address() as AddressInfo).port;
@@ -43,6 +50,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
     admission,
     health,
     logger,
+    metrics,
     port,
     healthPort,
     async close() {

@@ -5,6 +5,7 @@ import { missingSidecars } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
 import { diff } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
+import { withAudit } from './audit.js';
 import { isPodCreate, type AdmissionRequest, type AdmissionResponse } from './review.js';
 
 /** What became of a review; one value per log line and metric sample. */
@@ -27,6 +28,10 @@ export interface ReviewResult {
 
 /** The mutating handler: injects the selected templates and answers with the patch. */
 export function mutate(req: AdmissionRequest, set: TemplateSet): ReviewResult {
+  return withAudit(mutatePod(req, set));
+}
+
+function mutatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
   if (!isPodCreate(req)) return pass(req, Decision.Skipped, 'not-pod-create');
   const pod = podOf(req);
   const namespace = namespaceOf(req, pod);
@@ -51,6 +56,10 @@ export function mutate(req: AdmissionRequest, set: TemplateSet): ReviewResult {
  * not trusted, since anything after the injector could have changed the pod.
  */
 export function validate(req: AdmissionRequest, set: TemplateSet): ReviewResult {
+  return withAudit(validatePod(req, set));
+}
+
+function validatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
   if (!isPodCreate(req)) return pass(req, Decision.Skipped, 'not-pod-create');
   const pod = podOf(req);
   const selection = trySelect(pod, set);

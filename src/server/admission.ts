@@ -19,13 +19,15 @@ export interface AdmissionAppDeps {
   readonly templates: () => TemplateSet;
   /** Called with every finished review (metrics hook). */
   readonly onReview?: (endpoint: string, request: AdmissionRequest, result: ReviewResult, seconds: number) => void;
+  /** Called with every review answered by an HTTP error instead (metrics hook). */
+  readonly onError?: (endpoint: string, code: string) => void;
 }
 
 /** The Koa application: transport -> review codec -> handler -> response. */
 export function createAdmissionApp(deps: AdmissionAppDeps): Koa {
   const app = new Koa();
   app.silent = true; // errors are answered and logged by the edge middleware below
-  app.use(edgeErrors(deps.logger));
+  app.use(edgeErrors(deps.logger, deps.onError));
   app.use(async (ctx) => {
     const handler = Endpoints[ctx.path];
     if (handler === undefined) throw new InjectorError('NOT_FOUND', [ctx.path]);
@@ -58,7 +60,7 @@ function runHandler(handler: Handler, request: AdmissionRequest, deps: Admission
 }
 
 /** The one place that turns errors into HTTP answers: a JSON body with a stable code. */
-function edgeErrors(logger: Logger): Koa.Middleware {
+function edgeErrors(logger: Logger, onError?: AdmissionAppDeps['onError']): Koa.Middleware {
   return async (ctx, next) => {
     try {
       await next();
@@ -69,6 +71,7 @@ function edgeErrors(logger: Logger): Koa.Middleware {
       const message = known ? err.message : 'internal error';
       if (!known) logger.error({ err, path: ctx.path }, 'unhandled error');
       else logger.warn({ path: ctx.path, method: ctx.method, status, code, detail: message }, 'bad request');
+      onError?.(ctx.path, code);
       if (status === 413 || code === 'BODY_ABORTED') ctx.set('Connection', 'close');
       ctx.status = status;
       ctx.type = 'application/json';

@@ -1,0 +1,145 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ReviewResult } from '../admission/handlers.js';
+import type { AdmissionRequest } from '../admission/review.js';
+
+/** Every metric name starts with this, so one `{__name__=~"sidecar_injector_.*"}` finds them all. */
+export const PREFIX = 'sidecar_injector_';
+
+/** The decision label of a review that ended in an HTTP error instead of an AdmissionResponse. */
+export const ERROR_DECISION = 'error';
+
+/**
+ * Latency buckets in seconds. A review costs well under a millisecond here, and the apiserver's
+ * own histogram starts at 5 ms (apiserver_admission_webhook_admission_duration_seconds), so the low
+ * end is finer than its and the top reaches its default 10 s timeout.
+ */
+export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10] as const;
+
+/** Result of one attempt to (re)load the template set. */
+export const ReloadResult = { Success: 'success', Failure: 'failure' } as const;
+export type ReloadResult = (typeof ReloadResult)[keyof typeof ReloadResult];
+
+/** The injector's Prometheus metrics and the functions that feed them. */
+export interface Metrics {
+  readonly registry: Registry;
+  /** The `onReview` hook of the admission app: counts and times one answered review. */
+  observeReview(endpoint: string, request: AdmissionRequest, result: ReviewResult, seconds: number): void;
+  /** Counts a review answered with an HTTP error (bad body, internal fault) under its error code. */
+  observeError(endpoint: string, code: string): void;
+  /** Counts a template reload; on success also records the set now in use. */
+  recordReload(result: ReloadResult, digest?: string): void;
+  /** Records the template set now serving (at start and after each successful reload). */
+  setTemplateSet(digest: string, at?: Date): void;
+  /** Records when the serving certificate expires (at start and after each rotation). */
+  setCertificateExpiry(notAfter: Date): void;
+  /** The `/metrics` route for the health server: Prometheus text format. */
+  readonly route: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+}
+
+export interface MetricsOptions {
+  /** Also export prom-client's process_* and nodejs_* metrics (CPU, RSS, event loop lag, GC). */
+  readonly processMetrics?: boolean;
+}
+
+/** Creates a registry of its own (so several servers in one process never share counts) and the metrics in it. */
+export function createMetrics(opts: MetricsOptions = {}): Metrics {
+  const registry = new Registry();
+  if (opts.processMetrics ?? true) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+
+  const reviews = new Counter({
+    name: `${PREFIX}reviews_total`,
+    help: 'AdmissionReviews answered, by endpoint, operation, decision (injected, skipped, allowed, denied, error) and reason',
+    labelNames: ['endpoint', 'operation', 'decision', 'reason'] as const,
+    registers,
+  });
+  const latency = new Histogram({
+    name: `${PREFIX}review_duration_seconds`,
+    help: 'Time from the start of reading a review to its answer, by endpoint and decision',
+    labelNames: ['endpoint', 'decision'] as const,
+    buckets: [...LATENCY_BUCKETS],
+    registers,
+  });
+  const injections = new Counter({
+    name: `${PREFIX}injections_total`,
+    help: 'Templates injected into pods (one per template per pod that received a patch)',
+    labelNames: ['template'] as const,
+    registers,
+  });
+  const rejections = new Counter({
+    name: `${PREFIX}validation_rejections_total`,
+    help: 'Opted-in pods the validating handler rejected because their sidecars were missing, by namespace',
+    labelNames: ['namespace'] as const,
+    registers,
+  });
+  const templateSet = new Gauge({
+    name: `${PREFIX}template_set_info`,
+    help: 'The template set in use (always 1; the digest label names it)',
+    labelNames: ['digest'] as const,
+    registers,
+  });
+  const reloads = new Counter({
+    name: `${PREFIX}template_reloads_total`,
+    help: 'Template set reloads, by result (success, failure)',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const lastReload = new Gauge({
+    name: `${PREFIX}template_last_success_timestamp_seconds`,
+    help: 'Unix time at which the template set in use was loaded',
+    registers,
+  });
+  const certExpiry = new Gauge({
+    name: `${PREFIX}certificate_expiry_timestamp_seconds`,
+    help: 'Unix time at which the serving certificate expires (notAfter)',
+    registers,
+  });
+  // Both results are exported from the start, so an alert on increase() sees the first failure.
+  for (const r of Object.values(ReloadResult)) reloads.inc({ result: r }, 0);
+
+  const setTemplateSet = (digest: string, at: Date = new Date()): void => {
+    templateSet.reset();
+    templateSet.set({ digest }, 1);
+    lastReload.set(at.getTime() / 1000);
+  };
+
+  return {
+    registry,
+    observeReview(endpoint, request, result, seconds) {
+      const ep = endpointLabel(endpoint);
+      reviews.inc({ endpoint: ep, operation: request.operation ?? '', decision: result.decision, reason: result.reason });
+      latency.observe({ endpoint: ep, decision: result.decision }, seconds);
+      if (result.decision === 'injected' && result.patchOps > 0) {
+        for (const t of result.templates) injections.inc({ template: t });
+      }
+      if (ep === 'validate' && result.decision === 'denied' && result.reason === 'sidecars-missing') {
+        rejections.inc({ namespace: request.namespace ?? '' });
+      }
+    },
+    observeError(endpoint, code) {
+      reviews.inc({ endpoint: endpointLabel(endpoint), operation: '', decision: ERROR_DECISION, reason: code });
+    },
+    recordReload(result, digest) {
+      reloads.inc({ result });
+      if (result === ReloadResult.Success && digest !== undefined) setTemplateSet(digest);
+    },
+    setTemplateSet,
+    setCertificateExpiry(notAfter) {
+      certExpiry.set(notAfter.getTime() / 1000);
+    },
+    route: async (_req, res) => {
+      const text = await registry.metrics();
+      res.writeHead(200, { 'content-type': registry.contentType, 'content-length': Buffer.byteLength(text) });
+      res.end(text);
+    },
+  };
+}
+
+// Only the two review paths get their own label value: a scanner probing random paths must not
+// create a time series per path.
+function endpointLabel(path: string): string {
+  if (path === '/mutate') return 'mutate';
+  if (path === '/validate') return 'validate';
+  return 'other';
+}

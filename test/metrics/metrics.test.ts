@@ -1,0 +1,180 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { request } from 'node:http';
+import fjp from 'fast-json-patch';
+import { certificateValidity } from '../../src/certs/pki.js';
+import { createMetrics, ReloadResult } from '../../src/metrics/metrics.js';
+import { httpsRequest } from '../helpers/client.js';
+import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+/** One sample of the Prometheus text format: `name{a="x",b="y"} value`. */
+interface Sample {
+  readonly name: string;
+  readonly labels: Record<string, string>;
+  readonly value: number;
+}
+
+function parseSamples(text: string): Sample[] {
+  const out: Sample[] = [];
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    assert.ok(m, `not a Prometheus sample line: ${line}`);
+    const labels: Record<string, string> = {};
+    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = l[2]!;
+    out.push({ name: m[1]!, labels, value: Number(m[3]) });
+  }
+  return out;
+}
+
+/** The value of the one sample with this name and (at least) these labels; undefined when absent. */
+function valueOf(samples: readonly Sample[], name: string, labels: Record<string, string> = {}): number | undefined {
+  const found = samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+  assert.ok(found.length <= 1, `${name} ${JSON.stringify(labels)} matches ${found.length} samples`);
+  return found[0]?.value;
+}
+
+function getText(url: string): Promise<{ status: number; type: string; text: string }> {
+  return new Promise((resolve, reject) => {
+    request(url, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']), text }));
+    })
+      .on('error', reject)
+      .end();
+  });
+}
+
+describe('GET /metrics', () => {
+  let server: TestServer;
+  let samples: Sample[];
+  let contentType: string;
+
+  const post = async (path: string, body: unknown): Promise<any> => {
+    const res = await httpsRequest(`${server.url}${path}`, typeof body === 'string' ? body : JSON.stringify(body), { ca: server.certs.ca.certPem });
+    return res;
+  };
+
+  before(async () => {
+    server = await startTestServer();
+    // Two injections, one of them a pod that names two templates.
+    const injected = await post('/mutate', podReview(optedInPod(), { namespace: 'shop' }));
+    await post('/mutate', podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' } }), { namespace: 'shop' }));
+    // Skips and a denial.
+    await post('/mutate', podReview({ metadata: { name: 'plain' }, spec: { containers: [{ name: 'a', image: 'a' }] } }));
+    await post('/mutate', podReview(optedInPod(), { operation: 'UPDATE' }));
+    await post('/mutate', podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': 'nope' } })));
+    // A body that is not JSON, and a path that is not served.
+    await post('/mutate', '{not json');
+    await post('/nowhere', podReview(optedInPod()));
+    // The validating handler: twice without the sidecars (in two namespaces), once with them.
+    await post('/validate', podReview(optedInPod(), { namespace: 'shop' }));
+    await post('/validate', podReview(optedInPod(), { namespace: 'billing' }));
+    const pod = fjp.applyPatch(optedInPod(), decodePatch(injected.json().response), false, false).newDocument;
+    await post('/validate', podReview(pod, { namespace: 'shop' }));
+
+    const res = await getText(`${server.healthUrl}/metrics`);
+    assert.equal(res.status, 200);
+    contentType = res.type;
+    samples = parseSamples(res.text);
+  });
+  after(() => server.close());
+
+  it('answers in the Prometheus text format', () => {
+    assert.match(contentType, /^text\/plain; version=0\.0\.4/);
+  });
+
+  it('counts reviews by endpoint, operation, decision and reason', () => {
+    const reviews = (labels: Record<string, string>) => valueOf(samples, 'sidecar_injector_reviews_total', labels);
+    assert.equal(reviews({ endpoint: 'mutate', operation: 'CREATE', decision: 'injected', reason: 'injected' }), 2);
+    assert.equal(reviews({ endpoint: 'mutate', operation: 'CREATE', decision: 'skipped', reason: 'not-opted-in' }), 1);
+    assert.equal(reviews({ endpoint: 'mutate', operation: 'UPDATE', decision: 'skipped', reason: 'not-pod-create' }), 1);
+    assert.equal(reviews({ endpoint: 'mutate', operation: 'CREATE', decision: 'denied', reason: 'unknown-template' }), 1);
+    assert.equal(reviews({ endpoint: 'mutate', decision: 'error', reason: 'BODY_MALFORMED' }), 1);
+    assert.equal(reviews({ endpoint: 'other', decision: 'error', reason: 'NOT_FOUND' }), 1);
+    assert.equal(reviews({ endpoint: 'validate', operation: 'CREATE', decision: 'denied', reason: 'sidecars-missing' }), 2);
+    assert.equal(reviews({ endpoint: 'validate', operation: 'CREATE', decision: 'allowed', reason: 'sidecars-present' }), 1);
+  });
+
+  it('times every answered review in a millisecond-scale histogram', () => {
+    const count = (endpoint: string) => valueOf(samples, 'sidecar_injector_review_duration_seconds_count', { endpoint, decision: 'injected' });
+    assert.equal(count('mutate'), 2);
+    const total = samples.filter((s) => s.name === 'sidecar_injector_review_duration_seconds_count').reduce((n, s) => n + s.value, 0);
+    assert.equal(total, 8, 'one observation per answered review (errors have no answer to time)');
+    const buckets = samples.filter((s) => s.name === 'sidecar_injector_review_duration_seconds_bucket' && s.labels['endpoint'] === 'mutate' && s.labels['decision'] === 'injected');
+    assert.ok(buckets.some((b) => b.labels['le'] === '0.001'), 'has a 1 ms bucket');
+    assert.equal(valueOf(samples, 'sidecar_injector_review_duration_seconds_bucket', { endpoint: 'mutate', decision: 'injected', le: '+Inf' }), 2);
+  });
+
+  it('counts injections by template', () => {
+    assert.equal(valueOf(samples, 'sidecar_injector_injections_total', { template: 'log-shipper' }), 2);
+    assert.equal(valueOf(samples, 'sidecar_injector_injections_total', { template: 'proxy' }), 1);
+  });
+
+  it('counts validating rejections of opted-in pods without their sidecars, by namespace', () => {
+    assert.equal(valueOf(samples, 'sidecar_injector_validation_rejections_total', { namespace: 'shop' }), 1);
+    assert.equal(valueOf(samples, 'sidecar_injector_validation_rejections_total', { namespace: 'billing' }), 1);
+  });
+
+  it('names the template set in use by its digest', () => {
+    const info = samples.filter((s) => s.name === 'sidecar_injector_template_set_info');
+    assert.equal(info.length, 1);
+    assert.match(info[0]!.labels['digest'] ?? '', /^[0-9a-f]{8,}$/);
+    assert.equal(info[0]!.value, 1);
+    const loaded = valueOf(samples, 'sidecar_injector_template_last_success_timestamp_seconds')!;
+    assert.ok(Math.abs(loaded - Date.now() / 1000) < 120, `last success ${loaded} is recent`);
+  });
+
+  it('exports the serving certificate expiry', () => {
+    const expected = certificateValidity(server.certs.serving.certPem).notAfter.getTime() / 1000;
+    assert.equal(valueOf(samples, 'sidecar_injector_certificate_expiry_timestamp_seconds'), expected);
+  });
+
+  it('exports both reload results from the start, at zero', () => {
+    assert.equal(valueOf(samples, 'sidecar_injector_template_reloads_total', { result: 'success' }), 0);
+    assert.equal(valueOf(samples, 'sidecar_injector_template_reloads_total', { result: 'failure' }), 0);
+  });
+
+  it('includes the process metrics', () => {
+    assert.ok((valueOf(samples, 'process_resident_memory_bytes') ?? 0) > 0);
+  });
+});
+
+describe('createMetrics', () => {
+  const scrape = async (m: ReturnType<typeof createMetrics>) => parseSamples(await m.registry.metrics());
+
+  it('counts reloads by result and switches the template set only on success', async () => {
+    const m = createMetrics({ processMetrics: false });
+    m.setTemplateSet('aaaa', new Date(1_000_000));
+    m.recordReload(ReloadResult.Failure);
+    m.recordReload(ReloadResult.Failure);
+    let s = await scrape(m);
+    assert.equal(valueOf(s, 'sidecar_injector_template_reloads_total', { result: 'failure' }), 2);
+    assert.equal(valueOf(s, 'sidecar_injector_template_set_info', { digest: 'aaaa' }), 1);
+    assert.equal(valueOf(s, 'sidecar_injector_template_last_success_timestamp_seconds'), 1000);
+
+    m.recordReload(ReloadResult.Success, 'bbbb');
+    s = await scrape(m);
+    assert.equal(valueOf(s, 'sidecar_injector_template_reloads_total', { result: 'success' }), 1);
+    assert.equal(valueOf(s, 'sidecar_injector_template_set_info', { digest: 'aaaa' }), undefined, 'the old set is gone');
+    assert.equal(valueOf(s, 'sidecar_injector_template_set_info', { digest: 'bbbb' }), 1);
+    assert.ok(valueOf(s, 'sidecar_injector_template_last_success_timestamp_seconds')! > 1000);
+  });
+
+  it('records the certificate expiry in Unix seconds', async () => {
+    const m = createMetrics({ processMetrics: false });
+    m.setCertificateExpiry(new Date('2030-01-02T03:04:05Z'));
+    assert.equal(valueOf(await scrape(m), 'sidecar_injector_certificate_expiry_timestamp_seconds'), Date.UTC(2030, 0, 2, 3, 4, 5) / 1000);
+  });
+
+  it('keeps the counts of two instances apart', async () => {
+    const a = createMetrics({ processMetrics: false });
+    const b = createMetrics({ processMetrics: false });
+    a.observeError('/mutate', 'BODY_EMPTY');
+    assert.equal(valueOf(await scrape(a), 'sidecar_injector_reviews_total', { reason: 'BODY_EMPTY' }), 1);
+    assert.equal(valueOf(await scrape(b), 'sidecar_injector_reviews_total', { reason: 'BODY_EMPTY' }), undefined);
+  });
+});
