@@ -1,0 +1,244 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
+import { admit, validatePod } from '../helpers/apiserver.js';
+import { httpsRequest } from '../helpers/client.js';
+import { optedInPod, podReview } from '../helpers/review.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+let server: TestServer;
+let ca: string;
+before(async () => {
+  server = await startTestServer();
+  ca = server.certs.ca.certPem;
+});
+after(() => server.close());
+
+const names = (list: any[] | undefined) => (list ?? []).map((c) => c.name);
+const env = (c: any, name: string) => c.env.find((e: any) => e.name === name)?.value;
+
+describe('POST /mutate', () => {
+  it('injects the default template into an opted-in pod (v1)', async () => {
+    const { response, pod } = await admit(server.url, ca, optedInPod({ name: 'web' }), { namespace: 'shop' });
+    assert.equal(response.allowed, true);
+    assert.deepEqual(names(pod.spec.containers), ['web', 'log-shipper']);
+    assert.deepEqual(names(pod.spec.volumes), ['app-logs', 'fluent-bit-config']);
+    assert.deepEqual(JSON.parse(pod.metadata.annotations['sidecar-injector.io/status']).templates, ['log-shipper']);
+    assert.equal(env(pod.spec.containers[1], 'POD_NAMESPACE'), 'shop');
+  });
+
+  it('answers a v1beta1 review in v1beta1', async () => {
+    const { response, pod } = await admit(server.url, ca, optedInPod(), { apiVersion: 'admission.k8s.io/v1beta1' });
+    assert.equal(response.allowed, true);
+    assert.deepEqual(names(pod.spec.containers), ['web', 'log-shipper']);
+  });
+
+  it('returns no patch when called again on its own output (reinvocation)', async () => {
+    const first = await admit(server.url, ca, optedInPod({ annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' } }));
+    assert.ok(first.ops.length > 0);
+    const second = await admit(server.url, ca, first.pod);
+    assert.equal(second.response.allowed, true);
+    assert.equal(second.response.patch, undefined);
+    assert.equal(second.response.warnings, undefined);
+  });
+
+  it('returns no patch after the apiserver defaulted the injected containers', async () => {
+    const first = await admit(server.url, ca, optedInPod());
+    const defaulted = structuredClone(first.pod);
+    for (const c of defaulted.spec.containers) Object.assign(c, { imagePullPolicy: 'IfNotPresent', terminationMessagePath: '/dev/termination-log', terminationMessagePolicy: 'File' });
+    const second = await admit(server.url, ca, defaulted);
+    assert.equal(second.response.patch, undefined);
+    assert.equal(second.response.warnings, undefined);
+  });
+
+  it('leaves pods alone that opted out or never opted in', async () => {
+    for (const labels of [{ 'sidecar-injector.io/inject': 'false' }, { 'sidecar-injector.io/inject': 'yes' }]) {
+      const { response } = await admit(server.url, ca, optedInPod({ labels }));
+      assert.equal(response.allowed, true);
+      assert.equal(response.patch, undefined, JSON.stringify(labels));
+    }
+    const plain = { metadata: { name: 'p', annotations: { 'sidecar-injector.io/templates': 'proxy' } }, spec: { containers: [{ name: 'a', image: 'x' }] } };
+    assert.equal((await admit(server.url, ca, plain)).response.patch, undefined);
+  });
+
+  it('injects a controller pod that has only generateName and no namespace in the object', async () => {
+    const pod = optedInPod();
+    assert.equal(pod.metadata.name, undefined);
+    assert.equal(pod.metadata.namespace, undefined);
+    const { pod: out } = await admit(server.url, ca, pod, { namespace: 'payments' });
+    const sidecar = out.spec.containers.find((c: any) => c.name === 'log-shipper');
+    assert.equal(env(sidecar, 'POD_NAME'), 'web-7c9f8b6d4-');
+    assert.equal(env(sidecar, 'POD_NAMESPACE'), 'payments');
+  });
+
+  it('writes annotation and label keys with / correctly next to existing ones', async () => {
+    const pod = optedInPod({ annotations: { 'example.com/team': 'a', 'sidecar-injector.io/templates': 'log-shipper,proxy' }, labels: { 'app.kubernetes.io/name': 'shop' } });
+    const { pod: out, ops } = await admit(server.url, ca, pod);
+    assert.ok(ops.some((o) => o.path === '/metadata/annotations/fluentbit.io~1exclude'));
+    assert.equal(out.metadata.annotations['fluentbit.io/exclude'], 'true');
+    assert.equal(out.metadata.annotations['example.com/team'], 'a');
+    assert.equal(out.metadata.labels['sidecar-injector.io/proxy'], 'envoy');
+    const sidecar = out.spec.containers.find((c: any) => c.name === 'log-shipper');
+    assert.equal(env(sidecar, 'APP_NAME'), 'shop');
+  });
+
+  it('creates annotations, volumes and initContainers when the pod has none', async () => {
+    const pod = optedInPod({ annotations: undefined });
+    delete pod.metadata.annotations;
+    pod.metadata.labels = { 'sidecar-injector.io/inject': 'true' };
+    const review = await admit(server.url, ca, { ...pod, metadata: { ...pod.metadata, annotations: { 'sidecar-injector.io/templates': 'proxy' } } });
+    assert.deepEqual(names(review.pod.spec.initContainers), ['proxy']);
+    const bare = await admit(server.url, ca, pod);
+    assert.ok(bare.ops.some((o) => o.op === 'add' && o.path === '/metadata/annotations'));
+    assert.ok(bare.ops.some((o) => o.op === 'add' && o.path === '/spec/volumes'));
+  });
+
+  it('puts a native sidecar first in initContainers with restartPolicy Always', async () => {
+    const pod = optedInPod({
+      annotations: { 'sidecar-injector.io/templates': 'proxy' },
+      spec: { initContainers: [{ name: 'migrate', image: 'migrate:1' }], containers: [{ name: 'web', image: 'nginx' }] },
+    });
+    const { pod: out, ops } = await admit(server.url, ca, pod);
+    assert.deepEqual(names(out.spec.initContainers), ['proxy', 'migrate']);
+    assert.equal(out.spec.initContainers[0].restartPolicy, 'Always');
+    assert.deepEqual(names(out.spec.containers), ['web']);
+    assert.equal(ops.filter((o) => o.path.startsWith('/spec/initContainers')).length, 1, 'one add, not a rewrite of the list');
+  });
+
+  it('keeps a sidecar the pod already has and warns that it differs', async () => {
+    const pod = optedInPod({ spec: { containers: [{ name: 'web', image: 'nginx' }, { name: 'log-shipper', image: 'fluent/fluent-bit:1.0' }] } });
+    const { pod: out, response } = await admit(server.url, ca, pod);
+    assert.deepEqual(names(out.spec.containers), ['web', 'log-shipper']);
+    assert.equal(out.spec.containers[1].image, 'fluent/fluent-bit:1.0');
+    assert.ok(response.warnings.some((w: string) => w.includes('container "log-shipper"')));
+  });
+
+  it('injects two templates in the order the annotation names them', async () => {
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'proxy,log-shipper' } });
+    const { pod: out, response } = await admit(server.url, ca, pod);
+    assert.deepEqual(JSON.parse(out.metadata.annotations['sidecar-injector.io/status']).templates, ['proxy', 'log-shipper']);
+    assert.deepEqual(names(out.spec.initContainers), ['proxy']);
+    assert.deepEqual(names(out.spec.containers), ['web', 'log-shipper']);
+    assert.equal(response.warnings, undefined);
+  });
+
+  it('denies a pod that names an unknown template, naming it', async () => {
+    const { response } = await admit(server.url, ca, optedInPod({ annotations: { 'sidecar-injector.io/templates': 'log-shipper,nope' } }));
+    assert.equal(response.allowed, false);
+    assert.equal(response.status.code, 400);
+    assert.match(response.status.message, /"nope"/);
+    assert.equal(response.patch, undefined);
+  });
+
+  it('allows anything that is not a pod CREATE unchanged', async () => {
+    const update = podReview(optedInPod(), { operation: 'UPDATE' });
+    const del = podReview(optedInPod(), { operation: 'DELETE' });
+    delete del.request.object;
+    const configMap = podReview({ metadata: { name: 'c' } });
+    configMap.request.kind = { group: '', version: 'v1', kind: 'ConfigMap' };
+    configMap.request.resource = { group: '', version: 'v1', resource: 'configmaps' };
+    const binding = podReview(optedInPod());
+    binding.request.subResource = 'binding';
+    for (const review of [update, del, configMap, binding]) {
+      const res = await httpsRequest(`${server.url}/mutate`, JSON.stringify(review), { ca });
+      assert.equal(res.status, 200);
+      const response = res.json().response;
+      assert.equal(response.uid, review.request.uid);
+      assert.equal(response.allowed, true);
+      assert.equal(response.patch, undefined);
+      assert.equal(response.patchType, undefined);
+    }
+  });
+});
+
+describe('POST /validate', () => {
+  it('allows an injected pod, also after another webhook pinned the image to a digest', async () => {
+    const { pod } = await admit(server.url, ca, optedInPod({ annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' } }));
+    assert.equal((await validatePod(server.url, ca, pod)).allowed, true);
+    pod.spec.containers[1].image = 'cr.fluentbit.io/fluent/fluent-bit@sha256:' + 'a'.repeat(64);
+    pod.spec.initContainers[0].image = 'envoyproxy/envoy:v1.33.0';
+    assert.equal((await validatePod(server.url, ca, pod)).allowed, true);
+  });
+
+  it('rejects an opted-in pod without its sidecars, naming each missing piece', async () => {
+    const response = await validatePod(server.url, ca, optedInPod({ annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' } }));
+    assert.equal(response.allowed, false);
+    assert.equal(response.status.code, 403);
+    for (const piece of ['container "log-shipper"', 'volume "app-logs"', 'volume "fluent-bit-config"', 'native sidecar "proxy"', 'volume "envoy-config"']) {
+      assert.ok(response.status.message.includes(piece), `${piece} in ${response.status.message}`);
+    }
+  });
+
+  it('rejects a sidecar whose image repository was swapped', async () => {
+    const { pod } = await admit(server.url, ca, optedInPod());
+    pod.spec.containers[1].image = 'evil.example.com/fluent-bit:3.2.4';
+    const response = await validatePod(server.url, ca, pod);
+    assert.equal(response.allowed, false);
+    assert.match(response.status.message, /image repository cr\.fluentbit\.io\/fluent\/fluent-bit/);
+  });
+
+  it('rejects a native sidecar that is not in initContainers with restartPolicy Always', async () => {
+    const { pod } = await admit(server.url, ca, optedInPod({ annotations: { 'sidecar-injector.io/templates': 'proxy' } }));
+    delete pod.spec.initContainers[0].restartPolicy;
+    assert.equal((await validatePod(server.url, ca, pod)).allowed, false);
+  });
+
+  it('does not trust the status annotation', async () => {
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/status': '{"templates":["log-shipper"],"digest":"x"}' } });
+    assert.equal((await validatePod(server.url, ca, pod)).allowed, false);
+  });
+
+  it('allows pods that did not opt in and answers v1beta1 in v1beta1', async () => {
+    const pod = { metadata: { name: 'p' }, spec: { containers: [{ name: 'a', image: 'x' }] } };
+    assert.equal((await validatePod(server.url, ca, pod, { apiVersion: 'admission.k8s.io/v1beta1' })).allowed, true);
+  });
+});
+
+describe('bad requests', () => {
+  const review = JSON.stringify(podReview(optedInPod()));
+  const cases: { name: string; path?: string; method?: string; body?: string | Buffer; type?: string | null; status: number; code: string }[] = [
+    { name: 'wrong Content-Type', type: 'text/plain', body: review, status: 415, code: 'UNSUPPORTED_MEDIA_TYPE' },
+    { name: 'no Content-Type', type: null, body: review, status: 415, code: 'UNSUPPORTED_MEDIA_TYPE' },
+    { name: 'empty body', body: '', status: 400, code: 'BODY_EMPTY' },
+    { name: 'malformed JSON', body: '{"apiVersion":', status: 400, code: 'BODY_MALFORMED' },
+    { name: 'JSON that is not an AdmissionReview', body: '{"kind":"Pod"}', status: 400, code: 'REVIEW_INVALID' },
+    { name: 'a review without request.uid', body: '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}', status: 400, code: 'REVIEW_INVALID' },
+    { name: 'a body over 7 MiB', body: Buffer.alloc(7 * 1024 * 1024 + 1, 0x20), status: 413, code: 'BODY_TOO_LARGE' },
+    { name: 'an unknown path', path: '/inject', body: review, status: 404, code: 'NOT_FOUND' },
+    { name: 'GET on /mutate', method: 'GET', status: 405, code: 'METHOD_NOT_ALLOWED' },
+  ];
+  for (const c of cases) {
+    it(`answers ${c.status} with a JSON error for ${c.name}, and keeps serving`, async () => {
+      const res = await httpsRequest(`${server.url}${c.path ?? '/mutate'}`, c.body, { ca, method: c.method ?? 'POST', contentType: c.type === undefined ? 'application/json' : c.type });
+      assert.equal(res.status, c.status, res.text);
+      const body = res.json();
+      assert.equal(body.error, c.code);
+      assert.equal(typeof body.message, 'string');
+      if (c.status === 405) assert.equal(res.headers['allow'], 'POST');
+      const ok = await admit(server.url, ca, optedInPod());
+      assert.equal(ok.response.allowed, true);
+    });
+  }
+
+  it('accepts application/json with a charset parameter', async () => {
+    const res = await httpsRequest(`${server.url}/mutate`, review, { ca, contentType: 'application/json; charset=utf-8' });
+    assert.equal(res.status, 200);
+  });
+});
+
+describe('health port', () => {
+  const get = (path: string) =>
+    new Promise<number>((resolve, reject) => {
+      httpRequest(`${server.healthUrl}${path}`, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      })
+        .on('error', reject)
+        .end();
+    });
+  it('answers /healthz and /readyz once templates and certificate are loaded', async () => {
+    assert.equal(await get('/healthz'), 200);
+    assert.equal(await get('/readyz'), 200);
+    assert.equal(await get('/nope'), 404);
+  });
+});
