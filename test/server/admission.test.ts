@@ -83,8 +83,7 @@ describe('POST /mutate', () => {
   });
 
   it('creates annotations, volumes and initContainers when the pod has none', async () => {
-    const pod = optedInPod({ annotations: undefined });
-    delete pod.metadata.annotations;
+    const pod = optedInPod();
     pod.metadata.labels = { 'sidecar-injector.io/inject': 'true' };
     const review = await admit(server.url, ca, { ...pod, metadata: { ...pod.metadata, annotations: { 'sidecar-injector.io/templates': 'proxy' } } });
     assert.deepEqual(names(review.pod.spec.initContainers), ['proxy']);
