@@ -1,0 +1,72 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { admit } from '../helpers/apiserver.js';
+import { optedInPod } from '../helpers/review.js';
+
+const CLI = ['--import', 'tsx', 'src/cli/index.ts'];
+
+/** Runs the CLI to completion and returns its exit code and output. */
+function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [...CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('sidecar-injector serve', () => {
+  it('serves the bundled templates with a self-signed certificate and exits 0 on SIGTERM', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'serve-'));
+    const child = spawn(process.execPath, [...CLI, 'serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--self-signed-dir', dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const logs: any[] = [];
+    const started = new Promise<void>((resolve, reject) => {
+      createInterface({ input: child.stdout }).on('line', (line) => {
+        logs.push(JSON.parse(line));
+        if (logs.at(-1).port) resolve();
+      });
+      child.on('close', () => reject(new Error('the server exited before serving')));
+    });
+    await started;
+    const port: number = logs.find((l) => l.port)?.port ?? 0;
+    const caFile: string = logs.find((l) => l.caFile)?.caFile ?? '';
+    const seen = logs.map((l) => l.msg);
+    assert.ok(port > 0, `no "serving" line in ${seen.join(', ')}`);
+    assert.equal(caFile, join(dir, 'ca.crt'));
+    const ca = await readFile(caFile, 'utf8');
+    const { response, pod } = await admit(`https://localhost:${port}`, ca, optedInPod());
+    assert.equal(response.allowed, true);
+    assert.ok(pod.spec.containers.some((c: any) => c.name === 'log-shipper'));
+
+    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0);
+    const review = logs.find((l) => l.msg === 'review');
+    assert.ok(review, 'one log line per review');
+    assert.equal(review.decision, 'injected');
+    assert.equal(review.pod, 'web-7c9f8b6d4-');
+    assert.equal(typeof review.durationMs, 'number');
+    assert.equal(review.object, undefined, 'never the whole object at info level');
+  });
+
+  it('refuses to start with an invalid template, naming the file, template and path', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'bad-templates-'));
+    await writeFile(join(dir, 'broken.yaml'), 'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: broken\nspec:\n  containers:\n    - name: x\n');
+    const { code, stderr } = await runCli(['serve', '--templates-dir', dir, '--port', '0', '--health-port', '0']);
+    assert.equal(code, 1);
+    assert.match(stderr, /broken\.yaml:7:\d+: template "broken": \/spec\/containers\/0: missing required field "image"/);
+  });
+
+  it('refuses an invalid flag value, naming the flag', async () => {
+    const { code, stderr } = await runCli(['serve', '--port', 'https']);
+    assert.equal(code, 1);
+    assert.match(stderr, /--port/);
+  });
+});
