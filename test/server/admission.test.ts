@@ -1,6 +1,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
 import { admit, validatePod } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { optedInPod, podReview } from '../helpers/review.js';
@@ -148,6 +150,19 @@ describe('POST /mutate', () => {
       assert.equal(response.patchType, undefined);
     }
   });
+});
+
+describe('the examples in examples/', () => {
+  for (const file of ['review-v1.json', 'review-v1beta1-controller-pod.json']) {
+    it(`${file} is injected, and the result passes /validate`, async () => {
+      const review = JSON.parse(await readFile(join('examples', file), 'utf8'));
+      const opts = { apiVersion: review.apiVersion, namespace: review.request.namespace };
+      const { response, pod } = await admit(server.url, ca, review.request.object, opts);
+      assert.equal(response.allowed, true);
+      assert.ok(pod.spec.containers.some((c: any) => c.name === 'log-shipper'));
+      assert.equal((await validatePod(server.url, ca, pod, opts)).allowed, true);
+    });
+  }
 });
 
 describe('POST /validate', () => {
