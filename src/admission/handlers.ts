@@ -39,7 +39,8 @@ function mutatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
   if (selection instanceof InjectorError) return deny(req, selection, Reason.UnknownTemplate);
   if (!selection.inject) return pass(req, Decision.Skipped, selection.reason);
 
-  const result = injectSidecars(pod, selection.templates, namespace);
+  const result = attempt(() => injectSidecars(pod, selection.templates, namespace));
+  if (result instanceof InjectorError) return deny(req, result, refusalReason(result));
   const ops = diff(pod, result.pod);
   const response: AdmissionResponse = {
     uid: req.uid,
@@ -67,7 +68,9 @@ function validatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
   if (!selection.inject) return pass(req, Decision.Skipped, selection.reason);
 
   const templates = selection.templates.map((t) => t.name);
-  const missing = missingSidecars(pod, selection.templates, namespaceOf(req, pod));
+  // A conflict or refused override denies here too, so both handlers agree on every pod.
+  const missing = attempt(() => missingSidecars(pod, selection.templates, namespaceOf(req, pod)));
+  if (missing instanceof InjectorError) return deny(req, missing, refusalReason(missing));
   if (missing.length > 0) {
     return { ...deny(req, new InjectorError('SIDECARS_MISSING', [missing.join('; ')]), 'sidecars-missing', 'Forbidden'), templates };
   }
@@ -94,6 +97,20 @@ function trySelect(pod: Pod, set: TemplateSet): ReturnType<typeof selectTemplate
     if (err instanceof InjectorError) return err;
     throw err;
   }
+}
+
+/** Runs a step whose InjectorError is an answer to the user (a denial), not a failure of the webhook. */
+function attempt<T>(step: () => T): T | InjectorError {
+  try {
+    return step();
+  } catch (err) {
+    if (err instanceof InjectorError) return err;
+    throw err;
+  }
+}
+
+function refusalReason(err: InjectorError): string {
+  return err.code === 'OVERRIDE_REFUSED' ? Reason.OverrideRefused : err.code === 'TEMPLATE_CONFLICT' ? Reason.TemplateConflict : err.code;
 }
 
 function pass(req: AdmissionRequest, decision: Decision, reason: string): ReviewResult {

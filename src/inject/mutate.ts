@@ -1,7 +1,8 @@
 import type { Container, NamedItem, Pod, PodSpec, VolumeMount } from '../kube/types.js';
-import { renderValues } from '../templates/placeholders.js';
+import { insertPlaced, placementsOf } from '../templates/placement.js';
 import { digestOf, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
 import { Keys } from './keys.js';
+import { renderTemplates, type InjectionContext } from './render.js';
 
 /** The value of the status annotation: what was injected, and a digest of what was rendered. */
 export interface InjectionStatus {
@@ -20,11 +21,11 @@ export interface InjectionResult {
 /**
  * Injects the rendered templates into a pod. Pure: the input is never modified, and injecting the
  * result again changes nothing, because every item is keyed by name and an item the pod already
- * has under that name is left as the pod has it.
+ * has under that name is left as the pod has it. Throws OVERRIDE_REFUSED or TEMPLATE_CONFLICT
+ * (see renderTemplates); sidecars go where each template's `placement` says.
  */
-export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string): InjectionResult {
-  const values = renderValues(pod, namespace);
-  const rendered = templates.map((t) => t.render(values));
+export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): InjectionResult {
+  const rendered = renderTemplates(pod, templates, namespace, context);
   const warnings: string[] = [];
   const spec: PodSpec = pod.spec ?? {};
   const meta = pod.metadata ?? {};
@@ -38,8 +39,8 @@ export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[],
   );
 
   const status: InjectionStatus = { templates: rendered.map((r) => r.name), digest: digestOf(rendered.map((r) => r.digest)) };
-  const newSpec: PodSpec = { ...spec, containers: appendNew(ownContainers, sidecars.containers) };
-  setList(newSpec, 'initContainers', prependNew(spec.initContainers, sidecars.initContainers));
+  const newSpec: PodSpec = { ...spec, containers: insertPlaced(ownContainers, placementsOf(sidecars.containers, rendered, false)) ?? ownContainers };
+  setList(newSpec, 'initContainers', insertPlaced(spec.initContainers, placementsOf(sidecars.initContainers, rendered, true)));
   setList(newSpec, 'volumes', mergeNamed(spec.volumes, rendered.flatMap((r) => r.volumes.map((v) => [v, r.name] as const)), (n) => `volume "${n}"`, warnings));
   setList(newSpec, 'imagePullSecrets', mergeNamed(spec.imagePullSecrets, rendered.flatMap((r) => r.imagePullSecrets.map((v) => [v, r.name] as const)), (n) => `imagePullSecret "${n}"`, warnings));
 
@@ -132,14 +133,6 @@ function mergeMap(own: Record<string, string> | undefined, rendered: readonly Re
     }
   }
   return out;
-}
-
-function appendNew(own: Container[], added: readonly Container[]): Container[] {
-  return added.length === 0 ? own : [...own, ...added];
-}
-
-function prependNew(own: Container[] | undefined, added: readonly Container[]): Container[] | undefined {
-  return added.length === 0 ? own : [...added, ...(own ?? [])];
 }
 
 function setList<K extends 'initContainers' | 'volumes' | 'imagePullSecrets'>(spec: PodSpec, key: K, value: PodSpec[K] | undefined): void {

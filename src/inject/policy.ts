@@ -11,6 +11,8 @@ export const Reason = {
   OptedOut: 'opted-out',
   NoTemplates: 'no-templates',
   UnknownTemplate: 'unknown-template',
+  TemplateConflict: 'template-conflict',
+  OverrideRefused: 'override-refused',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
 

@@ -1,29 +1,29 @@
 import type { Container, Pod } from '../kube/types.js';
-import { renderValues } from '../templates/placeholders.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { imageRepository } from './image.js';
+import { renderTemplates, type InjectionContext } from './render.js';
 
 /**
  * Lists what the selected templates require and the pod lacks: each sidecar container by name, in
  * the right list, running the template's image repository, and each template volume by name. The
  * selection is recomputed from the pod by the caller; the status annotation is never trusted.
  */
-export function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string): string[] {
-  const values = renderValues(pod, namespace);
+export function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): string[] {
+  // Rendered as the mutating handler renders them: an image override changes the expected repository.
+  const rendered = renderTemplates(pod, templates, namespace, context);
   const spec = pod.spec ?? {};
   const containers = byName(spec.containers);
   const initContainers = byName(spec.initContainers);
   const volumes = new Set((spec.volumes ?? []).map((v) => v.name));
   const missing: string[] = [];
-  for (const t of templates) {
-    const r = t.render(values);
+  for (const r of rendered) {
     for (const want of r.containers) {
       const found = r.nativeSidecar ? initContainers.get(want.name) : containers.get(want.name);
       const problem = checkContainer(want, found, r.nativeSidecar);
-      if (problem !== undefined) missing.push(`${problem} (template "${t.name}")`);
+      if (problem !== undefined) missing.push(`${problem} (template "${r.name}")`);
     }
     for (const v of r.volumes) {
-      if (!volumes.has(v.name)) missing.push(`volume "${v.name}" (template "${t.name}")`);
+      if (!volumes.has(v.name)) missing.push(`volume "${v.name}" (template "${r.name}")`);
     }
   }
   return missing;

@@ -4,6 +4,7 @@ import { Ajv, type ErrorObject } from 'ajv';
 import { LineCounter, parseAllDocuments, isNode, type Document } from 'yaml';
 import { TemplateSetError, injectorError, type TemplateFault } from '../errors.js';
 import { PlaceholderError } from './placeholders.js';
+import { placementFault } from './placement.js';
 import { sidecarTemplateSchema } from './schema.js';
 import { compileTemplate, digestOf, type CompiledTemplate, type SidecarTemplateSpec } from './template.js';
 
@@ -111,6 +112,9 @@ function checkSemantics(spec: SidecarTemplateSpec, fault: (path: string, message
   paths.forEach((p, i) => {
     if (paths.indexOf(p) !== i) fault(`/spec/volumeMounts/${i}/mountPath`, `duplicate mountPath "${p}"`);
   });
+  const placement = placementFault(spec.placement);
+  if (placement !== undefined) fault('/spec/placement', placement);
+  if (spec.overrides?.length && !spec.containers?.length) fault('/spec/overrides', 'overrides apply to the first of spec.containers, and the template has none');
   if (spec.nativeSidecar !== true) {
     (spec.containers ?? []).forEach((c, i) => {
       if (c.restartPolicy !== undefined) fault(`/spec/containers/${i}/restartPolicy`, 'restartPolicy is only allowed with nativeSidecar: true');

@@ -11,6 +11,10 @@ export const QUANTITY_PATTERN = '^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[
 /** Label and annotation keys: an optional DNS subdomain prefix and a name of at most 63 characters. */
 const QUALIFIED_NAME = '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$';
 
+/** The fields a pod may override through `<template>.sidecar-injector.io/<field>` annotations. */
+export const Overridable = ['image', 'cpu', 'memory'] as const;
+export type OverrideField = (typeof Overridable)[number];
+
 const stringArray = { type: 'array', items: { type: 'string' } } as const;
 const quantity = { anyOf: [{ type: 'string', pattern: QUANTITY_PATTERN }, { type: 'number', minimum: 0 }] } as const;
 const quantityMap = { type: 'object', additionalProperties: quantity } as const;
@@ -127,7 +131,11 @@ export const sidecarTemplateSchema = {
       additionalProperties: false,
       properties: {
         default: { type: 'boolean' },
-        nativeSidecar: { type: 'boolean' },
+        // true: native sidecars (init containers with restartPolicy Always); "jobs": only in pods owned by a Job.
+        nativeSidecar: { enum: [true, false, 'jobs'] },
+        // "first", "last" or {before|after: CONTAINER}; checked by placementFault for a single clear message.
+        placement: { type: ['string', 'object'] },
+        overrides: { type: 'array', items: { enum: Overridable }, uniqueItems: true },
         containers: { type: 'array', items: containerSchema },
         initContainers: { type: 'array', items: containerSchema },
         volumes: { type: 'array', items: volume },

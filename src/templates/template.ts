@@ -1,11 +1,19 @@
 import { createHash } from 'node:crypto';
 import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
 import { compileValue, isDynamic, materialize, type RenderValues } from './placeholders.js';
+import type { Placement } from './placement.js';
+import type { OverrideField } from './schema.js';
+
+/** When a template's containers are native sidecars: always, never, or only in pods owned by a Job. */
+export const NativeSidecar = { Always: 'always', Never: 'never', JobsOnly: 'jobs' } as const;
+export type NativeSidecar = (typeof NativeSidecar)[keyof typeof NativeSidecar];
 
 /** The `spec` of a SidecarTemplate as written, after schema validation. */
 export interface SidecarTemplateSpec {
   readonly default?: boolean;
-  readonly nativeSidecar?: boolean;
+  readonly nativeSidecar?: boolean | 'jobs';
+  readonly placement?: Placement;
+  readonly overrides?: readonly OverrideField[];
   readonly containers?: readonly Container[];
   readonly initContainers?: readonly Container[];
   readonly volumes?: readonly NamedItem[];
@@ -31,6 +39,8 @@ export interface RenderedTemplate {
   readonly labels: Readonly<Record<string, string>>;
   /** sha256 of the rendered content, short form. */
   readonly digest: string;
+  /** Where the containers go; absent: after the pod's containers, ahead of its init containers. */
+  readonly placement?: Placement;
 }
 
 /** A template validated and compiled once at load; rendering per review is cheap. */
@@ -39,8 +49,13 @@ export interface CompiledTemplate {
   readonly file: string;
   readonly isDefault: boolean;
   readonly nativeSidecar: boolean;
+  /** `jobs`: rendered as ordinary containers, turned into native sidecars for Job-owned pods. */
+  readonly nativeMode: NativeSidecar;
+  readonly placement?: Placement;
+  /** Fields pods may override through annotations; applied to the first container. */
+  readonly overrides: readonly OverrideField[];
   /** The normalized spec (native containers already carry `restartPolicy: Always`). */
-  readonly spec: Required<Omit<SidecarTemplateSpec, 'default' | 'nativeSidecar'>>;
+  readonly spec: Required<Omit<SidecarTemplateSpec, 'default' | 'nativeSidecar' | 'placement' | 'overrides'>>;
   render(values: RenderValues): RenderedTemplate;
 }
 
@@ -66,14 +81,16 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
     labels: spec.labels ?? {},
   });
   const compiled = compileValue(normalized, '/spec');
-  const base = { name, nativeSidecar };
+  const base = { name, nativeSidecar, ...(spec.placement !== undefined && { placement: spec.placement }) };
   const render = isDynamic(compiled)
     ? (v: RenderValues): RenderedTemplate => {
         const body = materialize(compiled, v) as typeof normalized;
         return { ...base, ...body, digest: digestOf(body) };
       }
     : constant({ ...base, ...normalized, digest: digestOf(normalized) });
-  return { name, file, isDefault: spec.default === true, nativeSidecar, spec: normalized, render };
+  const nativeMode = nativeSidecar ? NativeSidecar.Always : spec.nativeSidecar === 'jobs' ? NativeSidecar.JobsOnly : NativeSidecar.Never;
+  const extras = { nativeMode, overrides: Object.freeze([...(spec.overrides ?? [])]), ...(spec.placement !== undefined && { placement: deepFreeze(spec.placement) }) };
+  return { name, file, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, render };
 }
 
 function constant(rendered: RenderedTemplate): () => RenderedTemplate {

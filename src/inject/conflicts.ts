@@ -1,0 +1,59 @@
+import type { Container, JsonObject } from '../kube/types.js';
+import type { RenderedTemplate } from '../templates/template.js';
+import { isSubset } from './mutate.js';
+
+/** Two selected templates that want the same name (or port) for different things. */
+export interface Conflict {
+  /** The later template in the selection, which would lose. */
+  readonly template: string;
+  /** The earlier template it clashes with. */
+  readonly with: string;
+  /** JSON pointer inside the later template, e.g. `/spec/volumes/0/name`. */
+  readonly path: string;
+  readonly message: string;
+}
+
+interface Claim {
+  readonly template: string;
+  readonly path: string;
+  readonly value: unknown;
+}
+
+/**
+ * Finds what the selected templates cannot all have in one pod: a container name used twice (across
+ * containers and init containers), a volume, env var or mount path defined differently, a port name
+ * or a port number used by two sidecars (all containers share the pod's network namespace). The same
+ * volume defined identically by two templates is shared, not a conflict.
+ */
+export function findConflicts(rendered: readonly RenderedTemplate[]): Conflict[] {
+  if (rendered.length < 2) return [];
+  const out: Conflict[] = [];
+  const claims = new Map<string, Claim>();
+  const claim = (key: string, what: string, c: Claim, sameIsFine: boolean): void => {
+    const prior = claims.get(key);
+    if (prior === undefined) return void claims.set(key, c);
+    if (prior.template === c.template) return;
+    if (sameIsFine && isSubset(c.value, prior.value) && isSubset(prior.value, c.value)) return;
+    out.push({ template: c.template, with: prior.template, path: c.path, message: `${what} is defined by both template "${prior.template}" and template "${c.template}"` });
+  };
+  for (const r of rendered) {
+    const t = r.name;
+    const lists: [readonly Container[], string][] = [[r.containers, '/spec/containers'], [r.initContainers, '/spec/initContainers']];
+    for (const [list, base] of lists) {
+      list.forEach((c, i) => {
+        claim(`container:${c.name}`, `container "${c.name}"`, { template: t, path: `${base}/${i}/name`, value: c }, false);
+        (c.ports ?? []).forEach((p, j) => portClaims(p, `${base}/${i}/ports/${j}`, t, claim));
+      });
+    }
+    r.volumes.forEach((v, i) => claim(`volume:${v.name}`, `volume "${v.name}"`, { template: t, path: `/spec/volumes/${i}/name`, value: v }, true));
+    r.env.forEach((e, i) => claim(`env:${e.name}`, `env var "${e.name}" for the application containers`, { template: t, path: `/spec/env/${i}/name`, value: e }, true));
+    r.volumeMounts.forEach((m, i) => claim(`mount:${m.mountPath}`, `mount path ${m.mountPath} in the application containers`, { template: t, path: `/spec/volumeMounts/${i}/mountPath`, value: m }, true));
+  }
+  return out;
+}
+
+function portClaims(p: JsonObject, path: string, template: string, claim: (key: string, what: string, c: Claim, sameIsFine: boolean) => void): void {
+  if (typeof p['name'] === 'string') claim(`port-name:${p['name']}`, `port name "${p['name']}"`, { template, path: `${path}/name`, value: p }, false);
+  const protocol = typeof p['protocol'] === 'string' ? p['protocol'] : 'TCP';
+  claim(`port:${String(p['containerPort'])}/${protocol}`, `port ${String(p['containerPort'])}/${protocol}`, { template, path: `${path}/containerPort`, value: p }, false);
+}

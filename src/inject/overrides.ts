@@ -1,0 +1,100 @@
+import { InjectorError } from '../errors.js';
+import type { Container } from '../kube/types.js';
+import { Overridable, QUANTITY_PATTERN, type OverrideField } from '../templates/schema.js';
+import { digestOf, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
+
+/**
+ * Per-pod overrides: `<template>.sidecar-injector.io/image`, `/cpu` and `/memory` annotations change
+ * the first container of that template, when the template lists the field in `spec.overrides`. An
+ * annotation under a selected template's prefix that is neither allowed nor read by one of the
+ * template's placeholders is refused, so a typo is an error the user sees rather than a silent no-op.
+ */
+export type Overrides = Partial<Record<OverrideField, string>>;
+
+/** The annotation that overrides `field` of `template`. */
+export function overrideKey(template: string, field: string): string {
+  return `${template}.sidecar-injector.io/${field}`;
+}
+
+// distribution/reference: [domain[:port]/]path[:tag][@digest]
+const COMPONENT = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
+const DOMAIN = '(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?)';
+const IMAGE = new RegExp(`^(?:${DOMAIN}/)?${COMPONENT}(?:/${COMPONENT})*(?::[\\w][\\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$`);
+const QUANTITY = new RegExp(QUANTITY_PATTERN);
+const ANNOTATION_PLACEHOLDER = /pod\.annotations\[\s*(?:'([^']*)'|"([^"]*)")\s*\]/g;
+
+/** Reads and checks a template's override annotations on a pod; throws OVERRIDE_REFUSED with every problem. */
+export function overridesFor(t: CompiledTemplate, annotations: Readonly<Record<string, string>>): Overrides {
+  const prefix = overrideKey(t.name, '');
+  const out: Overrides = {};
+  const problems: string[] = [];
+  for (const [key, value] of Object.entries(annotations)) {
+    if (!key.startsWith(prefix)) continue;
+    const field = key.slice(prefix.length);
+    const problem = checkOverride(t, field, value, key);
+    if (problem === undefined && isField(field)) out[field] = value.trim();
+    else if (problem !== undefined) problems.push(problem);
+  }
+  if (problems.length > 0) throw new InjectorError('OVERRIDE_REFUSED', [problems.join('; ')]);
+  return out;
+}
+
+function checkOverride(t: CompiledTemplate, field: string, value: string, key: string): string | undefined {
+  const allowed = t.overrides.length === 0 ? 'it allows none' : `it allows ${t.overrides.join(', ')}`;
+  if (!isField(field)) {
+    if (readsAnnotation(t, key)) return undefined;
+    return `annotation ${key}: "${field}" is not an override field (${Overridable.join(', ')}) and template "${t.name}" does not read it`;
+  }
+  if (!t.overrides.includes(field)) return `annotation ${key}: template "${t.name}" does not allow overriding ${field}; ${allowed}`;
+  const v = value.trim();
+  if (field === 'image') return IMAGE.test(v) ? undefined : `annotation ${key}: "${value}" is not a valid image reference`;
+  if (!QUANTITY.test(v) || v.startsWith('-')) return `annotation ${key}: "${value}" is not a Kubernetes quantity (for example ${field === 'cpu' ? '250m or 1' : '128Mi or 1Gi'})`;
+  if (parseQuantity(v) === 0) return `annotation ${key}: ${field} must be greater than zero`;
+  return undefined;
+}
+
+function isField(field: string): field is OverrideField {
+  return (Overridable as readonly string[]).includes(field);
+}
+
+// Only looked at when a pod carries an unknown key under the template's prefix, which is rare.
+function readsAnnotation(t: CompiledTemplate, key: string): boolean {
+  const text = JSON.stringify(t.spec);
+  for (const m of text.matchAll(ANNOTATION_PLACEHOLDER)) {
+    if ((m[1] ?? m[2]) === key) return true;
+  }
+  return false;
+}
+
+/** Applies overrides to the first container of a rendered template; returns `r` itself when there are none. */
+export function applyOverrides(r: RenderedTemplate, o: Overrides): RenderedTemplate {
+  const first = r.containers[0];
+  if (first === undefined || Object.keys(o).length === 0) return r;
+  let c: Container = o.image === undefined ? first : { ...first, image: o.image };
+  if (o.cpu !== undefined) c = withRequest(c, 'cpu', o.cpu);
+  if (o.memory !== undefined) c = withRequest(c, 'memory', o.memory);
+  const containers = [c, ...r.containers.slice(1)];
+  const { digest: _old, name: _name, nativeSidecar: _native, placement: _placement, ...body } = r;
+  return { ...r, containers, digest: digestOf({ ...body, containers }) };
+}
+
+/** Sets the request; a limit below it is raised to it, so that the pod stays valid (requests <= limits). */
+function withRequest(c: Container, resource: 'cpu' | 'memory', quantity: string): Container {
+  const resources = (c['resources'] ?? {}) as { requests?: Record<string, string>; limits?: Record<string, string> };
+  const requests = { ...resources.requests, [resource]: quantity };
+  const limit = resources.limits?.[resource];
+  const limits = limit !== undefined && parseQuantity(String(limit)) < parseQuantity(quantity) ? { ...resources.limits, [resource]: quantity } : resources.limits;
+  return { ...c, resources: { ...resources, requests, ...(limits !== undefined && { limits }) } };
+}
+
+const SUFFIX: Readonly<Record<string, number>> = {
+  n: 1e-9, u: 1e-6, m: 1e-3, '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
+};
+
+/** The value of a resource.Quantity as a number (precise enough to compare requests and limits). */
+export function parseQuantity(q: string): number {
+  const m = /^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$/.exec(q.trim());
+  if (m === null) return Number.NaN;
+  return Number(m[1]) * (SUFFIX[m[2] ?? ''] ?? Number.NaN);
+}

@@ -1,0 +1,64 @@
+import type { RenderedTemplate } from './template.js';
+
+/**
+ * Where a template's containers go in the pod's list: `first`, `last`, or next to a named container
+ * (another injector's, or the application's). The pod's own entries are never moved: the injector
+ * only inserts, so the JSON patch stays one `add` per sidecar and a re-invoked review changes nothing.
+ */
+export type Placement = 'first' | 'last' | { readonly before: string } | { readonly after: string };
+
+const NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const HELP = 'placement must be "first", "last", {before: CONTAINER} or {after: CONTAINER}';
+
+/** Checks a `spec.placement` value as written; returns the fault message, or undefined when valid. */
+export function placementFault(value: unknown): string | undefined {
+  if (value === undefined || value === 'first' || value === 'last') return undefined;
+  if (typeof value === 'string') return `${HELP}, got "${value}"`;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return HELP;
+  const keys = Object.keys(value);
+  const key = keys[0];
+  if (keys.length !== 1 || (key !== 'before' && key !== 'after')) return `${HELP}, got keys ${keys.map((k) => `"${k}"`).join(', ') || 'none'}`;
+  const name = (value as Record<string, unknown>)[key];
+  if (typeof name !== 'string' || !NAME.test(name)) return `placement.${key} must be a container name (DNS-1123 label)`;
+  return undefined;
+}
+
+/**
+ * Pairs each container a template adds with where it goes. In the containers list the default is
+ * `last`; in the init containers list it is `first`, because a native sidecar must be running before
+ * the pod's own init containers that may need it. A template's run-to-completion init containers
+ * always go first.
+ */
+export function placementsOf<C extends { readonly name: string }>(added: readonly C[], rendered: readonly RenderedTemplate[], initList: boolean): [C, Placement][] {
+  const where = new Map<string, Placement>();
+  for (const r of rendered) {
+    const list = initList ? (r.nativeSidecar ? r.containers : []) : r.nativeSidecar ? [] : r.containers;
+    for (const c of list) if (!where.has(c.name)) where.set(c.name, r.placement ?? (initList ? 'first' : 'last'));
+  }
+  return added.map((c) => [c, where.get(c.name) ?? 'first']);
+}
+
+/** Inserts `added` into `own` by each item's placement; returns `own` itself when nothing is added. */
+export function insertPlaced<T extends { readonly name: string }>(own: readonly T[] | undefined, added: readonly (readonly [T, Placement])[]): T[] | undefined {
+  if (added.length === 0) return own === undefined ? undefined : (own as T[]);
+  const list = [...(own ?? [])];
+  let firsts = 0; // `first` items keep their template order at the head of the list
+  for (const [item, placement] of added) {
+    const at = indexFor(list, placement, firsts);
+    if (placement === 'first' || at < firsts) firsts++;
+    list.splice(at, 0, item);
+  }
+  return list;
+}
+
+function indexFor(list: readonly { readonly name: string }[], placement: Placement, firsts: number): number {
+  if (placement === 'first') return firsts;
+  if (placement === 'last') return list.length;
+  // A missing anchor is not an error: the other injector may not have run yet (or at all).
+  if ('before' in placement) {
+    const i = list.findIndex((c) => c.name === placement.before);
+    return i < 0 ? list.length : i;
+  }
+  const i = list.findIndex((c) => c.name === placement.after);
+  return i < 0 ? list.length : i + 1;
+}
