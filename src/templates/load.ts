@@ -120,6 +120,13 @@ function checkSemantics(spec: SidecarTemplateSpec, fault: (path: string, message
       if (c.restartPolicy !== undefined) fault(`/spec/containers/${i}/restartPolicy`, 'restartPolicy is only allowed with nativeSidecar: true');
     });
   }
+  // core/v1 validation: a plain init container (no restartPolicy: Always) may not have probes or lifecycle hooks.
+  (spec.initContainers ?? []).forEach((c, i) => {
+    if (c.restartPolicy === 'Always') return;
+    for (const field of ['lifecycle', 'livenessProbe', 'readinessProbe', 'startupProbe'] as const) {
+      if (c[field] !== undefined) fault(`/spec/initContainers/${i}/${field}`, `${field} is not allowed on an init container unless it has restartPolicy: Always`);
+    }
+  });
   if (!spec.containers?.length && !spec.initContainers?.length && !spec.volumes?.length && !spec.volumeMounts?.length && !spec.env?.length && !spec.annotations && !spec.labels && !spec.imagePullSecrets?.length) {
     fault('/spec', 'the template injects nothing');
   }

@@ -79,6 +79,13 @@ describe('template loading', () => {
     assert.equal(fault!.path, '/spec/containers/0/restartPolicy');
   });
 
+  it('refuses probes on a plain init container, which the apiserver would reject in the pod', () => {
+    const text = `${head('init')}spec:\n  initContainers:\n    - name: prep\n      image: x\n      readinessProbe: { exec: { command: [true] } }\n`;
+    const [fault] = faultsOf([{ file: 'init.yaml', text }]);
+    assert.equal(fault!.path, '/spec/initContainers/0/readinessProbe');
+    assert.equal(fault!.line, 9);
+  });
+
   it('refuses a templates directory with no templates', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'tpl-empty-'));
     await writeFile(join(dir, 'README.md'), 'not a template');
