@@ -1,0 +1,120 @@
+/**
+ * The pods the benchmark sends, shaped as the kube-apiserver sends them: after defaulting, with the
+ * fields a ReplicaSet controller's pod carries. All three opt in, so the product injects each time.
+ */
+
+const OPT_IN = { 'sidecar-injector.io/inject': 'true' };
+
+/** The service-account token volume every pod gets from the apiserver's admission. */
+function kubeApiAccess(suffix: string): object {
+  return {
+    name: `kube-api-access-${suffix}`,
+    projected: {
+      defaultMode: 420,
+      sources: [
+        { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
+        { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+        { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
+      ],
+    },
+  };
+}
+
+function container(name: string, envCount: number, suffix: string): object {
+  return {
+    name,
+    image: `registry.example.com/team/${name}:1.42.7`,
+    ports: [
+      { name: 'http', containerPort: 8080, protocol: 'TCP' },
+      { name: 'metrics', containerPort: 9090, protocol: 'TCP' },
+    ],
+    env: Array.from({ length: envCount }, (_, i) => ({
+      name: `${name.toUpperCase().replace(/-/g, '_')}_SETTING_${i}`,
+      value: `value-${i}-for-${name}-with-some-realistic-length-${'x'.repeat(i % 17)}`,
+    })),
+    resources: { requests: { cpu: '250m', memory: '256Mi' }, limits: { memory: '512Mi' } },
+    livenessProbe: { httpGet: { path: '/healthz', port: 8080, scheme: 'HTTP' }, initialDelaySeconds: 10, timeoutSeconds: 1, periodSeconds: 10, successThreshold: 1, failureThreshold: 3 },
+    readinessProbe: { httpGet: { path: '/ready', port: 8080, scheme: 'HTTP' }, timeoutSeconds: 1, periodSeconds: 5, successThreshold: 1, failureThreshold: 3 },
+    volumeMounts: [
+      { name: 'data', mountPath: '/data' },
+      { name: `kube-api-access-${suffix}`, readOnly: true, mountPath: '/var/run/secrets/kubernetes.io/serviceaccount' },
+    ],
+    terminationMessagePath: '/dev/termination-log',
+    terminationMessagePolicy: 'File',
+    imagePullPolicy: 'IfNotPresent',
+    securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ['ALL'] } },
+  };
+}
+
+/** A pod of a Deployment with `containers` containers of `envCount` env vars each. */
+function deploymentPod(app: string, containers: number, envCount: number): object {
+  const suffix = 'x7k2p';
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      generateName: `${app}-6d4f9c7b8-`,
+      namespace: 'shop',
+      labels: { app, 'app.kubernetes.io/name': app, 'app.kubernetes.io/part-of': 'shop', 'pod-template-hash': '6d4f9c7b8', ...OPT_IN },
+      annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-11-01T10:00:00Z', 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9090' },
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: `${app}-6d4f9c7b8`, uid: '1f0c2a9e-6a55-4c1e-9d0a-3b8f7e2d1c4a', controller: true, blockOwnerDeletion: true }],
+    },
+    spec: {
+      volumes: [{ name: 'data', emptyDir: {} }, kubeApiAccess(suffix)],
+      containers: Array.from({ length: containers }, (_, i) => container(i === 0 ? app : `${app}-helper-${i}`, envCount, suffix)),
+      restartPolicy: 'Always',
+      terminationGracePeriodSeconds: 30,
+      dnsPolicy: 'ClusterFirst',
+      serviceAccountName: 'default',
+      serviceAccount: 'default',
+      securityContext: { runAsUser: 1000, fsGroup: 2000 },
+      schedulerName: 'default-scheduler',
+      tolerations: [
+        { key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 },
+        { key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 },
+      ],
+      priority: 0,
+      enableServiceLinks: true,
+      preemptionPolicy: 'PreemptLowerPriority',
+    },
+  };
+}
+
+/** The three sizes of the benchmark, in the order they run. */
+export const Pods = {
+  small: {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { generateName: 'web-', namespace: 'shop', labels: { app: 'web', ...OPT_IN } },
+    spec: { containers: [{ name: 'web', image: 'nginx:1.27' }] },
+  },
+  typical: deploymentPod('checkout', 1, 12),
+  large: deploymentPod('monolith', 5, 76),
+} as const;
+export type PodSize = keyof typeof Pods;
+
+/** An AdmissionReview for `pod` with a placeholder uid, split around it so each request gets a fresh one cheaply. */
+export function reviewTemplate(pod: object): { readonly prefix: Buffer; readonly suffix: Buffer; readonly bytes: number } {
+  const marker = '00000000-0000-4000-8000-000000000000';
+  const review = {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: marker,
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      resource: { group: '', version: 'v1', resource: 'pods' },
+      requestKind: { group: '', version: 'v1', kind: 'Pod' },
+      requestResource: { group: '', version: 'v1', resource: 'pods' },
+      namespace: 'shop',
+      operation: 'CREATE',
+      userInfo: { username: 'system:serviceaccount:kube-system:replicaset-controller', uid: 'a3b5c7d9-1111-2222-3333-444455556666', groups: ['system:serviceaccounts', 'system:serviceaccounts:kube-system', 'system:authenticated'] },
+      object: pod,
+      oldObject: null,
+      dryRun: false,
+      options: { apiVersion: 'meta.k8s.io/v1', kind: 'CreateOptions' },
+    },
+  };
+  const text = JSON.stringify(review);
+  const at = text.indexOf(marker);
+  return { prefix: Buffer.from(text.slice(0, at)), suffix: Buffer.from(text.slice(at + marker.length)), bytes: Buffer.byteLength(text) };
+}

@@ -1,0 +1,225 @@
+/**
+ * `npm run bench`: the product (production build, real TLS, the bundled templates) against a floor
+ * server (bare node:https + JSON.parse), driven alternately with the same keep-alive HTTPS load over
+ * loopback, for a small, a typical and a large pod. Writes the table to BENCHMARKS.md.
+ *
+ * Flags: --quick (short phases, for a smoke run), --profile (the product runs with --cpu-prof into
+ * bench/profiles/), --no-write (print only), --seconds N, --rounds N, --connections N, --rate N.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { cpus, platform, release, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { createCA, issueServingCert } from '../src/certs/pki.js';
+import { closedLoop, mergeSorted, quantile, steadyRate, type LoadResult, type Target } from './load.js';
+import { Pods, reviewTemplate, type PodSize } from './pods.js';
+import { cpuMicros, freePort, httpOk, memory, startServer, tlsOk, type ServerProcess } from './servers.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    profile: { type: 'boolean', default: false },
+    'no-write': { type: 'boolean', default: false },
+    seconds: { type: 'string' },
+    rounds: { type: 'string' },
+    connections: { type: 'string', default: '8' },
+    rate: { type: 'string', default: '500' },
+    'steady-seconds': { type: 'string' },
+  },
+});
+const SECONDS = Number(flags.seconds ?? (flags.quick ? 1 : 3));
+const ROUNDS = Number(flags.rounds ?? (flags.quick ? 2 : 3));
+const CONNECTIONS = Number(flags.connections);
+const RATE = Number(flags.rate);
+const STEADY_SECONDS = Number(flags['steady-seconds'] ?? (flags.quick ? 2 : 8));
+const ENTRY = 'dist/src/cli/index.js';
+
+/** What one server did with one pod size under one kind of load, added up over the rounds. */
+interface Figures {
+  readonly results: LoadResult[];
+  cpuMicros: number;
+}
+
+interface Row {
+  readonly reviewsPerSecond: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly p999: number;
+  readonly cpuPerReview: number;
+  readonly peakRssMb: number;
+  readonly errors: number;
+}
+
+async function main(): Promise<void> {
+  if (!existsSync(ENTRY)) throw new Error(`${ENTRY} is missing: run \`npm run build\` first (npm run bench does)`);
+  const { ca, certDir } = await makeCerts();
+  const servers = await startBoth(certDir, ca);
+  const saturated: Record<string, Record<string, Row>> = {};
+  const steady: Record<string, Record<string, Row>> = {};
+  try {
+    for (const size of Object.keys(Pods) as PodSize[]) {
+      saturated[size] = await saturate(servers, size, ca);
+      log(`${size}: ${describe(saturated[size]!)}`);
+    }
+    for (const size of Object.keys(Pods) as PodSize[]) {
+      steady[size] = await steadyPhase(servers, size, ca);
+      log(`${size} at ${RATE}/s: ${describe(steady[size]!)}`);
+    }
+  } finally {
+    await Promise.all(servers.map((s) => s.stop()));
+  }
+  const report = render(servers, saturated, steady);
+  process.stdout.write(`\n${report}`);
+  if (!flags['no-write'] && !flags.quick) {
+    await writeFile('BENCHMARKS.md', report);
+    log('wrote BENCHMARKS.md');
+  }
+  if (flags.profile) log('CPU profile of the product written to bench/profiles/ (summarize: node --import tsx bench/profile.ts bench/profiles)');
+}
+
+async function makeCerts(): Promise<{ ca: string; certDir: string }> {
+  const ca = await createCA('bench-ca', 1);
+  const serving = await issueServingCert(ca, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], validityDays: 1 });
+  const certDir = await mkdtemp(join(tmpdir(), 'sidecar-injector-bench-'));
+  await writeFile(join(certDir, 'tls.crt'), serving.certPem);
+  await writeFile(join(certDir, 'tls.key'), serving.keyPem);
+  return { ca: ca.certPem, certDir };
+}
+
+/** Starts the floor and the product; the product's start is timed up to a 200 from /readyz. */
+async function startBoth(certDir: string, ca: string): Promise<ServerProcess[]> {
+  const floorPort = await freePort();
+  const floor = await startServer('floor', ['bench/floor.mjs', String(floorPort), join(certDir, 'tls.crt'), join(certDir, 'tls.key')], floorPort, () => tlsOk(floorPort, ca));
+  const [port, healthPort] = [await freePort(), await freePort()];
+  if (flags.profile) await mkdir('bench/profiles', { recursive: true });
+  const profile = flags.profile ? ['--cpu-prof', '--cpu-prof-dir=bench/profiles'] : [];
+  const args = [...profile, ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', 'templates'];
+  const product = await startServer('product', args, port, () => httpOk(healthPort, '/readyz'));
+  log(`product ready in ${product.readyMs.toFixed(0)} ms (spawn to 200 from /readyz); floor in ${floor.readyMs.toFixed(0)} ms`);
+  return [floor, product];
+}
+
+function targetOf(server: ServerProcess, ca: string): Target {
+  return { port: server.port, path: '/mutate', ca };
+}
+
+/** Warm-up, then ROUNDS rounds of the closed-loop load on each server, alternating which goes first. */
+async function saturate(servers: readonly ServerProcess[], size: PodSize, ca: string): Promise<Record<string, Row>> {
+  const body = reviewTemplate(Pods[size]);
+  const figures = new Map(servers.map((s) => [s.name, { results: [], cpuMicros: 0 } as Figures]));
+  for (const s of servers) checkAnswer(s, size, await closedLoop(targetOf(s, ca), body, CONNECTIONS, Math.min(1.5, SECONDS)));
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = round % 2 === 0 ? servers : [...servers].reverse();
+    for (const s of order) await measure(s, figures.get(s.name)!, () => closedLoop(targetOf(s, ca), body, CONNECTIONS, SECONDS));
+  }
+  return Object.fromEntries(servers.map((s) => [s.name, row(s, figures.get(s.name)!)]));
+}
+
+/** A steady RATE reviews/s on each server in turn: the latency an apiserver sees at a normal load. */
+async function steadyPhase(servers: readonly ServerProcess[], size: PodSize, ca: string): Promise<Record<string, Row>> {
+  const body = reviewTemplate(Pods[size]);
+  const out: Record<string, Row> = {};
+  for (const s of servers) {
+    const f: Figures = { results: [], cpuMicros: 0 };
+    await measure(s, f, () => steadyRate(targetOf(s, ca), body, RATE, STEADY_SECONDS));
+    out[s.name] = row(s, f);
+  }
+  return out;
+}
+
+async function measure(server: ServerProcess, into: Figures, load: () => Promise<LoadResult>): Promise<void> {
+  const pid = server.child.pid!;
+  const before = cpuMicros(pid);
+  const result = await load();
+  into.cpuMicros += cpuMicros(pid) - before;
+  into.results.push(result);
+}
+
+/** The product must really inject (the pods opt in); a fast wrong answer would make a meaningless table. */
+function checkAnswer(server: ServerProcess, size: PodSize, r: LoadResult): void {
+  if (r.errors > 0) throw new Error(`${server.name} answered ${r.errors} ${size} reviews wrongly: ${r.firstError}`);
+  const response = JSON.parse(r.sample ?? '{}').response;
+  if (response?.allowed !== true) throw new Error(`${server.name} did not allow the ${size} pod: ${r.sample}`);
+  if (server.name === 'product' && typeof response.patch !== 'string') throw new Error(`product did not inject the ${size} pod: ${r.sample}`);
+}
+
+function row(server: ServerProcess, f: Figures): Row {
+  const sorted = mergeSorted(f.results);
+  const requests = f.results.reduce((n, r) => n + r.requests, 0);
+  const seconds = f.results.reduce((n, r) => n + r.seconds, 0);
+  return {
+    reviewsPerSecond: requests / seconds,
+    p50: quantile(sorted, 0.5),
+    p99: quantile(sorted, 0.99),
+    p999: quantile(sorted, 0.999),
+    cpuPerReview: f.cpuMicros / requests,
+    peakRssMb: memory(server.child.pid!).peak / 2 ** 20,
+    errors: f.results.reduce((n, r) => n + r.errors, 0),
+  };
+}
+
+function describe(rows: Record<string, Row>): string {
+  return Object.entries(rows)
+    .map(([name, r]) => `${name} ${r.reviewsPerSecond.toFixed(0)}/s p99 ${r.p99.toFixed(2)} ms cpu ${r.cpuPerReview.toFixed(0)} us rss ${r.peakRssMb.toFixed(0)} MB${r.errors ? ` ERRORS ${r.errors}` : ''}`)
+    .join(' | ');
+}
+
+function render(servers: readonly ServerProcess[], saturated: Record<string, Record<string, Row>>, steady: Record<string, Record<string, Row>>): string {
+  const product = servers.find((s) => s.name === 'product')!;
+  const cpu = cpus()[0]?.model ?? 'unknown CPU';
+  const command = `npm run bench${process.argv.slice(2).length ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
+  const sizes = (Object.keys(Pods) as PodSize[]).map((s) => `${s} ${(reviewTemplate(Pods[s]).bytes / 1024).toFixed(1)} KB`).join(', ');
+  const lines = [
+    '# Benchmarks',
+    '',
+    `Produced by \`${command}\` on ${new Date().toISOString().slice(0, 10)}: ${cpus().length} × ${cpu}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, Node ${process.version}.`,
+    '',
+    'The product is the production build (`node dist/src/cli/index.js serve`, real TLS, the bundled templates, info-level',
+    'logs to a pipe); the floor is `bench/floor.mjs`, a bare `node:https` server that reads the body, `JSON.parse`s it and',
+    `answers \`allowed: true\` with the uid. Both run as child processes; the load driver (\`bench/load.ts\`) shares the same`,
+    `${cpus().length} cores. The review bodies are AdmissionReviews of opted-in pods (${sizes}); the product injects the default`,
+    'template into each. Server CPU is what the kernel charged to the server process (all threads, `/proc/<pid>/stat`)',
+    'during the phase, divided by the reviews answered. Peak RSS is the process high-water mark (VmHWM) so far.',
+    '',
+    `Product ready to serve ${product.readyMs.toFixed(0)} ms after spawn (first 200 from /readyz; target < 1000 ms).`,
+    '',
+    `## Saturated: ${CONNECTIONS} keep-alive connections, ${ROUNDS} rounds of ${SECONDS} s per server, alternating`,
+    '',
+    ...table(saturated),
+    '',
+    `## Steady ${RATE} reviews/s for ${STEADY_SECONDS} s per server (latency counted from when each review was due)`,
+    '',
+    ...table(steady),
+    '',
+    'Targets for the typical pod: CPU/review ≤ 1.5 × floor, p99 < 5 ms at a steady 500/s, RSS < 120 MB under load,',
+    'ready within 1 s.',
+    '',
+  ];
+  return lines.join('\n');
+}
+
+function table(bySize: Record<string, Record<string, Row>>): string[] {
+  const out = ['| pod | server | reviews/s | p50 ms | p99 ms | p99.9 ms | CPU µs/review | peak RSS MB |', '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |'];
+  for (const [size, rows] of Object.entries(bySize)) {
+    const floor = rows['floor']!;
+    const product = rows['product']!;
+    const fmt = (r: Row): string => `${r.reviewsPerSecond.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.p999.toFixed(2)} | ${r.cpuPerReview.toFixed(0)} | ${r.peakRssMb.toFixed(0)}`;
+    const ratio = (a: number, b: number): string => `${(a / b).toFixed(2)}×`;
+    out.push(`| ${size} | floor | ${fmt(floor)} |`);
+    out.push(`| ${size} | product | ${fmt(product)} |`);
+    out.push(
+      `| ${size} | **product / floor** | ${ratio(product.reviewsPerSecond, floor.reviewsPerSecond)} | ${ratio(product.p50, floor.p50)} | ${ratio(product.p99, floor.p99)} | ${ratio(product.p999, floor.p999)} | **${ratio(product.cpuPerReview, floor.cpuPerReview)}** | ${ratio(product.peakRssMb, floor.peakRssMb)} |`,
+    );
+  }
+  return out;
+}
+
+function log(message: string): void {
+  process.stderr.write(`[bench] ${message}\n`);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`);
+  process.exitCode = 1;
+});
