@@ -24,6 +24,14 @@ export const ErrorCodes = {
   TEMPLATES_EMPTY: { status: 500, message: 'no sidecar templates (*.yaml, *.yml) found in %s' },
   CONFIG_INVALID: { status: 500, message: 'invalid configuration: %s' },
   CERT_INVALID: { status: 500, message: 'cannot load the serving certificate: %s' },
+  /** Command-line authoring tools (inject, lint, explain). */
+  INPUT_INVALID: { status: 400, message: 'cannot read %s: %s' },
+  USAGE: { status: 400, message: '%s' },
+  /** Certificate bootstrap through the Kubernetes API (issue 3). */
+  KUBE_CONFIG_INVALID: { status: 500, message: 'cannot configure the Kubernetes client: %s; pass --kubeconfig or run in a pod with a ServiceAccount' },
+  KUBE_API_FAILED: { status: 500, message: 'Kubernetes API call %s failed: %s' },
+  CERT_SECRET_CONTENDED: { status: 500, message: 'gave up on Secret %s after %s conflicting writes; another writer keeps changing it' },
+  CERT_SECRET_INVALID: { status: 500, message: 'Secret %s holds no usable certificate: %s' },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;

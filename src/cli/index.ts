@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { optionsHelp } from '../config/config.js';
 import { InjectorError, TemplateSetError } from '../errors.js';
+import { injectCommand } from './inject.js';
 import { serveCommand } from './serve.js';
 
 /** A subcommand: takes its arguments, resolves to the process exit code. */
@@ -9,6 +10,7 @@ export type Command = (args: readonly string[]) => Promise<number>;
 /** The subcommands, in the order `--help` lists them. */
 const Commands: Readonly<Record<string, { readonly run: Command; readonly summary: string }>> = {
   serve: { run: serveCommand, summary: 'run the admission webhook server' },
+  inject: { run: injectCommand, summary: 'print manifests (-f FILE|-) with the sidecars injected, or --patch' },
 };
 
 function usage(): string {

@@ -1,0 +1,81 @@
+import { stringify } from 'yaml';
+import { InjectorError } from '../errors.js';
+import { injectSidecars } from '../inject/mutate.js';
+import { selectTemplates } from '../inject/policy.js';
+import type { JsonObject } from '../kube/types.js';
+import { diff, type Operation } from '../patch/diff.js';
+import type { TemplateSet } from '../templates/load.js';
+import { asTemplate, getIn, parseDocuments, podSites, setIn } from '../workload/workload.js';
+import { InputFlags, loadTemplates, outputFormat, parseFlags, processIO, readInput, type IO } from './args.js';
+
+/** What injecting one input document gave. */
+export interface InjectedDocument {
+  readonly before: JsonObject;
+  readonly after: JsonObject;
+  /** JSON patch from `before` to `after`, paths relative to the document. */
+  readonly patch: Operation[];
+  readonly warnings: readonly string[];
+  /** Denials (unknown template, conflict, refused override): the document would not be admitted. */
+  readonly errors: readonly string[];
+}
+
+/**
+ * `sidecar-injector inject -f FILE|-`: prints the input with the sidecars injected as admission
+ * would inject them, like `istioctl kube-inject`. Exit 1 when any pod would be denied.
+ */
+export async function injectCommand(args: readonly string[], io: IO = processIO): Promise<number> {
+  const { values } = parseFlags('inject', args, { ...InputFlags, patch: { type: 'boolean' } });
+  const format = outputFormat('inject', values.output, ['yaml', 'json'] as const);
+  const text = await readInput('inject', values.filename, io.stdin);
+  const set = await loadTemplates(values['templates-dir']);
+  const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
+  const results = docs.map((d) => injectDocument(d, set, values.namespace ?? 'default'));
+  for (const w of results.flatMap((r) => r.warnings)) io.stderr(`warning: ${w}\n`);
+  const errors = results.flatMap((r) => r.errors);
+  if (errors.length > 0) {
+    for (const e of errors) io.stderr(`error: ${e}\n`);
+    return 1;
+  }
+  io.stdout(values.patch === true ? printPatches(results) : printDocuments(results.map((r) => r.after), format));
+  return 0;
+}
+
+/** Injects every pod of one document with the server's engine: selectTemplates, injectSidecars, diff. */
+export function injectDocument(doc: JsonObject, set: TemplateSet, namespace: string): InjectedDocument {
+  let after = doc;
+  const warnings: string[] = [];
+  const errors: string[] = [];
+  for (const site of podSites(doc, namespace)) {
+    try {
+      const selection = selectTemplates(site.pod, set);
+      if (!selection.inject) continue;
+      const context = site.ownedByJob === undefined ? {} : { ownedByJob: site.ownedByJob };
+      const result = injectSidecars(site.pod, selection.templates, site.namespace, context);
+      after = setIn(after, site.path, asTemplate(getIn(doc, site.path) as JsonObject, result.pod));
+      warnings.push(...result.warnings.map((w) => `${site.title}: ${w}`));
+    } catch (err) {
+      if (!(err instanceof InjectorError)) throw err;
+      errors.push(`${site.title}: ${err.message}`);
+    }
+  }
+  return { before: doc, after, patch: diff(doc, after), warnings, errors };
+}
+
+/** YAML documents separated by `---`, or JSON: one object, or a v1 List of several. */
+export function printDocuments(docs: readonly JsonObject[], format: 'yaml' | 'json'): string {
+  if (format === 'json') {
+    const value = docs.length === 1 ? docs[0] : { apiVersion: 'v1', kind: 'List', items: docs };
+    return `${JSON.stringify(value, null, 2)}\n`;
+  }
+  return docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n');
+}
+
+// One document: the patch itself, as /mutate would send it for a Pod. Several: one entry each.
+function printPatches(results: readonly InjectedDocument[]): string {
+  if (results.length === 1) return `${JSON.stringify(results[0]!.patch, null, 2)}\n`;
+  const entries = results.map((r) => {
+    const meta = (r.before['metadata'] ?? {}) as { name?: string; namespace?: string };
+    return { kind: r.before['kind'], ...(meta.namespace !== undefined && { namespace: meta.namespace }), name: meta.name ?? '', patch: r.patch };
+  });
+  return `${JSON.stringify(entries, null, 2)}\n`;
+}
