@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { makeSelfSigned, readCertDir } from './certs/source.js';
+import { makeSelfSigned, readCertDir, readClientCa } from './certs/source.js';
 import type { Config } from './config/config.js';
 import { certificateValidity } from './certs/pki.js';
 import { createLogger, type Logger } from './log.js';
@@ -36,8 +36,10 @@ export async function serve(config: Config, logger: Logger = createLogger(config
 
   const tls = await loadCertificate(config, logger);
   metrics.setCertificateExpiry(certificateValidity(tls.certPem).notAfter);
-  const app = createAdmissionApp({ logger, templates: () => templates, onReview: metrics.observeReview, onError: metrics.observeError });
-  const admission = createAdmissionServer(app, tls);
+  const clientCaPem = config.clientCa === '' ? undefined : await readClientCa(config.clientCa);
+  if (clientCaPem !== undefined) logger.info({ clientCa: config.clientCa }, 'mutual TLS: only clients with a certificate from the client CA are served');
+  const app = createAdmissionApp({ logger, templates: () => templates, onReview: metrics.observeReview, onError: metrics.observeError, maxInflight: config.maxInflight });
+  const admission = createAdmissionServer(app, { ...tls, ...(clientCaPem !== undefined && { clientCaPem }) }, { requestTimeout: config.requestTimeout, maxConnections: config.maxConnections });
   const health = createHealthServer({ isReady: () => ready, routes: new Map([['/metrics', metrics.route]]) });
 
   await Promise.all([listen(admission, config.port, config.host), listen(health, config.healthPort, config.host)]);

@@ -2,11 +2,11 @@ import { InjectorError } from '../errors.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { Reason, selectTemplates } from '../inject/policy.js';
 import { missingSidecars } from '../inject/verify.js';
-import { isObject, type Pod } from '../kube/types.js';
+import type { Pod } from '../kube/types.js';
 import { diff } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
 import { withAudit } from './audit.js';
-import { isPodCreate, type AdmissionRequest, type AdmissionResponse } from './review.js';
+import { isPodCreate, podObject, type AdmissionRequest, type AdmissionResponse } from './review.js';
 
 /** What became of a review; one value per log line and metric sample. */
 export const Decision = {
@@ -78,11 +78,7 @@ function validatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
 }
 
 function podOf(req: AdmissionRequest): Pod {
-  if (!isObject(req.object)) throw new InjectorError('REVIEW_INVALID', ['request.object must be the Pod being created']);
-  const pod = req.object as Pod;
-  if (pod.metadata !== undefined && !isObject(pod.metadata)) throw new InjectorError('REVIEW_INVALID', ['request.object.metadata must be an object']);
-  if (pod.spec !== undefined && !isObject(pod.spec)) throw new InjectorError('REVIEW_INVALID', ['request.object.spec must be an object']);
-  return pod;
+  return podObject(req);
 }
 
 // Pods created by controllers often carry no metadata.namespace; request.namespace always has it.

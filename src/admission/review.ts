@@ -1,5 +1,5 @@
 import { InjectorError } from '../errors.js';
-import { isObject } from '../kube/types.js';
+import { isObject, type JsonObject, type Pod } from '../kube/types.js';
 
 /** The AdmissionReview versions the apiserver may send; the answer goes back in the same one. */
 export const ReviewVersion = {
@@ -92,6 +92,74 @@ export function isPodCreate(req: AdmissionRequest): boolean {
     (req.resource?.resource ?? 'pods') === 'pods' &&
     (req.subResource ?? '') === ''
   );
+}
+
+/**
+ * The pod of a pod CREATE, with the fields the injector reads checked for type: the apiserver
+ * always sends a well-typed Pod, so anything else comes from another client and is refused (400)
+ * rather than failing inside the injection (500). Linear in the number of containers, env vars and
+ * mounts; the rest of the pod is never walked.
+ */
+export function podObject(req: AdmissionRequest): Pod {
+  const pod = req.object;
+  if (!isObject(pod)) throw invalid('request.object must be the Pod being created');
+  if (pod['kind'] !== undefined && pod['kind'] !== 'Pod') throw invalid(`request.object is a ${JSON.stringify(pod['kind'])}, not a Pod`);
+  if (pod['apiVersion'] !== undefined && pod['apiVersion'] !== 'v1') throw invalid(`request.object has apiVersion ${JSON.stringify(pod['apiVersion'])}, not v1`);
+  const meta = optionalObject(pod['metadata'], 'metadata');
+  if (meta !== undefined) {
+    for (const field of ['labels', 'annotations'] as const) stringMap(meta[field], `metadata.${field}`);
+    for (const field of ['name', 'generateName', 'namespace'] as const) optionalString(meta[field], `metadata.${field}`);
+  }
+  const spec = optionalObject(pod['spec'], 'spec');
+  if (spec !== undefined) {
+    for (const field of ['serviceAccountName', 'serviceAccount'] as const) optionalString(spec[field], `spec.${field}`);
+    namedList(spec['volumes'], 'spec.volumes');
+    optionalList(spec['imagePullSecrets'], 'spec.imagePullSecrets');
+    for (const field of ['containers', 'initContainers'] as const) {
+      namedList(spec[field], `spec.${field}`).forEach((c, i) => {
+        const at = `spec.${field}[${i}]`;
+        optionalString(c['image'], `${at}.image`);
+        namedList(c['env'], `${at}.env`);
+        namedList(c['volumeMounts'], `${at}.volumeMounts`).forEach((m, j) => {
+          if (typeof m['mountPath'] !== 'string') throw invalid(`request.object.${at}.volumeMounts[${j}].mountPath must be a string`);
+        });
+        optionalList(c['ports'], `${at}.ports`);
+      });
+    }
+  }
+  return pod as Pod;
+}
+
+function optionalObject(value: unknown, field: string): JsonObject | undefined {
+  if (value === undefined) return undefined;
+  if (!isObject(value)) throw invalid(`request.object.${field} must be an object`);
+  return value;
+}
+
+function optionalString(value: unknown, field: string): void {
+  if (value !== undefined && typeof value !== 'string') throw invalid(`request.object.${field} must be a string`);
+}
+
+function stringMap(value: unknown, field: string): void {
+  const map = optionalObject(value, field);
+  if (map === undefined) return;
+  for (const key in map) {
+    if (Object.hasOwn(map, key) && typeof map[key] !== 'string') throw invalid(`request.object.${field} must map strings to strings`);
+  }
+}
+
+function optionalList(value: unknown, field: string): readonly unknown[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) throw invalid(`request.object.${field} must be a list`);
+  return value;
+}
+
+function namedList(value: unknown, field: string): readonly JsonObject[] {
+  const list = optionalList(value, field);
+  list.forEach((item, i) => {
+    if (!isObject(item) || typeof item['name'] !== 'string') throw invalid(`request.object.${field}[${i}] must be an object with a name`);
+  });
+  return list as readonly JsonObject[];
 }
 
 function invalid(detail: string): InjectorError {

@@ -1,3 +1,4 @@
+import { X509Certificate } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { InjectorError } from '../errors.js';
@@ -28,4 +29,19 @@ export async function makeSelfSigned(dir: string): Promise<KeyPair & { readonly 
   await mkdir(dir, { recursive: true });
   await writeFile(caFile, ca.certPem, { mode: 0o644 });
   return { ...serving, caFile };
+}
+
+/**
+ * Reads the CA bundle that client certificates must chain to (mutual TLS). Fails at start-up, not at
+ * the first handshake, when the file is missing or holds no certificate.
+ */
+export async function readClientCa(file: string): Promise<string> {
+  let pem: string;
+  try {
+    pem = await readFile(file, 'utf8');
+    new X509Certificate(pem); // throws on anything but a PEM certificate
+  } catch (err) {
+    throw new InjectorError('CERT_INVALID', [`client CA ${file}: ${(err as Error).message}`], { cause: err });
+  }
+  return pem;
 }

@@ -1,7 +1,8 @@
-import { createServer as createHttpsServer, type Server as HttpsServer, type ServerOptions } from 'node:https';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import type { SecureContextOptions } from 'node:tls';
 import Koa from 'koa';
-import { mutate, validate, type ReviewResult } from '../admission/handlers.js';
-import { decodeReview, encodeReview, type AdmissionRequest } from '../admission/review.js';
+import { Decision, mutate, validate, type ReviewResult } from '../admission/handlers.js';
+import { decodeReview, encodeReview, type AdmissionRequest, type DecodedReview } from '../admission/review.js';
 import { InjectorError } from '../errors.js';
 import type { Pod } from '../kube/types.js';
 import type { Logger } from '../log.js';
@@ -21,6 +22,8 @@ export interface AdmissionAppDeps {
   readonly onReview?: (endpoint: string, request: AdmissionRequest, result: ReviewResult, seconds: number) => void;
   /** Called with every review answered by an HTTP error instead (metrics hook). */
   readonly onError?: (endpoint: string, code: string) => void;
+  /** Reviews handled at once; one more is answered 429 before its body is read (default 32). */
+  readonly maxInflight?: number;
 }
 
 /** The Koa application: transport -> review codec -> handler -> response. */
@@ -28,30 +31,52 @@ export function createAdmissionApp(deps: AdmissionAppDeps): Koa {
   const app = new Koa();
   app.silent = true; // errors are answered and logged by the edge middleware below
   app.use(edgeErrors(deps.logger, deps.onError));
+  const maxInflight = deps.maxInflight ?? 32;
+  let inflight = 0;
   app.use(async (ctx) => {
-    const handler = Endpoints[ctx.path];
+    const handler = Object.hasOwn(Endpoints, ctx.path) ? Endpoints[ctx.path] : undefined;
     if (handler === undefined) throw new InjectorError('NOT_FOUND', [ctx.path]);
     if (ctx.method !== 'POST') {
       ctx.set('Allow', 'POST');
       throw new InjectorError('METHOD_NOT_ALLOWED', [ctx.method, ctx.path, 'POST']);
     }
+    // Shed load before reading the body: client-go retries a 429 after Retry-After, well inside the
+    // apiserver's timeout, where a queued review could outlive it.
+    if (inflight >= maxInflight) throw new InjectorError('OVERLOADED');
+    inflight++;
+    try {
+      await answerReview(ctx, handler);
+    } finally {
+      inflight--;
+    }
+  });
+  return app;
+
+  async function answerReview(ctx: Koa.Context, handler: Handler): Promise<void> {
     const started = process.hrtime.bigint();
     checkContentType(ctx.get('Content-Type') || undefined);
     const review = decodeReview(await readJsonBody(ctx.req));
+    (ctx.state as ReviewState).review = review; // from here on every answer carries the uid
     const result = runHandler(handler, review.request, deps, ctx.path);
     ctx.type = 'application/json';
     ctx.body = encodeReview(review.apiVersion, result.response);
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     deps.onReview?.(ctx.path, review.request, result, seconds);
     deps.logger.info(reviewLog(ctx.path, review.request, result, seconds), 'review');
-  });
-  return app;
+  }
+}
+
+/** What the review middleware leaves for the edge: the decoded review, once there is one. */
+interface ReviewState {
+  review?: DecodedReview;
 }
 
 function runHandler(handler: Handler, request: AdmissionRequest, deps: AdmissionAppDeps, endpoint: string): ReviewResult {
   try {
     return handler(request, deps.templates());
   } catch (err) {
+    // A review the handler cannot act on (no pod, a pod of the wrong shape) is refused, not failed.
+    if (err instanceof InjectorError && err.status < 500) return refused(request, err);
     if (err instanceof InjectorError) throw err;
     // An internal fault answers HTTP 500 so the webhook's failurePolicy decides, never a half-made patch.
     deps.logger.error({ err, uid: request.uid, endpoint }, 'review failed');
@@ -59,7 +84,16 @@ function runHandler(handler: Handler, request: AdmissionRequest, deps: Admission
   }
 }
 
-/** The one place that turns errors into HTTP answers: a JSON body with a stable code. */
+function refused(req: AdmissionRequest, err: InjectorError): ReviewResult {
+  const response = { uid: req.uid, allowed: false, status: { code: err.status, message: err.message, reason: 'BadRequest' } };
+  return { response, decision: Decision.Denied, reason: 'invalid-review', templates: [], patchOps: 0 };
+}
+
+/**
+ * The one place that turns errors into HTTP answers: a JSON body with a stable code, or, once the
+ * review is decoded, an AdmissionReview that echoes its uid (the apiserver applies failurePolicy
+ * to any non-2xx answer; the uid lets a reader match the answer to the review).
+ */
 function edgeErrors(logger: Logger, onError?: AdmissionAppDeps['onError']): Koa.Middleware {
   return async (ctx, next) => {
     try {
@@ -73,9 +107,13 @@ function edgeErrors(logger: Logger, onError?: AdmissionAppDeps['onError']): Koa.
       else logger.warn({ path: ctx.path, method: ctx.method, status, code, detail: message }, 'bad request');
       onError?.(ctx.path, code);
       if (status === 413 || code === 'BODY_ABORTED') ctx.set('Connection', 'close');
+      if (code === 'OVERLOADED') ctx.set('Retry-After', String(RETRY_AFTER_SECONDS));
       ctx.status = status;
       ctx.type = 'application/json';
-      ctx.body = JSON.stringify({ error: code, message, status });
+      const review = (ctx.state as ReviewState).review;
+      ctx.body = review
+        ? encodeReview(review.apiVersion, { uid: review.request.uid, allowed: false, status: { code: status, message, reason: code === 'INTERNAL' ? 'InternalError' : code } })
+        : JSON.stringify({ error: code, message, status });
     }
   };
 }
@@ -96,8 +134,48 @@ function reviewLog(endpoint: string, req: AdmissionRequest, r: ReviewResult, sec
   };
 }
 
+/** Seconds a client is told to wait after a 429; client-go honours it (rest/with_retry.go). */
+export const RETRY_AFTER_SECONDS = 1;
+
+/**
+ * The HTTP edge, chosen for one client, the kube-apiserver: it sends small headers, a body of at
+ * most ~3 MiB at once, gives up after timeoutSeconds (10 s by default), and keeps idle connections
+ * for 90 s (Go's IdleConnTimeout).
+ */
+export const EdgeLimits = {
+  /** The TLS handshake and the request headers; the apiserver sends both in milliseconds. */
+  handshakeSeconds: 5,
+  headersSeconds: 5,
+  /** Longer than the apiserver's 90 s idle timeout, so the client, not the server, closes an idle
+   * connection: client-go does not retry a POST on a connection the server closed. */
+  keepAliveSeconds: 120,
+  /** Bounded so that long-lived apiserver connections rebalance across replicas after a scale-out. */
+  maxRequestsPerSocket: 1000,
+  /** The apiserver sends a few hundred bytes of headers (a bearer token fits well). */
+  maxHeaderSize: 8 * 1024,
+  maxHeadersCount: 64,
+  /** A socket with no traffic for this long while a request is open (a reader that never reads). */
+  idleSocketSeconds: 30,
+  /** How often Node checks the header and request timeouts (its default, 30 s, makes them late). */
+  checkIntervalMs: 1000,
+} as const;
+
+export interface AdmissionServerOptions {
+  /** Seconds a client may take to send a whole request (`--request-timeout`). */
+  readonly requestTimeout?: number;
+  /** Open connections (`--max-connections`); one more is closed at once. */
+  readonly maxConnections?: number;
+}
+
+/** The serving certificate and, for mutual TLS, the CA that client certificates must chain to. */
+export interface AdmissionTls {
+  readonly certPem: string;
+  readonly keyPem: string;
+  readonly clientCaPem?: string;
+}
+
 /** TLS settings: TLS 1.2 at least, forward-secret AEAD suites only (Mozilla "intermediate"). */
-export const TLS_OPTIONS: ServerOptions = {
+export const TLS_OPTIONS: SecureContextOptions = {
   minVersion: 'TLSv1.2',
   ciphers: [
     'TLS_AES_128_GCM_SHA256',
@@ -113,13 +191,39 @@ export const TLS_OPTIONS: ServerOptions = {
   honorCipherOrder: true,
 };
 
-/** The HTTPS server for the Koa app, with timeouts chosen for an apiserver client. */
-export function createAdmissionServer(app: Koa, tls: { readonly certPem: string; readonly keyPem: string }): HttpsServer {
-  const server = createHttpsServer({ ...TLS_OPTIONS, cert: tls.certPem, key: tls.keyPem }, app.callback());
-  // The apiserver keeps idle connections for 90 s (Go's IdleConnTimeout) and does not retry a POST
-  // on a connection the server closed, so the server must outlast it.
-  server.keepAliveTimeout = 120_000;
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 30_000;
+/**
+ * Everything that goes into the TLS context, in one place: the certificate swap (rotation) builds
+ * the new context with this too, `server.setSecureContext(secureContextOptions(tls))`, so a
+ * rotated certificate keeps the protocol floor, the ciphers and the client CA.
+ */
+export function secureContextOptions(tls: AdmissionTls): SecureContextOptions {
+  return { ...TLS_OPTIONS, cert: tls.certPem, key: tls.keyPem, ...(tls.clientCaPem !== undefined && { ca: tls.clientCaPem }) };
+}
+
+/** The HTTPS server for the Koa app, with the limits of EdgeLimits and `opts`. */
+export function createAdmissionServer(app: Koa, tls: AdmissionTls, opts: AdmissionServerOptions = {}): HttpsServer {
+  const requestSeconds = opts.requestTimeout ?? 10;
+  const mutualTls = tls.clientCaPem !== undefined;
+  const server = createHttpsServer(
+    {
+      ...secureContextOptions(tls),
+      // With a client CA only clients holding a certificate from it complete the handshake.
+      requestCert: mutualTls,
+      rejectUnauthorized: mutualTls,
+      handshakeTimeout: Math.min(EdgeLimits.handshakeSeconds, requestSeconds) * 1000,
+      requestTimeout: requestSeconds * 1000,
+      headersTimeout: Math.min(EdgeLimits.headersSeconds, requestSeconds) * 1000,
+      keepAliveTimeout: EdgeLimits.keepAliveSeconds * 1000,
+      connectionsCheckingInterval: EdgeLimits.checkIntervalMs,
+      maxHeaderSize: EdgeLimits.maxHeaderSize,
+      insecureHTTPParser: false,
+      requireHostHeader: true,
+    },
+    app.callback(),
+  );
+  server.maxRequestsPerSocket = EdgeLimits.maxRequestsPerSocket;
+  server.maxHeadersCount = EdgeLimits.maxHeadersCount;
+  server.maxConnections = opts.maxConnections ?? 1024;
+  server.setTimeout(EdgeLimits.idleSocketSeconds * 1000);
   return server;
 }
