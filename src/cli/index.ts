@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { optionsHelp } from '../config/config.js';
 import { InjectorError, TemplateSetError } from '../errors.js';
+import { explainCommand } from './explain.js';
 import { injectCommand } from './inject.js';
 import { serveCommand } from './serve.js';
 
@@ -11,6 +12,7 @@ export type Command = (args: readonly string[]) => Promise<number>;
 const Commands: Readonly<Record<string, { readonly run: Command; readonly summary: string }>> = {
   serve: { run: serveCommand, summary: 'run the admission webhook server' },
   inject: { run: injectCommand, summary: 'print manifests (-f FILE|-) with the sidecars injected, or --patch' },
+  explain: { run: explainCommand, summary: 'say for each pod (-f FILE|-) whether it would be injected, with what, and why' },
 };
 
 function usage(): string {
