@@ -1,0 +1,200 @@
+import { createServer, type Server } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fastJsonPatch from 'fast-json-patch';
+import { makeTestCerts } from '../helpers/tls.js';
+
+const { applyPatch } = fastJsonPatch;
+
+/** One call the fake API server answered. */
+export interface Call {
+  readonly method: string;
+  readonly path: string;
+  readonly status: number;
+}
+
+/**
+ * A stand-in for the kube-apiserver that answers the calls the injector makes (Secrets, and the
+ * two webhook configuration kinds) with the API server's semantics: 404 Status for a missing
+ * object, 409 AlreadyExists on a second create, 409 Conflict on an update carrying a stale
+ * resourceVersion, 422 when a JSON patch `test` fails. Over HTTPS, with a bearer token.
+ */
+export interface FakeApiServer {
+  readonly url: string;
+  /** A kubeconfig file pointing at this server (what `--kubeconfig` reads). */
+  readonly kubeconfig: string;
+  readonly calls: Call[];
+  readonly token: string;
+  secret(namespace: string, name: string): any;
+  putSecret(namespace: string, obj: any): void;
+  webhookConfig(kind: 'mutating' | 'validating', name: string): any;
+  putWebhookConfig(kind: 'mutating' | 'validating', obj: any): void;
+  /** Every distinct caBundle each configuration carried, in order (base64 as stored). */
+  readonly bundleHistory: Record<'mutating' | 'validating', string[]>;
+  /** Milliseconds to hold each answer: widens the window in which replicas race. */
+  latencyMs: number;
+  close(): Promise<void>;
+}
+
+const TOKEN = 'fake-serviceaccount-token';
+
+export async function startFakeApiServer(): Promise<FakeApiServer> {
+  const certs = await makeTestCerts();
+  const secrets = new Map<string, any>();
+  const hooks = new Map<string, any>();
+  const calls: Call[] = [];
+  const bundleHistory: Record<'mutating' | 'validating', string[]> = { mutating: [], validating: [] };
+  let version = 100;
+  const state = { latencyMs: 0 };
+  const nextVersion = (): string => String(++version);
+
+  const recordBundles = (kind: 'mutating' | 'validating', obj: any): void => {
+    const bundle = String(obj.webhooks?.[0]?.clientConfig?.caBundle ?? '');
+    if (bundleHistory[kind].at(-1) !== bundle) bundleHistory[kind].push(bundle);
+  };
+
+  const route = async (req: IncomingMessage, body: string): Promise<[number, unknown]> => {
+    if (req.headers.authorization !== `Bearer ${TOKEN}`) return status(401, 'Unauthorized', 'Unauthorized');
+    const url = new URL(req.url ?? '/', 'https://x');
+    const secret = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/);
+    if (secret) return secretRoute(req.method ?? '', secret[1]!, secret[2], body);
+    const hook = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations\/([^/]+)$/);
+    if (hook) return hookRoute(req, hook[1] as 'mutating' | 'validating', hook[2]!, body);
+    return status(404, 'NotFound', `the server could not find the requested resource (${req.method} ${url.pathname})`);
+  };
+
+  const secretRoute = (method: string, ns: string, name: string | undefined, body: string): [number, unknown] => {
+    const key = `${ns}/${name}`;
+    if (method === 'GET' && name !== undefined) return secrets.has(key) ? [200, secrets.get(key)] : status(404, 'NotFound', `secrets "${name}" not found`);
+    if (method === 'POST' && name === undefined) {
+      const obj = JSON.parse(body);
+      const k = `${ns}/${obj.metadata.name}`;
+      if (secrets.has(k)) return status(409, 'AlreadyExists', `secrets "${obj.metadata.name}" already exists`);
+      const stored = { ...obj, metadata: { ...obj.metadata, namespace: ns, resourceVersion: nextVersion(), uid: `uid-${version}` } };
+      secrets.set(k, stored);
+      return [201, stored];
+    }
+    if (method === 'PUT' && name !== undefined) {
+      const obj = JSON.parse(body);
+      const current = secrets.get(key);
+      if (current === undefined) return status(404, 'NotFound', `secrets "${name}" not found`);
+      if (obj.metadata.resourceVersion !== undefined && obj.metadata.resourceVersion !== current.metadata.resourceVersion) {
+        return status(409, 'Conflict', `Operation cannot be fulfilled on secrets "${name}": the object has been modified; please apply your changes to the latest version and try again`);
+      }
+      const stored = { ...obj, metadata: { ...obj.metadata, namespace: ns, resourceVersion: nextVersion(), uid: current.metadata.uid } };
+      secrets.set(key, stored);
+      return [200, stored];
+    }
+    return status(405, 'MethodNotAllowed', `${method} is not supported here`);
+  };
+
+  const hookRoute = (req: IncomingMessage, kind: 'mutating' | 'validating', name: string, body: string): [number, unknown] => {
+    const key = `${kind}/${name}`;
+    const current = hooks.get(key);
+    const resource = `${kind}webhookconfigurations.admissionregistration.k8s.io`;
+    if (current === undefined) return status(404, 'NotFound', `${resource} "${name}" not found`);
+    if (req.method === 'GET') return [200, current];
+    if (req.method !== 'PATCH') return status(405, 'MethodNotAllowed', `${req.method} is not supported here`);
+    if (req.headers['content-type'] !== 'application/json-patch+json') return status(415, 'UnsupportedMediaType', `unexpected patch type ${req.headers['content-type']}`);
+    let patched: any;
+    try {
+      patched = applyPatch(structuredClone(current), JSON.parse(body), true, false).newDocument;
+    } catch (err) {
+      return status(422, 'Invalid', `the server rejected our request due to an error in our request: ${(err as Error).message}`);
+    }
+    patched.metadata.resourceVersion = nextVersion();
+    hooks.set(key, patched);
+    recordBundles(kind, patched);
+    return [200, patched];
+  };
+
+  const server: Server = createServer({ cert: certs.serving.certPem, key: certs.serving.keyPem }, (req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      void (async () => {
+        if (state.latencyMs > 0) await new Promise((r) => setTimeout(r, Math.random() * state.latencyMs));
+        const [code, payload] = await route(req, Buffer.concat(chunks).toString('utf8'));
+        calls.push({ method: req.method ?? '', path: new URL(req.url ?? '/', 'https://x').pathname, status: code });
+        const text = JSON.stringify(payload);
+        res.writeHead(code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+        res.end(text);
+      })();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const dir = await mkdtemp(join(tmpdir(), 'fake-apiserver-'));
+  const kubeconfig = join(dir, 'kubeconfig');
+  await writeFile(kubeconfig, kubeconfigYaml(url, certs.ca.certPem, TOKEN));
+
+  return {
+    url,
+    kubeconfig,
+    calls,
+    token: TOKEN,
+    bundleHistory,
+    get latencyMs() {
+      return state.latencyMs;
+    },
+    set latencyMs(v: number) {
+      state.latencyMs = v;
+    },
+    secret: (ns, name) => secrets.get(`${ns}/${name}`),
+    putSecret: (ns, obj) => secrets.set(`${ns}/${obj.metadata.name}`, { ...obj, metadata: { ...obj.metadata, namespace: ns, resourceVersion: nextVersion() } }),
+    webhookConfig: (kind, name) => hooks.get(`${kind}/${name}`),
+    putWebhookConfig: (kind, obj) => {
+      const stored = { ...obj, metadata: { ...obj.metadata, resourceVersion: nextVersion() } };
+      hooks.set(`${kind}/${obj.metadata.name}`, stored);
+      recordBundles(kind, stored);
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+function status(code: number, reason: string, message: string): [number, unknown] {
+  return [code, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code }];
+}
+
+/** A kubeconfig with one cluster (trusting `caPem`), one token user and one context. */
+export function kubeconfigYaml(server: string, caPem: string, token: string, namespace = 'default'): string {
+  return [
+    'apiVersion: v1',
+    'kind: Config',
+    'clusters:',
+    `- name: fake`,
+    `  cluster: {server: "${server}", certificate-authority-data: "${Buffer.from(caPem).toString('base64')}"}`,
+    'users:',
+    `- name: fake`,
+    `  user: {token: "${token}"}`,
+    'contexts:',
+    `- name: fake`,
+    `  context: {cluster: fake, user: fake, namespace: ${namespace}}`,
+    'current-context: fake',
+    '',
+  ].join('\n');
+}
+
+/** A webhook configuration as manifests/ ships it: two entries would be fine too, caBundle empty. */
+export function webhookConfigObject(kind: 'mutating' | 'validating', name: string, hooks = 1): any {
+  const path = kind === 'mutating' ? '/mutate' : '/validate';
+  return {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: kind === 'mutating' ? 'MutatingWebhookConfiguration' : 'ValidatingWebhookConfiguration',
+    metadata: { name },
+    webhooks: Array.from({ length: hooks }, (_, i) => ({
+      name: `${kind}-${i}.sidecar-injector.io`,
+      clientConfig: { service: { name: 'sidecar-injector', namespace: 'sidecar-injector', path, port: 443 } },
+      rules: [{ operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods'] }],
+      sideEffects: 'None',
+      admissionReviewVersions: ['v1', 'v1beta1'],
+    })),
+  };
+}
