@@ -1,14 +1,20 @@
 import type { Server } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { DefaultPolicy, overlapFor, reconcileCertificate, serviceDnsNames } from './certs/bootstrap.js';
+import type { KeyPair } from './certs/pki.js';
 import { makeSelfSigned, readCertDir, readClientCa } from './certs/source.js';
+import { watchCertificate } from './certs/watcher.js';
 import type { Config } from './config/config.js';
 import { certificateValidity } from './certs/pki.js';
+import { createKubeClients } from './kube/client.js';
+import { createSecretStore } from './kube/secret.js';
+import { isPublished, publishCaBundle } from './kube/webhooks.js';
 import { createLogger, type Logger } from './log.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
-import { createAdmissionApp, createAdmissionServer } from './server/admission.js';
+import { createAdmissionApp, createAdmissionServer, secureContextOptions } from './server/admission.js';
 import { createHealthServer } from './server/health.js';
-import { loadTemplateSet, type TemplateSet } from './templates/load.js';
+import { openTemplateStore } from './templates/watch.js';
 
 /** A running injector: its two servers and how to stop them. */
 export interface Running {
@@ -19,8 +25,14 @@ export interface Running {
   readonly metrics: Metrics;
   readonly port: number;
   readonly healthPort: number;
+  /** When the certificate being served expires (it changes when a renewed one is swapped in). */
+  certificateNotAfter(): Date;
+  /** The first step of a graceful stop: readiness turns false and every answer closes its connection, but the servers still accept. */
+  beginShutdown(): void;
   /** Stops accepting, finishes in-flight reviews, and resolves when both servers are closed. */
   close(): Promise<void>;
+  /** Ends every open connection at once (a drain that ran out of time). */
+  forceClose(): void;
 }
 
 /**
@@ -30,17 +42,43 @@ export interface Running {
 export async function serve(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<Running> {
   let ready = false;
   const metrics = createMetrics();
-  const templates: TemplateSet = await loadTemplateSet(config.templatesDir);
+  const store = await openTemplateStore(config.templatesDir, {
+    logger,
+    pollIntervalMs: config.templatesPollSeconds * 1000,
+    onReload: (r) => metrics.recordReload(r.ok ? 'success' : 'failure', r.ok ? r.digest : undefined),
+  });
+  const templates = store.current();
   metrics.setTemplateSet(templates.digest);
   logger.info({ dir: config.templatesDir, templates: [...templates.templates.keys()], defaults: templates.defaults.map((t) => t.name), digest: templates.digest }, 'templates loaded');
 
-  const tls = await loadCertificate(config, logger);
+  const certs = await openCertificateSource(config, logger);
+  const tls = certs.initial;
   metrics.setCertificateExpiry(certificateValidity(tls.certPem).notAfter);
   const clientCaPem = config.clientCa === '' ? undefined : await readClientCa(config.clientCa);
   if (clientCaPem !== undefined) logger.info({ clientCa: config.clientCa }, 'mutual TLS: only clients with a certificate from the client CA are served');
-  const app = createAdmissionApp({ logger, templates: () => templates, onReview: metrics.observeReview, onError: metrics.observeError, maxInflight: config.maxInflight });
+  const app = createAdmissionApp({ logger, templates: store.current, onReview: metrics.observeReview, onError: metrics.observeError, maxInflight: config.maxInflight });
   const admission = createAdmissionServer(app, { ...tls, ...(clientCaPem !== undefined && { clientCaPem }) }, { requestTimeout: config.requestTimeout, maxConnections: config.maxConnections });
   const health = createHealthServer({ isReady: () => ready, routes: new Map([['/metrics', metrics.route]]) });
+  let draining = false;
+  // During a graceful stop every answer says Connection: close, so the apiserver drops its pooled
+  // connections to this replica one by one instead of finding them closed under a POST.
+  admission.prependListener('request', (_req, res) => draining && res.setHeader('Connection', 'close'));
+  const watcher =
+    certs.load &&
+    watchCertificate({
+      initial: tls,
+      load: certs.load,
+      intervalMs: config.certCheckInterval * 1000,
+      logger,
+      // The new context is built like the first one, so the client CA (mutual TLS) survives a swap;
+      // open connections keep the context they were made with.
+      onChange: (pair) => {
+        admission.setSecureContext(secureContextOptions({ ...pair, ...(clientCaPem !== undefined && { clientCaPem }) }));
+        const { notAfter } = certificateValidity(pair.certPem);
+        metrics.setCertificateExpiry(notAfter);
+        logger.info({ notAfter }, 'serving certificate swapped');
+      },
+    });
 
   await Promise.all([listen(admission, config.port, config.host), listen(health, config.healthPort, config.host)]);
   const port = (admission.address() as AddressInfo).port;
@@ -55,22 +93,54 @@ export async function serve(config: Config, logger: Logger = createLogger(config
     metrics,
     port,
     healthPort,
+    certificateNotAfter: () => certificateValidity((watcher?.current() ?? tls).certPem).notAfter,
+    beginShutdown() {
+      ready = false;
+      draining = true;
+    },
+    forceClose() {
+      admission.closeAllConnections();
+      health.closeAllConnections();
+    },
     async close() {
       ready = false;
-      await Promise.all([closeServer(admission), closeServer(health)]);
+      draining = true;
+      watcher?.stop();
+      await Promise.all([closeServer(admission), closeServer(health), store.close()]);
     },
   };
 }
 
-async function loadCertificate(config: Config, logger: Logger): Promise<{ certPem: string; keyPem: string }> {
+/** Where the serving certificate comes from, and how to fetch it again (absent: it never changes). */
+interface CertificateSource {
+  readonly initial: KeyPair;
+  readonly load?: () => Promise<KeyPair>;
+}
+
+/**
+ * --cert-secret: a Secret kept current through the Kubernetes API, its CA published into the webhook
+ * configurations; --cert-dir: files (a mounted Secret, e.g. from cert-manager) re-read when they
+ * change; neither: a self-signed certificate for localhost, for a laptop.
+ */
+async function openCertificateSource(config: Config, logger: Logger): Promise<CertificateSource> {
+  if (config.certSecret !== '') {
+    const kube = createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace });
+    const store = createSecretStore(kube.core, kube.namespace, config.certSecret);
+    const policy = { ...DefaultPolicy, dnsNames: serviceDnsNames(config.serviceName, kube.namespace), overlapMs: overlapFor(config.certCheckInterval * 1000) };
+    const publish = async (pem: string): Promise<boolean> => isPublished(await publishCaBundle(kube.admission, config.webhookConfig, pem));
+    const reconcile = async (): Promise<KeyPair> => (await reconcileCertificate({ store, policy, logger, ...(config.webhookConfig !== '' && { publish }) })).serving;
+    const initial = await reconcile();
+    logger.info({ secret: `${kube.namespace}/${config.certSecret}`, api: kube.server, via: kube.source, dnsNames: policy.dnsNames, notAfter: certificateValidity(initial.certPem).notAfter }, 'serving certificate from the Secret');
+    return { initial, load: reconcile };
+  }
   if (config.certDir !== '') {
-    const pair = await readCertDir(config.certDir);
+    const initial = await readCertDir(config.certDir);
     logger.info({ certDir: config.certDir }, 'serving certificate loaded');
-    return pair;
+    return { initial, load: () => readCertDir(config.certDir) };
   }
   const made = await makeSelfSigned(config.selfSignedDir);
   logger.warn({ caFile: made.caFile }, 'no --cert-dir given: serving a self-signed certificate for localhost and 127.0.0.1; trust the CA in caFile');
-  return made;
+  return { initial: made };
 }
 
 function listen(server: Server | HttpsServer, port: number, host: string): Promise<void> {
