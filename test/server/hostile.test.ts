@@ -1,0 +1,447 @@
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import { Agent } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { createCA, issueClientCert } from '../../src/certs/pki.js';
+import { loadConfig } from '../../src/config/config.js';
+import { createLogger } from '../../src/log.js';
+import { createAdmissionApp, createAdmissionServer, EdgeLimits } from '../../src/server/admission.js';
+import { loadTemplateSet } from '../../src/templates/load.js';
+import { admit } from '../helpers/apiserver.js';
+import { httpsRequest } from '../helpers/client.js';
+import { exchange, openTcp, openTls, rawPost, responseJson } from '../helpers/raw.js';
+import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { makeTestCerts } from '../helpers/tls.js';
+
+// One second for the whole request, so the handshake, header and body timeouts fire in 1-2 s.
+const FLAGS = ['--request-timeout', '1', '--max-inflight', '3'];
+
+let server: TestServer;
+let port: number;
+let ca: string;
+
+before(async () => {
+  server = await startTestServer(FLAGS);
+  port = server.running.port;
+  ca = server.certs.ca.certPem;
+});
+after(() => server.close());
+
+/** The proof that a hostile input left the server serving: a real review, applied the apiserver's way. */
+async function validReviewSucceeds(url = server.url, caPem = ca): Promise<void> {
+  const { response, ops } = await admit(url, caPem, optedInPod());
+  assert.equal(response.allowed, true);
+  assert.ok(ops.length > 0, 'the sidecars were injected');
+}
+
+async function post(path: string, body: string): Promise<{ status: number; body: any }> {
+  const res = await httpsRequest(`${server.url}${path}`, body, { ca });
+  return { status: res.status, body: res.json() };
+}
+
+function review(request: Record<string, unknown>): string {
+  return JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request });
+}
+
+describe('hostile review bodies', () => {
+  it('answers 400 BODY_MALFORMED for malformed JSON', async () => {
+    const res = await post('/mutate', '{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {');
+    assert.equal(res.status, 400);
+    assert.equal(res.body.error, 'BODY_MALFORMED');
+    await validReviewSucceeds();
+  });
+
+  for (const [name, body] of [
+    ['a JSON array', '[1,2,3]'],
+    ['a JSON string', '"AdmissionReview"'],
+    ['a Pod instead of a review', JSON.stringify(optedInPod())],
+    ['an unknown review version', JSON.stringify({ ...podReview(optedInPod()), apiVersion: 'admission.k8s.io/v2' })],
+  ] as const) {
+    it(`answers 400 REVIEW_INVALID for JSON that is not an AdmissionReview: ${name}`, async () => {
+      const res = await post('/mutate', body);
+      assert.equal(res.status, 400);
+      assert.equal(res.body.error, 'REVIEW_INVALID');
+      await validReviewSucceeds();
+    });
+  }
+
+  for (const [name, request] of [
+    ['request missing', undefined],
+    ['request null', null],
+    ['uid missing', { operation: 'CREATE', object: optedInPod() }],
+    ['uid empty', { uid: '', operation: 'CREATE', object: optedInPod() }],
+    ['uid a number', { uid: 42, operation: 'CREATE', object: optedInPod() }],
+  ] as const) {
+    it(`answers 400 REVIEW_INVALID when ${name}, since there is no uid to answer`, async () => {
+      const res = await post('/mutate', JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request }));
+      assert.equal(res.status, 400);
+      assert.equal(res.body.error, 'REVIEW_INVALID');
+      await validReviewSucceeds();
+    });
+  }
+
+  for (const [name, object] of [
+    ['object missing', undefined],
+    ['object null', null],
+    ['object an array', [optedInPod()]],
+    ['object of another kind', { apiVersion: 'v1', kind: 'Service', metadata: { name: 'web', labels: { 'sidecar-injector.io/inject': 'true' } }, spec: {} }],
+    ['object of another version', { ...optedInPod(), apiVersion: 'v2' }],
+    ['containers not a list', { ...optedInPod(), spec: { containers: { web: { image: 'nginx' } } } }],
+    ['a container without a name', { ...optedInPod(), spec: { containers: [{ image: 'nginx' }] } }],
+    ['labels not strings', { ...optedInPod(), metadata: { labels: { 'sidecar-injector.io/inject': true } } }],
+  ] as const) {
+    for (const endpoint of ['/mutate', '/validate']) {
+      it(`refuses a pod CREATE with ${name} on ${endpoint}: allowed false, 400, its uid`, async () => {
+        const uid = randomUUID();
+        const res = await post(endpoint, JSON.stringify(podReview(object as object, { uid })));
+        assert.equal(res.status, 200);
+        assert.equal(res.body.response.uid, uid);
+        assert.equal(res.body.response.allowed, false);
+        assert.equal(res.body.response.status.code, 400);
+        assert.match(res.body.response.status.message, /not a valid AdmissionReview: request\.object/);
+        assert.equal(res.body.response.patch, undefined);
+        await validReviewSucceeds();
+      });
+    }
+  }
+
+  for (const operation of ['UPDATE', 'DELETE', 'CONNECT']) {
+    it(`allows a pod ${operation} untouched, echoing its uid`, async () => {
+      const uid = randomUUID();
+      const base = podReview(optedInPod(), { uid, operation });
+      if (operation === 'DELETE') base.request = { ...base.request, object: null, oldObject: optedInPod() };
+      const res = await post('/mutate', JSON.stringify(base));
+      assert.equal(res.status, 200);
+      assert.deepEqual(res.body.response.uid, uid);
+      assert.equal(res.body.response.allowed, true);
+      assert.equal(res.body.response.patch, undefined);
+      await validReviewSucceeds();
+    });
+  }
+
+  for (const [subResource, kind] of [
+    ['binding', 'Binding'],
+    ['ephemeralcontainers', 'Pod'],
+    ['status', 'Pod'],
+  ] as const) {
+    it(`allows a request on the pods/${subResource} subresource untouched`, async () => {
+      const uid = randomUUID();
+      const base = podReview(optedInPod(), { uid });
+      base.request = { ...base.request, subResource, kind: { group: '', version: 'v1', kind } };
+      const res = await post('/mutate', JSON.stringify(base));
+      assert.equal(res.status, 200);
+      assert.equal(res.body.response.uid, uid);
+      assert.equal(res.body.response.allowed, true);
+      assert.equal(res.body.response.patch, undefined);
+      await validReviewSucceeds();
+    });
+  }
+
+  it('answers 400 for a review nested 100 000 levels deep, without overflowing the stack', async () => {
+    const depth = 100_000;
+    const res = await post('/mutate', '['.repeat(depth) + ']'.repeat(depth));
+    assert.equal(res.status, 400);
+    assert.equal(res.body.error, 'REVIEW_INVALID');
+    await validReviewSucceeds();
+  });
+
+  it('injects a pod that carries a value nested 100 000 levels deep, and never copies it into the patch', async () => {
+    // JSON.stringify cannot write this depth (it recurses), so the body is spliced as text.
+    const depth = 100_000;
+    const uid = randomUUID();
+    const marker = '"__DEEP__"';
+    const text = JSON.stringify(podReview(optedInPod({ spec: { containers: [{ name: 'web', image: 'nginx', securityContext: '__DEEP__' }] } }), { uid }));
+    const deep = '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+    const res = await post('/mutate', text.replace(marker, deep));
+    assert.equal(res.status, 200);
+    assert.equal(res.body.response.uid, uid);
+    assert.equal(res.body.response.allowed, true);
+    const ops = decodePatch(res.body.response);
+    assert.ok(ops.length > 0);
+    assert.ok(ops.every((op: any) => !op.path.startsWith('/spec/containers/0/securityContext') && op.path !== '/spec/containers/0'), JSON.stringify(ops.map((o: any) => o.path)));
+    await validReviewSucceeds();
+  });
+
+  it('refuses labels whose __proto__ key holds the opt-in, and pollutes no prototype', async () => {
+    const uid = randomUUID();
+    // Text, since an object literal's __proto__ would set the prototype instead of making a key.
+    const labels = '{"__proto__":{"sidecar-injector.io/inject":"true","polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}}}';
+    const text = JSON.stringify(podReview(optedInPod({ labels: { MARK: 'x' } }), { uid })).replace(/"labels":\{[^}]*\}/, `"labels":${labels}`);
+    const res = await post('/mutate', text);
+    assert.equal(res.status, 200);
+    assert.equal(res.body.response.uid, uid);
+    assert.equal(res.body.response.allowed, false, 'label values that are not strings are refused');
+    assert.equal(res.body.response.status.code, 400);
+    assert.equal(({} as any)['sidecar-injector.io/inject'], undefined);
+    assert.equal(({} as any).polluted, undefined);
+    await validReviewSucceeds();
+  });
+
+  it('injects a pod whose annotations hold __proto__ and constructor keys, adding only its own', async () => {
+    const uid = randomUUID();
+    const text = JSON.stringify(podReview(optedInPod({ annotations: { PROTO: 'x', constructor: 'y' } }), { uid })).replace('"PROTO"', '"__proto__"');
+    const res = await post('/mutate', text);
+    assert.equal(res.status, 200);
+    assert.equal(res.body.response.allowed, true);
+    const ops = decodePatch(res.body.response);
+    assert.ok(ops.some((op: any) => op.path === '/metadata/annotations/sidecar-injector.io~1status'));
+    assert.ok(ops.every((op: any) => !/__proto__|constructor/.test(op.path)), JSON.stringify(ops));
+    assert.equal(({} as any).x, undefined);
+    await validReviewSucceeds();
+  });
+
+  it('refuses template names such as __proto__ and constructor as unknown templates', async () => {
+    const uid = randomUUID();
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': '__proto__,constructor,toString' } });
+    const res = await post('/mutate', JSON.stringify(podReview(pod, { uid })));
+    assert.equal(res.status, 200);
+    assert.equal(res.body.response.uid, uid);
+    assert.equal(res.body.response.allowed, false);
+    assert.equal(res.body.response.status.code, 400);
+    assert.match(res.body.response.status.message, /unknown sidecar template\(s\) "__proto__", "constructor", "toString"/);
+    await validReviewSucceeds();
+  });
+
+  it('never round-trips integers beyond 2^53 through the patch', async () => {
+    const big = '9007199254740993'; // 2^53 + 1: JSON.parse reads it as ...992
+    const marker = 424242;
+    const pod = optedInPod({ spec: { containers: [{ name: 'web', image: 'nginx', securityContext: { runAsUser: marker } }], priority: marker } });
+    const text = JSON.stringify(podReview(pod)).replaceAll(String(marker), big);
+    const res = await post('/mutate', text);
+    assert.equal(res.status, 200);
+    assert.equal(res.body.response.allowed, true);
+    const patchText = Buffer.from(res.body.response.patch, 'base64').toString('utf8');
+    assert.ok(!patchText.includes('900719925474099'), 'the pod\'s own int64 values stay out of the patch');
+    const ops = JSON.parse(patchText);
+    assert.ok(ops.some((op: any) => op.path.startsWith('/spec/containers/0/')), 'the app container was extended in place');
+    await validReviewSucceeds();
+  });
+});
+
+describe('hostile connections', () => {
+  it('answers 408 and closes a request whose body never ends', async () => {
+    const socket = await openTls(port, ca);
+    const body = JSON.stringify(podReview(optedInPod()));
+    const r = await exchange(socket, [rawPost('/mutate', body).slice(0, -body.length + 10)], 6000);
+    assert.equal(r.status, 408, r.text);
+    assert.ok(r.closed);
+    assert.ok(r.ms < 4000, `closed after ${r.ms} ms`);
+    await validReviewSucceeds();
+  });
+
+  it('answers 408 and closes a request whose headers never end', async () => {
+    const socket = await openTls(port, ca);
+    const r = await exchange(socket, ['POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n'], 6000);
+    assert.equal(r.status, 408, r.text);
+    assert.ok(r.closed);
+    assert.ok(r.ms < 4000, `closed after ${r.ms} ms`);
+    await validReviewSucceeds();
+  });
+
+  it('answers 431 to headers beyond the limit', async () => {
+    const socket = await openTls(port, ca);
+    const r = await exchange(socket, [rawPost('/mutate', '{}', { 'X-Padding': 'a'.repeat(EdgeLimits.maxHeaderSize + 1) })], 4000);
+    assert.equal(r.status, 431, r.text);
+    assert.ok(r.closed);
+    await validReviewSucceeds();
+  });
+
+  it('closes a TCP connection that never starts the TLS handshake', async () => {
+    const socket = await openTcp(port);
+    const r = await exchange(socket, [], 6000);
+    assert.ok(r.closed, 'the server closed the stalled handshake');
+    assert.ok(r.ms < 4000, `closed after ${r.ms} ms`);
+    assert.equal(r.text, '');
+    await validReviewSucceeds();
+  });
+
+  it('closes a connection that stalls halfway through the TLS handshake', async () => {
+    const socket = await openTcp(port);
+    // The first bytes of a TLS 1.2 ClientHello record, then nothing.
+    const r = await exchange(socket, [Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03])], 6000);
+    assert.ok(r.closed);
+    assert.ok(r.ms < 4000, `closed after ${r.ms} ms`);
+    await validReviewSucceeds();
+  });
+
+  it('closes a connection that sends garbage instead of a TLS handshake', async () => {
+    const socket = await openTcp(port);
+    const r = await exchange(socket, [randomBytes(4096)], 4000);
+    assert.ok(r.closed);
+    assert.ok(r.ms < 1000, `closed after ${r.ms} ms`);
+    await validReviewSucceeds();
+  });
+
+  it('closes a plain-HTTP request on the TLS port without answering in clear text', async () => {
+    const socket = await openTcp(port);
+    const r = await exchange(socket, [rawPost('/mutate', JSON.stringify(podReview(optedInPod())))], 4000);
+    assert.ok(r.closed);
+    assert.ok(r.ms < 1000, `closed after ${r.ms} ms`);
+    assert.ok(!r.text.startsWith('HTTP/'), 'no clear-text HTTP answer');
+    await validReviewSucceeds();
+  });
+
+  it('serves an HTTP/1.0 review and closes the connection after it', async () => {
+    const uid = randomUUID();
+    const socket = await openTls(port, ca);
+    const r = await exchange(socket, [rawPost('/mutate', JSON.stringify(podReview(optedInPod(), { uid })), {}, 'HTTP/1.0')], 4000);
+    assert.equal(r.status, 200, r.text);
+    assert.ok(r.closed, 'HTTP/1.0 without keep-alive closes');
+    assert.equal(responseJson(r.text).response.uid, uid);
+    await validReviewSucceeds();
+  });
+
+  const smuggled = 'GET /smuggled HTTP/1.1\r\nHost: localhost\r\n\r\n';
+  for (const [name, bytes] of [
+    ['Content-Length with Transfer-Encoding', `POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${smuggled}`],
+    ['two different Content-Lengths', `POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: ${2 + smuggled.length}\r\n\r\n{}${smuggled}`],
+    ['an obfuscated Transfer-Encoding', `POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked, identity\r\n\r\n2\r\n{}\r\n0\r\n\r\n${smuggled}`],
+    ['a Transfer-Encoding folded over two lines', `POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding:\r\n chunked\r\nContent-Length: 2\r\n\r\n{}${smuggled}`],
+    ['a bare LF line ending', `POST /mutate HTTP/1.1\nHost: localhost\nContent-Length: 2\n\n{}${smuggled}`],
+  ] as const) {
+    it(`answers 400 once and closes on a smuggling attempt: ${name}`, async () => {
+      const socket = await openTls(port, ca);
+      const r = await exchange(socket, [bytes], 4000);
+      assert.equal(r.status, 400, r.text);
+      assert.ok(r.closed);
+      assert.equal(r.text.match(/HTTP\/1\.1 /g)?.length, 1, `one answer only, the smuggled request is never served: ${r.text}`);
+      await validReviewSucceeds();
+    });
+  }
+});
+
+describe('overload', () => {
+  it('answers 429 with Retry-After at once when --max-inflight reviews are in progress, and serves them all after', async () => {
+    const bodies = [0, 1, 2].map(() => JSON.stringify(podReview(optedInPod())));
+    // Three reviews whose bodies arrive slowly hold all three slots.
+    const held = await Promise.all(bodies.map(() => openTls(port, ca)));
+    held.forEach((s, i) => s.write(rawPost('/mutate', bodies[i]!).slice(0, -10)));
+    await new Promise((r) => setTimeout(r, 100));
+    const started = Date.now();
+    const res = await httpsRequest(`${server.url}/mutate`, JSON.stringify(podReview(optedInPod())), { ca });
+    assert.equal(res.status, 429, res.text);
+    assert.equal(res.headers['retry-after'], '1');
+    assert.equal(res.json().error, 'OVERLOADED');
+    assert.ok(Date.now() - started < 500, 'answered without queueing');
+    const finished = await Promise.all(held.map((s, i) => exchange(s, [bodies[i]!.slice(-10)], 300)));
+    for (const r of finished) assert.equal(r.status, 200, r.text);
+    await validReviewSucceeds();
+  });
+});
+
+describe('edge limits', () => {
+  it('sets every timeout and limit on purpose, with keep-alive longer than the apiserver\'s 90 s', async () => {
+    const s = await startTestServer();
+    try {
+      const a = s.running.admission;
+      assert.ok(a.keepAliveTimeout > 90_000);
+      assert.equal(a.headersTimeout, 5_000);
+      assert.equal(a.requestTimeout, 10_000);
+      assert.equal(a.timeout, EdgeLimits.idleSocketSeconds * 1000);
+      assert.equal(a.maxRequestsPerSocket, EdgeLimits.maxRequestsPerSocket);
+      assert.equal(a.maxHeadersCount, EdgeLimits.maxHeadersCount);
+      assert.equal(a.maxConnections, 1024);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('closes connections beyond --max-connections at once, and serves again when they go', async () => {
+    const s = await startTestServer(['--max-connections', '3']);
+    try {
+      const open = await Promise.all([0, 1, 2].map(() => openTls(s.running.port, s.certs.ca.certPem)));
+      await assert.rejects(openTls(s.running.port, s.certs.ca.certPem), /ECONNRESET|socket disconnected|socket hang up/);
+      for (const socket of open) socket.destroy();
+      await new Promise((r) => setTimeout(r, 100));
+      await validReviewSucceeds(s.url, s.certs.ca.certPem);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('refuses TLS below 1.2 and ciphers without forward secrecy', async () => {
+    await assert.rejects(openTls(port, ca, { maxVersion: 'TLSv1.1', minVersion: 'TLSv1' }));
+    await assert.rejects(openTls(port, ca, { maxVersion: 'TLSv1.2', ciphers: 'AES128-GCM-SHA256' }));
+    (await openTls(port, ca, { maxVersion: 'TLSv1.2' })).destroy();
+    await validReviewSucceeds();
+  });
+});
+
+describe('mutual TLS (--client-ca)', () => {
+  let mtls: TestServer;
+  let clientCa: Awaited<ReturnType<typeof createCA>>;
+  before(async () => {
+    clientCa = await createCA('apiserver-client-ca', 1);
+    const certs = await makeTestCerts();
+    const file = join(certs.certDir, 'client-ca.crt');
+    await writeFile(file, clientCa.certPem);
+    mtls = await startTestServer(['--client-ca', file]);
+  });
+  after(() => mtls.close());
+
+  async function reviewWith(agent: Agent): Promise<number> {
+    const res = await httpsRequest(`${mtls.url}/mutate`, JSON.stringify(podReview(optedInPod())), { ca: mtls.certs.ca.certPem, agent });
+    return res.status;
+  }
+
+  it('serves a client whose certificate the client CA issued', async () => {
+    const cert = await issueClientCert(clientCa, 'kube-apiserver');
+    assert.equal(await reviewWith(new Agent({ cert: cert.certPem, key: cert.keyPem, keepAlive: false })), 200);
+  });
+
+  it('refuses a client without a certificate, and one with a certificate from another CA', async () => {
+    await assert.rejects(reviewWith(new Agent({ keepAlive: false })), /certificate|ECONNRESET|alert|socket hang up/i);
+    const stranger = await issueClientCert(await createCA('other-ca', 1), 'kube-apiserver');
+    await assert.rejects(reviewWith(new Agent({ cert: stranger.certPem, key: stranger.keyPem, keepAlive: false })), /certificate|ECONNRESET|alert|socket hang up/i);
+    const cert = await issueClientCert(clientCa, 'kube-apiserver');
+    assert.equal(await reviewWith(new Agent({ cert: cert.certPem, key: cert.keyPem, keepAlive: false })), 200);
+  });
+
+  it('refuses to start when the client CA file holds no certificate', async () => {
+    const certs = await makeTestCerts();
+    const file = join(certs.certDir, 'not-a-ca.crt');
+    await writeFile(file, 'hello');
+    await assert.rejects(startTestServer(['--client-ca', file]), /client CA .*not-a-ca\.crt/);
+  });
+});
+
+describe('faults inside a review', () => {
+  it('answers HTTP 500 with the review\'s uid when the handler fails, so failurePolicy decides; the next review succeeds', async () => {
+    const certs = await makeTestCerts();
+    const set = await loadTemplateSet('templates');
+    let failures = 1;
+    const app = createAdmissionApp({
+      logger: createLogger('silent'),
+      templates: () => {
+        if (failures-- > 0) throw new Error('template store unavailable');
+        return set;
+      },
+    });
+    const faulty = createAdmissionServer(app, certs.serving);
+    await new Promise<void>((r) => faulty.listen(0, '127.0.0.1', r));
+    const url = `https://127.0.0.1:${(faulty.address() as AddressInfo).port}`;
+    try {
+      const uid = randomUUID();
+      const res = await httpsRequest(`${url}/mutate`, JSON.stringify(podReview(optedInPod(), { uid })), { ca: certs.ca.certPem });
+      assert.equal(res.status, 500);
+      assert.equal(res.json().response.uid, uid);
+      assert.equal(res.json().response.allowed, false);
+      assert.match(res.json().response.status.message, /template store unavailable/);
+      assert.equal(res.json().response.patch, undefined);
+      await validReviewSucceeds(url, certs.ca.certPem);
+    } finally {
+      faulty.closeAllConnections();
+      await new Promise((r) => faulty.close(r));
+    }
+  });
+
+  it('loads the edge limits from flags', () => {
+    const config = loadConfig(['--request-timeout', '3', '--max-connections', '7', '--max-inflight', '2'], {});
+    assert.deepEqual([config.requestTimeout, config.maxConnections, config.maxInflight, config.clientCa], [3, 7, 2, '']);
+    assert.throws(() => loadConfig(['--request-timeout', '0'], {}), /--request-timeout/);
+  });
+});
