@@ -63,22 +63,15 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   // During a graceful stop every answer says Connection: close, so the apiserver drops its pooled
   // connections to this replica one by one instead of finding them closed under a POST.
   admission.prependListener('request', (_req, res) => draining && res.setHeader('Connection', 'close'));
-  const watcher =
-    certs.load &&
-    watchCertificate({
-      initial: tls,
-      load: certs.load,
-      intervalMs: config.certCheckInterval * 1000,
-      logger,
-      // The new context is built like the first one, so the client CA (mutual TLS) survives a swap;
-      // open connections keep the context they were made with.
-      onChange: (pair) => {
-        admission.setSecureContext(secureContextOptions({ ...pair, ...(clientCaPem !== undefined && { clientCaPem }) }));
-        const { notAfter } = certificateValidity(pair.certPem);
-        metrics.setCertificateExpiry(notAfter);
-        logger.info({ notAfter }, 'serving certificate swapped');
-      },
-    });
+  const swapCertificate = (pair: KeyPair): void => {
+    // Built like the first context, so the client CA (mutual TLS) survives a swap; open
+    // connections keep the context they were made with.
+    admission.setSecureContext(secureContextOptions({ ...pair, ...(clientCaPem !== undefined && { clientCaPem }) }));
+    const { notAfter } = certificateValidity(pair.certPem);
+    metrics.setCertificateExpiry(notAfter);
+    logger.info({ notAfter }, 'serving certificate swapped');
+  };
+  const watcher = certs.load && watchCertificate({ initial: tls, load: certs.load, intervalMs: config.certCheckInterval * 1000, logger, onChange: swapCertificate });
 
   await Promise.all([listen(admission, config.port, config.host), listen(health, config.healthPort, config.host)]);
   const port = (admission.address() as AddressInfo).port;

@@ -29,6 +29,14 @@ export interface CertPolicy {
 
 export const DefaultPolicy = { caValidityDays: 3650, servingValidityDays: 365, renewWhenRemaining: 1 / 3 } as const;
 
+/**
+ * The rotation overlap for replicas that check every `checkIntervalMs`: several checks, so every
+ * replica swaps within it, and never under five minutes, so every API server sees the new caBundle.
+ */
+export function overlapFor(checkIntervalMs: number): number {
+  return Math.max(3 * checkIntervalMs, 5 * 60_000);
+}
+
 /** The names the API server may use for `service: {name, namespace}` (it dials `<svc>.<ns>.svc`). */
 export function serviceDnsNames(service: string, namespace: string): string[] {
   return [service, `${service}.${namespace}`, `${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`];
