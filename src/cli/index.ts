@@ -3,6 +3,7 @@ import { optionsHelp } from '../config/config.js';
 import { InjectorError, TemplateSetError } from '../errors.js';
 import { explainCommand } from './explain.js';
 import { injectCommand } from './inject.js';
+import { lintCommand } from './lint.js';
 import { serveCommand } from './serve.js';
 
 /** A subcommand: takes its arguments, resolves to the process exit code. */
@@ -12,6 +13,7 @@ export type Command = (args: readonly string[]) => Promise<number>;
 const Commands: Readonly<Record<string, { readonly run: Command; readonly summary: string }>> = {
   serve: { run: serveCommand, summary: 'run the admission webhook server' },
   inject: { run: injectCommand, summary: 'print manifests (-f FILE|-) with the sidecars injected, or --patch' },
+  lint: { run: lintCommand, summary: 'check every template in DIR (file:line:column faults, sample pods, conflicts); exit 1 on any' },
   explain: { run: explainCommand, summary: 'say for each pod (-f FILE|-) whether it would be injected, with what, and why' },
 };
 

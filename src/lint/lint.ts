@@ -1,0 +1,133 @@
+import { isNode, LineCounter, parseAllDocuments } from 'yaml';
+import { InjectorError, TemplateSetError, type TemplateFault } from '../errors.js';
+import { findConflicts } from '../inject/conflicts.js';
+import { injectSidecars } from '../inject/mutate.js';
+import { renderTemplates } from '../inject/render.js';
+import type { Pod } from '../kube/types.js';
+import { compileTemplateSet, readTemplateDir, type TemplateFile, type TemplateSet } from '../templates/load.js';
+import { renderValues } from '../templates/placeholders.js';
+import type { CompiledTemplate } from '../templates/template.js';
+import { podFaults, type PodFault, type PodSecurityLevel } from './pod.js';
+
+/** The outcome of linting a templates directory. */
+export interface LintReport {
+  readonly dir: string;
+  readonly templates: readonly string[];
+  /** Every fault, in file and line order; empty when the set is good. */
+  readonly faults: readonly TemplateFault[];
+}
+
+/** A pod to inject into: one ordinary, one owned by a Job, one with its own init container. */
+interface Sample {
+  readonly name: string;
+  readonly pod: Pod;
+  readonly ownedByJob: boolean;
+}
+
+const RESTRICTED = { runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } };
+const APP = { name: 'app', image: 'registry.example.com/app:1.0', ports: [{ name: 'http', containerPort: 8080 }], securityContext: RESTRICTED, volumeMounts: [{ name: 'app-data', mountPath: '/data' }] };
+
+/** The sample pods: each meets the restricted profile by itself, so every fault found is a template's. */
+export const Samples: readonly Sample[] = [
+  { name: 'deployment-pod', ownedByJob: false, pod: { metadata: { generateName: 'web-5d8f7c9b4-', labels: { app: 'web' } }, spec: { containers: [APP], volumes: [{ name: 'app-data', emptyDir: {} }] } } },
+  { name: 'job-pod', ownedByJob: true, pod: { metadata: { generateName: 'nightly-28811520-', labels: { 'batch.kubernetes.io/job-name': 'nightly-28811520' } }, spec: { restartPolicy: 'Never', containers: [{ ...APP, name: 'main', ports: [] }], volumes: [{ name: 'app-data', emptyDir: {} }] } } },
+  { name: 'pod-with-init', ownedByJob: false, pod: { metadata: { name: 'db-0', labels: { app: 'db' } }, spec: { initContainers: [{ name: 'setup', image: 'registry.example.com/setup:1.0', securityContext: RESTRICTED }], containers: [APP], volumes: [{ name: 'app-data', emptyDir: {} }] } } },
+];
+
+/**
+ * Lints a templates directory: every load fault (schema, placeholders, names), then each template
+ * injected alone into each sample pod, the default set together and every pair of templates, each
+ * result checked as a pod (validity and the Pod Security level) and for conflicts between templates.
+ */
+export async function lintTemplates(dir: string, level: PodSecurityLevel): Promise<LintReport> {
+  const files = await readTemplateDir(dir);
+  if (files.length === 0) return { dir, templates: [], faults: [{ file: dir, path: '', message: new InjectorError('TEMPLATES_EMPTY', [dir]).message }] };
+  let set: TemplateSet;
+  try {
+    set = compileTemplateSet(files, dir);
+  } catch (err) {
+    if (!(err instanceof TemplateSetError)) throw err;
+    return { dir, templates: [], faults: err.faults };
+  }
+  const faults = new Map<string, TemplateFault>();
+  const add = (f: TemplateFault): void => void faults.set(`${f.file}\0${f.template ?? ''}\0${f.path}\0${f.message}`, f);
+  const all = [...set.templates.values()].sort((a, b) => a.name.localeCompare(b.name));
+  for (const t of all) for (const s of Samples) checkCombination([t], s, level).forEach(add);
+  const combos: CompiledTemplate[][] = set.defaults.length > 1 ? [[...set.defaults]] : [];
+  all.forEach((a, i) => all.slice(i + 1).forEach((b) => combos.push([a, b])));
+  for (const combo of combos) checkCombination(combo, Samples[0]!, level).forEach(add);
+  const located = [...faults.values()].map((f) => locate(f, files));
+  located.sort((a, b) => a.file.localeCompare(b.file) || (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0));
+  return { dir, templates: all.map((t) => t.name), faults: located };
+}
+
+/** Injects `templates` into a sample and reports what is wrong, as faults of the templates. */
+function checkCombination(templates: readonly CompiledTemplate[], sample: Sample, level: PodSecurityLevel): TemplateFault[] {
+  const fileOf = new Map(templates.map((t) => [t.name, t.file]));
+  const rendered = templates.map((t) => t.render(renderValues(sample.pod, 'default')));
+  const conflicts = findConflicts(rendered);
+  if (conflicts.length > 0) {
+    return conflicts.map((c) => ({ file: fileOf.get(c.template) ?? '', template: c.template, path: c.path, message: `${c.message}: the two cannot be selected together` }));
+  }
+  let pod: Pod;
+  try {
+    pod = injectSidecars(sample.pod, templates, 'default', { ownedByJob: sample.ownedByJob }).pod;
+  } catch (err) {
+    if (!(err instanceof InjectorError)) throw err;
+    return [{ file: templates[0]?.file ?? '', path: '', message: err.message }];
+  }
+  const owners = ownersOf(renderTemplates(sample.pod, templates, 'default', { ownedByJob: sample.ownedByJob }));
+  return podFaults(pod, level).map((f) => attribute(f, owners, templates, sample));
+}
+
+interface Owner {
+  readonly template: string;
+  readonly path: string;
+}
+
+function ownersOf(rendered: ReturnType<typeof renderTemplates>): Map<string, Owner> {
+  const owners = new Map<string, Owner>();
+  const own = (key: string, template: string, path: string): void => void (owners.has(key) || owners.set(key, { template, path }));
+  for (const r of rendered) {
+    r.containers.forEach((c, i) => own(`container:${c.name}`, r.name, `/spec/containers/${i}`));
+    r.initContainers.forEach((c, i) => own(`container:${c.name}`, r.name, `/spec/initContainers/${i}`));
+    r.volumes.forEach((v, i) => own(`volume:${v.name}`, r.name, `/spec/volumes/${i}`));
+    r.volumeMounts.forEach((m, i) => own(`mount:${m.name}`, r.name, `/spec/volumeMounts/${i}`));
+  }
+  return owners;
+}
+
+// A fault in a sidecar points into its template; one in an application container comes from what a
+// template added to it (a mount); anything else is reported against the first template.
+function attribute(f: PodFault, owners: Map<string, Owner>, templates: readonly CompiledTemplate[], sample: Sample): TemplateFault {
+  const fileOf = (name: string): string => templates.find((t) => t.name === name)?.file ?? '';
+  const byContainer = f.container === undefined ? undefined : owners.get(`container:${f.container}`);
+  if (byContainer !== undefined) return { file: fileOf(byContainer.template), template: byContainer.template, path: byContainer.path + f.path, message: f.message };
+  const byVolume = f.volume === undefined ? undefined : owners.get(`volume:${f.volume}`);
+  if (byVolume !== undefined) return { file: fileOf(byVolume.template), template: byVolume.template, path: byVolume.path + f.path, message: f.message };
+  const byMount = f.mount === undefined ? undefined : owners.get(`mount:${f.mount}`);
+  if (byMount !== undefined) return { file: fileOf(byMount.template), template: byMount.template, path: `${byMount.path}/name`, message: f.message };
+  const first = templates[0]!;
+  return { file: first.file, template: first.name, path: '/spec', message: `in sample pod "${sample.name}": ${f.message}` };
+}
+
+/** Adds the line and column of the fault's JSON path in its file (or of the nearest parent that exists). */
+function locate(f: TemplateFault, files: readonly TemplateFile[]): TemplateFault {
+  if (f.line !== undefined) return f;
+  const text = files.find((x) => x.file === f.file)?.text;
+  if (text === undefined) return f;
+  const lc = new LineCounter();
+  const doc = parseAllDocuments(text, { lineCounter: lc });
+  if (!Array.isArray(doc)) return f;
+  const d = doc.find((x) => x.getIn(['metadata', 'name']) === f.template) ?? doc[0];
+  if (d === undefined) return f;
+  const keys = f.path.split('/').slice(1).map((k) => (/^\d+$/.test(k) ? Number(k) : k.replace(/~1/g, '/').replace(/~0/g, '~')));
+  for (let n = keys.length; n >= 0; n--) {
+    const node = d.getIn(keys.slice(0, n), true);
+    if (isNode(node) && node.range) {
+      const pos = lc.linePos(node.range[0]);
+      return { ...f, line: pos.line, column: pos.col };
+    }
+  }
+  return f;
+}
