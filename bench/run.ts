@@ -3,11 +3,11 @@
  * server (bare node:https + JSON.parse), driven alternately with the same keep-alive HTTPS load over
  * loopback, for a small, a typical and a large pod. Writes the table to BENCHMARKS.md.
  *
- * Flags: --quick (short phases, for a smoke run), --profile (the product runs with --cpu-prof into
- * bench/profiles/), --no-write (print only), --seconds N, --rounds N, --connections N, --rate N.
+ * Flags: --quick (short phases, for a smoke run), --profile (both servers run with --cpu-prof into
+ * bench/profiles/<server>/), --pods small,typical,large, --no-write (print only), --seconds N, --rounds N, --connections N, --rate N.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { cpus, platform, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -26,6 +26,7 @@ const { values: flags } = parseArgs({
     connections: { type: 'string', default: '8' },
     rate: { type: 'string', default: '500' },
     'steady-seconds': { type: 'string' },
+    pods: { type: 'string', default: Object.keys(Pods).join(',') },
   },
 });
 const SECONDS = Number(flags.seconds ?? (flags.quick ? 1 : 3));
@@ -34,6 +35,7 @@ const CONNECTIONS = Number(flags.connections);
 const RATE = Number(flags.rate);
 const STEADY_SECONDS = Number(flags['steady-seconds'] ?? (flags.quick ? 2 : 8));
 const ENTRY = 'dist/src/cli/index.js';
+const SIZES = flags.pods.split(',').filter((s): s is PodSize => s in Pods);
 
 /** What one server did with one pod size under one kind of load, added up over the rounds. */
 interface Figures {
@@ -58,11 +60,11 @@ async function main(): Promise<void> {
   const saturated: Record<string, Record<string, Row>> = {};
   const steady: Record<string, Record<string, Row>> = {};
   try {
-    for (const size of Object.keys(Pods) as PodSize[]) {
+    for (const size of SIZES) {
       saturated[size] = await saturate(servers, size, ca);
       log(`${size}: ${describe(saturated[size]!)}`);
     }
-    for (const size of Object.keys(Pods) as PodSize[]) {
+    for (const size of SIZES) {
       steady[size] = await steadyPhase(servers, size, ca);
       log(`${size} at ${RATE}/s: ${describe(steady[size]!)}`);
     }
@@ -75,7 +77,7 @@ async function main(): Promise<void> {
     await writeFile('BENCHMARKS.md', report);
     log('wrote BENCHMARKS.md');
   }
-  if (flags.profile) log('CPU profile of the product written to bench/profiles/ (summarize: node --import tsx bench/profile.ts bench/profiles)');
+  if (flags.profile) log('CPU profile of the product written to bench/profiles/{product,floor} (summarize: node --import tsx bench/profile.ts bench/profiles/product)');
 }
 
 async function makeCerts(): Promise<{ ca: string; certDir: string }> {
@@ -90,14 +92,16 @@ async function makeCerts(): Promise<{ ca: string; certDir: string }> {
 /** Starts the floor and the product; the product's start is timed up to a 200 from /readyz. */
 async function startBoth(certDir: string, ca: string): Promise<ServerProcess[]> {
   const floorPort = await freePort();
-  const floor = await startServer('floor', ['bench/floor.mjs', String(floorPort), join(certDir, 'tls.crt'), join(certDir, 'tls.key')], floorPort, () => tlsOk(floorPort, ca));
+  const floor = await startServer('floor', [...profileFlags('floor'), 'bench/floor.mjs', String(floorPort), join(certDir, 'tls.crt'), join(certDir, 'tls.key')], floorPort, () => tlsOk(floorPort, ca));
   const [port, healthPort] = [await freePort(), await freePort()];
-  if (flags.profile) await mkdir('bench/profiles', { recursive: true });
-  const profile = flags.profile ? ['--cpu-prof', '--cpu-prof-dir=bench/profiles'] : [];
-  const args = [...profile, ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', 'templates'];
+  const args = [...profileFlags('product'), ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', 'templates'];
   const product = await startServer('product', args, port, () => httpOk(healthPort, '/readyz'));
   log(`product ready in ${product.readyMs.toFixed(0)} ms (spawn to 200 from /readyz); floor in ${floor.readyMs.toFixed(0)} ms`);
   return [floor, product];
+}
+
+function profileFlags(name: string): string[] {
+  return flags.profile ? ['--cpu-prof', `--cpu-prof-dir=bench/profiles/${name}`] : [];
 }
 
 function targetOf(server: ServerProcess, ca: string): Target {
@@ -169,7 +173,7 @@ function render(servers: readonly ServerProcess[], saturated: Record<string, Rec
   const product = servers.find((s) => s.name === 'product')!;
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
   const command = `npm run bench${process.argv.slice(2).length ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
-  const sizes = (Object.keys(Pods) as PodSize[]).map((s) => `${s} ${(reviewTemplate(Pods[s]).bytes / 1024).toFixed(1)} KB`).join(', ');
+  const sizes = SIZES.map((s) => `${s} ${(reviewTemplate(Pods[s]).bytes / 1024).toFixed(1)} KB`).join(', ');
   const lines = [
     '# Benchmarks',
     '',

@@ -35,7 +35,7 @@ type Expr = (v: RenderValues) => string;
 type Segment = string | Expr;
 
 /** A compiled value: either the static value itself, or a function that renders it. */
-export type Compiled = { readonly static: unknown } | { readonly render: (v: RenderValues) => unknown };
+export type Compiled = { readonly static: unknown } | { readonly render: (v: RenderValues) => unknown; readonly inputs: readonly Expr[] };
 
 const OPEN = '{{';
 const CLOSE = '}}';
@@ -67,7 +67,7 @@ export function compileValue(value: unknown, path = ''): Compiled {
 function compileArray(items: unknown[], path: string): Compiled {
   const parts = items.map((item, i) => compileValue(item, `${path}/${i}`));
   if (parts.every(isStatic)) return { static: items };
-  return { render: (v) => parts.map((p) => materialize(p, v)) };
+  return { render: (v) => parts.map((p) => materialize(p, v)), inputs: inputsOf(parts) };
 }
 
 function compileObject(obj: Record<string, unknown>, path: string): Compiled {
@@ -80,6 +80,7 @@ function compileObject(obj: Record<string, unknown>, path: string): Compiled {
       for (let i = 0; i < keys.length; i++) out[keys[i]!] = materialize(parts[i]!, v);
       return out;
     },
+    inputs: inputsOf(parts),
   };
 }
 
@@ -99,7 +100,7 @@ function compileString(text: string, path: string): Compiled {
     segments.push(compileExpr(rest.slice(open + OPEN.length, close), path));
     rest = rest.slice(close + CLOSE.length);
   }
-  return { render: (v) => segments.map((s) => (typeof s === 'string' ? s : s(v))).join('') };
+  return { render: (v) => segments.map((s) => (typeof s === 'string' ? s : s(v))).join(''), inputs: segments.filter((s): s is Expr => typeof s !== 'string') };
 }
 
 function compileExpr(source: string, path: string): Expr {
@@ -135,6 +136,18 @@ function isStatic(c: Compiled): c is { readonly static: unknown } {
 /** Produces the value of a compiled branch for one review. */
 export function materialize(c: Compiled, v: RenderValues): unknown {
   return isStatic(c) ? c.static : c.render(v);
+}
+
+function inputsOf(parts: readonly Compiled[]): Expr[] {
+  return parts.flatMap((p) => (isStatic(p) ? [] : p.inputs));
+}
+
+/**
+ * A string that is equal for two reviews exactly when every placeholder of the branch expands to
+ * the same text in both, so the rendering can be reused: the placeholders' expanded values in order.
+ */
+export function renderKey(c: Compiled, v: RenderValues): string {
+  return isStatic(c) ? '' : JSON.stringify(c.inputs.map((input) => input(v)));
 }
 
 /** True when the compiled branch holds at least one placeholder. */

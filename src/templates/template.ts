@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
-import { compileValue, isDynamic, materialize, type RenderValues } from './placeholders.js';
+import { compileValue, isDynamic, materialize, renderKey, type Compiled, type RenderValues } from './placeholders.js';
 import type { Placement } from './placement.js';
 import type { OverrideField } from './schema.js';
 
@@ -83,14 +83,39 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
   const compiled = compileValue(normalized, '/spec');
   const base = { name, nativeSidecar, ...(spec.placement !== undefined && { placement: spec.placement }) };
   const render = isDynamic(compiled)
-    ? (v: RenderValues): RenderedTemplate => {
+    ? memoized(compiled, (v: RenderValues): RenderedTemplate => {
         const body = materialize(compiled, v) as typeof normalized;
         return { ...base, ...body, digest: digestOf(body) };
-      }
+      })
     : constant({ ...base, ...normalized, digest: digestOf(normalized) });
   const nativeMode = nativeSidecar ? NativeSidecar.Always : spec.nativeSidecar === 'jobs' ? NativeSidecar.JobsOnly : NativeSidecar.Never;
   const extras = { nativeMode, overrides: Object.freeze([...(spec.overrides ?? [])]), ...(spec.placement !== undefined && { placement: deepFreeze(spec.placement) }) };
   return { name, file, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, render };
+}
+
+/** Renderings kept per template; pods of one workload expand the placeholders alike. */
+const RENDER_CACHE_ENTRIES = 256;
+/** Placeholder values longer than this in total are rendered afresh, so the cache stays small. */
+const RENDER_CACHE_KEY_MAX = 2048;
+
+/**
+ * Reuses a rendering when every placeholder expands as it did for an earlier pod: the pods of one
+ * ReplicaSet share namespace, generateName, labels and annotations, so a busy cluster renders (and
+ * hashes) each template once per workload instead of once per review. The rendering is frozen, as
+ * the constant one is, since reviews share it.
+ */
+function memoized(compiled: Compiled, render: (v: RenderValues) => RenderedTemplate): (v: RenderValues) => RenderedTemplate {
+  const cache = new Map<string, RenderedTemplate>();
+  return (v) => {
+    const key = renderKey(compiled, v);
+    const hit = cache.get(key);
+    if (hit !== undefined) return hit;
+    const rendered = deepFreeze(render(v));
+    if (key.length > RENDER_CACHE_KEY_MAX) return rendered;
+    if (cache.size >= RENDER_CACHE_ENTRIES) cache.clear();
+    cache.set(key, rendered);
+    return rendered;
+  };
 }
 
 function constant(rendered: RenderedTemplate): () => RenderedTemplate {

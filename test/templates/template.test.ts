@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { compileTemplateSet } from '../../src/templates/load.js';
+import { renderValues } from '../../src/templates/placeholders.js';
+
+const TEMPLATE = `apiVersion: sidecar-injector.io/v1alpha1
+kind: SidecarTemplate
+metadata:
+  name: agent
+spec:
+  default: true
+  containers:
+    - name: agent
+      image: example.com/agent:1
+      args: ["--zone={{ pod.labels['zone'] | default 'none' }}{{ pod.labels['rack'] }}", "--ns={{ namespace }}"]
+`;
+
+const template = compileTemplateSet([{ file: 'agent.yaml', text: TEMPLATE }], 'test').templates.get('agent')!;
+const pod = (labels: Record<string, string>) => ({ metadata: { generateName: 'web-', labels }, spec: { containers: [] } });
+const render = (labels: Record<string, string>, namespace = 'shop') => template.render(renderValues(pod(labels), namespace));
+const firstArg = (labels: Record<string, string>): string | undefined => (render(labels).containers[0]?.['args'] as string[] | undefined)?.[0];
+
+describe('compiled template rendering', () => {
+  it('expands the placeholders from the pod', () => {
+    assert.deepEqual(render({ zone: 'a', rack: '7' }).containers[0]!.args, ['--zone=a7', '--ns=shop']);
+    assert.deepEqual(render({}).containers[0]!.args, ['--zone=none', '--ns=shop']);
+  });
+
+  it('reuses the rendering for a pod whose placeholders expand alike', () => {
+    const first = render({ zone: 'a', app: 'web' });
+    const second = render({ zone: 'a', app: 'other', 'pod-template-hash': 'x' });
+    assert.equal(second, first, 'labels no placeholder reads do not matter');
+  });
+
+  it('renders afresh when any placeholder expands differently', () => {
+    const base = render({ zone: 'b' });
+    assert.notEqual(render({ zone: 'c' }), base);
+    assert.deepEqual(render({ zone: 'c' }).containers[0]!.args, ['--zone=c', '--ns=shop']);
+    assert.deepEqual(render({ zone: 'b' }, 'billing').containers[0]!.args, ['--zone=b', '--ns=billing']);
+    assert.notEqual(render({ zone: 'b' }).digest, render({ zone: 'b' }, 'billing').digest);
+  });
+
+  it('keeps values apart that would read alike if joined', () => {
+    // "a" + "bc" and "ab" + "c" render the same text, so sharing is right; a separator inside a
+    // value must never make two different expansions share one rendering.
+    assert.equal(firstArg({ zone: 'a', rack: 'bc' }), '--zone=abc');
+    assert.equal(firstArg({ zone: 'a","', rack: 'x' }), '--zone=a","x');
+    assert.equal(firstArg({ zone: 'a', rack: '","x' }), '--zone=a","x');
+    assert.equal(firstArg({ zone: 'a\u0000', rack: 'x' }), '--zone=a\u0000x');
+    assert.equal(firstArg({ zone: 'a', rack: '\u0000x' }), '--zone=a\u0000x');
+  });
+
+  it('gives the same digest as a fresh rendering and freezes the shared result', () => {
+    const labels = { zone: 'd', rack: '1' };
+    const cached = render(labels);
+    const again = render(labels);
+    assert.equal(again, cached);
+    assert.ok(Object.isFrozen(cached) && Object.isFrozen(cached.containers[0]) && Object.isFrozen(cached.containers[0]!.args));
+    const fresh = compileTemplateSet([{ file: 'agent.yaml', text: TEMPLATE }], 'test').templates.get('agent')!.render(renderValues(pod(labels), 'shop'));
+    assert.equal(fresh.digest, cached.digest);
+    assert.deepEqual(fresh, cached);
+  });
+
+  it('renders a pod with a very long placeholder value without keeping it', () => {
+    const long = 'z'.repeat(5000);
+    const a = render({ zone: long });
+    assert.equal(firstArg({ zone: long }), `--zone=${long}`);
+    assert.notEqual(render({ zone: long }), a, 'not cached: the cache key would be too large');
+  });
+});
