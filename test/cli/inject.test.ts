@@ -1,0 +1,118 @@
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { parse, parseAllDocuments } from 'yaml';
+import { mutate } from '../../src/admission/handlers.js';
+import { injectCommand } from '../../src/cli/inject.js';
+import { loadTemplateSet } from '../../src/templates/load.js';
+import { decodePatch, podReview } from '../helpers/review.js';
+import { captureIO } from './io.js';
+
+const FIXTURES = 'test/fixtures/cli';
+const TEMPLATES = ['--templates-dir', `${FIXTURES}/templates`];
+const REFRESH = process.env['REFRESH_GOLDEN'] === 'true';
+const inputs = readdirSync(`${FIXTURES}/inputs`).filter((f) => f.endsWith('.yaml')).sort();
+
+async function run(args: string[], stdin = ''): Promise<{ code: number; out: string; err: string }> {
+  const io = captureIO(stdin);
+  const code = await injectCommand(args, io);
+  return { code, out: io.out(), err: io.err() };
+}
+
+/** Compares with the golden file, or rewrites it when REFRESH_GOLDEN=true. */
+async function golden(name: string, actual: string): Promise<void> {
+  const file = join(FIXTURES, 'golden', name);
+  if (REFRESH) await writeFile(file, actual);
+  assert.equal(actual, await readFile(file, 'utf8'), `${file} differs; REFRESH_GOLDEN=true npm test rewrites it after an intended change`);
+}
+
+function docs(yaml: string): any[] {
+  return parseAllDocuments(yaml).map((d) => d.toJS());
+}
+
+describe('sidecar-injector inject', () => {
+  for (const input of inputs) {
+    it(`injects ${input} as admission would (golden), and injecting its output again changes nothing`, async () => {
+      const first = await run(['-f', `${FIXTURES}/inputs/${input}`, ...TEMPLATES]);
+      assert.equal(first.code, 0, first.err);
+      await golden(input.replace('.yaml', '.injected.yaml'), first.out);
+      const second = await run(['-f', '-', ...TEMPLATES], first.out);
+      assert.equal(second.out, first.out);
+    });
+  }
+
+  it('makes the log agent a native sidecar in Job and CronJob pods only', async () => {
+    for (const [input, pick] of [
+      ['job.yaml', (d: any) => d.spec.template.spec],
+      ['cronjob.yaml', (d: any) => d.spec.jobTemplate.spec.template.spec],
+    ] as const) {
+      const spec = pick(docs((await run(['-f', `${FIXTURES}/inputs/${input}`, ...TEMPLATES])).out)[0]);
+      assert.deepEqual(spec.initContainers[0], { ...spec.initContainers[0], name: 'log-agent', restartPolicy: 'Always' }, input);
+      assert.ok(!spec.containers.some((c: any) => c.name === 'log-agent'), input);
+    }
+    const deployment = docs((await run(['-f', `${FIXTURES}/inputs/deployment.yaml`, ...TEMPLATES])).out)[0].spec.template.spec;
+    assert.deepEqual(deployment.containers.map((c: any) => [c.name, c.restartPolicy]), [['web', undefined], ['log-agent', undefined]]);
+    assert.equal(deployment.initContainers, undefined);
+  });
+
+  it('puts a `placement: first` sidecar ahead of the application container', async () => {
+    const deployment = docs((await run(['-f', `${FIXTURES}/inputs/multi.yaml`, ...TEMPLATES])).out)[1];
+    assert.deepEqual(deployment.spec.template.spec.containers.map((c: any) => c.name), ['mesh-proxy', 'web', 'log-agent']);
+  });
+
+  it('prints for a Pod with --patch exactly the patch /mutate answers', async () => {
+    const printed = await run(['-f', `${FIXTURES}/inputs/pod.yaml`, '--patch', ...TEMPLATES]);
+    assert.equal(printed.code, 0);
+    await golden('pod.patch.json', printed.out);
+    const pod = parse(await readFile(`${FIXTURES}/inputs/pod.yaml`, 'utf8'));
+    const answer = mutate(podReview(pod).request, await loadTemplateSet(`${FIXTURES}/templates`));
+    assert.deepEqual(JSON.parse(printed.out), decodePatch(answer.response));
+  });
+
+  it('prints one patch per document for multi-document input, paths relative to each document', async () => {
+    const printed = await run(['-f', `${FIXTURES}/inputs/multi.yaml`, '--patch', ...TEMPLATES]);
+    await golden('multi.patch.json', printed.out);
+    const entries = JSON.parse(printed.out);
+    assert.deepEqual(entries.map((e: any) => [e.kind, e.patch.length > 0]), [['ConfigMap', false], ['Deployment', true], ['Service', false]]);
+    assert.ok(entries[1].patch.every((op: any) => op.path.startsWith('/spec/template/')));
+  });
+
+  it('prints JSON with -o json: the object itself, or a List for several documents', async () => {
+    const yaml = docs((await run(['-f', `${FIXTURES}/inputs/multi.yaml`, ...TEMPLATES])).out);
+    const json = JSON.parse((await run(['-f', `${FIXTURES}/inputs/multi.yaml`, '-o', 'json', ...TEMPLATES])).out);
+    assert.deepEqual(json, { apiVersion: 'v1', kind: 'List', items: yaml });
+    const single = JSON.parse((await run(['-f', `${FIXTURES}/inputs/pod.yaml`, '-o', 'json', ...TEMPLATES])).out);
+    assert.equal(single.kind, 'Pod');
+  });
+
+  it('uses --namespace for objects without one and keeps an object\'s own', async () => {
+    const out = docs((await run(['-f', `${FIXTURES}/inputs/list.yaml`, '--namespace', 'team-a', ...TEMPLATES])).out)[0];
+    const status = JSON.parse(out.items[1].metadata.annotations['sidecar-injector.io/status']);
+    assert.deepEqual(status.templates, ['mesh']);
+    const job = docs((await run(['-f', `${FIXTURES}/inputs/job.yaml`, '--namespace', 'team-a', ...TEMPLATES])).out)[0];
+    assert.deepEqual(job.spec.template.spec.initContainers[0].env[1], { name: 'POD_NAMESPACE', value: 'team-a' });
+  });
+
+  it('fails with exit 1 and prints nothing when a pod would be denied', async () => {
+    const denied = [
+      ['sidecar-injector.io/templates: "mesh,nope"', /Pod default\/bad: unknown sidecar template\(s\) "nope"/],
+      ['mesh.sidecar-injector.io/image: evil.example.com/x:1\n    sidecar-injector.io/templates: mesh', /template "mesh" does not allow overriding image; it allows cpu/],
+      ['log-agent.sidecar-injector.io/cpu: lots', /"lots" is not a Kubernetes quantity/],
+    ] as const;
+    for (const [annotation, message] of denied) {
+      const pod = `apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\n  labels: {sidecar-injector.io/inject: "true"}\n  annotations:\n    ${annotation}\nspec:\n  containers: [{name: a, image: busybox}]\n`;
+      const r = await run(['-f', '-', ...TEMPLATES], pod);
+      assert.equal(r.code, 1, annotation);
+      assert.equal(r.out, '');
+      assert.match(r.err, message);
+    }
+  });
+
+  it('refuses a bad -o value and a missing -f with a usage message', async () => {
+    await assert.rejects(run(['-f', 'x.yaml', '-o', 'xml']), /inject: -o must be yaml or json, got "xml"/);
+    await assert.rejects(run([...TEMPLATES]), /inject: -f FILE is required/);
+    await assert.rejects(run(['-f', `${FIXTURES}/inputs/none.yaml`, ...TEMPLATES]), /cannot read .*none\.yaml: ENOENT/);
+  });
+});
