@@ -40,7 +40,9 @@ export const Samples: readonly Sample[] = [
  * result checked as a pod (validity and the Pod Security level) and for conflicts between templates.
  */
 export async function lintTemplates(dir: string, level: PodSecurityLevel): Promise<LintReport> {
-  const files = await readTemplateDir(dir);
+  const files = await readTemplateDir(dir).catch((err: Error) => {
+    throw new InjectorError('INPUT_INVALID', [dir, err.message], { cause: err });
+  });
   if (files.length === 0) return { dir, templates: [], faults: [{ file: dir, path: '', message: new InjectorError('TEMPLATES_EMPTY', [dir]).message }] };
   let set: TemplateSet;
   try {
@@ -106,7 +108,10 @@ function attribute(f: PodFault, owners: Map<string, Owner>, templates: readonly 
   const byVolume = f.volume === undefined ? undefined : owners.get(`volume:${f.volume}`);
   if (byVolume !== undefined) return { file: fileOf(byVolume.template), template: byVolume.template, path: byVolume.path + f.path, message: f.message };
   const byMount = f.mount === undefined ? undefined : owners.get(`mount:${f.mount}`);
-  if (byMount !== undefined) return { file: fileOf(byMount.template), template: byMount.template, path: `${byMount.path}/name`, message: f.message };
+  if (byMount !== undefined) {
+    const message = `the application containers get a mount of volume "${f.mount}", which neither the template nor the pod defines`;
+    return { file: fileOf(byMount.template), template: byMount.template, path: `${byMount.path}/name`, message };
+  }
   const first = templates[0]!;
   return { file: first.file, template: first.name, path: '/spec', message: `in sample pod "${sample.name}": ${f.message}` };
 }

@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { lintCommand } from '../../src/cli/lint.js';
+import { captureIO } from './io.js';
+
+const FIXTURES = 'test/fixtures/cli';
+const REFRESH = process.env['REFRESH_GOLDEN'] === 'true';
+
+async function lint(args: string[]): Promise<{ code: number; out: string }> {
+  const io = captureIO();
+  const code = await lintCommand(args, io);
+  return { code, out: io.out() };
+}
+
+async function golden(name: string, actual: string): Promise<void> {
+  const file = join(FIXTURES, 'golden', name);
+  if (REFRESH) await writeFile(file, actual);
+  assert.equal(actual, await readFile(file, 'utf8'), `${file} differs; REFRESH_GOLDEN=true npm test rewrites it after an intended change`);
+}
+
+describe('sidecar-injector lint', () => {
+  it('passes the bundled templates and the CLI fixtures with exit 0', async () => {
+    for (const dir of ['templates', `${FIXTURES}/templates`]) {
+      const r = await lint([dir]);
+      assert.equal(r.code, 0, r.out);
+      assert.match(r.out, /template\(s\) OK/);
+    }
+  });
+
+  it('reports every load fault as file:line:column with the template name, and exits 1', async () => {
+    const r = await lint([`${FIXTURES}/lint-load`]);
+    assert.equal(r.code, 1);
+    await golden('lint-load.txt', r.out);
+    const expected = [
+      /faults\.yaml:10:24: template "misspelled": \/spec\/containers\/0\/imagePullPolicy: must be equal to one of the allowed values/,
+      /faults\.yaml:17:14: template "misplaced": \/spec\/placement: placement must be "first", "last", \{before: CONTAINER\} or \{after: CONTAINER\}, got "middle"/,
+      /faults\.yaml:27:22: template "overrides-nothing": \/spec\/overrides\/1: must be equal to one of the allowed values: "image", "cpu", "memory"/,
+      /faults\.yaml:39:14: template "bad-placeholder": \/spec\/containers\/0\/image: unknown placeholder "\{\{ pod\.uid \}\}"/,
+      /yaml-error\.yaml:9:1: YAML: /,
+    ];
+    for (const e of expected) assert.match(r.out, e);
+  });
+
+  it('injects each template into sample pods and reports invalid pods, Pod Security faults and conflicts at their positions', async () => {
+    const r = await lint([`${FIXTURES}/lint-pods`]);
+    assert.equal(r.code, 1);
+    await golden('lint-pods.txt', r.out);
+    const expected = [
+      /metrics-b\.yaml:10:17: template "metrics-b": \/spec\/containers\/0\/ports\/0\/name: port name "metrics" is defined by both template "metrics-a" and template "metrics-b"/,
+      /metrics-b\.yaml:11:26: .*port 9100\/TCP is defined by both/,
+      /metrics-b\.yaml:18:13: .*volume "shared" is defined by both/,
+      /privileged\.yaml:11:21: template "privileged": \/spec\/containers\/0\/securityContext\/privileged: .*Pod Security baseline/,
+      /privileged\.yaml:14:43: .*capabilities SYS_PTRACE are not allowed/,
+      /privileged\.yaml:17:13: template "privileged": \/spec\/volumeMounts\/0\/name: the application containers get a mount of volume "not-defined"/,
+    ];
+    for (const e of expected) assert.match(r.out, e);
+  });
+
+  it('checks the level chosen with --pod-security', async () => {
+    const baseline = await lint([`${FIXTURES}/lint-pods`, '--pod-security', 'baseline']);
+    assert.doesNotMatch(baseline.out, /Pod Security restricted/);
+    assert.match(baseline.out, /Pod Security baseline/);
+    const privileged = await lint([`${FIXTURES}/lint-pods`, '--pod-security', 'privileged']);
+    assert.doesNotMatch(privileged.out, /Pod Security/);
+    assert.match(privileged.out, /not-defined/, 'pod validity is checked at every level');
+    await assert.rejects(lint(['--pod-security', 'lax']), /must be privileged or baseline or restricted/);
+  });
+
+  it('prints the report as JSON with -o json', async () => {
+    const r = await lint([`${FIXTURES}/lint-pods`, '-o', 'json']);
+    const report = JSON.parse(r.out);
+    assert.deepEqual(report.templates, ['metrics-a', 'metrics-b', 'privileged']);
+    assert.ok(report.faults.every((f: any) => typeof f.line === 'number' && typeof f.file === 'string'));
+  });
+
+  it('fails a directory without templates, and one that does not exist', async () => {
+    const empty = await mkdtemp(join(tmpdir(), 'lint-empty-'));
+    const r = await lint([empty]);
+    assert.equal(r.code, 1);
+    assert.match(r.out, /no sidecar templates \(\*\.yaml, \*\.yml\) found in/);
+    await assert.rejects(lint([`${FIXTURES}/no-such-dir`]), /cannot read .*no-such-dir: ENOENT/);
+  });
+});
