@@ -1,6 +1,6 @@
 import { InjectorError } from '../errors.js';
 import type { Pod } from '../kube/types.js';
-import { renderValues } from '../templates/placeholders.js';
+import { renderValues, type RenderValues } from '../templates/placeholders.js';
 import { digestOf, NativeSidecar, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
 import { findConflicts } from './conflicts.js';
 import { applyOverrides, overridesFor } from './overrides.js';
@@ -18,12 +18,52 @@ export interface InjectionContext {
  * TEMPLATE_CONFLICT when the templates cannot all go into one pod.
  */
 export function renderTemplates(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): RenderedTemplate[] {
-  const values = renderValues(pod, namespace);
+  const { values, rendered: raw } = settle(pod, templates, namespace);
   const job = context.ownedByJob ?? isOwnedByJob(pod);
-  const rendered = templates.map((t) => applyOverrides(nativeFor(t, t.render(values), job), overridesFor(t, values.annotations)));
+  const rendered = templates.map((t, i) => applyOverrides(nativeFor(t, raw[i]!, job), overridesFor(t, values.annotations)));
   const conflicts = findConflicts(rendered);
   if (conflicts.length > 0) throw new InjectorError('TEMPLATE_CONFLICT', [conflicts.map((c) => c.message).join('; ')]);
   return rendered;
+}
+
+/**
+ * Renders against the pod as it will be stored: its own labels and annotations plus those the
+ * selected templates add (the pod's value wins, the first template wins, as in injectSidecars).
+ * Rendering against the pod as submitted renders differently when the webhook is re-invoked on the
+ * injected pod, so the re-invocation patched again and warned of a sidecar that "differs" (found by
+ * test/inject/property.test.ts). A template's own labels may hold placeholders, so this repeats
+ * until they settle: no extra render when the templates add no key the pod lacks, one in practice.
+ */
+function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: string): { values: RenderValues; rendered: RenderedTemplate[] } {
+  const own = renderValues(pod, namespace);
+  let values = own;
+  let rendered = templates.map((t) => t.render(values));
+  for (let round = 0; round <= templates.length; round++) {
+    const labels = withAdded(own.labels, rendered, 'labels');
+    const annotations = withAdded(own.annotations, rendered, 'annotations');
+    if (sameMap(labels, values.labels) && sameMap(annotations, values.annotations)) break;
+    values = { ...own, labels, annotations };
+    rendered = templates.map((t) => t.render(values));
+  }
+  return { values, rendered };
+}
+
+function withAdded(own: Readonly<Record<string, string>>, rendered: readonly RenderedTemplate[], field: 'labels' | 'annotations'): Readonly<Record<string, string>> {
+  let out: Record<string, string> | undefined;
+  for (const r of rendered) {
+    for (const [key, value] of Object.entries(r[field])) {
+      if (Object.hasOwn(out ?? own, key)) continue;
+      out ??= { ...own };
+      out[key] = value;
+    }
+  }
+  return out ?? own;
+}
+
+function sameMap(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  if (a === b) return true;
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => Object.hasOwn(b, k) && a[k] === b[k]);
 }
 
 /**
