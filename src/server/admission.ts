@@ -106,7 +106,9 @@ function edgeErrors(logger: Logger, onError?: AdmissionAppDeps['onError']): Koa.
       if (!known) logger.error({ err, path: ctx.path }, 'unhandled error');
       else logger.warn({ path: ctx.path, method: ctx.method, status, code, detail: message }, 'bad request');
       onError?.(ctx.path, code);
-      if (status === 413 || code === 'BODY_ABORTED') ctx.set('Connection', 'close');
+      // A body over the limit is left for Node to discard (bounded by the request timeout): closing
+      // at once would reset the connection while the client still writes, losing the 413 (soak).
+      if (code === 'BODY_ABORTED') ctx.set('Connection', 'close');
       if (code === 'OVERLOADED') ctx.set('Retry-After', String(RETRY_AFTER_SECONDS));
       ctx.status = status;
       ctx.type = 'application/json';

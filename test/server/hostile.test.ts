@@ -242,6 +242,15 @@ describe('hostile connections', () => {
     await validReviewSucceeds();
   });
 
+  it('delivers the 413 for a body over the limit while the client is still sending it', async () => {
+    const big = rawPost('/mutate', ' '.repeat(8 * 1024 * 1024));
+    for (let i = 0; i < 3; i++) {
+      const r = await exchange(await openTls(port, ca), [big], 1500);
+      assert.equal(r.status, 413, `attempt ${i}: ${r.error ?? r.text.slice(0, 80)}`);
+    }
+    await validReviewSucceeds();
+  });
+
   it('answers 431 to headers beyond the limit', async () => {
     const socket = await openTls(port, ca);
     const r = await exchange(socket, [rawPost('/mutate', '{}', { 'X-Padding': 'a'.repeat(EdgeLimits.maxHeaderSize + 1) })], 4000);
