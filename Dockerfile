@@ -1,0 +1,29 @@
+# syntax=docker/dockerfile:1
+# Multi-stage: build with the full toolchain, ship production dependencies and compiled JS only, on a
+# distroless Node LTS image that runs as a non-root user with no shell or package manager.
+
+FROM node:22-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build
+
+FROM node:22-bookworm-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund
+
+FROM gcr.io/distroless/nodejs22-debian12:nonroot
+WORKDIR /app
+ENV NODE_ENV=production
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+COPY templates ./templates
+USER 65532:65532
+EXPOSE 8443 8081
+# node itself is PID 1 (the image's entrypoint is /nodejs/bin/node), so SIGTERM reaches the
+# injector's graceful shutdown directly; never `npm start`, which does not forward signals.
+CMD ["dist/src/cli/index.js", "serve"]

@@ -1,0 +1,40 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+
+const dockerfile = readFileSync('Dockerfile', 'utf8');
+const lines = dockerfile.split('\n').filter((l) => l.trim() !== '' && !l.trimStart().startsWith('#'));
+const stages = lines.filter((l) => /^FROM\s/i.test(l));
+const final = lines.slice(lines.lastIndexOf(stages.at(-1)!));
+
+describe('container image', () => {
+  it('builds in stages and ships a non-root distroless Node LTS image', () => {
+    assert.ok(stages.length >= 2, 'multi-stage');
+    const base = stages.at(-1)!;
+    const major = Number(/nodejs(\d+)/.exec(base)?.[1]);
+    assert.ok(major >= 20 && major % 2 === 0, `an even (LTS) Node major: ${base}`);
+    assert.match(base, /distroless/);
+    assert.match(base, /:nonroot$/);
+    const user = final.find((l) => /^USER\s/.test(l));
+    assert.ok(user && !/^USER\s+(0|root)\b/.test(user), 'runs as a non-root user');
+    assert.equal(/^USER\s+(\d+)/.exec(user)?.[1], '65532', 'the uid the Deployment runs as');
+  });
+
+  it('installs production dependencies only into the final image, and runs node, not npm, as PID 1', () => {
+    assert.ok(lines.some((l) => /npm ci .*--omit=dev/.test(l)));
+    const copiedModules = final.filter((l) => /node_modules/.test(l));
+    assert.equal(copiedModules.length, 1);
+    const fromStage = /--from=(\S+)/.exec(copiedModules[0]!)?.[1];
+    const stageLines = lines.slice(lines.findIndex((l) => new RegExp(`AS ${fromStage}$`, 'i').test(l)));
+    assert.ok(stageLines.slice(0, 4).some((l) => /--omit=dev/.test(l)), `node_modules come from the --omit=dev stage ${fromStage}`);
+    const cmd = final.find((l) => /^(CMD|ENTRYPOINT)\s/.test(l))!;
+    assert.doesNotMatch(cmd, /npm/);
+    assert.match(cmd, /^CMD \["dist\/src\/cli\/index\.js", "serve"\]$/);
+  });
+
+  it('sends the build context it copies, and nothing else', () => {
+    const ignore = readFileSync('.dockerignore', 'utf8').split('\n').filter((l) => l.startsWith('!')).map((l) => l.slice(1).replace(/\/$/, ''));
+    const copied = lines.filter((l) => /^COPY\s/.test(l) && !l.includes('--from')).flatMap((l) => l.split(/\s+/).slice(1, -1));
+    assert.deepEqual([...new Set(copied)].sort(), ignore.sort());
+  });
+});
