@@ -180,3 +180,31 @@ describe('conflicts between selected templates', () => {
     }
   });
 });
+
+describe('rendering against the pod as it will be stored', () => {
+  const reader = template('reader', `  annotations:
+    reader.example.com/mode: sidecar
+  containers:
+    - name: reader
+      image: registry.example.com/reader:1
+      env:
+        - name: MODE
+          value: "{{ pod.annotations['reader.example.com/mode'] | default 'none' }}"
+`);
+  const readers = set(reader);
+
+  it('sees the annotations its own template adds, so a re-invoked review patches nothing and warns of nothing', () => {
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'reader' } });
+    const once = injectSidecars(pod, [readers.templates.get('reader')!], 'default');
+    assert.deepEqual(once.pod.spec?.containers?.[1]?.env, [{ name: 'MODE', value: 'sidecar' }]);
+    const twice = injectSidecars(once.pod, [readers.templates.get('reader')!], 'default');
+    assert.deepEqual(diff(once.pod, twice.pod), []);
+    assert.deepEqual(twice.warnings, []);
+  });
+
+  it('lets the pod\'s own value win over the template\'s', () => {
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'reader', 'reader.example.com/mode': 'debug' } });
+    const once = injectSidecars(pod, [readers.templates.get('reader')!], 'default');
+    assert.deepEqual(once.pod.spec?.containers?.[1]?.env, [{ name: 'MODE', value: 'debug' }]);
+  });
+});
