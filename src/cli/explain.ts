@@ -9,10 +9,12 @@ import { parseDocuments, podSites, type PodSite } from '../workload/workload.js'
 import { InputFlags, loadTemplates, outputFormat, parseFlags, processIO, readInput, type IO } from './args.js';
 
 /**
- * Namespaces whose pods the webhook configuration must not send to the injector: a webhook that
- * fails closed on kube-system can keep the cluster from healing itself (Istio and Linkerd exclude it).
+ * Namespaces whose pods the shipped webhook configuration (manifests/webhooks.yaml, namespaceSelector
+ * on kubernetes.io/metadata.name) never sends to the injector: the system namespaces, where a webhook
+ * can keep the cluster from healing itself, and the injector's own. Namespaces labelled runlevel 0
+ * or 1 are skipped too, but a file does not carry namespace labels.
  */
-export const SystemNamespaces: readonly string[] = ['kube-system', 'kube-node-lease'];
+export const SystemNamespaces: readonly string[] = ['kube-system', 'kube-public', 'kube-node-lease', 'sidecar-injector'];
 
 /** The verdict on one pod. */
 export interface Explanation {
