@@ -34,26 +34,30 @@ describe('sidecar-injector serve', () => {
       });
       child.on('close', () => reject(new Error('the server exited before serving')));
     });
-    await started;
-    const port: number = logs.find((l) => l.port)?.port ?? 0;
-    const caFile: string = logs.find((l) => l.caFile)?.caFile ?? '';
-    const seen = logs.map((l) => l.msg);
-    assert.ok(port > 0, `no "serving" line in ${seen.join(', ')}`);
-    assert.equal(caFile, join(dir, 'ca.crt'));
-    const ca = await readFile(caFile, 'utf8');
-    const { response, pod } = await admit(`https://localhost:${port}`, ca, optedInPod());
-    assert.equal(response.allowed, true);
-    assert.ok(pod.spec.containers.some((c: any) => c.name === 'log-shipper'));
+    try {
+      await started;
+      const port: number = logs.find((l) => l.port)?.port ?? 0;
+      const caFile: string = logs.find((l) => l.caFile)?.caFile ?? '';
+      const seen = logs.map((l) => l.msg);
+      assert.ok(port > 0, `no "serving" line in ${seen.join(', ')}`);
+      assert.equal(caFile, join(dir, 'ca.crt'));
+      const ca = await readFile(caFile, 'utf8');
+      const { response, pod } = await admit(`https://localhost:${port}`, ca, optedInPod());
+      assert.equal(response.allowed, true);
+      assert.ok(pod.spec.containers.some((c: any) => c.name === 'log-shipper'));
 
-    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
-    child.kill('SIGTERM');
-    assert.equal(await exited, 0);
-    const review = logs.find((l) => l.msg === 'review');
-    assert.ok(review, 'one log line per review');
-    assert.equal(review.decision, 'injected');
-    assert.equal(review.pod, 'web-7c9f8b6d4-');
-    assert.equal(typeof review.durationMs, 'number');
-    assert.equal(review.object, undefined, 'never the whole object at info level');
+      const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0);
+      const review = logs.find((l) => l.msg === 'review');
+      assert.ok(review, 'one log line per review');
+      assert.equal(review.decision, 'injected');
+      assert.equal(review.pod, 'web-7c9f8b6d4-');
+      assert.equal(typeof review.durationMs, 'number');
+      assert.equal(review.object, undefined, 'never the whole object at info level');
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
   });
 
   it('refuses to start with an invalid template, naming the file, template and path', async () => {

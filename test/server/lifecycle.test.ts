@@ -56,64 +56,72 @@ describe('serve lifecycle', () => {
     assert.equal(await readyz(ports.healthPort), 200);
 
     const agent = new Agent({ keepAlive: true, maxSockets: 4 });
-    const outcomes: { at: number; status?: number; error?: string; accepted?: boolean }[] = [];
-    let signalledAt = Infinity;
     let stop = false;
-    const worker = async (a: Agent | false): Promise<void> => {
-      while (!stop) {
-        const at = Date.now();
-        try {
-          outcomes.push({ at, status: (await review(ports.port, ca, a)).status });
-        } catch (err) {
-          outcomes.push({ at, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message, accepted: (err as { accepted?: boolean }).accepted === true });
-          if (at > signalledAt) await new Promise((r) => setTimeout(r, 20));
+    try {
+      const outcomes: { at: number; status?: number; error?: string; accepted?: boolean }[] = [];
+      let signalledAt = Infinity;
+      const worker = async (a: Agent | false): Promise<void> => {
+        while (!stop) {
+          const at = Date.now();
+          try {
+            outcomes.push({ at, status: (await review(ports.port, ca, a)).status });
+          } catch (err) {
+            outcomes.push({ at, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message, accepted: (err as { accepted?: boolean }).accepted === true });
+            if (at > signalledAt) await new Promise((r) => setTimeout(r, 20));
+          }
+        }
+      };
+      const workers = [worker(agent), worker(agent), worker(false), worker(false)];
+      await new Promise((r) => setTimeout(r, 300));
+
+      signalledAt = Date.now();
+      child.kill('SIGTERM');
+      // Readiness falls at once, while reviews are still answered.
+      let unreadyAfter = Infinity;
+      while (Date.now() - signalledAt < DELAY_S * 1000) {
+        if ((await readyz(ports.healthPort)) === 503) {
+          unreadyAfter = Date.now() - signalledAt;
+          break;
         }
       }
-    };
-    const workers = [worker(agent), worker(agent), worker(false), worker(false)];
-    await new Promise((r) => setTimeout(r, 300));
+      // The contract: unready before the shutdown delay ends, so endpoints drop the pod while it still answers.
+      assert.ok(unreadyAfter < DELAY_S * 1000, `still ready ${unreadyAfter} ms after SIGTERM`);
+      const during = await review(ports.port, ca, false);
+      assert.equal(during.status, 200);
+      assert.equal(during.connection, 'close', 'answers during the drain close their connection');
+      // A review accepted near the end of the delay, whose body is still arriving when the listener closes.
+      await new Promise((r) => setTimeout(r, DELAY_S * 1000 - 300));
+      const inflight = review(ports.port, ca, false, 800);
+      // A connection the apiserver has just dialled: handshake done, first request not yet sent when the listener closes.
+      const fresh = await openTls(ports.port, ca);
+      const late = new Promise<string>((resolve) => {
+        let text = '';
+        fresh.on('data', (d: Buffer) => (text += d.toString()));
+        fresh.on('close', () => resolve(text));
+        fresh.on('error', () => undefined);
+      });
+      await new Promise((r) => setTimeout(r, 600));
+      const body = JSON.stringify(podReview(optedInPod()));
+      fresh.write(`POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
 
-    signalledAt = Date.now();
-    child.kill('SIGTERM');
-    // Readiness falls at once, while reviews are still answered.
-    let unreadyAfter = Infinity;
-    while (Date.now() - signalledAt < 500) {
-      if ((await readyz(ports.healthPort)) === 503) {
-        unreadyAfter = Date.now() - signalledAt;
-        break;
-      }
+      assert.equal(await exited, 0);
+      stop = true;
+      await Promise.all(workers);
+      agent.destroy();
+      assert.equal((await inflight).status, 200, 'the in-flight review finished');
+      assert.match(await late, /^HTTP\/1\.1 200 /, 'a connection opened before the listener closed was answered');
+
+      const accepted = outcomes.filter((o) => o.error === undefined || o.accepted);
+      const failed = accepted.filter((o) => o.status !== 200);
+      assert.deepEqual(failed.map((f) => ({ ...f, at: f.at - signalledAt })), [], 'no accepted review failed');
+      const afterSignal = outcomes.filter((o) => o.at > signalledAt && o.status === 200);
+      assert.ok(afterSignal.length > 10, `reviews kept being answered after SIGTERM: ${afterSignal.length}`);
+      assert.ok(outcomes.some((o) => o.error === 'ECONNREFUSED'), 'the listener closed before exit');
+    } finally {
+      // Whatever failed above, leave no client loop or server process behind to hold the test run open.
+      stop = true;
+      agent.destroy();
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
-    assert.ok(unreadyAfter < 200, `not ready within ${unreadyAfter} ms`);
-    const during = await review(ports.port, ca, false);
-    assert.equal(during.status, 200);
-    assert.equal(during.connection, 'close', 'answers during the drain close their connection');
-    // A review accepted near the end of the delay, whose body is still arriving when the listener closes.
-    await new Promise((r) => setTimeout(r, DELAY_S * 1000 - 300));
-    const inflight = review(ports.port, ca, false, 800);
-    // A connection the apiserver has just dialled: handshake done, first request not yet sent when the listener closes.
-    const fresh = await openTls(ports.port, ca);
-    const late = new Promise<string>((resolve) => {
-      let text = '';
-      fresh.on('data', (d: Buffer) => (text += d.toString()));
-      fresh.on('close', () => resolve(text));
-      fresh.on('error', () => undefined);
-    });
-    await new Promise((r) => setTimeout(r, 600));
-    const body = JSON.stringify(podReview(optedInPod()));
-    fresh.write(`POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
-
-    assert.equal(await exited, 0);
-    stop = true;
-    await Promise.all(workers);
-    agent.destroy();
-    assert.equal((await inflight).status, 200, 'the in-flight review finished');
-    assert.match(await late, /^HTTP\/1\.1 200 /, 'a connection opened before the listener closed was answered');
-
-    const accepted = outcomes.filter((o) => o.error === undefined || o.accepted);
-    const failed = accepted.filter((o) => o.status !== 200);
-    assert.deepEqual(failed.map((f) => ({ ...f, at: f.at - signalledAt })), [], 'no accepted review failed');
-    const afterSignal = outcomes.filter((o) => o.at > signalledAt && o.status === 200);
-    assert.ok(afterSignal.length > 10, `reviews kept being answered after SIGTERM: ${afterSignal.length}`);
-    assert.ok(outcomes.some((o) => o.error === 'ECONNREFUSED'), 'the listener closed before exit');
   });
 });
