@@ -38,28 +38,29 @@ interface Exchange {
 }
 
 class Connection {
-  private readonly socket: TLSSocket;
+  private socket: TLSSocket;
+  /** Set while a new socket is being opened, after the server said `Connection: close`. */
+  private reopening: Promise<void> | undefined;
   private pending: Exchange | undefined;
   private chunks: Buffer[] = [];
   private length = 0;
-  private head: { status: number; bodyStart: number; bodyLength: number } | undefined;
+  private head: { status: number; bodyStart: number; bodyLength: number; close: boolean } | undefined;
 
-  private constructor(socket: TLSSocket) {
+  private constructor(
+    private readonly target: Target,
+    socket: TLSSocket,
+  ) {
     this.socket = socket;
-    socket.on('data', (c: Buffer) => this.onData(c));
-    socket.on('error', (e) => this.fail(e));
-    socket.on('close', () => this.fail(new Error('connection closed by the server')));
+    this.attach(socket);
   }
 
-  static open(target: Target): Promise<Connection> {
-    return new Promise((resolve, reject) => {
-      const socket = connect({ host: '127.0.0.1', port: target.port, ca: target.ca, servername: 'localhost' }, () => resolve(new Connection(socket)));
-      socket.once('error', reject);
-      socket.setNoDelay(true);
-    });
+  static async open(target: Target): Promise<Connection> {
+    return new Connection(target, await handshake(target));
   }
 
-  send(header: Buffer, body: ReviewBody, uid: string): Promise<{ status: number; body: Buffer }> {
+  /** Sends one review; like Go's transport, opens a new connection first if the server closed the last one. */
+  async send(header: Buffer, body: ReviewBody, uid: string): Promise<{ status: number; body: Buffer }> {
+    if (this.reopening) await this.reopening;
     return new Promise((resolve, reject) => {
       this.pending = { uid, resolve, reject };
       this.socket.write(Buffer.concat([header, body.prefix, Buffer.from(uid), body.suffix]));
@@ -69,6 +70,21 @@ class Connection {
   close(): void {
     this.socket.removeAllListeners('close');
     this.socket.destroy();
+  }
+
+  private attach(socket: TLSSocket): void {
+    socket.on('data', (c: Buffer) => this.onData(c));
+    socket.on('error', (e) => this.fail(e));
+    socket.on('close', () => this.fail(new Error('connection closed by the server')));
+  }
+
+  private reopen(): void {
+    this.close();
+    this.reopening = handshake(this.target).then((socket) => {
+      this.socket = socket;
+      this.attach(socket);
+      this.reopening = undefined;
+    });
   }
 
   private onData(chunk: Buffer): void {
@@ -83,9 +99,9 @@ class Connection {
       const status = Number(text.slice(9, 12));
       const m = /\r\ncontent-length:\s*(\d+)/i.exec(text);
       if (m === null) return this.fail(new Error(`response without Content-Length: ${text.split('\r\n')[0]}`));
-      this.head = { status, bodyStart: end + 4, bodyLength: Number(m[1]) };
+      this.head = { status, bodyStart: end + 4, bodyLength: Number(m[1]), close: /\r\nconnection:\s*close/i.test(text) };
     }
-    const { status, bodyStart, bodyLength } = this.head;
+    const { status, bodyStart, bodyLength, close } = this.head;
     if (buf.length < bodyStart + bodyLength) return;
     const body = buf.subarray(bodyStart, bodyStart + bodyLength);
     const rest = buf.subarray(bodyStart + bodyLength);
@@ -94,6 +110,7 @@ class Connection {
     this.head = undefined;
     const p = this.pending;
     this.pending = undefined;
+    if (close) this.reopen();
     p?.resolve({ status, body });
   }
 
@@ -102,6 +119,17 @@ class Connection {
     this.pending = undefined;
     p?.reject(e);
   }
+}
+
+function handshake(target: Target): Promise<TLSSocket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port: target.port, ca: target.ca, servername: 'localhost' }, () => {
+      socket.off('error', reject);
+      resolve(socket);
+    });
+    socket.once('error', reject);
+    socket.setNoDelay(true);
+  });
 }
 
 let counter = 0;

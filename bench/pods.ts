@@ -90,7 +90,18 @@ export const Pods = {
   },
   typical: deploymentPod('checkout', 1, 12),
   large: deploymentPod('monolith', 5, 76),
+  /** Not part of the default run (`--pods optout`): the typical pod without the opt-in label, to see the transport's own cost. */
+  optout: withoutOptIn(deploymentPod('checkout', 1, 12)),
 } as const;
+
+/** The sizes a plain `npm run bench` measures. */
+export const DefaultSizes = ['small', 'typical', 'large'] as const;
+
+function withoutOptIn(pod: object): object {
+  const p = structuredClone(pod) as { metadata: { labels: Record<string, string> } };
+  delete p.metadata.labels['sidecar-injector.io/inject'];
+  return p;
+}
 export type PodSize = keyof typeof Pods;
 
 /** An AdmissionReview for `pod` with a placeholder uid, split around it so each request gets a fresh one cheaply. */

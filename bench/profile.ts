@@ -25,11 +25,14 @@ const files = statSync(where).isDirectory()
   : [where];
 
 const byFunction = new Map<string, number>();
+const inclusive = new Map<string, number>();
 const byPackage = new Map<string, number>();
 let total = 0;
 for (const file of files) {
   const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
   const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   profile.samples.forEach((id, i) => {
     const n = nodes.get(id)!;
     const micros = profile.timeDeltas[i] ?? 0;
@@ -38,6 +41,14 @@ for (const file of files) {
     add(byFunction, `${functionName || '(anonymous)'} ${short}:${lineNumber + 1}`, micros);
     add(byPackage, packageOf(url, functionName), micros);
     total += micros;
+    // Inclusive time: each function on the sampled stack once, however often it recurses.
+    const seen = new Set<string>();
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+      const f = nodes.get(at)!.callFrame;
+      const key = `${f.functionName || '(anonymous)'} ${f.url.replace(/^file:\/\/.*?\/(node_modules|dist)\//, '$1/')}:${f.lineNumber + 1}`;
+      if (!seen.has(key)) add(inclusive, key, micros);
+      seen.add(key);
+    }
   });
 }
 
@@ -64,3 +75,4 @@ function print(title: string, map: Map<string, number>, top: number): void {
 process.stdout.write(`${files.length} profile(s), ${(total / 1e6).toFixed(2)} s sampled\n`);
 print('self time by package / source folder', byPackage, 25);
 print('self time by function', byFunction, Number(topArg));
+print('total time (self + callees) by function', inclusive, Number(topArg));
