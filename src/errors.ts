@@ -17,6 +17,7 @@ export const ErrorCodes = {
   /** Admission denials (answered with allowed: false, not an HTTP error). */
   TEMPLATE_UNKNOWN: { status: 400, message: 'unknown sidecar template(s) %s named in annotation %s; known templates: %s' },
   TEMPLATE_CONFLICT: { status: 400, message: 'the selected templates conflict: %s' },
+  TEMPLATE_VOLUME_MISSING: { status: 400, message: 'the injected pod would mount volumes that neither the templates nor the pod define: %s' },
   OVERRIDE_REFUSED: { status: 400, message: '%s' },
   SIDECARS_MISSING: { status: 403, message: 'pod opted in to sidecar injection but is missing: %s' },
   /** Start-up and reload faults. */

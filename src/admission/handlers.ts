@@ -33,9 +33,9 @@ export function mutate(req: AdmissionRequest, set: TemplateSet): ReviewResult {
 
 function mutatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
   if (!isPodCreate(req)) return pass(req, Decision.Skipped, 'not-pod-create');
-  const pod = podOf(req);
+  const pod = podObject(req);
   const namespace = namespaceOf(req, pod);
-  const selection = trySelect(pod, set);
+  const selection = attempt(() => selectTemplates(pod, set));
   if (selection instanceof InjectorError) return deny(req, selection, Reason.UnknownTemplate);
   if (!selection.inject) return pass(req, Decision.Skipped, selection.reason);
 
@@ -62,8 +62,8 @@ export function validate(req: AdmissionRequest, set: TemplateSet): ReviewResult 
 
 function validatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
   if (!isPodCreate(req)) return pass(req, Decision.Skipped, 'not-pod-create');
-  const pod = podOf(req);
-  const selection = trySelect(pod, set);
+  const pod = podObject(req);
+  const selection = attempt(() => selectTemplates(pod, set));
   if (selection instanceof InjectorError) return deny(req, selection, Reason.UnknownTemplate);
   if (!selection.inject) return pass(req, Decision.Skipped, selection.reason);
 
@@ -77,22 +77,9 @@ function validatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
   return { response: { uid: req.uid, allowed: true }, decision: Decision.Allowed, reason: 'sidecars-present', templates, patchOps: 0 };
 }
 
-function podOf(req: AdmissionRequest): Pod {
-  return podObject(req);
-}
-
 // Pods created by controllers often carry no metadata.namespace; request.namespace always has it.
 function namespaceOf(req: AdmissionRequest, pod: Pod): string {
   return req.namespace || pod.metadata?.namespace || 'default';
-}
-
-function trySelect(pod: Pod, set: TemplateSet): ReturnType<typeof selectTemplates> | InjectorError {
-  try {
-    return selectTemplates(pod, set);
-  } catch (err) {
-    if (err instanceof InjectorError) return err;
-    throw err;
-  }
 }
 
 /** Runs a step whose InjectorError is an answer to the user (a denial), not a failure of the webhook. */
@@ -105,8 +92,14 @@ function attempt<T>(step: () => T): T | InjectorError {
   }
 }
 
+const refusalReasons: Partial<Record<InjectorError['code'], Reason>> = {
+  OVERRIDE_REFUSED: Reason.OverrideRefused,
+  TEMPLATE_CONFLICT: Reason.TemplateConflict,
+  TEMPLATE_VOLUME_MISSING: Reason.VolumeMissing,
+};
+
 function refusalReason(err: InjectorError): string {
-  return err.code === 'OVERRIDE_REFUSED' ? Reason.OverrideRefused : err.code === 'TEMPLATE_CONFLICT' ? Reason.TemplateConflict : err.code;
+  return refusalReasons[err.code] ?? err.code;
 }
 
 function pass(req: AdmissionRequest, decision: Decision, reason: string): ReviewResult {

@@ -1,3 +1,4 @@
+import { InjectorError } from '../errors.js';
 import type { Container, NamedItem, Pod, PodSpec, VolumeMount } from '../kube/types.js';
 import { insertPlaced, placementsOf } from '../templates/placement.js';
 import { digestOf, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
@@ -44,12 +45,36 @@ export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[],
   setList(newSpec, 'volumes', mergeNamed(spec.volumes, rendered.flatMap((r) => r.volumes.map((v) => [v, r.name] as const)), (n) => `volume "${n}"`, warnings));
   setList(newSpec, 'imagePullSecrets', mergeNamed(spec.imagePullSecrets, rendered.flatMap((r) => r.imagePullSecrets.map((v) => [v, r.name] as const)), (n) => `imagePullSecret "${n}"`, warnings));
 
+  if (context.lenientMounts !== true) checkMounts(newSpec, [...sidecars.containers, ...sidecars.initContainers], rendered, ownContainers.length > 0);
+
   const annotations = mergeMap(meta.annotations, rendered, 'annotations', warnings);
   annotations[Keys.status] = JSON.stringify(status);
   const labels = mergeMap(meta.labels, rendered, 'labels', warnings);
   const newMeta = { ...meta, annotations };
   if (Object.keys(labels).length > 0) newMeta.labels = labels;
   return { pod: { ...pod, metadata: newMeta, spec: newSpec }, status, warnings };
+}
+
+/**
+ * Every mount the injection adds must name a volume of the finished pod, or the apiserver rejects the
+ * pod after the patch (422, whatever the failurePolicy). A template may mount a volume the pod is
+ * expected to bring; when the pod does not, the answer is a denial that names the template.
+ */
+function checkMounts(spec: PodSpec, placed: readonly Container[], rendered: readonly RenderedTemplate[], hasApps: boolean): void {
+  const volumes = new Set((spec.volumes ?? []).map((v) => v.name));
+  const owner = new Map(rendered.flatMap((r) => [...r.containers, ...r.initContainers].map((c) => [c, r.name] as const)));
+  const missing: string[] = [];
+  for (const c of placed) {
+    for (const m of c.volumeMounts ?? []) {
+      if (!volumes.has(m.name)) missing.push(`"${m.name}" (container "${c.name}" of template "${owner.get(c) ?? '?'}")`);
+    }
+  }
+  for (const r of hasApps ? rendered : []) {
+    for (const m of r.volumeMounts) {
+      if (!volumes.has(m.name)) missing.push(`"${m.name}" (application mounts of template "${r.name}")`);
+    }
+  }
+  if (missing.length > 0) throw new InjectorError('TEMPLATE_VOLUME_MISSING', [missing.join(', ')]);
 }
 
 /** Sidecar containers to add: native ones (and template init containers) go ahead of the pod's init containers. */

@@ -13,6 +13,7 @@ export const Reason = {
   UnknownTemplate: 'unknown-template',
   TemplateConflict: 'template-conflict',
   OverrideRefused: 'override-refused',
+  VolumeMissing: 'volume-missing',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
 

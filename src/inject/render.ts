@@ -9,6 +9,8 @@ import { applyOverrides, overridesFor } from './overrides.js';
 export interface InjectionContext {
   /** The pod belongs to a Job (directly, or through a CronJob); default: read from ownerReferences. */
   readonly ownedByJob?: boolean;
+  /** Build the pod even when a mount names no volume (lint inspects that pod); admission denies it. */
+  readonly lenientMounts?: boolean;
 }
 
 /**

@@ -73,7 +73,7 @@ function checkCombination(templates: readonly CompiledTemplate[], sample: Sample
   }
   let pod: Pod;
   try {
-    pod = injectSidecars(sample.pod, templates, 'default', { ownedByJob: sample.ownedByJob }).pod;
+    pod = injectSidecars(sample.pod, templates, 'default', { ownedByJob: sample.ownedByJob, lenientMounts: true }).pod;
   } catch (err) {
     if (!(err instanceof InjectorError)) throw err;
     return [{ file: templates[0]?.file ?? '', path: '', message: err.message }];
