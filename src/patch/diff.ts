@@ -41,9 +41,13 @@ function diffObject(a: Record<string, unknown>, b: Record<string, unknown>, path
     if (!hasOwn(b, key)) ops.push({ op: 'remove', path: `${path}/${escapeToken(key)}` });
   }
   for (const key of Object.keys(b)) {
+    const value = b[key];
+    const present = hasOwn(a, key);
+    // Most keys of a copy-on-write result are the input's own values: skip them before building a path.
+    if (present && a[key] === value) continue;
     const child = `${path}/${escapeToken(key)}`;
-    if (!hasOwn(a, key)) ops.push({ op: 'add', path: child, value: b[key] });
-    else diffValue(a[key], b[key], child, ops);
+    if (!present) ops.push({ op: 'add', path: child, value });
+    else diffValue(a[key], value, child, ops);
   }
 }
 
