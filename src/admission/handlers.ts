@@ -3,7 +3,7 @@ import { injectSidecars } from '../inject/mutate.js';
 import { Reason, selectTemplates } from '../inject/policy.js';
 import { missingSidecars } from '../inject/verify.js';
 import type { Pod } from '../kube/types.js';
-import { diff } from '../patch/diff.js';
+import { diff, encodePatch } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
 import { withAudit } from './audit.js';
 import { isPodCreate, podObject, type AdmissionRequest, type AdmissionResponse } from './review.js';
@@ -45,7 +45,7 @@ function mutatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
   const response: AdmissionResponse = {
     uid: req.uid,
     allowed: true,
-    ...(ops.length > 0 && { patchType: 'JSONPatch' as const, patch: Buffer.from(JSON.stringify(ops)).toString('base64') }),
+    ...(ops.length > 0 && { patchType: 'JSONPatch' as const, patch: Buffer.from(encodePatch(ops)).toString('base64') }),
     ...(result.warnings.length > 0 && { warnings: result.warnings }),
   };
   return { response, decision: Decision.Injected, reason: ops.length > 0 ? Reason.Injected : 'already-injected', templates: result.status.templates, patchOps: ops.length };

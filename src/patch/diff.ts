@@ -22,6 +22,36 @@ export function diff(before: unknown, after: unknown): Operation[] {
   return ops;
 }
 
+/**
+ * `JSON.stringify(ops)`, byte for byte, without re-serializing what every review injects alike.
+ * The values an injection adds are mostly the templates' own frozen objects (a sidecar container,
+ * a volume), shared by every review; their JSON is kept per object. Only frozen objects are kept:
+ * the product freezes nothing but whole rendered templates (deepFreeze), which never change.
+ */
+export function encodePatch(ops: readonly Operation[]): string {
+  let out = '[';
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i]!;
+    if (i > 0) out += ',';
+    out += `{"op":${JSON.stringify(op.op)},"path":${JSON.stringify(op.path)}`;
+    if (op.value !== undefined) out += `,"value":${jsonOf(op.value)}`;
+    out += '}';
+  }
+  return `${out}]`;
+}
+
+const frozenJson = new WeakMap<object, string>();
+
+function jsonOf(value: unknown): string {
+  if (typeof value !== 'object' || value === null || !Object.isFrozen(value)) return JSON.stringify(value);
+  let json = frozenJson.get(value);
+  if (json === undefined) {
+    json = JSON.stringify(value);
+    frozenJson.set(value, json);
+  }
+  return json;
+}
+
 /** Escapes one JSON Pointer token (RFC 6901): `~` as `~0`, then `/` as `~1`. */
 export function escapeToken(token: string): string {
   if (!token.includes('~') && !token.includes('/')) return token;

@@ -1,7 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import jsonpatch from 'fast-json-patch';
-import { diff, escapeToken } from '../../src/patch/diff.js';
+import { diff, encodePatch, escapeToken } from '../../src/patch/diff.js';
+import { deepFreeze } from '../../src/templates/template.js';
 
 /** Applies ops with fast-json-patch in validating mode: an add under a missing parent throws. */
 function apply(doc: unknown, ops: unknown[]): unknown {
@@ -94,5 +95,30 @@ describe('diff', () => {
     assert.equal(escapeToken('plain'), 'plain');
     assert.equal(escapeToken('a/b'), 'a~1b');
     assert.equal(escapeToken('~1'), '~01');
+  });
+});
+
+describe('encodePatch', () => {
+  it('writes exactly what JSON.stringify writes, for every kind of operation and value', () => {
+    const sidecar = deepFreeze({ name: 'agent', image: 'a:1', env: [{ name: 'X', value: 'q"uote\\' }], ports: [{ containerPort: 1 }] });
+    const ops = [
+      { op: 'add' as const, path: '/spec/containers/1', value: sidecar },
+      { op: 'add' as const, path: '/metadata/annotations/a~1b', value: 'v\u0000"x' },
+      { op: 'replace' as const, path: '/spec/x', value: [1, null, true, { y: 2.5 }] },
+      { op: 'replace' as const, path: '/spec/n', value: null },
+      { op: 'remove' as const, path: '/spec/gone' },
+      { op: 'add' as const, path: '/spec/again', value: sidecar },
+    ];
+    assert.equal(encodePatch(ops), JSON.stringify(ops));
+    assert.equal(encodePatch(ops), JSON.stringify(ops), 'the second encoding, from the kept JSON, is the same');
+    assert.equal(encodePatch([]), '[]');
+  });
+
+  it('never reuses the JSON of an object that is not frozen', () => {
+    const value = { name: 'a' };
+    const op = { op: 'add' as const, path: '/x', value };
+    assert.equal(encodePatch([op]), JSON.stringify([op]));
+    value.name = 'b';
+    assert.equal(encodePatch([op]), '[{"op":"add","path":"/x","value":{"name":"b"}}]');
   });
 });
