@@ -4,7 +4,8 @@
  * loopback, for a small, a typical and a large pod. Writes the table to BENCHMARKS.md.
  *
  * Flags: --quick (short phases, for a smoke run), --profile (both servers run with --cpu-prof into
- * bench/profiles/<server>/), --pods small,typical,large, --product-flags='--log-level warn' (extra serve flags), --no-write (print only), --seconds N, --rounds N, --connections N, --rate N.
+ * bench/profiles/<server>/), --floor bench/floor-koa.mjs (the floor's work through Koa, to price
+ * the framework), --pods small,typical,large,optout, --product-flags='--log-level warn' (extra serve flags), --no-write (print only), --seconds N, --rounds N, --connections N, --rate N.
  */
 import { existsSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
@@ -28,6 +29,7 @@ const { values: flags } = parseArgs({
     'steady-seconds': { type: 'string' },
     pods: { type: 'string', default: DefaultSizes.join(',') },
     'product-flags': { type: 'string', default: '' },
+    floor: { type: 'string', default: 'bench/floor.mjs' },
   },
 });
 const SECONDS = Number(flags.seconds ?? (flags.quick ? 1 : 3));
@@ -93,7 +95,7 @@ async function makeCerts(): Promise<{ ca: string; certDir: string }> {
 /** Starts the floor and the product; the product's start is timed up to a 200 from /readyz. */
 async function startBoth(certDir: string, ca: string): Promise<ServerProcess[]> {
   const floorPort = await freePort();
-  const floor = await startServer('floor', [...profileFlags('floor'), 'bench/floor.mjs', String(floorPort), join(certDir, 'tls.crt'), join(certDir, 'tls.key')], floorPort, () => tlsOk(floorPort, ca));
+  const floor = await startServer('floor', [...profileFlags('floor'), flags.floor, String(floorPort), join(certDir, 'tls.crt'), join(certDir, 'tls.key')], floorPort, () => tlsOk(floorPort, ca));
   const [port, healthPort] = [await freePort(), await freePort()];
   const args = [...profileFlags('product'), ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', 'templates', ...flags['product-flags'].split(' ').filter(Boolean)];
   const product = await startServer('product', args, port, () => httpOk(healthPort, '/readyz'));
