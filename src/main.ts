@@ -1,12 +1,10 @@
 import type { Server } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { DefaultPolicy, overlapFor, reconcileCertificate, serviceDnsNames } from './certs/bootstrap.js';
 import type { KeyPair } from './certs/pki.js';
-import { makeSelfSigned, readCertDir, readClientCa } from './certs/source.js';
+import { certificateValidity, makeSelfSigned, readCertDir, readClientCa } from './certs/source.js';
 import { watchCertificate } from './certs/watcher.js';
 import type { Config } from './config/config.js';
-import { certificateValidity } from './certs/pki.js';
 import { createLogger, type Logger } from './log.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
 import { createAdmissionApp, createAdmissionServer, secureContextOptions } from './server/admission.js';
@@ -116,7 +114,12 @@ async function openCertificateSource(config: Config, logger: Logger): Promise<Ce
   if (config.certSecret !== '') {
     // Loaded only here: @kubernetes/client-node costs ~350 ms and ~60 MB of RSS to import, which a
     // server reading its certificate from files never needs.
-    const [{ createKubeClients }, { createSecretStore }, { isPublished, publishCaBundle }] = await Promise.all([import('./kube/client.js'), import('./kube/secret.js'), import('./kube/webhooks.js')]);
+    const [{ createKubeClients }, { createSecretStore }, { isPublished, publishCaBundle }, { DefaultPolicy, overlapFor, reconcileCertificate, serviceDnsNames }] = await Promise.all([
+      import('./kube/client.js'),
+      import('./kube/secret.js'),
+      import('./kube/webhooks.js'),
+      import('./certs/bootstrap.js'),
+    ]);
     const kube = createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace });
     const store = createSecretStore(kube.core, kube.namespace, config.certSecret);
     const policy = { ...DefaultPolicy, dnsNames: serviceDnsNames(config.serviceName, kube.namespace), overlapMs: overlapFor(config.certCheckInterval * 1000) };

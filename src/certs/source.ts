@@ -2,7 +2,7 @@ import { X509Certificate } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { InjectorError } from '../errors.js';
-import { createCA, issueServingCert, type KeyPair } from './pki.js';
+import type { KeyPair } from './pki.js';
 
 /** File names inside a kubernetes.io/tls Secret mounted as a volume. */
 export const TLS_CERT_FILE = 'tls.crt';
@@ -23,6 +23,8 @@ export async function readCertDir(dir: string): Promise<KeyPair> {
  * at once. The CA is written to `<dir>/ca.crt` for clients (curl --cacert) to trust.
  */
 export async function makeSelfSigned(dir: string): Promise<KeyPair & { readonly caFile: string }> {
+  // pki.js (and @peculiar/x509 behind it, ~12 MB) is loaded only when a certificate must be made.
+  const { createCA, issueServingCert } = await import('./pki.js');
   const ca = await createCA('sidecar-injector-local-ca', 30);
   const serving = await issueServingCert(ca, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1', '::1'], validityDays: 30 });
   const caFile = resolve(dir, 'ca.crt');
@@ -44,4 +46,10 @@ export async function readClientCa(file: string): Promise<string> {
     throw new InjectorError('CERT_INVALID', [`client CA ${file}: ${(err as Error).message}`], { cause: err });
   }
   return pem;
+}
+
+/** The validity window of the first certificate in a PEM bundle (node:crypto, so serving from files never loads @peculiar/x509). */
+export function certificateValidity(certPem: string): { readonly notBefore: Date; readonly notAfter: Date } {
+  const cert = new X509Certificate(certPem);
+  return { notBefore: new Date(cert.validFrom), notAfter: new Date(cert.validTo) };
 }

@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { request } from 'node:http';
 import fjp from 'fast-json-patch';
 import { certificateValidity } from '../../src/certs/pki.js';
+import { certificateValidity as validityFromFiles } from '../../src/certs/source.js';
 import { createMetrics, ReloadResult } from '../../src/metrics/metrics.js';
 import { httpsRequest } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
@@ -130,6 +131,9 @@ describe('GET /metrics', () => {
 
   it('exports the serving certificate expiry', () => {
     const expected = certificateValidity(server.certs.serving.certPem).notAfter.getTime() / 1000;
+    // The server reads it with node:crypto; the same instant as @peculiar/x509 reads.
+    assert.equal(validityFromFiles(server.certs.serving.certPem).notAfter.getTime() / 1000, expected);
+    assert.equal(validityFromFiles(server.certs.serving.certPem).notBefore.getTime(), certificateValidity(server.certs.serving.certPem).notBefore.getTime());
     assert.equal(valueOf(samples, 'sidecar_injector_certificate_expiry_timestamp_seconds'), expected);
   });
 
