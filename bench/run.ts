@@ -13,6 +13,7 @@ import { cpus, platform, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createCA, issueServingCert } from '../src/certs/pki.js';
+import { measureSteps, type Step } from './hotpath.js';
 import { closedLoop, mergeSorted, quantile, steadyRate, type LoadResult, type Target } from './load.js';
 import { DefaultSizes, Pods, reviewTemplate, type PodSize } from './pods.js';
 import { cpuMicros, freePort, httpOk, memory, startServer, tlsOk, type ServerProcess } from './servers.js';
@@ -74,7 +75,8 @@ async function main(): Promise<void> {
   } finally {
     await Promise.all(servers.map((s) => s.stop()));
   }
-  const report = render(servers, saturated, steady);
+  const steps = await measureSteps(SIZES.includes('typical') ? 'typical' : SIZES[0]!, flags.quick ? 3000 : 20000);
+  const report = render(servers, saturated, steady, steps);
   process.stdout.write(`\n${report}`);
   if (!flags['no-write'] && !flags.quick) {
     await writeFile('BENCHMARKS.md', report);
@@ -172,7 +174,7 @@ function describe(rows: Record<string, Row>): string {
     .join(' | ');
 }
 
-function render(servers: readonly ServerProcess[], saturated: Record<string, Record<string, Row>>, steady: Record<string, Record<string, Row>>): string {
+function render(servers: readonly ServerProcess[], saturated: Record<string, Record<string, Row>>, steady: Record<string, Record<string, Row>>, steps: readonly Step[]): string {
   const product = servers.find((s) => s.name === 'product')!;
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
   const command = `npm run bench${process.argv.slice(2).length ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
@@ -201,6 +203,16 @@ function render(servers: readonly ServerProcess[], saturated: Record<string, Rec
     '',
     'Targets for the typical pod: CPU/review ≤ 1.5 × floor, p99 < 5 ms at a steady 500/s, RSS < 120 MB under load,',
     'ready within 1 s.',
+    '',
+    `## Where a review's CPU goes, in process (\`bench/hotpath.ts ${SIZES.includes('typical') ? 'typical' : SIZES[0]}\`, hot loop, no network)`,
+    '',
+    '| step | CPU µs |',
+    '| --- | ---: |',
+    ...steps.map((s) => `| ${s.step} | ${s.micros.toFixed(1)} |`),
+    '',
+    'In the server the same code runs colder than in a hot loop, and the transport (TLS, HTTP parsing, Koa, the',
+    'socket writes) costs the rest; `npm run bench -- --pods optout` measures the transport alone with a pod',
+    'that does not opt in, and `--floor bench/floor-koa.mjs` the floor\'s work through Koa.',
     '',
   ];
   return lines.join('\n');
