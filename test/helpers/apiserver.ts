@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import jsonpatch from 'fast-json-patch';
 import { httpsRequest } from './client.js';
+import { applyPatchV4 } from './jsonpatch-v4.js';
 import { decodePatch, podReview } from './review.js';
 import { podProblems } from './pod.js';
 
@@ -13,9 +13,9 @@ export interface Admitted {
 
 /**
  * Plays the kube-apiserver's side of a mutating call (k8s.io/apiserver admissionreview.go and
- * mutating/dispatcher.go): checks the envelope it would reject, applies the patch with an
- * independent JSON-patch implementation that fails an `add` under a missing parent, and runs the
- * pod validation a wrong patch would trip.
+ * mutating/dispatcher.go): checks the envelope it would reject, applies the patch with a strict,
+ * independent applier of evanphx/json-patch v4 semantics (an `add` under a missing parent fails),
+ * and runs the pod validation a wrong patch would trip.
  */
 export async function admit(url: string, ca: string, pod: object, opts: Parameters<typeof podReview>[1] = {}): Promise<Admitted> {
   const review = podReview(pod, opts);
@@ -30,7 +30,7 @@ export async function admit(url: string, ca: string, pod: object, opts: Paramete
   assert.equal(response.patch === undefined, response.patchType === undefined, 'patch and patchType go together');
   if (response.patchType !== undefined) assert.equal(response.patchType, 'JSONPatch');
   const ops = decodePatch(response);
-  const patched = jsonpatch.applyPatch(structuredClone(pod), structuredClone(ops), true, false).newDocument;
+  const patched = applyPatchV4(pod, ops);
   if (response.allowed) assert.deepEqual(podProblems(patched), [], 'the patched pod must be valid');
   return { response, pod: patched, ops };
 }

@@ -2,12 +2,12 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import jsonpatch from 'fast-json-patch';
 import { parse, stringify } from 'yaml';
 import { selectTemplates } from '../../src/inject/policy.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { diff } from '../../src/patch/diff.js';
 import { compileTemplateSet, readTemplateDir } from '../../src/templates/load.js';
+import { applyPatchV4 } from '../helpers/jsonpatch-v4.js';
 import { podProblems } from '../helpers/pod.js';
 
 /**
@@ -46,7 +46,7 @@ describe('inject (golden files)', () => {
       else if (refresh) rmSync(warningsFile, { force: true });
       else assert.ok(!existsSync(warningsFile), `${warningsFile} expects warnings, none were given`);
 
-      const patched = jsonpatch.applyPatch(structuredClone(pod), structuredClone(ops) as jsonpatch.Operation[], true, false).newDocument;
+      const patched = applyPatchV4(pod, ops);
       assert.deepEqual(patched, result.pod, 'the patch must turn the pod into the injected pod');
       assert.deepEqual(podProblems(patched), []);
       assert.deepEqual(diff(patched, injectSidecars(patched, selection.templates, namespace).pod), [], 'injecting again must change nothing');
