@@ -46,7 +46,10 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   metrics.setTemplateSet(templates.digest);
   logger.info({ dir: config.templatesDir, templates: [...templates.templates.keys()], defaults: templates.defaults.map((t) => t.name), digest: templates.digest }, 'templates loaded');
 
-  const certs = await openCertificateSource(config, logger);
+  const certs = await openCertificateSource(config, logger).catch(async (err: unknown) => {
+    await store.close();
+    throw err;
+  });
   const tls = certs.initial;
   metrics.setCertificateExpiry(certificateValidity(tls.certPem).notAfter);
   const clientCaPem = config.clientCa === '' ? undefined : await readClientCa(config.clientCa);
@@ -68,7 +71,14 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   };
   const watcher = certs.load && watchCertificate({ initial: tls, load: certs.load, intervalMs: config.certCheckInterval * 1000, logger, onChange: swapCertificate });
 
-  await Promise.all([listen(admission, config.port, config.host), listen(health, config.healthPort, config.host)]);
+  try {
+    await Promise.all([listen(admission, config.port, config.host), listen(health, config.healthPort, config.host)]);
+  } catch (err) {
+    // A port in use must end the process with an error, not leave the watchers' timers holding it open.
+    watcher?.stop();
+    await Promise.all([closeServer(admission), closeServer(health), store.close()]);
+    throw err;
+  }
   const port = (admission.address() as AddressInfo).port;
   const healthPort = (health.address() as AddressInfo).port;
   ready = true;
@@ -151,6 +161,7 @@ function listen(server: Server | HttpsServer, port: number, host: string): Promi
 
 function closeServer(server: Server | HttpsServer): Promise<void> {
   return new Promise((resolve) => {
+    if (!server.listening) return resolve();
     server.close(() => resolve());
     server.closeIdleConnections();
   });

@@ -4,6 +4,8 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 import { admit } from '../helpers/apiserver.js';
 import { optedInPod } from '../helpers/review.js';
@@ -66,6 +68,19 @@ describe('sidecar-injector serve', () => {
     const { code, stderr } = await runCli(['serve', '--templates-dir', dir, '--port', '0', '--health-port', '0']);
     assert.equal(code, 1);
     assert.match(stderr, /broken\.yaml:7:\d+: template "broken": \/spec\/containers\/0: missing required field "image"/);
+  });
+
+  it('exits 1 when its port is taken, instead of hanging on its watchers', async () => {
+    const taken = createServer().listen(0, '127.0.0.1');
+    await once(taken, 'listening');
+    try {
+      const port = String((taken.address() as AddressInfo).port);
+      const { code, stderr } = await runCli(['serve', '--port', port, '--host', '127.0.0.1', '--health-port', '0', '--self-signed-dir', await mkdtemp(join(tmpdir(), 'taken-'))]);
+      assert.equal(code, 1);
+      assert.match(stderr, /EADDRINUSE/);
+    } finally {
+      taken.close();
+    }
   });
 
   it('refuses an invalid flag value, naming the flag', async () => {
