@@ -24,6 +24,8 @@ COPY package.json ./
 COPY templates ./templates
 USER 65532:65532
 EXPOSE 8443 8081
-# node itself is PID 1 (the image's entrypoint is /nodejs/bin/node), so SIGTERM reaches the
-# injector's graceful shutdown directly; never `npm start`, which does not forward signals.
-CMD ["dist/src/cli/index.js", "serve"]
+# node itself is PID 1, so SIGTERM reaches the injector's graceful shutdown directly; never
+# `npm start`, which does not forward signals. The script is part of the entrypoint, so a pod's
+# `args` (manifests/deployment.yaml: serve --cert-secret=...) are the subcommand and its flags.
+ENTRYPOINT ["/nodejs/bin/node", "/app/dist/src/cli/index.js"]
+CMD ["serve"]

@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
 
 const dockerfile = readFileSync('Dockerfile', 'utf8');
 const lines = dockerfile.split('\n').filter((l) => l.trim() !== '' && !l.trimStart().startsWith('#'));
@@ -27,9 +28,16 @@ describe('container image', () => {
     const fromStage = /--from=(\S+)/.exec(copiedModules[0]!)?.[1];
     const stageLines = lines.slice(lines.findIndex((l) => new RegExp(`AS ${fromStage}$`, 'i').test(l)));
     assert.ok(stageLines.slice(0, 4).some((l) => /--omit=dev/.test(l)), `node_modules come from the --omit=dev stage ${fromStage}`);
-    const cmd = final.find((l) => /^(CMD|ENTRYPOINT)\s/.test(l))!;
-    assert.doesNotMatch(cmd, /npm/);
-    assert.match(cmd, /^CMD \["dist\/src\/cli\/index\.js", "serve"\]$/);
+    const entrypoint = final.find((l) => /^ENTRYPOINT\s/.test(l))!;
+    assert.doesNotMatch(entrypoint, /npm/);
+    assert.match(entrypoint, /^ENTRYPOINT \["\/nodejs\/bin\/node", "\/app\/dist\/src\/cli\/index\.js"\]$/);
+  });
+
+  it('runs what the Deployment asks: its args replace CMD, so they are the subcommand and its flags', () => {
+    const container = parse(readFileSync('manifests/deployment.yaml', 'utf8')).spec.template.spec.containers[0];
+    assert.equal(container.command, undefined, 'a command would replace the entrypoint');
+    assert.equal(container.args[0], 'serve');
+    assert.match(final.find((l) => /^CMD\s/.test(l)) ?? '', /^CMD \["serve"\]$/);
   });
 
   it('sends the build context it copies, and nothing else', () => {
