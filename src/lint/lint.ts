@@ -1,10 +1,10 @@
-import { isNode, LineCounter, parseAllDocuments } from 'yaml';
+import { LineCounter, parseAllDocuments } from 'yaml';
 import { InjectorError, TemplateSetError, type TemplateFault } from '../errors.js';
 import { findConflicts } from '../inject/conflicts.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { renderTemplates } from '../inject/render.js';
 import type { Pod } from '../kube/types.js';
-import { compileTemplateSet, readTemplateDir, type TemplateFile, type TemplateSet } from '../templates/load.js';
+import { compileTemplateSet, positionOf, readTemplateDir, type TemplateFile, type TemplateSet } from '../templates/load.js';
 import { renderValues } from '../templates/placeholders.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { podFaults, type PodFault, type PodSecurityLevel } from './pod.js';
@@ -126,13 +126,5 @@ function locate(f: TemplateFault, files: readonly TemplateFile[]): TemplateFault
   if (!Array.isArray(doc)) return f;
   const d = doc.find((x) => x.getIn(['metadata', 'name']) === f.template) ?? doc[0];
   if (d === undefined) return f;
-  const keys = f.path.split('/').slice(1).map((k) => (/^\d+$/.test(k) ? Number(k) : k.replace(/~1/g, '/').replace(/~0/g, '~')));
-  for (let n = keys.length; n >= 0; n--) {
-    const node = d.getIn(keys.slice(0, n), true);
-    if (isNode(node) && node.range) {
-      const pos = lc.linePos(node.range[0]);
-      return { ...f, line: pos.line, column: pos.col };
-    }
-  }
-  return f;
+  return { ...f, ...positionOf(d, f.path, lc) };
 }

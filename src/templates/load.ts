@@ -65,7 +65,7 @@ function compileFile(f: TemplateFile, faults: TemplateFault[], seen: Map<string,
   if (!Array.isArray(docs)) return []; // an empty file (only comments) holds no template
   const out: CompiledTemplate[] = [];
   for (const doc of docs) {
-    const at = (path: string): { line?: number; column?: number } => position(doc, path, lineCounter);
+    const at = (path: string): { line?: number; column?: number } => positionOf(doc, path, lineCounter);
     if (doc.errors.length > 0) {
       for (const e of doc.errors) {
         const pos = lineCounter.linePos(e.pos[0]);
@@ -159,7 +159,7 @@ function describe(e: ErrorObject): string {
 }
 
 /** Maps a JSON pointer to the 1-based line and column of the YAML node it names, or its nearest parent. */
-function position(doc: Document, pointer: string, lc: LineCounter): { line?: number; column?: number } {
+export function positionOf(doc: Document, pointer: string, lc: LineCounter): { line?: number; column?: number } {
   const keys = pointer === '' ? [] : pointer.slice(1).split('/').map((k) => k.replace(/~1/g, '/').replace(/~0/g, '~'));
   for (let n = keys.length; n >= 0; n--) {
     const node = doc.getIn(keys.slice(0, n).map((k) => (/^\d+$/.test(k) ? Number(k) : k)), true);
