@@ -106,7 +106,8 @@ function pass(req: AdmissionRequest, decision: Decision, reason: string): Review
   return { response: { uid: req.uid, allowed: true }, decision, reason, templates: [], patchOps: 0 };
 }
 
-function deny(req: AdmissionRequest, err: InjectorError, reason: string, statusReason = 'BadRequest'): ReviewResult {
+/** Answers a review with allowed: false and the error's status and message. */
+export function deny(req: AdmissionRequest, err: InjectorError, reason: string, statusReason = 'BadRequest'): ReviewResult {
   const response: AdmissionResponse = { uid: req.uid, allowed: false, status: { code: err.status, message: err.message, reason: statusReason } };
   return { response, decision: Decision.Denied, reason, templates: [], patchOps: 0 };
 }

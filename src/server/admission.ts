@@ -1,7 +1,7 @@
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
 import Koa from 'koa';
-import { Decision, mutate, validate, type ReviewResult } from '../admission/handlers.js';
+import { deny, mutate, validate, type ReviewResult } from '../admission/handlers.js';
 import { decodeReview, encodeReview, type AdmissionRequest, type DecodedReview } from '../admission/review.js';
 import { InjectorError } from '../errors.js';
 import type { Pod } from '../kube/types.js';
@@ -76,17 +76,12 @@ function runHandler(handler: Handler, request: AdmissionRequest, deps: Admission
     return handler(request, deps.templates());
   } catch (err) {
     // A review the handler cannot act on (no pod, a pod of the wrong shape) is refused, not failed.
-    if (err instanceof InjectorError && err.status < 500) return refused(request, err);
+    if (err instanceof InjectorError && err.status < 500) return deny(request, err, 'invalid-review');
     if (err instanceof InjectorError) throw err;
     // An internal fault answers HTTP 500 so the webhook's failurePolicy decides, never a half-made patch.
     deps.logger.error({ err, uid: request.uid, endpoint }, 'review failed');
     throw new InjectorError('INTERNAL', [(err as Error).message], { cause: err });
   }
-}
-
-function refused(req: AdmissionRequest, err: InjectorError): ReviewResult {
-  const response = { uid: req.uid, allowed: false, status: { code: err.status, message: err.message, reason: 'BadRequest' } };
-  return { response, decision: Decision.Denied, reason: 'invalid-review', templates: [], patchOps: 0 };
 }
 
 /**
