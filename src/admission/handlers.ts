@@ -1,6 +1,6 @@
 import { InjectorError } from '../errors.js';
 import { injectSidecars } from '../inject/mutate.js';
-import { Reason, selectTemplates } from '../inject/policy.js';
+import { Reason, refusalReason, selectTemplates } from '../inject/policy.js';
 import { missingSidecars } from '../inject/verify.js';
 import type { Pod } from '../kube/types.js';
 import { diff, encodePatch } from '../patch/diff.js';
@@ -90,16 +90,6 @@ function attempt<T>(step: () => T): T | InjectorError {
     if (err instanceof InjectorError) return err;
     throw err;
   }
-}
-
-const refusalReasons: Partial<Record<InjectorError['code'], Reason>> = {
-  OVERRIDE_REFUSED: Reason.OverrideRefused,
-  TEMPLATE_CONFLICT: Reason.TemplateConflict,
-  TEMPLATE_VOLUME_MISSING: Reason.VolumeMissing,
-};
-
-function refusalReason(err: InjectorError): string {
-  return refusalReasons[err.code] ?? err.code;
 }
 
 function pass(req: AdmissionRequest, decision: Decision, reason: string): ReviewResult {

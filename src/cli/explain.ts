@@ -1,6 +1,6 @@
 import { InjectorError } from '../errors.js';
 import { Keys } from '../inject/keys.js';
-import { Reason, selectTemplates } from '../inject/policy.js';
+import { Reason, refusalReason, selectTemplates } from '../inject/policy.js';
 import { isOwnedByJob, renderTemplates } from '../inject/render.js';
 import type { Placement } from '../templates/placement.js';
 import type { TemplateSet } from '../templates/load.js';
@@ -67,8 +67,7 @@ export function explainPod(site: PodSite, set: TemplateSet): Explanation {
     rendered = renderTemplates(site.pod, selection.templates, site.namespace, { ownedByJob: job });
   } catch (err) {
     if (!(err instanceof InjectorError)) throw err;
-    const reason = err.code === 'OVERRIDE_REFUSED' ? Reason.OverrideRefused : Reason.TemplateConflict;
-    return { ...base, verdict: 'rejected', reason, why: [...why, err.message], templates: [] };
+    return { ...base, verdict: 'rejected', reason: refusalReason(err), why: [...why, err.message], templates: [] };
   }
   const templates = rendered.map((r) => ({ name: r.name, detail: describeTemplate(r, selection.templates.find((t) => t.name === r.name)?.spec.containers[0]?.image) }));
   return { ...base, verdict: 'injected', reason: Reason.Injected, why, templates };

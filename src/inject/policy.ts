@@ -17,6 +17,17 @@ export const Reason = {
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
 
+const refusalReasons: Partial<Record<InjectorError['code'], Reason>> = {
+  OVERRIDE_REFUSED: Reason.OverrideRefused,
+  TEMPLATE_CONFLICT: Reason.TemplateConflict,
+  TEMPLATE_VOLUME_MISSING: Reason.VolumeMissing,
+};
+
+/** The Reason for a pod refused while its templates were rendered or injected (the error code when there is none). */
+export function refusalReason(err: InjectorError): string {
+  return refusalReasons[err.code] ?? err.code;
+}
+
 export type Selection =
   | { readonly inject: true; readonly templates: readonly CompiledTemplate[]; readonly explicit: boolean }
   | { readonly inject: false; readonly reason: Reason; readonly detail: string };
