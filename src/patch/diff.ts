@@ -1,3 +1,5 @@
+import { isObject, type JsonObject } from '../kube/types.js';
+
 /**
  * JSON Patch (RFC 6902) from the difference between an original and a mutated document, in the form
  * the kube-apiserver applies it (evanphx/json-patch v4): every `add` has an existing parent, keys are
@@ -60,19 +62,19 @@ export function escapeToken(token: string): string {
 
 function diffValue(a: unknown, b: unknown, path: string, ops: Operation[]): void {
   if (a === b) return;
-  if (isPlainObject(a) && isPlainObject(b)) return diffObject(a, b, path, ops);
+  if (isObject(a) && isObject(b)) return diffObject(a, b, path, ops);
   if (Array.isArray(a) && Array.isArray(b)) return diffArray(a, b, path, ops);
   // The root cannot be replaced through evanphx/json-patch v4 (it needs a parent), and it never is here.
   ops.push({ op: 'replace', path, value: b });
 }
 
-function diffObject(a: Record<string, unknown>, b: Record<string, unknown>, path: string, ops: Operation[]): void {
+function diffObject(a: JsonObject, b: JsonObject, path: string, ops: Operation[]): void {
   for (const key of Object.keys(a)) {
-    if (!hasOwn(b, key)) ops.push({ op: 'remove', path: `${path}/${escapeToken(key)}` });
+    if (!Object.hasOwn(b, key)) ops.push({ op: 'remove', path: `${path}/${escapeToken(key)}` });
   }
   for (const key of Object.keys(b)) {
     const value = b[key];
-    const present = hasOwn(a, key);
+    const present = Object.hasOwn(a, key);
     // Most keys of a copy-on-write result are the input's own values: skip them before building a path.
     if (present && a[key] === value) continue;
     const child = `${path}/${escapeToken(key)}`;
@@ -109,17 +111,9 @@ function diffArray(a: readonly unknown[], b: readonly unknown[], path: string, o
 
 /** Two elements stand for the same item: the same named object, or equal scalars. */
 function matches(x: unknown, y: unknown): boolean {
-  if (isPlainObject(x) && isPlainObject(y)) {
-    return typeof x['name'] === 'string' ? x['name'] === y['name'] : !hasOwn(y, 'name');
+  if (isObject(x) && isObject(y)) {
+    return typeof x['name'] === 'string' ? x['name'] === y['name'] : !Object.hasOwn(y, 'name');
   }
   if (Array.isArray(x) && Array.isArray(y)) return true;
   return x === y;
-}
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-function hasOwn(o: object, key: string): boolean {
-  return Object.prototype.hasOwnProperty.call(o, key);
 }
