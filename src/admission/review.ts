@@ -109,6 +109,9 @@ export function podObject(req: AdmissionRequest): Pod {
   if (meta !== undefined) {
     for (const field of ['labels', 'annotations'] as const) stringMap(meta[field], `metadata.${field}`);
     for (const field of ['name', 'generateName', 'namespace'] as const) optionalString(meta[field], `metadata.${field}`);
+    optionalList(meta['ownerReferences'], 'metadata.ownerReferences').forEach((o, i) => {
+      if (!isObject(o)) throw invalid(`request.object.metadata.ownerReferences[${i}] must be an object`);
+    });
   }
   const spec = optionalObject(pod['spec'], 'spec');
   if (spec !== undefined) {
