@@ -109,15 +109,14 @@ export function podObject(req: AdmissionRequest): Pod {
   if (meta !== undefined) {
     for (const field of ['labels', 'annotations'] as const) stringMap(meta[field], `metadata.${field}`);
     for (const field of ['name', 'generateName', 'namespace'] as const) optionalString(meta[field], `metadata.${field}`);
-    optionalList(meta['ownerReferences'], 'metadata.ownerReferences').forEach((o, i) => {
-      if (!isObject(o)) throw invalid(`request.object.metadata.ownerReferences[${i}] must be an object`);
-    });
+    objectList(meta['ownerReferences'], 'metadata.ownerReferences');
   }
   const spec = optionalObject(pod['spec'], 'spec');
   if (spec !== undefined) {
     for (const field of ['serviceAccountName', 'serviceAccount'] as const) optionalString(spec[field], `spec.${field}`);
     namedList(spec['volumes'], 'spec.volumes');
-    optionalList(spec['imagePullSecrets'], 'spec.imagePullSecrets');
+    // An imagePullSecret may come without a name (LocalObjectReference.name is omitempty).
+    objectList(spec['imagePullSecrets'], 'spec.imagePullSecrets');
     for (const field of ['containers', 'initContainers'] as const) {
       namedList(spec[field], `spec.${field}`).forEach((c, i) => {
         const at = `spec.${field}[${i}]`;
@@ -155,6 +154,12 @@ function optionalList(value: unknown, field: string): readonly unknown[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) throw invalid(`request.object.${field} must be a list`);
   return value;
+}
+
+function objectList(value: unknown, field: string): void {
+  optionalList(value, field).forEach((item, i) => {
+    if (!isObject(item)) throw invalid(`request.object.${field}[${i}] must be an object`);
+  });
 }
 
 function namedList(value: unknown, field: string): readonly JsonObject[] {

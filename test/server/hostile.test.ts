@@ -94,6 +94,7 @@ describe('hostile review bodies', () => {
     ['a container without a name', { ...optedInPod(), spec: { containers: [{ image: 'nginx' }] } }],
     ['labels not strings', { ...optedInPod(), metadata: { labels: { 'sidecar-injector.io/inject': true } } }],
     ['an ownerReference that is not an object', { ...optedInPod(), metadata: { ...optedInPod().metadata, ownerReferences: [null] } }],
+    ['an imagePullSecret that is not an object', { ...optedInPod(), spec: { ...optedInPod().spec, imagePullSecrets: [null] } }],
   ] as const) {
     for (const endpoint of ['/mutate', '/validate']) {
       it(`refuses a pod CREATE with ${name} on ${endpoint}: allowed false, 400, its uid`, async () => {
