@@ -57,13 +57,24 @@ function isField(field: string): field is OverrideField {
   return (Overridable as readonly string[]).includes(field);
 }
 
-// Only looked at when a pod carries an unknown key under the template's prefix, which is rare.
+const annotationsRead = new WeakMap<CompiledTemplate, ReadonlySet<string>>();
+
+// Gathered once per compiled template: every review of a pod that sets an annotation the template
+// reads comes here. The string values are scanned, not the spec's JSON text, in which a
+// double-quoted key (`pod.annotations["k"]`) is escaped and never matched.
 function readsAnnotation(t: CompiledTemplate, key: string): boolean {
-  const text = JSON.stringify(t.spec);
-  for (const m of text.matchAll(ANNOTATION_PLACEHOLDER)) {
-    if ((m[1] ?? m[2]) === key) return true;
+  let keys = annotationsRead.get(t);
+  if (keys === undefined) {
+    keys = new Set(stringsIn(t.spec).flatMap((text) => [...text.matchAll(ANNOTATION_PLACEHOLDER)].map((m) => m[1] ?? m[2] ?? '')));
+    annotationsRead.set(t, keys);
   }
-  return false;
+  return keys.has(key);
+}
+
+function stringsIn(value: unknown): string[] {
+  if (typeof value === 'string') return [value];
+  if (typeof value === 'object' && value !== null) return Object.values(value).flatMap(stringsIn);
+  return [];
 }
 
 /** Applies overrides to the first container of a rendered template; returns `r` itself when there are none. */

@@ -90,6 +90,18 @@ describe('per-pod overrides', () => {
     assert.deepEqual(locked.value.env, [{ name: 'LEVEL', value: 'debug' }]);
   });
 
+  it('lets a template read its own annotations through a double-quoted placeholder key', () => {
+    const quoted = set(template('quoted', `  containers:
+    - name: quoted
+      image: registry.example.com/quoted:1.0
+      args: ['--level={{ pod.annotations["quoted.sidecar-injector.io/level"] }}']
+`));
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'quoted', 'quoted.sidecar-injector.io/level': 'debug' } });
+    const r = mutate(podReview(pod).request, quoted);
+    assert.equal(r.response.allowed, true, r.response.status?.message);
+    assert.deepEqual(decodePatch(r.response).find((op) => op.value?.name === 'quoted').value.args, ['--level=debug']);
+  });
+
   it('ignores override annotations of templates the pod does not select', () => {
     const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'locked', 'agent.sidecar-injector.io/image': 'x y' } });
     assert.equal(mutate(podReview(pod).request, templates).response.allowed, true);
