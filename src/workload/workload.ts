@@ -1,5 +1,6 @@
 import { parseAllDocuments } from 'yaml';
-import { InjectorError } from '../errors.js';
+import { podObject } from '../admission/review.js';
+import { ErrorCodes, InjectorError } from '../errors.js';
 import { isObject, type JsonObject, type Pod } from '../kube/types.js';
 
 /**
@@ -62,10 +63,22 @@ export function podSites(doc: JsonObject, namespace: string, path: readonly (str
   const ns = typeof meta['namespace'] === 'string' && meta['namespace'] !== '' ? meta['namespace'] : namespace;
   const found = getIn(doc, at);
   if (!isObject(found)) return [];
-  const template = found as Pod;
+  const title = `${kind} ${ns}/${name || '(unnamed)'}`;
+  const template = checkedPod(found, title);
   const pod = kind === 'Pod' ? template : asControllerPod(template, name);
   const ownedByJob = kind === 'Job' || kind === 'CronJob' ? true : kind === 'Pod' ? undefined : false;
-  return [{ title: `${kind} ${ns}/${name || '(unnamed)'}`, kind, path: [...path, ...at], pod, namespace: ns, ownedByJob }];
+  return [{ title, kind, path: [...path, ...at], pod, namespace: ns, ownedByJob }];
+}
+
+/** The same shape checks the server makes on request.object, so a malformed pod is a clear error, not a crash. */
+function checkedPod(pod: JsonObject, title: string): Pod {
+  try {
+    return podObject({ uid: '', object: pod });
+  } catch (err) {
+    if (!(err instanceof InjectorError)) throw err;
+    const detail = err.message.replace(ErrorCodes.REVIEW_INVALID.message.replace('%s', ''), '').replace('request.object', 'pod');
+    throw new InjectorError('INPUT_INVALID', [title, detail], { cause: err });
+  }
 }
 
 // A controller names its pods `<name>-<suffix>` through generateName; placeholders see that prefix.

@@ -115,4 +115,9 @@ describe('sidecar-injector inject', () => {
     await assert.rejects(run([...TEMPLATES]), /inject: -f FILE is required/);
     await assert.rejects(run(['-f', `${FIXTURES}/inputs/none.yaml`, ...TEMPLATES]), /cannot read .*none\.yaml: ENOENT/);
   });
+
+  it('refuses a malformed pod with the checks the server makes, instead of crashing', async () => {
+    const pod = 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n  ownerReferences: [null]\nspec:\n  containers: [{name: a, image: b}]\n';
+    await assert.rejects(run(['-f', '-', ...TEMPLATES], pod), /cannot read Pod default\/x: pod\.metadata\.ownerReferences\[0\] must be an object/);
+  });
 });
