@@ -36,6 +36,8 @@ export interface Running {
  */
 export async function serve(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<Running> {
   let ready = false;
+  // Read before anything is opened that a failed start would have to close.
+  const clientCaPem = config.clientCa === '' ? undefined : await readClientCa(config.clientCa);
   const metrics = createMetrics();
   const store = await openTemplateStore(config.templatesDir, {
     logger,
@@ -52,7 +54,6 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   });
   const tls = certs.initial;
   metrics.setCertificateExpiry(certificateValidity(tls.certPem).notAfter);
-  const clientCaPem = config.clientCa === '' ? undefined : await readClientCa(config.clientCa);
   if (clientCaPem !== undefined) logger.info({ clientCa: config.clientCa }, 'mutual TLS: only clients with a certificate from the client CA are served');
   const app = createAdmissionApp({ logger, templates: store.current, onReview: metrics.observeReview, onError: metrics.observeError, maxInflight: config.maxInflight });
   const admission = createAdmissionServer(app, { ...tls, ...(clientCaPem !== undefined && { clientCaPem }) }, { requestTimeout: config.requestTimeout, maxConnections: config.maxConnections });

@@ -3,7 +3,7 @@ import { readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { InjectorError, TemplateSetError, formatFault, type TemplateFault } from '../errors.js';
 import type { Logger } from '../log.js';
-import { compileTemplateSet, loadTemplateSet, readTemplateDir, type TemplateFile, type TemplateSet } from './load.js';
+import { compileTemplateSet, readTemplateDir, type TemplateFile, type TemplateSet } from './load.js';
 import { digestOf } from './template.js';
 
 /** What a reload attempt gave; passed to `onReload` (metrics) after every attempt that found a change. */
@@ -51,7 +51,10 @@ const KUBELET_DATA = '..data';
  */
 export async function openTemplateStore(dir: string, options: TemplateStoreOptions): Promise<TemplateStore> {
   const { logger } = options;
-  let current = await loadTemplateSet(dir);
+  // The first read, like every reload, must not mix two ConfigMap versions.
+  const first = await readConsistently(dir);
+  if (first.length === 0) throw new InjectorError('TEMPLATES_EMPTY', [dir]);
+  let current = compileTemplateSet(first, dir);
   let rejected: string | undefined; // digest of the broken content last reported, so a poll does not repeat it
   let running: Promise<ReloadResult | undefined> | undefined;
   let again = false;
