@@ -90,12 +90,6 @@ export async function issueClientCert(ca: KeyPair, commonName: string, validityD
   return { certPem: cert.toString('pem'), keyPem: await exportKey(keys.privateKey) };
 }
 
-/** The validity window of the first certificate in a PEM bundle. */
-export function certificateValidity(certPem: string): { readonly notBefore: Date; readonly notAfter: Date } {
-  const cert = new x509.X509Certificate(certPem);
-  return { notBefore: cert.notBefore, notAfter: cert.notAfter };
-}
-
 async function exportKey(key: CryptoKey): Promise<string> {
   const der = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', key));
   return `-----BEGIN PRIVATE KEY-----\n${der.toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '')}\n-----END PRIVATE KEY-----\n`;
