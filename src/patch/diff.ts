@@ -1,4 +1,7 @@
 import { isObject, type JsonObject } from '../kube/types.js';
+import { escapeToken } from './pointer.js';
+
+export { escapeToken };
 
 /**
  * JSON Patch (RFC 6902) from the difference between an original and a mutated document, in the form
@@ -52,12 +55,6 @@ function jsonOf(value: unknown): string {
     frozenJson.set(value, json);
   }
   return json;
-}
-
-/** Escapes one JSON Pointer token (RFC 6901): `~` as `~0`, then `/` as `~1`. */
-export function escapeToken(token: string): string {
-  if (!token.includes('~') && !token.includes('/')) return token;
-  return token.replace(/~/g, '~0').replace(/\//g, '~1');
 }
 
 function diffValue(a: unknown, b: unknown, path: string, ops: Operation[]): void {

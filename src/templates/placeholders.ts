@@ -1,4 +1,5 @@
 import type { Pod } from '../kube/types.js';
+import { escapeToken } from '../patch/pointer.js';
 
 /**
  * Placeholders are expanded inside the string values of an already-parsed template, never in its
@@ -72,7 +73,7 @@ function compileArray(items: unknown[], path: string): Compiled {
 
 function compileObject(obj: Record<string, unknown>, path: string): Compiled {
   const keys = Object.keys(obj);
-  const parts = keys.map((k) => compileValue(obj[k], `${path}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`));
+  const parts = keys.map((k) => compileValue(obj[k], `${path}/${escapeToken(k)}`));
   if (parts.every(isStatic)) return { static: obj };
   return {
     render: (v) => {
