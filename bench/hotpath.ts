@@ -9,7 +9,7 @@
 import { Writable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { mutate } from '../src/admission/handlers.js';
-import { decodeReview, encodeReview } from '../src/admission/review.js';
+import { decodeReview, encodeReview, reviewFacts } from '../src/admission/review.js';
 import { createLogger } from '../src/log.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { loadTemplateSet } from '../src/templates/load.js';
@@ -44,7 +44,7 @@ export async function measureSteps(size: PodSize, iterations = 20000): Promise<S
     time('envelope check (decodeReview)', () => decodeReview(parsed)),
     time('mutate: select, render, inject, diff, patch, audit', () => mutate(review.request, set)),
     time('answer JSON (encodeReview)', () => encodeReview(review.apiVersion, result.response)),
-    time('metrics (observeReview)', () => metrics.observeReview('/mutate', review.request, result, 0.0004)),
+    time('metrics (observeReview)', () => metrics.observeReview('/mutate', reviewFacts(review.request), result, 0.0004)),
     time('log line (pino, to a null stream)', () => logger.info(line, 'review')),
   ];
 }

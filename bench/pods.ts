@@ -107,9 +107,10 @@ export type PodSize = keyof typeof Pods;
 /** An AdmissionReview for `pod` with a placeholder uid, split around it so each request gets a fresh one cheaply. */
 export function reviewTemplate(pod: object): { readonly prefix: Buffer; readonly suffix: Buffer; readonly bytes: number } {
   const marker = '00000000-0000-4000-8000-000000000000';
+  // In the apiserver's field order (Go's encoding/json follows the struct): kind, apiVersion, request.
   const review = {
-    apiVersion: 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
+    apiVersion: 'admission.k8s.io/v1',
     request: {
       uid: marker,
       kind: { group: '', version: 'v1', kind: 'Pod' },

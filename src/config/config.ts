@@ -27,6 +27,7 @@ export const Options = {
   clientCa: { flag: 'client-ca', env: 'SIDECAR_INJECTOR_CLIENT_CA', schema: { type: 'string', default: '' }, help: "PEM file of the CA that signs the apiserver's client certificate; when set, only clients with a certificate from it are served (mutual TLS)" },
   requestTimeout: { flag: 'request-timeout', env: 'SIDECAR_INJECTOR_REQUEST_TIMEOUT', schema: { type: 'integer', minimum: 1, maximum: 60, default: 10 }, help: 'seconds a client may take to send a whole review; the TLS handshake and the headers get at most 5 of them' },
   maxConnections: { flag: 'max-connections', env: 'SIDECAR_INJECTOR_MAX_CONNECTIONS', schema: { type: 'integer', minimum: 1, maximum: 65535, default: 1024 }, help: 'open connections to the HTTPS port; a connection beyond this is closed at once' },
+  answerCacheMb: { flag: 'answer-cache-mb', env: 'SIDECAR_INJECTOR_ANSWER_CACHE_MB', schema: { type: 'integer', minimum: 0, maximum: 1024, default: 4 }, help: 'MiB per endpoint of answers kept for reviews that repeat but for their uid (the pods of one ReplicaSet); 0: compute every answer' },
   maxInflight: { flag: 'max-inflight', env: 'SIDECAR_INJECTOR_MAX_INFLIGHT', schema: { type: 'integer', minimum: 1, maximum: 10000, default: 32 }, help: 'reviews handled at once; one more is answered 429 with Retry-After: 1 without reading its body' },
 } as const;
 

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ReviewResult } from '../admission/handlers.js';
-import type { AdmissionRequest } from '../admission/review.js';
+import type { ReviewFacts } from '../admission/review.js';
 
 /** Every metric name starts with this, so one `{__name__=~"sidecar_injector_.*"}` finds them all. */
 export const PREFIX = 'sidecar_injector_';
@@ -24,7 +24,9 @@ export type ReloadResult = (typeof ReloadResult)[keyof typeof ReloadResult];
 export interface Metrics {
   readonly registry: Registry;
   /** The `onReview` hook of the admission app: counts and times one answered review. */
-  observeReview(endpoint: string, request: AdmissionRequest, result: ReviewResult, seconds: number): void;
+  observeReview(endpoint: string, facts: ReviewFacts, result: ReviewResult, seconds: number): void;
+  /** The `onCache` hook of the admission app: counts a review answered from the answer cache (hit) or computed (miss). */
+  observeCache(endpoint: string, hit: boolean): void;
   /** Counts a review answered with an HTTP error (bad body, internal fault) under its error code. */
   observeError(endpoint: string, code: string): void;
   /** Counts a template reload; on success also records the set now in use. */
@@ -59,6 +61,12 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     help: 'Time from the start of reading a review to its answer, by endpoint and decision',
     labelNames: ['endpoint', 'decision'] as const,
     buckets: [...LATENCY_BUCKETS],
+    registers,
+  });
+  const cacheLookups = new Counter({
+    name: `${PREFIX}answer_cache_lookups_total`,
+    help: 'Reviews by endpoint and answer cache result (hit: the answer to an earlier review that differed only in its uid; miss: computed)',
+    labelNames: ['endpoint', 'result'] as const,
     registers,
   });
   const injections = new Counter({
@@ -106,16 +114,19 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
 
   return {
     registry,
-    observeReview(endpoint, request, result, seconds) {
+    observeReview(endpoint, facts, result, seconds) {
       const ep = endpointLabel(endpoint);
-      reviews.inc({ endpoint: ep, operation: request.operation ?? '', decision: result.decision, reason: result.reason });
+      reviews.inc({ endpoint: ep, operation: facts.operation, decision: result.decision, reason: result.reason });
       latency.observe({ endpoint: ep, decision: result.decision }, seconds);
       if (result.decision === 'injected' && result.patchOps > 0) {
         for (const t of result.templates) injections.inc({ template: t });
       }
       if (ep === 'validate' && result.decision === 'denied' && result.reason === 'sidecars-missing') {
-        rejections.inc({ namespace: request.namespace ?? '' });
+        rejections.inc({ namespace: facts.namespace });
       }
+    },
+    observeCache(endpoint, hit) {
+      cacheLookups.inc({ endpoint: endpointLabel(endpoint), result: hit ? 'hit' : 'miss' });
     },
     observeError(endpoint, code) {
       reviews.inc({ endpoint: endpointLabel(endpoint), operation: '', decision: ERROR_DECISION, reason: code });

@@ -2,12 +2,12 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from 'n
 import type { SecureContextOptions } from 'node:tls';
 import Koa from 'koa';
 import { deny, mutate, validate, type ReviewResult } from '../admission/handlers.js';
-import { decodeReview, encodeReview, type AdmissionRequest, type DecodedReview } from '../admission/review.js';
+import { decodeReview, encodeReview, reviewFacts, type AdmissionRequest, type DecodedReview, type ReviewFacts } from '../admission/review.js';
 import { InjectorError } from '../errors.js';
-import type { Pod } from '../kube/types.js';
 import type { Logger } from '../log.js';
 import type { TemplateSet } from '../templates/load.js';
-import { checkContentType, readJsonBody } from './body.js';
+import { AnswerCache, answerOf } from './answers.js';
+import { checkContentType, parseJson, readBody } from './body.js';
 
 type Handler = (req: AdmissionRequest, set: TemplateSet) => ReviewResult;
 
@@ -19,12 +19,19 @@ export interface AdmissionAppDeps {
   /** The template set in force; read once per review so a review sees one consistent set. */
   readonly templates: () => TemplateSet;
   /** Called with every finished review (metrics hook). */
-  readonly onReview?: (endpoint: string, request: AdmissionRequest, result: ReviewResult, seconds: number) => void;
+  readonly onReview?: (endpoint: string, facts: ReviewFacts, result: ReviewResult, seconds: number) => void;
   /** Called with every review answered by an HTTP error instead (metrics hook). */
   readonly onError?: (endpoint: string, code: string) => void;
   /** Reviews handled at once; one more is answered 429 before its body is read (default 32). */
   readonly maxInflight?: number;
+  /** Bytes each endpoint may keep of answers to reviews that repeat but for the uid (default 4 MiB; 0 keeps none). */
+  readonly answerCacheBytes?: number;
+  /** Called with every review, true when its answer came from the cache (metrics hook). */
+  readonly onCache?: (endpoint: string, hit: boolean) => void;
 }
+
+/** Default of `answerCacheBytes`: about 600 typical Deployment pods per endpoint. */
+export const ANSWER_CACHE_BYTES = 4 * 1024 * 1024;
 
 /** The Koa application: transport -> review codec -> handler -> response. */
 export function createAdmissionApp(deps: AdmissionAppDeps): Koa {
@@ -32,6 +39,7 @@ export function createAdmissionApp(deps: AdmissionAppDeps): Koa {
   app.silent = true; // errors are answered and logged by the edge middleware below
   app.use(edgeErrors(deps.logger, deps.onError));
   const maxInflight = deps.maxInflight ?? 32;
+  const caches = new Map(Object.keys(Endpoints).map((path) => [path, new AnswerCache(deps.answerCacheBytes ?? ANSWER_CACHE_BYTES)]));
   let inflight = 0;
   app.use(async (ctx) => {
     const handler = Object.hasOwn(Endpoints, ctx.path) ? Endpoints[ctx.path] : undefined;
@@ -45,25 +53,52 @@ export function createAdmissionApp(deps: AdmissionAppDeps): Koa {
     if (inflight >= maxInflight) throw new InjectorError('OVERLOADED');
     inflight++;
     try {
-      await answerReview(ctx, handler);
+      await answerReview(ctx, handler, caches.get(ctx.path)!);
     } finally {
       inflight--;
     }
   });
   return app;
 
-  async function answerReview(ctx: Koa.Context, handler: Handler): Promise<void> {
+  async function answerReview(ctx: Koa.Context, handler: Handler, cache: AnswerCache): Promise<void> {
     const started = process.hrtime.bigint();
     checkContentType(ctx.get('Content-Type') || undefined);
-    const review = decodeReview(await readJsonBody(ctx.req));
-    (ctx.state as ReviewState).review = review; // from here on every answer carries the uid
-    const result = runHandler(handler, review.request, deps, ctx.path);
-    ctx.type = 'application/json';
-    ctx.body = encodeReview(review.apiVersion, result.response);
+    const body = await readBody(ctx.req);
+    const { set, get: templates } = templatesOnce(deps.templates);
+    const lookup = set === undefined ? undefined : cache.lookup(body, set);
+    let answer: Answer;
+    let cached = true;
+    if (lookup?.entry?.confirmed) {
+      // The same review as one answered before but for the uid: nothing to parse or compute.
+      answer = answerOf(lookup.entry, lookup.slot);
+      (ctx.state as ReviewState).review = { apiVersion: lookup.slot.version, request: { uid: lookup.slot.uid } };
+    } else {
+      const review = decodeReview(parseJson(body));
+      (ctx.state as ReviewState).review = review; // from here on every answer carries the uid
+      if (lookup?.entry !== undefined && cache.confirm(lookup.entry, lookup.slot, review)) {
+        answer = answerOf(lookup.entry, lookup.slot);
+      } else {
+        cached = false;
+        // One set for the whole review, so the answer kept is the one computed under that set.
+        const result = runHandler(handler, review.request, templates, deps.logger, ctx.path);
+        answer = { result, facts: reviewFacts(review.request), text: encodeReview(review.apiVersion, result.response) };
+        if (lookup !== undefined) cache.put(lookup, review, answer.result, answer.facts, answer.text);
+      }
+    }
+    ctx.set('Content-Type', 'application/json');
+    ctx.body = answer.text;
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    deps.onReview?.(ctx.path, review.request, result, seconds);
-    deps.logger.info(reviewLog(ctx.path, review.request, result, seconds), 'review');
+    deps.onCache?.(ctx.path, cached);
+    deps.onReview?.(ctx.path, answer.facts, answer.result, seconds);
+    deps.logger.info(reviewLog(ctx.path, answer.facts, answer.result, seconds, cached), 'review');
   }
+}
+
+/** A review's answer with what the log line and the metrics say about it. */
+interface Answer {
+  readonly result: ReviewResult;
+  readonly facts: ReviewFacts;
+  readonly text: string;
 }
 
 /** What the review middleware leaves for the edge: the decoded review, once there is one. */
@@ -71,15 +106,32 @@ interface ReviewState {
   review?: DecodedReview;
 }
 
-function runHandler(handler: Handler, request: AdmissionRequest, deps: AdmissionAppDeps, endpoint: string): ReviewResult {
+/**
+ * Reads the template set once for the whole review. A failure is raised when the handler asks for
+ * the set, once the review is decoded, so its 500 carries the uid.
+ */
+function templatesOnce(templates: () => TemplateSet): { readonly set?: TemplateSet; readonly get: () => TemplateSet } {
   try {
-    return handler(request, deps.templates());
+    const set = templates();
+    return { set, get: () => set };
+  } catch (err) {
+    return {
+      get: () => {
+        throw err;
+      },
+    };
+  }
+}
+
+function runHandler(handler: Handler, request: AdmissionRequest, templates: () => TemplateSet, logger: Logger, endpoint: string): ReviewResult {
+  try {
+    return handler(request, templates());
   } catch (err) {
     // A review the handler cannot act on (no pod, a pod of the wrong shape) is refused, not failed.
     if (err instanceof InjectorError && err.status < 500) return deny(request, err, 'invalid-review');
     if (err instanceof InjectorError) throw err;
     // An internal fault answers HTTP 500 so the webhook's failurePolicy decides, never a half-made patch.
-    deps.logger.error({ err, uid: request.uid, endpoint }, 'review failed');
+    logger.error({ err, uid: request.uid, endpoint }, 'review failed');
     throw new InjectorError('INTERNAL', [(err as Error).message], { cause: err });
   }
 }
@@ -115,18 +167,18 @@ function edgeErrors(logger: Logger, onError?: AdmissionAppDeps['onError']): Koa.
   };
 }
 
-function reviewLog(endpoint: string, req: AdmissionRequest, r: ReviewResult, seconds: number): Record<string, unknown> {
-  const meta = (req.object as Pod | undefined)?.metadata;
+function reviewLog(endpoint: string, facts: ReviewFacts, r: ReviewResult, seconds: number, cached: boolean): Record<string, unknown> {
   return {
     endpoint,
-    uid: req.uid,
-    operation: req.operation,
-    namespace: req.namespace ?? meta?.namespace,
-    pod: meta?.name || meta?.generateName || req.name,
+    uid: facts.uid,
+    operation: facts.operation,
+    namespace: facts.namespace,
+    pod: facts.pod,
     decision: r.decision,
     reason: r.reason,
     templates: r.templates,
     patchOps: r.patchOps,
+    cached,
     durationMs: Math.round(seconds * 1e6) / 1e3,
   };
 }

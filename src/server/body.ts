@@ -11,10 +11,15 @@ export function checkContentType(header: string | undefined): void {
   if (type !== 'application/json') throw new InjectorError('UNSUPPORTED_MEDIA_TYPE', [header ? JSON.stringify(header) : 'none']);
 }
 
-/** Reads and parses a JSON body within the size limit, mapping each failure to its 4xx. */
-export async function readJsonBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<unknown> {
+/** Reads a body within the size limit, mapping each failure to its 4xx. */
+export async function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<string> {
   const text = await readText(req, limit);
   if (text.trim() === '') throw new InjectorError('BODY_EMPTY');
+  return text;
+}
+
+/** Parses a body read by readBody; malformed JSON is a 400. */
+export function parseJson(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch (err) {

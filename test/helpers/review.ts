@@ -1,10 +1,14 @@
 import { randomUUID } from 'node:crypto';
 
-/** Builds the AdmissionReview a kube-apiserver sends for a pod CREATE. */
+/**
+ * Builds the AdmissionReview a kube-apiserver sends for a pod CREATE, with its fields in the
+ * apiserver's order (Go's encoding/json follows the struct: kind, apiVersion, request.uid first),
+ * so JSON.stringify of it is the text the apiserver sends and the answer cache sees it as such.
+ */
 export function podReview(pod: object, opts: { apiVersion?: string; namespace?: string; operation?: string; uid?: string } = {}): any {
   return {
-    apiVersion: opts.apiVersion ?? 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
+    apiVersion: opts.apiVersion ?? 'admission.k8s.io/v1',
     request: {
       uid: opts.uid ?? randomUUID(),
       kind: { group: '', version: 'v1', kind: 'Pod' },
