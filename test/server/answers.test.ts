@@ -1,0 +1,228 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { request as httpRequest } from 'node:http';
+import { Agent } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import fc from 'fast-check';
+import type { ReviewResult } from '../../src/admission/handlers.js';
+import { decodeReview, encodeReview, ReviewVersion } from '../../src/admission/review.js';
+import { AnswerCache } from '../../src/server/answers.js';
+import type { TemplateSet } from '../../src/templates/load.js';
+import { httpsRequest, type HttpResult } from '../helpers/client.js';
+import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+const RUNS = Number(process.env['PROPERTY_RUNS'] ?? 60);
+
+/** The apiserver's text for a review of `pod` with `uid` (podReview keeps the apiserver's field order). */
+const reviewText = (pod: object, uid: string, opts: { apiVersion?: string; namespace?: string } = {}): string => JSON.stringify(podReview(pod, { ...opts, uid }));
+
+function scrape(server: TestServer): Promise<string> {
+  return new Promise((resolve, reject) => {
+    httpRequest(`${server.healthUrl}/metrics`, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    })
+      .on('error', reject)
+      .end();
+  });
+}
+
+async function lookups(server: TestServer, endpoint: string, result: 'hit' | 'miss'): Promise<number> {
+  const m = new RegExp(`^sidecar_injector_answer_cache_lookups_total\\{endpoint="${endpoint}",result="${result}"\\} (\\d+)$`, 'm').exec(await scrape(server));
+  return Number(m?.[1] ?? 0);
+}
+
+describe('the answer cache, through the server', () => {
+  let cached: TestServer;
+  let fresh: TestServer;
+  let agent: Agent;
+
+  before(async () => {
+    [cached, fresh] = await Promise.all([startTestServer(), startTestServer(['--answer-cache-mb', '0'])]);
+    agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  });
+  after(async () => {
+    agent.destroy();
+    await Promise.all([cached.close(), fresh.close()]);
+  });
+
+  const post = (server: TestServer, path: string, text: string): Promise<HttpResult> =>
+    httpsRequest(`${server.url}${path}`, text, { ca: server.certs.ca.certPem, agent });
+
+  /** Sends `text` to both servers and asserts the same status and the same bytes back. */
+  async function sameAnswer(path: string, text: string): Promise<HttpResult> {
+    const [a, b] = [await post(cached, path, text), await post(fresh, path, text)];
+    assert.equal(a.status, b.status);
+    assert.equal(a.text, b.text, `the cached server's answer differs for ${text.slice(0, 120)}…`);
+    return a;
+  }
+
+  it('answers the pods of one ReplicaSet from the first answer, with the bytes a fresh computation gives', async () => {
+    const [hits, misses] = [await lookups(cached, 'mutate', 'hit'), await lookups(cached, 'mutate', 'miss')];
+    const web = optedInPod();
+    const named = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' }, labels: { team: 'päyments "eu"' } });
+    const unknown = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'nope' } });
+    const plain = { metadata: { generateName: 'plain-' }, spec: { containers: [{ name: 'a', image: 'a' }] } };
+    const sequence: [object, string?][] = [
+      [web], [web], [web], // a miss, a confirming hit, a parse-free hit
+      [named], [named], [named],
+      [web, ReviewVersion.V1Beta1], [web, ReviewVersion.V1Beta1], // another version is another entry
+      [unknown], [unknown], // denials repeat too
+      [plain], [plain], // and skips
+      [web], // still there
+    ];
+    for (const [pod, apiVersion] of sequence) {
+      const uid = randomUUID();
+      const res = await sameAnswer('/mutate', reviewText(pod, uid, apiVersion === undefined ? {} : { apiVersion }));
+      assert.equal(res.json().response.uid, uid);
+      assert.equal(res.json().apiVersion, apiVersion ?? ReviewVersion.V1);
+    }
+    const injected = await post(cached, '/mutate', reviewText(web, randomUUID()));
+    assert.ok(decodePatch(injected.json().response).length > 0, 'a cached answer still carries the patch');
+    assert.equal((await lookups(cached, 'mutate', 'hit')) - hits, 9);
+    assert.equal((await lookups(cached, 'mutate', 'miss')) - misses, 5);
+  });
+
+  it('answers the validating endpoint from its own entries', async () => {
+    const before = await lookups(cached, 'validate', 'hit');
+    for (let i = 0; i < 3; i++) {
+      const res = await sameAnswer('/validate', reviewText(optedInPod(), randomUUID(), { namespace: 'shop' }));
+      assert.equal(res.json().response.allowed, false, 'the pod has no sidecars');
+    }
+    assert.equal((await lookups(cached, 'validate', 'hit')) - before, 2);
+  });
+
+  it('computes every answer for bodies not in the apiserver encoding', async () => {
+    const before = await lookups(cached, 'mutate', 'hit');
+    const review = podReview(optedInPod(), { uid: 'a' });
+    const variants = [
+      (uid: string) => JSON.stringify({ apiVersion: review.apiVersion, kind: review.kind, request: { ...review.request, uid } }), // another field order
+      (uid: string) => JSON.stringify({ ...review, request: { ...review.request, uid } }, null, 1), // whitespace
+      (uid: string) => reviewText(optedInPod(), `${uid}\\u0041`), // an escape in the uid
+      (uid: string) => reviewText(optedInPod(), `${uid}-é`), // a uid beyond printable ASCII
+    ];
+    for (const variant of variants) {
+      for (let i = 0; i < 3; i++) await sameAnswer('/mutate', variant(randomUUID()));
+    }
+    assert.equal(await lookups(cached, 'mutate', 'hit'), before);
+  });
+
+  it('never answers from a uid token that a later duplicate key shadows', async () => {
+    const text = (first: string, last: string) => reviewText(optedInPod({ labels: { shadow: 'test' } }), last).replace(`"request":{"uid":"${last}"`, `"request":{"uid":"${first}","uid":"${last}"`);
+    // A first token that differs from the parsed uid is never kept.
+    for (const decoy of ['decoy-1', 'decoy-2']) assert.equal((await sameAnswer('/mutate', text(decoy, 'real'))).json().response.uid, 'real');
+    // A first token equal to the parsed one is kept, but a review with another first token is
+    // parsed before the entry may answer it, and its effective uid (the last) wins.
+    // The same text twice proves nothing about the token, so it confirms nothing.
+    for (let i = 0; i < 2; i++) assert.equal((await sameAnswer('/mutate', text('same', 'same'))).json().response.uid, 'same');
+    assert.equal((await sameAnswer('/mutate', text('other', 'same'))).json().response.uid, 'same');
+    assert.equal((await sameAnswer('/mutate', text('third', 'same'))).json().response.uid, 'same');
+  });
+
+  it('gives the same bytes as a fresh computation for generated pods, versions and uids', async () => {
+    const label = fc.string({ unit: fc.constantFrom('a', 'z', '-', '"', '\\', 'é', '\u2028', '/', '~', '{{', '}}'), maxLength: 6 });
+    const uid = fc.oneof(fc.uuid(), fc.string({ unit: fc.constantFrom('a', '0', '-', '"', '\\', ' ', 'é', '\u0001'), minLength: 1, maxLength: 8 }));
+    const review = fc.record({
+      labels: fc.dictionary(fc.constantFrom('app', 'team', 'tier', 'example.com/x'), label, { maxKeys: 3 }),
+      templates: fc.constantFrom(undefined, 'log-shipper', 'proxy', 'log-shipper,proxy', 'missing'),
+      optIn: fc.boolean(),
+      namespace: fc.constantFrom('default', 'shop', ''),
+      apiVersion: fc.constantFrom(ReviewVersion.V1, ReviewVersion.V1Beta1),
+      uids: fc.array(uid, { minLength: 2, maxLength: 4 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(review, async (r) => {
+        const pod = optedInPod({ labels: r.labels, ...(r.templates !== undefined && { annotations: { 'sidecar-injector.io/templates': r.templates } }) });
+        if (!r.optIn) delete pod.metadata.labels['sidecar-injector.io/inject'];
+        for (const u of r.uids) await sameAnswer(r.templates === 'missing' ? '/validate' : '/mutate', reviewText(pod, u, { apiVersion: r.apiVersion, namespace: r.namespace }));
+      }),
+      { numRuns: RUNS },
+    );
+  });
+});
+
+describe('the answer cache and template reloads', () => {
+  let dir: string;
+  let server: TestServer;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'answers-reload-'));
+    await cp('templates', dir, { recursive: true });
+    server = await startTestServer(['--templates-dir', dir, '--templates-poll-seconds', '1']);
+  });
+  after(async () => {
+    await server.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('answers under the new set after a reload, never from an answer made under the old one', async () => {
+    const send = async () => {
+      const res = await httpsRequest(`${server.url}/mutate`, reviewText(optedInPod(), randomUUID()), { ca: server.certs.ca.certPem });
+      return JSON.stringify(decodePatch(res.json().response));
+    };
+    for (let i = 0; i < 3; i++) assert.match(await send(), /fluent-bit:3\.2\.4/);
+    const file = join(dir, 'log-shipper.yaml');
+    await writeFile(file, (await readFile(file, 'utf8')).replace('fluent-bit:3.2.4', 'fluent-bit:3.2.5'));
+    const deadline = Date.now() + 10_000;
+    while (!/sidecar_injector_template_reloads_total\{result="success"\} 1/.test(await scrape(server))) {
+      assert.ok(Date.now() < deadline, 'the edit was not reloaded within 10 s');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    for (let i = 0; i < 3; i++) assert.match(await send(), /fluent-bit:3\.2\.5/);
+  });
+});
+
+describe('AnswerCache', () => {
+  const set = { name: 'a set' } as unknown as TemplateSet;
+  const result = (uid: string): ReviewResult => ({ response: { uid, allowed: true }, decision: 'skipped', reason: 'not-opted-in', templates: [], patchOps: 0 });
+  const facts = { uid: '', operation: 'CREATE', namespace: 'default', pod: 'web-' };
+
+  /** Runs one review through the cache the way the server does; true when the cache answered it. */
+  function review(cache: AnswerCache, text: string): boolean {
+    const lookup = cache.lookup(text, set);
+    if (lookup === undefined) return false;
+    if (lookup.entry?.confirmed) return true;
+    const decoded = decodeReview(JSON.parse(text));
+    if (lookup.entry !== undefined && cache.confirm(lookup.entry, lookup.slot, decoded)) return true;
+    cache.put(lookup, decoded, result(decoded.request.uid), { ...facts, uid: decoded.request.uid }, encodeReview(decoded.apiVersion, result(decoded.request.uid).response));
+    return false;
+  }
+
+  it('stays within its byte budget, least recently used out first', () => {
+    const cache = new AnswerCache(64 * 1024);
+    const pod = (i: number) => optedInPod({ name: `web-${i}` });
+    for (let i = 0; i < 200; i++) {
+      review(cache, reviewText(pod(i), randomUUID()));
+      review(cache, reviewText(pod(0), randomUUID())); // pod 0 is used all the time
+      assert.ok(cache.size.bytes <= 64 * 1024, `${cache.size.bytes} bytes held`);
+    }
+    assert.ok(cache.size.entries > 10 && cache.size.entries < 200, `${cache.size.entries} entries`);
+    assert.equal(review(cache, reviewText(pod(0), randomUUID())), true, 'the entry in use survived');
+    assert.equal(review(cache, reviewText(pod(1), randomUUID())), false, 'an old entry was evicted');
+  });
+
+  it('keeps nothing when its budget is 0, or for a body over an eighth of it', () => {
+    const none = new AnswerCache(0);
+    const small = new AnswerCache(8 * 1024);
+    const big = optedInPod({ annotations: { note: 'x'.repeat(2000) } });
+    for (let i = 0; i < 3; i++) {
+      assert.equal(review(none, reviewText(optedInPod(), randomUUID())), false);
+      assert.equal(review(small, reviewText(big, randomUUID())), false);
+    }
+    assert.deepEqual([none.size.entries, small.size.entries], [0, 0]);
+  });
+
+  it('starts empty for another template set', () => {
+    const cache = new AnswerCache(1024 * 1024);
+    const text = (uid: string) => reviewText(optedInPod(), uid);
+    review(cache, text('u-1'));
+    review(cache, text('u-2'));
+    assert.equal(cache.lookup(text('u-3'), set)?.entry?.confirmed, true);
+    assert.equal(cache.lookup(text('u-3'), { ...set } as TemplateSet)?.entry, undefined);
+  });
+});
