@@ -15,6 +15,8 @@ export interface Target {
 
 export interface ReviewBody {
   readonly prefix: Buffer;
+  /** When set, the uid goes in twice: prefix, uid, middle, uid, suffix (a distinct pod per review). */
+  readonly middle?: Buffer;
   readonly suffix: Buffer;
 }
 
@@ -63,7 +65,8 @@ class Connection {
     if (this.reopening) await this.reopening;
     return new Promise((resolve, reject) => {
       this.pending = { uid, resolve, reject };
-      this.socket.write(Buffer.concat([header, body.prefix, Buffer.from(uid), body.suffix]));
+      const id = Buffer.from(uid);
+      this.socket.write(Buffer.concat(body.middle ? [header, body.prefix, id, body.middle, id, body.suffix] : [header, body.prefix, id, body.suffix]));
     });
   }
 
@@ -140,7 +143,7 @@ function nextUid(): string {
 }
 
 function headerFor(target: Target, body: ReviewBody): Buffer {
-  const length = body.prefix.length + 36 + body.suffix.length;
+  const length = body.prefix.length + 36 + (body.middle ? body.middle.length + 36 : 0) + body.suffix.length;
   return Buffer.from(`POST ${target.path}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, */*\r\nContent-Length: ${length}\r\n\r\n`);
 }
 

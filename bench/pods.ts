@@ -104,9 +104,15 @@ function withoutOptIn(pod: object): object {
 }
 export type PodSize = keyof typeof Pods;
 
-/** An AdmissionReview for `pod` with a placeholder uid, split around it so each request gets a fresh one cheaply. */
-export function reviewTemplate(pod: object): { readonly prefix: Buffer; readonly suffix: Buffer; readonly bytes: number } {
+/**
+ * An AdmissionReview for `pod` with a placeholder uid, split around it so each request gets a fresh
+ * one cheaply. With `distinct`, the pod also carries the uid in a label (`middle` is the text between
+ * the two), so every review is a different pod and the product's answer cache never answers one:
+ * the cost of a pod seen for the first time, as when every pod comes from another Deployment.
+ */
+export function reviewTemplate(pod: object, opts: { readonly distinct?: boolean } = {}): { readonly prefix: Buffer; readonly middle?: Buffer; readonly suffix: Buffer; readonly bytes: number } {
   const marker = '00000000-0000-4000-8000-000000000000';
+  const labelled = opts.distinct ? withLabel(pod, 'bench.sidecar-injector.io/pod', marker) : pod;
   // In the apiserver's field order (Go's encoding/json follows the struct): kind, apiVersion, request.
   const review = {
     kind: 'AdmissionReview',
@@ -120,13 +126,21 @@ export function reviewTemplate(pod: object): { readonly prefix: Buffer; readonly
       namespace: 'shop',
       operation: 'CREATE',
       userInfo: { username: 'system:serviceaccount:kube-system:replicaset-controller', uid: 'a3b5c7d9-1111-2222-3333-444455556666', groups: ['system:serviceaccounts', 'system:serviceaccounts:kube-system', 'system:authenticated'] },
-      object: pod,
+      object: labelled,
       oldObject: null,
       dryRun: false,
       options: { apiVersion: 'meta.k8s.io/v1', kind: 'CreateOptions' },
     },
   };
   const text = JSON.stringify(review);
-  const at = text.indexOf(marker);
-  return { prefix: Buffer.from(text.slice(0, at)), suffix: Buffer.from(text.slice(at + marker.length)), bytes: Buffer.byteLength(text) };
+  const parts = text.split(marker);
+  const bytes = Buffer.byteLength(text);
+  if (parts.length === 2) return { prefix: Buffer.from(parts[0]!), suffix: Buffer.from(parts[1]!), bytes };
+  return { prefix: Buffer.from(parts[0]!), middle: Buffer.from(parts[1]!), suffix: Buffer.from(parts[2]!), bytes };
+}
+
+function withLabel(pod: object, key: string, value: string): object {
+  const p = structuredClone(pod) as { metadata: { labels?: Record<string, string> } };
+  p.metadata.labels = { ...p.metadata.labels, [key]: value };
+  return p;
 }

@@ -5,8 +5,9 @@ import type { TemplateSet } from '../templates/load.js';
 /**
  * Answers to reviews seen before. The pods of one ReplicaSet reach the webhook as the same text
  * but for `request.uid`: controller-made pods have no name (only generateName) and the apiserver
- * gives every call a fresh uid. A rollout of N replicas then costs one injection, one parse to
- * confirm the second review, and N - 2 lookups that parse nothing.
+ * gives every call a fresh uid. A rollout of N replicas then costs two injections (an answer is
+ * kept the second time it is computed), one parse to confirm the third review, and N - 3 lookups
+ * that parse nothing.
  *
  * Correct by construction, whatever a client sends:
  * - A body can be looked up only if it begins with the apiserver's own encoding of the envelope,
@@ -33,6 +34,8 @@ export class AnswerCache {
   readonly #buckets = new Map<number, Entry[]>();
   /** Every entry, least recently used first. */
   readonly #recency = new Set<Entry>();
+  /** Fingerprints of answers computed once and not kept: an answer is kept the second time it is computed. */
+  readonly #seen = new Set<number>();
   #set: TemplateSet | undefined;
   #bytes = 0;
 
@@ -100,10 +103,20 @@ export class AnswerCache {
     const head = AnswerHeads[slot.version] + slot.uid;
     if (!text.startsWith(head) || text.charCodeAt(head.length) !== QUOTE) return;
     if (set !== this.#set) this.#reset(set);
+    // Kept only when its fingerprint was computed before: a pod seen once (most pods of a cluster
+    // where every Deployment has one replica) costs a number here, not an entry that would live
+    // long enough to be promoted to the old generation and then become garbage there.
+    if (!this.#seen.delete(slot.fingerprint)) {
+      if (this.#seen.size >= MAX_SEEN) this.#seen.clear();
+      this.#seen.add(slot.fingerprint);
+      return;
+    }
     const old = this.#find(slot, set);
     if (old !== undefined) this.#drop(old);
     const tail = text.slice(head.length);
-    const entry: Entry = { ...slot, madeFor: slot.uid, confirmed: false, result, facts, tail, bytes: slot.key.length + tail.length + ENTRY_OVERHEAD };
+    // The patch is held twice: in the answer text and in the result.
+    const bytes = slot.key.length + tail.length + (result.response.patch?.length ?? 0) + ENTRY_OVERHEAD;
+    const entry: Entry = { ...slot, madeFor: slot.uid, confirmed: false, result, facts, tail, bytes };
     const bucket = this.#buckets.get(slot.fingerprint);
     if (bucket === undefined) this.#buckets.set(slot.fingerprint, [entry]);
     else if (bucket.push(entry) > MAX_BUCKET) this.#drop(bucket[0]!);
@@ -133,6 +146,7 @@ export class AnswerCache {
   #reset(set: TemplateSet): void {
     this.#buckets.clear();
     this.#recency.clear();
+    this.#seen.clear();
     this.#bytes = 0;
     this.#set = set;
   }
@@ -179,14 +193,17 @@ export function answerOf(entry: Entry, slot: Slot): { readonly result: ReviewRes
 }
 
 /**
- * A hash of the length and of 32 characters spread over the text from `start`: enough to tell
- * most pods apart, at a fraction of the cost of hashing every character.
+ * A hash of the text from `start`: every character of its first KiB, where the apiserver writes
+ * what sets pods apart (the namespace, then the pod's name, labels and owner), then 32 characters
+ * spread over the rest, and the length. About 1 µs, where hashing every character of a typical
+ * pod costs several; a collision costs a comparison or a slot in a bucket, never a wrong answer.
  */
 function fingerprint(text: string, start: number): number {
-  const length = text.length - start;
-  const step = Math.max(1, Math.floor(length / FINGERPRINT_SAMPLES));
-  let h = length;
-  for (let i = start; i < text.length; i += step) h = (Math.imul(h, 31) + text.charCodeAt(i)) | 0;
+  let h = text.length - start;
+  const head = Math.min(text.length, start + FINGERPRINT_HEAD);
+  for (let i = start; i < head; i++) h = (Math.imul(h, 31) + text.charCodeAt(i)) | 0;
+  const step = Math.max(1, Math.floor((text.length - head) / FINGERPRINT_SAMPLES));
+  for (let i = head; i < text.length; i += step) h = (Math.imul(h, 31) + text.charCodeAt(i)) | 0;
   return h;
 }
 
@@ -194,9 +211,12 @@ const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 /** Kubernetes uids are 36-character UUIDs; anything much longer is not worth a lookup. */
 const MAX_UID = 128;
+const FINGERPRINT_HEAD = 1024;
 const FINGERPRINT_SAMPLES = 32;
+/** Fingerprints remembered at most before the memory of first sightings starts again. */
+const MAX_SEEN = 8192;
 /** Distinct reviews kept under one fingerprint at most, so a lookup compares a few keys at most. */
-const MAX_BUCKET = 4;
+const MAX_BUCKET = 8;
 /** The entry, the result object and the string headers, roughly. */
 const ENTRY_OVERHEAD = 512;
 

@@ -65,8 +65,8 @@ describe('GET /metrics', () => {
     // Two injections, one of them a pod that names two templates.
     const injected = await post('/mutate', podReview(optedInPod(), { namespace: 'shop' }));
     await post('/mutate', podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' } }), { namespace: 'shop' }));
-    // Skips (one pod twice: the second answer comes from the answer cache) and a denial.
-    for (let i = 0; i < 2; i++) await post('/mutate', podReview({ metadata: { name: 'plain' }, spec: { containers: [{ name: 'a', image: 'a' }] } }));
+    // Skips (one pod three times: the answer computed the second time answers the third) and a denial.
+    for (let i = 0; i < 3; i++) await post('/mutate', podReview({ metadata: { name: 'plain' }, spec: { containers: [{ name: 'a', image: 'a' }] } }));
     await post('/mutate', podReview(optedInPod(), { operation: 'UPDATE' }));
     await post('/mutate', podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': 'nope' } })));
     // A body that is not JSON, and a path that is not served.
@@ -92,7 +92,7 @@ describe('GET /metrics', () => {
   it('counts reviews by endpoint, operation, decision and reason', () => {
     const reviews = (labels: Record<string, string>) => valueOf(samples, 'sidecar_injector_reviews_total', labels);
     assert.equal(reviews({ endpoint: 'mutate', operation: 'CREATE', decision: 'injected', reason: 'injected' }), 2);
-    assert.equal(reviews({ endpoint: 'mutate', operation: 'CREATE', decision: 'skipped', reason: 'not-opted-in' }), 2);
+    assert.equal(reviews({ endpoint: 'mutate', operation: 'CREATE', decision: 'skipped', reason: 'not-opted-in' }), 3);
     assert.equal(reviews({ endpoint: 'mutate', operation: 'UPDATE', decision: 'skipped', reason: 'not-pod-create' }), 1);
     assert.equal(reviews({ endpoint: 'mutate', operation: 'CREATE', decision: 'denied', reason: 'unknown-template' }), 1);
     assert.equal(reviews({ endpoint: 'mutate', decision: 'error', reason: 'BODY_MALFORMED' }), 1);
@@ -105,7 +105,7 @@ describe('GET /metrics', () => {
     const count = (endpoint: string) => valueOf(samples, 'sidecar_injector_review_duration_seconds_count', { endpoint, decision: 'injected' });
     assert.equal(count('mutate'), 2);
     const total = samples.filter((s) => s.name === 'sidecar_injector_review_duration_seconds_count').reduce((n, s) => n + s.value, 0);
-    assert.equal(total, 9, 'one observation per answered review (errors have no answer to time)');
+    assert.equal(total, 10, 'one observation per answered review (errors have no answer to time)');
     const buckets = samples.filter((s) => s.name === 'sidecar_injector_review_duration_seconds_bucket' && s.labels['endpoint'] === 'mutate' && s.labels['decision'] === 'injected');
     assert.ok(buckets.some((b) => b.labels['le'] === '0.001'), 'has a 1 ms bucket');
     assert.equal(valueOf(samples, 'sidecar_injector_review_duration_seconds_bucket', { endpoint: 'mutate', decision: 'injected', le: '+Inf' }), 2);
@@ -114,7 +114,7 @@ describe('GET /metrics', () => {
   it('counts answer cache hits and misses by endpoint', () => {
     const lookups = (endpoint: string, result: string) => valueOf(samples, 'sidecar_injector_answer_cache_lookups_total', { endpoint, result });
     assert.equal(lookups('mutate', 'hit'), 1, 'the repeated pod');
-    assert.equal(lookups('mutate', 'miss'), 5);
+    assert.equal(lookups('mutate', 'miss'), 6);
     assert.equal(lookups('validate', 'miss'), 3);
     assert.equal(lookups('validate', 'hit'), undefined);
   });

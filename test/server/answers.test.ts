@@ -69,11 +69,11 @@ describe('the answer cache, through the server', () => {
     const unknown = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'nope' } });
     const plain = { metadata: { generateName: 'plain-' }, spec: { containers: [{ name: 'a', image: 'a' }] } };
     const sequence: [object, string?][] = [
-      [web], [web], [web], // a miss, a confirming hit, a parse-free hit
+      [web], [web], [web], [web], // computed, computed and kept, a hit that parses to confirm, a parse-free hit
       [named], [named], [named],
-      [web, ReviewVersion.V1Beta1], [web, ReviewVersion.V1Beta1], // another version is another entry
-      [unknown], [unknown], // denials repeat too
-      [plain], [plain], // and skips
+      [web, ReviewVersion.V1Beta1], [web, ReviewVersion.V1Beta1], [web, ReviewVersion.V1Beta1], // another version, another entry
+      [unknown], [unknown], [unknown], // denials repeat too
+      [plain], [plain], [plain], // and skips
       [web], // still there
     ];
     for (const [pod, apiVersion] of sequence) {
@@ -84,13 +84,13 @@ describe('the answer cache, through the server', () => {
     }
     const injected = await post(cached, '/mutate', reviewText(web, randomUUID()));
     assert.ok(decodePatch(injected.json().response).length > 0, 'a cached answer still carries the patch');
-    assert.equal((await lookups(cached, 'mutate', 'hit')) - hits, 9);
-    assert.equal((await lookups(cached, 'mutate', 'miss')) - misses, 5);
+    assert.equal((await lookups(cached, 'mutate', 'hit')) - hits, 8);
+    assert.equal((await lookups(cached, 'mutate', 'miss')) - misses, 10);
   });
 
   it('answers the validating endpoint from its own entries', async () => {
     const before = await lookups(cached, 'validate', 'hit');
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < 4; i++) {
       const res = await sameAnswer('/validate', reviewText(optedInPod(), randomUUID(), { namespace: 'shop' }));
       assert.equal(res.json().response.allowed, false, 'the pod has no sidecars');
     }
@@ -197,13 +197,22 @@ describe('AnswerCache', () => {
     const cache = new AnswerCache(64 * 1024);
     const pod = (i: number) => optedInPod({ name: `web-${i}` });
     for (let i = 0; i < 200; i++) {
-      review(cache, reviewText(pod(i), randomUUID()));
+      for (let twice = 0; twice < 2; twice++) review(cache, reviewText(pod(i), randomUUID()));
       review(cache, reviewText(pod(0), randomUUID())); // pod 0 is used all the time
       assert.ok(cache.size.bytes <= 64 * 1024, `${cache.size.bytes} bytes held`);
     }
     assert.ok(cache.size.entries > 10 && cache.size.entries < 200, `${cache.size.entries} entries`);
     assert.equal(review(cache, reviewText(pod(0), randomUUID())), true, 'the entry in use survived');
     assert.equal(review(cache, reviewText(pod(1), randomUUID())), false, 'an old entry was evicted');
+  });
+
+  it('keeps an answer the second time it is computed, not the first', () => {
+    const cache = new AnswerCache(1024 * 1024);
+    for (let i = 0; i < 100; i++) review(cache, reviewText(optedInPod({ name: `once-${i}` }), randomUUID()));
+    assert.equal(cache.size.entries, 0, 'pods seen once cost no entry');
+    const text = () => reviewText(optedInPod({ name: 'twice' }), randomUUID());
+    assert.deepEqual([review(cache, text()), review(cache, text()), review(cache, text())], [false, false, true]);
+    assert.equal(cache.size.entries, 1);
   });
 
   it('keeps nothing when its budget is 0, or for a body over an eighth of it', () => {
@@ -220,9 +229,8 @@ describe('AnswerCache', () => {
   it('starts empty for another template set', () => {
     const cache = new AnswerCache(1024 * 1024);
     const text = (uid: string) => reviewText(optedInPod(), uid);
-    review(cache, text('u-1'));
-    review(cache, text('u-2'));
-    assert.equal(cache.lookup(text('u-3'), set)?.entry?.confirmed, true);
-    assert.equal(cache.lookup(text('u-3'), { ...set } as TemplateSet)?.entry, undefined);
+    for (const uid of ['u-1', 'u-2', 'u-3']) review(cache, text(uid));
+    assert.equal(cache.lookup(text('u-4'), set)?.entry?.confirmed, true);
+    assert.equal(cache.lookup(text('u-4'), { ...set } as TemplateSet)?.entry, undefined);
   });
 });
