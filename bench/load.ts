@@ -47,6 +47,8 @@ class Connection {
   private chunks: Buffer[] = [];
   private length = 0;
   private head: { status: number; bodyStart: number; bodyLength: number; close: boolean } | undefined;
+  /** The socket closed while no review was pending; the next send opens a new one. */
+  private closed = false;
 
   private constructor(
     private readonly target: Target,
@@ -60,29 +62,57 @@ class Connection {
     return new Connection(target, await handshake(target));
   }
 
-  /** Sends one review; like Go's transport, opens a new connection first if the server closed the last one. */
+  /**
+   * Sends one review; like Go's transport, opens a new connection first if the server closed the
+   * last one (with `Connection: close`, or while it sat idle). A review not answered within
+   * ANSWER_TIMEOUT_MS fails, as the apiserver's call would, and the connection is replaced.
+   */
   async send(header: Buffer, body: ReviewBody, uid: string): Promise<{ status: number; body: Buffer }> {
+    if (this.closed && !this.reopening) this.reopen();
     if (this.reopening) await this.reopening;
     return new Promise((resolve, reject) => {
-      this.pending = { uid, resolve, reject };
+      const timer = setTimeout(() => {
+        this.fail(new Error(`no answer within ${ANSWER_TIMEOUT_MS} ms`));
+        this.reopen();
+      }, ANSWER_TIMEOUT_MS);
+      this.pending = {
+        uid,
+        resolve: (r) => {
+          clearTimeout(timer);
+          resolve(r);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      };
       const id = Buffer.from(uid);
       this.socket.write(Buffer.concat(body.middle ? [header, body.prefix, id, body.middle, id, body.suffix] : [header, body.prefix, id, body.suffix]));
     });
   }
 
   close(): void {
-    this.socket.removeAllListeners('close');
+    // Nothing the old socket does after this may touch the exchange on the next one.
+    this.socket.removeAllListeners();
+    this.socket.on('error', () => {});
     this.socket.destroy();
   }
 
   private attach(socket: TLSSocket): void {
+    this.closed = false;
     socket.on('data', (c: Buffer) => this.onData(c));
     socket.on('error', (e) => this.fail(e));
-    socket.on('close', () => this.fail(new Error('connection closed by the server')));
+    socket.on('close', () => {
+      this.closed = true;
+      this.fail(new Error('connection closed by the server'));
+    });
   }
 
   private reopen(): void {
     this.close();
+    this.chunks = [];
+    this.length = 0;
+    this.head = undefined;
     this.reopening = handshake(this.target).then((socket) => {
       this.socket = socket;
       this.attach(socket);
@@ -134,6 +164,9 @@ function handshake(target: Target): Promise<TLSSocket> {
     socket.setNoDelay(true);
   });
 }
+
+/** Longer than any answer takes here; the apiserver's own limit is the webhook's timeoutSeconds (5 s in manifests/). */
+const ANSWER_TIMEOUT_MS = 15_000;
 
 let counter = 0;
 /** A fresh request uid of a UUID's length, as the apiserver makes one per call. */

@@ -32,7 +32,7 @@ export function mutate(req: AdmissionRequest, set: TemplateSet): ReviewResult {
 }
 
 function mutatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
-  if (!isPodCreate(req)) return pass(req, Decision.Skipped, 'not-pod-create');
+  if (!isPodCreate(req)) return pass(req, Decision.Skipped, Reason.NotPodCreate);
   const pod = podObject(req);
   const namespace = namespaceOf(req, pod);
   const selection = attempt(() => selectTemplates(pod, set));
@@ -48,7 +48,7 @@ function mutatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
     ...(ops.length > 0 && { patchType: 'JSONPatch' as const, patch: Buffer.from(encodePatch(ops)).toString('base64') }),
     ...(result.warnings.length > 0 && { warnings: result.warnings }),
   };
-  return { response, decision: Decision.Injected, reason: ops.length > 0 ? Reason.Injected : 'already-injected', templates: result.status.templates, patchOps: ops.length };
+  return { response, decision: Decision.Injected, reason: ops.length > 0 ? Reason.Injected : Reason.AlreadyInjected, templates: result.status.templates, patchOps: ops.length };
 }
 
 /**
@@ -61,7 +61,7 @@ export function validate(req: AdmissionRequest, set: TemplateSet): ReviewResult 
 }
 
 function validatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
-  if (!isPodCreate(req)) return pass(req, Decision.Skipped, 'not-pod-create');
+  if (!isPodCreate(req)) return pass(req, Decision.Skipped, Reason.NotPodCreate);
   const pod = podObject(req);
   const selection = attempt(() => selectTemplates(pod, set));
   if (selection instanceof InjectorError) return deny(req, selection, Reason.UnknownTemplate);
@@ -72,9 +72,9 @@ function validatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
   const missing = attempt(() => missingSidecars(pod, selection.templates, namespaceOf(req, pod)));
   if (missing instanceof InjectorError) return deny(req, missing, refusalReason(missing));
   if (missing.length > 0) {
-    return { ...deny(req, new InjectorError('SIDECARS_MISSING', [missing.join('; ')]), 'sidecars-missing', 'Forbidden'), templates };
+    return { ...deny(req, new InjectorError('SIDECARS_MISSING', [missing.join('; ')]), Reason.SidecarsMissing, 'Forbidden'), templates };
   }
-  return { response: { uid: req.uid, allowed: true }, decision: Decision.Allowed, reason: 'sidecars-present', templates, patchOps: 0 };
+  return { response: { uid: req.uid, allowed: true }, decision: Decision.Allowed, reason: Reason.SidecarsPresent, templates, patchOps: 0 };
 }
 
 // Pods created by controllers often carry no metadata.namespace; request.namespace always has it.

@@ -7,6 +7,16 @@ import { Keys } from './keys.js';
 /** Why a pod did or did not get sidecars; stable strings, used in logs, metrics and audit annotations. */
 export const Reason = {
   Injected: 'injected',
+  /** The pod already holds every sidecar (a reinvocation): allowed with no patch. */
+  AlreadyInjected: 'already-injected',
+  /** Not the CREATE of a core/v1 Pod: passed through. */
+  NotPodCreate: 'not-pod-create',
+  /** A review the handlers cannot act on (no pod, a pod of the wrong shape): refused with 400. */
+  InvalidReview: 'invalid-review',
+  /** /validate: every selected template's sidecars are in the pod. */
+  SidecarsPresent: 'sidecars-present',
+  /** /validate: an opted-in pod without its sidecars, rejected. */
+  SidecarsMissing: 'sidecars-missing',
   NotOptedIn: 'not-opted-in',
   OptedOut: 'opted-out',
   NoTemplates: 'no-templates',

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { ReviewResult } from '../admission/handlers.js';
+import { Decision, type ReviewResult } from '../admission/handlers.js';
+import { Reason } from '../inject/policy.js';
 import type { ReviewFacts } from '../admission/review.js';
 
 /** Every metric name starts with this, so one `{__name__=~"sidecar_injector_.*"}` finds them all. */
@@ -118,10 +119,10 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       const ep = endpointLabel(endpoint);
       reviews.inc({ endpoint: ep, operation: facts.operation, decision: result.decision, reason: result.reason });
       latency.observe({ endpoint: ep, decision: result.decision }, seconds);
-      if (result.decision === 'injected' && result.patchOps > 0) {
+      if (result.decision === Decision.Injected && result.patchOps > 0) {
         for (const t of result.templates) injections.inc({ template: t });
       }
-      if (ep === 'validate' && result.decision === 'denied' && result.reason === 'sidecars-missing') {
+      if (ep === 'validate' && result.decision === Decision.Denied && result.reason === Reason.SidecarsMissing) {
         rejections.inc({ namespace: facts.namespace });
       }
     },

@@ -4,6 +4,7 @@ import Koa from 'koa';
 import { deny, mutate, validate, type ReviewResult } from '../admission/handlers.js';
 import { decodeReview, encodeReview, reviewFacts, type AdmissionRequest, type DecodedReview, type ReviewFacts } from '../admission/review.js';
 import { InjectorError } from '../errors.js';
+import { Reason } from '../inject/policy.js';
 import type { Logger } from '../log.js';
 import type { TemplateSet } from '../templates/load.js';
 import { AnswerCache, answerOf } from './answers.js';
@@ -128,7 +129,7 @@ function runHandler(handler: Handler, request: AdmissionRequest, templates: () =
     return handler(request, templates());
   } catch (err) {
     // A review the handler cannot act on (no pod, a pod of the wrong shape) is refused, not failed.
-    if (err instanceof InjectorError && err.status < 500) return deny(request, err, 'invalid-review');
+    if (err instanceof InjectorError && err.status < 500) return deny(request, err, Reason.InvalidReview);
     if (err instanceof InjectorError) throw err;
     // An internal fault answers HTTP 500 so the webhook's failurePolicy decides, never a half-made patch.
     logger.error({ err, uid: request.uid, endpoint }, 'review failed');
