@@ -31,7 +31,7 @@ export interface AdmissionAppDeps {
   readonly onCache?: (endpoint: string, hit: boolean) => void;
 }
 
-/** Default of `answerCacheBytes`: about 600 typical Deployment pods per endpoint. */
+/** Default of `answerCacheBytes`: about 400 typical Deployment pods per endpoint. */
 export const ANSWER_CACHE_BYTES = 4 * 1024 * 1024;
 
 /** The Koa application: transport -> review codec -> handler -> response. */
