@@ -115,7 +115,7 @@ export class AnswerCache {
     if (old !== undefined) this.#drop(old);
     const tail = text.slice(head.length);
     // The patch is held twice: in the answer text and in the result.
-    const bytes = slot.key.length + tail.length + (result.response.patch?.length ?? 0) + ENTRY_OVERHEAD;
+    const bytes = heldBytes(slot.key) + heldBytes(tail) + (result.response.patch?.length ?? 0) + ENTRY_OVERHEAD;
     const entry: Entry = { ...slot, madeFor: slot.uid, confirmed: false, result, facts, tail, bytes };
     const bucket = this.#buckets.get(slot.fingerprint);
     if (bucket === undefined) this.#buckets.set(slot.fingerprint, [entry]);
@@ -192,6 +192,11 @@ export function answerOf(entry: Entry, slot: Slot): { readonly result: ReviewRes
   };
 }
 
+/** What V8 holds for a string: one byte a character, two when any character is beyond Latin-1. */
+function heldBytes(text: string): number {
+  return WIDE.test(text) ? 2 * text.length : text.length;
+}
+
 /**
  * A hash of the text from `start`: every character of its first 2 KiB, where the apiserver writes
  * what sets pods apart (the namespace and user, then the pod's name, labels, annotations and
@@ -209,6 +214,7 @@ function fingerprint(text: string, start: number): number {
 }
 
 const QUOTE = 0x22;
+const WIDE = /[^\x00-\xff]/;
 const BACKSLASH = 0x5c;
 /** Kubernetes uids are 36-character UUIDs; anything much longer is not worth a lookup. */
 const MAX_UID = 128;

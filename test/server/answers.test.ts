@@ -215,6 +215,20 @@ describe('AnswerCache', () => {
     assert.equal(cache.size.entries, 1);
   });
 
+  it('counts two bytes a character for text beyond Latin-1, as V8 holds it', () => {
+    const held = (team: string): { bytes: number; keyLength: number } => {
+      const cache = new AnswerCache(1024 * 1024);
+      const text = () => reviewText(optedInPod({ labels: { team } }), randomUUID());
+      for (let i = 0; i < 2; i++) review(cache, text());
+      assert.equal(cache.size.entries, 1);
+      return { bytes: cache.size.bytes, keyLength: cache.lookup(text(), set)!.slot.key.length };
+    };
+    const narrow = held('ab'.repeat(50));
+    const wide = held('日本'.repeat(50));
+    assert.equal(wide.keyLength, narrow.keyLength, 'the same text length');
+    assert.equal(wide.bytes - narrow.bytes, wide.keyLength, 'the key of two-byte text counts twice');
+  });
+
   it('keeps nothing when its budget is 0, or for a body over an eighth of it', () => {
     const none = new AnswerCache(0);
     const small = new AnswerCache(8 * 1024);
