@@ -65,33 +65,37 @@ export function createAdmissionApp(deps: AdmissionAppDeps): Koa {
     const started = process.hrtime.bigint();
     checkContentType(ctx.get('Content-Type') || undefined);
     const body = await readBody(ctx.req);
-    const { set, get: templates } = templatesOnce(deps.templates);
-    const lookup = set === undefined ? undefined : cache.lookup(body, set);
-    let answer: Answer;
-    let cached = true;
-    if (lookup?.entry?.confirmed) {
-      // The same review as one answered before but for the uid: nothing to parse or compute.
-      answer = answerOf(lookup.entry, lookup.slot);
-      (ctx.state as ReviewState).review = { apiVersion: lookup.slot.version, request: { uid: lookup.slot.uid } };
-    } else {
-      const review = decodeReview(parseJson(body));
-      (ctx.state as ReviewState).review = review; // from here on every answer carries the uid
-      if (lookup?.entry !== undefined && cache.confirm(lookup.entry, lookup.slot, review)) {
-        answer = answerOf(lookup.entry, lookup.slot);
-      } else {
-        cached = false;
-        // One set for the whole review, so the answer kept is the one computed under that set.
-        const result = runHandler(handler, review.request, templates, deps.logger, ctx.path);
-        answer = { result, facts: reviewFacts(review.request), text: encodeReview(review.apiVersion, result.response) };
-        if (lookup !== undefined) cache.put(lookup, review, answer.result, answer.facts, answer.text);
-      }
-    }
+    const { answer, cached } = answerBody(body, ctx.state as ReviewState, ctx.path, handler, cache);
     ctx.set('Content-Type', 'application/json');
     ctx.body = answer.text;
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     deps.onCache?.(ctx.path, cached);
     deps.onReview?.(ctx.path, answer.facts, answer.result, seconds);
     deps.logger.info(reviewLog(ctx.path, answer.facts, answer.result, seconds, cached), 'review');
+  }
+
+  /**
+   * The answer to a body: from the answer cache when it holds a confirmed one (nothing parsed),
+   * else parsed and computed, and offered to the cache. Leaves the review (or its uid) in `state`
+   * so that any error answer carries the uid.
+   */
+  function answerBody(body: string, state: ReviewState, endpoint: string, handler: Handler, cache: AnswerCache): { answer: Answer; cached: boolean } {
+    const { set, get: templates } = templatesOnce(deps.templates);
+    const lookup = set === undefined ? undefined : cache.lookup(body, set);
+    if (lookup?.entry?.confirmed) {
+      state.review = { apiVersion: lookup.slot.version, request: { uid: lookup.slot.uid } };
+      return { answer: answerOf(lookup.entry, lookup.slot), cached: true };
+    }
+    const review = decodeReview(parseJson(body));
+    state.review = review;
+    if (lookup?.entry !== undefined && cache.confirm(lookup.entry, lookup.slot, review)) {
+      return { answer: answerOf(lookup.entry, lookup.slot), cached: true };
+    }
+    // One set for the whole review, so the answer kept is the one computed under that set.
+    const result = runHandler(handler, review.request, templates, deps.logger, endpoint);
+    const answer = { result, facts: reviewFacts(review.request), text: encodeReview(review.apiVersion, result.response) };
+    if (lookup !== undefined) cache.put(lookup, review, result, answer.facts, answer.text);
+    return { answer, cached: false };
   }
 }
 
