@@ -47,12 +47,17 @@ describe('sidecar-injector serve', () => {
       const { response, pod } = await admit(`https://localhost:${port}`, ca, optedInPod());
       assert.equal(response.allowed, true);
       assert.ok(pod.spec.containers.some((c: any) => c.name === 'log-shipper'));
+      // Two more pods of the same ReplicaSet: the third answer comes from the answer cache.
+      for (let i = 0; i < 2; i++) assert.deepEqual((await admit(`https://localhost:${port}`, ca, optedInPod())).pod, pod);
 
       const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
       child.kill('SIGTERM');
       assert.equal(await exited, 0);
-      const review = logs.find((l) => l.msg === 'review');
-      assert.ok(review, 'one log line per review');
+      const reviews = logs.filter((l) => l.msg === 'review');
+      assert.equal(reviews.length, 3, 'one log line per review');
+      assert.deepEqual(reviews.map((l) => l.cached), [false, false, true]);
+      assert.equal(new Set(reviews.map((l) => l.uid)).size, 3);
+      const review = reviews[0];
       assert.equal(review.decision, 'injected');
       assert.equal(review.pod, 'web-7c9f8b6d4-');
       assert.equal(typeof review.durationMs, 'number');
