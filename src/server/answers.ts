@@ -25,8 +25,9 @@ import type { TemplateSet } from '../templates/load.js';
  * - The handlers read the uid only to echo it, so the answer is the stored one with the uid put
  *   back in: the bytes a fresh run of the handler would have produced.
  * - Entries belong to one template set and one endpoint; a reload starts an empty cache.
- * - Memory is bounded by `maxBytes` (key plus answer text per entry), least recently used first
- *   out; a body larger than an eighth of it is never kept.
+ * - Memory is bounded by `maxBytes` (key, answer text and patch per entry, two bytes a character
+ *   for text beyond Latin-1), least recently used first out; a body larger than an eighth of it is
+ *   never kept.
  */
 export class AnswerCache {
   readonly #maxBytes: number;
