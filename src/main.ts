@@ -1,9 +1,10 @@
 import type { Server } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { createSecureContext } from 'node:tls';
 import type { KeyPair } from './certs/pki.js';
 import { certificateValidity, makeSelfSigned, readCertDir, readClientCa } from './certs/source.js';
-import { watchCertificate } from './certs/watcher.js';
+import { watchCertificate, watchForChange } from './certs/watcher.js';
 import type { Config } from './config/config.js';
 import { createLogger, type Logger } from './log.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
@@ -37,7 +38,7 @@ export interface Running {
 export async function serve(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<Running> {
   let ready = false;
   // Read before anything is opened that a failed start would have to close.
-  const clientCaPem = config.clientCa === '' ? undefined : await readClientCa(config.clientCa);
+  let clientCaPem = config.clientCa === '' ? undefined : await readClientCa(config.clientCa);
   const metrics = createMetrics();
   const store = await openTemplateStore(config.templatesDir, {
     logger,
@@ -62,21 +63,44 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   // During a graceful stop every answer says Connection: close, so the apiserver drops its pooled
   // connections to this replica one by one instead of finding them closed under a POST.
   admission.prependListener('request', (_req, res) => draining && res.setHeader('Connection', 'close'));
+  let served = tls;
+  // Built like the first context from the pair and the client CA in use, so a swap of either keeps
+  // the other, the protocol floor and the ciphers; open connections keep the context they were made with.
+  const swapContext = (): void => admission.setSecureContext(secureContextOptions({ ...served, ...(clientCaPem !== undefined && { clientCaPem }) }));
   const swapCertificate = (pair: KeyPair): void => {
-    // Built like the first context, so the client CA (mutual TLS) survives a swap; open
-    // connections keep the context they were made with.
-    admission.setSecureContext(secureContextOptions({ ...pair, ...(clientCaPem !== undefined && { clientCaPem }) }));
+    served = pair;
+    swapContext();
     const { notAfter } = certificateValidity(pair.certPem);
     metrics.setCertificateExpiry(notAfter);
     logger.info({ notAfter }, 'serving certificate swapped');
   };
-  const watcher = certs.load && watchCertificate({ initial: tls, load: certs.load, intervalMs: config.certCheckInterval * 1000, logger, onChange: swapCertificate });
+  const intervalMs = config.certCheckInterval * 1000;
+  const watchers = [
+    certs.load && watchCertificate({ initial: tls, load: certs.load, intervalMs, logger, onChange: swapCertificate }),
+    // The apiserver's client CA can be rotated like the serving certificate, without a restart.
+    clientCaPem !== undefined &&
+      watchForChange({
+        initial: clientCaPem,
+        load: () => readClientCa(config.clientCa),
+        same: (a, b) => a === b,
+        verify: (pem) => void createSecureContext({ ca: pem }),
+        intervalMs,
+        logger,
+        what: 'client CA',
+        onChange: (pem) => {
+          clientCaPem = pem;
+          swapContext();
+          logger.info({ clientCa: config.clientCa }, 'client CA swapped');
+        },
+      }),
+  ].filter((w) => w !== undefined && w !== false);
+  const stopWatchers = (): void => watchers.forEach((w) => w.stop());
 
   try {
     await Promise.all([listen(admission, config.port, config.host), listen(health, config.healthPort, config.host)]);
   } catch (err) {
     // A port in use must end the process with an error, not leave the watchers' timers holding it open.
-    watcher?.stop();
+    stopWatchers();
     await Promise.all([closeServer(admission), closeServer(health), store.close()]);
     throw err;
   }
@@ -92,7 +116,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
     metrics,
     port,
     healthPort,
-    certificateNotAfter: () => certificateValidity((watcher?.current() ?? tls).certPem).notAfter,
+    certificateNotAfter: () => certificateValidity(served.certPem).notAfter,
     beginShutdown() {
       ready = false;
       draining = true;
@@ -104,7 +128,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
     async close() {
       ready = false;
       draining = true;
-      watcher?.stop();
+      stopWatchers();
       await Promise.all([closeServer(admission), closeServer(health), store.close()]);
     },
   };

@@ -2,50 +2,55 @@ import { createSecureContext } from 'node:tls';
 import type { Logger } from '../log.js';
 import type { KeyPair } from './pki.js';
 
-export interface CertWatcherOptions {
-  /** The pair being served now. */
-  readonly initial: KeyPair;
-  /** Fetches the pair that should be served (re-reads files, or reconciles the Secret). */
-  readonly load: () => Promise<KeyPair>;
-  readonly intervalMs: number;
-  /** Called with a new, verified pair; swaps it into the server. */
-  readonly onChange: (pair: KeyPair) => void;
-  readonly logger: Logger;
-}
-
-/** A polling certificate source that swaps changed pairs into the server without a restart. */
-export interface CertWatcher {
-  /** The pair being served. */
-  current(): KeyPair;
-  /** Loads once now; resolves true when a new pair was swapped in. Never throws: a failure keeps the current pair. */
+/** A value a poller keeps current: the serving certificate, or the client CA of mutual TLS. */
+export interface Watcher<T> {
+  /** The value in use. */
+  current(): T;
+  /** Loads once now; resolves true when a new value was swapped in. Never throws: a failure keeps the current value. */
   check(): Promise<boolean>;
   stop(): void;
 }
 
+export interface WatchOptions<T> {
+  /** The value in use now. */
+  readonly initial: T;
+  /** Fetches the value that should be in use (re-reads files, or reconciles the Secret). */
+  readonly load: () => Promise<T>;
+  readonly same: (a: T, b: T) => boolean;
+  /** Throws when a changed value cannot be used (a half-written file); the current one is kept. */
+  readonly verify: (next: T) => void;
+  readonly intervalMs: number;
+  /** Called with a new, verified value; swaps it into the server. */
+  readonly onChange: (next: T) => void;
+  readonly logger: Logger;
+  /** What is watched, for the log lines. */
+  readonly what: string;
+}
+
 /**
- * Polls `load` every `intervalMs` and hands a changed pair to `onChange` once it has proved usable
- * (the key matches the certificate). A failed load or a half-written pair (a Secret volume caught
- * between tls.crt and tls.key) keeps the current pair until the next poll.
+ * Polls `load` every `intervalMs` and hands a changed value to `onChange` once it has proved
+ * usable. A failed load, or a value caught half-written (a Secret volume between tls.crt and
+ * tls.key), keeps the current value until the next poll.
  */
-export function watchCertificate(opts: CertWatcherOptions): CertWatcher {
+export function watchForChange<T>(opts: WatchOptions<T>): Watcher<T> {
   let current = opts.initial;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   let running: Promise<boolean> | undefined;
 
   const checkOnce = async (): Promise<boolean> => {
-    let next: KeyPair;
+    let next: T;
     try {
       next = await opts.load();
     } catch (err) {
-      opts.logger.warn({ err }, 'certificate check failed; keeping the current certificate');
+      opts.logger.warn({ err }, `${opts.what} check failed; keeping the current ${opts.what}`);
       return false;
     }
-    if (next.certPem === current.certPem && next.keyPem === current.keyPem) return false;
+    if (opts.same(next, current)) return false;
     try {
-      createSecureContext({ cert: next.certPem, key: next.keyPem });
+      opts.verify(next);
     } catch (err) {
-      opts.logger.warn({ err }, 'new certificate and key do not form a usable pair; keeping the current certificate');
+      opts.logger.warn({ err }, `the new ${opts.what} is not usable; keeping the current ${opts.what}`);
       return false;
     }
     current = next;
@@ -68,4 +73,17 @@ export function watchCertificate(opts: CertWatcherOptions): CertWatcher {
       clearTimeout(timer);
     },
   };
+}
+
+export type CertWatcherOptions = Omit<WatchOptions<KeyPair>, 'same' | 'verify' | 'what'>;
+export type CertWatcher = Watcher<KeyPair>;
+
+/** Keeps the serving certificate current: a changed pair is swapped in once its key matches its certificate. */
+export function watchCertificate(opts: CertWatcherOptions): CertWatcher {
+  return watchForChange({
+    ...opts,
+    what: 'certificate',
+    same: (a, b) => a.certPem === b.certPem && a.keyPem === b.keyPem,
+    verify: (pair) => void createSecureContext({ cert: pair.certPem, key: pair.keyPem }),
+  });
 }

@@ -412,6 +412,39 @@ describe('mutual TLS (--client-ca)', () => {
     assert.equal(await reviewWith(new Agent({ cert: cert.certPem, key: cert.keyPem, keepAlive: false })), 200);
   });
 
+  it('swaps in a rotated client CA without a restart, and keeps the current one when the file is not a CA', async () => {
+    const certs = await makeTestCerts();
+    const file = join(certs.certDir, 'client-ca.crt');
+    const [oldCa, newCa] = [await createCA('client-ca-1', 1), await createCA('client-ca-2', 1)];
+    await writeFile(file, oldCa.certPem);
+    const server = await startTestServer(['--client-ca', file, '--cert-check-interval', '1']);
+    const status = async (ca: typeof oldCa): Promise<number | string> => {
+      const cert = await issueClientCert(ca, 'kube-apiserver');
+      const agent = new Agent({ cert: cert.certPem, key: cert.keyPem, keepAlive: false });
+      return httpsRequest(`${server.url}/mutate`, JSON.stringify(podReview(optedInPod())), { ca: server.certs.ca.certPem, agent }).then(
+        (r) => r.status,
+        (err: Error) => err.message,
+      );
+    };
+    const until = async (ca: typeof oldCa): Promise<void> => {
+      for (const deadline = Date.now() + 10_000; (await status(ca)) !== 200; await new Promise((r) => setTimeout(r, 100))) {
+        assert.ok(Date.now() < deadline, 'the rotated client CA was not served within 10 s');
+      }
+    };
+    try {
+      assert.equal(await status(oldCa), 200);
+      assert.notEqual(await status(newCa), 200);
+      await writeFile(file, newCa.certPem);
+      await until(newCa);
+      assert.notEqual(await status(oldCa), 200, 'a client of the old CA is refused once the new one is served');
+      await writeFile(file, 'not a certificate');
+      await new Promise((r) => setTimeout(r, 2500)); // two checks
+      assert.equal(await status(newCa), 200, 'a broken file keeps the current client CA');
+    } finally {
+      await server.close();
+    }
+  });
+
   it('refuses to start when the client CA file holds no certificate', async () => {
     const certs = await makeTestCerts();
     const file = join(certs.certDir, 'not-a-ca.crt');
