@@ -3,7 +3,7 @@ import type { Container, NamedItem, Pod, PodSpec, VolumeMount } from '../kube/ty
 import { insertPlaced, placementsOf } from '../templates/placement.js';
 import { digestOf, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
 import { Keys } from './keys.js';
-import { renderTemplates, type InjectionContext } from './render.js';
+import { renderTemplates, withTemplateKeys, type InjectionContext } from './render.js';
 
 /** The value of the status annotation: what was injected, and a digest of what was rendered. */
 export interface InjectionStatus {
@@ -148,16 +148,12 @@ function mergeNamed<T extends NamedItem>(own: T[] | undefined, items: readonly (
   return added.length === 0 ? own : [...(own ?? []), ...added];
 }
 
-/** Adds the templates' annotations or labels that the pod does not set; the pod's value wins. */
+/** Adds the templates' annotations or labels that the pod does not set, warning of each template value the pod's overrode. */
 function mergeMap(own: Record<string, string> | undefined, rendered: readonly RenderedTemplate[], field: 'annotations' | 'labels', warnings: string[]): Record<string, string> {
-  const out: Record<string, string> = { ...own };
-  for (const r of rendered) {
-    for (const [key, value] of Object.entries(r[field])) {
-      if (!Object.prototype.hasOwnProperty.call(out, key)) out[key] = value;
-      else if (out[key] !== value) warnings.push(`${field === 'labels' ? 'label' : 'annotation'} "${key}" of template "${r.name}" is already set on the pod; the pod's value was kept`);
-    }
-  }
-  return out;
+  const what = field === 'labels' ? 'label' : 'annotation';
+  const kept = (key: string, template: string): void => void warnings.push(`${what} "${key}" of template "${template}" is already set on the pod; the pod's value was kept`);
+  // A copy: the caller adds the status annotation to it.
+  return { ...withTemplateKeys(own ?? {}, rendered, field, kept) };
 }
 
 function setList<K extends 'initContainers' | 'volumes' | 'imagePullSecrets'>(spec: PodSpec, key: K, value: PodSpec[K] | undefined): void {

@@ -30,7 +30,7 @@ export function renderTemplates(pod: Pod, templates: readonly CompiledTemplate[]
 
 /**
  * Renders against the pod as it will be stored: its own labels and annotations plus those the
- * selected templates add (the pod's value wins, the first template wins, as in injectSidecars).
+ * selected templates add, by withTemplateKeys, the rule injectSidecars applies.
  * Rendering against the pod as submitted renders differently when the webhook is re-invoked on the
  * injected pod, so the re-invocation patched again and warned of a sidecar that "differs" (found by
  * test/inject/property.test.ts). A template's own labels may hold placeholders, so this repeats
@@ -41,8 +41,8 @@ function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: str
   let values = own;
   let rendered = templates.map((t) => t.render(values));
   for (let round = 0; round <= templates.length; round++) {
-    const labels = withAdded(own.labels, rendered, 'labels');
-    const annotations = withAdded(own.annotations, rendered, 'annotations');
+    const labels = withTemplateKeys(own.labels, rendered, 'labels');
+    const annotations = withTemplateKeys(own.annotations, rendered, 'annotations');
     if (sameMap(labels, values.labels) && sameMap(annotations, values.annotations)) break;
     values = { ...own, labels, annotations };
     rendered = templates.map((t) => t.render(values));
@@ -50,11 +50,25 @@ function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: str
   return { values, rendered };
 }
 
-function withAdded(own: Readonly<Record<string, string>>, rendered: readonly RenderedTemplate[], field: 'labels' | 'annotations'): Readonly<Record<string, string>> {
+/**
+ * The pod's labels or annotations plus those the templates add, by the one rule of the injection:
+ * the pod's value wins, then the first template's. `onKept` hears of each template value that lost
+ * to a different one. Returns `own` itself when nothing is added.
+ */
+export function withTemplateKeys(
+  own: Readonly<Record<string, string>>,
+  rendered: readonly RenderedTemplate[],
+  field: 'labels' | 'annotations',
+  onKept?: (key: string, template: string) => void,
+): Readonly<Record<string, string>> {
   let out: Record<string, string> | undefined;
   for (const r of rendered) {
     for (const [key, value] of Object.entries(r[field])) {
-      if (Object.hasOwn(out ?? own, key)) continue;
+      const current = out ?? own;
+      if (Object.hasOwn(current, key)) {
+        if (current[key] !== value) onKept?.(key, r.name);
+        continue;
+      }
       out ??= { ...own };
       out[key] = value;
     }
