@@ -61,7 +61,7 @@ export async function measureSteps(size: PodSize, iterations = 20000): Promise<S
     time('envelope check (decodeReview)', () => decodeReview(parsed)),
     time('mutate: select, render, inject, diff, patch, audit', () => mutate(review.request, set)),
     time('answer JSON (encodeReview)', () => encodeReview(review.apiVersion, result.response)),
-    time('metrics (observeReview)', () => metrics.observeReview('/mutate', reviewFacts(review.request), result, 0.0004)),
+    time('metrics (observeReview)', () => metrics.observeReview('/mutate', reviewFacts(review.request), result, 0.0004, false)),
     time('log line (pino, to a null stream)', () => logger.info(line, 'review')),
   ];
 }

@@ -56,7 +56,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   const tls = certs.initial;
   metrics.setCertificateExpiry(certificateValidity(tls.certPem).notAfter);
   if (clientCaPem !== undefined) logger.info({ clientCa: config.clientCa }, 'mutual TLS: only clients with a certificate from the client CA are served');
-  const app = createAdmissionApp({ logger, templates: store.current, onReview: metrics.observeReview, onError: metrics.observeError, onCache: metrics.observeCache, maxInflight: config.maxInflight, answerCacheBytes: config.answerCacheMb * 1024 * 1024 });
+  const app = createAdmissionApp({ logger, templates: store.current, onReview: metrics.observeReview, onError: metrics.observeError, maxInflight: config.maxInflight, answerCacheBytes: config.answerCacheMb * 1024 * 1024 });
   const admission = createAdmissionServer(app, { ...tls, ...(clientCaPem !== undefined && { clientCaPem }) }, { requestTimeout: config.requestTimeout, maxConnections: config.maxConnections });
   const health = createHealthServer({ isReady: () => ready, routes: new Map([['/metrics', metrics.route]]) });
   let draining = false;

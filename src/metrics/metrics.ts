@@ -24,10 +24,8 @@ export type ReloadResult = (typeof ReloadResult)[keyof typeof ReloadResult];
 /** The injector's Prometheus metrics and the functions that feed them. */
 export interface Metrics {
   readonly registry: Registry;
-  /** The `onReview` hook of the admission app: counts and times one answered review. */
-  observeReview(endpoint: string, facts: ReviewFacts, result: ReviewResult, seconds: number): void;
-  /** The `onCache` hook of the admission app: counts a review answered from the answer cache (hit) or computed (miss). */
-  observeCache(endpoint: string, hit: boolean): void;
+  /** The `onReview` hook of the admission app: counts and times one answered review, and whether the answer cache answered it. */
+  observeReview(endpoint: string, facts: ReviewFacts, result: ReviewResult, seconds: number, cached: boolean): void;
   /** Counts a review answered with an HTTP error (bad body, internal fault) under its error code. */
   observeError(endpoint: string, code: string): void;
   /** Counts a template reload; on success also records the set now in use. */
@@ -115,8 +113,9 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
 
   return {
     registry,
-    observeReview(endpoint, facts, result, seconds) {
+    observeReview(endpoint, facts, result, seconds, cached) {
       const ep = endpointLabel(endpoint);
+      cacheLookups.inc({ endpoint: ep, result: cached ? 'hit' : 'miss' });
       reviews.inc({ endpoint: ep, operation: facts.operation, decision: result.decision, reason: result.reason });
       latency.observe({ endpoint: ep, decision: result.decision }, seconds);
       if (result.decision === Decision.Injected && result.patchOps > 0) {
@@ -125,9 +124,6 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       if (ep === 'validate' && result.decision === Decision.Denied && result.reason === Reason.SidecarsMissing) {
         rejections.inc({ namespace: facts.namespace });
       }
-    },
-    observeCache(endpoint, hit) {
-      cacheLookups.inc({ endpoint: endpointLabel(endpoint), result: hit ? 'hit' : 'miss' });
     },
     observeError(endpoint, code) {
       reviews.inc({ endpoint: endpointLabel(endpoint), operation: '', decision: ERROR_DECISION, reason: code });

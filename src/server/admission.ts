@@ -19,16 +19,14 @@ export interface AdmissionAppDeps {
   readonly logger: Logger;
   /** The template set in force; read once per review so a review sees one consistent set. */
   readonly templates: () => TemplateSet;
-  /** Called with every finished review (metrics hook). */
-  readonly onReview?: (endpoint: string, facts: ReviewFacts, result: ReviewResult, seconds: number) => void;
+  /** Called with every finished review, `cached` when its answer came from the answer cache (metrics hook). */
+  readonly onReview?: (endpoint: string, facts: ReviewFacts, result: ReviewResult, seconds: number, cached: boolean) => void;
   /** Called with every review answered by an HTTP error instead (metrics hook). */
   readonly onError?: (endpoint: string, code: string) => void;
   /** Reviews handled at once; one more is answered 429 before its body is read (default 32). */
   readonly maxInflight?: number;
   /** Bytes each endpoint may keep of answers to reviews that repeat but for the uid (default 4 MiB; 0 keeps none). */
   readonly answerCacheBytes?: number;
-  /** Called with every review, true when its answer came from the cache (metrics hook). */
-  readonly onCache?: (endpoint: string, hit: boolean) => void;
 }
 
 /** Default of `answerCacheBytes`: about 400 typical Deployment pods per endpoint. */
@@ -69,8 +67,7 @@ export function createAdmissionApp(deps: AdmissionAppDeps): Koa {
     ctx.set('Content-Type', 'application/json');
     ctx.body = answer.text;
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    deps.onCache?.(ctx.path, cached);
-    deps.onReview?.(ctx.path, answer.facts, answer.result, seconds);
+    deps.onReview?.(ctx.path, answer.facts, answer.result, seconds, cached);
     deps.logger.info(reviewLog(ctx.path, answer.facts, answer.result, seconds, cached), 'review');
   }
 

@@ -1,5 +1,5 @@
 import type { ReviewResult } from '../admission/handlers.js';
-import { ReviewVersion, type DecodedReview, type ReviewFacts } from '../admission/review.js';
+import { encodeReview, ReviewVersion, type DecodedReview, type ReviewFacts } from '../admission/review.js';
 import type { TemplateSet } from '../templates/load.js';
 
 /**
@@ -234,8 +234,11 @@ const Prefixes: Readonly<Record<ReviewVersion, string>> = {
   [ReviewVersion.V1Beta1]: `{"kind":"AdmissionReview","apiVersion":"${ReviewVersion.V1Beta1}","request":{"uid":"`,
 };
 
-/** How encodeReview begins every answer, up to the uid. */
-const AnswerHeads: Readonly<Record<ReviewVersion, string>> = {
-  [ReviewVersion.V1]: `{"apiVersion":"${ReviewVersion.V1}","kind":"AdmissionReview","response":{"uid":"`,
-  [ReviewVersion.V1Beta1]: `{"apiVersion":"${ReviewVersion.V1Beta1}","kind":"AdmissionReview","response":{"uid":"`,
-};
+/** How encodeReview begins every answer, up to the uid: taken from encodeReview itself, so the two cannot drift. */
+const AnswerHeads: Readonly<Record<ReviewVersion, string>> = Object.fromEntries(
+  Object.values(ReviewVersion).map((version) => {
+    const marker = '\u0000uid\u0000';
+    const text = encodeReview(version, { uid: marker, allowed: true });
+    return [version, text.slice(0, text.indexOf(JSON.stringify(marker)) + 1)];
+  }),
+) as Record<ReviewVersion, string>;
