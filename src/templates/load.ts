@@ -6,6 +6,7 @@ import { TemplateSetError, injectorError, type TemplateFault } from '../errors.j
 import { PlaceholderError } from './placeholders.js';
 import { placementFault } from './placement.js';
 import { sidecarTemplateSchema } from './schema.js';
+import type { TemplateHistory } from './history.js';
 import { compileTemplate, digestOf, type CompiledTemplate, type SidecarTemplateSpec } from './template.js';
 
 /** A complete, validated set of templates; replaced as a whole, never edited in place. */
@@ -16,6 +17,8 @@ export interface TemplateSet {
   /** Digest of every template's source, to tell which set is serving. */
   readonly digest: string;
   readonly source: string;
+  /** The sets a running server served before this one (absent outside the server: CLI, tests). */
+  readonly history?: TemplateHistory;
 }
 
 /** One template file's text, read from disk or given directly (lint, tests). */
