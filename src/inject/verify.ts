@@ -27,8 +27,9 @@ type Denied = Extract<Verdict, { kind: 'denied' }>;
  *    a pod injected by a replica that is behind, or by this one before its volume changed;
  * 3. the status annotation, only when it names a template version this replica never served (a
  *    newer set not yet on this volume, or a replica started after the set was replaced): the pod
- *    must hold exactly what the record says was injected, and the record must name, for every
- *    template the current set selects, each of its sidecars. A re-read of the templates is asked for;
+ *    must hold exactly what the record says was injected, the record must name, for every
+ *    template the current set selects, each of its sidecars, and a template recorded at a version
+ *    served here must be at the current one and hold as step 1 requires. A re-read is asked for;
  * 4. a status of a release before template versions, within the window after this process started
  *    (an upgrade of the injector): every template the current set selects must be named in it, and
  *    each of its sidecars be in the pod by name.
@@ -107,6 +108,9 @@ function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, na
   set.history?.sawUnknownVersion();
   const parts = podParts(pod);
   if (!status.injected.every((r) => holds(parts, r))) return false;
+  // Beside a version never served, one served here must be the current one and hold as it defines
+  // it, so that an entry of an unknown version never lends its trust to the others.
+  if (!status.injected.every((r) => !knows(r) || holdsCurrent(pod, r, set, namespace))) return false;
   const records = new Map(status.injected.map((r) => [r.template, r]));
   const values = renderValues(pod, namespace);
   return selectedNames(pod, set).every((name) => {
@@ -117,6 +121,13 @@ function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, na
     if (t === undefined) return !knows(record);
     return t.render(values).containers.every((c) => hasName(record.containers, c.name) || hasName(record.initContainers, c.name));
   });
+}
+
+function holdsCurrent(pod: Pod, r: TemplateRecord, set: TemplateSet, namespace: string): boolean {
+  const t = set.templates.get(r.template);
+  if (t === undefined || t.version !== r.version) return false;
+  const missing = attempt(() => missingSidecars(pod, [t], namespace));
+  return !(missing instanceof InjectorError) && missing.length === 0;
 }
 
 function vouchedByNames(pod: Pod, recorded: readonly string[], set: TemplateSet, namespace: string): boolean {

@@ -199,6 +199,21 @@ describe('a template rollout across two replicas', () => {
       for (const validator of [a, b]) assert.equal((await validatePod(validator.url, ca, p)).allowed, false);
     });
 
+    it('never lets a version never served lend its trust to a version served here', async () => {
+      const { pod: injected } = await admit(a.url, ca, pod());
+      const version = status(injected).injected[0].version;
+      const p = optedInPod({
+        annotations: {
+          'sidecar-injector.io/status': JSON.stringify({
+            templates: ['log-shipper'],
+            injected: [{ template: 'log-shipper', version, containers: { 'log-shipper': 'docker.io/library/busybox' } }, { template: 'extra', version: 'f0f0f0f0f0f0f0f0' }],
+          }),
+        },
+      });
+      p.spec.containers.push({ name: 'log-shipper', image: 'busybox' });
+      for (const validator of [a, b]) assert.equal((await validatePod(validator.url, ca, p)).allowed, false);
+    });
+
     it('vouches, as the README says, for a sidecar of the right name held as recorded under a version never served', async () => {
       const p = forgedPod([{ name: 'log-shipper', image: 'busybox' }, { name: 'log-forwarder', image: 'busybox' }], {
         version: 'f0f0f0f0f0f0f0f0',
