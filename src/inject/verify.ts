@@ -44,7 +44,7 @@ export function verifyPod(pod: Pod, set: TemplateSet, namespace: string, context
     const verdict = checkSet(pod, earlier, namespace, context);
     if (verdict.kind === 'allowed') return { ...verdict, reason: Reason.EarlierTemplates };
   }
-  const recorded = vouchedByStatus(pod, set, namespace);
+  const recorded = vouchedByStatus(pod, set, namespace, context);
   return recorded === undefined ? current : { kind: 'allowed', reason: recorded, templates: selectedNames(pod, set) };
 }
 
@@ -92,16 +92,16 @@ function checkContainer(want: Container, found: Container | undefined, native: b
 }
 
 /** Steps 3 and 4: the reason the status annotation vouches for the pod, or undefined. */
-function vouchedByStatus(pod: Pod, set: TemplateSet, namespace: string): Reason | undefined {
+function vouchedByStatus(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext): Reason | undefined {
   const recorded = readStatus(pod);
-  if (recorded.format === StatusFormat.Versioned) return vouchedByRecord(pod, recorded.status, set, namespace) ? Reason.RecordedTemplates : undefined;
+  if (recorded.format === StatusFormat.Versioned) return vouchedByRecord(pod, recorded.status, set, namespace, context) ? Reason.RecordedTemplates : undefined;
   if (recorded.format === StatusFormat.Unversioned && set.history?.acceptsUnversioned === true) {
     return vouchedByNames(pod, recorded.templates, set, namespace) ? Reason.UnversionedStatus : undefined;
   }
   return undefined;
 }
 
-function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, namespace: string): boolean {
+function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, namespace: string, context: InjectionContext): boolean {
   const knows = (r: TemplateRecord): boolean => set.history?.knows(r.template, r.version) ?? set.templates.get(r.template)?.version === r.version;
   // A version served here was checked in full above: the record adds nothing to that verdict.
   if (status.injected.every(knows)) return false;
@@ -110,7 +110,7 @@ function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, na
   if (!status.injected.every((r) => holds(parts, r))) return false;
   // Beside a version never served, one served here must be the current one and hold as it defines
   // it, so that an entry of an unknown version never lends its trust to the others.
-  if (!status.injected.every((r) => !knows(r) || holdsCurrent(pod, r, set, namespace))) return false;
+  if (!status.injected.every((r) => !knows(r) || holdsCurrent(pod, r, set, namespace, context))) return false;
   const records = new Map(status.injected.map((r) => [r.template, r]));
   const values = renderValues(pod, namespace);
   return selectedNames(pod, set).every((name) => {
@@ -123,10 +123,10 @@ function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, na
   });
 }
 
-function holdsCurrent(pod: Pod, r: TemplateRecord, set: TemplateSet, namespace: string): boolean {
+function holdsCurrent(pod: Pod, r: TemplateRecord, set: TemplateSet, namespace: string, context: InjectionContext): boolean {
   const t = set.templates.get(r.template);
   if (t === undefined || t.version !== r.version) return false;
-  const missing = attempt(() => missingSidecars(pod, [t], namespace));
+  const missing = attempt(() => missingSidecars(pod, [t], namespace, context));
   return !(missing instanceof InjectorError) && missing.length === 0;
 }
 
