@@ -1,10 +1,15 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
 import { mutate } from '../../src/admission/handlers.js';
 import { jobCompletionWarning, keepsJobsRunning } from '../../src/inject/jobs.js';
 import { renderTemplates } from '../../src/inject/render.js';
 import { compileTemplateSet, loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
+import { admit, validatePod } from '../helpers/apiserver.js';
 import { optedInPod, podReview } from '../helpers/review.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const jobOwner = [{ apiVersion: 'batch/v1', kind: 'Job', name: 'nightly-28811520', uid: 'u', controller: true }];
 
@@ -61,5 +66,52 @@ describe('Jobs complete', () => {
         assert.ok(r!.containers.every((c) => c.restartPolicy === 'Always'));
       }
     }
+  });
+});
+
+describe('Jobs complete, through the server', () => {
+  let bundled: TestServer;
+  let regular: TestServer;
+  before(async () => {
+    bundled = await startTestServer();
+    const dir = await mkdtemp(join(tmpdir(), 'jobs-'));
+    await writeFile(join(dir, 'agent.yaml'), `apiVersion: sidecar-injector.io/v1alpha1
+kind: SidecarTemplate
+metadata:
+  name: agent
+spec:
+  default: true
+  containers:
+    - name: agent
+      image: registry.example.com/agent:1.0
+`);
+    regular = await startTestServer(['--templates-dir', dir]);
+  });
+  after(async () => {
+    await bundled.close();
+    await regular.close();
+  });
+
+  it('injects the bundled templates into a Job\'s pod as native sidecars only, which the validator admits', async () => {
+    const pod = jobPod();
+    pod.metadata.annotations = { 'sidecar-injector.io/templates': 'log-shipper,proxy' };
+    const { response, pod: out } = await admit(bundled.url, bundled.certs.ca.certPem, pod);
+    assert.equal(response.allowed, true, response.status?.message);
+    assert.equal(response.warnings, undefined);
+    assert.deepEqual(out.spec.containers.map((c: any) => c.name), ['web'], 'no regular container but the Job\'s own');
+    assert.deepEqual(out.spec.initContainers.map((c: any) => [c.name, c.restartPolicy]), [['log-shipper', 'Always'], ['proxy', 'Always']]);
+    assert.equal((await validatePod(bundled.url, bundled.certs.ca.certPem, out)).allowed, true);
+  });
+
+  it('keeps the bundled log shipper an ordinary container outside Jobs', async () => {
+    const { pod } = await admit(bundled.url, bundled.certs.ca.certPem, optedInPod());
+    assert.deepEqual(pod.spec.containers.map((c: any) => c.name), ['web', 'log-shipper']);
+  });
+
+  it('warns in the AdmissionResponse of a regular sidecar in a Job\'s pod', async () => {
+    const { response } = await admit(regular.url, regular.certs.ca.certPem, jobPod());
+    assert.equal(response.allowed, true);
+    assert.equal(response.warnings.length, 1);
+    assert.match(response.warnings[0], /template "agent" adds "agent" as a regular container to a Job's pod, which then never completes/);
   });
 });
