@@ -1,8 +1,10 @@
 import { validate } from '../admission/handlers.js';
 import type { AdmissionRequest } from '../admission/review.js';
 import { InjectorError } from '../errors.js';
+import { Keys } from '../inject/keys.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { OptInScope, Reason, refusalReason, selectTemplates, type Selection } from '../inject/policy.js';
+import { isOwnedByJob } from '../inject/render.js';
 import type { Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { PodSite } from '../workload/workload.js';
@@ -50,7 +52,8 @@ export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Adm
     if (chosen instanceof InjectorError) return { verdict: 'rejected', reason: Reason.UnknownTemplate, why: [chosen.message], pod: site.pod, warnings };
     if (!chosen.inject) return { verdict: 'not-injected', reason: chosen.reason, why: [chosen.detail], pod: site.pod, warnings };
     selection = chosen;
-    why.push(chosen.optedIn);
+    why.push(chosen.optedIn, templatesReason(chosen, pod));
+    if (site.ownedByJob ?? isOwnedByJob(pod)) why.push('the pod belongs to a Job');
     const context = site.ownedByJob === undefined ? {} : { ownedByJob: site.ownedByJob };
     const result = attempt(() => injectSidecars(pod, chosen.templates, site.namespace, context));
     if (result instanceof InjectorError) return { verdict: 'rejected', reason: refusalReason(result), why: [...why, result.message], pod: site.pod, selection, warnings };
@@ -79,6 +82,11 @@ function notSent(site: PodSite, set: TemplateSet, webhooks: readonly Webhook[], 
   const detail = chosen instanceof InjectorError || chosen.inject ? undefined : chosen;
   if (detail === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: [`the objectSelector of the webhooks in ${SHIPPED_WEBHOOKS} does not match the pod's labels`], pod: site.pod, warnings: [] };
   return { verdict: 'not-injected', reason: detail.reason, why: [detail.detail], pod: site.pod, warnings: [] };
+}
+
+function templatesReason(selection: Extract<Selection, { inject: true }>, pod: Pod): string {
+  if (!selection.explicit) return `no ${Keys.templates} annotation: the default templates apply`;
+  return `annotation ${Keys.templates}="${pod.metadata?.annotations?.[Keys.templates] ?? ''}" names the templates`;
 }
 
 /** The paths of the namespace opt-in (issue 12) end in /namespace. */

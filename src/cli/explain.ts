@@ -1,6 +1,5 @@
 import { InjectorError } from '../errors.js';
-import { Keys } from '../inject/keys.js';
-import { isOwnedByJob, renderTemplates } from '../inject/render.js';
+import { renderTemplates } from '../inject/render.js';
 import type { Placement } from '../templates/placement.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { RenderedTemplate } from '../templates/template.js';
@@ -57,12 +56,7 @@ export function explainPod(site: PodSite, set: TemplateSet, cluster: Cluster): E
   const base = { object: site.title, namespace: site.namespace };
   const admission = admitPod(site, set, cluster);
   const selection = admission.selection;
-  const annotations = site.pod.metadata?.annotations ?? {};
-  const why = [...admission.why];
-  if (selection !== undefined) {
-    why.splice(1, 0, selection.explicit ? `annotation ${Keys.templates}="${annotations[Keys.templates] ?? ''}" names the templates` : `no ${Keys.templates} annotation: the default templates apply`);
-    if (site.ownedByJob ?? isOwnedByJob(site.pod)) why.splice(2, 0, 'the pod belongs to a Job');
-  }
+  const why = admission.why;
   const result = { ...base, verdict: admission.verdict, reason: admission.reason, why, warnings: admission.warnings };
   if (admission.verdict !== 'injected' || selection === undefined) return { ...result, templates: [] };
   const rendered = renderTemplates(site.pod, selection.templates, site.namespace, site.ownedByJob === undefined ? {} : { ownedByJob: site.ownedByJob });
