@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { get } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { httpsRequest } from '../helpers/client.js';
 import { applyPatchV4 } from '../helpers/jsonpatch-v4.js';
@@ -61,6 +62,19 @@ describe('namespace opt-in endpoints (/mutate/namespace, /validate/namespace)', 
     assert.equal((await call('/mutate', podLabelled(undefined))).response.patch, undefined);
     assert.equal((await call('/validate', podLabelled(undefined))).response.allowed, true);
     assert.deepEqual(names((await call('/mutate', podLabelled('true'))).pod), ['web', 'log-shipper']);
+  });
+
+  it('counts the namespace paths in the metrics as mutate and validate reviews (no series per path)', async () => {
+    await call('/mutate/namespace', podLabelled(undefined));
+    const text = await new Promise<string>((resolve, reject) => {
+      get(`${server.healthUrl}/metrics`, (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => resolve(body));
+      }).on('error', reject);
+    });
+    assert.match(text, /sidecar_injector_reviews_total\{endpoint="mutate",operation="CREATE",decision="injected",reason="injected"\}/);
+    assert.doesNotMatch(text, /endpoint="\/mutate\/namespace"|endpoint="other"/);
   });
 
   it('names all four paths when a path is unknown', async () => {
