@@ -5,7 +5,7 @@ import { renderValues } from '../templates/placeholders.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { imageRepository, sameRepository } from './image.js';
 import { Keys } from './keys.js';
-import { parseNames, Reason, refusalReason, selectTemplates } from './policy.js';
+import { OptInScope, parseNames, Reason, refusalReason, selectTemplates } from './policy.js';
 import { renderTemplates, type InjectionContext } from './render.js';
 import { readStatus, StatusFormat, type InjectionStatus, type TemplateRecord } from './status.js';
 
@@ -37,11 +37,11 @@ type Denied = Extract<Verdict, { kind: 'denied' }>;
  * The status is written by /mutate, which replaces whatever value the pod came with; what a forged
  * one can and cannot get through is in the README ("Template rollouts").
  */
-export function verifyPod(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext = {}): Verdict {
-  const current = checkSet(pod, set, namespace, context);
+export function verifyPod(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext = {}, scope: OptInScope = OptInScope.Pod): Verdict {
+  const current = checkSet(pod, set, namespace, context, scope);
   if (current.kind !== 'denied') return current;
   for (const earlier of set.history?.earlier ?? []) {
-    const verdict = checkSet(pod, earlier, namespace, context);
+    const verdict = checkSet(pod, earlier, namespace, context, scope);
     if (verdict.kind === 'allowed') return { ...verdict, reason: Reason.EarlierTemplates };
   }
   const recorded = vouchedByStatus(pod, set, namespace, context);
@@ -49,8 +49,8 @@ export function verifyPod(pod: Pod, set: TemplateSet, namespace: string, context
 }
 
 /** Steps 1 and 2: the pod against one template set. */
-function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext): Verdict {
-  const selection = attempt(() => selectTemplates(pod, set));
+function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext, scope: OptInScope): Verdict {
+  const selection = attempt(() => selectTemplates(pod, set, scope));
   if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate, []);
   if (!selection.inject) return { kind: 'skipped', reason: selection.reason };
   const templates = selection.templates.map((t) => t.name);
