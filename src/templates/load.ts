@@ -3,10 +3,10 @@ import { join } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { LineCounter, parseAllDocuments, isNode, type Document } from 'yaml';
 import { TemplateSetError, injectorError, type TemplateFault } from '../errors.js';
+import type { TemplateHistory } from './history.js';
 import { PlaceholderError } from './placeholders.js';
 import { placementFault } from './placement.js';
 import { sidecarTemplateSchema } from './schema.js';
-import type { TemplateHistory } from './history.js';
 import { compileTemplate, digestOf, type CompiledTemplate, type SidecarTemplateSpec } from './template.js';
 
 /** A complete, validated set of templates; replaced as a whole, never edited in place. */
