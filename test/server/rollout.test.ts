@@ -125,6 +125,13 @@ describe('a template rollout across two replicas', () => {
     }
   });
 
+  it('counts by reason which step admitted a pod', async () => {
+    const metrics = async (s: TestServer): Promise<string> => (await fetch(`${s.healthUrl}/metrics`)).text();
+    const count = (text: string, reason: string): number => Number(new RegExp(`sidecar_injector_reviews_total\\{[^}]*endpoint="validate"[^}]*reason="${reason}"[^}]*\\} (\\d+)`).exec(text)?.[1] ?? 0);
+    assert.ok(count(await metrics(b), 'earlier-templates') > 0);
+    assert.ok(count(await metrics(a), 'recorded-templates') > 0);
+  });
+
   it('still admits each replica\'s own pods, and proxy (unchanged) is recorded at one version by both', async () => {
     const fromA = (await admit(a.url, ca, pod('log-shipper,proxy'))).pod;
     const fromB = (await admit(b.url, ca, pod('log-shipper,proxy'))).pod;
