@@ -49,6 +49,8 @@ describe('findConflicts', () => {
       'env var "MODE" for the application containers is defined by both template "a" and template "b"',
       'mount path /cache in the application containers is defined by both template "a" and template "b"',
     ]);
+    // Both ways: a later definition that says less (emptyDir without a medium) is still a different volume.
+    assert.deepEqual(messages([rendered('a', { volumes: [{ name: 'cache', emptyDir: { medium: 'Memory' } }] }), rendered('b', { volumes: [{ name: 'cache', emptyDir: {} }] })]), ['volume "cache" is defined by both template "a" and template "b"']);
   });
 
   it('names the earliest template a later one clashes with, once per pair', () => {
