@@ -79,7 +79,7 @@ export const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
 export function selectorMatches(selector: LabelSelector | undefined, labels: Labels): boolean {
   if (selector === undefined) return true;
   for (const [key, value] of Object.entries(selector.matchLabels ?? {})) {
-    if (!Object.hasOwn(labels, key) || labels[key] !== value) return false;
+    if (labels[key] !== value) return false;
   }
   return (selector.matchExpressions ?? []).every((r) => requirementHolds(r, labels));
 }
