@@ -17,7 +17,7 @@ const APISERVER_METRICS = ['apiserver_admission_webhook_fail_open_count', 'apise
 /** Every series name the injector exports (a histogram as its _bucket, _sum and _count series). */
 async function exportedNames(): Promise<Set<string>> {
   const metrics = await createMetrics().registry.getMetricsAsJSON();
-  return new Set(metrics.flatMap((m) => (m.type === 'histogram' ? ['_bucket', '_sum', '_count'].map((s) => m.name + s) : [m.name])));
+  return new Set(metrics.flatMap((m) => (String(m.type) === 'histogram' ? ['_bucket', '_sum', '_count'].map((s) => m.name + s) : [m.name])));
 }
 
 const KEYWORDS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'offset', 'bool', 'and', 'or', 'unless']);
