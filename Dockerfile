@@ -26,6 +26,6 @@ USER 65532:65532
 EXPOSE 8443 8081
 # node itself is PID 1, so SIGTERM reaches the injector's graceful shutdown directly; never
 # `npm start`, which does not forward signals. The script is part of the entrypoint, so a pod's
-# `args` (manifests/deployment.yaml: serve --cert-secret=...) are the subcommand and its flags.
+# `args` (manifests/base/deployment.yaml: serve --cert-secret=...) are the subcommand and its flags.
 ENTRYPOINT ["/nodejs/bin/node", "/app/dist/src/cli/index.js"]
 CMD ["serve"]
