@@ -61,6 +61,10 @@ describe('manifests', () => {
     }
     assert.deepEqual(base.map((o) => o.kind), ['Namespace', 'ServiceAccount', 'Role', 'ClusterRole', 'RoleBinding', 'ClusterRoleBinding', 'ConfigMap', 'Service', 'Deployment', 'PodDisruptionBudget', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']);
     assert.deepEqual(kustomizeObjects('base'), base, 'manifests/ is the base');
+    // Every build runs the image of this version (package.json), as the chart's appVersion does.
+    const version = JSON.parse(readFileSync('package.json', 'utf8')).version as string;
+    for (const objects of builds) assert.equal(container(objects).image, `ghcr.io/sidecar-injector/sidecar-injector:${version}`);
+    assert.match(readFileSync('charts/sidecar-injector/Chart.yaml', 'utf8'), new RegExp(`^appVersion: "${version.replace(/\./g, '\\.')}"$`, 'm'));
     assert.deepEqual(new Set(base.map((o) => o.metadata.name)), new Set(['sidecar-injector', 'sidecar-injector-templates']));
   });
 
