@@ -27,7 +27,7 @@ export interface InjectedDocument {
 export async function injectCommand(args: readonly string[], io: IO = processIO): Promise<number> {
   const { values } = parseFlags('inject', args, { ...AdmissionFlags, patch: { type: 'boolean' } });
   const format = outputFormat('inject', values.output, ['yaml', 'json'] as const);
-  const cluster = { webhooks: await shippedWebhooks(), namespaceLabels: parseLabels('inject', values['namespace-labels']) };
+  const cluster = { webhooks: shippedWebhooks(), namespaceLabels: parseLabels('inject', values['namespace-labels']) };
   const text = await readInput('inject', values.filename, io.stdin);
   const set = await loadTemplates(values['templates-dir']);
   const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
