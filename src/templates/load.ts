@@ -9,7 +9,8 @@ import { VolumeMount as CoreVolumeMount } from 'kubernetes-models/v1/VolumeMount
 import { LineCounter, isNode, type Document } from 'yaml';
 import { TemplateSetError, injectorError, type TemplateFault } from '../errors.js';
 import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
-import { PlaceholderError } from './placeholders.js';
+import { findConflicts } from '../inject/conflicts.js';
+import { PlaceholderError, renderValues } from './placeholders.js';
 import { placementFault } from './placement.js';
 import { FormatMessages, Formats, sidecarTemplateSchema, volumeSources, type Format } from './schema.js';
 import { compileTemplate, digestOf, type CompiledTemplate, type SidecarTemplateSpec } from './template.js';
@@ -74,14 +75,39 @@ export function compileTemplateSet(files: readonly TemplateFile[], source: strin
   for (const f of files) {
     for (const t of compileFile(f, faults, seen)) templates.set(t.name, t);
   }
-  if (faults.length > 0) throw new TemplateSetError(faults);
   const sorted = [...templates.values()].sort((a, b) => a.name.localeCompare(b.name));
+  faults.push(...defaultConflicts(sorted.filter((t) => t.isDefault), files));
+  if (faults.length > 0) throw new TemplateSetError(faults);
   return Object.freeze({
     templates,
     defaults: Object.freeze(sorted.filter((t) => t.isDefault)),
     digest: digestOf(files.map((f) => [f.file, f.text])),
     source,
   });
+}
+
+/**
+ * Default templates are injected together into every pod that names none; if they conflict, every
+ * such pod would be denied, so the set is refused (the same fault `lint` reports).
+ */
+function defaultConflicts(defaults: readonly CompiledTemplate[], files: readonly TemplateFile[]): TemplateFault[] {
+  if (defaults.length < 2) return [];
+  const values = renderValues({ metadata: {}, spec: { containers: [] } }, 'default');
+  return findConflicts(defaults.map((t) => t.render(values))).map((c) => {
+    const t = defaults.find((d) => d.name === c.template)!;
+    const message = `${c.message}: both are default templates, so every pod that names none would be denied`;
+    return { file: t.file, template: t.name, path: c.path, message, ...positionInFiles(files, t.file, t.name, c.path) };
+  });
+}
+
+/** Line and column of a JSON path inside the named template of a file. */
+export function positionInFiles(files: readonly TemplateFile[], file: string, template: string | undefined, path: string): { line?: number; column?: number } {
+  const text = files.find((f) => f.file === file)?.text;
+  if (text === undefined) return {};
+  const lc = new LineCounter();
+  const docs = parseKubectl(text, lc);
+  const doc = docs.find((d) => (d.value as { metadata?: { name?: unknown } } | null)?.metadata?.name === template) ?? docs[0];
+  return doc === undefined ? {} : positionOf(doc.doc, path, lc);
 }
 
 /** Compiles the documents of one file; `seen` maps each template name met so far to its file. */
