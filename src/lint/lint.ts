@@ -1,5 +1,6 @@
 import { InjectorError, TemplateSetError, type TemplateFault } from '../errors.js';
 import { findConflicts } from '../inject/conflicts.js';
+import { jobCompletionWarning, keepsJobsRunning } from '../inject/jobs.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { renderTemplates } from '../inject/render.js';
 import type { Pod } from '../kube/types.js';
@@ -84,15 +85,12 @@ export async function lintTemplates(dir: string, level: PodSecurityLevel): Promi
   return report(dir, all.map((t) => t.name), located);
 }
 
-/**
- * HOOK for the policy engineer (branch i10-policy): a template whose containers stay regular
- * containers in a Job's pod keeps the Job from completing. Replace this body with the exported
- * policy function once it is on main; until then the same rule, stated here.
- */
+/** A template that keeps Job pods running: the policy's own warning (src/inject/jobs.ts), so lint, explain and admission say the same. */
 function jobSidecarWarnings(t: CompiledTemplate): TemplateFault[] {
-  if (t.nativeMode !== 'never' || t.spec.containers.length === 0) return [];
-  const message = 'in pods owned by a Job this sidecar is a regular container and keeps the Job from completing; set nativeSidecar: true or "jobs"';
-  return [{ file: t.file, template: t.name, path: '/spec/containers', message }];
+  if (!keepsJobsRunning(t)) return [];
+  const job = Samples.find((s) => s.ownedByJob)!;
+  const message = jobCompletionWarning(t.render(renderValues(job.pod, 'default')));
+  return message === undefined ? [] : [{ file: t.file, template: t.name, path: '/spec/containers', message }];
 }
 
 /** Injects `templates` into a sample and reports what is wrong, as faults of the templates. */

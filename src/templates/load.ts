@@ -159,7 +159,7 @@ function documentFaults(value: unknown): { path: string; message: string }[] {
     items.forEach((item, i) => {
       for (const e of coreErrors(model, item)) {
         const path = `/spec/${field}/${i}${e.instancePath}`;
-        if (e.keyword === 'required') add(`${path}/${String(e.params['missingProperty'])}`, `missing required field "${String(e.params['missingProperty'])}"`);
+        if (e.keyword === 'required') add(path, `missing required field "${String(e.params['missingProperty'])}"`);
         // The generated enum check also fails on null, which Kubernetes reads as "not set".
         else if (e.keyword === 'enum' && pointerGet(item, e.instancePath) !== null) add(path, `must be one of ${(e.params['allowedValues'] as unknown[]).map((v) => JSON.stringify(v)).join(', ')}, got ${JSON.stringify(pointerGet(item, e.instancePath))}`);
       }
@@ -246,7 +246,7 @@ function withName(name: string | undefined): { template?: string } {
   return name === undefined ? {} : { template: name };
 }
 
-/** Where an error points: an unknown field at the field itself, a missing one where it belongs. */
+/** Where an error points: an unknown field at the field itself, a missing one at the object that lacks it. */
 function errorPath(e: ErrorObject): string {
   if (e.keyword === 'additionalProperties') return `${e.instancePath}/${escapeKey(String(e.params['additionalProperty']))}`;
   return e.instancePath;

@@ -55,8 +55,8 @@ const REFUSED: readonly { name: string; body: string; path: string; line: number
   { name: 'a quantity Kubernetes cannot parse', body: container('      resources: { limits: { memory: 1GB } }\n'), path: '/spec/containers/0/resources/limits/memory', line: 9, message: /must be a non-negative quantity such as 100m, 0.5, 128Mi or 1Gi, got "1GB"/ },
   { name: 'a negative quantity', body: container('      resources: { requests: { cpu: -1 } }\n'), path: '/spec/containers/0/resources/requests/cpu', line: 9, message: /non-negative quantity/ },
   { name: 'an enum value Kubernetes does not know', body: container('      imagePullPolicy: Sometimes\n'), path: '/spec/containers/0/imagePullPolicy', line: 9, message: /^must be one of "Always", "IfNotPresent", "Never", got "Sometimes"$/ },
-  { name: 'a probe without its required port', body: container('      readinessProbe: { httpGet: { path: /ready } }\n'), path: '/spec/containers/0/readinessProbe/httpGet/port', line: 9, message: /^missing required field "port"$/ },
-  { name: 'a container without an image', body: '  containers:\n    - name: agent\n', path: '/spec/containers/0/image', line: 7, message: /missing required field "image"/ },
+  { name: 'a probe without its required port', body: container('      readinessProbe: { httpGet: { path: /ready } }\n'), path: '/spec/containers/0/readinessProbe/httpGet', line: 9, message: /^missing required field "port"$/ },
+  { name: 'a container without an image', body: '  containers:\n    - name: agent\n', path: '/spec/containers/0', line: 7, message: /missing required field "image"/ },
   { name: 'an unquoted YAML 1.1 boolean where a string belongs', body: container('      args: [--appendonly, no]\n'), path: '/spec/containers/0/args/1', line: 9, message: /^must be a string, got false: YAML 1\.1 \(kubectl\) reads it unquoted as a boolean or number, so quote it$/ },
   { name: 'a volume with two sources', body: '  volumes:\n    - name: v\n      emptyDir: {}\n      configMap: { name: c }\n', path: '/spec/volumes/0/configMap', line: 9, message: /^volume "v" has 2 sources \(emptyDir, configMap\); a volume takes exactly one$/ },
 ];
@@ -77,7 +77,7 @@ describe('template schema from the core/v1 definitions', () => {
 
   it('reads modes with kubectl\'s meaning: 0400 is 256, 0775 is 509', () => {
     const set = load('  volumes:\n    - name: a\n      secret: { secretName: s, defaultMode: 0400 }\n    - name: b\n      configMap: { name: c, defaultMode: 0775 }\n');
-    const [a, b] = set.templates.get('t')!.spec.volumes as { secret?: { defaultMode: number }; configMap?: { defaultMode: number } }[];
+    const [a, b] = set.templates.get('t')!.spec.volumes as unknown as { secret?: { defaultMode: number }; configMap?: { defaultMode: number } }[];
     assert.equal(a!.secret!.defaultMode, 256);
     assert.equal(b!.configMap!.defaultMode, 509);
   });
