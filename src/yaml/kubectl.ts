@@ -1,4 +1,4 @@
-import { Document, LineCounter, parseAllDocuments, visit, type Scalar } from 'yaml';
+import { Document, LineCounter, isMap, parseAllDocuments, visit, type Scalar } from 'yaml';
 
 /**
  * YAML as kubectl reads it. kubectl and the apiserver decode YAML through sigs.k8s.io/yaml over
@@ -115,8 +115,11 @@ export function errorPosition(doc: Document, lineCounter: LineCounter): { line: 
 
 /** Characters YAML 1.1 takes as line breaks (NEL, LS, PS): a plain or single-quoted string with them changes. */
 const YAML11_BREAKS = /[\u0085\u2028\u2029]/;
-/** Keys whose integers are file modes: printed in octal, as people write them (0400, not 256). */
-const MODE_KEYS = new Set(['mode', 'defaultMode']);
+/** File modes are printed in octal, as people write them (0400, not 256): `defaultMode`, and `mode` beside a `path` (KeyToPath, DownwardAPIVolumeFile). */
+function isFileMode(key: string, siblings: unknown): boolean {
+  if (key === 'defaultMode') return true;
+  return key === 'mode' && isMap(siblings) && siblings.has('path');
+}
 
 /**
  * True when kubectl would not read `s` back as this string if it were written unquoted: `no`, `on`,
@@ -138,10 +141,11 @@ export function stringifyKubectl(values: readonly unknown[]): string {
 function kubectlDocument(value: unknown): Document {
   const doc = new Document(value, { version: '1.1' });
   visit(doc, {
-    Pair(_key, pair) {
+    Pair(_key, pair, path) {
       const key = pair.key as Scalar | null;
       const val = pair.value as Scalar | null;
-      if (typeof key?.value === 'string' && MODE_KEYS.has(key.value) && typeof val?.value === 'number' && Number.isInteger(val.value) && val.value > 0 && val.value <= 0o7777) val.format = 'OCT';
+      if (typeof key?.value !== 'string' || !isFileMode(key.value, path[path.length - 1])) return;
+      if (typeof val?.value === 'number' && Number.isInteger(val.value) && val.value > 0 && val.value <= 0o7777) val.format = 'OCT';
     },
     Scalar(_key, node) {
       if (typeof node.value === 'string' && changesMeaningUnquoted(node.value)) node.type = 'QUOTE_DOUBLE';

@@ -75,6 +75,10 @@ describe('kubectl YAML: writing', () => {
     assert.deepEqual(parseKubectl(out)[0]!.value, { secret: { secretName: 's', defaultMode: 256, items: [{ key: 'k', path: 'p', mode: 420 }] } });
   });
 
+  it('writes other integers named mode in decimal', () => {
+    assert.equal(stringifyKubectl([{ spec: { mode: 10 } }]), 'spec:\n  mode: 10\n');
+  });
+
   it('escapes YAML 1.1 line breaks (NEL, LS, PS) in strings', () => {
     const value = { a: 'x\u2028y', b: 'p\u0085q' };
     assert.deepEqual(parseKubectl(stringifyKubectl([value]))[0]!.value, value);
