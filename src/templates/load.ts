@@ -8,8 +8,9 @@ import { Volume as CoreVolume } from 'kubernetes-models/v1/Volume';
 import { VolumeMount as CoreVolumeMount } from 'kubernetes-models/v1/VolumeMount';
 import { LineCounter, isNode, type Document } from 'yaml';
 import { TemplateSetError, injectorError, type TemplateFault } from '../errors.js';
-import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
 import { findConflicts } from '../inject/conflicts.js';
+import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
+import type { TemplateHistory } from './history.js';
 import { PlaceholderError, renderValues } from './placeholders.js';
 import { placementFault } from './placement.js';
 import { FormatMessages, Formats, sidecarTemplateSchema, volumeSources, type Format } from './schema.js';
@@ -23,6 +24,8 @@ export interface TemplateSet {
   /** Digest of every template's source, to tell which set is serving. */
   readonly digest: string;
   readonly source: string;
+  /** The sets a running server served before this one (absent outside the server: CLI, tests). */
+  readonly history?: TemplateHistory;
 }
 
 /** One template file's text, read from disk or given directly (lint, tests). */
