@@ -52,6 +52,19 @@ export class InjectorError extends Error {
   }
 }
 
+/**
+ * Runs a step whose InjectorError is an answer to the user (a denial), not a failure of the
+ * webhook: returns the error instead of throwing it; any other error is thrown on.
+ */
+export function attempt<T>(step: () => T): T | InjectorError {
+  try {
+    return step();
+  } catch (err) {
+    if (err instanceof InjectorError) return err;
+    throw err;
+  }
+}
+
 /** Shorthand for `new InjectorError(code, args)`. */
 export function injectorError(code: ErrorCode, ...args: unknown[]): InjectorError {
   return new InjectorError(code, args);

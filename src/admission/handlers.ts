@@ -1,4 +1,4 @@
-import { InjectorError } from '../errors.js';
+import { attempt, InjectorError } from '../errors.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
 import { verifyPod } from '../inject/verify.js';
@@ -72,16 +72,6 @@ function validatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope)
 // Pods created by controllers often carry no metadata.namespace; request.namespace always has it.
 function namespaceOf(req: AdmissionRequest, pod: Pod): string {
   return req.namespace || pod.metadata?.namespace || 'default';
-}
-
-/** Runs a step whose InjectorError is an answer to the user (a denial), not a failure of the webhook. */
-function attempt<T>(step: () => T): T | InjectorError {
-  try {
-    return step();
-  } catch (err) {
-    if (err instanceof InjectorError) return err;
-    throw err;
-  }
 }
 
 function pass(req: AdmissionRequest, decision: Decision, reason: string): ReviewResult {
