@@ -177,6 +177,9 @@ export function isSubset(template: unknown, actual: unknown): boolean {
     const a = actual as Record<string, unknown>;
     return Object.entries(template).every(([k, v]) => isSubset(v, a[k]));
   }
+  // A list or object where the template has a value differs; String() of it could throw (a key
+  // named toString) or walk it.
+  if (typeof actual === 'object') return false;
   // Quantities written as numbers in YAML come back from the apiserver as strings.
   return String(template) === String(actual);
 }

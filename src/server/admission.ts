@@ -1,8 +1,8 @@
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
 import Koa from 'koa';
-import { deny, mutate, validate, type ReviewResult } from '../admission/handlers.js';
-import { decodeReview, encodeReview, reviewFacts, type AdmissionRequest, type DecodedReview, type ReviewFacts } from '../admission/review.js';
+import { deny, mutate, validate, type ReviewLimits, type ReviewResult } from '../admission/handlers.js';
+import { checkNesting, decodeReview, encodeReview, reviewFacts, type AdmissionRequest, type DecodedReview, type ReviewFacts } from '../admission/review.js';
 import { InjectorError } from '../errors.js';
 import { Reason } from '../inject/policy.js';
 import type { Logger } from '../log.js';
@@ -10,7 +10,7 @@ import type { TemplateSet } from '../templates/load.js';
 import { AnswerCache, answerOf } from './answers.js';
 import { checkContentType, parseJson, readBody } from './body.js';
 
-type Handler = (req: AdmissionRequest, set: TemplateSet) => ReviewResult;
+type Handler = (req: AdmissionRequest, set: TemplateSet, limits?: ReviewLimits) => ReviewResult;
 
 /** The two review endpoints. */
 export const Endpoints: Readonly<Record<string, Handler>> = Object.freeze({ '/mutate': mutate, '/validate': validate });
@@ -27,6 +27,8 @@ export interface AdmissionAppDeps {
   readonly maxInflight?: number;
   /** Bytes each endpoint may keep of answers to reviews that repeat but for the uid (default 4 MiB; 0 keeps none). */
   readonly answerCacheBytes?: number;
+  /** What one review may hold and answer (the --max-* flags); default: their defaults. */
+  readonly limits?: ReviewLimits;
 }
 
 /** Default of `answerCacheBytes`: about 400 typical Deployment pods per endpoint. */
@@ -83,13 +85,14 @@ export function createAdmissionApp(deps: AdmissionAppDeps): Koa {
       state.review = { apiVersion: lookup.slot.version, request: { uid: lookup.slot.uid } };
       return { answer: answerOf(lookup.entry, lookup.slot), cached: true };
     }
+    checkNesting(body);
     const review = decodeReview(parseJson(body));
     state.review = review;
     if (lookup?.entry !== undefined && cache.confirm(lookup.entry, lookup.slot, review)) {
       return { answer: answerOf(lookup.entry, lookup.slot), cached: true };
     }
     // One set for the whole review, so the answer kept is the one computed under that set.
-    const result = runHandler(handler, review.request, templates, deps.logger, endpoint);
+    const result = runHandler((req, set) => handler(req, set, deps.limits), review.request, templates, deps.logger, endpoint);
     const answer = { result, facts: reviewFacts(review.request), text: encodeReview(review.apiVersion, result.response) };
     if (lookup !== undefined) cache.put(lookup, review, result, answer.facts, answer.text);
     return { answer, cached: false };
