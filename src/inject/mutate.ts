@@ -47,11 +47,16 @@ export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[],
 
   if (context.lenientMounts !== true) checkMounts(newSpec, [...sidecars.containers, ...sidecars.initContainers], rendered, ownContainers.length > 0);
 
-  const annotations = mergeMap(meta.annotations, rendered, 'annotations', warnings);
+  // The pod's own maps are copied only when something is added to them (annotations always: the
+  // status), never walked: a pod may carry tens of thousands of keys (issue 11).
+  const ownAnnotations = meta.annotations ?? NONE;
+  const merged = mergeMap(ownAnnotations, rendered, 'annotations', warnings);
+  const annotations: Record<string, string> = merged === ownAnnotations ? { ...ownAnnotations } : (merged as Record<string, string>);
   annotations[Keys.status] = JSON.stringify(status);
-  const labels = mergeMap(meta.labels, rendered, 'labels', warnings);
+  const ownLabels = meta.labels ?? NONE;
+  const labels = mergeMap(ownLabels, rendered, 'labels', warnings);
   const newMeta = { ...meta, annotations };
-  if (Object.keys(labels).length > 0) newMeta.labels = labels;
+  if (labels !== ownLabels) newMeta.labels = labels as Record<string, string>;
   return { pod: { ...pod, metadata: newMeta, spec: newSpec }, status, warnings };
 }
 
@@ -148,12 +153,16 @@ function mergeNamed<T extends NamedItem>(own: T[] | undefined, items: readonly (
   return added.length === 0 ? own : [...(own ?? []), ...added];
 }
 
-/** Adds the templates' annotations or labels that the pod does not set, warning of each template value the pod's overrode. */
-function mergeMap(own: Record<string, string> | undefined, rendered: readonly RenderedTemplate[], field: 'annotations' | 'labels', warnings: string[]): Record<string, string> {
+const NONE: Readonly<Record<string, string>> = Object.freeze({});
+
+/**
+ * Adds the templates' annotations or labels that the pod does not set, warning of each template
+ * value the pod's overrode. Returns `own` itself when nothing is added, else a new map.
+ */
+function mergeMap(own: Readonly<Record<string, string>>, rendered: readonly RenderedTemplate[], field: 'annotations' | 'labels', warnings: string[]): Readonly<Record<string, string>> {
   const what = field === 'labels' ? 'label' : 'annotation';
   const kept = (key: string, template: string): void => void warnings.push(`${what} "${key}" of template "${template}" is already set on the pod; the pod's value was kept`);
-  // A copy: the caller adds the status annotation to it.
-  return { ...withTemplateKeys(own ?? {}, rendered, field, kept) };
+  return withTemplateKeys(own, rendered, field, kept);
 }
 
 function setList<K extends 'initContainers' | 'volumes' | 'imagePullSecrets'>(spec: PodSpec, key: K, value: PodSpec[K] | undefined): void {

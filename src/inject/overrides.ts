@@ -24,12 +24,11 @@ const QUANTITY = new RegExp(QUANTITY_PATTERN);
 const ANNOTATION_PLACEHOLDER = /pod\.annotations\[\s*(?:'([^']*)'|"([^"]*)")\s*\]/g;
 
 /** Reads and checks a template's override annotations on a pod; throws OVERRIDE_REFUSED with every problem. */
-export function overridesFor(t: CompiledTemplate, annotations: Readonly<Record<string, string>>): Overrides {
+export function overridesFor(t: CompiledTemplate, annotations: OverrideAnnotations): Overrides {
   const prefix = overrideKey(t.name, '');
   const out: Overrides = {};
   const problems: string[] = [];
-  for (const [key, value] of Object.entries(annotations)) {
-    if (!key.startsWith(prefix)) continue;
+  for (const [key, value] of annotations.get(t.name) ?? []) {
     const field = key.slice(prefix.length);
     const problem = checkOverride(t, field, value, key);
     if (problem === undefined && isField(field)) out[field] = value.trim();
@@ -37,6 +36,32 @@ export function overridesFor(t: CompiledTemplate, annotations: Readonly<Record<s
   }
   if (problems.length > 0) throw new InjectorError('OVERRIDE_REFUSED', [problems.join('; ')]);
   return out;
+}
+
+const PREFIX_TAIL = overrideKey('', '');
+
+/** Annotations `[key, value]` under each template's prefix, by template name. */
+export type OverrideAnnotations = ReadonlyMap<string, readonly (readonly [string, string])[]>;
+
+/**
+ * The annotations under `<template>.sidecar-injector.io/` in `maps` (the pod's, then those the
+ * templates add), by template, in one walk however many templates are selected (issue 11: a pod may carry tens of thousands of annotations).
+ * Template names hold no `/`, so a key is under a template's prefix exactly when the text before
+ * its first `/` is `<template>.sidecar-injector.io`.
+ */
+export function overrideAnnotations(...maps: readonly (Readonly<Record<string, string>> | undefined)[]): OverrideAnnotations {
+  const found = new Map<string, [string, string][]>();
+  for (const annotations of maps) {
+    for (const key in annotations) {
+      const slash = key.indexOf('/');
+      if (slash < 0 || !key.startsWith(PREFIX_TAIL, slash + 1 - PREFIX_TAIL.length)) continue;
+      const name = key.slice(0, slash + 1 - PREFIX_TAIL.length);
+      const list = found.get(name) ?? [];
+      list.push([key, annotations[key]!]);
+      found.set(name, list);
+    }
+  }
+  return found;
 }
 
 function checkOverride(t: CompiledTemplate, field: string, value: string, key: string): string | undefined {
