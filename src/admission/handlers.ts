@@ -7,7 +7,7 @@ import { diff, encodePatch } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
 import { withAudit } from './audit.js';
 import { Options, type Config } from '../config/config.js';
-import { DefaultPodLimits, isPodCreate, podObject, type AdmissionRequest, type AdmissionResponse, type PodLimits } from './review.js';
+import { DefaultBodyLimits, DefaultPodLimits, isPodCreate, podObject, type AdmissionRequest, type AdmissionResponse, type BodyLimits, type PodLimits } from './review.js';
 
 /** What became of a review; one value per log line and metric sample. */
 export const Decision = {
@@ -29,16 +29,19 @@ export interface ReviewResult {
 
 /** What one review may cost: the pod's lists (checked by podObject) and the patch sent back. */
 export interface ReviewLimits {
+  /** Checked on the text, before it is parsed (checkBody, called by the transport). */
+  readonly body: BodyLimits;
   readonly pod: PodLimits;
   /** Bytes of JSON patch (before base64); `--max-patch-kib`. */
   readonly patchBytes: number;
 }
 
-export const DefaultReviewLimits: ReviewLimits = Object.freeze({ pod: DefaultPodLimits, patchBytes: Options.maxPatchKib.schema.default * 1024 });
+export const DefaultReviewLimits: ReviewLimits = Object.freeze({ body: DefaultBodyLimits, pod: DefaultPodLimits, patchBytes: Options.maxPatchKib.schema.default * 1024 });
 
 /** The limits the --max-* flags set. */
 export function reviewLimits(config: Config): ReviewLimits {
   return {
+    body: { objectKeys: config.maxObjectKeys, nodes: config.maxJsonNodes },
     pod: {
       containers: config.maxContainers,
       envPerContainer: config.maxEnvPerContainer,

@@ -121,32 +121,56 @@ export function isPodCreate(req: AdmissionRequest): boolean {
 /**
  * Nesting allowed in a review body. The deepest field of a real review is about 20 levels down
  * (request.object.metadata.managedFields[].fieldsV1 mirrors the pod; spec.affinity and projected
- * volumes reach about 13), since core/v1 Pod has no recursive type. Deeper JSON costs JSON.parse
- * about a microsecond a level (a 3 MiB body of brackets: seconds of the event loop) and breaks
- * every recursive walk, JSON.stringify among them, so it is refused before it is parsed.
+ * volumes reach about 13), since core/v1 Pod has no recursive type. Deeper JSON breaks every
+ * recursive walk, JSON.stringify among them.
  */
 export const MAX_NESTING = 64;
 
 /**
- * Refuses a body nested deeper than MAX_NESTING, before JSON.parse. A scan of the text that jumps
- * over strings with indexOf (native), so it costs a fraction of the parse; malformed JSON is left
- * for the parser to report.
+ * What a review body may hold before it is parsed. JSON.parse costs about a quarter of a
+ * microsecond per object or list and more per key of a large map (V8 keeps it as a hash table):
+ * 3 MiB of `[]` or of labels holds the event loop for a quarter of a second or more, so such
+ * bodies are refused before JSON.parse sees them.
  */
-export function checkNesting(text: string): void {
+export interface BodyLimits {
+  /** Keys of one JSON object (`--max-object-keys`). */
+  readonly objectKeys: number;
+  /** Objects and lists in the whole body (`--max-json-nodes`). */
+  readonly nodes: number;
+}
+
+export const DefaultBodyLimits: BodyLimits = Object.freeze({ objectKeys: Options.maxObjectKeys.schema.default, nodes: Options.maxJsonNodes.schema.default });
+
+/**
+ * Refuses a body nested deeper than MAX_NESTING, with an object of more keys or more objects and
+ * lists than `limits` allow, before JSON.parse. A scan of the text that jumps over strings with
+ * indexOf (native), so it costs a fraction of the parse; malformed JSON is left for the parser.
+ */
+export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits): void {
+  // Per open level: -1 for a list, else the keys of the object seen so far.
+  const keys = new Int32Array(MAX_NESTING + 2);
   let depth = 0;
+  let nodes = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === QUOTE) {
       i = closingQuote(text, i);
       if (i < 0) return;
+    } else if (c === COLON) {
+      if (keys[depth]! >= 0 && ++keys[depth]! > limits.objectKeys) {
+        throw invalid(`the body has an object of more than ${limits.objectKeys} keys (--${Options.maxObjectKeys.flag}); no real pod has a map that large`);
+      }
     } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
       if (++depth > MAX_NESTING) throw invalid(`the body is nested more than ${MAX_NESTING} levels deep; no AdmissionReview is`);
+      if (++nodes > limits.nodes) throw invalid(`the body holds more than ${limits.nodes} objects and lists (--${Options.maxJsonNodes.flag}); no real pod holds that many`);
+      keys[depth] = c === OPEN_BRACE ? 0 : -1;
     } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
-      depth--;
+      depth = Math.max(0, depth - 1);
     }
   }
 }
 
+const COLON = 0x3a;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const OPEN_BRACE = 0x7b;

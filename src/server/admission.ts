@@ -1,8 +1,8 @@
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
 import Koa from 'koa';
-import { deny, mutate, validate, type ReviewLimits, type ReviewResult } from '../admission/handlers.js';
-import { checkNesting, decodeReview, encodeReview, reviewFacts, type AdmissionRequest, type DecodedReview, type ReviewFacts } from '../admission/review.js';
+import { DefaultReviewLimits, deny, mutate, validate, type ReviewLimits, type ReviewResult } from '../admission/handlers.js';
+import { checkBody, decodeReview, encodeReview, reviewFacts, type AdmissionRequest, type DecodedReview, type ReviewFacts } from '../admission/review.js';
 import { InjectorError } from '../errors.js';
 import { Reason } from '../inject/policy.js';
 import type { Logger } from '../log.js';
@@ -85,7 +85,7 @@ export function createAdmissionApp(deps: AdmissionAppDeps): Koa {
       state.review = { apiVersion: lookup.slot.version, request: { uid: lookup.slot.uid } };
       return { answer: answerOf(lookup.entry, lookup.slot), cached: true };
     }
-    checkNesting(body);
+    checkBody(body, (deps.limits ?? DefaultReviewLimits).body);
     const review = decodeReview(parseJson(body));
     state.review = review;
     if (lookup?.entry !== undefined && cache.confirm(lookup.entry, lookup.slot, review)) {

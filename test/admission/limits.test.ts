@@ -64,11 +64,11 @@ describe("metadata over Kubernetes' limits", () => {
   });
 
   it('injects a pod whose annotations take exactly 256 KiB', async () => {
-    // Many small annotations: the shape that cost the most per byte before.
+    // As many annotations as --max-object-keys allows, the shape that cost the most per byte before.
     const annotations: Record<string, string> = {};
     let bytes = 0;
-    for (let i = 0; bytes < MetadataLimits.annotationBytes - 16; i++) {
-      const key = `k${i}`;
+    for (let i = 0; i < 16_000; i++) {
+      const key = `k${i}`.padEnd(16, '-');
       annotations[key] = '';
       bytes += key.length;
     }
@@ -141,6 +141,29 @@ describe('pods over the --max-* limits', () => {
     } finally {
       await small.close();
     }
+  });
+});
+
+describe('bodies over the --max-object-keys and --max-json-nodes limits', () => {
+  async function assertHttp400(pod: object, message: RegExp): Promise<void> {
+    const started = Date.now();
+    const res = await httpsRequest(`${server.url}/mutate`, JSON.stringify(podReview(pod)), { ca });
+    assert.equal(res.status, 400, res.text.slice(0, 300));
+    assert.equal(res.json().error, 'REVIEW_INVALID');
+    assert.match(res.json().message, message);
+    assert.ok(Date.now() - started < BOUND_MS);
+    await validReviewSucceeds();
+  }
+
+  it('refuses labels of more keys than --max-object-keys before parsing them (3 MiB of labels held the event loop for a second)', async () => {
+    const labels = Object.fromEntries(repeat(16_385, (i) => [i.toString(36), '']));
+    await assertHttp400(optedInPod({ labels }), /an object of more than 16384 keys \(--max-object-keys\)/);
+    const { response } = await admit(server.url, ca, optedInPod({ labels: Object.fromEntries(repeat(16_000, (i) => [`l${i}`, ''])) }));
+    assert.equal(response.allowed, true);
+  });
+
+  it('refuses more objects and lists than --max-json-nodes anywhere in the body', async () => {
+    await assertHttp400(optedInPod({ spec: { containers: [app()], affinity: { x: repeat(100_001, () => []) } } }), /more than 100000 objects and lists \(--max-json-nodes\)/);
   });
 });
 
