@@ -10,6 +10,7 @@
 import { pathToFileURL } from 'node:url';
 import { mutate } from '../src/admission/handlers.js';
 import { checkBody, decodeReview, encodeReview, MetadataLimits } from '../src/admission/review.js';
+import { Options } from '../src/config/config.js';
 import { InjectorError } from '../src/errors.js';
 import { loadTemplateSet, type TemplateSet } from '../src/templates/load.js';
 
@@ -90,64 +91,77 @@ function nested(depth: number): unknown {
 
 /** Every shape, built on demand (some take a second to build). */
 export const Shapes: Readonly<Record<string, () => Shape>> = {
-  typical: () => ({ name: 'typical', what: 'a Deployment pod of 1 container (reference)', text: review(pod({}, { containers: [app] })) }),
+  typical: () => ({ name: 'typical', what: 'a pod of 1 container (reference)', text: review(pod({}, { containers: [app] })) }),
   'annotations-256k': () => {
-    const annotations = annotationsWithin(MetadataLimits.annotationBytes);
-    return { name: 'annotations-256k', what: `${Object.keys(annotations).length} annotations, 256 KiB in all (Kubernetes' limit), injected`, text: review(pod({ annotations }, { containers: [app] })) };
+    // As many keys as --max-object-keys allows, long enough to fill Kubernetes' 256 KiB.
+    const n = Options.maxObjectKeys.schema.default - 10;
+    const width = Math.floor(MetadataLimits.annotationBytes / n);
+    const annotations = Object.fromEntries(keys(n).map((k) => [k.padEnd(width, '-'), '']));
+    return { name: 'annotations-256k', what: `${n} annotations (--max-object-keys), 256 KiB (Kubernetes' limit): injected`, text: review(pod({ annotations }, { containers: [app] })) };
   },
   'annotations-3mib': () => {
     const text = fill((n) => pod({ annotations: Object.fromEntries(keys(n).map((k) => [k, ''])) }, { containers: [app] }), 400_000);
-    return { name: 'annotations-3mib', what: 'as many annotations as 3 MiB holds, refused (over 256 KiB)', text };
+    return { name: 'annotations-3mib', what: 'as many annotations as 3 MiB holds: refused before parsing (--max-object-keys)', text };
+  },
+  'labels-max': () => {
+    const n = Options.maxObjectKeys.schema.default - 10;
+    const labels = Object.fromEntries(keys(n).map((k) => [k.padEnd(MetadataLimits.keyName, '-'), 'v'.repeat(MetadataLimits.labelValue)]));
+    return { name: 'labels-max', what: `${n} labels (--max-object-keys) of the longest keys and values: injected`, text: review(pod({ labels }, { containers: [app] })) };
   },
   'labels-3mib': () => {
     const text = fill((n) => pod({ labels: Object.fromEntries(keys(n).map((k) => [k, ''])) }, { containers: [app] }), 400_000);
-    return { name: 'labels-3mib', what: 'as many labels as 3 MiB holds (Kubernetes sets no count), injected', text };
+    return { name: 'labels-3mib', what: 'as many labels as 3 MiB holds: refused before parsing (--max-object-keys)', text };
   },
   'containers-limit': () => {
-    const text = fill((n) => pod({}, { containers: containers(1000, () => ({ args: ['x'.repeat(n)] })) }), 4000);
-    return { name: 'containers-limit', what: '1000 containers (--max-containers) filling 3 MiB, injected', text };
+    const text = fill((n) => pod({}, { containers: containers(Options.maxContainers.schema.default, () => ({ args: ['x'.repeat(n)] })) }), 4000);
+    return { name: 'containers-limit', what: '1000 containers (--max-containers) filling 3 MiB: injected', text };
   },
   'containers-over': () => {
     const text = fill((n) => pod({}, { containers: containers(n, () => ({})) }), 200_000);
-    return { name: 'containers-over', what: 'as many containers as 3 MiB holds, refused (--max-containers)', text };
+    return { name: 'containers-over', what: 'as many containers as 3 MiB holds: refused (--max-containers)', text };
   },
   'env-limit': () => {
-    const env = Array.from({ length: 1000 }, (_, i) => ({ name: `E${i}`, value: '' }));
-    const text = fill((n) => pod({}, { containers: containers(n, () => ({ env })) }), 1000);
-    return { name: 'env-limit', what: '1000 env vars (--max-env-per-container) in as many containers as 3 MiB holds, injected', text };
+    const env = Array.from({ length: Options.maxEnvPerContainer.schema.default }, (_, i) => ({ name: `E${i}`, value: '' }));
+    const text = fill((n) => pod({}, { containers: containers(n, () => ({ env })) }), 99);
+    return { name: 'env-limit', what: '1000 env vars (--max-env-per-container) in each of 99 containers (--max-json-nodes): injected', text };
   },
   'mounts-limit': () => {
-    const volumes = Array.from({ length: 1000 }, (_, i) => ({ name: `v${i}`, emptyDir: {} }));
+    const volumes = Array.from({ length: 998 }, (_, i) => ({ name: `v${i}`, emptyDir: {} }));
     const mounts = Array.from({ length: 998 }, (_, i) => ({ name: `v${i}`, mountPath: `/m/${i}` }));
-    const text = fill((n) => pod({}, { volumes: volumes.slice(0, 998), containers: containers(n, () => ({ volumeMounts: mounts })) }), 1000);
-    return { name: 'mounts-limit', what: '998 volumes and 998 mounts (--max-mounts-per-container) in as many containers as 3 MiB holds, injected', text };
+    const text = fill((n) => pod({}, { volumes, containers: containers(n, () => ({ volumeMounts: mounts })) }), 97);
+    return { name: 'mounts-limit', what: '998 mounts (--max-mounts-per-container) in each of 97 containers (--max-json-nodes): injected', text };
+  },
+  'nodes-limit': () => {
+    // Lists and objects nested to the depth limit in a field the injector never reads: the most parse work allowed.
+    const text = fill((n) => pod({}, { containers: [app], affinity: { x: Array.from({ length: n }, () => nested(57)) } }), 1740);
+    return { name: 'nodes-limit', what: 'spec.affinity holding ~99 000 lists and objects (--max-json-nodes) nested 64 deep: injected', text };
+  },
+  'nodes-over': () => {
+    const text = fill((n) => pod({}, { containers: [app], affinity: { x: Array.from({ length: n }, () => []) } }), 2_000_000);
+    return { name: 'nodes-over', what: 'spec.affinity holding as many empty lists as 3 MiB holds: refused before parsing (--max-json-nodes)', text };
   },
   'long-strings': () => {
     const text = fill((n) => pod({ annotations: { note: 'x'.repeat(200_000) } }, { containers: [{ ...app, env: [{ name: 'BLOB', value: 'x'.repeat(n) }] }] }), MAX_REVIEW_BYTES);
-    return { name: 'long-strings', what: 'one env value of ~2.8 MiB and a 200 KB annotation, injected', text };
-  },
-  'deep-allowed': () => {
-    // 60 levels inside spec.affinity, 64 from the top of the body: the deepest allowed, in a field the injector never reads.
-    const text = fill((n) => pod({}, { containers: [app], affinity: { x: Array.from({ length: n }, () => nested(57)) } }), 100_000);
-    return { name: 'deep-allowed', what: 'spec.affinity filled with values nested to the limit (64 levels), injected', text };
+    return { name: 'long-strings', what: 'one env value of ~2.8 MiB and a 200 KB annotation: injected', text };
   },
   'deep-over': () => {
     const depth = Math.floor((MAX_REVIEW_BYTES - 400) / 2);
     const text = review(pod({}, { containers: [app], affinity: 'DEEP' })).replace('"DEEP"', '['.repeat(depth) + ']'.repeat(depth));
-    return { name: 'deep-over', what: `${depth} levels of brackets, refused before parsing`, text: text.slice(0, MAX_REVIEW_BYTES) };
+    return { name: 'deep-over', what: `${depth} levels of brackets: refused before parsing`, text: text.slice(0, MAX_REVIEW_BYTES) };
   },
 };
 
-/** What the server makes of a body, synchronously: the answer's decision, or the HTTP error code. */
+/** What the server makes of a body, synchronously: the answer's decision, or the HTTP error. */
 export function handleReview(text: string, set: TemplateSet): string {
   try {
     checkBody(text);
     const decoded = decodeReview(JSON.parse(text));
     const result = mutate(decoded.request, set);
     encodeReview(decoded.apiVersion, result.response);
-    return result.response.allowed ? result.decision : `refused: ${result.response.status?.message.slice(0, 60) ?? ''}`;
+    return result.response.allowed ? result.decision : `refused: ${result.response.status?.message.slice(0, 70) ?? ''}`;
   } catch (err) {
-    if (err instanceof InjectorError) return `HTTP ${err.status} ${err.code}`;
+    // As the server does: a pod the handler refuses is a denial (HTTP 200, allowed: false); a body refused before decoding is an HTTP 400.
+    if (err instanceof InjectorError && err.status < 500) return `${err.code === 'REVIEW_INVALID' ? 'HTTP 400' : 'refused'}: ${err.message.slice(0, 70)}`;
     throw err;
   }
 }
@@ -160,6 +174,10 @@ export interface ShapeFigures {
   /** Wall milliseconds of the synchronous work per review: the event loop is busy that long. */
   readonly worstMs: number;
   readonly medianMs: number;
+  /** CPU milliseconds per review (process.cpuUsage): less sensitive to other work on a shared machine. */
+  readonly cpuMs: number;
+  /** Wall milliseconds of JSON.parse alone, what any server pays (median); 0 when refused before parsing. */
+  readonly parseMs: number;
 }
 
 /** Times `runs` reviews of each shape in this process (after one warm-up). */
@@ -170,13 +188,31 @@ export async function measureShapes(names: readonly string[], runs: number): Pro
     const shape = Shapes[name]!();
     const answer = handleReview(shape.text, set);
     const times: number[] = [];
+    const cpu = process.cpuUsage();
     for (let i = 0; i < runs; i++) {
       const started = performance.now();
       handleReview(shape.text, set);
       times.push(performance.now() - started);
     }
+    const used = process.cpuUsage(cpu);
+    const parses: number[] = [];
+    for (let i = 0; !answer.startsWith('HTTP') && i < runs; i++) {
+      const started = performance.now();
+      JSON.parse(shape.text);
+      parses.push(performance.now() - started);
+    }
     times.sort((a, b) => a - b);
-    out.push({ name, what: shape.what, bytes: Buffer.byteLength(shape.text), answer, worstMs: times.at(-1)!, medianMs: times[Math.floor(times.length / 2)]! });
+    parses.sort((a, b) => a - b);
+    out.push({
+      name,
+      what: shape.what,
+      bytes: Buffer.byteLength(shape.text),
+      answer,
+      worstMs: times.at(-1)!,
+      medianMs: times[Math.floor(times.length / 2)]!,
+      cpuMs: (used.user + used.system) / 1000 / runs,
+      parseMs: parses[Math.floor(parses.length / 2)] ?? 0,
+    });
   }
   return out;
 }
@@ -185,6 +221,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const runs = Number(process.argv[2] ?? 10);
   const names = process.argv[3]?.split(',') ?? Object.keys(Shapes);
   for (const f of await measureShapes(names, runs)) {
-    process.stdout.write(`${f.name.padEnd(18)} ${(f.bytes / 2 ** 20).toFixed(2)} MiB  worst ${f.worstMs.toFixed(1).padStart(7)} ms  median ${f.medianMs.toFixed(1).padStart(7)} ms  ${f.answer}\n`);
+    const ms = (v: number): string => v.toFixed(1).padStart(6);
+    process.stdout.write(`${f.name.padEnd(17)} ${(f.bytes / 2 ** 20).toFixed(2)} MiB  worst ${ms(f.worstMs)} ms  median ${ms(f.medianMs)} ms  cpu ${ms(f.cpuMs)} ms  parse ${ms(f.parseMs)} ms  ${f.answer}\n`);
   }
 }
