@@ -1,6 +1,6 @@
 import { InjectorError } from '../errors.js';
 import { injectSidecars } from '../inject/mutate.js';
-import { Reason, refusalReason, selectTemplates } from '../inject/policy.js';
+import { OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
 import { missingSidecars } from '../inject/verify.js';
 import type { Pod } from '../kube/types.js';
 import { diff, encodePatch } from '../patch/diff.js';
@@ -53,16 +53,16 @@ export function reviewLimits(config: Config): ReviewLimits {
   };
 }
 
-/** The mutating handler: injects the selected templates and answers with the patch. */
-export function mutate(req: AdmissionRequest, set: TemplateSet, limits: ReviewLimits = DefaultReviewLimits): ReviewResult {
-  return withAudit(mutatePod(req, set, limits));
+/** The mutating handler: injects the selected templates and answers with the patch; `scope` says who may opt the pod in. */
+export function mutate(req: AdmissionRequest, set: TemplateSet, scope: OptInScope = OptInScope.Pod, limits: ReviewLimits = DefaultReviewLimits): ReviewResult {
+  return withAudit(mutatePod(req, set, scope, limits));
 }
 
-function mutatePod(req: AdmissionRequest, set: TemplateSet, limits: ReviewLimits): ReviewResult {
+function mutatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope, limits: ReviewLimits): ReviewResult {
   if (!isPodCreate(req)) return pass(req, Decision.Skipped, Reason.NotPodCreate);
   const pod = podObject(req, limits.pod);
   const namespace = namespaceOf(req, pod);
-  const selection = attempt(() => selectTemplates(pod, set));
+  const selection = attempt(() => selectTemplates(pod, set, scope));
   if (selection instanceof InjectorError) return deny(req, selection, Reason.UnknownTemplate);
   if (!selection.inject) return pass(req, Decision.Skipped, selection.reason);
 
@@ -89,14 +89,14 @@ function mutatePod(req: AdmissionRequest, set: TemplateSet, limits: ReviewLimits
  * reaches the end of admission. The selection is recomputed from the pod; the status annotation is
  * not trusted, since anything after the injector could have changed the pod.
  */
-export function validate(req: AdmissionRequest, set: TemplateSet, limits: ReviewLimits = DefaultReviewLimits): ReviewResult {
-  return withAudit(validatePod(req, set, limits));
+export function validate(req: AdmissionRequest, set: TemplateSet, scope: OptInScope = OptInScope.Pod, limits: ReviewLimits = DefaultReviewLimits): ReviewResult {
+  return withAudit(validatePod(req, set, scope, limits));
 }
 
-function validatePod(req: AdmissionRequest, set: TemplateSet, limits: ReviewLimits): ReviewResult {
+function validatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope, limits: ReviewLimits): ReviewResult {
   if (!isPodCreate(req)) return pass(req, Decision.Skipped, Reason.NotPodCreate);
   const pod = podObject(req, limits.pod);
-  const selection = attempt(() => selectTemplates(pod, set));
+  const selection = attempt(() => selectTemplates(pod, set, scope));
   if (selection instanceof InjectorError) return deny(req, selection, Reason.UnknownTemplate);
   if (!selection.inject) return pass(req, Decision.Skipped, selection.reason);
 

@@ -4,7 +4,7 @@ import Koa from 'koa';
 import { DefaultReviewLimits, deny, mutate, validate, type ReviewLimits, type ReviewResult } from '../admission/handlers.js';
 import { checkBody, decodeReview, encodeReview, reviewFacts, type AdmissionRequest, type DecodedReview, type ReviewFacts } from '../admission/review.js';
 import { InjectorError } from '../errors.js';
-import { Reason } from '../inject/policy.js';
+import { OptInScope, Reason } from '../inject/policy.js';
 import type { Logger } from '../log.js';
 import type { TemplateSet } from '../templates/load.js';
 import { AnswerCache, answerOf } from './answers.js';
@@ -12,8 +12,13 @@ import { checkContentType, parseJson, readBody } from './body.js';
 
 type Handler = (req: AdmissionRequest, set: TemplateSet, limits?: ReviewLimits) => ReviewResult;
 
-/** The two review endpoints. */
-export const Endpoints: Readonly<Record<string, Handler>> = Object.freeze({ '/mutate': mutate, '/validate': validate });
+/** The review endpoints: pods that opted in themselves, and pods of namespaces that opted in (issue 12). */
+export const Endpoints: Readonly<Record<string, Handler>> = Object.freeze({
+  '/mutate': (req, set, limits) => mutate(req, set, OptInScope.Pod, limits),
+  '/validate': (req, set, limits) => validate(req, set, OptInScope.Pod, limits),
+  '/mutate/namespace': (req, set, limits) => mutate(req, set, OptInScope.Namespace, limits),
+  '/validate/namespace': (req, set, limits) => validate(req, set, OptInScope.Namespace, limits),
+});
 
 export interface AdmissionAppDeps {
   readonly logger: Logger;
