@@ -123,8 +123,16 @@ function extendContainer(c: Container, env: readonly (readonly [NamedItem, strin
 function mergeMounts(c: Container, mounts: readonly (readonly [VolumeMount, string])[], warnings: string[]): VolumeMount[] | undefined {
   const own = c.volumeMounts;
   if (mounts.length === 0) return own;
-  const names = new Map((own ?? []).map((m) => [m.name, m]));
-  const paths = new Map((own ?? []).map((m) => [m.mountPath, m]));
+  // Only the pod's mounts that the templates' could clash with are indexed: a container may hold a
+  // thousand mounts, and this runs for every application container (issue 11).
+  const wantedNames = new Set(mounts.map(([m]) => m.name));
+  const wantedPaths = new Set(mounts.map(([m]) => m.mountPath));
+  const names = new Map<string, VolumeMount>();
+  const paths = new Map<string, VolumeMount>();
+  for (const m of own ?? []) {
+    if (wantedNames.has(m.name)) names.set(m.name, m);
+    if (wantedPaths.has(m.mountPath)) paths.set(m.mountPath, m);
+  }
   const added: VolumeMount[] = [];
   for (const [m, template] of mounts) {
     const existing = names.get(m.name) ?? paths.get(m.mountPath);
@@ -142,7 +150,11 @@ function mergeMounts(c: Container, mounts: readonly (readonly [VolumeMount, stri
 /** Appends the template's items that the pod does not have by name; returns `own` itself when nothing is new. */
 function mergeNamed<T extends NamedItem>(own: T[] | undefined, items: readonly (readonly [T, string])[], what: (name: string) => string, warnings: string[]): T[] | undefined {
   if (items.length === 0) return own;
-  const byName = new Map((own ?? []).map((i) => [i.name, i]));
+  // Only the pod's items with a name the templates use are indexed: a container may hold a thousand
+  // env vars, and this runs for every application container (issue 11).
+  const wanted = new Set(items.map(([item]) => item.name));
+  const byName = new Map<string, T>();
+  for (const i of own ?? []) if (wanted.has(i.name)) byName.set(i.name, i);
   const added: T[] = [];
   for (const [item, template] of items) {
     const existing = byName.get(item.name);

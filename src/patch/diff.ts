@@ -101,12 +101,15 @@ function diffObject(a: JsonObject, b: JsonObject, path: string, ops: Operation[]
  */
 function diffArray(a: readonly unknown[], b: readonly unknown[], path: string, ops: Operation[]): void {
   const local: Operation[] = [];
-  const kept = b.length > a.length ? new Set(b) : undefined;
+  // Built on the first element not matched by identity: a list the injector only appended to (a
+  // container's thousand env vars) is walked once, with no set of its items (issue 11).
+  let kept: ReadonlySet<unknown> | undefined;
+  const isKept = (x: unknown): boolean => b.length > a.length && (kept ??= new Set(b)).has(x);
   let i = 0;
   for (let j = 0; j < b.length; j++) {
     const x = a[i];
     const y = b[j];
-    if (i < a.length && (x === y || (!kept?.has(x) && matches(x, y)))) {
+    if (i < a.length && (x === y || (!isKept(x) && matches(x, y)))) {
       diffValue(x, y, `${path}/${j}`, local);
       i++;
     } else {
