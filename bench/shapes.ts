@@ -7,7 +7,11 @@
  *
  * Usage: node --import tsx bench/shapes.ts [runs] [shape,...]
  */
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { Agent, request } from 'node:https';
 import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import { mutate } from '../src/admission/handlers.js';
 import { checkBody, decodeReview, encodeReview, MetadataLimits } from '../src/admission/review.js';
 import { Options } from '../src/config/config.js';
@@ -215,6 +219,117 @@ export async function measureShapes(names: readonly string[], runs: number): Pro
     });
   }
   return out;
+}
+
+export interface TlsFigures {
+  readonly name: string;
+  /** Latency of the shape's own reviews, ms. */
+  readonly medianMs: number;
+  readonly worstMs: number;
+  /** Latency of a small review sent meanwhile on another connection, ms: the event loop's stall as others see it. */
+  readonly probeWorstMs: number;
+  /** The same small review's median with nothing else sent. */
+  readonly probeIdleMs: number;
+  readonly status: string;
+}
+
+/**
+ * Sends each shape `reviews` times to a running server over TLS, one at a time, while a small
+ * review goes back and forth on a second connection: the worst latency of the small one is how long
+ * the big ones held the event loop. Every body is made distinct (uid and generateName), so the
+ * answer cache never answers one.
+ */
+export async function measureShapesOverTls(port: number, ca: string, names: readonly string[], reviews: number): Promise<TlsFigures[]> {
+  const sender = post(port, ca, new Agent({ keepAlive: true, maxSockets: 1 }));
+  const small = Shapes['typical']!().text;
+  // The small review runs in a worker thread, so that this thread's own work (building, encrypting
+  // and sending 3 MiB) never delays it: only the server's does.
+  const probe = new Worker(PROBE, { eval: true, workerData: { port, ca, small } });
+  const ask = async (message: string): Promise<number> => {
+    probe.postMessage(message);
+    const [worst] = (await once(probe, 'message')) as [number];
+    return worst;
+  };
+  try {
+    const probeIdleMs = await ask('idle');
+    const out: TlsFigures[] = [];
+    for (const name of names) {
+      const text = Shapes[name]!().text;
+      await ask('start');
+      const times: number[] = [];
+      let status = '';
+      for (let i = 0; i < reviews; i++) {
+        const r = await sender(distinct(text));
+        times.push(r.ms);
+        status = r.status;
+      }
+      const probeWorstMs = await ask('stop');
+      times.sort((a, b) => a - b);
+      out.push({ name, medianMs: times[Math.floor(times.length / 2)]!, worstMs: times.at(-1)!, probeWorstMs, probeIdleMs, status });
+    }
+    return out;
+  } finally {
+    await probe.terminate();
+  }
+}
+
+/** The worker that sends the small review: 'idle' answers its median over 30 reviews; 'start' .. 'stop' its worst meanwhile. */
+const PROBE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { Agent, request } = require('node:https');
+const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+let n = 0;
+const once = () => new Promise((resolve, reject) => {
+  const body = workerData.small.replace('00000000-0000-4000-8000-000000000000', 'probe-' + n++);
+  const started = performance.now();
+  const req = request({ host: '127.0.0.1', port: workerData.port, path: '/mutate', method: 'POST', ca: workerData.ca, servername: 'localhost', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+    res.resume();
+    res.on('end', () => resolve(performance.now() - started));
+  });
+  req.on('error', reject);
+  req.end(body);
+});
+let running = false;
+let worst = 0;
+parentPort.on('message', async (m) => {
+  if (m === 'idle') {
+    const t = [];
+    for (let i = 0; i < 30; i++) t.push(await once());
+    parentPort.postMessage(t.sort((a, b) => a - b)[15]);
+  } else if (m === 'start') {
+    running = true;
+    worst = 0;
+    parentPort.postMessage(0);
+    while (running) worst = Math.max(worst, await once());
+  } else {
+    running = false;
+    setTimeout(() => parentPort.postMessage(worst), 50);
+  }
+});
+`;
+
+function distinct(text: string): string {
+  return text.replace('00000000-0000-4000-8000-000000000000', randomUUID()).replace('"generateName":"web-"', `"generateName":"web-${randomUUID().slice(0, 8)}-"`);
+}
+
+function post(port: number, ca: string, agent: Agent): (body: string) => Promise<{ ms: number; status: string }> {
+  return (body) =>
+    new Promise((resolve, reject) => {
+      const started = performance.now();
+      const req = request({ host: '127.0.0.1', port, path: '/mutate', method: 'POST', ca, servername: 'localhost', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const ms = performance.now() - started;
+          const text = Buffer.concat(chunks).toString('utf8');
+          const response = res.statusCode === 200 ? JSON.parse(text).response : undefined;
+          resolve({ ms, status: response === undefined ? `HTTP ${res.statusCode ?? 0}` : response.allowed ? (response.patch ? 'injected' : 'allowed') : `refused ${response.status?.code ?? ''}` });
+        });
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
