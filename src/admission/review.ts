@@ -241,7 +241,7 @@ export const MetadataLimits = {
 export function podObject(req: AdmissionRequest, limits: PodLimits = DefaultPodLimits): Pod {
   const pod = req.object;
   if (!isObject(pod)) throw invalid('request.object must be the Pod being created');
-  if (pod['kind'] !== undefined && pod['kind'] !== 'Pod') throw invalid(`request.object is a ${describe(pod['kind'])}, not a Pod`);
+  if (pod['kind'] !== undefined && pod['kind'] !== 'Pod') throw invalid(`request.object has kind ${describe(pod['kind'])}, not Pod`);
   if (pod['apiVersion'] !== undefined && pod['apiVersion'] !== 'v1') throw invalid(`request.object has apiVersion ${describe(pod['apiVersion'])}, not v1`);
   const meta = optionalObject(pod['metadata'], 'metadata');
   if (meta !== undefined) checkMetadata(meta);

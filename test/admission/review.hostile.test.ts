@@ -102,7 +102,7 @@ describe('hostile values in a review', () => {
     ['10 000 levels of nesting in object.kind', ['request', 'object', 'kind'], { deep: 10_000, kind: '{"a":' }, /nested more than 64 levels/],
     ['an env value that is an object with a toString key', ['request', 'object', 'spec', 'containers', 0, 'env', 0, 'value'], { toString: 'x' }, /env\[0\]\.value must be a string/],
     ['a label value that is an object', ['request', 'object', 'metadata', 'labels', 'app'], { a: { b: 'c' } }, /labels must map strings to strings; "app" maps to an object/],
-    ['a kind that is a long string', ['request', 'object', 'kind'], 'Pod'.repeat(30_000), /request.object is a "(Pod){21}P…", not a Pod/],
+    ['a kind that is a long string', ['request', 'object', 'kind'], 'Pod'.repeat(30_000), /request.object has kind "(Pod){21}P…", not Pod/],
   ] as const) {
     it(`refuses ${what} with a short message`, async () => {
       const review = podReview(optedInPod({ spec: appSpec() }));
