@@ -29,6 +29,7 @@ export interface Shape {
 }
 
 const OPT_IN = { 'sidecar-injector.io/inject': 'true' };
+const NODES = Options.maxJsonNodes.schema.default;
 
 function review(pod: object): string {
   return JSON.stringify({
@@ -121,24 +122,26 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
     return { name: 'containers-limit', what: '1000 containers (--max-containers) filling 3 MiB: injected', text };
   },
   'containers-over': () => {
-    const text = fill((n) => pod({}, { containers: containers(n, () => ({})) }), 200_000);
-    return { name: 'containers-over', what: 'as many containers as 3 MiB holds: refused (--max-containers)', text };
+    const text = fill((n) => pod({}, { containers: containers(n, () => ({})) }), NODES - 20);
+    return { name: 'containers-over', what: 'as many containers as --max-json-nodes lets through: refused (--max-containers)', text };
   },
   'env-limit': () => {
     const env = Array.from({ length: Options.maxEnvPerContainer.schema.default }, (_, i) => ({ name: `E${i}`, value: '' }));
-    const text = fill((n) => pod({}, { containers: containers(n, () => ({ env })) }), 99);
-    return { name: 'env-limit', what: '1000 env vars (--max-env-per-container) in each of 99 containers (--max-json-nodes): injected', text };
+    const n = Math.floor((NODES - 20) / (env.length + 2));
+    const text = fill((k) => pod({}, { containers: containers(k, () => ({ env })) }), n);
+    return { name: 'env-limit', what: `1000 env vars (--max-env-per-container) in each of ${n} containers (--max-json-nodes): injected`, text };
   },
   'mounts-limit': () => {
     const volumes = Array.from({ length: 998 }, (_, i) => ({ name: `v${i}`, emptyDir: {} }));
     const mounts = Array.from({ length: 998 }, (_, i) => ({ name: `v${i}`, mountPath: `/m/${i}` }));
-    const text = fill((n) => pod({}, { volumes, containers: containers(n, () => ({ volumeMounts: mounts })) }), 97);
-    return { name: 'mounts-limit', what: '998 mounts (--max-mounts-per-container) in each of 97 containers (--max-json-nodes): injected', text };
+    const n = Math.floor((NODES - 20 - 2 * volumes.length) / (mounts.length + 2));
+    const text = fill((k) => pod({}, { volumes, containers: containers(k, () => ({ volumeMounts: mounts })) }), n);
+    return { name: 'mounts-limit', what: `998 mounts (--max-mounts-per-container) in each of ${n} containers (--max-json-nodes): injected`, text };
   },
   'nodes-limit': () => {
     // Lists and objects nested to the depth limit in a field the injector never reads: the most parse work allowed.
-    const text = fill((n) => pod({}, { containers: [app], affinity: { x: Array.from({ length: n }, () => nested(57)) } }), 1740);
-    return { name: 'nodes-limit', what: 'spec.affinity holding ~99 000 lists and objects (--max-json-nodes) nested 64 deep: injected', text };
+    const text = fill((n) => pod({}, { containers: [app], affinity: { x: Array.from({ length: n }, () => nested(57)) } }), Math.floor((NODES - 20) / 57));
+    return { name: 'nodes-limit', what: `spec.affinity holding ~${NODES} lists and objects (--max-json-nodes) nested 64 deep: injected`, text };
   },
   'nodes-over': () => {
     const text = fill((n) => pod({}, { containers: [app], affinity: { x: Array.from({ length: n }, () => []) } }), 2_000_000);
