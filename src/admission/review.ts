@@ -65,9 +65,9 @@ export function decodeReview(body: unknown): DecodedReview {
   if (!isObject(body)) throw invalid('the body must be a JSON object');
   const { apiVersion, kind, request } = body;
   if (typeof apiVersion !== 'string' || !versions.has(apiVersion)) {
-    throw invalid(`apiVersion must be ${ReviewVersion.V1} or ${ReviewVersion.V1Beta1}, got ${describe(apiVersion)}`);
+    throw invalid(`apiVersion must be ${ReviewVersion.V1} or ${ReviewVersion.V1Beta1}, got ${describeValue(apiVersion)}`);
   }
-  if (kind !== 'AdmissionReview') throw invalid(`kind must be AdmissionReview, got ${describe(kind)}`);
+  if (kind !== 'AdmissionReview') throw invalid(`kind must be AdmissionReview, got ${describeValue(kind)}`);
   if (!isObject(request)) throw invalid('request is missing');
   if (typeof request['uid'] !== 'string' || request['uid'] === '') throw invalid('request.uid is missing');
   for (const field of ['namespace', 'operation', 'subResource', 'name'] as const) {
@@ -241,8 +241,8 @@ export const MetadataLimits = {
 export function podObject(req: AdmissionRequest, limits: PodLimits = DefaultPodLimits): Pod {
   const pod = req.object;
   if (!isObject(pod)) throw invalid('request.object must be the Pod being created');
-  if (pod['kind'] !== undefined && pod['kind'] !== 'Pod') throw invalid(`request.object has kind ${describe(pod['kind'])}, not Pod`);
-  if (pod['apiVersion'] !== undefined && pod['apiVersion'] !== 'v1') throw invalid(`request.object has apiVersion ${describe(pod['apiVersion'])}, not v1`);
+  if (pod['kind'] !== undefined && pod['kind'] !== 'Pod') throw invalid(`request.object has kind ${describeValue(pod['kind'])}, not Pod`);
+  if (pod['apiVersion'] !== undefined && pod['apiVersion'] !== 'v1') throw invalid(`request.object has apiVersion ${describeValue(pod['apiVersion'])}, not v1`);
   const meta = optionalObject(pod['metadata'], 'metadata');
   if (meta !== undefined) checkMetadata(meta);
   const spec = optionalObject(pod['spec'], 'spec');
@@ -261,10 +261,10 @@ function checkLabels(value: unknown): void {
   const labels = optionalObject(value, 'metadata.labels');
   for (const key in labels) {
     const v = labels[key];
-    if (typeof v !== 'string') throw invalid(`request.object.metadata.labels must map strings to strings; ${describe(key)} maps to ${describe(v)}`);
+    if (typeof v !== 'string') throw invalid(`request.object.metadata.labels must map strings to strings; ${describeValue(key)} maps to ${describeValue(v)}`);
     checkKey(key, 'label');
     if (v.length > MetadataLimits.labelValue) {
-      throw overKubernetes(`label ${describe(key)} has a value of ${v.length} characters; Kubernetes allows at most ${MetadataLimits.labelValue}`, 'validation.IsValidLabelValue');
+      throw overKubernetes(`label ${describeValue(key)} has a value of ${v.length} characters; Kubernetes allows at most ${MetadataLimits.labelValue}`, 'validation.IsValidLabelValue');
     }
   }
 }
@@ -274,7 +274,7 @@ function checkAnnotations(value: unknown): void {
   let bytes = 0;
   for (const key in annotations) {
     const v = annotations[key];
-    if (typeof v !== 'string') throw invalid(`request.object.metadata.annotations must map strings to strings; ${describe(key)} maps to ${describe(v)}`);
+    if (typeof v !== 'string') throw invalid(`request.object.metadata.annotations must map strings to strings; ${describeValue(key)} maps to ${describeValue(v)}`);
     checkKey(key, 'annotation');
     bytes += utf8Length(key) + utf8Length(v);
   }
@@ -301,10 +301,10 @@ function checkKey(key: string, what: 'label' | 'annotation'): void {
   const slash = key.indexOf('/');
   const name = slash < 0 ? key.length : key.length - slash - 1;
   if (name > MetadataLimits.keyName) {
-    throw overKubernetes(`${what} key ${describe(key)} has a name part of ${name} characters; Kubernetes allows at most ${MetadataLimits.keyName}`, 'validation.IsQualifiedName');
+    throw overKubernetes(`${what} key ${describeValue(key)} has a name part of ${name} characters; Kubernetes allows at most ${MetadataLimits.keyName}`, 'validation.IsQualifiedName');
   }
   if (slash > MetadataLimits.keyPrefix) {
-    throw overKubernetes(`${what} key ${describe(key)} has a prefix of ${slash} characters; Kubernetes allows at most ${MetadataLimits.keyPrefix}`, 'validation.IsQualifiedName');
+    throw overKubernetes(`${what} key ${describeValue(key)} has a prefix of ${slash} characters; Kubernetes allows at most ${MetadataLimits.keyPrefix}`, 'validation.IsQualifiedName');
   }
 }
 
@@ -369,7 +369,7 @@ function namedList(value: unknown, field: string): readonly JsonObject[] {
 }
 
 /** A value for a message: a string quoted and cut short, anything else by its type (never walked). */
-export function describe(value: unknown): string {
+export function describeValue(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
   if (value === undefined) return 'nothing';
   if (value === null) return 'null';

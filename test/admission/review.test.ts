@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { checkBody, describe as describeValue, MAX_NESTING, podObject } from '../../src/admission/review.js';
+import { checkBody, describeValue, MAX_NESTING, podObject } from '../../src/admission/review.js';
 import { InjectorError } from '../../src/errors.js';
 
 const limits = { objectKeys: 3, nodes: 10 };
