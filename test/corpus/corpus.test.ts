@@ -1,0 +1,209 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { copyFile, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { lintCommand } from '../../src/cli/lint.js';
+import { TemplateSetError } from '../../src/errors.js';
+import { compileTemplateSet } from '../../src/templates/load.js';
+import { captureIO } from '../cli/io.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { admissionView } from './admission-view.js';
+import { Apiserver, corpusManifests, corpusTemplates, DefaultNamespace, pool, SidecarsDir, type Outcome } from './corpus.js';
+import { podValidationErrors } from './pod-validation.js';
+
+/**
+ * Combinations the injector must refuse, each for a reason a person would accept: the pod and the
+ * template cannot make one valid pod. `message` is matched against the product's denial.
+ */
+interface ExpectedRefusal {
+  readonly pod: string;
+  readonly template: string;
+  /** Who refuses: /mutate (allowed: false), or /validate after /mutate let the pod through. */
+  readonly stage: 'mutate' | 'validate';
+  readonly message: RegExp;
+  readonly why: string;
+}
+
+const ExpectedRefusals: readonly ExpectedRefusal[] = [
+  {
+    pod: 'linkerd-emojivoto-already-injected.yaml',
+    template: 'linkerd-proxy',
+    stage: 'validate',
+    message: /missing: native sidecar "linkerd-proxy" in initContainers/,
+    why: 'the pod already runs a linkerd-proxy:foo as a regular container; the template needs linkerd-proxy as a native sidecar, and a pod cannot hold two containers of one name',
+  },
+];
+
+/**
+ * Combinations that still fail because of a product bug (a wrong denial, a patch the apiserver cannot
+ * apply, an invalid pod). Each is checked to STILL fail with `failure`, so that a fix makes this test
+ * fail until the entry is removed: the table cannot rot. `pod: '*'` covers every corpus pod.
+ */
+interface KnownFailure {
+  readonly pod: string | '*';
+  readonly template: string;
+  readonly failure: RegExp;
+  readonly issue: string;
+}
+
+const KnownFailures: readonly KnownFailure[] = [
+  {
+    pod: '*',
+    template: 'istio-proxy',
+    failure: /template istio-proxy does not load: \/spec\/volumes\/0\/emptyDir: must be object/,
+    issue: 'issue 10 item 5 (i10-schema): `emptyDir:` with no value is refused, though the apiserver defaults it to an emptyDir',
+  },
+  {
+    pod: '*',
+    template: 'oauth2-proxy',
+    failure: /configMap\.defaultMode: Invalid value: 775: must be a number between 0 and 0777/,
+    issue: 'issue 10 item 4 (i10-schema): `defaultMode: 0775` is read as decimal 775 (YAML 1.2), and the apiserver refuses the pod',
+  },
+  {
+    pod: '*',
+    template: 'vault-agent',
+    failure: /projected\.defaultMode: Invalid value: 644: must be a number between 0 and 0777/,
+    issue: 'issue 10 item 4 (i10-schema): `defaultMode: 0644` is read as decimal 644 (YAML 1.2), and the apiserver refuses the pod',
+  },
+];
+
+/** Templates that do not load or do not lint today because of a product bug (same rule: must still fail). */
+const KnownTemplateFailures: Readonly<Record<string, { readonly load?: RegExp; readonly lint?: RegExp; readonly issue: string }>> = {
+  'cloud-sql-proxy': { lint: /seccompProfile\.type must be RuntimeDefault or Localhost \(Pod Security restricted\)/, issue: 'issue 10 item 6 (i10-policy): lint makes Pod Security restricted mandatory' },
+  'datadog-trace-agent': { lint: /is a hostPath volume \(Pod Security baseline forbids it\)/, issue: 'issue 10 item 6 (i10-policy): lint makes Pod Security mandatory' },
+  'fluent-bit': { lint: /port name "http" is also used by container "app"/, issue: 'issue 10 item 6 (i10-policy): a port name shared across containers is only a warning in Kubernetes; and Pod Security restricted is mandatory' },
+  'istio-proxy': {
+    load: /\/spec\/volumes\/0\/emptyDir: must be object/,
+    lint: /\/spec\/volumes\/0\/emptyDir: must be object/,
+    issue: 'issue 10 item 5 (i10-schema): `emptyDir:` with no value is refused',
+  },
+  'linkerd-proxy': { lint: /capabilities NET_ADMIN, NET_RAW are not allowed \(Pod Security baseline\)/, issue: 'issue 10 item 6 (i10-policy): lint makes Pod Security mandatory' },
+  'oauth2-proxy': { lint: /port name "http" is also used by container "app"/, issue: 'issue 10 item 6 (i10-policy): a port name shared across containers is only a warning in Kubernetes' },
+  'vault-agent': { lint: /seccompProfile\.type must be RuntimeDefault or Localhost \(Pod Security restricted\)/, issue: 'issue 10 item 6 (i10-policy): lint makes Pod Security restricted mandatory' },
+};
+
+const manifests = corpusManifests();
+const templates = corpusTemplates();
+
+function faultsOf(file: string, text: string): string | undefined {
+  try {
+    compileTemplateSet([{ file, text }], 'corpus');
+    return undefined;
+  } catch (err) {
+    if (err instanceof TemplateSetError) return err.faults.map((f) => `${f.path}: ${f.message}`).join('; ');
+    throw err;
+  }
+}
+
+function describeOutcome(o: Outcome): string {
+  if (o.verdict === 'admitted') return 'admitted';
+  if (o.verdict === 'refused') return `refused by /${o.stage} (${o.code}): ${o.message}`;
+  return o.problem;
+}
+
+describe('real-world corpus', () => {
+  let server: TestServer;
+  let apiserver: Apiserver;
+  let dir: string;
+  const outcomes = new Map<string, Outcome>();
+  const loadFaults = new Map<string, string>();
+
+  before(async () => {
+    // One server with every template that loads on its own; a template that does not load cannot
+    // take the others down with it, and its combinations are reported as failing.
+    dir = await mkdtemp(join(tmpdir(), 'corpus-templates-'));
+    for (const t of templates) {
+      const fault = faultsOf(join(SidecarsDir, t.file), t.text);
+      if (fault === undefined) await copyFile(join(SidecarsDir, t.file), join(dir, t.file));
+      else loadFaults.set(t.name, fault);
+    }
+    server = await startTestServer(['--templates-dir', dir]);
+    apiserver = new Apiserver(server.url, server.certs.ca.certPem);
+    const pairs = templates.flatMap((t) => manifests.map((m) => ({ t, m })));
+    const results = await pool(pairs, 4, async ({ t, m }): Promise<Outcome> => {
+      const fault = loadFaults.get(t.name);
+      if (fault !== undefined) return { verdict: 'broken', problem: `template ${t.name} does not load: ${fault}` };
+      return apiserver.run(m, t);
+    });
+    pairs.forEach(({ t, m }, i) => outcomes.set(`${m.file} × ${t.name}`, results[i]!));
+  });
+
+  after(async () => {
+    apiserver?.close();
+    await server?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('holds at least 40 manifests and 6 sidecar templates', () => {
+    assert.ok(manifests.length >= 40, `${manifests.length} manifests`);
+    assert.ok(templates.length >= 6, `${templates.length} templates`);
+    for (const t of templates) assert.equal(t.file, `${t.name}.yaml`, 'a sidecar file is named after its template');
+  });
+
+  it('every corpus pod is a valid pod as admission sees it, before injection', () => {
+    for (const m of manifests) {
+      const { pod } = admissionView(m.object, ['any'], DefaultNamespace);
+      assert.deepEqual(podValidationErrors(pod), [], m.file);
+    }
+  });
+
+  it('the tables name only corpus pods and templates, once each', () => {
+    const podFiles = new Set(manifests.map((m) => m.file));
+    const names = new Set(templates.map((t) => t.name));
+    const seen = new Set<string>();
+    for (const e of [...ExpectedRefusals, ...KnownFailures]) {
+      assert.ok(e.pod === '*' || podFiles.has(e.pod), `no corpus pod ${e.pod}`);
+      assert.ok(names.has(e.template), `no corpus template ${e.template}`);
+      const key = `${e.pod} × ${e.template}`;
+      assert.ok(!seen.has(key), `${key} is listed twice`);
+      seen.add(key);
+    }
+    for (const name of Object.keys(KnownTemplateFailures)) assert.ok(names.has(name), `no corpus template ${name}`);
+  });
+
+  for (const t of templates) {
+    it(`loads the real sidecar template ${t.name}`, () => {
+      const fault = faultsOf(join(SidecarsDir, t.file), t.text);
+      const known = KnownTemplateFailures[t.name]?.load;
+      if (known === undefined) assert.equal(fault, undefined, `${t.file} does not load: ${fault}`);
+      else assert.match(fault ?? 'loads now: remove the known load failure', known, `known failure (${KnownTemplateFailures[t.name]!.issue})`);
+    });
+
+    it(`lint reports no error for the real sidecar template ${t.name}`, async () => {
+      const own = await mkdtemp(join(tmpdir(), 'corpus-lint-'));
+      try {
+        await copyFile(join(SidecarsDir, t.file), join(own, t.file));
+        const io = captureIO();
+        const code = await lintCommand([own], io);
+        const known = KnownTemplateFailures[t.name]?.lint;
+        if (known === undefined) assert.equal(code, 0, io.out() + io.err());
+        else {
+          assert.equal(code, 1, `lint passes now: remove the known lint failure of ${t.name}`);
+          assert.match(io.out() + io.err(), known, `known failure (${KnownTemplateFailures[t.name]!.issue})`);
+        }
+      } finally {
+        await rm(own, { recursive: true, force: true });
+      }
+    });
+
+    it(`admits every corpus pod with ${t.name}, or refuses it as the tables say`, () => {
+      const wrong: string[] = [];
+      for (const m of manifests) {
+        const key = `${m.file} × ${t.name}`;
+        const outcome = outcomes.get(key)!;
+        const refusal = ExpectedRefusals.find((e) => e.pod === m.file && e.template === t.name);
+        const known = KnownFailures.find((e) => (e.pod === m.file || e.pod === '*') && e.template === t.name);
+        if (refusal !== undefined) {
+          if (outcome.verdict !== 'refused' || outcome.stage !== refusal.stage || !refusal.message.test(outcome.message)) wrong.push(`${key}: expected /${refusal.stage} to refuse it with ${refusal.message} (${refusal.why}), got ${describeOutcome(outcome)}`);
+        } else if (known !== undefined) {
+          if (outcome.verdict === 'admitted') wrong.push(`${key}: admitted now; remove its known failure (${known.issue})`);
+          else if (!known.failure.test(describeOutcome(outcome))) wrong.push(`${key}: fails differently from its known failure ${known.failure}: ${describeOutcome(outcome)}`);
+        } else if (outcome.verdict !== 'admitted') {
+          wrong.push(`${key}: ${describeOutcome(outcome)}`);
+        }
+      }
+      assert.deepEqual(wrong, [], `\n${wrong.join('\n')}`);
+    });
+  }
+});
