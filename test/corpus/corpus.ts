@@ -4,6 +4,7 @@
  * evanphx/json-patch v4 semantics, whether the stored pod would be valid, what /validate says, and
  * whether a re-invocation of /mutate adds anything.
  */
+import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { Agent } from 'node:https';
 import { join } from 'node:path';
@@ -123,8 +124,32 @@ export class Apiserver {
     if (verdict.allowed !== true) return { verdict: 'refused', stage: 'validate', code: verdict.status?.code, message: String(verdict.status?.message ?? '') };
     const again = decodePatch(await this.review('/mutate', stored, namespace));
     if (again.length > 0) return { verdict: 'broken', problem: `re-invocation patches again: ${JSON.stringify(again).slice(0, 300)}` };
+    const pinned = await this.review('/validate', pinDigests(stored), namespace);
+    if (pinned.allowed !== true) return { verdict: 'broken', problem: `/validate rejects the pod once a later webhook pinned its images to digests: ${pinned.status?.message}` };
     return { verdict: 'admitted', warnings: first.warnings ?? [] };
   }
+}
+
+/**
+ * The pod as an image-digest webhook that runs after the injector leaves it (issue 10 item 3: policy
+ * engines resolve tags to digests): every image pinned to a digest, and a Docker Hub image written
+ * with its registry and without its tag, e.g. `alpine:latest` -> `docker.io/alpine@sha256:...`. The
+ * runtime pulls the same image either way, so the validator must still find the sidecar.
+ */
+export function pinDigests(pod: any): any {
+  const out = structuredClone(pod);
+  for (const c of [...(out.spec.initContainers ?? []), ...out.spec.containers]) {
+    const image = String(c.image);
+    const digest = `sha256:${createHash('sha256').update(image).digest('hex')}`;
+    const name = image.split('@')[0]!;
+    const first = name.split('/')[0]!;
+    const hub = !name.includes('/') || !(first.includes('.') || first.includes(':') || first === 'localhost');
+    const slash = name.lastIndexOf('/');
+    const colon = name.lastIndexOf(':');
+    const untagged = colon > slash ? name.slice(0, colon) : name;
+    c.image = hub ? `docker.io/${untagged}@${digest}` : `${name}@${digest}`;
+  }
+  return out;
 }
 
 /** Runs `work` over `items` with at most `limit` in flight, keeping the order of results. */
