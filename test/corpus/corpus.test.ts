@@ -9,7 +9,7 @@ import { compileTemplateSet } from '../../src/templates/load.js';
 import { captureIO } from '../cli/io.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { admissionView } from './admission-view.js';
-import { Apiserver, corpusManifests, corpusTemplates, DefaultNamespace, pool, SidecarsDir, type Outcome } from './corpus.js';
+import { Apiserver, corpusManifests, corpusTemplates, DefaultNamespace, pool, SidecarsDir, type CorpusManifest, type CorpusTemplate, type Outcome } from './corpus.js';
 import { podValidationErrors } from './pod-validation.js';
 
 /**
@@ -17,8 +17,10 @@ import { podValidationErrors } from './pod-validation.js';
  * template cannot make one valid pod. `message` is matched against the product's denial.
  */
 interface ExpectedRefusal {
-  readonly pod: string;
-  readonly template: string;
+  /** A corpus file, or `*`: every pod the selection is tried on (a clash between two templates). */
+  readonly pod: string | '*';
+  /** One template, or two as the annotation names them (`a,b`, in name order). */
+  readonly templates: string;
   /** Who refuses: /mutate (allowed: false), or /validate after /mutate let the pod through. */
   readonly stage: 'mutate' | 'validate';
   readonly message: RegExp;
@@ -28,17 +30,24 @@ interface ExpectedRefusal {
 const ExpectedRefusals: readonly ExpectedRefusal[] = [
   {
     pod: 'linkerd-emojivoto-already-injected.yaml',
-    template: 'linkerd-proxy',
+    templates: 'linkerd-proxy',
     stage: 'validate',
     message: /missing: native sidecar "linkerd-proxy" in initContainers/,
     why: 'the pod already runs a linkerd-proxy:foo as a regular container; the template needs linkerd-proxy as a native sidecar, and a pod cannot hold two containers of one name',
   },
   {
     pod: 'istio-only-proxy-container.yaml',
-    template: 'istio-proxy',
+    templates: 'istio-proxy',
     stage: 'validate',
     message: /missing: native sidecar "istio-proxy" in initContainers/,
     why: 'the pod (an Istio gateway) runs its own istio-proxy as a regular container; the template needs istio-proxy as a native sidecar, and a pod cannot hold two containers of one name',
+  },
+  {
+    pod: '*',
+    templates: 'datadog-trace-agent,fluent-bit',
+    stage: 'mutate',
+    message: /the selected templates conflict: volume "config" is defined by both template "datadog-trace-agent" and template "fluent-bit"/,
+    why: 'both charts name their configuration volume "config" (an emptyDir and a ConfigMap): a pod holds one volume of a name, and each sidecar needs its own',
   },
 ];
 
@@ -49,7 +58,8 @@ const ExpectedRefusals: readonly ExpectedRefusal[] = [
  */
 interface KnownFailure {
   readonly pod: string | '*';
-  readonly template: string;
+  /** One template, two (`a,b`), or `*,NAME`: every selection that holds template NAME. */
+  readonly templates: string;
   readonly failure: RegExp;
   readonly issue: string;
 }
@@ -57,21 +67,27 @@ interface KnownFailure {
 const KnownFailures: readonly KnownFailure[] = [
   {
     pod: '*',
-    template: 'istio-proxy',
+    templates: '*,istio-proxy',
     failure: /template istio-proxy does not load: \/spec\/volumes\/0\/emptyDir: must be object/,
     issue: 'issue 10 item 5 (i10-schema): `emptyDir:` with no value is refused, though the apiserver defaults it to an emptyDir',
   },
   {
     pod: '*',
-    template: 'oauth2-proxy',
+    templates: '*,oauth2-proxy',
     failure: /configMap\.defaultMode: Invalid value: 775: must be a number between 0 and 0777/,
     issue: 'issue 10 item 4 (i10-schema): `defaultMode: 0775` is read as decimal 775 (YAML 1.2), and the apiserver refuses the pod',
   },
   {
     pod: '*',
-    template: 'vault-agent',
+    templates: '*,vault-agent',
     failure: /projected\.defaultMode: Invalid value: 644: must be a number between 0 and 0777/,
     issue: 'issue 10 item 4 (i10-schema): `defaultMode: 0644` is read as decimal 644 (YAML 1.2), and the apiserver refuses the pod',
+  },
+  {
+    pod: '*',
+    templates: 'fluent-bit,oauth2-proxy',
+    failure: /the selected templates conflict: port name "http" is defined by both template "fluent-bit" and template "oauth2-proxy"/,
+    issue: 'issue 10 item 6: both charts name their port "http"; Kubernetes only warns about a port name shared across containers (pkg/api/pod/warnings.go) and each probe resolves "http" in its own container, so the pod works: a wrong denial',
   },
 ];
 
@@ -92,6 +108,39 @@ const KnownTemplateFailures: Readonly<Record<string, { readonly load?: RegExp; r
 
 const manifests = corpusManifests();
 const templates = corpusTemplates();
+
+/**
+ * Teams combine sidecars (a mesh proxy and the Vault agent, a log shipper and an auth proxy), so every
+ * pair of corpus templates is also tried, on pods chosen for their shapes: a Deployment, a Job, a
+ * CronJob, a StatefulSet with claims, a hostNetwork DaemonSet, a pod with a native sidecar, one with
+ * init containers, and one Istio already injected.
+ */
+const PairPods = [
+  'argocd-repo-server.yaml',
+  'ingress-nginx-admission-create.yaml',
+  'linkerd-emojivoto-cronjob.yaml',
+  'k8s-examples-cassandra-statefulset.yaml',
+  'kube-prometheus-nodeExporter-daemonset.yaml',
+  'k8s-website-deployment-sidecar.yaml',
+  'istio-multi-init.yaml',
+  'istio-hello-injected.yaml',
+] as const;
+
+interface Selection {
+  /** The annotation's value, e.g. `fluent-bit,oauth2-proxy`. */
+  readonly key: string;
+  readonly templates: readonly CorpusTemplate[];
+}
+
+const singles: Selection[] = templates.map((t) => ({ key: t.name, templates: [t] }));
+const pairs: Selection[] = templates.flatMap((a, i) => templates.slice(i + 1).map((b) => ({ key: `${a.name},${b.name}`, templates: [a, b] })));
+
+/** The known failures that cover `pod` with `selection` (an exact entry, or a `*,NAME` one). */
+function knownFailuresOf(pod: string, selection: Selection): KnownFailure[] {
+  return KnownFailures.filter(
+    (e) => (e.pod === pod || e.pod === '*') && (e.templates === selection.key || (e.templates.startsWith('*,') && selection.templates.some((t) => t.name === e.templates.slice(2)))),
+  );
+}
 
 function faultsOf(file: string, text: string): string | undefined {
   try {
@@ -115,6 +164,10 @@ describe('real-world corpus', () => {
   let dir: string;
   const outcomes = new Map<string, Outcome>();
   const loadFaults = new Map<string, string>();
+  const runs = [
+    ...singles.flatMap((selection) => manifests.map((m) => ({ selection, m }))),
+    ...pairs.flatMap((selection) => manifests.filter((m) => (PairPods as readonly string[]).includes(m.file)).map((m) => ({ selection, m }))),
+  ];
 
   before(async () => {
     // One server with every template that loads on its own; a template that does not load cannot
@@ -127,13 +180,12 @@ describe('real-world corpus', () => {
     }
     server = await startTestServer(['--templates-dir', dir]);
     apiserver = new Apiserver(server.url, server.certs.ca.certPem);
-    const pairs = templates.flatMap((t) => manifests.map((m) => ({ t, m })));
-    const results = await pool(pairs, 4, async ({ t, m }): Promise<Outcome> => {
-      const fault = loadFaults.get(t.name);
-      if (fault !== undefined) return { verdict: 'broken', problem: `template ${t.name} does not load: ${fault}` };
-      return apiserver.run(m, t);
+    const results = await pool(runs, 4, async ({ selection, m }): Promise<Outcome> => {
+      const broken = selection.templates.find((t) => loadFaults.has(t.name));
+      if (broken !== undefined) return { verdict: 'broken', problem: `template ${broken.name} does not load: ${loadFaults.get(broken.name)}` };
+      return apiserver.run(m, selection.templates);
     });
-    pairs.forEach(({ t, m }, i) => outcomes.set(`${m.file} × ${t.name}`, results[i]!));
+    runs.forEach(({ selection, m }, i) => outcomes.set(`${m.file} × ${selection.key}`, results[i]!));
   });
 
   after(async () => {
@@ -142,10 +194,31 @@ describe('real-world corpus', () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
+  /** What is wrong with the outcomes of `selection` on `pods`, against the two tables. */
+  function mismatches(selection: Selection, pods: readonly CorpusManifest[]): string[] {
+    const wrong: string[] = [];
+    for (const m of pods) {
+      const key = `${m.file} × ${selection.key}`;
+      const outcome = outcomes.get(key)!;
+      const refusal = ExpectedRefusals.find((e) => (e.pod === m.file || e.pod === '*') && e.templates === selection.key);
+      const knowns = knownFailuresOf(m.file, selection);
+      const known = knowns[0];
+      const refused = refusal !== undefined && outcome.verdict === 'refused' && outcome.stage === refusal.stage && refusal.message.test(outcome.message);
+      const failsAsKnown = outcome.verdict !== 'admitted' && knowns.some((k) => k.failure.test(describeOutcome(outcome)));
+      if (refused || failsAsKnown) continue;
+      if (known !== undefined && outcome.verdict === 'admitted') wrong.push(`${key}: admitted now; remove its known failure (${known.issue})`);
+      else if (refusal !== undefined) wrong.push(`${key}: expected /${refusal.stage} to refuse it with ${refusal.message} (${refusal.why}), got ${describeOutcome(outcome)}`);
+      else if (known !== undefined) wrong.push(`${key}: fails differently from its known failure ${known.failure}: ${describeOutcome(outcome)}`);
+      else if (outcome.verdict !== 'admitted') wrong.push(`${key}: ${describeOutcome(outcome)}`);
+    }
+    return wrong;
+  }
+
   it('holds at least 40 manifests and 6 sidecar templates', () => {
     assert.ok(manifests.length >= 40, `${manifests.length} manifests`);
     assert.ok(templates.length >= 6, `${templates.length} templates`);
     for (const t of templates) assert.equal(t.file, `${t.name}.yaml`, 'a sidecar file is named after its template');
+    for (const p of PairPods) assert.ok(manifests.some((m) => m.file === p), `no corpus pod ${p}`);
   });
 
   it('every corpus pod is a valid pod as admission sees it, before injection', () => {
@@ -155,14 +228,17 @@ describe('real-world corpus', () => {
     }
   });
 
-  it('the tables name only corpus pods and templates, once each', () => {
-    const podFiles = new Set(manifests.map((m) => m.file));
+  it('the tables name only combinations the test runs, once each', () => {
+    const ran = new Set(runs.map(({ selection, m }) => `${m.file} × ${selection.key}`));
     const names = new Set(templates.map((t) => t.name));
     const seen = new Set<string>();
+    for (const e of ExpectedRefusals) assert.ok([...ran].some((k) => k.endsWith(` × ${e.templates}`) && (e.pod === '*' || k === `${e.pod} × ${e.templates}`)), `${e.pod} × ${e.templates} is not a combination the test runs`);
+    for (const e of KnownFailures) {
+      assert.ok(e.pod === '*' || manifests.some((m) => m.file === e.pod), `no corpus pod ${e.pod}`);
+      for (const name of e.templates.split(',')) assert.ok(name === '*' || names.has(name), `no corpus template ${name}`);
+    }
     for (const e of [...ExpectedRefusals, ...KnownFailures]) {
-      assert.ok(e.pod === '*' || podFiles.has(e.pod), `no corpus pod ${e.pod}`);
-      assert.ok(names.has(e.template), `no corpus template ${e.template}`);
-      const key = `${e.pod} × ${e.template}`;
+      const key = `${e.pod} × ${e.templates}`;
       assert.ok(!seen.has(key), `${key} is listed twice`);
       seen.add(key);
     }
@@ -193,23 +269,18 @@ describe('real-world corpus', () => {
         await rm(own, { recursive: true, force: true });
       }
     });
+  }
 
-    it(`admits every corpus pod with ${t.name}, or refuses it as the tables say`, () => {
-      const wrong: string[] = [];
-      for (const m of manifests) {
-        const key = `${m.file} × ${t.name}`;
-        const outcome = outcomes.get(key)!;
-        const refusal = ExpectedRefusals.find((e) => e.pod === m.file && e.template === t.name);
-        const known = KnownFailures.find((e) => (e.pod === m.file || e.pod === '*') && e.template === t.name);
-        const refused = refusal !== undefined && outcome.verdict === 'refused' && outcome.stage === refusal.stage && refusal.message.test(outcome.message);
-        const failsAsKnown = known !== undefined && outcome.verdict !== 'admitted' && known.failure.test(describeOutcome(outcome));
-        if (refused || failsAsKnown) continue;
-        if (known !== undefined && outcome.verdict === 'admitted') wrong.push(`${key}: admitted now; remove its known failure (${known.issue})`);
-        else if (refusal !== undefined) wrong.push(`${key}: expected /${refusal.stage} to refuse it with ${refusal.message} (${refusal.why}), got ${describeOutcome(outcome)}`);
-        else if (known !== undefined) wrong.push(`${key}: fails differently from its known failure ${known.failure}: ${describeOutcome(outcome)}`);
-        else if (outcome.verdict !== 'admitted') wrong.push(`${key}: ${describeOutcome(outcome)}`);
-      }
+  for (const selection of singles) {
+    it(`admits every corpus pod with ${selection.key}, or refuses it as the tables say`, () => {
+      const wrong = mismatches(selection, manifests);
       assert.deepEqual(wrong, [], `\n${wrong.join('\n')}`);
     });
   }
+
+  it(`admits ${PairPods.length} pods of distinct shapes with every pair of corpus templates, or refuses them as the tables say`, () => {
+    const pods = manifests.filter((m) => (PairPods as readonly string[]).includes(m.file));
+    const wrong = pairs.flatMap((selection) => mismatches(selection, pods));
+    assert.deepEqual(wrong, [], `\n${wrong.join('\n')}`);
+  });
 });

@@ -102,8 +102,8 @@ export class Apiserver {
    * the object, call the validating webhook, and re-invoke the mutating webhook (reinvocationPolicy
    * IfNeeded) on the patched pod, which must then add nothing.
    */
-  async run(manifest: CorpusManifest, template: CorpusTemplate): Promise<Outcome> {
-    const { pod, namespace } = admissionView(manifest.object, [template.name], DefaultNamespace);
+  async run(manifest: CorpusManifest, selected: readonly CorpusTemplate[]): Promise<Outcome> {
+    const { pod, namespace } = admissionView(manifest.object, selected.map((t) => t.name), DefaultNamespace);
     const first = await this.review('/mutate', pod, namespace);
     if (first.allowed !== true) return { verdict: 'refused', stage: 'mutate', code: first.status?.code, message: String(first.status?.message ?? '') };
     let patched: any;
@@ -116,8 +116,8 @@ export class Apiserver {
     const invalid = podValidationErrors(stored);
     if (invalid.length > 0) return { verdict: 'broken', problem: `the patched pod is invalid (the apiserver answers 422): ${invalid.join('; ')}` };
     const present = new Set([...(stored.spec.initContainers ?? []), ...stored.spec.containers].map((c: any) => c.name));
-    const absent = template.containers.filter((c) => !present.has(c));
-    if (absent.length > 0) return { verdict: 'broken', problem: `admitted without the template's containers ${absent.join(', ')}` };
+    const absent = selected.flatMap((t) => t.containers).filter((c) => !present.has(c));
+    if (absent.length > 0) return { verdict: 'broken', problem: `admitted without the templates' containers ${absent.join(', ')}` };
     const verdict = await this.review('/validate', stored, namespace);
     // The apiserver then refuses the CREATE with the validator's message: a refusal, which the test
     // accepts only where its table says why.
