@@ -107,19 +107,19 @@ function controllerPod(kind: string, obj: Obj, namespace: string, optIn: (meta: 
       return pod;
     }
     case 'Job':
-      return jobPod(obj, name, namespace, uid, fromTemplate, owner);
+      return jobPod(obj, name, uid, fromTemplate, owner);
     case 'CronJob': {
       // pkg/controller/cronjob/utils.go getJobFromTemplate2: the Job is named <cronjob>-<scheduled minutes>.
       const jobName = `${name}-29400000`;
       const job = { metadata: { name: jobName }, spec: obj['spec']['jobTemplate']['spec'] };
-      return jobPod(job, jobName, namespace, uidOf(jobName), fromTemplate, owner);
+      return jobPod(job, jobName, uidOf(jobName), fromTemplate, owner);
     }
     default:
       throw new Error(`no controller makes pods for kind ${kind}`);
   }
 }
 
-function jobPod(job: Obj, name: string, namespace: string, uid: string, fromTemplate: (t: Obj) => Obj, owner: (k: string, api: string, n: string, u: string) => Obj): Obj {
+function jobPod(job: Obj, name: string, uid: string, fromTemplate: (t: Obj) => Obj, owner: (k: string, api: string, n: string, u: string) => Obj): Obj {
   const pod = fromTemplate(job['spec']['template']);
   // The Job's defaulting adds its selector labels to the template (pkg/registry/batch/job/strategy.go
   // generateSelector); the Job controller adds the tracking finalizer.
@@ -130,7 +130,6 @@ function jobPod(job: Obj, name: string, namespace: string, uid: string, fromTemp
     finalizers: ['batch.kubernetes.io/job-tracking'],
     ownerReferences: [owner('Job', 'batch/v1', name, uid)],
   };
-  void namespace;
   return pod;
 }
 

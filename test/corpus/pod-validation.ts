@@ -69,7 +69,7 @@ function container(c: Obj, at: string, role: 'init' | 'sidecar' | 'regular', err
     if (p == null) continue;
     // validateInitContainers: probes only on restartable init containers (native sidecars).
     if (role === 'init') errs.push(`${at}.${probe}: Forbidden: may not be set for init containers without restartPolicy=Always`);
-    handler(p, `${at}.${probe}`, ports, errs);
+    handler(p, `${at}.${probe}`, errs);
     for (const k of ['initialDelaySeconds', 'timeoutSeconds', 'periodSeconds', 'successThreshold', 'failureThreshold']) {
       if (p[k] !== undefined && !(Number.isInteger(p[k]) && p[k] >= 0)) errs.push(`${at}.${probe}.${k}: Invalid value: ${JSON.stringify(p[k])}`);
     }
@@ -77,7 +77,7 @@ function container(c: Obj, at: string, role: 'init' | 'sidecar' | 'regular', err
   }
   if (c.lifecycle != null) {
     if (role === 'init') errs.push(`${at}.lifecycle: Forbidden: may not be set for init containers without restartPolicy=Always`);
-    for (const hook of ['postStart', 'preStop']) if (c.lifecycle[hook] != null) handler(c.lifecycle[hook], `${at}.lifecycle.${hook}`, ports, errs);
+    for (const hook of ['postStart', 'preStop']) if (c.lifecycle[hook] != null) handler(c.lifecycle[hook], `${at}.lifecycle.${hook}`, errs);
     for (const k of Object.keys(c.lifecycle)) if (!['postStart', 'preStop', 'stopSignal'].includes(k)) errs.push(`${at}.lifecycle.${k}: unknown field`);
   }
   const sc = c.securityContext;
@@ -89,7 +89,7 @@ function container(c: Obj, at: string, role: 'init' | 'sidecar' | 'regular', err
   }
 }
 
-function handler(h: Obj, at: string, ports: Obj[], errs: string[]): void {
+function handler(h: Obj, at: string, errs: string[]): void {
   const set = Handlers.filter((k) => h[k] != null);
   if (set.length !== 1) errs.push(`${at}: Invalid value: must specify exactly one handler, got ${set.length}`);
   for (const kind of ['httpGet', 'tcpSocket', 'grpc']) {
@@ -100,7 +100,6 @@ function handler(h: Obj, at: string, ports: Obj[], errs: string[]): void {
       if (!isPort(port)) errs.push(`${at}.${kind}.port: Invalid value: ${port}: must be between 1 and 65535`);
     } else if (typeof port === 'string' && kind !== 'grpc') {
       if (!(port.length <= 15 && PortName.test(port))) errs.push(`${at}.${kind}.port: Invalid value: ${JSON.stringify(port)}`);
-      void ports;
     } else {
       errs.push(`${at}.${kind}.port: Required value`);
     }
