@@ -33,6 +33,8 @@ export interface CorpusTemplate {
   readonly text: string;
   /** Names of the containers and init containers the template brings. */
   readonly containers: readonly string[];
+  /** The template adds regular containers to a Job's pod (no `nativeSidecar: true` or `jobs`). */
+  readonly keepsJobsRunning: boolean;
 }
 
 /** Reads YAML as kubectl does (sigs.k8s.io/yaml over go-yaml v2: YAML 1.1 octals and booleans). */
@@ -64,7 +66,8 @@ export function corpusTemplates(): CorpusTemplate[] {
       const [doc] = readYaml11(join(SidecarsDir, file));
       const spec = doc?.['spec'] ?? {};
       const containers = [...(spec.initContainers ?? []), ...(spec.containers ?? [])].map((c: any) => String(c.name));
-      return { file, name: String(doc?.['metadata']?.name), text, containers };
+      const native = spec.nativeSidecar === true || spec.nativeSidecar === 'jobs';
+      return { file, name: String(doc?.['metadata']?.name), text, containers, keepsJobsRunning: !native && (spec.containers ?? []).length > 0 };
     });
 }
 
