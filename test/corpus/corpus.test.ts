@@ -91,12 +91,6 @@ const KnownFailures: readonly KnownFailure[] = [
   },
 ];
 
-/**
- * Templates whose regular containers keep a Job's pod running, for which the AdmissionResponse does not
- * warn today (issue 10 item 8, i10-policy: "Jobs complete"). Checked to stay silent until the fix lands.
- */
-const KnownSilentOnJobs: readonly string[] = ['datadog-trace-agent', 'fluent-bit', 'oauth2-proxy', 'vault-agent'];
-
 /** Templates that do not load or do not lint today because of a product bug (same rule: must still fail). */
 const KnownTemplateFailures: Readonly<Record<string, { readonly load?: RegExp; readonly lint?: RegExp; readonly issue: string }>> = {
   'cloud-sql-proxy': { lint: /seccompProfile\.type must be RuntimeDefault or Localhost \(Pod Security restricted\)/, issue: 'issue 10 item 6 (i10-policy): lint makes Pod Security restricted mandatory' },
@@ -294,10 +288,6 @@ describe('real-world corpus', () => {
         const outcome = outcomes.get(`${m.file} × ${selection.key}`)!;
         if (outcome.verdict !== 'admitted') continue;
         const warned = outcome.warnings.some((w) => w.includes(`"${t!.name}"`) && /Job/.test(w));
-        if (KnownSilentOnJobs.includes(t!.name)) {
-          if (warned) wrong.push(`${m.file} × ${t!.name}: warns now; remove it from KnownSilentOnJobs`);
-          continue;
-        }
         if (warned !== t!.keepsJobsRunning) wrong.push(`${m.file} × ${t!.name}: ${t!.keepsJobsRunning ? 'no warning that the Job never completes' : `a warning for a native sidecar: ${outcome.warnings.join(' | ')}`}`);
       }
     }
