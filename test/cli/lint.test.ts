@@ -49,7 +49,6 @@ describe('sidecar-injector lint', () => {
     assert.equal(r.code, 0, 'warnings alone exit 0');
     await golden('lint-pods.txt', r.out);
     const expected = [
-      /metrics-b\.yaml:10:17: warning: template "metrics-b": \/spec\/containers\/0\/ports\/0\/name: port name "metrics" is defined by both template "metrics-a" and template "metrics-b": the two cannot be selected together/,
       /metrics-b\.yaml:11:26: warning: .*port 9100\/TCP is defined by both/,
       /metrics-b\.yaml:18:13: warning: .*volume "shared" is defined by both/,
       /privileged\.yaml:11:21: warning: template "privileged": \/spec\/containers\/0\/securityContext\/privileged: .*Pod Security baseline/,
