@@ -6,7 +6,7 @@ import type { Placement } from '../templates/placement.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { RenderedTemplate } from '../templates/template.js';
 import { parseDocuments, podSites, type PodSite } from '../workload/workload.js';
-import { InputFlags, loadTemplates, outputFormat, parseFlags, processIO, readInput, type IO } from './args.js';
+import { loadTemplates, processIO, readInput, type InputOptions, type IO } from './args.js';
 
 /**
  * Namespaces whose pods the shipped webhook configuration (manifests/webhooks.yaml, namespaceSelector
@@ -29,12 +29,16 @@ export interface Explanation {
   readonly templates: readonly { readonly name: string; readonly detail: string }[];
 }
 
+/** `explain`'s flags, as the command line gave them. */
+export interface ExplainOptions extends InputOptions {
+  readonly output: 'text' | 'json';
+}
+
 /** `sidecar-injector explain -f FILE|-`: for each pod, whether it would be injected, with what and why. */
-export async function explainCommand(args: readonly string[], io: IO = processIO): Promise<number> {
-  const { values } = parseFlags('explain', args, InputFlags);
-  const format = outputFormat('explain', values.output, ['text', 'json'] as const);
+export async function explainCommand(values: ExplainOptions, io: IO = processIO): Promise<number> {
+  const format = values.output;
   const text = await readInput('explain', values.filename, io.stdin);
-  const set = await loadTemplates(values['templates-dir']);
+  const set = await loadTemplates(values.templatesDir);
   const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
   const found = docs.flatMap((d) => podSites(d, values.namespace ?? 'default')).map((s) => explainPod(s, set));
   io.stdout(format === 'json' ? `${JSON.stringify(found, null, 2)}\n` : found.map(printExplanation).join(''));

@@ -6,7 +6,7 @@ import type { JsonObject } from '../kube/types.js';
 import { diff, type Operation } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
 import { asTemplate, getIn, parseDocuments, podSites, setIn } from '../workload/workload.js';
-import { InputFlags, loadTemplates, outputFormat, parseFlags, processIO, readInput, type IO } from './args.js';
+import { loadTemplates, processIO, readInput, type InputOptions, type IO } from './args.js';
 
 /** What injecting one input document gave. */
 export interface InjectedDocument {
@@ -19,15 +19,21 @@ export interface InjectedDocument {
   readonly errors: readonly string[];
 }
 
+/** `inject`'s flags, as the command line gave them. */
+export interface InjectOptions extends InputOptions {
+  readonly output: 'yaml' | 'json';
+  /** `--patch`: print the JSON patch instead of the injected manifests. */
+  readonly patch: boolean;
+}
+
 /**
  * `sidecar-injector inject -f FILE|-`: prints the input with the sidecars injected as admission
  * would inject them, like `istioctl kube-inject`. Exit 1 when any pod would be denied.
  */
-export async function injectCommand(args: readonly string[], io: IO = processIO): Promise<number> {
-  const { values } = parseFlags('inject', args, { ...InputFlags, patch: { type: 'boolean' } });
-  const format = outputFormat('inject', values.output, ['yaml', 'json'] as const);
+export async function injectCommand(values: InjectOptions, io: IO = processIO): Promise<number> {
+  const format = values.output;
   const text = await readInput('inject', values.filename, io.stdin);
-  const set = await loadTemplates(values['templates-dir']);
+  const set = await loadTemplates(values.templatesDir);
   const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
   const results = docs.map((d) => injectDocument(d, set, values.namespace ?? 'default'));
   for (const w of results.flatMap((r) => r.warnings)) io.stderr(`warning: ${w}\n`);

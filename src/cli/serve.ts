@@ -1,9 +1,8 @@
-import { loadConfig } from '../config/config.js';
+import type { Config } from '../config/config.js';
 import { serve, type Running } from '../main.js';
 
 /** `sidecar-injector serve [flags]`: runs the webhook until SIGTERM or SIGINT, then stops gracefully. */
-export async function serveCommand(args: readonly string[]): Promise<number> {
-  const config = loadConfig(args);
+export async function serveCommand(config: Config): Promise<number> {
   const running = await serve(config);
   const signal = await new Promise<string>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));

@@ -2,16 +2,15 @@ import assert from 'node:assert/strict';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { explainCommand } from '../../src/cli/explain.js';
-import { captureIO } from './io.js';
+import { cli } from './io.js';
 
 const FIXTURES = 'test/fixtures/cli';
 const ARGS = ['-f', `${FIXTURES}/explain.yaml`, '--templates-dir', `${FIXTURES}/templates`];
 
 async function explain(args: string[]): Promise<string> {
-  const io = captureIO();
-  assert.equal(await explainCommand(args, io), 0);
-  return io.out();
+  const r = await cli(['explain', ...args]);
+  assert.equal(r.code, 0, r.err);
+  return r.out;
 }
 
 describe('sidecar-injector explain', () => {
