@@ -23,6 +23,7 @@ export const ErrorCodes = {
   /** Start-up and reload faults. */
   TEMPLATE_INVALID: { status: 500, message: '%s' },
   TEMPLATES_EMPTY: { status: 500, message: 'no sidecar templates (*.yaml, *.yml) found in %s' },
+  TEMPLATES_DIR_MISSING: { status: 500, message: 'templates directory %s does not exist; pass --templates-dir (or set SIDECAR_INJECTOR_TEMPLATES_DIR) to a directory of SidecarTemplate YAML files' },
   CONFIG_INVALID: { status: 500, message: 'invalid configuration: %s' },
   CERT_INVALID: { status: 500, message: 'cannot load the serving certificate: %s' },
   /** Command-line authoring tools (inject, lint, explain). */

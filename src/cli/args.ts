@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { Options } from '../config/config.js';
 import { InjectorError } from '../errors.js';
+import { templatesDirError } from './errors.js';
 import { loadTemplateSet, type TemplateSet } from '../templates/load.js';
 
 /** The flags inject and explain share, as the command line gave them. */
@@ -21,7 +22,8 @@ export async function readInput(command: string, file: string | undefined, stdin
     try {
       return await readFile(file, 'utf8');
     } catch (err) {
-      throw new InjectorError('INPUT_INVALID', [file, (err as Error).message], { cause: err });
+      const missing = (err as { code?: unknown }).code === 'ENOENT';
+      throw new InjectorError('INPUT_INVALID', [file, missing ? 'no such file; check the -f path (or use -f - for standard input)' : (err as Error).message], { cause: err });
     }
   }
   const chunks: Buffer[] = [];
@@ -35,8 +37,13 @@ export function templatesDir(flag: string | undefined, env: NodeJS.ProcessEnv = 
 }
 
 /** Loads the template set the server would load from that directory. */
-export function loadTemplates(flag: string | undefined): Promise<TemplateSet> {
-  return loadTemplateSet(templatesDir(flag));
+export async function loadTemplates(flag: string | undefined): Promise<TemplateSet> {
+  const dir = templatesDir(flag);
+  try {
+    return await loadTemplateSet(dir);
+  } catch (err) {
+    throw templatesDirError(err, dir);
+  }
 }
 
 /** Where a command writes; tests pass their own. */

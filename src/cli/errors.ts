@@ -1,5 +1,15 @@
 import { InjectorError, TemplateSetError } from '../errors.js';
 
+/**
+ * A template directory that is not there, as the one line that says which flag to fix, instead of
+ * readdir's ENOENT; any other error unchanged.
+ */
+export function templatesDirError(err: unknown, dir: string): unknown {
+  const e = err as Partial<SystemError> | null;
+  if (e?.code === 'ENOENT' && e.path === dir) return new InjectorError('TEMPLATES_DIR_MISSING', [JSON.stringify(dir)], { cause: err });
+  return err;
+}
+
 /** Set to print the stack of an unexpected error (a bug), which users never need to see otherwise. */
 export const DEBUG_ENV = 'SIDECAR_INJECTOR_DEBUG';
 

@@ -54,7 +54,7 @@ function usageError(err: unknown): boolean {
 export function createProgram(io: IO, done: (code: number) => void): Command {
   const program = new Command(PROGRAM)
     .description('Injects sidecar containers into pods from SidecarTemplate files, as a Kubernetes admission webhook, and explains, lints and checks what it injects.')
-    .usage('<command> [flags]')
+    .usage('<command> [options]')
     .helpOption('-h, --help', 'show help for a command')
     .helpCommand('help [command]', 'show help for a command')
     .addHelpText('after', `\nRun '${PROGRAM} <command> --help' for a command's flags and examples.\n`)
@@ -86,10 +86,10 @@ export function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(templatesDirOption())
     .addOption(namespaceOption())
     .addOption(new Option('-o, --output <format>', 'output format').choices(['yaml', 'json']).default('yaml'))
-    .addOption(new Option('--patch', 'print the JSON patch instead of the injected manifests').default(false))
+    .addOption(new Option('--patch', 'print the JSON patch instead of the injected manifests'))
     .addOption(namespaceLabelsOption())
     .addHelpText('after', examples([`${PROGRAM} inject -f deployment.yaml | kubectl apply -f -`, `kubectl get pod web-0 -o yaml | ${PROGRAM} inject -f - --patch`, `${PROGRAM} inject -f app.yaml -n team-a --templates-dir ./templates -o json`]))
-    .action(act(async (...args) => (await Commands.inject()).injectCommand(optionsOf(args), io)));
+    .action(act(async (...args) => (await Commands.inject()).injectCommand(optionsOf(args, 0, { patch: false }), io)));
 
   command('explain', 'say for each pod whether it would be injected, with what, and why')
     .description('Says for each pod in FILE whether it would be injected, with which templates, where each sidecar goes, and why (or why not).')
@@ -106,21 +106,21 @@ export function createProgram(io: IO, done: (code: number) => void): Command {
     .argument('[dir]', `templates directory (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`)
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addOption(new Option('--pod-security <level>', 'Pod Security Standard the injected pods must meet').choices(['none', 'baseline', 'restricted']).default('none'))
-    .addOption(new Option('--strict', 'treat warnings as faults').default(false))
+    .addOption(new Option('--strict', 'treat warnings as faults'))
     .addHelpText('after', examples([`${PROGRAM} lint ./templates`, `${PROGRAM} lint ./templates --pod-security restricted --strict`, `${PROGRAM} lint -o json`]))
-    .action(act(async (...args) => (await Commands.lint()).lintCommand({ ...optionsOf(args, 1), ...(args[0] !== undefined && { dir: args[0] as string }) }, io)));
+    .action(act(async (...args) => (await Commands.lint()).lintCommand({ ...optionsOf(args, 1, { strict: false }), ...(args[0] !== undefined && { dir: args[0] as string }) }, io)));
 
   command('drift', 'list running pods whose sidecars are out of date with the templates')
     .description('Lists the running pods whose injected sidecars are out of date with the current templates (the recorded status differs from what the templates render for the pod now, or a template it used is gone), grouped by owning workload with the command that rolls each. Reads pods through the Kubernetes API with the usual kubeconfig rules.')
     .addOption(templatesDirOption().conflicts('templatesConfigmap'))
-    .addOption(new Option('--templates-configmap <namespace/name>', 'the installed templates ConfigMap, read through the API (the default unless --templates-dir is given)').default('sidecar-injector/sidecar-injector-templates'))
+    .addOption(new Option('--templates-configmap <namespace/name>', 'the installed templates ConfigMap, read through the API unless --templates-dir is given').default('sidecar-injector/sidecar-injector-templates'))
     .addOption(new Option('-n, --namespace <namespace>', "namespace to look in (default: the kubeconfig context's namespace)").conflicts('allNamespaces'))
-    .addOption(new Option('-A, --all-namespaces', 'look in every namespace').default(false))
-    .addOption(new Option('--all', 'list every injected pod, not only the stale ones').default(false))
+    .addOption(new Option('-A, --all-namespaces', 'look in every namespace'))
+    .addOption(new Option('--all', 'list every injected pod, not only the stale ones'))
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addOption(new Option('--kubeconfig <file>', 'kubeconfig file (default: $KUBECONFIG, else ~/.kube/config; in a pod, its ServiceAccount)'))
     .addHelpText('after', examples([`${PROGRAM} drift -A`, `${PROGRAM} drift -n team-a --all -o json`, `${PROGRAM} drift -A --templates-dir ./templates   # before applying a template change`]))
-    .action(act(async (...args) => (await Commands.drift()).driftCommand(optionsOf(args), io)));
+    .action(act(async (...args) => (await Commands.drift()).driftCommand(optionsOf(args, 0, { all: false, allNamespaces: false }), io)));
 
   command('version', 'print the version, the git commit it was built from, and the Node.js version')
     .description('Prints the version, the git commit it was built from (when known) and the Node.js version.')
@@ -131,9 +131,10 @@ export function createProgram(io: IO, done: (code: number) => void): Command {
   return program;
 }
 
-// Commander hands an action its arguments, then the options object, then the command.
-function optionsOf<T>(args: readonly unknown[], at = 0): T {
-  return withoutUndefined(args[at] as Record<string, unknown>) as T;
+// Commander hands an action its arguments, then the options object, then the command. Switches get
+// their `false` here rather than as commander defaults, which help would print as "(default: false)".
+function optionsOf<T>(args: readonly unknown[], at = 0, switches: Readonly<Record<string, false>> = {}): T {
+  return { ...switches, ...withoutUndefined(args[at] as Record<string, unknown>) } as T;
 }
 
 // exactOptionalPropertyTypes: an option not given is absent, never `undefined`.
@@ -161,7 +162,8 @@ export function oneLine(prefix: string, text: string): string {
     .trim()
     .replace(/^error: /, '')
     .replace(/\s*\n\(Did you mean (.*)\?\)$/, ' (did you mean $1?)')
-    .replace(/\s*\n\s*/g, ' ');
+    .replace(/\s*\n\s*/g, ' ')
+    .replace(/\.$/, '');
   return `${prefix}: ${message}; see '${prefix} --help'`;
 }
 
@@ -190,7 +192,7 @@ export function parseLabels(text: string): Record<string, string> {
   const labels: Record<string, string> = {};
   for (const pair of text.split(',').filter((p) => p.trim() !== '')) {
     const eq = pair.indexOf('=');
-    if (eq <= 0) throw new InvalidArgumentError(`expected key=value pairs separated by commas, got "${pair}"`);
+    if (eq <= 0) throw new InvalidArgumentError(`Expected key=value pairs separated by commas, got "${pair}"`);
     labels[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim();
   }
   return labels;
