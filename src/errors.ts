@@ -10,7 +10,7 @@ export const ErrorCodes = {
   BODY_TOO_LARGE: { status: 413, message: 'request body exceeds the limit of %s bytes' },
   BODY_ABORTED: { status: 400, message: 'request body was not received completely: %s' },
   REVIEW_INVALID: { status: 400, message: 'not a valid AdmissionReview: %s' },
-  NOT_FOUND: { status: 404, message: 'no such path %s; the webhook serves POST /mutate and POST /validate' },
+  NOT_FOUND: { status: 404, message: 'no such path %s; the webhook serves POST /mutate, /validate, /mutate/namespace and /validate/namespace' },
   METHOD_NOT_ALLOWED: { status: 405, message: 'method %s is not allowed on %s; use %s' },
   OVERLOADED: { status: 429, message: 'too many reviews in progress; retry shortly' },
   INTERNAL: { status: 500, message: 'internal error while handling the review: %s' },
