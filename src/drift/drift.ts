@@ -1,7 +1,7 @@
 import { InjectorError } from '../errors.js';
 import { Keys } from '../inject/keys.js';
 import { injectSidecars, type InjectionStatus } from '../inject/mutate.js';
-import { selectTemplates } from '../inject/policy.js';
+import { OptInScope, selectTemplates } from '../inject/policy.js';
 import { isObject, type Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 
@@ -118,7 +118,8 @@ function reinject(pod: Pod, set: TemplateSet): InjectionStatus | Difference {
   const namespace = pod.metadata?.namespace ?? 'default';
   const admitted = asAdmitted(pod);
   try {
-    const selection = selectTemplates(admitted, set);
+    // The pod was injected, so it was opted in: by its label, or (namespace scope) by its namespace's.
+    const selection = selectTemplates(admitted, set, OptInScope.Namespace);
     if (!selection.inject) return { reason: StaleReason.NoLongerSelected, detail: `would not be injected now: ${selection.detail}` };
     return injectSidecars(admitted, selection.templates, namespace).status;
   } catch (err) {
@@ -128,25 +129,15 @@ function reinject(pod: Pod, set: TemplateSet): InjectionStatus | Difference {
 }
 
 /**
- * The pod as the webhook saw it. A controller's pod had only generateName at admission (the apiserver
- * names it afterwards), which `{{ pod.name }}` rendered; the status annotation was not there yet; and
- * a pod of an opted-in namespace (BRIEF contract 1) was injected without the label: it is opted in,
- * since it was injected.
+ * The pod as the webhook saw it: a controller's pod had only generateName at admission (the apiserver
+ * names it afterwards), which `{{ pod.name }}` rendered, and the status annotation was not there yet.
  */
 function asAdmitted(pod: Pod): Pod {
   const meta = pod.metadata ?? {};
-  const { name, ...unnamed } = meta;
+  const { name: _named, ...unnamed } = meta;
   const annotations = { ...meta.annotations };
   delete annotations[Keys.status];
-  const labels = meta.labels ?? {};
-  return {
-    ...pod,
-    metadata: {
-      ...(meta.generateName ? unnamed : meta),
-      annotations,
-      labels: labels[Keys.inject] === undefined ? { ...labels, [Keys.inject]: 'true' } : labels,
-    },
-  };
+  return { ...pod, metadata: { ...(meta.generateName ? unnamed : meta), annotations } };
 }
 
 function stale(name: string, d: Difference, recorded?: InjectionStatus, current?: InjectionStatus): PodDrift {

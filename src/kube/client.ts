@@ -117,5 +117,8 @@ function statusMessage(err: unknown): string {
     }
   }
   if (typeof body === 'object' && body !== null && typeof (body as { message?: unknown }).message === 'string') return (body as { message: string }).message;
-  return (err as Error).message;
+  // A status the API description does not list (401, 403) comes without a body, as
+  // "HTTP-Code: 401\nMessage: Unauthorized\nBody: ...": keep the one line that says what happened.
+  const message = (err as Error).message;
+  return /^Message: (.+)$/m.exec(message)?.[1] ?? message.split('\n')[0] ?? message;
 }
