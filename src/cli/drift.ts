@@ -1,6 +1,9 @@
 import { InjectorError } from '../errors.js';
 import { controllerOf, driftReport, PodState, type DriftReport, type Owners, type WorkloadDrift } from '../drift/drift.js';
-import { apiError, apiStatus, createKubeClients, type KubeClients } from '../kube/client.js';
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { apiError, apiStatus, createKubeClients, KubeSource, type KubeClients } from '../kube/client.js';
 import { listJobs, listLivePods, listReplicaSets, type Scope } from '../kube/pods.js';
 import type { Pod } from '../kube/types.js';
 import { compileTemplateSet, type TemplateSet } from '../templates/load.js';
@@ -27,6 +30,10 @@ export interface DriftOptions {
  */
 export async function driftCommand(values: DriftOptions, io: IO = processIO, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const kube = createKubeClients({ kubeconfig: values.kubeconfig ?? '', namespace: values.namespace ?? '', env });
+  // Without any kubeconfig, client-node falls back to http://localhost:8080 and fails with a TLS message.
+  if (kube.source === KubeSource.default && !kubeconfigExists(env)) {
+    throw new InjectorError('KUBE_CONFIG_INVALID', ['no kubeconfig found ($KUBECONFIG is not set and ~/.kube/config does not exist)']);
+  }
   const scope: Scope = values.allNamespaces ? { allNamespaces: true } : { namespace: kube.namespace };
   const [{ set, source }, pods, replicaSets, jobs] = await Promise.all([templatesFor(values, kube, env), listLivePods(kube, scope), listReplicaSets(kube, scope), listJobs(kube, scope)]);
   const owners: Owners = new Map(
@@ -38,6 +45,10 @@ export async function driftCommand(values: DriftOptions, io: IO = processIO, env
   const report = driftReport(pods.map(toPod), owners, set, { all: values.all, source });
   io.stdout(values.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : printReport(report, 'namespace' in scope ? `namespace ${scope.namespace}` : 'all namespaces'));
   return 0;
+}
+
+function kubeconfigExists(env: NodeJS.ProcessEnv): boolean {
+  return (env['KUBECONFIG'] ?? '') !== '' || existsSync(join(homedir(), '.kube', 'config'));
 }
 
 /** The templates to compare with: a directory, or the ConfigMap the injector mounts, read through the API. */

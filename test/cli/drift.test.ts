@@ -111,17 +111,17 @@ describe('sidecar-injector drift (against a fake API server, through a kubeconfi
     const ca = Buffer.from(/certificate-authority-data: "([^"]+)"/.exec(await readFile(api.kubeconfig, 'utf8'))![1]!, 'base64').toString();
     const file = join(await mkdtemp(join(tmpdir(), 'drift-kubeconfig-')), 'config');
     await writeFile(file, kubeconfigYaml(api.url, ca, api.token, 'billing'));
-    const saved = process.env['KUBECONFIG'];
-    process.env['KUBECONFIG'] = file;
-    try {
-      const r = await cli(['drift']);
-      assert.equal(r.code, 0, r.err);
-      assert.match(r.out, /^billing StatefulSet\/invoices: 1 of 1 pod\(s\) out of date\n/);
-      assert.match(r.out, /in namespace billing are out of date/);
-    } finally {
-      if (saved === undefined) delete process.env['KUBECONFIG'];
-      else process.env['KUBECONFIG'] = saved;
-    }
+    const r = await withEnv({ KUBECONFIG: file, KUBERNETES_SERVICE_HOST: undefined }, () => cli(['drift']));
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /^billing StatefulSet\/invoices: 1 of 1 pod\(s\) out of date\n/);
+    assert.match(r.out, /in namespace billing are out of date/);
+  });
+
+  it('says to pass --kubeconfig when there is no kubeconfig at all', async () => {
+    const home = await mkdtemp(join(tmpdir(), 'drift-home-'));
+    const r = await withEnv({ HOME: home, KUBECONFIG: undefined, KUBERNETES_SERVICE_HOST: undefined }, () => cli(['drift']));
+    assert.equal(r.code, 1);
+    assert.equal(r.err, 'sidecar-injector: cannot configure the Kubernetes client: no kubeconfig found ($KUBECONFIG is not set and ~/.kube/config does not exist); pass --kubeconfig or run in a pod with a ServiceAccount\n');
   });
 
   it('reads every page of a long pod list', async () => {
@@ -154,6 +154,23 @@ describe('sidecar-injector drift (against a fake API server, through a kubeconfi
     assert.match(r.err, /^sidecar-injector: Kubernetes API call (list pods|list replicasets|list jobs|get configmap sidecar-injector\/sidecar-injector-templates) failed: HTTP 401: Unauthorized\n$/);
   });
 });
+
+/** Runs `fn` with these environment variables set (undefined: unset), then puts them back. */
+async function withEnv<T>(vars: Record<string, string | undefined>, fn: () => Promise<T>): Promise<T> {
+  const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+  const apply = (values: Record<string, string | undefined>): void => {
+    for (const [k, v] of Object.entries(values)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  };
+  apply(vars);
+  try {
+    return await fn();
+  } finally {
+    apply(saved);
+  }
+}
 
 async function wrongTokenKubeconfig(api: FakeApiServer): Promise<string> {
   const file = join(await mkdtemp(join(tmpdir(), 'drift-bad-')), 'config');
