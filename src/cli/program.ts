@@ -1,5 +1,6 @@
-import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { Argument, Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { configFromFlags, Options } from '../config/config.js';
+import { bashCompletion } from './completion.js';
 import { describeError } from './errors.js';
 import { processIO, type IO } from './args.js';
 
@@ -127,6 +128,17 @@ export function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addHelpText('after', examples([`${PROGRAM} version`, `${PROGRAM} version -o json`]))
     .action(act(async (...args) => (await Commands.version()).versionCommand(optionsOf(args), io)));
+
+  command('completion', 'print a shell completion script')
+    .description('Prints a bash completion script for the commands, their flags and the values of flags with choices. zsh can load it after `autoload -U bashcompinit && bashcompinit`.')
+    .addArgument(new Argument('<shell>', 'the shell').choices(['bash']))
+    .addHelpText('after', examples([`${PROGRAM} completion bash > ~/.local/share/bash-completion/completions/${PROGRAM}`, `source <(${PROGRAM} completion bash)`]))
+    .action(
+      act(async () => {
+        io.stdout(bashCompletion(program));
+        return 0;
+      }),
+    );
 
   return program;
 }

@@ -16,6 +16,7 @@ const Flags: Record<string, readonly string[]> = {
   lint: ['[dir]', '-o, --output', '--pod-security', '--strict', '-h, --help'],
   drift: ['--templates-dir', '--templates-configmap', '-n, --namespace', '-A, --all-namespaces', '--all ', '-o, --output', '--kubeconfig', '-h, --help'],
   version: ['-o, --output', '-h, --help'],
+  completion: ['<shell>', '-h, --help'],
   serve: [...Object.values(Options).map((o) => `--${o.flag} `), '-h, --help'],
 };
 
