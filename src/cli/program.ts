@@ -7,11 +7,11 @@ import { processIO, type IO } from './args.js';
 /** The program's name, as installed by package.json `bin`. */
 export const PROGRAM = 'sidecar-injector';
 
-/** Exit status for a command line that cannot be run as written (unknown flag, missing value), as sysexits' EX_USAGE-style tools use 2. */
+/** Exit status for a command line that cannot run as written (unknown command or flag, missing value): 2, as git and kubectl use. */
 export const USAGE_EXIT = 2;
 
-// Loaded when their command runs: `serve` alone imports koa and pino, `drift` alone the Kubernetes client
-// (~350 ms and ~60 MB to import), so `inject --help` stays instant.
+// Each command loads its own modules when it runs: `drift` alone loads the Kubernetes client (~350 ms
+// and ~60 MB to import), `serve` alone the server, and `--help` loads none of them.
 const Commands = {
   serve: () => import('./serve.js'),
   inject: () => import('./inject.js'),
@@ -37,10 +37,9 @@ export async function runCli(argv: readonly string[], io: IO = processIO): Promi
   }
 }
 
-// Help and version requests end through the same exception as mistakes; only mistakes are errors.
+// A help request ends through the same exception as a mistake; only a mistake is an error.
 function commanderExit(err: CommanderError): number {
-  if (err.exitCode === 0) return 0;
-  return USAGE_EXIT;
+  return err.exitCode === 0 ? 0 : USAGE_EXIT;
 }
 
 function usageError(err: unknown): boolean {
