@@ -1,6 +1,7 @@
+import { isDeepStrictEqual } from 'node:util';
 import { InjectorError } from '../errors.js';
 import { Keys } from '../inject/keys.js';
-import { injectSidecars, type InjectionStatus } from '../inject/mutate.js';
+import { injectSidecars } from '../inject/mutate.js';
 import { OptInScope, selectTemplates } from '../inject/policy.js';
 import { isObject, type Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
@@ -15,8 +16,8 @@ export const StaleReason = {
   TemplateRemoved: 'template-removed',
   /** The pod would get other templates now (a default added or removed, its annotation changed). */
   TemplatesChanged: 'templates-changed',
-  /** Same templates, but they render differently now (image, resources, anything). */
-  DigestChanged: 'digest-changed',
+  /** Same templates, but they inject something else now (image, resources, anything: a new digest or version). */
+  SidecarsChanged: 'sidecars-changed',
   /** The templates would now refuse the pod (a conflict, a refused override). */
   WouldBeRefused: 'would-be-refused',
   /** The pod would not be injected now (its label changed, no default template is left). */
@@ -39,9 +40,9 @@ export interface PodDrift {
   readonly reason?: StaleReason;
   readonly detail?: string;
   /** The status annotation as injected. */
-  readonly recorded?: InjectionStatus;
+  readonly recorded?: RecordedStatus;
   /** The status an injection would record now. */
-  readonly current?: InjectionStatus;
+  readonly current?: RecordedStatus;
 }
 
 /** The workload that owns pods (a Deployment through its ReplicaSet, a CronJob through its Job), or the pod itself. */
@@ -70,29 +71,57 @@ export interface DriftReport {
 }
 
 /**
- * The two functions that know the status annotation's format; everything else goes through them.
- * The format belongs to the rollout work (issue 10, BRIEF contract 3): when it gains per-template
- * versions, these are the places to read and compare them.
+ * A status annotation as recorded: every format the injector has written keeps `templates`, the
+ * names in order; the rest (a digest of the rendering, or per-template versions) is compared as data.
  */
-export function recordedStatus(pod: Pod): InjectionStatus | 'unreadable' | undefined {
+export type RecordedStatus = Readonly<Record<string, unknown>> & { readonly templates: readonly string[] };
+
+/**
+ * The two functions that know the status annotation (`sidecar-injector.io/status`, owned by the
+ * rollout work, BRIEF contract 3); everything else goes through them. Both read it as data, so a
+ * new format (per-template versions) needs no change here to be compared, only to be explained.
+ */
+export function recordedStatus(pod: Pod): RecordedStatus | 'unreadable' | undefined {
   const text = pod.metadata?.annotations?.[Keys.status];
   if (text === undefined) return undefined;
   try {
     const value: unknown = JSON.parse(text);
-    if (!isObject(value) || typeof value['digest'] !== 'string' || !Array.isArray(value['templates']) || !value['templates'].every((t) => typeof t === 'string')) return 'unreadable';
-    return { templates: value['templates'] as string[], digest: value['digest'] };
+    if (!isObject(value) || !Array.isArray(value['templates']) || !value['templates'].every((t) => typeof t === 'string')) return 'unreadable';
+    return value as RecordedStatus;
   } catch {
     return 'unreadable';
   }
 }
 
-/** How a pod's recorded status differs from what an injection records now; undefined when it does not. */
-export function compareStatus(recorded: InjectionStatus, fresh: InjectionStatus): Difference | undefined {
+/** How a pod's recorded status differs from the one an injection records now; undefined when it does not. */
+export function compareStatus(recorded: RecordedStatus, fresh: RecordedStatus): Difference | undefined {
   if (recorded.templates.join(',') !== fresh.templates.join(',')) {
     return { reason: StaleReason.TemplatesChanged, detail: `injected with ${list(recorded.templates)}, would get ${list(fresh.templates)} now` };
   }
-  if (recorded.digest !== fresh.digest) return { reason: StaleReason.DigestChanged, detail: `${list(fresh.templates)} render${fresh.templates.length === 1 ? 's' : ''} differently now (digest ${recorded.digest}, now ${fresh.digest})` };
-  return undefined;
+  if (isDeepStrictEqual(recorded, fresh)) return undefined;
+  return { reason: StaleReason.SidecarsChanged, detail: changeDetail(recorded, fresh) };
+}
+
+// Says which template changed and how, in the terms the format offers: per-template records
+// (`injected: [{template, version}]`), or one digest of the whole rendering.
+function changeDetail(recorded: RecordedStatus, fresh: RecordedStatus): string {
+  const before = perTemplate(recorded);
+  const after = perTemplate(fresh);
+  if (before !== undefined && after !== undefined) {
+    const changed = fresh.templates.filter((t) => !isDeepStrictEqual(before.get(t), after.get(t)));
+    const versions = changed.map((t) => `"${t}" ${String((before.get(t) as { version?: unknown } | undefined)?.version ?? '?')} -> ${String((after.get(t) as { version?: unknown } | undefined)?.version ?? '?')}`);
+    return `changed: ${versions.join(', ')}`;
+  }
+  if (typeof recorded['digest'] === 'string' && typeof fresh['digest'] === 'string') {
+    return `${list(fresh.templates)} render${fresh.templates.length === 1 ? 's' : ''} differently now (digest ${recorded['digest']}, now ${fresh['digest']})`;
+  }
+  return `${list(fresh.templates)}: the status was recorded in another format (an earlier release)`;
+}
+
+function perTemplate(status: RecordedStatus): Map<string, unknown> | undefined {
+  const injected = status['injected'];
+  if (!Array.isArray(injected)) return undefined;
+  return new Map(injected.filter(isObject).map((r) => [String(r['template']), r]));
 }
 
 /** The verdict on one pod; undefined for a pod that was never injected (no status annotation). */
@@ -100,31 +129,34 @@ export function podDrift(pod: Pod, set: TemplateSet): PodDrift | undefined {
   const name = pod.metadata?.name ?? '';
   const recorded = recordedStatus(pod);
   if (recorded === undefined) return undefined;
-  if (recorded === 'unreadable') return stale(name, { reason: StaleReason.StatusUnreadable, detail: `annotation ${Keys.status} is not {"templates": [...], "digest": "..."}` });
+  if (recorded === 'unreadable') return stale(name, { reason: StaleReason.StatusUnreadable, detail: `annotation ${Keys.status} is not JSON with a "templates" list` });
   const gone = recorded.templates.filter((t) => !set.templates.has(t));
   if (gone.length > 0) return stale(name, { reason: StaleReason.TemplateRemoved, detail: `template${gone.length === 1 ? '' : 's'} ${list(gone)} no longer exist${gone.length === 1 ? 's' : ''}` }, recorded);
   const fresh = reinject(pod, set);
-  if ('reason' in fresh) return stale(name, fresh, recorded);
-  const difference = compareStatus(recorded, fresh);
-  if (difference !== undefined) return stale(name, difference, recorded, fresh);
-  return { name, state: PodState.Current, recorded, current: fresh };
+  if ('refused' in fresh) return stale(name, fresh.refused, recorded);
+  const difference = compareStatus(recorded, fresh.status);
+  if (difference !== undefined) return stale(name, difference, recorded, fresh.status);
+  return { name, state: PodState.Current, recorded, current: fresh.status };
 }
 
 /**
  * What admission would record for the pod if it were created now: the server's own selection and
  * injection (selectTemplates, injectSidecars), run on the pod as it looked when it was admitted.
  */
-function reinject(pod: Pod, set: TemplateSet): InjectionStatus | Difference {
+function reinject(pod: Pod, set: TemplateSet): { status: RecordedStatus } | { refused: Difference } {
   const namespace = pod.metadata?.namespace ?? 'default';
   const admitted = asAdmitted(pod);
   try {
     // The pod was injected, so it was opted in: by its label, or (namespace scope) by its namespace's.
     const selection = selectTemplates(admitted, set, OptInScope.Namespace);
-    if (!selection.inject) return { reason: StaleReason.NoLongerSelected, detail: `would not be injected now: ${selection.detail}` };
-    return injectSidecars(admitted, selection.templates, namespace).status;
+    if (!selection.inject) return { refused: { reason: StaleReason.NoLongerSelected, detail: `would not be injected now: ${selection.detail}` } };
+    // The annotation this injection writes, read back as any recorded one is.
+    const fresh = recordedStatus(injectSidecars(admitted, selection.templates, namespace).pod);
+    if (fresh === undefined || fresh === 'unreadable') throw new Error('the injection wrote no readable status annotation');
+    return { status: fresh };
   } catch (err) {
     if (!(err instanceof InjectorError)) throw err;
-    return { reason: StaleReason.WouldBeRefused, detail: `the templates would refuse it now: ${err.message}` };
+    return { refused: { reason: StaleReason.WouldBeRefused, detail: `the templates would refuse it now: ${err.message}` } };
   }
 }
 
@@ -140,7 +172,7 @@ function asAdmitted(pod: Pod): Pod {
   return { ...pod, metadata: { ...(meta.generateName ? unnamed : meta), annotations } };
 }
 
-function stale(name: string, d: Difference, recorded?: InjectionStatus, current?: InjectionStatus): PodDrift {
+function stale(name: string, d: Difference, recorded?: RecordedStatus, current?: RecordedStatus): PodDrift {
   return { name, state: PodState.Stale, reason: d.reason, detail: d.detail, ...(recorded !== undefined && { recorded }), ...(current !== undefined && { current }) };
 }
 

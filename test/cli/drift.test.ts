@@ -88,11 +88,11 @@ describe('sidecar-injector drift (against a fake API server, through a kubeconfi
     assert.deepEqual(
       report.workloads.map((w: any) => [`${w.kind}/${w.name}`, w.pods.map((p: any) => `${p.name}:${p.state}:${p.reason ?? ''}`)]),
       [
-        ['CronJob/nightly', ['nightly-29123-x7k2p:stale:digest-changed']],
+        ['CronJob/nightly', ['nightly-29123-x7k2p:stale:sidecars-changed']],
         ['DaemonSet/node-agent', ['node-agent-x7k2p:stale:template-removed']],
-        ['Deployment/web', ['web-5d4f9c8b7-q2w3e:current:', 'web-7c9f8b6d4-a1b2c:stale:digest-changed', 'web-7c9f8b6d4-d4e5f:stale:digest-changed']],
-        ['Job/migrate', ['migrate-x7k2p:stale:digest-changed']],
-        ['Pod/debug', ['debug:stale:digest-changed']],
+        ['Deployment/web', ['web-5d4f9c8b7-q2w3e:current:', 'web-7c9f8b6d4-a1b2c:stale:sidecars-changed', 'web-7c9f8b6d4-d4e5f:stale:sidecars-changed']],
+        ['Job/migrate', ['migrate-x7k2p:stale:sidecars-changed']],
+        ['Pod/debug', ['debug:stale:sidecars-changed']],
         ['StatefulSet/db', ['db-0:current:']],
       ],
     );

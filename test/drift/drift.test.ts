@@ -12,6 +12,7 @@ describe('drift', () => {
     const pod = runningPod(current, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', owner: web });
     assert.equal(pod.metadata?.name, 'web-7c9f8b6d4-x7k2p');
     assert.deepEqual(podDrift(pod, current), { name: 'web-7c9f8b6d4-x7k2p', state: 'current', recorded: recordedStatus(pod), current: recordedStatus(pod) });
+    assert.notEqual(recordedStatus(pod), undefined);
   });
 
   it('finds a pod with an explicit name up to date (it rendered its own name)', () => {
@@ -23,9 +24,10 @@ describe('drift', () => {
     const pod = runningPod(oldTemplates(), { namespace: 'shop', generateName: 'web-7c9f8b6d4-', owner: web });
     const verdict = podDrift(pod, current)!;
     assert.equal(verdict.state, 'stale');
-    assert.equal(verdict.reason, StaleReason.DigestChanged);
-    assert.match(verdict.detail!, /^"log-agent" renders differently now \(digest [0-9a-f]{16}, now [0-9a-f]{16}\)$/);
-    assert.notEqual(verdict.recorded?.digest, verdict.current?.digest);
+    assert.equal(verdict.reason, StaleReason.SidecarsChanged);
+    // Named in the terms of the status format: a digest of the rendering, or per-template versions.
+    assert.match(verdict.detail!, /^"log-agent" renders differently now \(digest [0-9a-f]{16}, now [0-9a-f]{16}\)$|^changed: "log-agent" /);
+    assert.notDeepEqual(verdict.recorded, verdict.current);
   });
 
   it('finds a pod stale when a template it got is gone', () => {
@@ -64,10 +66,15 @@ describe('drift', () => {
     assert.equal(recordedStatus({ metadata: { annotations: { 'sidecar-injector.io/status': 'not json' } } }), 'unreadable');
   });
 
-  it('compares statuses by template list, in order, then by digest', () => {
+  it('compares statuses by template list, in order, then by what each format records (a digest, or per-template versions)', () => {
     assert.equal(compareStatus({ templates: ['a', 'b'], digest: 'd' }, { templates: ['a', 'b'], digest: 'd' }), undefined);
     assert.equal(compareStatus({ templates: ['a', 'b'], digest: 'd' }, { templates: ['b', 'a'], digest: 'd' })?.reason, StaleReason.TemplatesChanged);
-    assert.equal(compareStatus({ templates: ['a'], digest: 'd' }, { templates: ['a'], digest: 'e' })?.reason, StaleReason.DigestChanged);
+    assert.equal(compareStatus({ templates: ['a'], digest: 'd' }, { templates: ['a'], digest: 'e' })?.reason, StaleReason.SidecarsChanged);
+    // The per-template format of the rollout work: the template whose record differs is named.
+    const versioned = (v: string) => ({ templates: ['a', 'b'], injected: [{ template: 'a', version: '1' }, { template: 'b', version: v }] });
+    assert.equal(compareStatus(versioned('2'), versioned('2')), undefined);
+    assert.deepEqual(compareStatus(versioned('2'), versioned('3')), { reason: StaleReason.SidecarsChanged, detail: 'changed: "b" 2 -> 3' });
+    assert.match(compareStatus({ templates: ['a', 'b'], digest: 'd' }, versioned('3'))?.detail ?? '', /recorded in another format/);
   });
 
   it('finds the owning workload through ReplicaSets and Jobs, and says how to roll each', () => {
