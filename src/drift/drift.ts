@@ -102,20 +102,25 @@ export function compareStatus(recorded: RecordedStatus, fresh: RecordedStatus): 
   return { reason: StaleReason.SidecarsChanged, detail: changeDetail(recorded, fresh) };
 }
 
-// Says which template changed and how, in the terms the format offers: per-template records
-// (`injected: [{template, version}]`), or one digest of the whole rendering.
+// Says which templates changed, from what to what, in the terms the format offers: per-template
+// records (`injected: [{template, version}]`), or one digest of the whole rendering. The same
+// wording for both, so the report reads alike across releases.
 function changeDetail(recorded: RecordedStatus, fresh: RecordedStatus): string {
   const before = perTemplate(recorded);
   const after = perTemplate(fresh);
   if (before !== undefined && after !== undefined) {
     const changed = fresh.templates.filter((t) => !isDeepStrictEqual(before.get(t), after.get(t)));
-    const versions = changed.map((t) => `"${t}" ${String((before.get(t) as { version?: unknown } | undefined)?.version ?? '?')} -> ${String((after.get(t) as { version?: unknown } | undefined)?.version ?? '?')}`);
-    return `changed: ${versions.join(', ')}`;
+    return changed.map((t) => `"${t}" changed (was ${versionOf(before.get(t))}, now ${versionOf(after.get(t))})`).join('; ');
   }
   if (typeof recorded['digest'] === 'string' && typeof fresh['digest'] === 'string') {
-    return `${list(fresh.templates)} render${fresh.templates.length === 1 ? 's' : ''} differently now (digest ${recorded['digest']}, now ${fresh['digest']})`;
+    return `${list(fresh.templates)} changed (was ${recorded['digest']}, now ${fresh['digest']})`;
   }
   return `${list(fresh.templates)}: the status was recorded in another format (an earlier release)`;
+}
+
+function versionOf(record: unknown): string {
+  const version = isObject(record) ? record['version'] : undefined;
+  return typeof version === 'string' ? version : 'unknown';
 }
 
 function perTemplate(status: RecordedStatus): Map<string, unknown> | undefined {

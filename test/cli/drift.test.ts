@@ -74,7 +74,7 @@ describe('sidecar-injector drift (against a fake API server, through a kubeconfi
     const r = await cli(['drift', '-n', 'shop', ...kube]);
     assert.equal(r.code, 0, r.err);
     await golden('drift.txt', r.out.replace(/\b[0-9a-f]{16}\b/g, 'D'));
-    assert.match(r.out, /^shop Deployment\/web: 2 of 3 pod\(s\) out of date\n {2}web-7c9f8b6d4-a1b2c: "log-agent" renders differently now/m);
+    assert.match(r.out, /^shop Deployment\/web: 2 of 3 pod\(s\) out of date\n {2}web-7c9f8b6d4-a1b2c: "log-agent" changed \(was /m);
     assert.match(r.out, /\n {2}roll: kubectl -n shop rollout restart deployment\/web\n/);
     assert.match(r.out, /node-agent-x7k2p: template "retired" no longer exists/);
     assert.doesNotMatch(r.out, /db-0|q2w3e|plain|done1|invoices/);

@@ -25,8 +25,8 @@ describe('drift', () => {
     const verdict = podDrift(pod, current)!;
     assert.equal(verdict.state, 'stale');
     assert.equal(verdict.reason, StaleReason.SidecarsChanged);
-    // Named in the terms of the status format: a digest of the rendering, or per-template versions.
-    assert.match(verdict.detail!, /^"log-agent" renders differently now \(digest [0-9a-f]{16}, now [0-9a-f]{16}\)$|^changed: "log-agent" /);
+    // The digest of the rendering, or the template's version: alike in either status format.
+    assert.match(verdict.detail!, /^"log-agent" changed \(was [0-9a-f]{16}, now [0-9a-f]{16}\)$/);
     assert.notDeepEqual(verdict.recorded, verdict.current);
   });
 
@@ -73,7 +73,7 @@ describe('drift', () => {
     // The per-template format of the rollout work: the template whose record differs is named.
     const versioned = (v: string) => ({ templates: ['a', 'b'], injected: [{ template: 'a', version: '1' }, { template: 'b', version: v }] });
     assert.equal(compareStatus(versioned('2'), versioned('2')), undefined);
-    assert.deepEqual(compareStatus(versioned('2'), versioned('3')), { reason: StaleReason.SidecarsChanged, detail: 'changed: "b" 2 -> 3' });
+    assert.deepEqual(compareStatus(versioned('2'), versioned('3')), { reason: StaleReason.SidecarsChanged, detail: '"b" changed (was 2, now 3)' });
     assert.match(compareStatus({ templates: ['a', 'b'], digest: 'd' }, versioned('3'))?.detail ?? '', /recorded in another format/);
   });
 
