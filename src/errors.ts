@@ -36,6 +36,8 @@ export const ErrorCodes = {
   TEMPLATES_CONFIGMAP_MISSING: { status: 500, message: 'ConfigMap %s not found; name the installed templates with --templates-configmap NAMESPACE/NAME, or compare with a directory with --templates-dir' },
   CERT_SECRET_CONTENDED: { status: 500, message: 'gave up on Secret %s after %s conflicting writes; another writer keeps changing it' },
   CERT_SECRET_INVALID: { status: 500, message: 'Secret %s holds no usable certificate: %s' },
+  /** A webhook configuration's label selector the API server would refuse (src/kube/selectors.ts). */
+  SELECTOR_INVALID: { status: 500, message: 'invalid label selector requirement on key %s: %s' },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;
