@@ -31,7 +31,7 @@ export interface ExplainOptions extends InputOptions {
 /** `sidecar-injector explain -f FILE|-`: for each pod, whether it would be injected, with what and why. */
 export async function explainCommand(values: ExplainOptions, io: IO = processIO): Promise<number> {
   const format = values.output;
-  const cluster = { webhooks: await shippedWebhooks(), namespaceLabels: values.namespaceLabels ?? {} };
+  const cluster = { webhooks: shippedWebhooks(), namespaceLabels: values.namespaceLabels ?? {} };
   const text = await readInput('explain', values.filename, io.stdin);
   const set = await loadTemplates(values.templatesDir);
   const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));

@@ -1,8 +1,8 @@
-import { stringify } from 'yaml';
 import type { JsonObject } from '../kube/types.js';
 import { diff, type Operation } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
 import { asTemplate, getIn, parseDocuments, podSites, setIn } from '../workload/workload.js';
+import { stringifyKubectl } from '../yaml/kubectl.js';
 import { admitPod, type Cluster } from './admit.js';
 import { loadTemplates, processIO, readInput, type InputOptions, type IO } from './args.js';
 import { shippedWebhooks } from './routes.js';
@@ -32,7 +32,7 @@ export interface InjectOptions extends InputOptions {
  */
 export async function injectCommand(values: InjectOptions, io: IO = processIO): Promise<number> {
   const format = values.output;
-  const cluster = { webhooks: await shippedWebhooks(), namespaceLabels: values.namespaceLabels ?? {} };
+  const cluster = { webhooks: shippedWebhooks(), namespaceLabels: values.namespaceLabels ?? {} };
   const text = await readInput('inject', values.filename, io.stdin);
   const set = await loadTemplates(values.templatesDir);
   const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
@@ -62,13 +62,17 @@ export function injectDocument(doc: JsonObject, set: TemplateSet, namespace: str
   return { before: doc, after, patch: diff(doc, after), warnings, errors };
 }
 
-/** YAML documents separated by `---`, or JSON: one object, or a v1 List of several. */
+/**
+ * YAML documents separated by `---`, or JSON: one object, or a v1 List of several. YAML is written
+ * for kubectl's YAML 1.1 reading: a string such as `no`, `on` or `0400` is quoted, so the output
+ * means what the input meant.
+ */
 export function printDocuments(docs: readonly JsonObject[], format: 'yaml' | 'json'): string {
   if (format === 'json') {
     const value = docs.length === 1 ? docs[0] : { apiVersion: 'v1', kind: 'List', items: docs };
     return `${JSON.stringify(value, null, 2)}\n`;
   }
-  return docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n');
+  return stringifyKubectl(docs);
 }
 
 // One document: the patch itself, as /mutate would send it for a Pod. Several: one entry each.

@@ -103,6 +103,7 @@ describe('sidecar-injector help and error texts (golden)', () => {
       ['inject', '-f', `${T}/inputs/none.yaml`, '--templates-dir', `${T}/templates`],
       ['inject', '-f', `${T}/inputs/pod.yaml`, '--templates-dir', `${T}/no-such-dir`],
       ['inject', '-f', `${T}/inputs/pod.yaml`, '-o', 'xml'],
+      ['inject', '-f', `${T}/malformed.yaml`, '--templates-dir', `${T}/templates`],
       ['explain', '-f', '-', '--namespace-labels', 'team=a,oops'],
       ['lint', '--pod-security', 'lax'],
       ['drift', '-n', 'team-a', '-A'],

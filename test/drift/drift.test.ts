@@ -43,9 +43,9 @@ describe('drift', () => {
   });
 
   it('finds a pod stale when the templates would refuse it now, or no longer inject it', () => {
-    const pod = runningPod(current, { namespace: 'shop', name: 'p' });
-    // mesh, now a default too, brings a container of the same name as log-agent's: a conflict.
-    const clash = templates((t) => t.replace('placement: first', 'placement: first\n  default: true').replace('name: mesh-proxy', 'name: log-agent'));
+    const pod = runningPod(current, { namespace: 'shop', name: 'p', annotations: { 'sidecar-injector.io/templates': 'log-agent,mesh' } });
+    // mesh now brings a container of the same name as log-agent's: a pod naming both is denied.
+    const clash = templates((t) => t.replace('name: mesh-proxy', 'name: log-agent'));
     const refused = podDrift(pod, clash);
     assert.equal(refused?.reason, StaleReason.WouldBeRefused, refused?.detail);
     assert.match(refused?.detail ?? '', /^the templates would refuse it now: the selected templates conflict: /);
