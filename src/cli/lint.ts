@@ -10,7 +10,7 @@ export interface LintOptions {
   readonly output: 'text' | 'json';
   /** The Pod Security Standard injected sample pods must meet; `none` checks only that they are valid pods. */
   readonly podSecurity: PodSecurityLevel;
-  /** Treat warnings as faults. */
+  /** Exit 1 on warnings too. */
   readonly strict: boolean;
 }
 

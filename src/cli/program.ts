@@ -106,7 +106,7 @@ export function createProgram(io: IO, done: (code: number) => void): Command {
     .argument('[dir]', `templates directory (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`)
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addOption(new Option('--pod-security <level>', 'Pod Security Standard the injected pods must meet').choices(['none', 'baseline', 'restricted']).default('none'))
-    .addOption(new Option('--strict', 'treat warnings as faults'))
+    .addOption(new Option('--strict', 'exit 1 on warnings too, not only on errors'))
     .addHelpText('after', examples([`${PROGRAM} lint ./templates`, `${PROGRAM} lint ./templates --pod-security restricted --strict`, `${PROGRAM} lint -o json`]))
     .action(act(async (...args) => (await Commands.lint()).lintCommand({ ...optionsOf(args, 1, { strict: false }), ...(args[0] !== undefined && { dir: args[0] as string }) }, io)));
 
