@@ -2,6 +2,7 @@ import type { Server } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { createSecureContext } from 'node:tls';
+import { reviewLimits } from './admission/handlers.js';
 import type { KeyPair } from './certs/pki.js';
 import { certificateValidity, makeSelfSigned, readCertDir, readClientCa } from './certs/source.js';
 import { watchCertificate, watchForChange } from './certs/watcher.js';
@@ -57,7 +58,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   const tls = certs.initial;
   metrics.setCertificateExpiry(certificateValidity(tls.certPem).notAfter);
   if (clientCaPem !== undefined) logger.info({ clientCa: config.clientCa }, 'mutual TLS: only clients with a certificate from the client CA are served');
-  const app = createAdmissionApp({ logger, templates: store.current, onReview: metrics.observeReview, onError: metrics.observeError, maxInflight: config.maxInflight, answerCacheBytes: config.answerCacheMb * 1024 * 1024 });
+  const app = createAdmissionApp({ logger, templates: store.current, onReview: metrics.observeReview, onError: metrics.observeError, maxInflight: config.maxInflight, answerCacheBytes: config.answerCacheMb * 1024 * 1024, limits: reviewLimits(config) });
   const admission = createAdmissionServer(app, { ...tls, ...(clientCaPem !== undefined && { clientCaPem }) }, { requestTimeout: config.requestTimeout, maxConnections: config.maxConnections });
   const health = createHealthServer({ isReady: () => ready, routes: new Map([['/metrics', metrics.route]]) });
   let draining = false;
