@@ -3,16 +3,13 @@ import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { lintCommand } from '../../src/cli/lint.js';
-import { captureIO } from './io.js';
+import { cli } from './io.js';
 
 const FIXTURES = 'test/fixtures/cli';
 const REFRESH = process.env['REFRESH_GOLDEN'] === 'true';
 
-async function lint(args: string[]): Promise<{ code: number; out: string }> {
-  const io = captureIO();
-  const code = await lintCommand(args, io);
-  return { code, out: io.out() };
+function lint(args: string[]): ReturnType<typeof cli> {
+  return cli(['lint', ...args]);
 }
 
 async function golden(name: string, actual: string): Promise<void> {
@@ -70,7 +67,9 @@ describe('sidecar-injector lint', () => {
     const baseline = await lint([`${FIXTURES}/lint-pods`, '--pod-security', 'baseline']);
     assert.doesNotMatch(baseline.out, /Pod Security restricted\)/);
     assert.match(baseline.out, /Pod Security baseline\)/);
-    await assert.rejects(lint(['--pod-security', 'lax']), /must be none or baseline or restricted/);
+    const lax = await lint(['--pod-security', 'lax']);
+    assert.equal(lax.code, 2);
+    assert.match(lax.err, /argument 'lax' is invalid\. Allowed choices are none, baseline, restricted/);
   });
 
   it('prints the report as JSON with -o json', async () => {
@@ -86,6 +85,8 @@ describe('sidecar-injector lint', () => {
     const r = await lint([empty]);
     assert.equal(r.code, 1);
     assert.match(r.out, /no sidecar templates \(\*\.yaml, \*\.yml\) found in/);
-    await assert.rejects(lint([`${FIXTURES}/no-such-dir`]), /cannot read .*no-such-dir: ENOENT/);
+    const missing = await lint([`${FIXTURES}/no-such-dir`]);
+    assert.equal(missing.code, 1);
+    assert.match(missing.err, /cannot read .*no-such-dir: ENOENT/);
   });
 });
