@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { InjectorError } from '../../src/errors.js';
-import { Options, loadConfig, optionsHelp } from '../../src/config/config.js';
+import { Options, loadConfig } from '../../src/config/config.js';
 
 const refused = (argv: string[], env: NodeJS.ProcessEnv, message: RegExp) =>
   assert.throws(() => loadConfig(argv, env), (err: unknown) => err instanceof InjectorError && err.code === 'CONFIG_INVALID' && message.test(err.message));
@@ -42,12 +42,5 @@ describe('loadConfig', () => {
   it('refuses an unknown flag and a positional argument', () => {
     refused(['--prot', '1'], {}, /--prot/);
     refused(['serve'], {}, /serve/);
-  });
-});
-
-describe('optionsHelp', () => {
-  it('lists every flag with its variable and default', () => {
-    const help = optionsHelp();
-    for (const o of Object.values(Options)) assert.ok(help.includes(`--${o.flag}`) && help.includes(`env ${o.env}, default ${JSON.stringify(o.schema.default)}`), o.flag);
   });
 });

@@ -24,11 +24,11 @@ describe('findConflicts', () => {
     assert.deepEqual(found, [{ template: 'b', with: 'a', path: '/spec/initContainers/1/name', message: 'container "proxy" is defined by both template "a" and template "b"' }]);
   });
 
-  it('finds a port number or a port name used by two templates (one network namespace), protocol TCP by default', () => {
+  it('finds a port number used by two templates (one network namespace), protocol TCP by default, but not a shared port name (Kubernetes only warns)', () => {
     assert.deepEqual(messages([
       rendered('a', { containers: [{ name: 'a', image: 'a', ports: [{ name: 'metrics', containerPort: 9090 }] }] }),
       rendered('b', { containers: [{ name: 'b', image: 'b', ports: [{ name: 'metrics', containerPort: 9091 }, { containerPort: 9090, protocol: 'TCP' }] }] }),
-    ]), ['port name "metrics" is defined by both template "a" and template "b"', 'port 9090/TCP is defined by both template "a" and template "b"']);
+    ]), ['port 9090/TCP is defined by both template "a" and template "b"']);
   });
 
   it('lets two templates use one port number over different protocols', () => {
