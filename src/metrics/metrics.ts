@@ -3,6 +3,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { Decision, type ReviewResult } from '../admission/handlers.js';
 import { Reason } from '../inject/policy.js';
 import type { ReviewFacts } from '../admission/review.js';
+import { buildInfo } from '../build/info.js';
 
 /** Every metric name starts with this, so one `{__name__=~"sidecar_injector_.*"}` finds them all. */
 export const PREFIX = 'sidecar_injector_';
@@ -102,6 +103,14 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     help: 'Unix time at which the serving certificate expires (notAfter)',
     registers,
   });
+  // The Prometheus *_build_info convention: always 1, the labels say what runs (join it onto other series).
+  const build = new Gauge({
+    name: `${PREFIX}build_info`,
+    help: 'The running build (always 1; the version and node labels name it)',
+    labelNames: ['version', 'node'] as const,
+    registers,
+  });
+  build.set({ version: buildInfo().version, node: buildInfo().node }, 1);
   // Both results are exported from the start, so an alert on increase() sees the first failure.
   for (const r of Object.values(ReloadResult)) reloads.inc({ result: r }, 0);
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { readFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import fjp from 'fast-json-patch';
 import 'reflect-metadata'; // @peculiar/x509 needs it before it loads
@@ -190,5 +191,13 @@ describe('createMetrics', () => {
     a.observeError('/mutate', 'BODY_EMPTY');
     assert.equal(valueOf(await scrape(a), 'sidecar_injector_reviews_total', { reason: 'BODY_EMPTY' }), 1);
     assert.equal(valueOf(await scrape(b), 'sidecar_injector_reviews_total', { reason: 'BODY_EMPTY' }), undefined);
+  });
+});
+
+describe('build info metric', () => {
+  it('exports sidecar_injector_build_info = 1 with the package version and the Node.js version', async () => {
+    const { version } = JSON.parse(await readFile('package.json', 'utf8'));
+    const samples = parseSamples(await createMetrics({ processMetrics: false }).registry.metrics());
+    assert.equal(valueOf(samples, 'sidecar_injector_build_info', { version, node: process.versions.node }), 1);
   });
 });
