@@ -1,11 +1,6 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Ajv, type ErrorObject } from 'ajv';
-import { Container as CoreContainer } from 'kubernetes-models/v1/Container';
-import { EnvVar as CoreEnvVar } from 'kubernetes-models/v1/EnvVar';
-import { LocalObjectReference as CoreLocalObjectReference } from 'kubernetes-models/v1/LocalObjectReference';
-import { Volume as CoreVolume } from 'kubernetes-models/v1/Volume';
-import { VolumeMount as CoreVolumeMount } from 'kubernetes-models/v1/VolumeMount';
+import type { ErrorObject, ValidateFunction } from 'ajv';
 import { LineCounter, isNode, type Document } from 'yaml';
 import { TemplateSetError, injectorError, type TemplateFault } from '../errors.js';
 import { findConflicts } from '../inject/conflicts.js';
@@ -13,7 +8,8 @@ import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
 import type { TemplateHistory } from './history.js';
 import { PlaceholderError, renderValues } from './placeholders.js';
 import { placementFault } from './placement.js';
-import { FormatMessages, Formats, sidecarTemplateSchema, volumeSources, type Format } from './schema.js';
+import { FormatMessages, volumeSources, type Format } from './schema.js';
+import { validate as validateTemplateDocument } from './template-validator.js';
 import { compileTemplate, digestOf, type CompiledTemplate, type SidecarTemplateSpec } from './template.js';
 
 /** A complete, validated set of templates; replaced as a whole, never edited in place. */
@@ -34,28 +30,10 @@ export interface TemplateFile {
   readonly text: string;
 }
 
-// Compiled once, when the module loads; every template set reuses it. `verbose` keeps the failing
-// value and schema on each error, for messages that say what was found and what is allowed.
-const ajv = new Ajv({ allErrors: true, strict: true, strictRequired: false, allowUnionTypes: true, verbose: true });
-for (const [name, pattern] of Object.entries(Formats)) ajv.addFormat(name, pattern);
-const validateDocument = ajv.compile(sidecarTemplateSchema);
-
-/** A kubernetes-models class: its validate() throws with ajv errors when a value breaks the OpenAPI definition. */
-type CoreModel = new (data: unknown) => { validate(): void };
-
-/**
- * The OpenAPI `required` lists and enums of the core/v1 definitions, as kubernetes-models generates
- * them (its validators are compiled from the Kubernetes OpenAPI v3 definitions); the field lists and
- * types come from sidecarTemplateSchema. Only `required` and `enum` failures are taken from here.
- */
-const coreValidators: readonly { readonly field: string; readonly model: CoreModel }[] = [
-  { field: 'containers', model: CoreContainer as unknown as CoreModel },
-  { field: 'initContainers', model: CoreContainer as unknown as CoreModel },
-  { field: 'volumes', model: CoreVolume as unknown as CoreModel },
-  { field: 'env', model: CoreEnvVar as unknown as CoreModel },
-  { field: 'volumeMounts', model: CoreVolumeMount as unknown as CoreModel },
-  { field: 'imagePullSecrets', model: CoreLocalObjectReference as unknown as CoreModel },
-];
+// The template schema compiled by `npm run schema` (ajv standalone code, with `allErrors` and
+// `verbose`: each error keeps the failing value and schema, for messages that say what was found
+// and what is allowed); compiling it here would cost ~0.5 s of CPU and ~16 MB at every start.
+const validateDocument = validateTemplateDocument as unknown as ValidateFunction;
 
 /** Lists and reads the template files of a directory (a mounted ConfigMap works: hidden entries are skipped). */
 export async function readTemplateDir(dir: string): Promise<TemplateFile[]> {
@@ -149,46 +127,18 @@ function compileFile(f: TemplateFile, faults: TemplateFault[], seen: Map<string,
   return out;
 }
 
-/** Schema faults of one document (shape, unknown fields, values), then the core/v1 required fields and enums; one per path and message. */
+/**
+ * Schema faults of one document: shape, unknown fields, the core/v1 required fields and enums,
+ * values; one per path and message.
+ */
 function documentFaults(value: unknown): { path: string; message: string }[] {
+  if (validateDocument(value)) return [];
   const found = new Map<string, { path: string; message: string }>();
-  const add = (path: string, message: string): void => void found.set(`${path}\0${message}`, { path, message });
-  if (!validateDocument(value)) for (const e of validateDocument.errors ?? []) add(errorPath(e), describe(e));
-  const spec = (value as { spec?: unknown }).spec;
-  if (typeof spec !== 'object' || spec === null) return [...found.values()];
-  for (const { field, model } of coreValidators) {
-    const items = (spec as Record<string, unknown>)[field];
-    if (!Array.isArray(items)) continue;
-    items.forEach((item, i) => {
-      for (const e of coreErrors(model, item)) {
-        const path = `/spec/${field}/${i}${e.instancePath}`;
-        if (e.keyword === 'required') add(path, `missing required field "${String(e.params['missingProperty'])}"`);
-        // The generated enum check also fails on null, which Kubernetes reads as "not set".
-        else if (e.keyword === 'enum' && pointerGet(item, e.instancePath) !== null) add(path, `must be one of ${(e.params['allowedValues'] as unknown[]).map((v) => JSON.stringify(v)).join(', ')}, got ${JSON.stringify(pointerGet(item, e.instancePath))}`);
-      }
-    });
+  for (const e of validateDocument.errors ?? []) {
+    const fault = { path: errorPath(e), message: describe(e) };
+    found.set(`${fault.path}\0${fault.message}`, fault);
   }
   return [...found.values()];
-}
-
-function coreErrors(model: CoreModel, item: unknown): ErrorObject[] {
-  try {
-    new model(item).validate();
-    return [];
-  } catch (err) {
-    const errors = (err as { errors?: unknown }).errors;
-    if (!Array.isArray(errors)) throw err;
-    return errors as ErrorObject[];
-  }
-}
-
-function pointerGet(value: unknown, pointer: string): unknown {
-  let cur = value;
-  for (const key of pointer.split('/').slice(1)) {
-    if (typeof cur !== 'object' || cur === null) return undefined;
-    cur = (cur as Record<string, unknown>)[key.replace(/~1/g, '/').replace(/~0/g, '~')];
-  }
-  return cur;
 }
 
 /** Rules a schema cannot say: names unique inside one template, native sidecars declared the right way. */

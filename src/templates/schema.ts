@@ -1,17 +1,16 @@
-import * as k8s from '@kubernetes/client-node';
+import { CORE_V1_DEFINITIONS, type CoreDefinition } from './core-v1.js';
 
 /**
  * JSON Schema of a SidecarTemplate document, composed from the real core/v1 definitions.
  *
  * The shape of every core/v1 object a template may hold (Container with its probes, lifecycle,
- * securityContext, resources...; Volume with every source; EnvVar; VolumeMount) is generated here,
- * once at load, from the model metadata of @kubernetes/client-node (a runtime dependency already;
- * its models are generated from the Kubernetes OpenAPI definitions of the release it targets): each
- * definition lists its fields and their types, so every field at every depth is known and an unknown
- * one is refused. The OpenAPI `required` lists and enums are checked by kubernetes-models'
- * validators (see coreValidators in load.ts). What neither expresses, because the apiserver checks
- * it in Go (pkg/apis/core/validation), is added below as VALUE_RULES: file modes, ports, names,
- * quantities.
+ * securityContext, resources...; Volume with every source; EnvVar; VolumeMount) comes from
+ * core-v1.ts, generated at development time by `npm run schema` (scripts/render-schema.ts) from
+ * @kubernetes/client-node's models (every field at every depth and its type, so an unknown one is
+ * refused) and kubernetes-models' validators (the OpenAPI `required` lists and enums). Neither
+ * library is imported at run time: client-node alone costs ~60 MB and seconds of start-up. What the
+ * OpenAPI definitions do not express, because the apiserver checks it in Go
+ * (pkg/apis/core/validation), is added below as VALUE_RULES: file modes, ports, names, quantities.
  */
 
 /** resource.Quantity: a number with an optional binary, decimal or exponent suffix. */
@@ -90,95 +89,73 @@ const VALUE_RULES: Readonly<Record<string, Schema>> = {
   'V1ResourceFieldSelector.divisor': quantity,
 };
 
-interface Attribute {
-  readonly name: string;
-  readonly baseName: string;
-  readonly type: string;
-  readonly format: string;
-}
-
-type ModelClass = { getAttributeTypeMap(): readonly Attribute[] };
-
-function modelClass(name: string): ModelClass | undefined {
-  const c = (k8s as unknown as Record<string, unknown>)[name];
-  return typeof c === 'function' && 'getAttributeTypeMap' in c ? (c as unknown as ModelClass) : undefined;
-}
-
-/** The JSON Schema of one field type of the generated models (`Array<V1EnvVar>`, `IntOrString`, ...). */
-function typeSchema(type: string, format: string, defs: Map<string, Schema>): Schema {
-  const array = /^Array<(.+)>$/.exec(type);
-  if (array) return { type: ['array', 'null'], items: typeSchema(array[1]!, format, defs) };
-  const map = /^\{ \[key: string\]: (.+); \}$/.exec(type);
-  if (map) return { type: ['object', 'null'], additionalProperties: typeSchema(map[1]!, format, defs) };
-  if (type === 'string' || type === 'Date') return { type: ['string', 'null'] };
-  if (type === 'boolean') return { type: ['boolean', 'null'] };
-  if (type === 'number') return { type: [format === 'int32' || format === 'int64' ? 'integer' : 'number', 'null'] };
-  if (type === 'IntOrString') return { type: ['integer', 'string', 'null'] };
-  if (modelClass(type) === undefined) return {}; // `any` (free-form JSON, e.g. ObjectMeta extensions)
-  define(type, defs);
-  return { $ref: `#/$defs/${type}` };
-}
-
-/** Adds a model and every model it refers to, each with exactly the fields it has. */
-function define(name: string, defs: Map<string, Schema>): void {
-  if (defs.has(name)) return;
-  const properties: Record<string, Schema> = {};
-  defs.set(name, { type: ['object', 'null'], additionalProperties: false, properties });
-  for (const a of modelClass(name)!.getAttributeTypeMap()) {
-    properties[a.baseName] = VALUE_RULES[`${name}.${a.baseName}`] ?? typeSchema(a.type, a.format, defs);
+/**
+ * The generated core/v1 definitions with VALUE_RULES in place of the fields they name. A rule
+ * replaces the field's generated schema whole, so it must not drop an enum the OpenAPI definition
+ * gives; a rule naming no generated field is a mistake (both caught when the module loads, by every test).
+ */
+export function coreDefinitions(generated: Readonly<Record<string, CoreDefinition>> = CORE_V1_DEFINITIONS, rules: Readonly<Record<string, Schema>> = VALUE_RULES): Record<string, Schema> {
+  const defs: Record<string, Schema> = {};
+  for (const [name, definition] of Object.entries(generated)) defs[name] = { ...definition, properties: { ...definition.properties } };
+  for (const [at, rule] of Object.entries(rules)) {
+    const [name, field] = at.split('.') as [string, string];
+    const current = generated[name]?.properties[field];
+    if (current === undefined) throw new Error(`VALUE_RULES: ${at} is not a field of the core/v1 definitions (src/templates/core-v1.ts)`);
+    if ('enum' in current && !('enum' in rule)) throw new Error(`VALUE_RULES: ${at} would drop the core/v1 enum ${JSON.stringify(current['enum'])}`);
+    (defs[name]!['properties'] as Record<string, Schema>)[field] = rule;
   }
-}
-
-/** The core/v1 definitions a template uses, and everything they refer to, as `$defs`. */
-function coreDefinitions(): Record<string, Schema> {
-  const defs = new Map<string, Schema>();
-  for (const name of ['V1Container', 'V1Volume', 'V1EnvVar', 'V1VolumeMount', 'V1LocalObjectReference']) define(name, defs);
-  return Object.fromEntries(defs);
+  return defs;
 }
 
 const stringMap = (keyPattern: string) => ({ type: 'object', propertyNames: { pattern: keyPattern, maxLength: 316 }, additionalProperties: { type: 'string' } }) as const;
 const list = (definition: string): Schema => ({ type: 'array', items: { $ref: `#/$defs/${definition}`, type: 'object', required: ['name'] } });
 
-/** The schema of a whole SidecarTemplate document. */
-export const sidecarTemplateSchema = {
-  $defs: coreDefinitions(),
-  type: 'object',
-  required: ['apiVersion', 'kind', 'metadata', 'spec'],
-  additionalProperties: false,
-  properties: {
-    apiVersion: { const: 'sidecar-injector.io/v1alpha1' },
-    kind: { const: 'SidecarTemplate' },
-    metadata: {
-      type: 'object',
-      required: ['name'],
-      properties: {
-        name: named('dns1123-subdomain'),
-        labels: { type: 'object' },
-        annotations: { type: 'object' },
+/**
+ * The schema of a whole SidecarTemplate document, over the given core/v1 definitions. Compiled by
+ * `npm run schema` into template-validator.ts (ajv standalone code), never at run time: compiling
+ * it takes ~0.5 s of CPU and ~16 MB.
+ */
+export function sidecarTemplateSchema(core: Readonly<Record<string, CoreDefinition>> = CORE_V1_DEFINITIONS) {
+  return {
+    $defs: coreDefinitions(core),
+    type: 'object',
+    required: ['apiVersion', 'kind', 'metadata', 'spec'],
+    additionalProperties: false,
+    properties: {
+      apiVersion: { const: 'sidecar-injector.io/v1alpha1' },
+      kind: { const: 'SidecarTemplate' },
+      metadata: {
+        type: 'object',
+        required: ['name'],
+        properties: {
+          name: named('dns1123-subdomain'),
+          labels: { type: 'object' },
+          annotations: { type: 'object' },
+        },
+      },
+      spec: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          default: { type: 'boolean' },
+          // true: native sidecars (init containers with restartPolicy Always); "jobs": only in pods owned by a Job.
+          nativeSidecar: { enum: [true, false, 'jobs'] },
+          // "first", "last" or {before|after: CONTAINER}; checked by placementFault for a single clear message.
+          placement: { type: ['string', 'object'] },
+          overrides: { type: 'array', items: { enum: Overridable }, uniqueItems: true },
+          containers: { type: 'array', items: { $ref: '#/$defs/V1Container', type: 'object', required: ['name', 'image'] } },
+          initContainers: { type: 'array', items: { $ref: '#/$defs/V1Container', type: 'object', required: ['name', 'image'] } },
+          volumes: list('V1Volume'),
+          imagePullSecrets: list('V1LocalObjectReference'),
+          volumeMounts: { type: 'array', items: { $ref: '#/$defs/V1VolumeMount', type: 'object', required: ['name', 'mountPath'] } },
+          env: list('V1EnvVar'),
+          annotations: stringMap(QUALIFIED_NAME),
+          labels: stringMap(QUALIFIED_NAME),
+        },
       },
     },
-    spec: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        default: { type: 'boolean' },
-        // true: native sidecars (init containers with restartPolicy Always); "jobs": only in pods owned by a Job.
-        nativeSidecar: { enum: [true, false, 'jobs'] },
-        // "first", "last" or {before|after: CONTAINER}; checked by placementFault for a single clear message.
-        placement: { type: ['string', 'object'] },
-        overrides: { type: 'array', items: { enum: Overridable }, uniqueItems: true },
-        containers: { type: 'array', items: { $ref: '#/$defs/V1Container', type: 'object', required: ['name', 'image'] } },
-        initContainers: { type: 'array', items: { $ref: '#/$defs/V1Container', type: 'object', required: ['name', 'image'] } },
-        volumes: list('V1Volume'),
-        imagePullSecrets: list('V1LocalObjectReference'),
-        volumeMounts: { type: 'array', items: { $ref: '#/$defs/V1VolumeMount', type: 'object', required: ['name', 'mountPath'] } },
-        env: list('V1EnvVar'),
-        annotations: stringMap(QUALIFIED_NAME),
-        labels: stringMap(QUALIFIED_NAME),
-      },
-    },
-  },
-} as const;
+  } as const;
+}
 
 /** Volume sources a template may give; a volume with none is an emptyDir (the apiserver's default). */
 export function volumeSources(volume: Readonly<Record<string, unknown>>): string[] {

@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { pathToFileURL } from 'node:url';
 import { describe, it } from 'node:test';
 import { TemplateSetError, type TemplateFault } from '../../src/errors.js';
 import { compileTemplateSet, loadTemplateSet } from '../../src/templates/load.js';
+import { coreDefinitions } from '../../src/templates/schema.js';
 
 const HEAD = 'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: t\nspec:\n';
 
@@ -91,6 +94,45 @@ describe('template schema from the core/v1 definitions', () => {
       assert.equal(f.line, r.line, JSON.stringify(f));
       assert.equal(typeof f.column, 'number');
       for (const x of found) assert.doesNotMatch(x.message, /must NOT have|must have required property|must match format/, 'no raw ajv text');
+    });
+  }
+});
+
+describe('the core/v1 definitions with the apiserver\'s value rules', () => {
+  const generated = { V1Thing: { type: ['object', 'null'], additionalProperties: false, properties: { mode: { type: ['integer', 'null'] }, policy: { type: ['string', 'null'], enum: ['A', 'B', null] } } } } as const;
+
+  it('puts each value rule in place of the generated field it names', () => {
+    const defs = coreDefinitions(generated, { 'V1Thing.mode': { type: 'integer', maximum: 511 } });
+    assert.deepEqual((defs['V1Thing']!['properties'] as Record<string, unknown>)['mode'], { type: 'integer', maximum: 511 });
+    assert.deepEqual(generated.V1Thing.properties.mode, { type: ['integer', 'null'] }, 'the generated definitions are left as they are');
+  });
+
+  it('refuses a value rule for a field the core/v1 definitions do not have (renamed or misspelled)', () => {
+    assert.throws(() => coreDefinitions(generated, { 'V1Thing.mod': { type: 'integer' } }), /V1Thing\.mod is not a field of the core\/v1 definitions/);
+    assert.throws(() => coreDefinitions(generated, { 'V1Other.mode': { type: 'integer' } }), /V1Other\.mode is not a field/);
+  });
+
+  it('refuses a value rule that would drop the enum of the OpenAPI definition', () => {
+    assert.throws(() => coreDefinitions(generated, { 'V1Thing.policy': { type: 'string', minLength: 1 } }), /V1Thing\.policy would drop the core\/v1 enum/);
+  });
+
+  it('holds every value rule the schema uses (checked against the committed core-v1.ts)', () => {
+    assert.doesNotThrow(() => coreDefinitions());
+  });
+});
+
+describe('the template schema at run time', () => {
+  // @kubernetes/client-node costs ~60 MB and seconds of start-up, kubernetes-models more: the schema
+  // is generated from them at development time (npm run schema) and neither may load with the server.
+  for (const module of ['src/templates/load.ts', 'src/main.ts']) {
+    it(`loads neither @kubernetes/client-node nor kubernetes-models when ${module} is imported`, () => {
+      const hooks = `export async function resolve(specifier, context, next) {
+        if (/^(@kubernetes\\/client-node|kubernetes-models|@kubernetes-models\\/)/.test(specifier)) throw new Error('imported at start: ' + specifier + ' from ' + context.parentURL);
+        return next(specifier, context);
+      }`;
+      const register = `import { register } from 'node:module'; register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(hooks)}));`;
+      const child = spawnSync(process.execPath, ['--import', 'tsx', '--import', `data:text/javascript,${encodeURIComponent(register)}`, '--input-type=module', '-e', `await import(${JSON.stringify(pathToFileURL(module).href)})`], { encoding: 'utf8' });
+      assert.equal(child.status, 0, child.stderr);
     });
   }
 });

@@ -1,0 +1,229 @@
+/**
+ * Generates two files the server reads instead of compiling anything at start:
+ *
+ * src/templates/core-v1.ts, the JSON Schema of the core/v1 definitions a template may hold
+ * (Container, Volume, EnvVar, VolumeMount, LocalObjectReference and everything they refer to), so
+ * the server reads a committed file instead of importing @kubernetes/client-node (~60 MB, seconds of
+ * start-up) and kubernetes-models at run time. Built from the same sources the loader used to read
+ * at run time:
+ * - @kubernetes/client-node's generated models: every field of each definition and its type;
+ * - kubernetes-models' validators (compiled from the Kubernetes OpenAPI v3 definitions): the
+ *   `required` lists and enums. They ship as compiled code, not schema objects, so each is read by
+ *   validating probe values: `{}` where a definition sits gives its missing required fields, a
+ *   string no enum holds in a field gives its allowed values.
+ *
+ * src/templates/template-validator.ts, ajv's standalone code for the whole template schema
+ * (sidecarTemplateSchema of src/templates/schema.ts over those definitions): compiling it at start
+ * took ~0.5 s of CPU and ~16 MB; importing the generated code takes ~50 ms and ~2 MB.
+ *
+ *   npm run schema              # write it
+ *   npm run schema -- --check   # exit 1 when it is out of date
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as k8s from '@kubernetes/client-node';
+import { _, Ajv } from 'ajv';
+import standaloneCode from 'ajv/dist/standalone/index.js';
+import { Container } from 'kubernetes-models/v1/Container';
+import { EnvVar } from 'kubernetes-models/v1/EnvVar';
+import { LocalObjectReference } from 'kubernetes-models/v1/LocalObjectReference';
+import { Volume } from 'kubernetes-models/v1/Volume';
+import { VolumeMount } from 'kubernetes-models/v1/VolumeMount';
+import type { CoreDefinition } from '../src/templates/core-v1.js';
+import { Formats, sidecarTemplateSchema } from '../src/templates/schema.js';
+
+type Schema = Record<string, unknown>;
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+export const CORE_V1_TS = join(ROOT, 'src', 'templates', 'core-v1.ts');
+export const TEMPLATE_VALIDATOR_TS = join(ROOT, 'src', 'templates', 'template-validator.ts');
+
+/** A kubernetes-models class: its validate() throws with ajv errors when a value breaks the OpenAPI definition. */
+type CoreModel = new (data: unknown) => { validate(): void };
+interface ProbeError {
+  readonly keyword: string;
+  readonly instancePath: string;
+  readonly params: Record<string, unknown>;
+}
+
+/** The definitions a template holds directly, with the kubernetes-models class that validates each. */
+const ROOTS: Readonly<Record<string, CoreModel>> = {
+  V1Container: Container as unknown as CoreModel,
+  V1Volume: Volume as unknown as CoreModel,
+  V1EnvVar: EnvVar as unknown as CoreModel,
+  V1VolumeMount: VolumeMount as unknown as CoreModel,
+  V1LocalObjectReference: LocalObjectReference as unknown as CoreModel,
+};
+
+/** A string no Kubernetes enum holds: set in a field, the enum check reports the allowed values. */
+const NOT_AN_ENUM_VALUE = '\u0000not-an-enum-value';
+
+/**
+ * Where a probe value goes: `place(v)` is a root object holding v at `path` (a JSON pointer, as the
+ * validators' instancePath writes it).
+ */
+interface Probe {
+  readonly model: CoreModel;
+  readonly place: (value: unknown) => unknown;
+  readonly path: string;
+}
+
+function probeErrors(probe: Probe, value: unknown, keyword: string): ProbeError[] {
+  try {
+    new probe.model(probe.place(value)).validate();
+    return [];
+  } catch (err) {
+    const errors = (err as { errors?: unknown }).errors;
+    if (!Array.isArray(errors)) throw err;
+    return (errors as ProbeError[]).filter((e) => e.keyword === keyword && e.instancePath === probe.path);
+  }
+}
+
+interface Attribute {
+  readonly baseName: string;
+  readonly type: string;
+  readonly format: string;
+}
+
+type ModelClass = { getAttributeTypeMap(): readonly Attribute[] };
+
+function modelClass(name: string): ModelClass | undefined {
+  const c = (k8s as unknown as Record<string, unknown>)[name];
+  return typeof c === 'function' && 'getAttributeTypeMap' in c ? (c as unknown as ModelClass) : undefined;
+}
+
+const inside = (probe: Probe, key: string, wrap: (value: unknown) => unknown): Probe => ({ model: probe.model, place: (v) => probe.place(wrap(v)), path: `${probe.path}/${key}` });
+
+/** The JSON Schema of one field type of the generated models (`Array<V1EnvVar>`, `IntOrString`, ...). */
+function typeSchema(type: string, format: string, probe: Probe, defs: Map<string, Schema>): Schema {
+  const array = /^Array<(.+)>$/.exec(type);
+  if (array) return { type: ['array', 'null'], items: typeSchema(array[1]!, format, inside(probe, '0', (v) => [v]), defs) };
+  const map = /^\{ \[key: string\]: (.+); \}$/.exec(type);
+  if (map) return { type: ['object', 'null'], additionalProperties: typeSchema(map[1]!, format, inside(probe, 'key', (v) => ({ key: v })), defs) };
+  if (modelClass(type) !== undefined) {
+    define(type, probe, defs);
+    return { $ref: `#/$defs/${type}` };
+  }
+  const enumError = probeErrors(probe, NOT_AN_ENUM_VALUE, 'enum')[0];
+  // Kubernetes reads null as "not set", so null passes wherever a value may be left out.
+  const values = enumError === undefined ? {} : { enum: [...(enumError.params['allowedValues'] as unknown[]), null] };
+  if (type === 'string' || type === 'Date') return { type: ['string', 'null'], ...values };
+  if (type === 'boolean') return { type: ['boolean', 'null'], ...values };
+  if (type === 'number') return { type: [format === 'int32' || format === 'int64' ? 'integer' : 'number', 'null'], ...values };
+  if (type === 'IntOrString') return { type: ['integer', 'string', 'null'], ...values };
+  return { ...values }; // `any` (free-form JSON, e.g. FieldsV1)
+}
+
+/** Adds a model and every model it refers to, each with exactly the fields it has and the ones it requires. */
+function define(name: string, probe: Probe, defs: Map<string, Schema>): void {
+  if (defs.has(name)) return;
+  const properties: Record<string, Schema> = {};
+  const definition: Schema = { type: ['object', 'null'], additionalProperties: false, properties };
+  defs.set(name, definition);
+  const required = probeErrors(probe, {}, 'required').map((e) => String(e.params['missingProperty']));
+  for (const a of modelClass(name)!.getAttributeTypeMap()) {
+    properties[a.baseName] = typeSchema(a.type, a.format, inside(probe, a.baseName, (v) => ({ [a.baseName]: v })), defs);
+  }
+  const unknown = required.filter((field) => !(field in properties));
+  // A field the OpenAPI definition requires but the models do not have could never be given.
+  if (unknown.length > 0) throw new Error(`${name} requires ${unknown.join(', ')}, which @kubernetes/client-node's model does not have`);
+  if (required.length > 0) definition['required'] = required;
+}
+
+/** The core/v1 definitions a template uses, and everything they refer to, by client-node model name. */
+export function coreDefinitions(): Record<string, Schema> {
+  const defs = new Map<string, Schema>();
+  for (const [name, model] of Object.entries(ROOTS)) define(name, { model, place: (v) => v, path: '' }, defs);
+  return Object.fromEntries(defs);
+}
+
+function version(pkg: string): string {
+  const require = createRequire(import.meta.url);
+  const dir = dirname(require.resolve(pkg));
+  for (let d = dir; d !== dirname(d); d = dirname(d)) {
+    try {
+      const json = JSON.parse(readFileSync(join(d, 'package.json'), 'utf8')) as { name?: string; version?: string };
+      if (json.name === pkg) return json.version ?? '?';
+    } catch {}
+  }
+  return '?';
+}
+
+/** The text of src/templates/core-v1.ts. */
+export function coreV1Module(core: Readonly<Record<string, object>> = coreDefinitions()): string {
+  return [
+    `// Generated by \`npm run schema\` (scripts/render-schema.ts) from @kubernetes/client-node ${version('@kubernetes/client-node')} (fields, types)`,
+    `// and kubernetes-models ${version('kubernetes-models')} (required fields, enums). Do not edit: run \`npm run schema\`;`,
+    '// `npm run lint` and test/scripts/render-schema.test.ts check it is current.',
+    '',
+    '/** A core/v1 definition as JSON Schema: exactly the fields it has, their types, the ones it requires. */',
+    'export interface CoreDefinition {',
+    "  readonly type: readonly ['object', 'null'];",
+    '  readonly additionalProperties: false;',
+    '  readonly required?: readonly string[];',
+    '  readonly properties: Readonly<Record<string, Readonly<Record<string, unknown>>>>;',
+    '}',
+    '',
+    '/** Container, Volume, EnvVar, VolumeMount, LocalObjectReference and every definition they refer to. */',
+    `export const CORE_V1_DEFINITIONS: Readonly<Record<string, CoreDefinition>> = ${JSON.stringify(core, null, 2)};`,
+    '',
+  ].join('\n');
+}
+
+/**
+ * The text of src/templates/template-validator.ts: the template schema over `core` compiled to code.
+ * `allErrors` reports every fault of a template at once; `verbose` keeps the failing value and
+ * schema on each error, for messages that say what was found and what is allowed (load.ts).
+ */
+export function templateValidatorModule(core: Readonly<Record<string, CoreDefinition>>): string {
+  const ajv = new Ajv({ allErrors: true, strict: true, strictRequired: false, allowUnionTypes: true, verbose: true, code: { source: true, esm: true, lines: true, formats: _`Formats` } });
+  for (const [name, pattern] of Object.entries(Formats)) ajv.addFormat(name, pattern);
+  const code = standaloneCode.default(ajv, ajv.compile(sidecarTemplateSchema(core)));
+  return [
+    '// @ts-nocheck',
+    '// Generated by `npm run schema` (scripts/render-schema.ts): ajv standalone code of sidecarTemplateSchema()',
+    '// (src/templates/schema.ts) over src/templates/core-v1.ts. Do not edit: change schema.ts and run',
+    '// `npm run schema`; `npm run lint` and test/scripts/render-schema.test.ts check it is current.',
+    "import { createRequire } from 'node:module';",
+    "import { Formats } from './schema.js';",
+    '',
+    // ajv's ESM output still loads its runtime helpers (deep equality, UTF-16 length) with require().
+    'const require = createRequire(import.meta.url);',
+    code.replace(/^"use strict";\s*/, ''),
+    '',
+  ].join('\n');
+}
+
+/** Every generated file's wanted text, by path. */
+export function generated(): Map<string, string> {
+  const core = coreDefinitions() as unknown as Record<string, CoreDefinition>;
+  return new Map([
+    [CORE_V1_TS, coreV1Module(core)],
+    [TEMPLATE_VALIDATOR_TS, templateValidatorModule(core)],
+  ]);
+}
+
+function main(argv: readonly string[]): number {
+  const files = generated();
+  if (argv.includes('--check')) {
+    const stale = [...files].filter(([path, text]) => {
+      try {
+        return readFileSync(path, 'utf8') !== text;
+      } catch {
+        return true;
+      }
+    });
+    if (stale.length === 0) return 0;
+    process.stderr.write(`${stale.map(([path]) => `${path.slice(ROOT.length + 1)} is out of date`).join('\n')}\nrun: npm run schema\n`);
+    return 1;
+  }
+  for (const [path, text] of files) {
+    writeFileSync(path, text);
+    process.stdout.write(`wrote ${path.slice(ROOT.length + 1)}\n`);
+  }
+  return 0;
+}
+
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) process.exitCode = main(process.argv.slice(2));
