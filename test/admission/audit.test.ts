@@ -60,39 +60,6 @@ describe('audit annotations', () => {
   });
 });
 
-describe('warnings', () => {
-  let set: TemplateSet;
-  before(async () => {
-    set = await loadTemplateSet('templates');
-  });
-
-  it('are absent when every template value was applied', () => {
-    const r = mutate(requestOf(optedInPod()), set);
-    assert.equal(r.response.warnings, undefined);
-  });
-
-  it('name each place where the pod kept its own value over a template', () => {
-    const pod = optedInPod({
-      annotations: { 'fluentbit.io/exclude': 'false' },
-      spec: { containers: [{ name: 'web', image: 'nginx:1.27', env: [{ name: 'LOG_DIR', value: '/srv/logs' }] }] },
-    });
-    const r = mutate(requestOf(pod), set);
-    const warnings = r.response.warnings ?? [];
-    assert.equal(warnings.length, 2, warnings.join('\n'));
-    assert.ok(warnings.some((w) => w.includes('"LOG_DIR"') && w.includes('"log-shipper"')), warnings.join('\n'));
-    assert.ok(warnings.some((w) => w.includes('"fluentbit.io/exclude"') && w.includes('"log-shipper"')), warnings.join('\n'));
-    // The pod still gets its sidecar, and the audit trail still says so.
-    assert.equal(r.response.auditAnnotations?.['decision'], 'injected');
-    const after = fjp.applyPatch(pod, decodePatch(r.response), false, false).newDocument as any;
-    assert.equal(after.spec.containers[0].env[0].value, '/srv/logs');
-  });
-
-  it('are not raised for a pod that set the same value as the template', () => {
-    const pod = optedInPod({ annotations: { 'fluentbit.io/exclude': 'true' } });
-    assert.equal(mutate(requestOf(pod), set).response.warnings, undefined);
-  });
-});
-
 describe('the AdmissionReview on the wire', () => {
   let server: TestServer;
   before(async () => {

@@ -3,12 +3,11 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { mutate } from '../../src/admission/handlers.js';
 import { jobCompletionWarning, keepsJobsRunning } from '../../src/inject/jobs.js';
 import { renderTemplates } from '../../src/inject/render.js';
 import { compileTemplateSet, loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { admit, validatePod } from '../helpers/apiserver.js';
-import { optedInPod, podReview } from '../helpers/review.js';
+import { optedInPod } from '../helpers/review.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const jobOwner = [{ apiVersion: 'batch/v1', kind: 'Job', name: 'nightly-28811520', uid: 'u', controller: true }];
@@ -35,19 +34,6 @@ function jobPod(): any {
 }
 
 describe('Jobs complete', () => {
-  it('warns in the AdmissionResponse when a regular sidecar goes into a Job\'s pod', () => {
-    const r = mutate(podReview(jobPod()).request, templateSet(''));
-    assert.equal(r.response.allowed, true);
-    assert.deepEqual(r.response.warnings, ['template "agent" adds "agent" as a regular container to a Job\'s pod, which then never completes; set nativeSidecar: jobs (or true) in the template']);
-  });
-
-  it('does not warn for a native sidecar in a Job\'s pod, nor for a regular one elsewhere', () => {
-    for (const native of ['  nativeSidecar: jobs\n', '  nativeSidecar: true\n']) {
-      assert.equal(mutate(podReview(jobPod()).request, templateSet(native)).response.warnings, undefined, native);
-    }
-    assert.equal(mutate(podReview(optedInPod()).request, templateSet('')).response.warnings, undefined);
-  });
-
   it('tells lint which templates keep Jobs running, and the warning for a rendering', () => {
     assert.equal(keepsJobsRunning(templateSet('').templates.get('agent')!), true);
     assert.equal(keepsJobsRunning(templateSet('  nativeSidecar: jobs\n').templates.get('agent')!), false);

@@ -1,10 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mutate } from '../../src/admission/handlers.js';
 import { InjectorError } from '../../src/errors.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { compileTemplateSet } from '../../src/templates/load.js';
-import { optedInPod, podReview } from '../helpers/review.js';
+import { optedInPod } from '../helpers/review.js';
 
 const set = compileTemplateSet(
   [
@@ -41,14 +40,5 @@ describe('injectSidecars', () => {
       () => injectSidecars(pod, templates, 'ns'),
       (err: unknown) => err instanceof InjectorError && err.code === 'TEMPLATE_VOLUME_MISSING' && /"shared-data" \(container "reader" of template "uses-pod-volume"\)/.test(err.message),
     );
-  });
-
-  it('is answered at admission as a denial, not as a patch the apiserver would reject', () => {
-    const review = podReview(optedInPod());
-    const result = mutate(review.request, set);
-    assert.equal(result.response.allowed, false);
-    assert.equal(result.response.status?.code, 400);
-    assert.equal(result.response.patch, undefined);
-    assert.equal(result.reason, 'volume-missing');
   });
 });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, mkdir, rename, symlink, writeFile, rm } from 'node:fs/promises';
+import fsp, { mkdtemp, mkdir, rename, symlink, writeFile, rm } from 'node:fs/promises';
+import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -47,6 +48,112 @@ class ConfigMapDir {
     for (const [name, text] of Object.entries(files)) await writeFile(join(this.dir, data, name), text);
     await symlink(data, join(this.dir, '..data_tmp'));
     await rename(join(this.dir, '..data_tmp'), join(this.dir, '..data'));
+  }
+}
+
+/** A default template with one container named after it, so the review shows which set it read. */
+function defaultTemplate(name: string, tag: string, extra = ''): string {
+  return `apiVersion: sidecar-injector.io/v1alpha1
+kind: SidecarTemplate
+metadata:
+  name: ${name}
+spec:
+  default: true
+  containers:
+    - name: ${name}
+      image: example.com/${name}:${tag}${extra}
+`;
+}
+
+const BROKEN_TWO = defaultTemplate('two', 'v9', '\n      imagePullPolicy: Sometimes');
+
+/** The tags of the injected example.com/one and example.com/two images, in container order. */
+function sidecarTags(patch: any[]): string[] {
+  const tags: string[] = [];
+  const visit = (v: unknown): void => {
+    if (Array.isArray(v)) v.forEach(visit);
+    else if (v !== null && typeof v === 'object') {
+      const image = (v as { image?: unknown }).image;
+      const m = typeof image === 'string' ? /^example\.com\/(?:one|two):(.+)$/.exec(image) : null;
+      if (m) tags.push(m[1]!);
+      else Object.values(v).forEach(visit);
+    }
+  };
+  for (const op of patch) if (String(op.path).startsWith('/spec/containers')) visit(op.value);
+  return tags;
+}
+
+async function eventually(check: () => Promise<void>, timeoutMs = 5000): Promise<void> {
+  const started = Date.now();
+  for (;;) {
+    try {
+      return await check();
+    } catch (err) {
+      if (Date.now() - started > timeoutMs) throw err;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+}
+
+/**
+ * Holds every read of one file (fs/promises readFile, the call load.ts makes) until released: the
+ * slow read that lets a test swap the ConfigMap between the files of one set, every time. The file
+ * is opened only after the hold, so it resolves through whatever `..data` is then.
+ */
+class SlowRead {
+  private readonly real = fsp.readFile;
+  private holding = false;
+  private count = 0;
+  private gate: { promise: Promise<void>; open: () => void } = SlowRead.newGate();
+  private waiters: Array<() => void> = [];
+
+  constructor(private readonly path: string) {}
+
+  private static newGate(): { promise: Promise<void>; open: () => void } {
+    let open!: () => void;
+    const promise = new Promise<void>((r) => (open = r));
+    return { promise, open };
+  }
+
+  hold(): void {
+    this.holding = true;
+    const real = this.real;
+    const wrapped = async (...args: Parameters<typeof fsp.readFile>): Promise<any> => {
+      if (this.holding && String(args[0]) === this.path) {
+        const gate = this.gate.promise;
+        this.count++;
+        for (const w of this.waiters.splice(0)) w();
+        await gate;
+      }
+      return real(...args);
+    };
+    (fsp as { readFile: unknown }).readFile = wrapped;
+    syncBuiltinESMExports();
+  }
+
+  /** Resolves once the file has been asked for `n` times since hold(). */
+  async reached(n: number, timeoutMs = 5000): Promise<void> {
+    const started = Date.now();
+    while (this.count < n) {
+      if (Date.now() - started > timeoutMs) throw new Error(`${this.path} was read ${this.count} times, not ${n}: does load.ts still read with fs/promises readFile?`);
+      await new Promise<void>((r) => {
+        this.waiters.push(r);
+        setTimeout(r, 50);
+      });
+    }
+  }
+
+  /** Lets the held read (and the next one, until held again) go on. */
+  release(): void {
+    this.gate.open();
+    this.gate = SlowRead.newGate();
+  }
+
+  stop(): void {
+    this.holding = false;
+    this.gate.open();
+    (fsp as { readFile: unknown }).readFile = this.real;
+    syncBuiltinESMExports();
   }
 }
 
@@ -160,29 +267,53 @@ describe('template hot reload', () => {
   });
 
   it('never answers a review with a mix of two sets while reloads happen under load', async () => {
-    const cm = await ConfigMapDir.create({ 'pair.yaml': template('v1') });
+    // Two default templates in two files of one ConfigMap: a set read half before and half after a
+    // kubelet `..data` swap would inject `one` and `two` with different tags.
+    const files = (tag: string): Record<string, string> => ({ 'one.yaml': defaultTemplate('one', tag), 'two.yaml': defaultTemplate('two', tag) });
+    const cm = await ConfigMapDir.create(files('v1'));
+    const slow = new SlowRead(join(cm.dir, 'two.yaml'));
     const server = await startTestServer(['--templates-dir', cm.dir, '--templates-poll-seconds', '0']);
     try {
       const post = async (): Promise<string[]> => {
         const res = await httpsRequest(`${server.url}/mutate`, JSON.stringify(podReview(optedInPod())), { ca: server.certs.ca.certPem });
         assert.equal(res.status, 200);
-        return decodePatch(res.json().response).filter((op) => op.path === '/spec/containers/1' || op.path === '/spec/containers/2').map((op) => op.value.image.split(':')[1]);
+        return sidecarTags(decodePatch(res.json().response));
       };
-      const seen = new Set<string>();
-      for (let round = 2; round <= 6; round++) {
-        const inflight = Array.from({ length: 20 }, post);
-        await cm.update({ 'pair.yaml': round === 4 ? BROKEN : template(`v${round}`) });
-        for (const tags of await Promise.all(inflight)) {
-          assert.equal(tags.length, 2);
+      const assertOneSet = async (count: number): Promise<Set<string>> => {
+        const seen = new Set<string>();
+        for (const tags of await Promise.all(Array.from({ length: count }, post))) {
+          assert.equal(tags.length, 2, `both default templates injected, got ${tags.join(', ')}`);
           assert.equal(tags[0], tags[1], `one review saw one set, got ${tags.join(' and ')}`);
           seen.add(tags[0]!);
         }
+        return seen;
+      };
+
+      // The race made certain: the reload has read one.yaml of v2 when the kubelet swaps in v3, and
+      // only then reads two.yaml (of v3). The reader must notice the swap and read again; the second
+      // read is held too, so reviews answered meanwhile see whatever set the first read produced.
+      slow.hold();
+      await cm.update(files('v2'));
+      await slow.reached(1);
+      await cm.update(files('v3'));
+      slow.release();
+      await slow.reached(2);
+      assert.deepEqual([...await assertOneSet(20)], ['v1'], 'while v3 is still being read, v1 serves');
+      slow.stop();
+      await eventually(async () => assert.deepEqual(await post(), ['v3', 'v3']));
+
+      // Under load: reviews in flight while the ConfigMap changes, a broken version among them.
+      const seen = new Set<string>();
+      for (let round = 4; round <= 7; round++) {
+        const inflight = assertOneSet(20);
+        await cm.update(round === 5 ? { 'one.yaml': defaultTemplate('one', 'v9'), 'two.yaml': BROKEN_TWO } : files(`v${round}`));
+        for (const tag of await inflight) seen.add(tag);
         await new Promise((r) => setTimeout(r, 150));
       }
-      const final = await post();
-      assert.deepEqual(final, ['v6', 'v6'], 'the server took the last valid set');
+      assert.deepEqual(await post(), ['v7', 'v7'], 'the server took the last valid set');
       assert.ok(!seen.has('v9'), 'the broken set never served');
     } finally {
+      slow.stop();
       await server.close();
     }
   });

@@ -1,0 +1,268 @@
+import assert from 'node:assert/strict';
+import { before, describe, it } from 'node:test';
+import fjp from 'fast-json-patch';
+import { mutate, validate } from '../../src/admission/handlers.js';
+import type { AdmissionRequest } from '../../src/admission/review.js';
+import { injectSidecars } from '../../src/inject/mutate.js';
+import { diff } from '../../src/patch/diff.js';
+import { compileTemplateSet, loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
+import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
+
+// The handlers answer a review with an AdmissionResponse: allowed or a denial with a status a person
+// can act on, the patch, and warnings. Golden responses are in golden.test.ts; the audit
+// annotations in audit.test.ts.
+
+const requestOf = (pod: object, opts: Parameters<typeof podReview>[1] = {}): AdmissionRequest => podReview(pod, opts).request;
+
+function set(...docs: string[]): TemplateSet {
+  return compileTemplateSet(docs.map((text, i) => ({ file: `t${i}.yaml`, text })), 'test');
+}
+
+function template(name: string, spec: string): string {
+  return `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: ${name}\nspec:\n${spec}`;
+}
+
+const agent = template('agent', `  nativeSidecar: jobs
+  overrides: [image, cpu, memory]
+  containers:
+    - name: agent
+      image: registry.example.com/agent:1.0
+      resources:
+        requests: { cpu: 100m, memory: 64Mi }
+        limits: { cpu: 200m, memory: 128Mi }
+    - name: agent-helper
+      image: registry.example.com/helper:1.0
+`);
+const locked = template('locked', `  containers:
+    - name: locked
+      image: registry.example.com/locked:1.0
+      env:
+        - name: LEVEL
+          value: "{{ pod.annotations['locked.sidecar-injector.io/level'] | default 'info' }}"
+`);
+const templates = set(agent, locked);
+const jobOwner = [{ apiVersion: 'batch/v1', kind: 'Job', name: 'nightly-28811520', uid: 'u', controller: true }];
+
+function podWith(annotations: Record<string, string>, extra: object = {}): any {
+  const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'agent,locked', ...annotations } });
+  return { ...pod, metadata: { ...pod.metadata, ...extra } };
+}
+
+/** One default template whose `nativeSidecar` line is given. */
+function agentSet(nativeSidecar: string): TemplateSet {
+  return set(template('agent', `  default: true
+${nativeSidecar}  containers:
+    - name: agent
+      image: registry.example.com/agent:1.0
+`));
+}
+
+function jobPod(): any {
+  const pod = optedInPod();
+  pod.metadata.ownerReferences = jobOwner;
+  pod.spec.restartPolicy = 'Never';
+  return pod;
+}
+
+const usesPodVolume = set(template('uses-pod-volume', `  default: true
+  containers:
+    - name: reader
+      image: busybox:1.36
+      volumeMounts:
+        - { name: shared-data, mountPath: /data, readOnly: true }
+`));
+
+describe('denials', () => {
+  it('answer a volume the pod lacks with a denial, not with a patch the apiserver would reject', () => {
+    const review = podReview(optedInPod());
+    const result = mutate(review.request, usesPodVolume);
+    assert.equal(result.response.allowed, false);
+    assert.equal(result.response.status?.code, 400);
+    assert.equal(result.response.patch, undefined);
+    assert.equal(result.reason, 'volume-missing');
+  });
+
+  const refused: [string, Record<string, string>, RegExp][] = [
+    ['a value that is not a quantity', { 'agent.sidecar-injector.io/memory': '1 GB' }, /"1 GB" is not a Kubernetes quantity \(for example 128Mi or 1Gi\)/],
+    ['a negative quantity', { 'agent.sidecar-injector.io/cpu': '-1' }, /"-1" is not a Kubernetes quantity/],
+    ['a zero quantity', { 'agent.sidecar-injector.io/cpu': '0' }, /cpu must be greater than zero/],
+    ['an image reference with spaces', { 'agent.sidecar-injector.io/image': 'agent latest' }, /"agent latest" is not a valid image reference/],
+  ];
+  for (const [title, annotations, message] of refused) {
+    it(`denies at admission ${title}, in both handlers`, () => {
+      const review = podReview(podWith(annotations));
+      for (const handler of [mutate, validate]) {
+        const r = handler(review.request, templates);
+        assert.equal(r.response.allowed, false);
+        assert.equal(r.response.status?.code, 400);
+        assert.match(r.response.status?.message ?? '', message);
+        assert.equal(r.reason, 'override-refused');
+      }
+    });
+  }
+});
+
+describe('templates that conflict', () => {
+  const a = template('a', `  containers:
+    - name: shared
+      image: registry.example.com/a:1
+      ports: [{ name: metrics, containerPort: 9090 }]
+  volumes:
+    - name: cache
+      emptyDir: {}
+`);
+  const b = template('b', `  containers:
+    - name: b
+      image: registry.example.com/b:1
+      ports: [{ name: metrics, containerPort: 9091 }, { containerPort: 9090 }]
+  volumes:
+    - name: cache
+      emptyDir: {}
+`);
+  const c = template('c', `  containers:
+    - name: shared
+      image: registry.example.com/c:1
+  volumes:
+    - name: cache
+      emptyDir: { medium: Memory }
+`);
+  const three = set(a, b, c);
+
+  it('denies the pod with every conflict named, and validate agrees', () => {
+    const review = podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': 'a,b,c' } }));
+    for (const handler of [mutate, validate]) {
+      const r = handler(review.request, three);
+      assert.equal(r.response.allowed, false);
+      assert.equal(r.reason, 'template-conflict');
+      const message = r.response.status?.message ?? '';
+      assert.match(message, /^the selected templates conflict: /);
+      assert.doesNotMatch(message, /port name/, 'a port name shared across containers is only a warning in Kubernetes');
+      assert.match(message, /port 9090\/TCP is defined by both template "a" and template "b"/);
+      assert.match(message, /container "shared" is defined by both template "a" and template "c"/);
+      assert.match(message, /volume "cache" is defined by both template "a" and template "c"/);
+      assert.doesNotMatch(message, /volume "cache" is defined by both template "a" and template "b"/, 'an identical volume is shared');
+    }
+  });
+
+  it('allows each template alone', () => {
+    for (const name of ['a', 'b', 'c']) {
+      const r = mutate(podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': name } })).request, three);
+      assert.equal(r.response.allowed, true, name);
+    }
+  });
+});
+
+describe('warnings about overrides and Jobs', () => {
+  const ignored: [string, Record<string, string>, RegExp][] = [
+    ['a field the template does not allow', { 'locked.sidecar-injector.io/image': 'evil.example.com/x:1' }, /template "locked" does not allow overriding image \(it allows none\); ignored/],
+    ['a field outside the vocabulary', { 'agent.sidecar-injector.io/replicas': '3' }, /"replicas" is not an override field \(image, cpu, memory\) and template "agent" does not read it; ignored/],
+    ['an invalid value of a field the template does not allow', { 'locked.sidecar-injector.io/cpu': 'lots' }, /template "locked" does not allow overriding cpu/],
+  ];
+  for (const [title, annotations, message] of ignored) {
+    it(`admits with a warning ${title}, in both handlers, and applies nothing`, () => {
+      const pod = podWith(annotations);
+      const r = mutate(podReview(pod).request, templates);
+      assert.equal(r.response.allowed, true, r.response.status?.message);
+      assert.equal(r.response.warnings?.length, 1);
+      assert.match(r.response.warnings?.[0] ?? '', message);
+      const injected = injectSidecars(pod, [templates.templates.get('agent')!, templates.templates.get('locked')!], 'default');
+      assert.equal(injected.pod.spec?.containers?.find((c) => c.name === 'locked')?.image, 'registry.example.com/locked:1.0');
+      assert.equal(validate(podReview(injected.pod).request, templates).response.allowed, true);
+    });
+  }
+
+  it('never warns of an annotation a selected template sets under its own prefix, and injects it', () => {
+    const versioned = set(template('log-shipper', `  default: true
+  containers:
+    - name: log-shipper
+      image: registry.example.com/fluent-bit:3.1
+  annotations:
+    log-shipper.sidecar-injector.io/version: "3.1"
+`));
+    const r = mutate(podReview(optedInPod()).request, versioned);
+    assert.equal(r.response.allowed, true, r.response.status?.message);
+    assert.equal(r.response.warnings, undefined);
+    const injected = injectSidecars(optedInPod(), versioned.defaults, 'default').pod;
+    assert.equal(injected.metadata?.annotations?.['log-shipper.sidecar-injector.io/version'], '3.1');
+    assert.equal(validate(podReview(injected).request, versioned).response.allowed, true);
+    assert.equal(mutate(podReview(injected).request, versioned).response.warnings, undefined, 'nor on reinvocation');
+  });
+
+  it('bounds the warnings about ignored annotations', () => {
+    const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`agent.sidecar-injector.io/x${i}`, 'v']));
+    const warnings = mutate(podReview(podWith(many)).request, templates).response.warnings ?? [];
+    assert.equal(warnings.length, 6);
+    assert.match(warnings[5] ?? '', /^35 more annotations ignored likewise$/);
+  });
+
+  it('ignores override annotations of templates the pod does not select', () => {
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'locked', 'agent.sidecar-injector.io/image': 'x y' } });
+    assert.equal(mutate(podReview(pod).request, templates).response.allowed, true);
+  });
+
+  it('warns in the AdmissionResponse when a regular sidecar goes into a Job\'s pod', () => {
+    const r = mutate(podReview(jobPod()).request, agentSet(''));
+    assert.equal(r.response.allowed, true);
+    assert.deepEqual(r.response.warnings, ['template "agent" adds "agent" as a regular container to a Job\'s pod, which then never completes; set nativeSidecar: jobs (or true) in the template']);
+  });
+
+  it('does not warn for a native sidecar in a Job\'s pod, nor for a regular one elsewhere', () => {
+    for (const native of ['  nativeSidecar: jobs\n', '  nativeSidecar: true\n']) {
+      assert.equal(mutate(podReview(jobPod()).request, agentSet(native)).response.warnings, undefined, native);
+    }
+    assert.equal(mutate(podReview(optedInPod()).request, agentSet('')).response.warnings, undefined);
+  });
+});
+
+describe('/validate agreeing with /mutate', () => {
+  it('keeps /validate agreeing with /mutate: the overridden image is the one expected', () => {
+    const pod = podWith({ 'agent.sidecar-injector.io/image': 'mirror.example.com/agent:1.0' });
+    const injected = injectSidecars(pod, [templates.templates.get('agent')!, templates.templates.get('locked')!], 'default').pod;
+    assert.equal(validate(podReview(injected).request, templates).response.allowed, true);
+    const withTemplateImage = injectSidecars(podWith({}), [templates.templates.get('agent')!, templates.templates.get('locked')!], 'default').pod;
+    const r = validate(podReview({ ...withTemplateImage, metadata: pod.metadata }).request, templates);
+    assert.equal(r.response.allowed, false);
+    assert.match(r.response.status?.message ?? '', /container "agent" with image repository mirror\.example\.com\/agent \(it runs registry\.example\.com\/agent:1\.0\)/);
+  });
+
+  it('validates a Job pod by its native sidecars and is idempotent on reinvocation', () => {
+    const pod = podWith({}, { ownerReferences: jobOwner });
+    const once = injectSidecars(pod, [...templates.templates.values()], 'default').pod;
+    assert.equal(validate(podReview(once).request, templates).response.allowed, true);
+    const twice = injectSidecars(once, [...templates.templates.values()], 'default').pod;
+    assert.deepEqual(diff(once, twice), []);
+  });
+});
+
+describe('warnings about the pod\'s own values (shipped templates)', () => {
+  let set: TemplateSet;
+  before(async () => {
+    set = await loadTemplateSet('templates');
+  });
+
+  it('are absent when every template value was applied', () => {
+    const r = mutate(requestOf(optedInPod()), set);
+    assert.equal(r.response.warnings, undefined);
+  });
+
+  it('name each place where the pod kept its own value over a template', () => {
+    const pod = optedInPod({
+      annotations: { 'fluentbit.io/exclude': 'false' },
+      spec: { containers: [{ name: 'web', image: 'nginx:1.27', env: [{ name: 'LOG_DIR', value: '/srv/logs' }] }] },
+    });
+    const r = mutate(requestOf(pod), set);
+    const warnings = r.response.warnings ?? [];
+    assert.equal(warnings.length, 2, warnings.join('\n'));
+    assert.ok(warnings.some((w) => w.includes('"LOG_DIR"') && w.includes('"log-shipper"')), warnings.join('\n'));
+    assert.ok(warnings.some((w) => w.includes('"fluentbit.io/exclude"') && w.includes('"log-shipper"')), warnings.join('\n'));
+    // The pod still gets its sidecar, and the audit trail still says so.
+    assert.equal(r.response.auditAnnotations?.['decision'], 'injected');
+    const after = fjp.applyPatch(pod, decodePatch(r.response), false, false).newDocument as any;
+    assert.equal(after.spec.containers[0].env[0].value, '/srv/logs');
+  });
+
+  it('are not raised for a pod that set the same value as the template', () => {
+    const pod = optedInPod({ annotations: { 'fluentbit.io/exclude': 'true' } });
+    assert.equal(mutate(requestOf(pod), set).response.warnings, undefined);
+  });
+});

@@ -1,0 +1,46 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { InjectorError } from '../../src/errors.js';
+import { Options, loadConfig } from '../../src/config/config.js';
+
+const refused = (argv: string[], env: NodeJS.ProcessEnv, message: RegExp) =>
+  assert.throws(() => loadConfig(argv, env), (err: unknown) => err instanceof InjectorError && err.code === 'CONFIG_INVALID' && message.test(err.message));
+
+describe('loadConfig', () => {
+  it('takes each default from the table when neither a flag nor the environment sets it', () => {
+    const config = loadConfig([], {});
+    for (const [key, o] of Object.entries(Options)) assert.deepEqual(config[key as keyof typeof Options], o.schema.default, key);
+  });
+
+  it('takes the environment over the default, and a flag over both', () => {
+    assert.equal(loadConfig([], { SIDECAR_INJECTOR_PORT: '9443' }).port, 9443);
+    assert.equal(loadConfig(['--port', '10443'], { SIDECAR_INJECTOR_PORT: '9443' }).port, 10443);
+    assert.equal(loadConfig(['--log-level=debug'], { SIDECAR_INJECTOR_LOG_LEVEL: 'warn' }).logLevel, 'debug');
+    assert.equal(loadConfig([], { SIDECAR_INJECTOR_TEMPLATES_DIR: '/etc/templates' }).templatesDir, '/etc/templates');
+  });
+
+  it('treats an empty environment variable as unset', () => {
+    assert.equal(loadConfig([], { SIDECAR_INJECTOR_PORT: '' }).port, 8443);
+  });
+
+  it('turns numbers into integers, and freezes the result', () => {
+    const config = loadConfig(['--max-inflight', '7'], {});
+    assert.equal(config.maxInflight, 7);
+    assert.ok(Object.isFrozen(config));
+  });
+
+  it('refuses an invalid value naming the flag, its variable and the value', () => {
+    refused(['--port', '70000'], {}, /^invalid configuration: --port \(SIDECAR_INJECTOR_PORT\) must be <= 65535: 70000$/);
+    refused([], { SIDECAR_INJECTOR_LOG_LEVEL: 'loud' }, /--log-level \(SIDECAR_INJECTOR_LOG_LEVEL\) must be equal to one of the allowed values: "loud"/);
+    refused(['--drain-timeout', 'soon'], {}, /--drain-timeout \(SIDECAR_INJECTOR_DRAIN_TIMEOUT\) must be integer: "soon"/);
+  });
+
+  it('names every invalid value at once', () => {
+    refused(['--port=-1', '--max-inflight', '0'], {}, /--port \(SIDECAR_INJECTOR_PORT\) must be >= 0: -1; --max-inflight \(SIDECAR_INJECTOR_MAX_INFLIGHT\) must be >= 1: 0/);
+  });
+
+  it('refuses an unknown flag and a positional argument', () => {
+    refused(['--prot', '1'], {}, /--prot/);
+    refused(['serve'], {}, /serve/);
+  });
+});
