@@ -28,7 +28,9 @@ export const Options = {
   requestTimeout: { flag: 'request-timeout', env: 'SIDECAR_INJECTOR_REQUEST_TIMEOUT', schema: { type: 'integer', minimum: 1, maximum: 60, default: 10 }, help: 'seconds a client may take to send a whole review; the TLS handshake and the headers get at most 5 of them' },
   maxConnections: { flag: 'max-connections', env: 'SIDECAR_INJECTOR_MAX_CONNECTIONS', schema: { type: 'integer', minimum: 1, maximum: 65535, default: 1024 }, help: 'open connections to the HTTPS port; a connection beyond this is closed at once' },
   answerCacheMb: { flag: 'answer-cache-mb', env: 'SIDECAR_INJECTOR_ANSWER_CACHE_MB', schema: { type: 'integer', minimum: 0, maximum: 1024, default: 4 }, help: 'MiB per endpoint of answers kept for reviews that repeat but for their uid (the pods of one ReplicaSet); 0: compute every answer' },
-  maxInflight: { flag: 'max-inflight', env: 'SIDECAR_INJECTOR_MAX_INFLIGHT', schema: { type: 'integer', minimum: 1, maximum: 10000, default: 32 }, help: 'reviews handled at once; one more is answered 429 with Retry-After: 1 without reading its body' },
+  maxInflight: { flag: 'max-inflight', env: 'SIDECAR_INJECTOR_MAX_INFLIGHT', schema: { type: 'integer', minimum: 1, maximum: 10000, default: 32 }, help: 'reviews at once from the end of their body until their answer is flushed to the client; one more is answered 429 with Retry-After: 1' },
+  bodyTimeout: { flag: 'body-timeout', env: 'SIDECAR_INJECTOR_BODY_TIMEOUT', schema: { type: 'integer', minimum: 1, maximum: 60, default: 2 }, help: 'seconds from the end of the headers to the end of the body; a slower body is dropped with a 408 (the apiserver sends a review at once)' },
+  bodiesInTransitMb: { flag: 'bodies-in-transit-mb', env: 'SIDECAR_INJECTOR_BODIES_IN_TRANSIT_MB', schema: { type: 'integer', minimum: 1, maximum: 1024, default: 32 }, help: 'MiB of review bodies being received at once over all connections (what each has sent so far); a body that does not fit is refused with a 429' },
 } as const;
 
 type Schema = (typeof Options)[keyof typeof Options]['schema'];
