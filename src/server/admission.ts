@@ -120,7 +120,7 @@ function handlerFor(ctx: Koa.Context): Handler {
  * A review that finds every slot taken is answered 429: client-go retries it after Retry-After,
  * well inside the apiserver's timeout, where a queued review could outlive it.
  */
-class ReviewSlots {
+export class ReviewSlots {
   readonly #max: number;
   readonly #answerTimeoutMs: number;
   #held = 0;

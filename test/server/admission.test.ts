@@ -1,8 +1,11 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
 import { readFile } from 'node:fs/promises';
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
+import type { InjectorError } from '../../src/errors.js';
+import { ReviewSlots } from '../../src/server/admission.js';
 import { admit, validatePod } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { optedInPod, podReview } from '../helpers/review.js';
@@ -254,5 +257,50 @@ describe('health port', () => {
     assert.equal(await get('/healthz'), 200);
     assert.equal(await get('/readyz'), 200);
     assert.equal(await get('/nope'), 404);
+  });
+});
+
+describe('review slots', () => {
+  /** A stand-in for a ServerResponse: the events the slots listen to, and destroy(). */
+  class FakeResponse extends EventEmitter {
+    destroyed = false;
+    destroy(): void {
+      this.destroyed = true;
+      this.emit('close');
+    }
+  }
+  const fake = (): FakeResponse & ServerResponse => new FakeResponse() as FakeResponse & ServerResponse;
+
+  it('holds a slot until the answer is flushed or the connection closes, and refuses one more with OVERLOADED', () => {
+    const slots = new ReviewSlots(2, 60_000);
+    const [a, b] = [fake(), fake()];
+    slots.hold(a);
+    slots.hold(b);
+    assert.throws(() => slots.hold(fake()), (err: InjectorError) => err.code === 'OVERLOADED' && err.status === 429);
+    a.emit('finish');
+    a.emit('close'); // both events come for one answer: the slot is given back once
+    slots.hold(fake());
+    assert.throws(() => slots.hold(fake()), /too many reviews/);
+    b.emit('close');
+    slots.hold(fake());
+  });
+
+  it('closes the connection of an answer its client has not taken in time, which frees the slot', async () => {
+    const slots = new ReviewSlots(1, 50);
+    const unread = fake();
+    slots.hold(unread);
+    assert.throws(() => slots.hold(fake()), /too many reviews/);
+    await new Promise((r) => setTimeout(r, 150));
+    assert.equal(unread.destroyed, true);
+    slots.hold(fake());
+  });
+
+  it('leaves a flushed answer\'s connection open', async () => {
+    const slots = new ReviewSlots(1, 50);
+    const read = fake();
+    slots.hold(read);
+    read.emit('finish');
+    await new Promise((r) => setTimeout(r, 150));
+    assert.equal(read.destroyed, false);
   });
 });

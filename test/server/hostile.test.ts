@@ -18,7 +18,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { makeTestCerts } from '../helpers/tls.js';
 
 // One second for the whole request, so the handshake, header and body timeouts fire in 1-2 s.
-const FLAGS = ['--request-timeout', '1', '--max-inflight', '3'];
+const FLAGS = ['--request-timeout', '1', '--body-timeout', '1', '--max-inflight', '3'];
 
 let server: TestServer;
 let port: number;
@@ -325,22 +325,56 @@ describe('hostile connections', () => {
   }
 });
 
-describe('overload', () => {
-  it('answers 429 with Retry-After at once when --max-inflight reviews are in progress, and serves them all after', async () => {
-    const bodies = [0, 1, 2].map(() => JSON.stringify(podReview(optedInPod())));
-    // Three reviews whose bodies arrive slowly hold all three slots.
-    const held = await Promise.all(bodies.map(() => openTls(port, ca)));
-    held.forEach((s, i) => s.write(rawPost('/mutate', bodies[i]!).slice(0, -10)));
-    await new Promise((r) => setTimeout(r, 100));
-    const started = Date.now();
-    const res = await httpsRequest(`${server.url}/mutate`, JSON.stringify(podReview(optedInPod())), { ca });
-    assert.equal(res.status, 429, res.text);
-    assert.equal(res.headers['retry-after'], '1');
-    assert.equal(res.json().error, 'OVERLOADED');
-    assert.ok(Date.now() - started < 500, 'answered without queueing');
-    const finished = await Promise.all(held.map((s, i) => exchange(s, [bodies[i]!.slice(-10)], 300)));
-    for (const r of finished) assert.equal(r.status, 200, r.text);
-    await validReviewSucceeds();
+describe('slow bodies', () => {
+  const stall = (body: string): string => rawPost('/mutate', body).slice(0, -(body.length - 1)); // headers and one byte
+
+  it('serves valid reviews promptly while 40 clients hold stalled bodies, and drops those with a 408 after --body-timeout', async () => {
+    const s = await startTestServer(['--body-timeout', '2']); // --max-inflight 32: fewer slots than stalled clients
+    const caPem = s.certs.ca.certPem;
+    try {
+      const body = JSON.stringify(podReview(optedInPod()));
+      const sockets = await Promise.all(Array.from({ length: 40 }, () => openTls(s.running.port, caPem)));
+      const stalled = sockets.map((socket) => exchange(socket, [stall(body)], 8000));
+      await new Promise((r) => setTimeout(r, 100));
+      for (let i = 0; i < 5; i++) {
+        const started = Date.now();
+        await validReviewSucceeds(s.url, caPem);
+        assert.ok(Date.now() - started < 1500, `review ${i} took ${Date.now() - started} ms`);
+      }
+      for (const r of await Promise.all(stalled)) {
+        assert.equal(r.status, 408, r.text);
+        assert.equal(responseJson(r.text).error, 'BODY_TIMEOUT');
+        assert.ok(r.closed, 'the connection is dropped');
+        assert.ok(r.ms < 5000, `dropped after ${r.ms} ms`);
+      }
+      await validReviewSucceeds(s.url, caPem);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('refuses a body that does not fit --bodies-in-transit-mb with a 429 and a closed connection, and takes it once the stalled bytes are gone', async () => {
+    const s = await startTestServer(['--bodies-in-transit-mb', '1', '--body-timeout', '1']);
+    const caPem = s.certs.ca.certPem;
+    try {
+      // 900 KB of a 1 MB body, then nothing: the bytes it sent stay in transit until --body-timeout.
+      const hog = await openTls(s.running.port, caPem);
+      const hogBody = ' '.repeat(1_000_000);
+      const hogged = exchange(hog, [rawPost('/mutate', hogBody).slice(0, -100_000)], 6000);
+      await new Promise((r) => setTimeout(r, 200));
+      const big = JSON.stringify(podReview(optedInPod({ annotations: { note: 'n'.repeat(300_000) } })));
+      const refused = await exchange(await openTls(s.running.port, caPem), [rawPost('/mutate', big)], 4000);
+      assert.equal(refused.status, 429, refused.text.slice(0, 200));
+      assert.equal(responseJson(refused.text).error, 'OVERLOADED');
+      assert.match(refused.text, /connection: close/i);
+      await validReviewSucceeds(s.url, caPem); // a small body still fits
+      assert.equal((await hogged).status, 408);
+      const res = await httpsRequest(`${s.url}/mutate`, big, { ca: caPem });
+      assert.equal(res.status, 200);
+      assert.equal(res.json().response.allowed, true);
+    } finally {
+      await s.close();
+    }
   });
 });
 
