@@ -3,13 +3,17 @@ import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { request as httpRequest, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { InjectorError } from '../../src/errors.js';
-import { ReviewSlots } from '../../src/server/admission.js';
+import { createLogger, LOG_FIELD_MAX } from '../../src/log.js';
+import { createAdmissionApp, createAdmissionServer, ReviewSlots } from '../../src/server/admission.js';
+import { loadTemplateSet } from '../../src/templates/load.js';
 import { admit, validatePod } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { optedInPod, podReview } from '../helpers/review.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { makeTestCerts } from '../helpers/tls.js';
 
 let server: TestServer;
 let ca: string;
@@ -302,5 +306,37 @@ describe('review slots', () => {
     read.emit('finish');
     await new Promise((r) => setTimeout(r, 150));
     assert.equal(read.destroyed, false);
+  });
+});
+
+describe('log lines', () => {
+  it('cut the values taken from the request to a few hundred characters', async () => {
+    const lines: string[] = [];
+    const logger = createLogger('info', { write: (line: string) => void lines.push(line) });
+    const certs = await makeTestCerts();
+    const set = await loadTemplateSet('templates');
+    const app = createAdmissionApp({ logger, templates: () => set });
+    const srv = createAdmissionServer(app, certs.serving);
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const url = `https://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+    try {
+      const long = 'a'.repeat(100_000);
+      const review = podReview(optedInPod({ name: long }), { namespace: long, operation: long, uid: long });
+      const res = await httpsRequest(`${url}/mutate`, JSON.stringify(review), { ca: certs.ca.certPem });
+      assert.equal(res.status, 200);
+      const bad = await httpsRequest(`${url}/${long.slice(0, 7000)}`, '{}', { ca: certs.ca.certPem });
+      assert.equal(bad.status, 404);
+      assert.equal(lines.length, 2);
+      const [line, warn] = lines.map((l) => JSON.parse(l));
+      for (const field of ['uid', 'operation', 'namespace', 'pod']) {
+        assert.ok(line[field].length <= LOG_FIELD_MAX + 32, `${field} is ${line[field].length} characters`);
+        assert.match(line[field], /^a+\.\.\.\(\d+ more\)$/);
+      }
+      assert.ok(lines[1]!.length < 2 * 1024, `the bad-request line is ${lines[1]!.length} characters`);
+      assert.equal(warn.code, 'NOT_FOUND');
+    } finally {
+      srv.closeAllConnections();
+      await new Promise((r) => srv.close(r));
+    }
   });
 });

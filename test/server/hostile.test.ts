@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
+import { get } from 'node:http';
 import { Agent } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -9,6 +10,7 @@ import { createCA, issueClientCert } from '../../src/certs/pki.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/log.js';
 import { createAdmissionApp, createAdmissionServer, EdgeLimits } from '../../src/server/admission.js';
+import { HealthLimits } from '../../src/server/health.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { admit } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
@@ -41,6 +43,15 @@ async function validReviewSucceeds(url = server.url, caPem = ca): Promise<void> 
 async function post(path: string, body: string): Promise<{ status: number; body: any }> {
   const res = await httpsRequest(`${server.url}${path}`, body, { ca });
   return { status: res.status, body: res.json() };
+}
+
+function httpGet(url: string): Promise<{ status: number }> {
+  return new Promise((resolve, reject) => {
+    get(url, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0 }));
+    }).on('error', reject);
+  });
 }
 
 function review(request: Record<string, unknown>): string {
@@ -406,6 +417,37 @@ describe('edge limits', () => {
     } finally {
       await s.close();
     }
+  });
+
+  it('gives the health port a headers timeout, a request timeout, an idle timeout and a connection cap', async () => {
+    const h = server.running.health;
+    assert.equal(h.headersTimeout, 1_000, 'min(5 s, --request-timeout)');
+    assert.equal(h.requestTimeout, 1_000);
+    assert.equal(h.timeout, HealthLimits.idleSocketSeconds * 1000);
+    assert.equal(h.maxConnections, HealthLimits.maxConnections);
+    assert.equal(h.maxHeadersCount, HealthLimits.maxHeadersCount);
+  });
+
+  it('answers 408 and closes a health request whose headers never end', async () => {
+    const r = await exchange(await openTcp(server.running.healthPort), ['GET /metrics HTTP/1.1\r\nHost: localhost\r\n'], 6000);
+    assert.equal(r.status, 408, r.text);
+    assert.ok(r.closed);
+    assert.ok(r.ms < 4000, `closed after ${r.ms} ms`);
+    assert.equal((await httpGet(`${server.healthUrl}/healthz`)).status, 200);
+  });
+
+  it('closes health connections beyond its cap at once, and serves again when they go', async () => {
+    const open = await Promise.all(Array.from({ length: HealthLimits.maxConnections }, () => openTcp(server.running.healthPort)));
+    try {
+      await new Promise((r) => setTimeout(r, 100));
+      const extra = await exchange(await openTcp(server.running.healthPort), ['GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n'], 2000);
+      assert.ok(extra.closed, 'the connection over the cap is closed');
+      assert.equal(extra.status, undefined, 'and never answered');
+    } finally {
+      for (const socket of open) socket.destroy();
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal((await httpGet(`${server.healthUrl}/healthz`)).status, 200);
   });
 
   it('refuses TLS below 1.2 and ciphers without forward secrecy', async () => {
