@@ -1,6 +1,6 @@
 import { InjectorError } from '../errors.js';
 import { injectSidecars } from '../inject/mutate.js';
-import { Reason, refusalReason, selectTemplates } from '../inject/policy.js';
+import { OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
 import { missingSidecars } from '../inject/verify.js';
 import type { Pod } from '../kube/types.js';
 import { diff, encodePatch } from '../patch/diff.js';
@@ -26,16 +26,16 @@ export interface ReviewResult {
   readonly patchOps: number;
 }
 
-/** The mutating handler: injects the selected templates and answers with the patch. */
-export function mutate(req: AdmissionRequest, set: TemplateSet): ReviewResult {
-  return withAudit(mutatePod(req, set));
+/** The mutating handler: injects the selected templates and answers with the patch; `scope` says who may opt the pod in. */
+export function mutate(req: AdmissionRequest, set: TemplateSet, scope: OptInScope = OptInScope.Pod): ReviewResult {
+  return withAudit(mutatePod(req, set, scope));
 }
 
-function mutatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
+function mutatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope): ReviewResult {
   if (!isPodCreate(req)) return pass(req, Decision.Skipped, Reason.NotPodCreate);
   const pod = podObject(req);
   const namespace = namespaceOf(req, pod);
-  const selection = attempt(() => selectTemplates(pod, set));
+  const selection = attempt(() => selectTemplates(pod, set, scope));
   if (selection instanceof InjectorError) return deny(req, selection, Reason.UnknownTemplate);
   if (!selection.inject) return pass(req, Decision.Skipped, selection.reason);
 
@@ -56,14 +56,14 @@ function mutatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
  * reaches the end of admission. The selection is recomputed from the pod; the status annotation is
  * not trusted, since anything after the injector could have changed the pod.
  */
-export function validate(req: AdmissionRequest, set: TemplateSet): ReviewResult {
-  return withAudit(validatePod(req, set));
+export function validate(req: AdmissionRequest, set: TemplateSet, scope: OptInScope = OptInScope.Pod): ReviewResult {
+  return withAudit(validatePod(req, set, scope));
 }
 
-function validatePod(req: AdmissionRequest, set: TemplateSet): ReviewResult {
+function validatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope): ReviewResult {
   if (!isPodCreate(req)) return pass(req, Decision.Skipped, Reason.NotPodCreate);
   const pod = podObject(req);
-  const selection = attempt(() => selectTemplates(pod, set));
+  const selection = attempt(() => selectTemplates(pod, set, scope));
   if (selection instanceof InjectorError) return deny(req, selection, Reason.UnknownTemplate);
   if (!selection.inject) return pass(req, Decision.Skipped, selection.reason);
 

@@ -1,76 +1,67 @@
 import { InjectorError } from '../errors.js';
-import { Keys } from '../inject/keys.js';
-import { Reason, refusalReason, selectTemplates } from '../inject/policy.js';
-import { isOwnedByJob, renderTemplates } from '../inject/render.js';
+import { renderTemplates } from '../inject/render.js';
 import type { Placement } from '../templates/placement.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { RenderedTemplate } from '../templates/template.js';
 import { parseDocuments, podSites, type PodSite } from '../workload/workload.js';
+import { admitPod, type Cluster } from './admit.js';
 import { InputFlags, loadTemplates, outputFormat, parseFlags, processIO, readInput, type IO } from './args.js';
-
-/**
- * Namespaces whose pods the shipped webhook configuration (manifests/webhooks.yaml, namespaceSelector
- * on kubernetes.io/metadata.name) never sends to the injector: the system namespaces, where a webhook
- * can keep the cluster from healing itself, and the injector's own. Namespaces labelled runlevel 0
- * or 1 are skipped too, but a file does not carry namespace labels.
- */
-export const SystemNamespaces: readonly string[] = ['kube-system', 'kube-public', 'kube-node-lease', 'sidecar-injector'];
+import { shippedWebhooks, type Labels } from './routes.js';
 
 /** The verdict on one pod. */
 export interface Explanation {
   readonly object: string;
   readonly namespace: string;
   readonly verdict: 'injected' | 'not-injected' | 'rejected';
-  /** A stable reason (the server's Reason values, plus `namespace-rule`). */
+  /** A stable reason (the server's Reason values, plus `namespace-rule` and `not-selected`). */
   readonly reason: string;
   /** Why, in words. */
   readonly why: readonly string[];
   /** Per template: what goes where. */
   readonly templates: readonly { readonly name: string; readonly detail: string }[];
+  /** What the AdmissionResponse would warn of. */
+  readonly warnings: readonly string[];
 }
+
+/** The flags of inject and explain (until the CLI's shared flag table declares `--namespace-labels`). */
+export const AdmissionFlags = { ...InputFlags, 'namespace-labels': { type: 'string' } } as const;
 
 /** `sidecar-injector explain -f FILE|-`: for each pod, whether it would be injected, with what and why. */
 export async function explainCommand(args: readonly string[], io: IO = processIO): Promise<number> {
-  const { values } = parseFlags('explain', args, InputFlags);
+  const { values } = parseFlags('explain', args, AdmissionFlags);
   const format = outputFormat('explain', values.output, ['text', 'json'] as const);
+  const cluster = { webhooks: await shippedWebhooks(), namespaceLabels: parseLabels('explain', values['namespace-labels']) };
   const text = await readInput('explain', values.filename, io.stdin);
   const set = await loadTemplates(values['templates-dir']);
   const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
-  const found = docs.flatMap((d) => podSites(d, values.namespace ?? 'default')).map((s) => explainPod(s, set));
+  const found = docs.flatMap((d) => podSites(d, values.namespace ?? 'default')).map((s) => explainPod(s, set, cluster));
   io.stdout(format === 'json' ? `${JSON.stringify(found, null, 2)}\n` : found.map(printExplanation).join(''));
   if (found.length === 0) io.stderr('explain: the input holds no Pod and no workload with a pod template\n');
   return 0;
 }
 
-/** Explains one pod the way the mutating handler would decide it. */
-export function explainPod(site: PodSite, set: TemplateSet): Explanation {
+/** `--namespace-labels k=v,k2=v2`: the labels of the namespaces the input's objects go to. */
+export function parseLabels(command: string, value: string | undefined): Labels {
+  const out: Record<string, string> = {};
+  for (const pair of (value ?? '').split(',').map((p) => p.trim()).filter((p) => p !== '')) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw new InjectorError('USAGE', [`${command}: --namespace-labels takes key=value pairs separated by commas, got "${pair}"`]);
+    out[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim();
+  }
+  return out;
+}
+
+/** Explains one pod as the shipped webhook configurations and the server's handlers would decide it. */
+export function explainPod(site: PodSite, set: TemplateSet, cluster: Cluster): Explanation {
   const base = { object: site.title, namespace: site.namespace };
-  const labels = site.pod.metadata?.labels ?? {};
-  const annotations = site.pod.metadata?.annotations ?? {};
-  if (SystemNamespaces.includes(site.namespace)) {
-    return { ...base, verdict: 'not-injected', reason: 'namespace-rule', why: [`namespace ${site.namespace} is excluded by the webhook configuration's namespaceSelector`], templates: [] };
-  }
-  let selection: ReturnType<typeof selectTemplates>;
-  try {
-    selection = selectTemplates(site.pod, set);
-  } catch (err) {
-    if (!(err instanceof InjectorError)) throw err;
-    return { ...base, verdict: 'rejected', reason: Reason.UnknownTemplate, why: [err.message], templates: [] };
-  }
-  if (!selection.inject) return { ...base, verdict: 'not-injected', reason: selection.reason, why: [selection.detail], templates: [] };
-  const why = [`label ${Keys.inject}="${labels[Keys.inject] ?? ''}"`];
-  why.push(selection.explicit ? `annotation ${Keys.templates}="${annotations[Keys.templates] ?? ''}" names the templates` : `no ${Keys.templates} annotation: the default templates apply`);
-  const job = site.ownedByJob ?? isOwnedByJob(site.pod);
-  if (job) why.push('the pod belongs to a Job');
-  let rendered: RenderedTemplate[];
-  try {
-    rendered = renderTemplates(site.pod, selection.templates, site.namespace, { ownedByJob: job });
-  } catch (err) {
-    if (!(err instanceof InjectorError)) throw err;
-    return { ...base, verdict: 'rejected', reason: refusalReason(err), why: [...why, err.message], templates: [] };
-  }
+  const admission = admitPod(site, set, cluster);
+  const selection = admission.selection;
+  const why = admission.why;
+  const result = { ...base, verdict: admission.verdict, reason: admission.reason, why, warnings: admission.warnings };
+  if (admission.verdict !== 'injected' || selection === undefined) return { ...result, templates: [] };
+  const rendered = renderTemplates(site.pod, selection.templates, site.namespace, site.ownedByJob === undefined ? {} : { ownedByJob: site.ownedByJob });
   const templates = rendered.map((r) => ({ name: r.name, detail: describeTemplate(r, selection.templates.find((t) => t.name === r.name)?.spec.containers[0]?.image) }));
-  return { ...base, verdict: 'injected', reason: Reason.Injected, why, templates };
+  return { ...result, templates };
 }
 
 function describeTemplate(r: RenderedTemplate, templateImage: string | undefined): string {
@@ -93,6 +84,6 @@ function placementText(p: Placement): string {
 
 function printExplanation(e: Explanation): string {
   const head = e.verdict === 'injected' ? `injected with ${e.templates.map((t) => t.name).join(', ')}` : e.verdict === 'rejected' ? 'would be REJECTED' : 'not injected';
-  const lines = [`${e.object}: ${head} (${e.reason})`, ...e.why.map((w) => `  - ${w}`), ...e.templates.map((t) => `  * ${t.name}: ${t.detail}`)];
+  const lines = [`${e.object}: ${head} (${e.reason})`, ...e.why.map((w) => `  - ${w}`), ...e.templates.map((t) => `  * ${t.name}: ${t.detail}`), ...e.warnings.map((w) => `  ! warning: ${w}`)];
   return `${lines.join('\n')}\n`;
 }

@@ -1,12 +1,12 @@
 import { stringify } from 'yaml';
-import { InjectorError } from '../errors.js';
-import { injectSidecars } from '../inject/mutate.js';
-import { selectTemplates } from '../inject/policy.js';
 import type { JsonObject } from '../kube/types.js';
 import { diff, type Operation } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
 import { asTemplate, getIn, parseDocuments, podSites, setIn } from '../workload/workload.js';
-import { InputFlags, loadTemplates, outputFormat, parseFlags, processIO, readInput, type IO } from './args.js';
+import { admitPod, type Cluster } from './admit.js';
+import { loadTemplates, outputFormat, parseFlags, processIO, readInput, type IO } from './args.js';
+import { AdmissionFlags, parseLabels } from './explain.js';
+import { shippedWebhooks } from './routes.js';
 
 /** What injecting one input document gave. */
 export interface InjectedDocument {
@@ -15,21 +15,23 @@ export interface InjectedDocument {
   /** JSON patch from `before` to `after`, paths relative to the document. */
   readonly patch: Operation[];
   readonly warnings: readonly string[];
-  /** Denials (unknown template, conflict, refused override): the document would not be admitted. */
+  /** Denials (unknown template, conflict, refused override, the validator's): the document would not be admitted. */
   readonly errors: readonly string[];
 }
 
 /**
  * `sidecar-injector inject -f FILE|-`: prints the input with the sidecars injected as admission
- * would inject them, like `istioctl kube-inject`. Exit 1 when any pod would be denied.
+ * would inject them, like `istioctl kube-inject`: only the pods the shipped webhook configurations
+ * send to the injector. Exit 1 when any pod would be denied, by the mutating or the validating handler.
  */
 export async function injectCommand(args: readonly string[], io: IO = processIO): Promise<number> {
-  const { values } = parseFlags('inject', args, { ...InputFlags, patch: { type: 'boolean' } });
+  const { values } = parseFlags('inject', args, { ...AdmissionFlags, patch: { type: 'boolean' } });
   const format = outputFormat('inject', values.output, ['yaml', 'json'] as const);
+  const cluster = { webhooks: await shippedWebhooks(), namespaceLabels: parseLabels('inject', values['namespace-labels']) };
   const text = await readInput('inject', values.filename, io.stdin);
   const set = await loadTemplates(values['templates-dir']);
   const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
-  const results = docs.map((d) => injectDocument(d, set, values.namespace ?? 'default'));
+  const results = docs.map((d) => injectDocument(d, set, values.namespace ?? 'default', cluster));
   for (const w of results.flatMap((r) => r.warnings)) io.stderr(`warning: ${w}\n`);
   const errors = results.flatMap((r) => r.errors);
   if (errors.length > 0) {
@@ -40,23 +42,17 @@ export async function injectCommand(args: readonly string[], io: IO = processIO)
   return 0;
 }
 
-/** Injects every pod of one document with the server's engine: selectTemplates, injectSidecars, diff. */
-export function injectDocument(doc: JsonObject, set: TemplateSet, namespace: string): InjectedDocument {
+/** Injects every pod of one document as the cluster would admit it (admitPod), and diffs. */
+export function injectDocument(doc: JsonObject, set: TemplateSet, namespace: string, cluster: Cluster): InjectedDocument {
   let after = doc;
   const warnings: string[] = [];
   const errors: string[] = [];
   for (const site of podSites(doc, namespace)) {
-    try {
-      const selection = selectTemplates(site.pod, set);
-      if (!selection.inject) continue;
-      const context = site.ownedByJob === undefined ? {} : { ownedByJob: site.ownedByJob };
-      const result = injectSidecars(site.pod, selection.templates, site.namespace, context);
-      after = setIn(after, site.path, asTemplate(getIn(doc, site.path) as JsonObject, result.pod));
-      warnings.push(...result.warnings.map((w) => `${site.title}: ${w}`));
-    } catch (err) {
-      if (!(err instanceof InjectorError)) throw err;
-      errors.push(`${site.title}: ${err.message}`);
-    }
+    const admission = admitPod(site, set, cluster);
+    warnings.push(...admission.warnings.map((w) => `${site.title}: ${w}`));
+    if (admission.verdict === 'rejected') errors.push(`${site.title}: ${admission.why.at(-1) ?? admission.reason}`);
+    if (admission.verdict !== 'injected') continue;
+    after = setIn(after, site.path, asTemplate(getIn(doc, site.path) as JsonObject, admission.pod));
   }
   return { before: doc, after, patch: diff(doc, after), warnings, errors };
 }

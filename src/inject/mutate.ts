@@ -3,7 +3,7 @@ import type { Container, NamedItem, Pod, PodSpec, VolumeMount } from '../kube/ty
 import { insertPlaced, placementsOf } from '../templates/placement.js';
 import { digestOf, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
 import { Keys } from './keys.js';
-import { renderTemplates, withTemplateKeys, type InjectionContext } from './render.js';
+import { renderForPod, withTemplateKeys, type InjectionContext } from './render.js';
 
 /** The value of the status annotation: what was injected, and a digest of what was rendered. */
 export interface InjectionStatus {
@@ -15,7 +15,10 @@ export interface InjectionResult {
   /** The mutated pod. Unchanged branches are the input's own objects (copy-on-write). */
   readonly pod: Pod;
   readonly status: InjectionStatus;
-  /** Where the pod's own definition won over a template's; sent back as AdmissionResponse warnings. */
+  /**
+   * Sent back as AdmissionResponse warnings: where the pod's own definition won over a template's,
+   * annotations under a template's prefix that were ignored, regular sidecars in a Job's pod.
+   */
   readonly warnings: readonly string[];
 }
 
@@ -23,11 +26,11 @@ export interface InjectionResult {
  * Injects the rendered templates into a pod. Pure: the input is never modified, and injecting the
  * result again changes nothing, because every item is keyed by name and an item the pod already
  * has under that name is left as the pod has it. Throws OVERRIDE_REFUSED or TEMPLATE_CONFLICT
- * (see renderTemplates); sidecars go where each template's `placement` says.
+ * (see renderForPod); sidecars go where each template's `placement` says.
  */
 export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): InjectionResult {
-  const rendered = renderTemplates(pod, templates, namespace, context);
-  const warnings: string[] = [];
+  const { templates: rendered, warnings: renderWarnings } = renderForPod(pod, templates, namespace, context);
+  const warnings: string[] = [...renderWarnings];
   const spec: PodSpec = pod.spec ?? {};
   const meta = pod.metadata ?? {};
 

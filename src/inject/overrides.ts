@@ -5,11 +5,19 @@ import { digestOf, type CompiledTemplate, type RenderedTemplate } from '../templ
 
 /**
  * Per-pod overrides: `<template>.sidecar-injector.io/image`, `/cpu` and `/memory` annotations change
- * the first container of that template, when the template lists the field in `spec.overrides`. An
- * annotation under a selected template's prefix that is neither allowed nor read by one of the
- * template's placeholders is refused, so a typo is an error the user sees rather than a silent no-op.
+ * the first container of that template, when the template lists the field in `spec.overrides`.
+ * These are the only annotations interpreted, and only an invalid value of an allowed override
+ * denies the pod (issue 10): a template may set any annotation under its own prefix and a pod may
+ * carry any annotation, so anything else under the prefix is ignored with a warning (a typo such as
+ * `/memroy` is still seen) and never a reason to refuse a pod.
  */
 export type Overrides = Partial<Record<OverrideField, string>>;
+
+/** A template's overrides for one pod, and the warnings about its annotations that were ignored. */
+export interface OverrideReading {
+  readonly overrides: Overrides;
+  readonly warnings: readonly string[];
+}
 
 /** The annotation that overrides `field` of `template`. */
 export function overrideKey(template: string, field: string): string {
@@ -22,30 +30,56 @@ const DOMAIN = '(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\\.[a-zA-Z0-9](?:[
 const IMAGE = new RegExp(`^(?:${DOMAIN}/)?${COMPONENT}(?:/${COMPONENT})*(?::[\\w][\\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$`);
 const QUANTITY = new RegExp(QUANTITY_PATTERN);
 const ANNOTATION_PLACEHOLDER = /pod\.annotations\[\s*(?:'([^']*)'|"([^"]*)")\s*\]/g;
+/** Warnings about ignored annotations per template and pod; the rest are counted in one more (the apiserver keeps 4 KiB of warnings). */
+const MAX_IGNORED_WARNINGS = 5;
 
-/** Reads and checks a template's override annotations on a pod; throws OVERRIDE_REFUSED with every problem. */
-export function overridesFor(t: CompiledTemplate, annotations: Readonly<Record<string, string>>): Overrides {
+/**
+ * Reads a template's override annotations on a pod (its own annotations plus those the selected
+ * templates add, as stored). Throws OVERRIDE_REFUSED, naming every problem, only for an invalid
+ * value of an override the template allows. An annotation under the template's prefix that is set by
+ * one of the `selected` templates or read by one of this template's placeholders is neither an
+ * override nor a warning.
+ */
+export function overridesFor(t: CompiledTemplate, annotations: Readonly<Record<string, string>>, selected: readonly CompiledTemplate[] = [t]): OverrideReading {
   const prefix = overrideKey(t.name, '');
-  const out: Overrides = {};
+  const overrides: Overrides = {};
   const problems: string[] = [];
+  const ignored: string[] = [];
   for (const [key, value] of Object.entries(annotations)) {
     if (!key.startsWith(prefix)) continue;
     const field = key.slice(prefix.length);
-    const problem = checkOverride(t, field, value, key);
-    if (problem === undefined && isField(field)) out[field] = value.trim();
-    else if (problem !== undefined) problems.push(problem);
+    if (!isField(field) || !t.overrides.includes(field)) {
+      const warning = ignoredWarning(t, field, key, selected);
+      if (warning !== undefined) ignored.push(warning);
+      continue;
+    }
+    const problem = invalidValue(field, value, key);
+    if (problem === undefined) overrides[field] = value.trim();
+    else problems.push(problem);
   }
   if (problems.length > 0) throw new InjectorError('OVERRIDE_REFUSED', [problems.join('; ')]);
-  return out;
+  return { overrides, warnings: capped(ignored) };
 }
 
-function checkOverride(t: CompiledTemplate, field: string, value: string, key: string): string | undefined {
-  const allowed = t.overrides.length === 0 ? 'it allows none' : `it allows ${t.overrides.join(', ')}`;
-  if (!isField(field)) {
-    if (readsAnnotation(t, key)) return undefined;
-    return `annotation ${key}: "${field}" is not an override field (${Overridable.join(', ')}) and template "${t.name}" does not read it`;
+/** Why an annotation under the template's prefix is not applied, or undefined when it is none of the injector's business. */
+function ignoredWarning(t: CompiledTemplate, field: string, key: string, selected: readonly CompiledTemplate[]): string | undefined {
+  if (isField(field)) {
+    const allowed = t.overrides.length === 0 ? 'it allows none' : `it allows ${t.overrides.join(', ')}`;
+    return `annotation ${key}: template "${t.name}" does not allow overriding ${field} (${allowed}); ignored`;
   }
-  if (!t.overrides.includes(field)) return `annotation ${key}: template "${t.name}" does not allow overriding ${field}; ${allowed}`;
+  // The template's own metadata (a version, a checksum) and what its placeholders read are expected.
+  if (readsAnnotation(t, key) || selected.some((s) => Object.hasOwn(s.spec.annotations, key))) return undefined;
+  return `annotation ${key}: "${field}" is not an override field (${Overridable.join(', ')}) and template "${t.name}" does not read it; ignored`;
+}
+
+function capped(warnings: string[]): readonly string[] {
+  if (warnings.length <= MAX_IGNORED_WARNINGS) return warnings;
+  const rest = warnings.length - MAX_IGNORED_WARNINGS;
+  return [...warnings.slice(0, MAX_IGNORED_WARNINGS), `${rest} more annotation${rest === 1 ? '' : 's'} ignored likewise`];
+}
+
+/** Why the value of an allowed override cannot be applied, or undefined when it can. */
+function invalidValue(field: OverrideField, value: string, key: string): string | undefined {
   const v = value.trim();
   if (field === 'image') return IMAGE.test(v) ? undefined : `annotation ${key}: "${value}" is not a valid image reference`;
   if (!QUANTITY.test(v) || v.startsWith('-')) return `annotation ${key}: "${value}" is not a Kubernetes quantity (for example ${field === 'cpu' ? '250m or 1' : '128Mi or 1Gi'})`;

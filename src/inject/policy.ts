@@ -38,25 +38,37 @@ export function refusalReason(err: InjectorError): string {
   return refusalReasons[err.code] ?? err.code;
 }
 
+/**
+ * Who may opt a pod in, set by the webhook path the review came to (issue 12). `pod`: `/mutate` and
+ * `/validate`, called for pods labelled `sidecar-injector.io/inject: "true"`. `namespace`:
+ * `/mutate/namespace` and `/validate/namespace`, called for the pods of a namespace labelled so,
+ * where a pod without the label is in and a pod labelled anything but "true" has opted out.
+ */
+export const OptInScope = { Pod: 'pod', Namespace: 'namespace' } as const;
+export type OptInScope = (typeof OptInScope)[keyof typeof OptInScope];
+
 export type Selection =
-  | { readonly inject: true; readonly templates: readonly CompiledTemplate[]; readonly explicit: boolean }
+  | { readonly inject: true; readonly templates: readonly CompiledTemplate[]; readonly explicit: boolean; readonly optedIn: string }
   | { readonly inject: false; readonly reason: Reason; readonly detail: string };
 
 /**
  * Decides whether a pod gets sidecars and which. The server checks the opt-in label itself, so a
- * broader webhook configuration can never inject a pod that did not ask for it.
+ * broader webhook configuration can never inject a pod that did not ask for it: with the pod scope
+ * only the label "true" opts in; with the namespace scope (the webhook's namespaceSelector has
+ * already chosen the namespace) a pod without the label is in too.
  */
-export function selectTemplates(pod: Pod, set: TemplateSet): Selection {
+export function selectTemplates(pod: Pod, set: TemplateSet, scope: OptInScope = OptInScope.Pod): Selection {
   const meta = pod.metadata ?? {};
   const label = own(meta.labels, Keys.inject);
-  if (label === undefined) return { inject: false, reason: Reason.NotOptedIn, detail: `label ${Keys.inject} is not set` };
-  if (label !== 'true') return { inject: false, reason: Reason.OptedOut, detail: `label ${Keys.inject}="${label}"` };
+  if (label === undefined && scope === OptInScope.Pod) return { inject: false, reason: Reason.NotOptedIn, detail: `label ${Keys.inject} is not set` };
+  if (label !== undefined && label !== 'true') return { inject: false, reason: Reason.OptedOut, detail: `label ${Keys.inject}="${label}"` };
+  const optedIn = label === undefined ? `the namespace is labelled ${Keys.inject}="true" and the pod has no ${Keys.inject} label` : `label ${Keys.inject}="true"`;
   const requested = parseNames(own(meta.annotations, Keys.templates) ?? '');
   if (requested.length === 0) {
     if (set.defaults.length === 0) return { inject: false, reason: Reason.NoTemplates, detail: 'no template is marked default and the pod names none' };
-    return { inject: true, templates: set.defaults, explicit: false };
+    return { inject: true, templates: set.defaults, explicit: false, optedIn };
   }
-  return { inject: true, templates: namedTemplates(requested, set), explicit: true };
+  return { inject: true, templates: namedTemplates(requested, set), explicit: true, optedIn };
 }
 
 /** Resolves the templates annotation; throws TEMPLATE_UNKNOWN naming every name that does not exist. */

@@ -3,6 +3,7 @@ import type { Pod } from '../kube/types.js';
 import { renderValues, type RenderValues } from '../templates/placeholders.js';
 import { digestOf, NativeSidecar, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
 import { findConflicts } from './conflicts.js';
+import { jobCompletionWarning } from './jobs.js';
 import { applyOverrides, overridesFor } from './overrides.js';
 
 /** Facts about a pod that its object alone may not tell (the CLI injects pod templates, which have no owner). */
@@ -13,19 +14,39 @@ export interface InjectionContext {
   readonly lenientMounts?: boolean;
 }
 
+/** The selected templates rendered for one pod, and what the handlers add to their answer as warnings. */
+export interface Rendering {
+  readonly templates: RenderedTemplate[];
+  /** Annotations under a template's prefix that were ignored; regular sidecars in a Job's pod. */
+  readonly warnings: readonly string[];
+}
+
 /**
  * Renders the selected templates for one pod, exactly as the mutating and the validating handler
  * both need them: placeholders expanded, native sidecars decided for Job pods, per-pod overrides
- * applied. Throws OVERRIDE_REFUSED for an override the template does not allow, and
+ * applied. Throws OVERRIDE_REFUSED for an invalid value of an override the template allows, and
  * TEMPLATE_CONFLICT when the templates cannot all go into one pod.
  */
-export function renderTemplates(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): RenderedTemplate[] {
+export function renderForPod(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): Rendering {
   const { values, rendered: raw } = settle(pod, templates, namespace);
   const job = context.ownedByJob ?? isOwnedByJob(pod);
-  const rendered = templates.map((t, i) => applyOverrides(nativeFor(t, raw[i]!, job), overridesFor(t, values.annotations)));
+  const warnings: string[] = [];
+  const rendered = templates.map((t, i) => {
+    const { overrides, warnings: ignored } = overridesFor(t, values.annotations, templates);
+    warnings.push(...ignored);
+    const r = applyOverrides(nativeFor(t, raw[i]!, job), overrides);
+    const blocksJob = job ? jobCompletionWarning(r) : undefined;
+    if (blocksJob !== undefined) warnings.push(blocksJob);
+    return r;
+  });
   const conflicts = findConflicts(rendered);
   if (conflicts.length > 0) throw new InjectorError('TEMPLATE_CONFLICT', [conflicts.map((c) => c.message).join('; ')]);
-  return rendered;
+  return { templates: rendered, warnings };
+}
+
+/** renderForPod without the warnings. */
+export function renderTemplates(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): RenderedTemplate[] {
+  return renderForPod(pod, templates, namespace, context).templates;
 }
 
 /**

@@ -200,10 +200,11 @@ function boundedLabel(max: number, wellFormed: (value: string) => boolean): (val
   };
 }
 
-// Only the two review paths get their own label value: a scanner probing random paths must not
-// create a time series per path.
+// Only the review paths get their own label value: a scanner probing random paths must not
+// create a time series per path. The namespace opt-in paths (issue 12) count with their kind, so
+// the alerts on validator rejections cover them; the log line names the path.
 function endpointLabel(path: string): string {
-  if (path === '/mutate') return 'mutate';
-  if (path === '/validate') return 'validate';
+  if (path === '/mutate' || path === '/mutate/namespace') return 'mutate';
+  if (path === '/validate' || path === '/validate/namespace') return 'validate';
   return 'other';
 }

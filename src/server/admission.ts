@@ -5,7 +5,7 @@ import Koa from 'koa';
 import { deny, mutate, validate, type ReviewResult } from '../admission/handlers.js';
 import { decodeReview, encodeReview, reviewFacts, type AdmissionRequest, type DecodedReview, type ReviewFacts } from '../admission/review.js';
 import { InjectorError } from '../errors.js';
-import { Reason } from '../inject/policy.js';
+import { OptInScope, Reason } from '../inject/policy.js';
 import { clip, type Logger } from '../log.js';
 import type { TemplateSet } from '../templates/load.js';
 import { AnswerCache, answerOf } from './answers.js';
@@ -13,8 +13,13 @@ import { checkContentType, parseJson, readBody, TransitBudget } from './body.js'
 
 type Handler = (req: AdmissionRequest, set: TemplateSet) => ReviewResult;
 
-/** The two review endpoints. */
-export const Endpoints: Readonly<Record<string, Handler>> = Object.freeze({ '/mutate': mutate, '/validate': validate });
+/** The review endpoints: pods that opted in themselves, and pods of namespaces that opted in (issue 12). */
+export const Endpoints: Readonly<Record<string, Handler>> = Object.freeze({
+  '/mutate': mutate,
+  '/validate': validate,
+  '/mutate/namespace': (req, set) => mutate(req, set, OptInScope.Namespace),
+  '/validate/namespace': (req, set) => validate(req, set, OptInScope.Namespace),
+});
 
 export interface AdmissionAppDeps {
   readonly logger: Logger;

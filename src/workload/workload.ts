@@ -29,7 +29,7 @@ export interface PodSite {
   readonly kind: string;
   /** Path from the document root to the pod (or pod template), e.g. `items/0/spec/template`. */
   readonly path: readonly (string | number)[];
-  /** The pod as admission would see it (a template gets the generateName its controller gives). */
+  /** The pod as admission would see it (a template gets the name fields its controller gives: controllerPodName). */
   readonly pod: Pod;
   readonly namespace: string;
   /** Pods of Jobs and CronJobs; for a bare Pod, undefined (its ownerReferences tell). */
@@ -65,7 +65,7 @@ export function podSites(doc: JsonObject, namespace: string, path: readonly (str
   if (!isObject(found)) return [];
   const title = `${kind} ${ns}/${name || '(unnamed)'}`;
   const template = checkedPod(found, title);
-  const pod = kind === 'Pod' ? template : asControllerPod(template, name);
+  const pod = kind === 'Pod' ? template : asControllerPod(template, kind, name, doc);
   const ownedByJob = kind === 'Job' || kind === 'CronJob' ? true : kind === 'Pod' ? undefined : false;
   return [{ title, kind, path: [...path, ...at], pod, namespace: ns, ownedByJob }];
 }
@@ -81,20 +81,72 @@ function checkedPod(pod: JsonObject, title: string): Pod {
   }
 }
 
-// A controller names its pods `<name>-<suffix>` through generateName; placeholders see that prefix.
-function asControllerPod(template: Pod, name: string): Pod {
-  const meta = template.metadata ?? {};
-  if (name === '' || meta.name !== undefined || meta.generateName !== undefined) return template;
-  return { ...template, metadata: { ...meta, generateName: `${name}-` } };
+/**
+ * How each controller names the pods it creates. kube-controller-manager's GetPodFromTemplate
+ * (pkg/controller/controller_utils.go) copies only the template's labels, annotations and finalizers:
+ * the template's own metadata.name and generateName never reach the pod. The pod gets
+ * `generateName: <owner>-`, and the apiserver appends a random suffix after admission, so a
+ * webhook sees only the prefix. Parts the CLI cannot know are written `<hash>`, `<ordinal>`,
+ * `<index>` and `<time>`:
+ * - Deployment: its ReplicaSet is `<deployment>-<pod-template-hash>`, so `<deployment>-<hash>-`;
+ * - ReplicaSet, ReplicationController, DaemonSet: `<name>-`;
+ * - StatefulSet: the pod has a name, `<statefulset>-<ordinal>` (and generateName `<statefulset>-`);
+ * - Job: `<job>-`, for an Indexed Job `<job>-<index>-` (job_controller.go podGenerateNameWithIndex);
+ * - CronJob: its Jobs are `<cronjob>-<scheduled time in minutes since the epoch>`, so `<cronjob>-<time>-`.
+ */
+export function controllerPodName(kind: string, owner: string, workload: JsonObject): { readonly name?: string; readonly generateName: string } | undefined {
+  if (owner === '') return undefined;
+  switch (kind) {
+    case 'Deployment':
+      return { generateName: `${owner}-<hash>-` };
+    case 'StatefulSet':
+      return { name: `${owner}-<ordinal>`, generateName: `${owner}-` };
+    case 'Job':
+      return { generateName: isIndexed(workload['spec']) ? `${owner}-<index>-` : `${owner}-` };
+    case 'CronJob':
+      return { generateName: `${owner}-<time>-` };
+    case 'ReplicaSet':
+    case 'ReplicationController':
+    case 'DaemonSet':
+      return { generateName: `${owner}-` };
+    default:
+      return undefined;
+  }
+}
+
+function isIndexed(spec: unknown): boolean {
+  return isObject(spec) && spec['completionMode'] === 'Indexed';
+}
+
+/** The controller reference a controller puts on its pods (the Job's for a CronJob's pods); `uid` is unknown here. */
+function controllerRef(kind: string, owner: string): JsonObject | undefined {
+  const ref = (apiVersion: string, refKind: string, name: string): JsonObject => ({ apiVersion, kind: refKind, name, controller: true, blockOwnerDeletion: true });
+  if (kind === 'Deployment') return ref('apps/v1', 'ReplicaSet', `${owner}-<hash>`);
+  if (kind === 'CronJob') return ref('batch/v1', 'Job', `${owner}-<time>`);
+  if (kind === 'Job') return ref('batch/v1', 'Job', owner);
+  if (kind === 'ReplicationController') return ref('v1', kind, owner);
+  return ['StatefulSet', 'DaemonSet', 'ReplicaSet'].includes(kind) ? ref('apps/v1', kind, owner) : undefined;
+}
+
+// The pod as its controller creates it: the template's name fields replaced by the controller's,
+// and the controller's reference (so a Job's pod is seen as one, as the handlers see it).
+function asControllerPod(template: Pod, kind: string, owner: string, workload: JsonObject): Pod {
+  const { name: _name, generateName: _generateName, ownerReferences: _refs, ...meta } = template.metadata ?? {};
+  const naming = controllerPodName(kind, owner, workload);
+  const ref = owner === '' ? undefined : controllerRef(kind, owner);
+  return { ...template, metadata: { ...meta, ...naming, ...(ref !== undefined && { ownerReferences: [ref] }) } };
 }
 
 /** Undoes asControllerPod on an injected pod, so only what the injector added differs from the input. */
 export function asTemplate(original: Pod, injected: Pod): Pod {
   const before = original.metadata ?? {};
-  const after = injected.metadata;
-  if (after === undefined || before.generateName !== undefined || after.generateName === undefined) return injected;
-  const { generateName: _dropped, ...meta } = after;
-  return { ...injected, metadata: meta };
+  const { name: _name, generateName: _generateName, ownerReferences: _refs, ...meta } = injected.metadata ?? {};
+  const kept = {
+    ...(before.name !== undefined && { name: before.name }),
+    ...(before.generateName !== undefined && { generateName: before.generateName }),
+    ...(before.ownerReferences !== undefined && { ownerReferences: before.ownerReferences }),
+  };
+  return { ...injected, metadata: { ...kept, ...meta } };
 }
 
 /** Reads the value at a path, or undefined. */

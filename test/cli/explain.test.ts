@@ -26,10 +26,21 @@ describe('sidecar-injector explain', () => {
         ['Pod default/named', 'injected', 'injected'],
         ['Pod default/typo', 'rejected', 'unknown-template'],
         ['Pod default/refused', 'rejected', 'override-refused'],
+        ['Pod default/ignored', 'injected', 'injected'],
         ['Pod kube-system/coredns-x', 'not-injected', 'namespace-rule'],
         ['Job default/migrate', 'injected', 'injected'],
+        ['Job default/clash', 'rejected', 'sidecars-missing'],
+        ['Job default/meshed', 'injected', 'injected'],
       ],
     );
+    assert.deepEqual(report.find((e: any) => e.object === 'Job default/migrate').warnings, []);
+    assert.match(report.find((e: any) => e.object === 'Job default/meshed').warnings.join('\n'), /template "mesh" adds "mesh-proxy" as a regular container to a Job's pod, which then never completes/);
+  });
+
+  it('takes --namespace-labels into the shipped namespaceSelector (a runlevel 0 namespace is never sent)', async () => {
+    const report = JSON.parse(await explain([...ARGS, '-o', 'json', '--namespace-labels', 'runlevel=0,team=a']));
+    assert.ok(report.every((e: any) => e.reason === 'namespace-rule'), JSON.stringify(report.map((e: any) => e.reason)));
+    await assert.rejects(explain([...ARGS, '--namespace-labels', 'runlevel']), /--namespace-labels takes key=value pairs separated by commas, got "runlevel"/);
   });
 
   it('says why, with which templates, where each goes, and what was overridden (text golden)', async () => {
@@ -42,6 +53,7 @@ describe('sidecar-injector explain', () => {
     assert.match(text, /\* log-agent: .*image overridden to registry.example.com\/log-agent:2.0.0/);
     assert.match(text, /Job default\/migrate: .*\n {2}- .*\n {2}- .*\n {2}- the pod belongs to a Job\n {2}\* log-agent: native sidecar "log-agent" .* in initContainers, first/);
     assert.match(text, /unknown sidecar template\(s\) "log-agnet"/);
-    assert.match(text, /template "mesh" does not allow overriding memory; it allows cpu/);
+    assert.match(text, /Pod default\/refused: would be REJECTED \(override-refused\)\n(?: {2}- .*\n){2} {2}- annotation mesh.sidecar-injector.io\/cpu: "lots" is not a Kubernetes quantity/);
+    assert.match(text, /Pod default\/ignored: injected with mesh \(injected\)\n(?: {2}[-*] .*\n){3} {2}! warning: annotation mesh.sidecar-injector.io\/memory: template "mesh" does not allow overriding memory \(it allows cpu\); ignored/);
   });
 });

@@ -98,7 +98,7 @@ describe('sidecar-injector inject', () => {
   it('fails with exit 1 and prints nothing when a pod would be denied', async () => {
     const denied = [
       ['sidecar-injector.io/templates: "mesh,nope"', /Pod default\/bad: unknown sidecar template\(s\) "nope"/],
-      ['mesh.sidecar-injector.io/image: evil.example.com/x:1\n    sidecar-injector.io/templates: mesh', /template "mesh" does not allow overriding image; it allows cpu/],
+      ['mesh.sidecar-injector.io/cpu: "0"\n    sidecar-injector.io/templates: mesh', /annotation mesh.sidecar-injector.io\/cpu: cpu must be greater than zero/],
       ['log-agent.sidecar-injector.io/cpu: lots', /"lots" is not a Kubernetes quantity/],
     ] as const;
     for (const [annotation, message] of denied) {
@@ -108,6 +108,58 @@ describe('sidecar-injector inject', () => {
       assert.equal(r.out, '');
       assert.match(r.err, message);
     }
+  });
+
+  it('fails with exit 1 for a pod the validating handler would reject after injection', async () => {
+    // A Job's pod gets the log agent as a native sidecar; this one already runs a regular container of that name.
+    const job = `apiVersion: batch/v1\nkind: Job\nmetadata: {name: clash}\nspec:\n  template:\n    metadata: {labels: {sidecar-injector.io/inject: "true"}}\n    spec:\n      restartPolicy: Never\n      containers: [{name: m, image: busybox}, {name: log-agent, image: registry.example.com/log-agent:1.4.0}]\n`;
+    const r = await run(['-f', '-', ...TEMPLATES], job);
+    assert.equal(r.code, 1);
+    assert.equal(r.out, '');
+    assert.match(r.err, /error: Job default\/clash: the validating webhook validate.sidecar-injector.io \(\/validate\) would reject it: pod opted in to sidecar injection but is missing: native sidecar "log-agent" in initContainers/);
+  });
+
+  it('leaves alone the pods the shipped webhook configurations never send (kube-system)', async () => {
+    const pod = `apiVersion: v1\nkind: Pod\nmetadata:\n  name: coredns-x\n  namespace: kube-system\n  labels: {sidecar-injector.io/inject: "true"}\nspec:\n  containers: [{name: a, image: busybox}]\n`;
+    const r = await run(['-f', '-', ...TEMPLATES], pod);
+    assert.equal(r.code, 0, r.err);
+    assert.deepEqual(docs(r.out)[0], parse(pod));
+    const elsewhere = await run(['-f', '-', ...TEMPLATES], pod.replace('kube-system', 'shop'));
+    assert.ok(docs(elsewhere.out)[0].spec.containers.some((c: any) => c.name === 'log-agent'));
+  });
+
+  it('warns of annotations it ignores and of a regular sidecar in a Job, and exits 0', async () => {
+    const job = `apiVersion: batch/v1\nkind: Job\nmetadata: {name: meshed}\nspec:\n  template:\n    metadata:\n      labels: {sidecar-injector.io/inject: "true"}\n      annotations: {sidecar-injector.io/templates: mesh, mesh.sidecar-injector.io/version: "2"}\n    spec:\n      restartPolicy: Never\n      containers: [{name: m, image: busybox}]\n`;
+    const r = await run(['-f', '-', ...TEMPLATES], job);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.err, /warning: Job default\/meshed: annotation mesh.sidecar-injector.io\/version: "version" is not an override field/);
+    assert.match(r.err, /warning: Job default\/meshed: template "mesh" adds "mesh-proxy" as a regular container to a Job's pod, which then never completes/);
+  });
+
+  it('renders {{ pod.name }} from the name fields each controller gives its pods, never the template\'s own name', async () => {
+    const podName = async (workload: string): Promise<string> => {
+      const out = docs((await run(['-f', '-', ...TEMPLATES], workload)).out)[0];
+      const spec = (out.spec.jobTemplate?.spec ?? out.spec).template.spec;
+      const agent = [...(spec.initContainers ?? []), ...spec.containers].find((c: any) => c.name === 'log-agent');
+      return agent.env.find((e: any) => e.name === 'POD_NAME').value;
+    };
+    const template = '    metadata: {name: from-template, generateName: also-ignored-, labels: {sidecar-injector.io/inject: "true"}}\n    spec: {restartPolicy: Never, containers: [{name: m, image: busybox}]}\n';
+    const cases: [string, string, string][] = [
+      ['apps/v1', 'Deployment', 'web-<hash>-'],
+      ['apps/v1', 'ReplicaSet', 'web-'],
+      ['apps/v1', 'DaemonSet', 'web-'],
+      ['apps/v1', 'StatefulSet', 'web-<ordinal>'],
+      ['v1', 'ReplicationController', 'web-'],
+      ['batch/v1', 'Job', 'web-'],
+    ];
+    for (const [apiVersion, kind, expected] of cases) {
+      assert.equal(await podName(`apiVersion: ${apiVersion}\nkind: ${kind}\nmetadata: {name: web}\nspec:\n  template:\n${template}`), expected, kind);
+    }
+    assert.equal(await podName(`apiVersion: batch/v1\nkind: Job\nmetadata: {name: web}\nspec:\n  completionMode: Indexed\n  template:\n${template}`), 'web-<index>-');
+    assert.equal(await podName(`apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: web}\nspec:\n  jobTemplate:\n    spec:\n      template:\n${template.replace(/^/gm, '    ')}`), 'web-<time>-');
+    const out = docs((await run(['-f', '-', ...TEMPLATES], `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n${template}`)).out)[0];
+    assert.equal(out.spec.template.metadata.name, 'from-template', 'the output keeps the template as written');
+    assert.equal(out.spec.template.metadata.ownerReferences, undefined);
   });
 
   it('refuses a bad -o value and a missing -f with a usage message', async () => {

@@ -62,9 +62,49 @@ describe('per-pod overrides', () => {
     assert.equal(renderTemplates(pod, [templates.templates.get('agent')!], 'default')[0], templates.templates.get('agent')!.render({ namespace: 'default', podName: '', serviceAccountName: 'default', labels: {}, annotations: {} }));
   });
 
+  const ignored: [string, Record<string, string>, RegExp][] = [
+    ['a field the template does not allow', { 'locked.sidecar-injector.io/image': 'evil.example.com/x:1' }, /template "locked" does not allow overriding image \(it allows none\); ignored/],
+    ['a field outside the vocabulary', { 'agent.sidecar-injector.io/replicas': '3' }, /"replicas" is not an override field \(image, cpu, memory\) and template "agent" does not read it; ignored/],
+    ['an invalid value of a field the template does not allow', { 'locked.sidecar-injector.io/cpu': 'lots' }, /template "locked" does not allow overriding cpu/],
+  ];
+  for (const [title, annotations, message] of ignored) {
+    it(`admits with a warning ${title}, in both handlers, and applies nothing`, () => {
+      const pod = podWith(annotations);
+      const r = mutate(podReview(pod).request, templates);
+      assert.equal(r.response.allowed, true, r.response.status?.message);
+      assert.equal(r.response.warnings?.length, 1);
+      assert.match(r.response.warnings?.[0] ?? '', message);
+      const injected = injectSidecars(pod, [templates.templates.get('agent')!, templates.templates.get('locked')!], 'default');
+      assert.equal(injected.pod.spec?.containers?.find((c) => c.name === 'locked')?.image, 'registry.example.com/locked:1.0');
+      assert.equal(validate(podReview(injected.pod).request, templates).response.allowed, true);
+    });
+  }
+
+  it('never warns of an annotation a selected template sets under its own prefix, and injects it', () => {
+    const versioned = set(template('log-shipper', `  default: true
+  containers:
+    - name: log-shipper
+      image: registry.example.com/fluent-bit:3.1
+  annotations:
+    log-shipper.sidecar-injector.io/version: "3.1"
+`));
+    const r = mutate(podReview(optedInPod()).request, versioned);
+    assert.equal(r.response.allowed, true, r.response.status?.message);
+    assert.equal(r.response.warnings, undefined);
+    const injected = injectSidecars(optedInPod(), versioned.defaults, 'default').pod;
+    assert.equal(injected.metadata?.annotations?.['log-shipper.sidecar-injector.io/version'], '3.1');
+    assert.equal(validate(podReview(injected).request, versioned).response.allowed, true);
+    assert.equal(mutate(podReview(injected).request, versioned).response.warnings, undefined, 'nor on reinvocation');
+  });
+
+  it('bounds the warnings about ignored annotations', () => {
+    const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`agent.sidecar-injector.io/x${i}`, 'v']));
+    const warnings = mutate(podReview(podWith(many)).request, templates).response.warnings ?? [];
+    assert.equal(warnings.length, 6);
+    assert.match(warnings[5] ?? '', /^35 more annotations ignored likewise$/);
+  });
+
   const refused: [string, Record<string, string>, RegExp][] = [
-    ['a field the template does not allow', { 'locked.sidecar-injector.io/image': 'evil.example.com/x:1' }, /template "locked" does not allow overriding image; it allows none/],
-    ['a field outside the vocabulary', { 'agent.sidecar-injector.io/replicas': '3' }, /"replicas" is not an override field \(image, cpu, memory\) and template "agent" does not read it/],
     ['a value that is not a quantity', { 'agent.sidecar-injector.io/memory': '1 GB' }, /"1 GB" is not a Kubernetes quantity \(for example 128Mi or 1Gi\)/],
     ['a negative quantity', { 'agent.sidecar-injector.io/cpu': '-1' }, /"-1" is not a Kubernetes quantity/],
     ['a zero quantity', { 'agent.sidecar-injector.io/cpu': '0' }, /cpu must be greater than zero/],

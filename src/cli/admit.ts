@@ -1,0 +1,108 @@
+import { validate } from '../admission/handlers.js';
+import type { AdmissionRequest } from '../admission/review.js';
+import { InjectorError } from '../errors.js';
+import { Keys } from '../inject/keys.js';
+import { injectSidecars } from '../inject/mutate.js';
+import { OptInScope, Reason, refusalReason, selectTemplates, type Selection } from '../inject/policy.js';
+import { isOwnedByJob } from '../inject/render.js';
+import type { Pod } from '../kube/types.js';
+import type { TemplateSet } from '../templates/load.js';
+import type { PodSite } from '../workload/workload.js';
+import { namespaceLabels, namespaceReceives, receivingWebhooks, SHIPPED_WEBHOOKS, type Labels, type Webhook } from './routes.js';
+
+/**
+ * What a cluster installed from this repository does with one pod CREATE, played through the
+ * server's own pieces in the apiserver's order: the webhook configurations' selectors decide which
+ * paths receive the pod, the mutating path injects (selectTemplates, injectSidecars), and the
+ * validating handler itself gives its verdict on the pod as mutated.
+ */
+export interface Admission {
+  readonly verdict: 'injected' | 'not-injected' | 'rejected';
+  /** A stable reason: the server's Reason values, plus `namespace-rule` and `not-selected`. */
+  readonly reason: string;
+  /** Why, in words. */
+  readonly why: readonly string[];
+  /** The pod as it would be stored (the input's own pod when nothing was injected). */
+  readonly pod: Pod;
+  /** The mutating handler's selection, when the pod was opted in. */
+  readonly selection?: Extract<Selection, { inject: true }>;
+  /** What the AdmissionResponse would warn of. */
+  readonly warnings: readonly string[];
+}
+
+/** Where the webhook configurations came from and the labels given for the namespaces of the input. */
+export interface Cluster {
+  readonly webhooks: readonly Webhook[];
+  readonly namespaceLabels: Labels;
+}
+
+/** Plays the admission of one pod; never throws for a pod the server would deny (that is a `rejected` verdict). */
+export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Admission {
+  const ns = namespaceLabels(site.namespace, cluster.namespaceLabels);
+  const labels = site.pod.metadata?.labels ?? {};
+  const mutating = receivingWebhooks(cluster.webhooks, 'mutating', ns, labels);
+  if (mutating.length === 0 && receivingWebhooks(cluster.webhooks, 'validating', ns, labels).length === 0) return notSent(site, set, cluster.webhooks, ns);
+
+  let pod = site.pod;
+  let selection: Admission['selection'];
+  const why: string[] = [];
+  const warnings: string[] = [];
+  for (const hook of mutating) {
+    const chosen = attempt(() => selectTemplates(pod, set, scopeOf(hook)));
+    if (chosen instanceof InjectorError) return { verdict: 'rejected', reason: Reason.UnknownTemplate, why: [chosen.message], pod: site.pod, warnings };
+    if (!chosen.inject) return { verdict: 'not-injected', reason: chosen.reason, why: [chosen.detail], pod: site.pod, warnings };
+    selection = chosen;
+    why.push(chosen.optedIn, templatesReason(chosen, pod));
+    if (site.ownedByJob ?? isOwnedByJob(pod)) why.push('the pod belongs to a Job');
+    const context = site.ownedByJob === undefined ? {} : { ownedByJob: site.ownedByJob };
+    const result = attempt(() => injectSidecars(pod, chosen.templates, site.namespace, context));
+    if (result instanceof InjectorError) return { verdict: 'rejected', reason: refusalReason(result), why: [...why, result.message], pod: site.pod, selection, warnings };
+    pod = result.pod;
+    warnings.push(...result.warnings);
+  }
+  // The validating webhooks see the pod after every mutation, labels included.
+  for (const hook of receivingWebhooks(cluster.webhooks, 'validating', ns, pod.metadata?.labels ?? {})) {
+    const answer = validate(podCreate(pod, site.namespace), set, scopeOf(hook));
+    if (!answer.response.allowed) {
+      const message = answer.response.status?.message ?? 'denied';
+      return { verdict: 'rejected', reason: answer.reason, why: [...why, `the validating webhook ${hook.name} (${hook.path}) would reject it: ${message}`], pod: site.pod, ...(selection !== undefined && { selection }), warnings };
+    }
+  }
+  if (selection === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: ['no mutating webhook of the injector receives this pod'], pod, warnings };
+  return { verdict: 'injected', reason: Reason.Injected, why, pod, selection, warnings };
+}
+
+/** Why no webhook receives the pod: its namespace, or its labels (said as the server's policy says it). */
+function notSent(site: PodSite, set: TemplateSet, webhooks: readonly Webhook[], ns: Labels): Admission {
+  if (!namespaceReceives(webhooks, ns)) {
+    return { verdict: 'not-injected', reason: 'namespace-rule', why: [`namespace ${site.namespace} is excluded by the namespaceSelector of every webhook in ${SHIPPED_WEBHOOKS}`], pod: site.pod, warnings: [] };
+  }
+  const scope = webhooks.some((w) => scopeOf(w) === OptInScope.Namespace && namespaceReceives([w], ns)) ? OptInScope.Namespace : OptInScope.Pod;
+  const chosen = attempt(() => selectTemplates(site.pod, set, scope));
+  const detail = chosen instanceof InjectorError || chosen.inject ? undefined : chosen;
+  if (detail === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: [`the objectSelector of the webhooks in ${SHIPPED_WEBHOOKS} does not match the pod's labels`], pod: site.pod, warnings: [] };
+  return { verdict: 'not-injected', reason: detail.reason, why: [detail.detail], pod: site.pod, warnings: [] };
+}
+
+function templatesReason(selection: Extract<Selection, { inject: true }>, pod: Pod): string {
+  if (!selection.explicit) return `no ${Keys.templates} annotation: the default templates apply`;
+  return `annotation ${Keys.templates}="${pod.metadata?.annotations?.[Keys.templates] ?? ''}" names the templates`;
+}
+
+/** The paths of the namespace opt-in (issue 12) end in /namespace. */
+function scopeOf(hook: Webhook): OptInScope {
+  return hook.path.endsWith('/namespace') ? OptInScope.Namespace : OptInScope.Pod;
+}
+
+function podCreate(pod: Pod, namespace: string): AdmissionRequest {
+  return { uid: 'cli', kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace, operation: 'CREATE', object: pod };
+}
+
+function attempt<T>(step: () => T): T | InjectorError {
+  try {
+    return step();
+  } catch (err) {
+    if (err instanceof InjectorError) return err;
+    throw err;
+  }
+}

@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { before, describe, it } from 'node:test';
+import { admitPod, type Cluster } from '../../src/cli/admit.js';
+import { parseWebhooks, shippedWebhooks } from '../../src/cli/routes.js';
+import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
+import { podSites } from '../../src/workload/workload.js';
+
+const FIXTURES = 'test/fixtures/cli';
+let set: TemplateSet;
+let contract: Cluster['webhooks'];
+before(async () => {
+  set = await loadTemplateSet(`${FIXTURES}/templates`);
+  const file = `${FIXTURES}/webhooks-namespace-opt-in.yaml`;
+  contract = parseWebhooks(await readFile(file, 'utf8'), file);
+});
+
+function pod(namespace: string, labels: Record<string, string>): any {
+  return podSites({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace, labels }, spec: { containers: [{ name: 'app', image: 'busybox' }] } }, 'default')[0]!;
+}
+
+const optedInNamespace = { 'sidecar-injector.io/inject': 'true' };
+
+describe('admitPod with the namespace opt-in webhooks (issue 12)', () => {
+  const cases: [string, string, Record<string, string>, Record<string, string>, string, string][] = [
+    ['a pod without the label in an opted-in namespace', 'shop', optedInNamespace, {}, 'injected', 'injected'],
+    ['a pod labelled "true" in an opted-in namespace', 'shop', optedInNamespace, { 'sidecar-injector.io/inject': 'true' }, 'injected', 'injected'],
+    ['a pod labelled "false" in an opted-in namespace', 'shop', optedInNamespace, { 'sidecar-injector.io/inject': 'false' }, 'not-injected', 'opted-out'],
+    ['a pod labelled "yes" in an opted-in namespace', 'shop', optedInNamespace, { 'sidecar-injector.io/inject': 'yes' }, 'not-injected', 'opted-out'],
+    ['a pod without the label in a namespace without it', 'shop', {}, {}, 'not-injected', 'not-opted-in'],
+    ['a pod labelled "true" in a namespace without the label', 'shop', {}, { 'sidecar-injector.io/inject': 'true' }, 'injected', 'injected'],
+    ['a pod of kube-system, even labelled so', 'kube-system', optedInNamespace, {}, 'not-injected', 'namespace-rule'],
+  ];
+  for (const [title, namespace, nsLabels, labels, verdict, reason] of cases) {
+    it(`decides ${title}: ${verdict} (${reason})`, () => {
+      const a = admitPod(pod(namespace, labels), set, { webhooks: contract, namespaceLabels: nsLabels });
+      assert.deepEqual([a.verdict, a.reason], [verdict, reason], a.why.join('; '));
+    });
+  }
+
+  it('says that the namespace opted the pod in', () => {
+    const a = admitPod(pod('shop', {}), set, { webhooks: contract, namespaceLabels: optedInNamespace });
+    assert.equal(a.why[0], 'the namespace is labelled sidecar-injector.io/inject="true" and the pod has no sidecar-injector.io/inject label');
+    assert.ok(a.pod.spec?.containers?.some((c) => c.name === 'log-agent'));
+  });
+});
+
+describe('admitPod with the shipped webhook configurations', () => {
+  it('never sends pods of the system namespaces, nor of a runlevel 0 or 1 namespace', async () => {
+    const cluster = { webhooks: await shippedWebhooks(), namespaceLabels: {} };
+    for (const ns of ['kube-system', 'kube-public', 'kube-node-lease', 'sidecar-injector']) {
+      assert.equal(admitPod(pod(ns, { 'sidecar-injector.io/inject': 'true' }), set, cluster).reason, 'namespace-rule', ns);
+    }
+    assert.equal(admitPod(pod('infra', { 'sidecar-injector.io/inject': 'true' }), set, { ...cluster, namespaceLabels: { runlevel: '1' } }).reason, 'namespace-rule');
+    assert.equal(admitPod(pod('shop', { 'sidecar-injector.io/inject': 'true' }), set, cluster).verdict, 'injected');
+  });
+
+  it('gives the validating handler\'s verdict on the mutated pod', async () => {
+    const cluster = { webhooks: await shippedWebhooks(), namespaceLabels: {} };
+    const site = pod('shop', { 'sidecar-injector.io/inject': 'true' });
+    // The template's container is already in the pod, with another image: /mutate keeps the pod's, /validate refuses it.
+    site.pod.spec.containers.push({ name: 'log-agent', image: 'registry.example.com/other:1' });
+    const a = admitPod(site, set, cluster);
+    assert.equal(a.verdict, 'rejected');
+    assert.equal(a.reason, 'sidecars-missing');
+    assert.match(a.why.at(-1) ?? '', /validate\.sidecar-injector\.io \(\/validate\) would reject it: .*container "log-agent" with image repository registry\.example\.com\/log-agent/);
+  });
+});
