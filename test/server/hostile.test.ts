@@ -560,8 +560,11 @@ describe('faults inside a review', () => {
   });
 
   it('loads the edge limits from flags', () => {
-    const config = loadConfig(['--request-timeout', '3', '--max-connections', '7', '--max-inflight', '2'], {});
-    assert.deepEqual([config.requestTimeout, config.maxConnections, config.maxInflight, config.clientCa], [3, 7, 2, '']);
+    const config = loadConfig(['--request-timeout', '3', '--max-connections', '7', '--max-inflight', '2', '--body-timeout', '1', '--bodies-in-transit-mb', '8'], {});
+    assert.deepEqual([config.requestTimeout, config.maxConnections, config.maxInflight, config.clientCa, config.bodyTimeout, config.bodiesInTransitMb], [3, 7, 2, '', 1, 8]);
+    assert.deepEqual([loadConfig([], {}).bodyTimeout, loadConfig([], {}).bodiesInTransitMb], [2, 32]);
     assert.throws(() => loadConfig(['--request-timeout', '0'], {}), /--request-timeout/);
+    assert.throws(() => loadConfig(['--body-timeout', '0'], {}), /--body-timeout/);
+    assert.throws(() => loadConfig(['--bodies-in-transit-mb', '0'], {}), /--bodies-in-transit-mb/);
   });
 });
