@@ -42,6 +42,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   const store = await openTemplateStore(config.templatesDir, {
     logger,
     pollIntervalMs: config.templatesPollSeconds * 1000,
+    historyWindowMs: config.templateHistoryMinutes * 60 * 1000,
     onReload: (r) => metrics.recordReload(r.ok ? 'success' : 'failure', r.ok ? r.digest : undefined),
   });
   const templates = store.current();

@@ -1,7 +1,7 @@
 import { InjectorError } from '../errors.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
-import { missingSidecars } from '../inject/verify.js';
+import { verifyPod } from '../inject/verify.js';
 import type { Pod } from '../kube/types.js';
 import { diff, encodePatch } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
@@ -53,8 +53,8 @@ function mutatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope): 
 
 /**
  * The validating handler: an opted-in pod must hold every selected template's sidecars when it
- * reaches the end of admission. The selection is recomputed from the pod; the status annotation is
- * not trusted, since anything after the injector could have changed the pod.
+ * reaches the end of admission, as the current template set or one served recently defines them
+ * (verifyPod: a template rollout reaches replicas at different times).
  */
 export function validate(req: AdmissionRequest, set: TemplateSet, scope: OptInScope = OptInScope.Pod): ReviewResult {
   return withAudit(validatePod(req, set, scope));
@@ -63,18 +63,10 @@ export function validate(req: AdmissionRequest, set: TemplateSet, scope: OptInSc
 function validatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope): ReviewResult {
   if (!isPodCreate(req)) return pass(req, Decision.Skipped, Reason.NotPodCreate);
   const pod = podObject(req);
-  const selection = attempt(() => selectTemplates(pod, set, scope));
-  if (selection instanceof InjectorError) return deny(req, selection, Reason.UnknownTemplate);
-  if (!selection.inject) return pass(req, Decision.Skipped, selection.reason);
-
-  const templates = selection.templates.map((t) => t.name);
-  // A conflict or refused override denies here too, so both handlers agree on every pod.
-  const missing = attempt(() => missingSidecars(pod, selection.templates, namespaceOf(req, pod)));
-  if (missing instanceof InjectorError) return deny(req, missing, refusalReason(missing));
-  if (missing.length > 0) {
-    return { ...deny(req, new InjectorError('SIDECARS_MISSING', [missing.join('; ')]), Reason.SidecarsMissing, 'Forbidden'), templates };
-  }
-  return { response: { uid: req.uid, allowed: true }, decision: Decision.Allowed, reason: Reason.SidecarsPresent, templates, patchOps: 0 };
+  const verdict = verifyPod(pod, set, namespaceOf(req, pod), {}, scope);
+  if (verdict.kind === 'skipped') return pass(req, Decision.Skipped, verdict.reason);
+  if (verdict.kind === 'denied') return { ...deny(req, verdict.error, verdict.reason, verdict.statusReason), templates: verdict.templates };
+  return { response: { uid: req.uid, allowed: true }, decision: Decision.Allowed, reason: verdict.reason, templates: verdict.templates, patchOps: 0 };
 }
 
 // Pods created by controllers often carry no metadata.namespace; request.namespace always has it.

@@ -1,15 +1,12 @@
 import { InjectorError } from '../errors.js';
 import type { Container, NamedItem, Pod, PodSpec, VolumeMount } from '../kube/types.js';
 import { insertPlaced, placementsOf } from '../templates/placement.js';
-import { digestOf, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
+import type { CompiledTemplate, RenderedTemplate } from '../templates/template.js';
 import { Keys } from './keys.js';
 import { renderForPod, withTemplateKeys, type InjectionContext } from './render.js';
+import { encodeStatus, statusOf, type InjectionStatus } from './status.js';
 
-/** The value of the status annotation: what was injected, and a digest of what was rendered. */
-export interface InjectionStatus {
-  readonly templates: readonly string[];
-  readonly digest: string;
-}
+export type { InjectionStatus } from './status.js';
 
 export interface InjectionResult {
   /** The mutated pod. Unchanged branches are the input's own objects (copy-on-write). */
@@ -42,7 +39,7 @@ export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[],
     sidecarNames.has(c.name) ? c : extendContainer(c, appEnv, appMounts, warnings),
   );
 
-  const status: InjectionStatus = { templates: rendered.map((r) => r.name), digest: digestOf(rendered.map((r) => r.digest)) };
+  const status: InjectionStatus = statusOf(rendered);
   const newSpec: PodSpec = { ...spec, containers: insertPlaced(ownContainers, placementsOf(sidecars.containers, rendered, false)) ?? ownContainers };
   setList(newSpec, 'initContainers', insertPlaced(spec.initContainers, placementsOf(sidecars.initContainers, rendered, true)));
   setList(newSpec, 'volumes', mergeNamed(spec.volumes, rendered.flatMap((r) => r.volumes.map((v) => [v, r.name] as const)), (n) => `volume "${n}"`, warnings));
@@ -51,7 +48,7 @@ export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[],
   if (context.lenientMounts !== true) checkMounts(newSpec, [...sidecars.containers, ...sidecars.initContainers], rendered, ownContainers.length > 0);
 
   const annotations = mergeMap(meta.annotations, rendered, 'annotations', warnings);
-  annotations[Keys.status] = JSON.stringify(status);
+  annotations[Keys.status] = encodeStatus(status);
   const labels = mergeMap(meta.labels, rendered, 'labels', warnings);
   const newMeta = { ...meta, annotations };
   if (Object.keys(labels).length > 0) newMeta.labels = labels;

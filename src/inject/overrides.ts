@@ -1,5 +1,6 @@
 import { InjectorError } from '../errors.js';
 import type { Container } from '../kube/types.js';
+import { parseImage } from './image.js';
 import { Overridable, QUANTITY_PATTERN, type OverrideField } from '../templates/schema.js';
 import { digestOf, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
 
@@ -24,10 +25,6 @@ export function overrideKey(template: string, field: string): string {
   return `${template}.sidecar-injector.io/${field}`;
 }
 
-// distribution/reference: [domain[:port]/]path[:tag][@digest]
-const COMPONENT = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
-const DOMAIN = '(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?)';
-const IMAGE = new RegExp(`^(?:${DOMAIN}/)?${COMPONENT}(?:/${COMPONENT})*(?::[\\w][\\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$`);
 const QUANTITY = new RegExp(QUANTITY_PATTERN);
 const ANNOTATION_PLACEHOLDER = /pod\.annotations\[\s*(?:'([^']*)'|"([^"]*)")\s*\]/g;
 /** Warnings about ignored annotations per template and pod; the rest are counted in one more (the apiserver keeps 4 KiB of warnings). */
@@ -81,7 +78,11 @@ function capped(warnings: string[]): readonly string[] {
 /** Why the value of an allowed override cannot be applied, or undefined when it can. */
 function invalidValue(field: OverrideField, value: string, key: string): string | undefined {
   const v = value.trim();
-  if (field === 'image') return IMAGE.test(v) ? undefined : `annotation ${key}: "${value}" is not a valid image reference`;
+  if (field === 'image') {
+    // The runtime's own grammar (distribution/reference), so an override the kubelet cannot pull is refused here, with why.
+    const image = parseImage(v);
+    return 'problem' in image ? `annotation ${key}: "${value}" is not a valid image reference: ${image.problem}` : undefined;
+  }
   if (!QUANTITY.test(v) || v.startsWith('-')) return `annotation ${key}: "${value}" is not a Kubernetes quantity (for example ${field === 'cpu' ? '250m or 1' : '128Mi or 1Gi'})`;
   if (parseQuantity(v) === 0) return `annotation ${key}: ${field} must be greater than zero`;
   return undefined;

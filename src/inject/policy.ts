@@ -15,6 +15,12 @@ export const Reason = {
   InvalidReview: 'invalid-review',
   /** /validate: every selected template's sidecars are in the pod. */
   SidecarsPresent: 'sidecars-present',
+  /** /validate: the sidecars of a set this replica served within the history window (a template rollout). */
+  EarlierTemplates: 'earlier-templates',
+  /** /validate: what the status records of a template version this replica never served (a rollout it has not seen yet). */
+  RecordedTemplates: 'recorded-templates',
+  /** /validate: sidecars named by the status of an earlier injector release, shortly after this one started. */
+  UnversionedStatus: 'unversioned-status',
   /** /validate: an opted-in pod without its sidecars, rejected. */
   SidecarsMissing: 'sidecars-missing',
   NotOptedIn: 'not-opted-in',

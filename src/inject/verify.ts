@@ -1,20 +1,74 @@
+import { InjectorError } from '../errors.js';
 import type { Container, Pod } from '../kube/types.js';
+import type { TemplateSet } from '../templates/load.js';
+import { renderValues } from '../templates/placeholders.js';
 import type { CompiledTemplate } from '../templates/template.js';
-import { imageRepository } from './image.js';
+import { imageRepository, sameRepository } from './image.js';
+import { Keys } from './keys.js';
+import { OptInScope, parseNames, Reason, refusalReason, selectTemplates } from './policy.js';
 import { renderTemplates, type InjectionContext } from './render.js';
+import { readStatus, StatusFormat, type InjectionStatus, type TemplateRecord } from './status.js';
+
+/** The validating handler's verdict on one pod. */
+export type Verdict =
+  | { readonly kind: 'skipped'; readonly reason: Reason }
+  | { readonly kind: 'allowed'; readonly reason: Reason; readonly templates: readonly string[] }
+  | { readonly kind: 'denied'; readonly error: InjectorError; readonly reason: string; readonly statusReason: string; readonly templates: readonly string[] };
+
+type Denied = Extract<Verdict, { kind: 'denied' }>;
+
+/**
+ * Decides whether an opted-in pod holds its sidecars. Tried in turn, cheapest and strictest first;
+ * the first that admits the pod decides, and a pod none admits gets the current set's denial:
+ *
+ * 1. the current set: the selection recomputed from the pod, each selected template rendered and
+ *    checked (missingSidecars). Every correctly injected pod at rest stops here;
+ * 2. each set this replica served within the history window (set.history.earlier), the same way:
+ *    a pod injected by a replica that is behind, or by this one before its volume changed;
+ * 3. the status annotation, only when it names a template version this replica never served (a
+ *    newer set not yet on this volume, or a replica started after the set was replaced): the pod
+ *    must hold exactly what the record says was injected, the record must name, for every
+ *    template the current set selects, each of its sidecars, and a template recorded at a version
+ *    served here must be at the current one and hold as step 1 requires. A re-read is asked for;
+ * 4. a status of a release before template versions, within the window after this process started
+ *    (an upgrade of the injector): every template the current set selects must be named in it, and
+ *    each of its sidecars be in the pod by name.
+ *
+ * The status is written by /mutate, which replaces whatever value the pod came with; what a forged
+ * one can and cannot get through is in the README ("Template rollouts").
+ */
+export function verifyPod(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext = {}, scope: OptInScope = OptInScope.Pod): Verdict {
+  const current = checkSet(pod, set, namespace, context, scope);
+  if (current.kind !== 'denied') return current;
+  for (const earlier of set.history?.earlier ?? []) {
+    const verdict = checkSet(pod, earlier, namespace, context, scope);
+    if (verdict.kind === 'allowed') return { ...verdict, reason: Reason.EarlierTemplates };
+  }
+  const recorded = vouchedByStatus(pod, set, namespace, context);
+  return recorded === undefined ? current : { kind: 'allowed', reason: recorded, templates: selectedNames(pod, set) };
+}
+
+/** Steps 1 and 2: the pod against one template set. */
+function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext, scope: OptInScope): Verdict {
+  const selection = attempt(() => selectTemplates(pod, set, scope));
+  if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate, []);
+  if (!selection.inject) return { kind: 'skipped', reason: selection.reason };
+  const templates = selection.templates.map((t) => t.name);
+  // A conflict or refused override denies here too, so both handlers agree on every pod.
+  const missing = attempt(() => missingSidecars(pod, selection.templates, namespace, context));
+  if (missing instanceof InjectorError) return denied(missing, refusalReason(missing), []);
+  if (missing.length > 0) return denied(new InjectorError('SIDECARS_MISSING', [missing.join('; ')]), Reason.SidecarsMissing, templates, 'Forbidden');
+  return { kind: 'allowed', reason: Reason.SidecarsPresent, templates };
+}
 
 /**
  * Lists what the selected templates require and the pod lacks: each sidecar container by name, in
- * the right list, running the template's image repository, and each template volume by name. The
- * selection is recomputed from the pod by the caller; the status annotation is never trusted.
+ * the right list, running the template's image repository, and each template volume by name.
  */
 export function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): string[] {
   // Rendered as the mutating handler renders them: an image override changes the expected repository.
   const rendered = renderTemplates(pod, templates, namespace, context);
-  const spec = pod.spec ?? {};
-  const containers = byName(spec.containers);
-  const initContainers = byName(spec.initContainers);
-  const volumes = new Set((spec.volumes ?? []).map((v) => v.name));
+  const { containers, initContainers, volumes } = podParts(pod);
   const missing: string[] = [];
   for (const r of rendered) {
     for (const want of r.containers) {
@@ -33,12 +87,112 @@ function checkContainer(want: Container, found: Container | undefined, native: b
   const kind = native ? 'native sidecar' : 'container';
   if (found === undefined) return native ? `native sidecar "${want.name}" in initContainers` : `container "${want.name}"`;
   if (native && found.restartPolicy !== 'Always') return `restartPolicy: Always on native sidecar "${want.name}"`;
-  const wanted = imageRepository(want.image ?? '');
-  const actual = imageRepository(found.image ?? '');
-  if (wanted !== actual) return `${kind} "${want.name}" with image repository ${wanted} (it runs ${found.image ?? 'no image'})`;
+  if (!sameRepository(want.image ?? '', found.image ?? '')) return `${kind} "${want.name}" with image repository ${imageRepository(want.image ?? '')} (it runs ${found.image ?? 'no image'})`;
   return undefined;
+}
+
+/** Steps 3 and 4: the reason the status annotation vouches for the pod, or undefined. */
+function vouchedByStatus(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext): Reason | undefined {
+  const recorded = readStatus(pod);
+  if (recorded.format === StatusFormat.Versioned) return vouchedByRecord(pod, recorded.status, set, namespace, context) ? Reason.RecordedTemplates : undefined;
+  if (recorded.format === StatusFormat.Unversioned && set.history?.acceptsUnversioned === true) {
+    return vouchedByNames(pod, recorded.templates, set, namespace) ? Reason.UnversionedStatus : undefined;
+  }
+  return undefined;
+}
+
+function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, namespace: string, context: InjectionContext): boolean {
+  const knows = (r: TemplateRecord): boolean => set.history?.knows(r.template, r.version) ?? set.templates.get(r.template)?.version === r.version;
+  // A version served here was checked in full above: the record adds nothing to that verdict.
+  if (status.injected.every(knows)) return false;
+  set.history?.sawUnknownVersion();
+  const parts = podParts(pod);
+  if (!status.injected.every((r) => holds(parts, r))) return false;
+  // Beside a version never served, one served here must be the current one and hold as it defines
+  // it, so that an entry of an unknown version never lends its trust to the others.
+  if (!status.injected.every((r) => !knows(r) || holdsCurrent(pod, r, set, namespace, context))) return false;
+  const records = new Map(status.injected.map((r) => [r.template, r]));
+  const values = renderValues(pod, namespace);
+  return selectedNames(pod, set).every((name) => {
+    const record = records.get(name);
+    if (record === undefined) return false;
+    const t = set.templates.get(name);
+    // A template this replica does not have yet is vouched for only by a version it never served.
+    if (t === undefined) return !knows(record);
+    return t.render(values).containers.every((c) => hasName(record.containers, c.name) || hasName(record.initContainers, c.name));
+  });
+}
+
+function holdsCurrent(pod: Pod, r: TemplateRecord, set: TemplateSet, namespace: string, context: InjectionContext): boolean {
+  const t = set.templates.get(r.template);
+  if (t === undefined || t.version !== r.version) return false;
+  const missing = attempt(() => missingSidecars(pod, [t], namespace, context));
+  return !(missing instanceof InjectorError) && missing.length === 0;
+}
+
+function vouchedByNames(pod: Pod, recorded: readonly string[], set: TemplateSet, namespace: string): boolean {
+  const { containers, initContainers } = podParts(pod);
+  const values = renderValues(pod, namespace);
+  return selectedNames(pod, set).every((name) => {
+    const t = set.templates.get(name);
+    if (t === undefined || !recorded.includes(name)) return false;
+    return t.render(values).containers.every((c) => containers.has(c.name) || initContainers.has(c.name));
+  });
+}
+
+/** True when the pod holds everything the record says its template put there. */
+function holds(parts: PodParts, r: TemplateRecord): boolean {
+  const same = (found: Container | undefined, repository: string): boolean => found !== undefined && sameRepository(repository, found.image ?? '');
+  for (const [name, repository] of Object.entries(r.containers ?? {})) {
+    if (!same(parts.containers.get(name), repository)) return false;
+  }
+  for (const [name, repository] of Object.entries(r.initContainers ?? {})) {
+    const found = parts.initContainers.get(name);
+    if (!same(found, repository) || found?.restartPolicy !== 'Always') return false;
+  }
+  return (r.volumes ?? []).every((v) => parts.volumes.has(v));
+}
+
+/** The template names the set selects for an opted-in pod: its templates annotation, else the defaults. */
+function selectedNames(pod: Pod, set: TemplateSet): string[] {
+  const annotations = pod.metadata?.annotations ?? {};
+  const requested = parseNames(Object.hasOwn(annotations, Keys.templates) ? (annotations[Keys.templates] ?? '') : '');
+  return requested.length > 0 ? requested : set.defaults.map((t) => t.name);
+}
+
+function hasName(map: Readonly<Record<string, string>> | undefined, name: string): boolean {
+  return map !== undefined && Object.hasOwn(map, name);
+}
+
+interface PodParts {
+  readonly containers: ReadonlyMap<string, Container>;
+  readonly initContainers: ReadonlyMap<string, Container>;
+  readonly volumes: ReadonlySet<string>;
+}
+
+function podParts(pod: Pod): PodParts {
+  const spec = pod.spec ?? {};
+  return {
+    containers: byName(spec.containers),
+    initContainers: byName(spec.initContainers),
+    volumes: new Set((spec.volumes ?? []).map((v) => v.name)),
+  };
 }
 
 function byName(list: Container[] | undefined): Map<string, Container> {
   return new Map((list ?? []).map((c) => [c.name, c]));
+}
+
+/** Runs a step whose InjectorError is an answer to the user (a denial), not a failure of the webhook. */
+function attempt<T>(step: () => T): T | InjectorError {
+  try {
+    return step();
+  } catch (err) {
+    if (err instanceof InjectorError) return err;
+    throw err;
+  }
+}
+
+function denied(error: InjectorError, reason: string, templates: readonly string[], statusReason = 'BadRequest'): Denied {
+  return { kind: 'denied', error, reason, statusReason, templates };
 }

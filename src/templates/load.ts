@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { LineCounter, parseAllDocuments, isNode, type Document } from 'yaml';
 import { TemplateSetError, injectorError, type TemplateFault } from '../errors.js';
+import type { TemplateHistory } from './history.js';
 import { PlaceholderError } from './placeholders.js';
 import { placementFault } from './placement.js';
 import { sidecarTemplateSchema } from './schema.js';
@@ -16,6 +17,8 @@ export interface TemplateSet {
   /** Digest of every template's source, to tell which set is serving. */
   readonly digest: string;
   readonly source: string;
+  /** The sets a running server served before this one (absent outside the server: CLI, tests). */
+  readonly history?: TemplateHistory;
 }
 
 /** One template file's text, read from disk or given directly (lint, tests). */

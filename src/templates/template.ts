@@ -27,6 +27,8 @@ export interface SidecarTemplateSpec {
 /** What one template contributes to one pod, with every placeholder expanded. */
 export interface RenderedTemplate {
   readonly name: string;
+  /** The template's version (see CompiledTemplate.version), recorded in the status annotation. */
+  readonly version: string;
   /** Sidecar containers; for a native-sidecar template they carry `restartPolicy: Always`. */
   readonly containers: readonly Container[];
   readonly nativeSidecar: boolean;
@@ -47,6 +49,11 @@ export interface RenderedTemplate {
 export interface CompiledTemplate {
   readonly name: string;
   readonly file: string;
+  /**
+   * Digest of the template's source (name and spec as written): equal in every replica that loaded
+   * the same template, different as soon as anything in it changes. Computed once at load.
+   */
+  readonly version: string;
   readonly isDefault: boolean;
   readonly nativeSidecar: boolean;
   /** `jobs`: rendered as ordinary containers, turned into native sidecars for Job-owned pods. */
@@ -81,7 +88,8 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
     labels: spec.labels ?? {},
   });
   const compiled = compileValue(normalized, '/spec');
-  const base = { name, nativeSidecar, ...(spec.placement !== undefined && { placement: spec.placement }) };
+  const version = templateVersion(name, spec);
+  const base = { name, version, nativeSidecar, ...(spec.placement !== undefined && { placement: spec.placement }) };
   const render = isDynamic(compiled)
     ? memoized(compiled, (v: RenderValues): RenderedTemplate => {
         const body = materialize(compiled, v) as typeof normalized;
@@ -90,7 +98,16 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
     : constant({ ...base, ...normalized, digest: digestOf(normalized) });
   const nativeMode = nativeSidecar ? NativeSidecar.Always : spec.nativeSidecar === 'jobs' ? NativeSidecar.JobsOnly : NativeSidecar.Never;
   const extras = { nativeMode, overrides: Object.freeze([...(spec.overrides ?? [])]), ...(spec.placement !== undefined && { placement: deepFreeze(spec.placement) }) };
-  return { name, file, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, render };
+  return { name, file, version, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, render };
+}
+
+/**
+ * The version of a template: a digest of its name and its spec as loaded (YAML read into values, so
+ * comments and layout do not count, but every field does, including those that change nothing the
+ * validator checks: a version names a source, not a meaning).
+ */
+export function templateVersion(name: string, spec: SidecarTemplateSpec): string {
+  return digestOf([name, spec]);
 }
 
 /** Renderings kept per template; pods of one workload expand the placeholders alike. */

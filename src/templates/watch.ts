@@ -3,6 +3,7 @@ import { readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { InjectorError, TemplateSetError, formatFault, type TemplateFault } from '../errors.js';
 import type { Logger } from '../log.js';
+import { SetHistory } from './history.js';
 import { compileTemplateSet, readTemplateDir, type TemplateFile, type TemplateSet } from './load.js';
 import { digestOf } from './template.js';
 
@@ -28,11 +29,24 @@ export interface TemplateStoreOptions {
   /** Events come in bursts (a ConfigMap update is several renames): wait this long for quiet. */
   readonly debounceMs?: number;
   readonly onReload?: (result: ReloadResult) => void;
+  /**
+   * How long a replaced set is still accepted by the validating handler, and how long after start
+   * the status annotations of an earlier injector release are (default 10 minutes; see history.ts).
+   */
+  readonly historyWindowMs?: number;
 }
+
+/** Default of `historyWindowMs`: a ConfigMap rollout (a minute or two) and an injector rollout, with room. */
+export const HISTORY_WINDOW_MS = 10 * 60 * 1000;
+/** A pod naming a template version not served here asks for a re-read at most this often. */
+const UNKNOWN_VERSION_RELOAD_MS = 1000;
 
 /** The template set in force, replaced in one step when the directory changes to a valid set. */
 export interface TemplateStore {
-  /** The set to use for one review; read it once per review so the review sees one consistent set. */
+  /**
+   * The set to use for one review, carrying the history of the sets served before it; read it once
+   * per review so the review sees one consistent set.
+   */
   current(): TemplateSet;
   /** Checks the directory now; resolves to the result, or undefined when nothing changed. */
   reload(): Promise<ReloadResult | undefined>;
@@ -55,6 +69,18 @@ export async function openTemplateStore(dir: string, options: TemplateStoreOptio
   const first = await readConsistently(dir);
   if (first.length === 0) throw new InjectorError('TEMPLATES_EMPTY', [dir]);
   let current = compileTemplateSet(first, dir);
+  let lastUnknown = 0;
+  const history = new SetHistory(current, {
+    windowMs: options.historyWindowMs ?? HISTORY_WINDOW_MS,
+    // The apiserver may ask this replica to validate a pod that another replica injected with a
+    // newer set, one the kubelet has not yet written here; reading now may find it.
+    onUnknownVersion: () => {
+      const now = Date.now();
+      if (closed || now - lastUnknown < UNKNOWN_VERSION_RELOAD_MS) return;
+      lastUnknown = now;
+      void reload();
+    },
+  });
   let rejected: string | undefined; // digest of the broken content last reported, so a poll does not repeat it
   let running: Promise<ReloadResult | undefined> | undefined;
   let again = false;
@@ -71,6 +97,7 @@ export async function openTemplateStore(dir: string, options: TemplateStoreOptio
       if (files.length === 0) throw new InjectorError('TEMPLATES_EMPTY', [dir]);
       const next = compileTemplateSet(files, dir);
       current = next; // the swap: a review already running keeps the set it read
+      history.replace(next);
       rejected = undefined;
       logger.info({ dir, templates: [...next.templates.keys()], defaults: next.defaults.map((t) => t.name), digest: next.digest }, 'templates reloaded');
       return { ok: true, digest: next.digest, time, serving: next.digest, faults: [] };
@@ -138,7 +165,7 @@ export async function openTemplateStore(dir: string, options: TemplateStoreOptio
   poll?.unref();
 
   return {
-    current: () => current,
+    current: () => history.current(),
     reload,
     async close() {
       closed = true;

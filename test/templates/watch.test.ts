@@ -130,6 +130,23 @@ describe('template hot reload', () => {
     assert.equal(imageOf(store, 0), 'example.com/one:v2');
   });
 
+  it('re-reads the directory when a review names a template version it never served, and remembers the set it replaced', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'templates-plain-'));
+    await writeFile(join(dir, 'pair.yaml'), template('v1'));
+    const results: ReloadResult[] = [];
+    const store = await openTemplateStore(dir, { logger: createLogger('silent'), watch: false, onReload: (r) => results.push(r) });
+    stores.push(store);
+    const first = store.current();
+    await writeFile(join(dir, 'pair.yaml'), template('v2'));
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(results.length, 0, 'no events, no polling: nothing reads the directory by itself');
+    first.history?.sawUnknownVersion();
+    assert.equal((await nextReload(results, 1)).ok, true);
+    assert.equal(imageOf(store, 0), 'example.com/one:v2');
+    assert.deepEqual(store.current().history?.earlier.map((s) => s.digest), [first.digest]);
+    assert.equal(store.current().history?.knows('pair', first.templates.get('pair')!.version), true);
+  });
+
   it('rejects a set that empties the directory and keeps the last good one', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'templates-plain-'));
     await writeFile(join(dir, 'pair.yaml'), template('v1'));

@@ -1,0 +1,166 @@
+import type { Container, Pod } from '../kube/types.js';
+import type { TemplateSet } from '../templates/load.js';
+import type { RenderedTemplate } from '../templates/template.js';
+import { imageRepository } from './image.js';
+import { Keys } from './keys.js';
+import { parseNames } from './policy.js';
+
+/**
+ * The status annotation `sidecar-injector.io/status`: what /mutate injected, per template, so that a
+ * replica serving another version of the templates can still tell a correctly injected pod. Example:
+ *
+ *   {"templates":["log-shipper","proxy"],"injected":[
+ *     {"template":"log-shipper","version":"3f0c…","containers":{"log-shipper":"docker.io/fluent/fluent-bit"},"volumes":["app-logs"]},
+ *     {"template":"proxy","version":"9a41…","initContainers":{"envoy":"docker.io/envoyproxy/envoy"}}]}
+ *
+ * `templates` keeps the field of the earlier format (`{"templates":[...],"digest":"..."}`), which
+ * had no versions; `containers` and `initContainers` (native sidecars) map each sidecar's name to
+ * its normalized image repository. Only /mutate writes it, replacing any value the pod came with.
+ */
+export interface InjectionStatus {
+  readonly templates: readonly string[];
+  readonly injected: readonly TemplateRecord[];
+}
+
+/** What one template put into the pod. */
+export interface TemplateRecord {
+  readonly template: string;
+  /** The template's version (CompiledTemplate.version). */
+  readonly version: string;
+  /** Regular sidecar containers: name -> image repository. */
+  readonly containers?: Readonly<Record<string, string>>;
+  /** Native sidecars (initContainers with restartPolicy: Always): name -> image repository. */
+  readonly initContainers?: Readonly<Record<string, string>>;
+  readonly volumes?: readonly string[];
+}
+
+/** How a pod's status annotation reads. */
+export const StatusFormat = {
+  /** No status annotation. */
+  None: 'none',
+  /** Not JSON of either format: ignored. */
+  Invalid: 'invalid',
+  /** The format of releases before template versions: template names only. */
+  Unversioned: 'unversioned',
+  Versioned: 'versioned',
+} as const;
+export type StatusFormat = (typeof StatusFormat)[keyof typeof StatusFormat];
+
+export type RecordedStatus =
+  | { readonly format: typeof StatusFormat.None }
+  | { readonly format: typeof StatusFormat.Invalid }
+  | { readonly format: typeof StatusFormat.Unversioned; readonly templates: readonly string[] }
+  | { readonly format: typeof StatusFormat.Versioned; readonly status: InjectionStatus };
+
+// Renderings are shared by the pods of one workload (template.ts memoizes them), so each is
+// described once, not once per review.
+const records = new WeakMap<RenderedTemplate, TemplateRecord>();
+
+/** The status of an injection of these rendered templates. */
+export function statusOf(rendered: readonly RenderedTemplate[]): InjectionStatus {
+  return { templates: rendered.map((r) => r.name), injected: rendered.map(recordOf) };
+}
+
+/** The annotation's value. */
+export function encodeStatus(status: InjectionStatus): string {
+  return JSON.stringify(status);
+}
+
+function recordOf(r: RenderedTemplate): TemplateRecord {
+  const known = records.get(r);
+  if (known !== undefined) return known;
+  const sidecars = repositories(r.containers);
+  const record: TemplateRecord = {
+    template: r.name,
+    version: r.version,
+    ...(r.containers.length > 0 && (r.nativeSidecar ? { initContainers: sidecars } : { containers: sidecars })),
+    ...(r.volumes.length > 0 && { volumes: r.volumes.map((v) => v.name) }),
+  };
+  if (Object.isFrozen(r)) records.set(r, record);
+  return record;
+}
+
+function repositories(containers: readonly Container[]): Record<string, string> {
+  return Object.fromEntries(containers.map((c) => [c.name, imageRepository(c.image ?? '')]));
+}
+
+/**
+ * Reads a pod's status annotation. The value comes from the pod, so every field is checked; anything
+ * out of shape makes the whole value Invalid rather than half-read.
+ */
+export function readStatus(pod: Pod): RecordedStatus {
+  const annotations = pod.metadata?.annotations;
+  const text = annotations !== undefined && Object.hasOwn(annotations, Keys.status) ? annotations[Keys.status] : undefined;
+  if (typeof text !== 'string') return { format: StatusFormat.None };
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { format: StatusFormat.Invalid };
+  }
+  if (!isObject(value) || !isStringList(value['templates'])) return { format: StatusFormat.Invalid };
+  const templates = value['templates'];
+  if (!Object.hasOwn(value, 'injected')) return { format: StatusFormat.Unversioned, templates };
+  const injected = value['injected'];
+  if (!Array.isArray(injected) || !injected.every(isRecord)) return { format: StatusFormat.Invalid };
+  return { format: StatusFormat.Versioned, status: { templates, injected } };
+}
+
+function isRecord(v: unknown): v is TemplateRecord {
+  if (!isObject(v) || typeof v['template'] !== 'string' || typeof v['version'] !== 'string') return false;
+  return optional(v['containers'], isStringMap) && optional(v['initContainers'], isStringMap) && optional(v['volumes'], isStringList);
+}
+
+function optional(v: unknown, check: (v: unknown) => boolean): boolean {
+  return v === undefined || check(v);
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function isStringList(v: unknown): v is string[] {
+  return Array.isArray(v) && v.every((s) => typeof s === 'string');
+}
+
+function isStringMap(v: unknown): v is Record<string, string> {
+  return isObject(v) && Object.values(v).every((s) => typeof s === 'string');
+}
+
+/** Whether a pod's status says it was injected with the templates the current set would inject now. */
+export const Drift = {
+  /** Every template the set selects for the pod is recorded at its current version, and no other. */
+  Current: 'current',
+  /** A selected template is recorded at another version, missing from the record, or no longer selected. */
+  Outdated: 'outdated',
+  /** The status is of a release before template versions: which version was injected is unknown. */
+  Unversioned: 'unversioned',
+  /** No status annotation, or one that cannot be read. */
+  Missing: 'missing',
+} as const;
+export type Drift = (typeof Drift)[keyof typeof Drift];
+
+export interface StatusDrift {
+  readonly drift: Drift;
+  /** The templates that differ (for Outdated), or the recorded names (for Unversioned). */
+  readonly templates: readonly string[];
+}
+
+/**
+ * Compares a pod's recorded status with what `set` would inject now (for `drift`). The selection is
+ * the pod's templates annotation, or the set's defaults when it names none; opt-in is not checked,
+ * since only injected pods carry a status. Cheap: no rendering, one JSON.parse.
+ */
+export function statusDrift(pod: Pod, set: TemplateSet): StatusDrift {
+  const recorded = readStatus(pod);
+  if (recorded.format === StatusFormat.None || recorded.format === StatusFormat.Invalid) return { drift: Drift.Missing, templates: [] };
+  if (recorded.format === StatusFormat.Unversioned) return { drift: Drift.Unversioned, templates: recorded.templates };
+  const annotations = pod.metadata?.annotations ?? {};
+  const requested = parseNames(Object.hasOwn(annotations, Keys.templates) ? (annotations[Keys.templates] ?? '') : '');
+  const expected = requested.length > 0 ? requested : set.defaults.map((t) => t.name);
+  const versions = new Map(recorded.status.injected.map((r) => [r.template, r.version]));
+  const stale = expected.filter((name) => versions.get(name) === undefined || versions.get(name) !== set.templates.get(name)?.version);
+  const dropped = [...versions.keys()].filter((name) => !expected.includes(name));
+  const templates = [...stale, ...dropped];
+  return { drift: templates.length > 0 ? Drift.Outdated : Drift.Current, templates };
+}

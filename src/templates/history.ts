@@ -1,0 +1,113 @@
+import type { TemplateSet } from './load.js';
+
+/**
+ * What one replica remembers of the template sets it served, for the validating handler. A changed
+ * ConfigMap reaches each replica's volume at its own time (the kubelet's sync period plus its cache
+ * TTL, a minute or two), and the apiserver may call /mutate on one replica and /validate on
+ * another, so a pod injected under one version is often checked by a replica that serves another.
+ */
+export interface TemplateHistory {
+  /** Sets this replica served before the current one, newest first, replaced less than the window ago. */
+  readonly earlier: readonly TemplateSet[];
+  /** True when this replica has served that version of that template (at most the last VERSIONS_KEPT kept). */
+  knows(template: string, version: string): boolean;
+  /**
+   * True while status annotations of a release before template versions are trusted as far as their
+   * template names go: the first window after this process started (an upgrade of the injector).
+   */
+  readonly acceptsUnversioned: boolean;
+  /** A pod named a template version this replica never served: a newer set may be on its way here. */
+  sawUnknownVersion(): void;
+}
+
+/** How many earlier sets are remembered, however short their lives were. */
+export const SETS_KEPT = 8;
+/** How many template versions `knows` remembers: thousands of edits, a few hundred KiB at most. */
+export const VERSIONS_KEPT = 4096;
+
+export interface HistoryOptions {
+  /** How long a replaced set is still accepted, and how long after start unversioned statuses are. */
+  readonly windowMs: number;
+  /** Asks for the templates directory to be read again (debounced by the caller). */
+  readonly onUnknownVersion?: () => void;
+  readonly now?: () => number;
+}
+
+/**
+ * Keeps the sets served recently and hands out, for each review, the current set with a frozen view
+ * of that history. The view (and so the object the answer cache keys its entries by) changes exactly
+ * when a verdict could: a set swapped in, an earlier set leaving the window, or the end of the
+ * window for unversioned statuses. Nothing here is computed per review but a clock read.
+ */
+export class SetHistory {
+  readonly #options: HistoryOptions;
+  readonly #now: () => number;
+  readonly #started: number;
+  /** Earlier sets, newest first, with the time each stopped being current. */
+  #earlier: { readonly set: TemplateSet; readonly until: number }[] = [];
+  /** `name\0version` of every template served, oldest first. */
+  readonly #versions = new Set<string>();
+  #current: TemplateSet;
+  #view: TemplateSet;
+  #viewUntil = 0;
+
+  constructor(first: TemplateSet, options: HistoryOptions) {
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+    this.#started = this.#now();
+    this.#current = first;
+    this.#learn(first);
+    this.#view = this.#makeView();
+  }
+
+  /** The set for one review: the current one, carrying the history as it stands now. */
+  current(): TemplateSet {
+    if (this.#now() >= this.#viewUntil) this.#view = this.#makeView();
+    return this.#view;
+  }
+
+  /** Makes `next` the current set; the one it replaces is remembered for the window. */
+  replace(next: TemplateSet): void {
+    const now = this.#now();
+    const until = now + this.#options.windowMs;
+    const kept = [{ set: this.#current, until }, ...this.#earlier].filter((e) => e.until > now && e.set.digest !== next.digest);
+    this.#earlier = kept.slice(0, SETS_KEPT);
+    this.#current = next;
+    this.#learn(next);
+    this.#view = this.#makeView();
+  }
+
+  #learn(set: TemplateSet): void {
+    for (const t of set.templates.values()) {
+      const key = versionKey(t.name, t.version);
+      this.#versions.delete(key); // re-added last: the most recently served stay longest
+      this.#versions.add(key);
+    }
+    for (const key of this.#versions) {
+      if (this.#versions.size <= VERSIONS_KEPT) break;
+      this.#versions.delete(key);
+    }
+  }
+
+  #makeView(): TemplateSet {
+    const now = this.#now();
+    this.#earlier = this.#earlier.filter((e) => e.until > now);
+    const unversionedUntil = this.#started + this.#options.windowMs;
+    const acceptsUnversioned = now < unversionedUntil;
+    const ends = [...this.#earlier.map((e) => e.until), ...(acceptsUnversioned ? [unversionedUntil] : [])];
+    this.#viewUntil = ends.length === 0 ? Number.POSITIVE_INFINITY : Math.min(...ends);
+    const versions = this.#versions;
+    const onUnknown = this.#options.onUnknownVersion;
+    const history: TemplateHistory = Object.freeze({
+      earlier: Object.freeze(this.#earlier.map((e) => e.set)),
+      knows: (template: string, version: string) => versions.has(versionKey(template, version)),
+      acceptsUnversioned,
+      sawUnknownVersion: () => onUnknown?.(),
+    });
+    return Object.freeze({ ...this.#current, history });
+  }
+}
+
+function versionKey(template: string, version: string): string {
+  return `${template}\0${version}`;
+}

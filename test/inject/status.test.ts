@@ -1,0 +1,88 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { injectSidecars } from '../../src/inject/mutate.js';
+import { Drift, readStatus, statusDrift, StatusFormat } from '../../src/inject/status.js';
+import { compileTemplateSet, type TemplateSet } from '../../src/templates/load.js';
+import { optedInPod } from '../helpers/review.js';
+
+function set(...docs: string[]): TemplateSet {
+  return compileTemplateSet(docs.map((text, i) => ({ file: `t${i}.yaml`, text })), 'test');
+}
+
+function template(name: string, spec: string): string {
+  return `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: ${name}\nspec:\n${spec}`;
+}
+
+const shipper = (image: string): string => template('shipper', `  default: true\n  containers:\n    - name: shipper\n      image: ${image}\n  volumes:\n    - name: logs\n      emptyDir: {}\n`);
+const mesh = template('mesh', '  nativeSidecar: true\n  containers:\n    - name: proxy\n      image: envoyproxy/envoy:v1.31.0\n');
+
+function injected(s: TemplateSet, annotations: Record<string, string> = {}): any {
+  const pod = optedInPod({ annotations });
+  return injectSidecars(pod, [...s.templates.values()].filter((t) => t.isDefault || (annotations['sidecar-injector.io/templates'] ?? '').includes(t.name)), 'default').pod;
+}
+
+const withStatus = (value: string): any => optedInPod({ annotations: { 'sidecar-injector.io/status': value } });
+
+describe('status annotation', () => {
+  it('records per template its version, sidecars by list with normalized repositories, and volumes', () => {
+    const s = set(shipper('busybox:1.36'), mesh);
+    const pod = injected(s, { 'sidecar-injector.io/templates': 'shipper,mesh' });
+    const read = readStatus(pod);
+    assert.equal(read.format, StatusFormat.Versioned);
+    assert.ok(read.format === StatusFormat.Versioned);
+    assert.deepEqual(read.status, {
+      templates: ['shipper', 'mesh'],
+      injected: [
+        { template: 'shipper', version: s.templates.get('shipper')!.version, containers: { shipper: 'docker.io/library/busybox' }, volumes: ['logs'] },
+        { template: 'mesh', version: s.templates.get('mesh')!.version, initContainers: { proxy: 'docker.io/envoyproxy/envoy' } },
+      ],
+    });
+  });
+
+  it('gives a template the same version in every load of the same source, and another after any edit', () => {
+    const v = (text: string): string => set(text).templates.get('shipper')!.version;
+    assert.equal(v(shipper('busybox:1.36')), v(`# a comment\n${shipper('busybox:1.36')}`));
+    assert.notEqual(v(shipper('busybox:1.36')), v(shipper('busybox:1.37')));
+  });
+
+  it('reads the earlier release\'s format as unversioned, and anything out of shape as invalid', () => {
+    assert.deepEqual(readStatus(optedInPod()), { format: StatusFormat.None });
+    assert.deepEqual(readStatus(withStatus('{"templates":["a"],"digest":"7a58c114437aeb57"}')), { format: StatusFormat.Unversioned, templates: ['a'] });
+    for (const bad of ['', 'nope', '[]', 'null', '{"templates":"a"}', '{"templates":[1]}', '{"templates":[],"injected":{}}', '{"templates":[],"injected":[{"template":"a"}]}', '{"templates":[],"injected":[{"template":"a","version":"1","containers":{"c":1}}]}', '{"templates":[],"injected":[{"template":"a","version":"1","volumes":"v"}]}']) {
+      assert.deepEqual(readStatus(withStatus(bad)), { format: StatusFormat.Invalid }, bad);
+    }
+  });
+
+  it('reads a record whose container is named __proto__ as data', () => {
+    const read = readStatus(withStatus('{"templates":["a"],"injected":[{"template":"a","version":"1","containers":{"__proto__":"x"}}]}'));
+    assert.ok(read.format === StatusFormat.Versioned);
+    assert.deepEqual(Object.keys(read.status.injected[0]!.containers!), ['__proto__']);
+  });
+});
+
+describe('statusDrift', () => {
+  const before = set(shipper('k8s.gcr.io/shipper:1'), mesh);
+  const after = set(shipper('registry.k8s.io/shipper:1'), mesh);
+
+  it('is current when every selected template is recorded at its current version', () => {
+    assert.deepEqual(statusDrift(injected(after), after), { drift: Drift.Current, templates: [] });
+    const both = { 'sidecar-injector.io/templates': 'shipper,mesh' };
+    assert.deepEqual(statusDrift(injected(after, both), after), { drift: Drift.Current, templates: [] });
+  });
+
+  it('names the templates recorded at another version, missing from the record, or no longer selected', () => {
+    assert.deepEqual(statusDrift(injected(before), after), { drift: Drift.Outdated, templates: ['shipper'] });
+    const both = { 'sidecar-injector.io/templates': 'shipper,mesh' };
+    assert.deepEqual(statusDrift(injected(before, both), after), { drift: Drift.Outdated, templates: ['shipper'] });
+    const meshDefault = set(shipper('registry.k8s.io/shipper:1'), mesh.replace('  nativeSidecar', '  default: true\n  nativeSidecar'));
+    assert.deepEqual(statusDrift(injected(after), meshDefault), { drift: Drift.Outdated, templates: ['mesh'] });
+    const onlyMesh = set(mesh.replace('  nativeSidecar', '  default: true\n  nativeSidecar'), shipper('x').replace('  default: true\n', ''));
+    assert.deepEqual(statusDrift(injected(after), onlyMesh), { drift: Drift.Outdated, templates: ['mesh', 'shipper'] });
+  });
+
+  it('says when the status predates template versions or is missing', () => {
+    assert.deepEqual(statusDrift(withStatus('{"templates":["shipper"],"digest":"x"}'), after), { drift: Drift.Unversioned, templates: ['shipper'] });
+    assert.deepEqual(statusDrift(optedInPod(), after), { drift: Drift.Missing, templates: [] });
+    assert.deepEqual(statusDrift(withStatus('{'), after), { drift: Drift.Missing, templates: [] });
+  });
+});

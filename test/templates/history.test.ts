@@ -1,0 +1,92 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { SETS_KEPT, SetHistory, VERSIONS_KEPT } from '../../src/templates/history.js';
+import type { TemplateSet } from '../../src/templates/load.js';
+import type { CompiledTemplate } from '../../src/templates/template.js';
+
+/** A set holding templates of the given name@version; only what the history reads is real. */
+function set(digest: string, ...templates: string[]): TemplateSet {
+  const map = new Map(templates.map((t) => {
+    const [name = '', version = ''] = t.split('@');
+    return [name, { name, version } as CompiledTemplate];
+  }));
+  return Object.freeze({ templates: map, defaults: [], digest, source: 'test' });
+}
+
+function clock(): { now: () => number; advance: (ms: number) => void } {
+  let t = 1_000_000;
+  return { now: () => t, advance: (ms) => void (t += ms) };
+}
+
+const WINDOW = 60_000;
+
+describe('SetHistory', () => {
+  it('hands out the same object for every review until a verdict could change', () => {
+    const c = clock();
+    const h = new SetHistory(set('s1', 'a@1'), { windowMs: WINDOW, now: c.now });
+    const first = h.current();
+    c.advance(WINDOW - 1);
+    assert.equal(h.current(), first, 'the answer cache keys its entries by this object');
+    assert.equal(first.history?.acceptsUnversioned, true);
+    c.advance(1);
+    const after = h.current();
+    assert.notEqual(after, first, 'the end of the unversioned window is a new view');
+    assert.equal(after.history?.acceptsUnversioned, false);
+    assert.equal(h.current(), after);
+  });
+
+  it('remembers a replaced set for the window, newest first, then forgets it', () => {
+    const c = clock();
+    const s1 = set('s1', 'a@1');
+    const s2 = set('s2', 'a@2');
+    const h = new SetHistory(s1, { windowMs: WINDOW, now: c.now });
+    c.advance(10_000);
+    h.replace(s2);
+    c.advance(10_000);
+    h.replace(set('s3', 'a@3'));
+    assert.deepEqual(h.current().history?.earlier.map((s) => s.digest), ['s2', 's1']);
+    assert.equal(h.current().digest, 's3');
+    c.advance(WINDOW - 10_000);
+    assert.deepEqual(h.current().history?.earlier.map((s) => s.digest), ['s2'], 's1 was replaced a window ago');
+    c.advance(10_000);
+    assert.deepEqual(h.current().history?.earlier, []);
+  });
+
+  it('keeps at most SETS_KEPT earlier sets, and a set that comes back is current, not also earlier', () => {
+    const c = clock();
+    const h = new SetHistory(set('s0', 'a@0'), { windowMs: WINDOW, now: c.now });
+    for (let i = 1; i <= SETS_KEPT + 3; i++) h.replace(set(`s${i}`, `a@${i}`));
+    assert.equal(h.current().history?.earlier.length, SETS_KEPT);
+    h.replace(set(`s${SETS_KEPT + 2}`, 'a@again'));
+    assert.ok(!h.current().history?.earlier.some((s) => s.digest === `s${SETS_KEPT + 2}`));
+  });
+
+  it('knows every template version it served, past the window, up to VERSIONS_KEPT', () => {
+    const c = clock();
+    const h = new SetHistory(set('s0', 'a@0', 'b@0'), { windowMs: WINDOW, now: c.now });
+    h.replace(set('s1', 'a@1', 'b@0'));
+    c.advance(10 * WINDOW);
+    const history = h.current().history!;
+    assert.equal(history.knows('a', '0'), true);
+    assert.equal(history.knows('a', '1'), true);
+    assert.equal(history.knows('b', '1'), false);
+    assert.equal(history.knows('a', '2'), false);
+    for (let i = 2; i < VERSIONS_KEPT + 10; i++) h.replace(set(`s${i}`, `a@${i}`));
+    assert.equal(h.current().history?.knows('b', '0'), false, 'the oldest versions go first');
+    assert.equal(h.current().history?.knows('a', String(VERSIONS_KEPT + 9)), true);
+  });
+
+  it('passes a sighting of an unknown version on', () => {
+    let calls = 0;
+    const h = new SetHistory(set('s0', 'a@0'), { windowMs: WINDOW, onUnknownVersion: () => calls++ });
+    h.current().history?.sawUnknownVersion();
+    assert.equal(calls, 1);
+  });
+
+  it('with a window of 0 remembers no set and trusts no unversioned status', () => {
+    const h = new SetHistory(set('s0', 'a@0'), { windowMs: 0 });
+    h.replace(set('s1', 'a@1'));
+    assert.deepEqual(h.current().history?.earlier, []);
+    assert.equal(h.current().history?.acceptsUnversioned, false);
+  });
+});
