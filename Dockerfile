@@ -23,11 +23,11 @@ COPY --from=build /app/dist ./dist
 COPY package.json ./
 COPY templates ./templates
 # `inject` and `explain` decide which pods the cluster sends to the injector from the shipped selectors.
-COPY manifests/webhooks.yaml ./manifests/webhooks.yaml
+COPY manifests/base/webhooks.yaml ./manifests/base/webhooks.yaml
 USER 65532:65532
 EXPOSE 8443 8081
 # node itself is PID 1, so SIGTERM reaches the injector's graceful shutdown directly; never
 # `npm start`, which does not forward signals. The script is part of the entrypoint, so a pod's
-# `args` (manifests/deployment.yaml: serve --cert-secret=...) are the subcommand and its flags.
+# `args` (manifests/base/deployment.yaml: serve --cert-secret=...) are the subcommand and its flags.
 ENTRYPOINT ["/nodejs/bin/node", "/app/dist/src/cli/index.js"]
 CMD ["serve"]

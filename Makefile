@@ -1,10 +1,17 @@
 # Thin wrappers around the npm scripts (package.json) and kubectl/docker. `make help` lists them.
 IMAGE ?= ghcr.io/sidecar-injector/sidecar-injector:0.1.0
+# What `make deploy` installs: base (self-managed certificates) or overlays/cert-manager.
+OVERLAY ?= base
+# Where `make helm-deploy` installs the chart, and more flags for it (e.g. HELM_ARGS='--set replicas=3').
+RELEASE ?= sidecar-injector
+NAMESPACE ?= sidecar-injector
+HELM_ARGS ?=
 KUBECTL ?= kubectl
+HELM ?= helm
 DOCKER ?= docker
 
 .DEFAULT_GOAL := help
-.PHONY: help install build test lint run image install-yaml deploy undeploy
+.PHONY: help install build test lint run image docker-push install-yaml deploy helm-deploy undeploy
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -27,13 +34,20 @@ run: ## serve the bundled templates on https://localhost:8443 with a self-signed
 image: ## build the container image $(IMAGE)
 	$(DOCKER) build -t $(IMAGE) .
 
-install-yaml: ## sync manifests/templates and render manifests/install.yaml (npm run install-yaml)
+docker-push: image ## build and push the container image $(IMAGE)
+	$(DOCKER) push $(IMAGE)
+
+install-yaml: ## sync the template copies, render manifests/install.yaml and src/kube/shipped-webhooks.ts with real kustomize
 	npm run install-yaml
 
-deploy: ## install into the current kubectl context (kubectl apply -k manifests/)
-	$(KUBECTL) apply -k manifests/
+deploy: ## install manifests/$(OVERLAY) with image $(IMAGE) into the current kubectl context
+	sh scripts/deploy.sh kustomization '$(IMAGE)' '$(OVERLAY)' .deploy
+	$(KUBECTL) apply -k .deploy
 	$(KUBECTL) -n sidecar-injector rollout status deployment/sidecar-injector --timeout=180s
 
-undeploy: ## remove it: webhook configurations first, so nothing waits on a stopping injector
+helm-deploy: ## install or upgrade the Helm chart with image $(IMAGE) as $(RELEASE) in $(NAMESPACE)
+	$(HELM) upgrade --install $(RELEASE) charts/sidecar-injector --namespace $(NAMESPACE) --create-namespace $$(sh scripts/deploy.sh helm-args '$(IMAGE)') $(HELM_ARGS) --wait --timeout 180s
+
+undeploy: ## remove what deploy installed: webhook configurations first, so nothing waits on a stopping injector
 	$(KUBECTL) delete mutatingwebhookconfiguration,validatingwebhookconfiguration sidecar-injector --ignore-not-found
-	$(KUBECTL) delete -k manifests/ --ignore-not-found
+	$(KUBECTL) delete -k manifests/$(OVERLAY) --ignore-not-found

@@ -35,6 +35,8 @@ export const ErrorCodes = {
   KUBE_API_FAILED: { status: 500, message: 'Kubernetes API call %s failed: %s' },
   CERT_SECRET_CONTENDED: { status: 500, message: 'gave up on Secret %s after %s conflicting writes; another writer keeps changing it' },
   CERT_SECRET_INVALID: { status: 500, message: 'Secret %s holds no usable certificate: %s' },
+  /** A webhook configuration's label selector the API server would refuse (src/kube/selectors.ts). */
+  SELECTOR_INVALID: { status: 500, message: 'invalid label selector requirement on key %s: %s' },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;

@@ -33,7 +33,7 @@ export interface Webhook {
 }
 
 /** The webhook configurations `kubectl apply -k manifests/` installs. */
-export const SHIPPED_WEBHOOKS = join('manifests', 'webhooks.yaml');
+export const SHIPPED_WEBHOOKS = join('manifests', 'base', 'webhooks.yaml');
 
 /**
  * The label the apiserver puts on every namespace, with its name as the value (Kubernetes 1.22+,
@@ -104,7 +104,7 @@ export function parseWebhooks(text: string, source: string): Webhook[] {
 }
 
 /**
- * The webhooks shipped with this copy of the injector: manifests/webhooks.yaml of the package this
+ * The webhooks shipped with this copy of the injector: manifests/base/webhooks.yaml of the package this
  * module belongs to (found upwards from here, so it works from src/ under tsx and from dist/).
  */
 export async function shippedWebhooks(): Promise<Webhook[]> {

@@ -57,7 +57,7 @@ describe('Jobs complete', () => {
   });
 
   it('makes every bundled template a native sidecar in a Job\'s pod', async () => {
-    for (const dir of ['templates', 'manifests/templates']) {
+    for (const dir of ['templates', 'manifests/base/templates', 'charts/sidecar-injector/files/templates']) {
       const set = await loadTemplateSet(dir);
       for (const t of set.templates.values()) {
         assert.equal(keepsJobsRunning(t), false, `${dir}: ${t.name}`);

@@ -2,6 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createKubeClients, type KubeClients } from '../../src/kube/client.js';
 import { bundleOps, BundleState, isPublished, publishCaBundle } from '../../src/kube/webhooks.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
 import { startFakeApiServer, webhookConfigObject, type FakeApiServer } from './fake-apiserver.js';
 
 const PEM = '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n';
@@ -35,6 +36,22 @@ describe('publishCaBundle', () => {
     assert.deepEqual(second, { mutating: BundleState.unchanged, validating: BundleState.unchanged });
     assert.equal(api.calls.filter((c) => c.method === 'PATCH').length, patches, 'no PATCH when nothing differs');
     assert.equal(isPublished(second), true);
+  });
+
+  it('trusts the bundle in all four shipped webhooks, pod scope and namespace scope alike', async () => {
+    for (const config of SHIPPED_WEBHOOK_CONFIGURATIONS) {
+      const kind = config.kind === 'MutatingWebhookConfiguration' ? 'mutating' : 'validating';
+      api.putWebhookConfig(kind, { apiVersion: 'admissionregistration.k8s.io/v1', ...structuredClone(config), metadata: { name: 'shipped' } });
+    }
+    assert.ok(isPublished(await publishCaBundle(kube.admission, 'shipped', PEM)));
+    const paths: string[] = [];
+    for (const kind of ['mutating', 'validating'] as const) {
+      for (const hook of api.webhookConfig(kind, 'shipped').webhooks) {
+        assert.equal(hook.clientConfig.caBundle, b64(PEM), hook.name);
+        paths.push(hook.clientConfig.service.path);
+      }
+    }
+    assert.deepEqual(paths, ['/mutate', '/mutate/namespace', '/validate', '/validate/namespace']);
   });
 
   it('guards each patch with the resourceVersion and the webhook names it read', () => {

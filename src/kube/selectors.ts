@@ -1,0 +1,139 @@
+import { injectorError } from '../errors.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from './shipped-webhooks.js';
+
+/**
+ * What the kube-apiserver decides before it calls a webhook: whether a pod CREATE matches a
+ * webhook's rules, namespaceSelector and objectSelector. Pure (no I/O), so the CLI can say which
+ * of the shipped webhooks a pod would reach, given its namespace's labels.
+ */
+
+export type Labels = Readonly<Record<string, string>>;
+
+/** The four operators of a metav1.LabelSelectorRequirement. */
+export const SelectorOperator = { In: 'In', NotIn: 'NotIn', Exists: 'Exists', DoesNotExist: 'DoesNotExist' } as const;
+export type SelectorOperator = (typeof SelectorOperator)[keyof typeof SelectorOperator];
+
+export interface LabelSelectorRequirement {
+  readonly key: string;
+  readonly operator: SelectorOperator;
+  readonly values?: readonly string[];
+}
+
+/** A metav1.LabelSelector. */
+export interface LabelSelector {
+  readonly matchLabels?: Labels;
+  readonly matchExpressions?: readonly LabelSelectorRequirement[];
+}
+
+/** An admissionregistration/v1 RuleWithOperations. */
+export interface WebhookRule {
+  readonly operations?: readonly string[];
+  readonly apiGroups?: readonly string[];
+  readonly apiVersions?: readonly string[];
+  readonly resources?: readonly string[];
+  readonly scope?: string;
+}
+
+/** The part of one webhook of a Mutating- or ValidatingWebhookConfiguration that routing reads. */
+export interface Webhook {
+  readonly name: string;
+  readonly clientConfig: { readonly service?: { readonly name: string; readonly namespace: string; readonly path?: string; readonly port?: number }; readonly url?: string };
+  readonly rules?: readonly WebhookRule[];
+  readonly namespaceSelector?: LabelSelector;
+  readonly objectSelector?: LabelSelector;
+  readonly failurePolicy?: string;
+}
+
+export interface WebhookConfiguration {
+  readonly kind: 'MutatingWebhookConfiguration' | 'ValidatingWebhookConfiguration';
+  readonly metadata: { readonly name: string };
+  readonly webhooks?: readonly Webhook[];
+}
+
+/** A pod being created: its namespace (name and labels) and its own labels. */
+export interface PodCreate {
+  readonly namespace: string;
+  readonly namespaceLabels?: Labels;
+  readonly podLabels?: Labels;
+}
+
+/** One webhook the apiserver would call for the pod, in the order it calls them. */
+export interface WebhookCall {
+  readonly configuration: WebhookConfiguration['kind'];
+  readonly webhook: string;
+  /** The service path (`/mutate`, `/validate/namespace`, ...), or the URL of a url-based webhook. */
+  readonly path: string;
+  readonly failurePolicy: string;
+}
+
+/** The namespace label the apiserver sets on every namespace (Kubernetes >= 1.21, NamespaceDefaultLabelName); it cannot be changed. */
+export const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
+
+/**
+ * Whether `labels` satisfy `selector`, with metav1.LabelSelectorAsSelector's semantics: every
+ * matchLabels pair and every expression must hold; an empty or absent selector matches everything
+ * (a webhook's selectors default to {}). NotIn and DoesNotExist hold for an absent key. Throws
+ * SELECTOR_INVALID for what the API server's validation would refuse (In/NotIn without values,
+ * Exists/DoesNotExist with values, an unknown operator).
+ */
+export function selectorMatches(selector: LabelSelector | undefined, labels: Labels): boolean {
+  if (selector === undefined) return true;
+  for (const [key, value] of Object.entries(selector.matchLabels ?? {})) {
+    if (labels[key] !== value) return false;
+  }
+  return (selector.matchExpressions ?? []).every((r) => requirementHolds(r, labels));
+}
+
+function requirementHolds(r: LabelSelectorRequirement, labels: Labels): boolean {
+  const values = r.values ?? [];
+  const has = Object.hasOwn(labels, r.key);
+  switch (r.operator) {
+    case SelectorOperator.In:
+      if (values.length === 0) throw injectorError('SELECTOR_INVALID', r.key, 'operator In needs at least one value');
+      return has && values.includes(labels[r.key]!);
+    case SelectorOperator.NotIn:
+      if (values.length === 0) throw injectorError('SELECTOR_INVALID', r.key, 'operator NotIn needs at least one value');
+      return !has || !values.includes(labels[r.key]!);
+    case SelectorOperator.Exists:
+      if (values.length > 0) throw injectorError('SELECTOR_INVALID', r.key, 'operator Exists takes no values');
+      return has;
+    case SelectorOperator.DoesNotExist:
+      if (values.length > 0) throw injectorError('SELECTOR_INVALID', r.key, 'operator DoesNotExist takes no values');
+      return !has;
+    default:
+      throw injectorError('SELECTOR_INVALID', r.key, `unknown operator ${JSON.stringify(r.operator)}`);
+  }
+}
+
+/** Whether one of the rules covers CREATE of core/v1 pods (a namespaced resource); `*` matches anything. */
+function coversPodCreate(rules: readonly WebhookRule[]): boolean {
+  const has = (list: readonly string[] | undefined, want: string): boolean => (list ?? []).some((v) => v === want || v === '*');
+  return rules.some((r) => has(r.operations, 'CREATE') && has(r.apiGroups, '') && has(r.apiVersions, 'v1') && has(r.resources, 'pods') && (r.scope === undefined || r.scope === '*' || r.scope === 'Namespaced'));
+}
+
+/**
+ * The webhooks of `configurations` the apiserver calls for `pod`'s CREATE: mutating ones first, in
+ * their order, then validating ones. The namespace carries the apiserver's own name label whatever
+ * `namespaceLabels` say.
+ */
+export function webhookCalls(pod: PodCreate, configurations: readonly WebhookConfiguration[] = SHIPPED_WEBHOOK_CONFIGURATIONS): WebhookCall[] {
+  const nsLabels: Labels = { ...pod.namespaceLabels, [NAMESPACE_NAME_LABEL]: pod.namespace };
+  const podLabels = pod.podLabels ?? {};
+  const calls: WebhookCall[] = [];
+  for (const kind of ['MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration'] as const) {
+    for (const config of configurations.filter((c) => c.kind === kind)) {
+      for (const hook of config.webhooks ?? []) {
+        if (!coversPodCreate(hook.rules ?? [])) continue;
+        if (!selectorMatches(hook.namespaceSelector, nsLabels) || !selectorMatches(hook.objectSelector, podLabels)) continue;
+        // failurePolicy defaults to Fail in admissionregistration/v1.
+        calls.push({ configuration: kind, webhook: hook.name, path: hook.clientConfig.service?.path ?? hook.clientConfig.url ?? '/', failurePolicy: hook.failurePolicy ?? 'Fail' });
+      }
+    }
+  }
+  return calls;
+}
+
+/** The paths of the shipped webhooks (manifests/base/webhooks.yaml) a pod CREATE is sent to, e.g. ['/mutate/namespace', '/validate/namespace']. */
+export function shippedWebhookPaths(pod: PodCreate): string[] {
+  return webhookCalls(pod).map((c) => c.path);
+}

@@ -1,0 +1,106 @@
+/**
+ * Renderings of what ships, made by the real tools (scripts/tools.ts): `kubectl kustomize` for
+ * every kustomization under manifests/, and `helm template` for the chart. The tests read these
+ * objects, never the source YAML, so what they check is what `kubectl apply -k` and `helm install`
+ * would send.
+ */
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { parse } from 'yaml';
+import { CHART, kustomize, MANIFESTS, parseObjects } from '../../scripts/render-install.js';
+import { ensureTools, run } from '../../scripts/tools.js';
+
+export type Obj = Record<string, any>;
+
+export const tools = await ensureTools();
+
+/** Every directory under manifests/ with a kustomization.yaml, relative to manifests/ ('' is manifests/ itself), by kind. */
+export function kustomizations(): { kustomizations: string[]; components: string[] } {
+  const found = { kustomizations: [] as string[], components: [] as string[] };
+  const walk = (dir: string): void => {
+    const file = join(dir, 'kustomization.yaml');
+    try {
+      const kind = parse(readFileSync(file, 'utf8'))?.kind ?? 'Kustomization';
+      (kind === 'Component' ? found.components : found.kustomizations).push(relative(MANIFESTS, dir));
+    } catch {}
+    for (const name of readdirSync(dir)) if (statSync(join(dir, name)).isDirectory()) walk(join(dir, name));
+  };
+  walk(MANIFESTS);
+  return found;
+}
+
+const cache = new Map<string, Obj[]>();
+
+/** `kubectl kustomize manifests/<dir>` as objects. */
+export function kustomizeObjects(dir = ''): Obj[] {
+  const key = `k:${dir}`;
+  if (!cache.has(key)) cache.set(key, parseObjects(kustomize(tools, join(MANIFESTS, dir))));
+  return structuredClone(cache.get(key)!);
+}
+
+/**
+ * A kustomization of the user's own (in a temporary directory) that builds on manifests/<resource>
+ * and adds manifests/<component>: how the README tells users to add a component.
+ */
+export function kustomizeWithComponent(resource: string, component: string): Obj[] {
+  const dir = mkdtempSync(join(tmpdir(), 'kustomization-'));
+  try {
+    // kustomize accepts only relative paths to other roots.
+    const rel = (p: string): string => relative(dir, join(MANIFESTS, p));
+    writeFileSync(join(dir, 'kustomization.yaml'), `resources: [${rel(resource)}]\ncomponents: [${rel(component)}]\n`);
+    return parseObjects(kustomize(tools, dir));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export interface HelmOptions {
+  readonly release?: string;
+  readonly namespace?: string;
+  /** --set key=value pairs. */
+  readonly set?: Readonly<Record<string, string | number | boolean>>;
+  /** A values file's content (YAML or JSON). */
+  readonly values?: unknown;
+}
+
+/** The arguments after `helm template` for `opts`. */
+export function helmArgs(opts: HelmOptions = {}): { args: string[]; cleanup: () => void } {
+  const args = [opts.release ?? 'sidecar-injector', CHART, '--namespace', opts.namespace ?? 'sidecar-injector'];
+  for (const [k, v] of Object.entries(opts.set ?? {})) args.push(typeof v === 'string' ? '--set-string' : '--set', `${k}=${v}`);
+  if (opts.values === undefined) return { args, cleanup: () => {} };
+  const dir = mkdtempSync(join(tmpdir(), 'helm-values-'));
+  writeFileSync(join(dir, 'values.json'), JSON.stringify(opts.values));
+  args.push('--values', join(dir, 'values.json'));
+  return { args, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** `helm template` of the chart as objects. */
+export function helmObjects(opts: HelmOptions = {}): Obj[] {
+  const { args, cleanup } = helmArgs(opts);
+  try {
+    return parseObjects(run(tools, 'helm', ['template', ...args]));
+  } finally {
+    cleanup();
+  }
+}
+
+/** The error `helm template` fails with for `opts`, or undefined when it renders. */
+export function helmError(opts: HelmOptions): string | undefined {
+  try {
+    helmObjects(opts);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+/** The one object of a kind (and name, when given); fails the test when there is not exactly one. */
+export function one(objects: readonly Obj[], kind: string, name?: string): Obj {
+  const found = objects.filter((o) => o.kind === kind && (name === undefined || o.metadata?.name === name));
+  if (found.length !== 1) throw new Error(`expected one ${kind}${name ? ` ${name}` : ''}, found ${found.length}`);
+  return found[0]!;
+}
+
+/** The injector container of the Deployment. */
+export const injector = (objects: readonly Obj[]): Obj => one(objects, 'Deployment').spec.template.spec.containers[0];
