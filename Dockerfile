@@ -22,8 +22,6 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json ./
 COPY templates ./templates
-# `inject` and `explain` decide which pods the cluster sends to the injector from the shipped selectors.
-COPY manifests/base/webhooks.yaml ./manifests/base/webhooks.yaml
 USER 65532:65532
 EXPOSE 8443 8081
 # node itself is PID 1, so SIGTERM reaches the injector's graceful shutdown directly; never

@@ -30,7 +30,7 @@ export const AdmissionFlags = { ...InputFlags, 'namespace-labels': { type: 'stri
 export async function explainCommand(args: readonly string[], io: IO = processIO): Promise<number> {
   const { values } = parseFlags('explain', args, AdmissionFlags);
   const format = outputFormat('explain', values.output, ['text', 'json'] as const);
-  const cluster = { webhooks: await shippedWebhooks(), namespaceLabels: parseLabels('explain', values['namespace-labels']) };
+  const cluster = { webhooks: shippedWebhooks(), namespaceLabels: parseLabels('explain', values['namespace-labels']) };
   const text = await readInput('explain', values.filename, io.stdin);
   const set = await loadTemplates(values['templates-dir']);
   const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));

@@ -1,8 +1,8 @@
-import { stringify } from 'yaml';
 import type { JsonObject } from '../kube/types.js';
 import { diff, type Operation } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
 import { asTemplate, getIn, parseDocuments, podSites, setIn } from '../workload/workload.js';
+import { stringifyKubectl } from '../yaml/kubectl.js';
 import { admitPod, type Cluster } from './admit.js';
 import { loadTemplates, outputFormat, parseFlags, processIO, readInput, type IO } from './args.js';
 import { AdmissionFlags, parseLabels } from './explain.js';
@@ -27,7 +27,7 @@ export interface InjectedDocument {
 export async function injectCommand(args: readonly string[], io: IO = processIO): Promise<number> {
   const { values } = parseFlags('inject', args, { ...AdmissionFlags, patch: { type: 'boolean' } });
   const format = outputFormat('inject', values.output, ['yaml', 'json'] as const);
-  const cluster = { webhooks: await shippedWebhooks(), namespaceLabels: parseLabels('inject', values['namespace-labels']) };
+  const cluster = { webhooks: shippedWebhooks(), namespaceLabels: parseLabels('inject', values['namespace-labels']) };
   const text = await readInput('inject', values.filename, io.stdin);
   const set = await loadTemplates(values['templates-dir']);
   const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
@@ -57,13 +57,17 @@ export function injectDocument(doc: JsonObject, set: TemplateSet, namespace: str
   return { before: doc, after, patch: diff(doc, after), warnings, errors };
 }
 
-/** YAML documents separated by `---`, or JSON: one object, or a v1 List of several. */
+/**
+ * YAML documents separated by `---`, or JSON: one object, or a v1 List of several. YAML is written
+ * for kubectl's YAML 1.1 reading: a string such as `no`, `on` or `0400` is quoted, so the output
+ * means what the input meant.
+ */
 export function printDocuments(docs: readonly JsonObject[], format: 'yaml' | 'json'): string {
   if (format === 'json') {
     const value = docs.length === 1 ? docs[0] : { apiVersion: 'v1', kind: 'List', items: docs };
     return `${JSON.stringify(value, null, 2)}\n`;
   }
-  return docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n');
+  return stringifyKubectl(docs);
 }
 
 // One document: the patch itself, as /mutate would send it for a Pod. Several: one entry each.

@@ -1,20 +1,40 @@
-import { LineCounter, parseAllDocuments } from 'yaml';
 import { InjectorError, TemplateSetError, type TemplateFault } from '../errors.js';
 import { findConflicts } from '../inject/conflicts.js';
+import { jobCompletionWarning, keepsJobsRunning } from '../inject/jobs.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { renderTemplates } from '../inject/render.js';
 import type { Pod } from '../kube/types.js';
-import { compileTemplateSet, positionOf, readTemplateDir, type TemplateFile, type TemplateSet } from '../templates/load.js';
+import { compileTemplateSet, positionInFiles, readTemplateDir, type TemplateFile, type TemplateSet } from '../templates/load.js';
 import { renderValues } from '../templates/placeholders.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { podFaults, type PodFault, type PodSecurityLevel } from './pod.js';
+
+/**
+ * How much a finding matters. An error is exactly what the server refuses to load (lint reports the
+ * loader's own faults, so serve and lint agree); a warning comes from injecting into sample pods:
+ * pods differ, and the finding may or may not hold for a real one.
+ */
+export const Severity = { Error: 'error', Warning: 'warning' } as const;
+export type Severity = (typeof Severity)[keyof typeof Severity];
+
+/** One finding of lint: a template fault with its severity. */
+export interface LintFinding extends TemplateFault {
+  readonly severity: Severity;
+}
 
 /** The outcome of linting a templates directory. */
 export interface LintReport {
   readonly dir: string;
   readonly templates: readonly string[];
-  /** Every fault, in file and line order; empty when the set is good. */
-  readonly faults: readonly TemplateFault[];
+  /** Every finding, errors first, each group in file and line order; empty when the set is good. */
+  readonly faults: readonly LintFinding[];
+  readonly errors: number;
+  readonly warnings: number;
+}
+
+function report(dir: string, templates: readonly string[], faults: readonly LintFinding[]): LintReport {
+  const errors = faults.filter((f) => f.severity === Severity.Error).length;
+  return { dir, templates, faults, errors, warnings: faults.length - errors };
 }
 
 /** A pod to inject into: one ordinary, one owned by a Job, one with its own init container. */
@@ -35,32 +55,42 @@ export const Samples: readonly Sample[] = [
 ];
 
 /**
- * Lints a templates directory: every load fault (schema, placeholders, names), then each template
- * injected alone into each sample pod, the default set together and every pair of templates, each
- * result checked as a pod (validity and the Pod Security level) and for conflicts between templates.
+ * Lints a templates directory. Errors: every fault the server's loader finds (compileTemplateSet,
+ * the one source of template errors). Warnings, once the set loads: each template injected alone
+ * into each sample pod, and every pair of templates, each result checked as a pod (what Kubernetes
+ * warns about, the Pod Security level chosen) and for conflicts between templates.
  */
 export async function lintTemplates(dir: string, level: PodSecurityLevel): Promise<LintReport> {
   const files = await readTemplateDir(dir).catch((err: Error) => {
     throw new InjectorError('INPUT_INVALID', [dir, err.message], { cause: err });
   });
-  if (files.length === 0) return { dir, templates: [], faults: [{ file: dir, path: '', message: new InjectorError('TEMPLATES_EMPTY', [dir]).message }] };
+  if (files.length === 0) return report(dir, [], [{ severity: Severity.Error, file: dir, path: '', message: new InjectorError('TEMPLATES_EMPTY', [dir]).message }]);
   let set: TemplateSet;
   try {
     set = compileTemplateSet(files, dir);
   } catch (err) {
     if (!(err instanceof TemplateSetError)) throw err;
-    return { dir, templates: [], faults: err.faults };
+    return report(dir, [], err.faults.map((f) => ({ severity: Severity.Error, ...f })));
   }
   const faults = new Map<string, TemplateFault>();
   const add = (f: TemplateFault): void => void faults.set(`${f.file}\0${f.template ?? ''}\0${f.path}\0${f.message}`, f);
   const all = [...set.templates.values()].sort((a, b) => a.name.localeCompare(b.name));
   for (const t of all) for (const s of Samples) checkCombination([t], s, level).forEach(add);
-  const combos: CompiledTemplate[][] = set.defaults.length > 1 ? [[...set.defaults]] : [];
+  for (const t of all) jobSidecarWarnings(t).forEach(add);
+  const combos: CompiledTemplate[][] = [];
   all.forEach((a, i) => all.slice(i + 1).forEach((b) => combos.push([a, b])));
   for (const combo of combos) checkCombination(combo, Samples[0]!, level).forEach(add);
-  const located = [...faults.values()].map((f) => locate(f, files));
+  const located = [...faults.values()].map((f): LintFinding => ({ severity: Severity.Warning, ...f, ...(f.line === undefined && positionInFiles(files, f.file, f.template, f.path)) }));
   located.sort((a, b) => a.file.localeCompare(b.file) || (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0));
-  return { dir, templates: all.map((t) => t.name), faults: located };
+  return report(dir, all.map((t) => t.name), located);
+}
+
+/** A template that keeps Job pods running: the policy's own warning (src/inject/jobs.ts), so lint, explain and admission say the same. */
+function jobSidecarWarnings(t: CompiledTemplate): TemplateFault[] {
+  if (!keepsJobsRunning(t)) return [];
+  const job = Samples.find((s) => s.ownedByJob)!;
+  const message = jobCompletionWarning(t.render(renderValues(job.pod, 'default')));
+  return message === undefined ? [] : [{ file: t.file, template: t.name, path: '/spec/containers', message }];
 }
 
 /** Injects `templates` into a sample and reports what is wrong, as faults of the templates. */
@@ -114,17 +144,4 @@ function attribute(f: PodFault, owners: Map<string, Owner>, templates: readonly 
   }
   const first = templates[0]!;
   return { file: first.file, template: first.name, path: '/spec', message: `in sample pod "${sample.name}": ${f.message}` };
-}
-
-/** Adds the line and column of the fault's JSON path in its file (or of the nearest parent that exists). */
-function locate(f: TemplateFault, files: readonly TemplateFile[]): TemplateFault {
-  if (f.line !== undefined) return f;
-  const text = files.find((x) => x.file === f.file)?.text;
-  if (text === undefined) return f;
-  const lc = new LineCounter();
-  const doc = parseAllDocuments(text, { lineCounter: lc });
-  if (!Array.isArray(doc)) return f;
-  const d = doc.find((x) => x.getIn(['metadata', 'name']) === f.template) ?? doc[0];
-  if (d === undefined) return f;
-  return { ...f, ...positionOf(d, f.path, lc) };
 }

@@ -1,4 +1,5 @@
 import type { Container, JsonObject, Pod } from '../kube/types.js';
+import { volumeSources } from '../templates/schema.js';
 
 /**
  * Checks a pod the way the apiserver would after the patch (the parts of pkg/apis/core/validation an
@@ -6,8 +7,8 @@ import type { Container, JsonObject, Pod } from '../kube/types.js';
  * policy/check_*.go, version "latest"). Used by `lint` on sample pods with the templates injected.
  */
 
-/** Pod Security Standards levels, strictest last. */
-export const PodSecurityLevel = { Privileged: 'privileged', Baseline: 'baseline', Restricted: 'restricted' } as const;
+/** Pod Security Standards levels lint checks against (`none`: privileged, nothing checked), strictest last. */
+export const PodSecurityLevel = { None: 'none', Baseline: 'baseline', Restricted: 'restricted' } as const;
 export type PodSecurityLevel = (typeof PodSecurityLevel)[keyof typeof PodSecurityLevel];
 
 /** One problem, tied to a container or a volume of the pod when it has one. */
@@ -28,7 +29,7 @@ const SELINUX_TYPES = new Set(['', 'container_t', 'container_init_t', 'container
 /** Every problem of the pod: validity first, then the Pod Security level. */
 export function podFaults(pod: Pod, level: PodSecurityLevel): PodFault[] {
   const faults = validity(pod);
-  if (level !== PodSecurityLevel.Privileged) faults.push(...baseline(pod));
+  if (level !== PodSecurityLevel.None) faults.push(...baseline(pod));
   if (level === PodSecurityLevel.Restricted) faults.push(...restricted(pod));
   return faults;
 }
@@ -69,7 +70,8 @@ function portFaults(p: JsonObject, path: string, container: string, names: Map<s
   const name = p['name'];
   if (typeof name === 'string') {
     const other = names.get(name);
-    if (other !== undefined) out.push({ container, path: `${path}/name`, message: `port name "${name}" is also used by container "${other}"` });
+    // pkg/api/pod/warnings.go: only a warning; Services and probes selecting the name use the first.
+    if (other !== undefined) out.push({ container, path: `${path}/name`, message: `port name "${name}" is also used by container "${other}"; Services and probes that select the port by name get the first (Kubernetes warns)` });
     else names.set(name, container);
   }
   const key = `${String(p['containerPort'])}/${typeof p['protocol'] === 'string' ? p['protocol'] : 'TCP'}`;
@@ -129,7 +131,8 @@ function restricted(pod: Pod): PodFault[] {
   const out: PodFault[] = [];
   const podSc = podContext(pod);
   for (const v of pod.spec?.volumes ?? []) {
-    const type = Object.keys(v).find((k) => k !== 'name') ?? '';
+    // A volume with no source (or `emptyDir:` left empty) is defaulted to an emptyDir.
+    const type = volumeSources(v)[0] ?? 'emptyDir';
     if (!RESTRICTED_VOLUMES.has(type) && type !== 'hostPath') out.push({ volume: v.name, path: `/${type}`, message: `volume "${v.name}" of type ${type} is not allowed (Pod Security restricted allows ${[...RESTRICTED_VOLUMES].join(', ')})` });
   }
   for (const { c } of allContainers(pod)) {

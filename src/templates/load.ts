@@ -1,12 +1,19 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
-import { LineCounter, parseAllDocuments, isNode, type Document } from 'yaml';
+import { Container as CoreContainer } from 'kubernetes-models/v1/Container';
+import { EnvVar as CoreEnvVar } from 'kubernetes-models/v1/EnvVar';
+import { LocalObjectReference as CoreLocalObjectReference } from 'kubernetes-models/v1/LocalObjectReference';
+import { Volume as CoreVolume } from 'kubernetes-models/v1/Volume';
+import { VolumeMount as CoreVolumeMount } from 'kubernetes-models/v1/VolumeMount';
+import { LineCounter, isNode, type Document } from 'yaml';
 import { TemplateSetError, injectorError, type TemplateFault } from '../errors.js';
+import { findConflicts } from '../inject/conflicts.js';
+import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
 import type { TemplateHistory } from './history.js';
-import { PlaceholderError } from './placeholders.js';
+import { PlaceholderError, renderValues } from './placeholders.js';
 import { placementFault } from './placement.js';
-import { sidecarTemplateSchema } from './schema.js';
+import { FormatMessages, Formats, sidecarTemplateSchema, volumeSources, type Format } from './schema.js';
 import { compileTemplate, digestOf, type CompiledTemplate, type SidecarTemplateSpec } from './template.js';
 
 /** A complete, validated set of templates; replaced as a whole, never edited in place. */
@@ -27,8 +34,28 @@ export interface TemplateFile {
   readonly text: string;
 }
 
-const ajv = new Ajv({ allErrors: true, strict: true, allowUnionTypes: true });
+// Compiled once, when the module loads; every template set reuses it. `verbose` keeps the failing
+// value and schema on each error, for messages that say what was found and what is allowed.
+const ajv = new Ajv({ allErrors: true, strict: true, strictRequired: false, allowUnionTypes: true, verbose: true });
+for (const [name, pattern] of Object.entries(Formats)) ajv.addFormat(name, pattern);
 const validateDocument = ajv.compile(sidecarTemplateSchema);
+
+/** A kubernetes-models class: its validate() throws with ajv errors when a value breaks the OpenAPI definition. */
+type CoreModel = new (data: unknown) => { validate(): void };
+
+/**
+ * The OpenAPI `required` lists and enums of the core/v1 definitions, as kubernetes-models generates
+ * them (its validators are compiled from the Kubernetes OpenAPI v3 definitions); the field lists and
+ * types come from sidecarTemplateSchema. Only `required` and `enum` failures are taken from here.
+ */
+const coreValidators: readonly { readonly field: string; readonly model: CoreModel }[] = [
+  { field: 'containers', model: CoreContainer as unknown as CoreModel },
+  { field: 'initContainers', model: CoreContainer as unknown as CoreModel },
+  { field: 'volumes', model: CoreVolume as unknown as CoreModel },
+  { field: 'env', model: CoreEnvVar as unknown as CoreModel },
+  { field: 'volumeMounts', model: CoreVolumeMount as unknown as CoreModel },
+  { field: 'imagePullSecrets', model: CoreLocalObjectReference as unknown as CoreModel },
+];
 
 /** Lists and reads the template files of a directory (a mounted ConfigMap works: hidden entries are skipped). */
 export async function readTemplateDir(dir: string): Promise<TemplateFile[]> {
@@ -51,8 +78,9 @@ export function compileTemplateSet(files: readonly TemplateFile[], source: strin
   for (const f of files) {
     for (const t of compileFile(f, faults, seen)) templates.set(t.name, t);
   }
-  if (faults.length > 0) throw new TemplateSetError(faults);
   const sorted = [...templates.values()].sort((a, b) => a.name.localeCompare(b.name));
+  faults.push(...defaultConflicts(sorted.filter((t) => t.isDefault), files));
+  if (faults.length > 0) throw new TemplateSetError(faults);
   return Object.freeze({
     templates,
     defaults: Object.freeze(sorted.filter((t) => t.isDefault)),
@@ -61,22 +89,43 @@ export function compileTemplateSet(files: readonly TemplateFile[], source: strin
   });
 }
 
+/**
+ * Default templates are injected together into every pod that names none; if they conflict, every
+ * such pod would be denied, so the set is refused (the same fault `lint` reports).
+ */
+function defaultConflicts(defaults: readonly CompiledTemplate[], files: readonly TemplateFile[]): TemplateFault[] {
+  if (defaults.length < 2) return [];
+  const values = renderValues({ metadata: {}, spec: { containers: [] } }, 'default');
+  return findConflicts(defaults.map((t) => t.render(values))).map((c) => {
+    const t = defaults.find((d) => d.name === c.template)!;
+    const message = `${c.message}: both are default templates, so every pod that names none would be denied`;
+    return { file: t.file, template: t.name, path: c.path, message, ...positionInFiles(files, t.file, t.name, c.path) };
+  });
+}
+
+/** Line and column of a JSON path inside the named template of a file. */
+export function positionInFiles(files: readonly TemplateFile[], file: string, template: string | undefined, path: string): { line?: number; column?: number } {
+  const text = files.find((f) => f.file === file)?.text;
+  if (text === undefined) return {};
+  const lc = new LineCounter();
+  const docs = parseKubectl(text, lc);
+  const doc = docs.find((d) => (d.value as { metadata?: { name?: unknown } } | null)?.metadata?.name === template) ?? docs[0];
+  return doc === undefined ? {} : positionOf(doc.doc, path, lc);
+}
+
 /** Compiles the documents of one file; `seen` maps each template name met so far to its file. */
 function compileFile(f: TemplateFile, faults: TemplateFault[], seen: Map<string, string>): CompiledTemplate[] {
   const lineCounter = new LineCounter();
-  const docs = parseAllDocuments(f.text, { lineCounter, uniqueKeys: true });
-  if (!Array.isArray(docs)) return []; // an empty file (only comments) holds no template
   const out: CompiledTemplate[] = [];
-  for (const doc of docs) {
+  // Read as kubectl reads a manifest (YAML 1.1: `0644` is octal, `no` is false), so a template means
+  // what the same text means in a pod spec.
+  for (const { doc, value } of parseKubectl(f.text, lineCounter)) {
     const at = (path: string): { line?: number; column?: number } => positionOf(doc, path, lineCounter);
-    if (doc.errors.length > 0) {
-      for (const e of doc.errors) {
-        const pos = lineCounter.linePos(e.pos[0]);
-        faults.push({ file: f.file, path: '', message: `YAML: ${e.message.split('\n')[0]}`, line: pos.line, column: pos.col });
-      }
+    const syntax = errorPosition(doc, lineCounter);
+    if (syntax !== undefined) {
+      faults.push({ file: f.file, path: '', message: `YAML: ${doc.errors[0]!.message.split('\n')[0]}`, ...syntax });
       continue;
     }
-    const value: unknown = doc.toJS();
     if (value === null || value === undefined) continue;
     const name = templateName(value);
     const before = faults.length;
@@ -84,9 +133,9 @@ function compileFile(f: TemplateFile, faults: TemplateFault[], seen: Map<string,
       faults.push({ file: f.file, template: name, path: '/metadata/name', message: `duplicate template name, also defined in ${seen.get(name)}`, ...at('/metadata/name') });
     }
     if (name !== undefined && !seen.has(name)) seen.set(name, f.file);
-    if (!validateDocument(value)) {
-      for (const e of validateDocument.errors ?? []) faults.push({ file: f.file, ...withName(name), path: e.instancePath, message: describe(e), ...at(e.instancePath) });
-    } else {
+    const schemaFaults = documentFaults(value);
+    for (const sf of schemaFaults) faults.push({ file: f.file, ...withName(name), ...sf, ...at(sf.path) });
+    if (schemaFaults.length === 0) {
       checkSemantics((value as { spec: SidecarTemplateSpec }).spec, (path, message) => faults.push({ file: f.file, ...withName(name), path, message, ...at(path) }));
     }
     if (faults.length > before || name === undefined) continue;
@@ -100,6 +149,48 @@ function compileFile(f: TemplateFile, faults: TemplateFault[], seen: Map<string,
   return out;
 }
 
+/** Schema faults of one document (shape, unknown fields, values), then the core/v1 required fields and enums; one per path and message. */
+function documentFaults(value: unknown): { path: string; message: string }[] {
+  const found = new Map<string, { path: string; message: string }>();
+  const add = (path: string, message: string): void => void found.set(`${path}\0${message}`, { path, message });
+  if (!validateDocument(value)) for (const e of validateDocument.errors ?? []) add(errorPath(e), describe(e));
+  const spec = (value as { spec?: unknown }).spec;
+  if (typeof spec !== 'object' || spec === null) return [...found.values()];
+  for (const { field, model } of coreValidators) {
+    const items = (spec as Record<string, unknown>)[field];
+    if (!Array.isArray(items)) continue;
+    items.forEach((item, i) => {
+      for (const e of coreErrors(model, item)) {
+        const path = `/spec/${field}/${i}${e.instancePath}`;
+        if (e.keyword === 'required') add(path, `missing required field "${String(e.params['missingProperty'])}"`);
+        // The generated enum check also fails on null, which Kubernetes reads as "not set".
+        else if (e.keyword === 'enum' && pointerGet(item, e.instancePath) !== null) add(path, `must be one of ${(e.params['allowedValues'] as unknown[]).map((v) => JSON.stringify(v)).join(', ')}, got ${JSON.stringify(pointerGet(item, e.instancePath))}`);
+      }
+    });
+  }
+  return [...found.values()];
+}
+
+function coreErrors(model: CoreModel, item: unknown): ErrorObject[] {
+  try {
+    new model(item).validate();
+    return [];
+  } catch (err) {
+    const errors = (err as { errors?: unknown }).errors;
+    if (!Array.isArray(errors)) throw err;
+    return errors as ErrorObject[];
+  }
+}
+
+function pointerGet(value: unknown, pointer: string): unknown {
+  let cur = value;
+  for (const key of pointer.split('/').slice(1)) {
+    if (typeof cur !== 'object' || cur === null) return undefined;
+    cur = (cur as Record<string, unknown>)[key.replace(/~1/g, '/').replace(/~0/g, '~')];
+  }
+  return cur;
+}
+
 /** Rules a schema cannot say: names unique inside one template, native sidecars declared the right way. */
 function checkSemantics(spec: SidecarTemplateSpec, fault: (path: string, message: string) => void): void {
   // Container names are unique across containers and init containers of a pod (core/v1 validation).
@@ -110,6 +201,12 @@ function checkSemantics(spec: SidecarTemplateSpec, fault: (path: string, message
     seen.add(c.name);
   }
   unique(spec.volumes, '/spec/volumes', 'volume', fault);
+  // A volume has one source (validateVolumeSource: "may not specify more than 1 volume type"); none,
+  // or `emptyDir:` left empty, is defaulted to an emptyDir by the apiserver.
+  (spec.volumes ?? []).forEach((v, i) => {
+    const sources = volumeSources(v);
+    if (sources.length > 1) fault(`/spec/volumes/${i}/${sources[1]}`, `volume "${v.name}" has ${sources.length} sources (${sources.join(', ')}); a volume takes exactly one`);
+  });
   unique(spec.env, '/spec/env', 'env var', fault);
   const paths = (spec.volumeMounts ?? []).map((m) => m.mountPath);
   paths.forEach((p, i) => {
@@ -152,13 +249,79 @@ function withName(name: string | undefined): { template?: string } {
   return name === undefined ? {} : { template: name };
 }
 
+/** Where an error points: an unknown field at the field itself, a missing one at the object that lacks it. */
+function errorPath(e: ErrorObject): string {
+  if (e.keyword === 'additionalProperties') return `${e.instancePath}/${escapeKey(String(e.params['additionalProperty']))}`;
+  return e.instancePath;
+}
+
+function escapeKey(key: string): string {
+  return key.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+/** A message a person can act on, in place of ajv's wording. */
 function describe(e: ErrorObject): string {
-  if (e.keyword === 'additionalProperties') return `unknown field "${String(e.params['additionalProperty'])}"`;
-  if (e.keyword === 'required') return `missing required field "${String(e.params['missingProperty'])}"`;
-  if (e.keyword === 'enum') return `${e.message ?? 'invalid value'}: ${(e.params['allowedValues'] as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
-  if (e.keyword === 'const') return `must be ${JSON.stringify(e.params['allowedValue'])}`;
-  if (e.keyword === 'pattern') return `does not match ${String(e.params['pattern'])}`;
-  return e.message ?? e.keyword;
+  const got = JSON.stringify(e.data);
+  switch (e.keyword) {
+    case 'additionalProperties':
+      return unknownField(String(e.params['additionalProperty']), Object.keys((e.parentSchema as { properties?: object } | undefined)?.properties ?? {}));
+    case 'required':
+      return `missing required field "${String(e.params['missingProperty'])}"`;
+    case 'enum':
+      return `must be one of ${(e.params['allowedValues'] as unknown[]).filter((v) => v !== null).map((v) => JSON.stringify(v)).join(', ')}, got ${got}`;
+    case 'const':
+      return `must be ${JSON.stringify(e.params['allowedValue'])}, got ${got}`;
+    case 'type':
+      return typeMessage(String(e.params['type']), e.data);
+    case 'format':
+      return `${FormatMessages[e.params['format'] as Format] ?? `must be a ${String(e.params['format'])}`}, got ${got}`;
+    case 'minimum':
+    case 'maximum':
+      return rangeMessage(e);
+    case 'minLength':
+      return 'must not be empty';
+    case 'pattern':
+      return `${got} is not a valid key: an optional DNS subdomain prefix and "/", then at most 63 letters, digits, "-", "_" and "."`;
+    case 'uniqueItems':
+      return `lists ${JSON.stringify((e.data as unknown[])[Number(e.params['i'])])} twice`;
+    default:
+      return e.message ?? e.keyword;
+  }
+}
+
+function unknownField(field: string, known: readonly string[]): string {
+  const close = known.find((k) => editDistance(k.toLowerCase(), field.toLowerCase()) <= 2);
+  const hint = close === undefined ? `known fields: ${known.join(', ')}` : `did you mean "${close}"?`;
+  return `unknown field "${field}" (${hint})`;
+}
+
+// kubectl's YAML reads unquoted yes/no/on/off as booleans and 0400 or 1e3 as numbers.
+function typeMessage(expected: string, data: unknown): string {
+  const want = expected.split(',').filter((t) => t !== 'null').map((t) => (t === 'integer' ? 'an integer' : t === 'object' || t === 'array' ? `an ${t}` : `a ${t}`)).join(' or ');
+  const hint = expected.includes('string') && (typeof data === 'boolean' || typeof data === 'number') ? ': YAML 1.1 (kubectl) reads it unquoted as a boolean or number, so quote it' : '';
+  return `must be ${want}, got ${JSON.stringify(data)}${hint}`;
+}
+
+function rangeMessage(e: ErrorObject): string {
+  const data = e.data as number;
+  if (/\/(defaultMode|mode)$/.test(e.instancePath)) {
+    // 644 written without its leading 0 is decimal 644 = 01204, refused by the apiserver.
+    const octalLooking = /^[0-7]+$/.test(String(data)) ? `; write it in octal with a leading 0 (0${data})` : '';
+    return `must be a file mode between 0 and 0777 (octal), got ${data} (0${data.toString(8)} in octal)${octalLooking}`;
+  }
+  const schema = e.parentSchema as { minimum?: number; maximum?: number; format?: string };
+  if (schema.format === 'quantity') return `${FormatMessages.quantity}, got ${data}`;
+  return `must be a port number between ${schema.minimum ?? 0} and ${schema.maximum ?? 65535}, got ${data}`;
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = cur;
+  }
+  return prev[b.length]!;
 }
 
 /** Maps a JSON pointer to the 1-based line and column of the YAML node it names, or its nearest parent. */

@@ -1,7 +1,8 @@
-import { parseAllDocuments } from 'yaml';
+import { LineCounter } from 'yaml';
 import { podObject } from '../admission/review.js';
 import { ErrorCodes, InjectorError } from '../errors.js';
 import { isObject, type JsonObject, type Pod } from '../kube/types.js';
+import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
 
 /**
  * The objects a user keeps in a repository, read the way `kubectl apply -f` reads them: one or many
@@ -36,13 +37,17 @@ export interface PodSite {
   readonly ownedByJob: boolean | undefined;
 }
 
-/** Parses one or many YAML or JSON documents; empty documents are skipped. Throws INPUT_INVALID with the position. */
+/**
+ * Parses one or many YAML or JSON documents with kubectl's meaning (YAML 1.1: `no` is false, `0400`
+ * is 256; see src/yaml/kubectl.ts); empty documents are skipped. Throws INPUT_INVALID with the line
+ * and column of a syntax error.
+ */
 export function parseDocuments(text: string, source: string): JsonObject[] {
   const out: JsonObject[] = [];
-  for (const doc of parseAllDocuments(text, { prettyErrors: false })) {
-    const err = doc.errors[0];
-    if (err !== undefined) throw new InjectorError('INPUT_INVALID', [source, `YAML at line ${err.linePos?.[0].line ?? '?'}: ${err.message.split('\n')[0]}`]);
-    const value: unknown = doc.toJS();
+  const lineCounter = new LineCounter();
+  for (const { doc, value } of parseKubectl(text, lineCounter)) {
+    const at = errorPosition(doc, lineCounter);
+    if (at !== undefined) throw new InjectorError('INPUT_INVALID', [source, `YAML at line ${at.line}, column ${at.column}: ${doc.errors[0]!.message.split('\n')[0]}`]);
     if (value === null || value === undefined) continue;
     if (!isObject(value)) throw new InjectorError('INPUT_INVALID', [source, 'every document must be a Kubernetes object (a YAML mapping)']);
     out.push(value);

@@ -47,7 +47,7 @@ describe('admitPod with the namespace opt-in webhooks (issue 12)', () => {
 
 describe('admitPod with the shipped webhook configurations', () => {
   it('never sends pods of the system namespaces, nor of a runlevel 0 or 1 namespace', async () => {
-    const cluster = { webhooks: await shippedWebhooks(), namespaceLabels: {} };
+    const cluster = { webhooks: shippedWebhooks(), namespaceLabels: {} };
     for (const ns of ['kube-system', 'kube-public', 'kube-node-lease', 'sidecar-injector']) {
       assert.equal(admitPod(pod(ns, { 'sidecar-injector.io/inject': 'true' }), set, cluster).reason, 'namespace-rule', ns);
     }
@@ -56,7 +56,7 @@ describe('admitPod with the shipped webhook configurations', () => {
   });
 
   it('gives the validating handler\'s verdict on the mutated pod', async () => {
-    const cluster = { webhooks: await shippedWebhooks(), namespaceLabels: {} };
+    const cluster = { webhooks: shippedWebhooks(), namespaceLabels: {} };
     const site = pod('shop', { 'sidecar-injector.io/inject': 'true' });
     // The template's container is already in the pod, with another image: /mutate keeps the pod's, /validate refuses it.
     site.pod.spec.containers.push({ name: 'log-agent', image: 'registry.example.com/other:1' });

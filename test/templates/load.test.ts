@@ -31,20 +31,21 @@ describe('template loading', () => {
     const text = `${head('bad')}spec:\n  containers:\n    - name: agent\n      image: 42\n`;
     const faults = faultsOf([{ file: 't/bad.yaml', text }]);
     assert.equal(faults.length, 1);
-    assert.deepEqual({ ...faults[0] }, { file: 't/bad.yaml', template: 'bad', path: '/spec/containers/0/image', message: 'must be string', line: 8, column: 14 });
+    assert.deepEqual({ ...faults[0] }, { file: 't/bad.yaml', template: 'bad', path: '/spec/containers/0/image', message: 'must be a string, got 42: YAML 1.1 (kubectl) reads it unquoted as a boolean or number, so quote it', line: 8, column: 14 });
   });
 
   it('names a misspelled container field', () => {
     const text = `${head('typo')}spec:\n  containers:\n    - name: agent\n      image: busybox\n      imagePullPolicyy: Always\n`;
     const [fault] = faultsOf([{ file: 'typo.yaml', text }]);
-    assert.equal(fault!.path, '/spec/containers/0');
-    assert.match(fault!.message, /unknown field "imagePullPolicyy"/);
+    assert.equal(fault!.path, '/spec/containers/0/imagePullPolicyy');
+    assert.match(fault!.message, /unknown field "imagePullPolicyy" \(did you mean "imagePullPolicy"\?\)/);
+    assert.equal(fault!.line, 9);
   });
 
   it('collects every fault of every file before failing', () => {
     const faults = faultsOf([
       { file: 'a.yaml', text: `${head('a')}spec:\n  containers:\n    - name: Bad_Name\n      image: x\n` },
-      { file: 'b.yaml', text: `${head('b')}spec:\n  volumes:\n    - name: v\n` },
+      { file: 'b.yaml', text: `${head('b')}spec:\n  volumes:\n    - name: v\n      secret: { secretName: s, defaultMode: 777 }\n` },
       { file: 'c.yaml', text: 'apiVersion: v1\nkind: ConfigMap\n' },
     ]);
     assert.deepEqual(faults.map((f) => f.file), ['a.yaml', 'b.yaml', 'c.yaml', 'c.yaml', 'c.yaml', 'c.yaml']);
@@ -59,7 +60,7 @@ describe('template loading', () => {
   });
 
   it('rejects duplicate template names across files and duplicate containers within one', () => {
-    const one = `${head('dup')}spec:\n  containers:\n    - { name: a, image: x }\n    - { name: a, image: y }\n`;
+    const one = `${head('dup')}spec:\n  containers:\n    - { name: a, image: x }\n    - { name: a, image: z }\n`;
     const two = `${head('dup')}spec:\n  volumes:\n    - { name: v, emptyDir: {} }\n`;
     const faults = faultsOf([{ file: '1.yaml', text: one }, { file: '2.yaml', text: two }]);
     assert.ok(faults.some((f) => f.path === '/spec/containers/1/name' && /duplicate container name "a"/.test(f.message)));
@@ -80,7 +81,7 @@ describe('template loading', () => {
   });
 
   it('refuses probes on a plain init container, which the apiserver would reject in the pod', () => {
-    const text = `${head('init')}spec:\n  initContainers:\n    - name: prep\n      image: x\n      readinessProbe: { exec: { command: [true] } }\n`;
+    const text = `${head('init')}spec:\n  initContainers:\n    - name: prep\n      image: x\n      readinessProbe: { exec: { command: [/bin/true] } }\n`;
     const [fault] = faultsOf([{ file: 'init.yaml', text }]);
     assert.equal(fault!.path, '/spec/initContainers/0/readinessProbe');
     assert.equal(fault!.line, 9);

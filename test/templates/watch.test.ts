@@ -104,7 +104,7 @@ describe('template hot reload', () => {
     assert.equal(bad.ok, false);
     assert.equal(bad.serving, good.digest);
     assert.equal(store.current(), good, 'the very same set object keeps serving');
-    assert.match(bad.faults.map((f) => `${f.file}:${f.line}:${f.column} ${f.path} ${f.message}`).join('\n'), /pair\.yaml:12:24 \/spec\/containers\/1\/imagePullPolicy must be equal to one of the allowed values/);
+    assert.match(bad.faults.map((f) => `${f.file}:${f.line}:${f.column} ${f.path} ${f.message}`).join('\n'), /pair\.yaml:12:24 \/spec\/containers\/1\/imagePullPolicy must be one of "Always", "IfNotPresent", "Never", got "Sometimes"/);
     const logged = log.lines().find((l) => l.msg.startsWith('templates NOT reloaded'));
     assert.ok(logged, 'the rejection is logged');
     assert.match(logged.faults[0], /pair\.yaml:12:24: template "pair": \/spec\/containers\/1\/imagePullPolicy/);
