@@ -3,7 +3,7 @@
  * server (bare node:https + JSON.parse), driven alternately with the same keep-alive HTTPS load over
  * loopback, for a small, a typical and a large pod. Writes the table to BENCHMARKS.md.
  *
- * Flags: --quick (short phases, for a smoke run), --profile (both servers run with --cpu-prof into
+ * Flags: --quick (short phases, for a smoke run), --shapes a,b (the worst shapes of bench/shapes.ts to send; 'none' for none), --profile (both servers run with --cpu-prof into
  * bench/profiles/<server>/), --floor bench/floor-koa.mjs (the floor's work through Koa, to price
  * the framework), --pods small,typical,large,optout, --product-flags='--log-level warn' (extra serve flags), --node-flags='--max-semi-space-size=4' (node flags for the product), --no-write (print only), --seconds N, --rounds N, --connections N, --rate N.
  */
@@ -16,6 +16,7 @@ import { createCA, issueServingCert } from '../src/certs/pki.js';
 import { measureSteps, type Step } from './hotpath.js';
 import { closedLoop, mergeSorted, quantile, steadyRate, type LoadResult, type Target } from './load.js';
 import { DefaultSizes, Pods, reviewTemplate, type PodSize } from './pods.js';
+import { measureShapes, measureShapesOverTls, Shapes, type ShapeFigures, type TlsFigures } from './shapes.js';
 import { cpuMicros, freePort, httpOk, memory, startServer, tlsOk, type ServerProcess } from './servers.js';
 
 const { values: flags } = parseArgs({
@@ -29,6 +30,7 @@ const { values: flags } = parseArgs({
     rate: { type: 'string', default: '500' },
     'steady-seconds': { type: 'string' },
     pods: { type: 'string', default: DefaultSizes.join(',') },
+    shapes: { type: 'string', default: Object.keys(Shapes).join(',') },
     'product-flags': { type: 'string', default: '' },
     'node-flags': { type: 'string', default: '' },
     floor: { type: 'string', default: 'bench/floor.mjs' },
@@ -41,6 +43,7 @@ const RATE = Number(flags.rate);
 const STEADY_SECONDS = Number(flags['steady-seconds'] ?? (flags.quick ? 2 : 8));
 const ENTRY = 'dist/src/cli/index.js';
 const SIZES = flags.pods.split(',').filter((s): s is PodSize => s in Pods);
+const SHAPES = flags.shapes.split(',').filter((s) => Object.hasOwn(Shapes, s));
 
 /** What one server did with one pod size under one kind of load, added up over the rounds. */
 interface Figures {
@@ -65,6 +68,8 @@ async function main(): Promise<void> {
   const saturated: Record<string, Record<string, Row>> = {};
   const distinct: Record<string, Record<string, Row>> = {};
   const steady: Record<string, Record<string, Row>> = {};
+  let shapesOverTls: TlsFigures[] = [];
+  let shapesPeakRssMb = 0;
   try {
     for (const size of SIZES) {
       saturated[size] = await saturate(servers, size, ca, false);
@@ -78,11 +83,18 @@ async function main(): Promise<void> {
       steady[size] = await steadyPhase(servers, size, ca);
       log(`${size} at ${RATE}/s: ${describe(steady[size]!)}`);
     }
+    const product = servers.find((s) => s.name === 'product')!;
+    if (SHAPES.length > 0) {
+      shapesOverTls = await measureShapesOverTls(product.port, ca, SHAPES, flags.quick ? 3 : 10);
+      for (const f of shapesOverTls) log(`${f.name} over TLS: ${f.status}, median ${f.medianMs.toFixed(0)} ms, a small review meanwhile waited up to ${f.probeWorstMs.toFixed(0)} ms`);
+      shapesPeakRssMb = memory(product.child.pid!).peak / 2 ** 20;
+    }
   } finally {
     await Promise.all(servers.map((s) => s.stop()));
   }
-  const steps = await measureSteps(SIZES.includes('typical') ? 'typical' : SIZES[0]!, flags.quick ? 3000 : 20000);
-  const report = render(servers, saturated, distinct, steady, steps);
+  const shapeSteps = SHAPES.length > 0 ? await measureShapes(SHAPES, flags.quick ? 3 : 10) : [];
+  const steps = SIZES.length > 0 ? await measureSteps(SIZES.includes('typical') ? 'typical' : SIZES[0]!, flags.quick ? 3000 : 20000) : [];
+  const report = render(servers, saturated, distinct, steady, steps) + renderShapes(shapeSteps, shapesOverTls, shapesPeakRssMb);
   process.stdout.write(`\n${report}`);
   if (!flags['no-write'] && !flags.quick) {
     await writeFile('BENCHMARKS.md', report);
@@ -230,6 +242,30 @@ function render(servers: readonly ServerProcess[], saturated: Record<string, Rec
     'In the server the same code runs colder than in a hot loop, and the transport (TLS, HTTP parsing, Koa, the',
     'socket writes) costs the rest; `npm run bench -- --pods optout` measures the transport alone with a pod',
     'that does not opt in, and `--floor bench/floor-koa.mjs` the floor\'s work through Koa.',
+    '',
+  ];
+  return lines.join('\n');
+}
+
+function renderShapes(steps: readonly ShapeFigures[], overTls: readonly TlsFigures[], peakRssMb: number): string {
+  if (steps.length === 0) return '';
+  const tls = new Map(overTls.map((f) => [f.name, f]));
+  const idle = overTls[0]?.probeIdleMs ?? 0;
+  const lines = [
+    '## Worst shapes within the apiserver\'s 3 MiB (issue 11)',
+    '',
+    'Each shape is built by `bench/shapes.ts` at the limits (README, "Limits per review"). In process: the synchronous work',
+    'of one review (body scan, JSON.parse, shape check, the handler, the answer\'s JSON), wall and CPU milliseconds, and',
+    'JSON.parse alone, which any server pays. Over TLS: the shape sent to the product one review at a time, each body',
+    `distinct, while a small review goes back and forth on another connection (its median alone: ${idle.toFixed(1)} ms); its worst`,
+    `latency is how long the shape held the event loop. Peak RSS of the product after the shapes: ${peakRssMb.toFixed(0)} MB.`,
+    '',
+    '| shape | MiB | answer | worst ms | median ms | CPU ms | JSON.parse ms | over TLS median ms | small review waited ms |',
+    '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...steps.map((f) => {
+      const t = tls.get(f.name);
+      return `| ${f.name}: ${f.what} | ${(f.bytes / 2 ** 20).toFixed(2)} | ${f.answer.split(':')[0]} | ${f.worstMs.toFixed(1)} | ${f.medianMs.toFixed(1)} | ${f.cpuMs.toFixed(1)} | ${f.parseMs.toFixed(1)} | ${t ? t.medianMs.toFixed(0) : '-'} | ${t ? t.probeWorstMs.toFixed(0) : '-'} |`;
+    }),
     '',
   ];
   return lines.join('\n');

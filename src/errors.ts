@@ -22,6 +22,10 @@ export const ErrorCodes = {
   TEMPLATE_VOLUME_MISSING: { status: 400, message: 'the injected pod would mount volumes that neither the templates nor the pod define: %s' },
   OVERRIDE_REFUSED: { status: 400, message: '%s' },
   SIDECARS_MISSING: { status: 403, message: 'pod opted in to sidecar injection but is missing: %s' },
+  /** Bounded cost per review (issue 11): refused before any work that grows with the pod. */
+  POD_OVER_KUBERNETES_LIMIT: { status: 400, message: 'the apiserver would refuse this pod after admission: %s (%s)' },
+  POD_OVER_LIMIT: { status: 400, message: 'the pod has %s, over the limit of %s (--%s); no real workload needs that many, ask the operator to raise the flag if yours does' },
+  PATCH_TOO_LARGE: { status: 400, message: 'the patch that injects the sidecars would be %s bytes, over the limit of %s (--%s)' },
   /** Start-up and reload faults. */
   TEMPLATE_INVALID: { status: 500, message: '%s' },
   TEMPLATES_EMPTY: { status: 500, message: 'no sidecar templates (*.yaml, *.yml) found in %s' },
@@ -51,6 +55,19 @@ export class InjectorError extends Error {
     this.name = 'InjectorError';
     this.code = code;
     this.status = ErrorCodes[code].status;
+  }
+}
+
+/**
+ * Runs a step whose InjectorError is an answer to the user (a denial), not a failure of the
+ * webhook: returns the error instead of throwing it; any other error is thrown on.
+ */
+export function attempt<T>(step: () => T): T | InjectorError {
+  try {
+    return step();
+  } catch (err) {
+    if (err instanceof InjectorError) return err;
+    throw err;
   }
 }
 

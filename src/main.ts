@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { reviewLimits } from './admission/handlers.js';
 import type { KeyPair } from './certs/pki.js';
 import { certificateValidity, makeSelfSigned, readCertDir, readClientCa, verifyClientCa, verifyServingPair } from './certs/source.js';
 import { watchCertificate, watchForChange } from './certs/watcher.js';
@@ -67,6 +68,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
     // An answer is worth nothing after the apiserver's timeout, which --request-timeout matches.
     answerTimeout: config.requestTimeout,
     answerCacheBytes: config.answerCacheMb * 1024 * 1024,
+    limits: reviewLimits(config),
   });
   const admission = createAdmissionServer(app, { ...tls, ...(clientCaPem !== undefined && { clientCaPem }) }, { requestTimeout: config.requestTimeout, maxConnections: config.maxConnections });
   const health = createHealthServer({ isReady: () => ready, routes: new Map([['/metrics', metrics.route]]), requestTimeout: config.requestTimeout });

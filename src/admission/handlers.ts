@@ -1,4 +1,5 @@
-import { InjectorError } from '../errors.js';
+import { Options, type Config } from '../config/config.js';
+import { attempt, InjectorError } from '../errors.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
 import { verifyPod } from '../inject/verify.js';
@@ -6,7 +7,7 @@ import type { Pod } from '../kube/types.js';
 import { diff, encodePatch } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
 import { withAudit } from './audit.js';
-import { isPodCreate, podObject, type AdmissionRequest, type AdmissionResponse } from './review.js';
+import { DefaultBodyLimits, DefaultPodLimits, isPodCreate, podObject, type AdmissionRequest, type AdmissionResponse, type BodyLimits, type PodLimits } from './review.js';
 
 /** What became of a review; one value per log line and metric sample. */
 export const Decision = {
@@ -26,14 +27,40 @@ export interface ReviewResult {
   readonly patchOps: number;
 }
 
-/** The mutating handler: injects the selected templates and answers with the patch; `scope` says who may opt the pod in. */
-export function mutate(req: AdmissionRequest, set: TemplateSet, scope: OptInScope = OptInScope.Pod): ReviewResult {
-  return withAudit(mutatePod(req, set, scope));
+/** What one review may cost: the pod's lists (checked by podObject) and the patch sent back. */
+export interface ReviewLimits {
+  /** Checked on the text, before it is parsed (checkBody, called by the transport). */
+  readonly body: BodyLimits;
+  readonly pod: PodLimits;
+  /** Bytes of JSON patch (before base64); `--max-patch-kib`. */
+  readonly patchBytes: number;
 }
 
-function mutatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope): ReviewResult {
+export const DefaultReviewLimits: ReviewLimits = Object.freeze({ body: DefaultBodyLimits, pod: DefaultPodLimits, patchBytes: Options.maxPatchKib.schema.default * 1024 });
+
+/** The limits the --max-* flags set. */
+export function reviewLimits(config: Config): ReviewLimits {
+  return {
+    body: { objectKeys: config.maxObjectKeys, nodes: config.maxJsonNodes },
+    pod: {
+      containers: config.maxContainers,
+      envPerContainer: config.maxEnvPerContainer,
+      mountsPerContainer: config.maxMountsPerContainer,
+      portsPerContainer: config.maxPortsPerContainer,
+      volumes: config.maxVolumes,
+    },
+    patchBytes: config.maxPatchKib * 1024,
+  };
+}
+
+/** The mutating handler: injects the selected templates and answers with the patch; `scope` says who may opt the pod in. */
+export function mutate(req: AdmissionRequest, set: TemplateSet, scope: OptInScope = OptInScope.Pod, limits: ReviewLimits = DefaultReviewLimits): ReviewResult {
+  return withAudit(mutatePod(req, set, scope, limits));
+}
+
+function mutatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope, limits: ReviewLimits): ReviewResult {
   if (!isPodCreate(req)) return pass(req, Decision.Skipped, Reason.NotPodCreate);
-  const pod = podObject(req);
+  const pod = podObject(req, limits.pod);
   const namespace = namespaceOf(req, pod);
   const selection = attempt(() => selectTemplates(pod, set, scope));
   if (selection instanceof InjectorError) return deny(req, selection, Reason.UnknownTemplate);
@@ -42,10 +69,16 @@ function mutatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope): 
   const result = attempt(() => injectSidecars(pod, selection.templates, namespace));
   if (result instanceof InjectorError) return deny(req, result, refusalReason(result));
   const ops = diff(pod, result.pod);
+  const patch = ops.length > 0 ? Buffer.from(encodePatch(ops)) : undefined;
+  // An answer of megabytes (a pod of many containers, each given the templates' env and mounts)
+  // costs memory here and in the apiserver; the pod is refused with the size instead.
+  if (patch !== undefined && patch.length > limits.patchBytes) {
+    return deny(req, new InjectorError('PATCH_TOO_LARGE', [patch.length, limits.patchBytes, Options.maxPatchKib.flag]), Reason.InvalidReview);
+  }
   const response: AdmissionResponse = {
     uid: req.uid,
     allowed: true,
-    ...(ops.length > 0 && { patchType: 'JSONPatch' as const, patch: Buffer.from(encodePatch(ops)).toString('base64') }),
+    ...(patch !== undefined && { patchType: 'JSONPatch' as const, patch: patch.toString('base64') }),
     ...(result.warnings.length > 0 && { warnings: result.warnings }),
   };
   return { response, decision: Decision.Injected, reason: ops.length > 0 ? Reason.Injected : Reason.AlreadyInjected, templates: result.status.templates, patchOps: ops.length };
@@ -56,13 +89,13 @@ function mutatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope): 
  * reaches the end of admission, as the current template set or one served recently defines them
  * (verifyPod: a template rollout reaches replicas at different times).
  */
-export function validate(req: AdmissionRequest, set: TemplateSet, scope: OptInScope = OptInScope.Pod): ReviewResult {
-  return withAudit(validatePod(req, set, scope));
+export function validate(req: AdmissionRequest, set: TemplateSet, scope: OptInScope = OptInScope.Pod, limits: ReviewLimits = DefaultReviewLimits): ReviewResult {
+  return withAudit(validatePod(req, set, scope, limits));
 }
 
-function validatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope): ReviewResult {
+function validatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope, limits: ReviewLimits): ReviewResult {
   if (!isPodCreate(req)) return pass(req, Decision.Skipped, Reason.NotPodCreate);
-  const pod = podObject(req);
+  const pod = podObject(req, limits.pod);
   const verdict = verifyPod(pod, set, namespaceOf(req, pod), {}, scope);
   if (verdict.kind === 'skipped') return pass(req, Decision.Skipped, verdict.reason);
   if (verdict.kind === 'denied') return { ...deny(req, verdict.error, verdict.reason, verdict.statusReason), templates: verdict.templates };
@@ -72,16 +105,6 @@ function validatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope)
 // Pods created by controllers often carry no metadata.namespace; request.namespace always has it.
 function namespaceOf(req: AdmissionRequest, pod: Pod): string {
   return req.namespace || pod.metadata?.namespace || 'default';
-}
-
-/** Runs a step whose InjectorError is an answer to the user (a denial), not a failure of the webhook. */
-function attempt<T>(step: () => T): T | InjectorError {
-  try {
-    return step();
-  } catch (err) {
-    if (err instanceof InjectorError) return err;
-    throw err;
-  }
 }
 
 function pass(req: AdmissionRequest, decision: Decision, reason: string): ReviewResult {

@@ -1,4 +1,5 @@
 import { InjectorError } from '../errors.js';
+import { Options } from '../config/config.js';
 import { isObject, type JsonObject, type Pod } from '../kube/types.js';
 
 /** The AdmissionReview versions the apiserver may send; the answer goes back in the same one. */
@@ -64,9 +65,9 @@ export function decodeReview(body: unknown): DecodedReview {
   if (!isObject(body)) throw invalid('the body must be a JSON object');
   const { apiVersion, kind, request } = body;
   if (typeof apiVersion !== 'string' || !versions.has(apiVersion)) {
-    throw invalid(`apiVersion must be ${ReviewVersion.V1} or ${ReviewVersion.V1Beta1}, got ${JSON.stringify(apiVersion) ?? 'nothing'}`);
+    throw invalid(`apiVersion must be ${ReviewVersion.V1} or ${ReviewVersion.V1Beta1}, got ${describeValue(apiVersion)}`);
   }
-  if (kind !== 'AdmissionReview') throw invalid(`kind must be AdmissionReview, got ${JSON.stringify(kind) ?? 'nothing'}`);
+  if (kind !== 'AdmissionReview') throw invalid(`kind must be AdmissionReview, got ${describeValue(kind)}`);
   if (!isObject(request)) throw invalid('request is missing');
   if (typeof request['uid'] !== 'string' || request['uid'] === '') throw invalid('request.uid is missing');
   for (const field of ['namespace', 'operation', 'subResource', 'name'] as const) {
@@ -118,41 +119,221 @@ export function isPodCreate(req: AdmissionRequest): boolean {
 }
 
 /**
- * The pod of a pod CREATE, with the fields the injector reads checked for type: the apiserver
- * always sends a well-typed Pod, so anything else comes from another client and is refused (400)
- * rather than failing inside the injection (500). Linear in the number of containers, env vars and
- * mounts; the rest of the pod is never walked.
+ * Nesting allowed in a review body. The deepest field of a real review is about 20 levels down
+ * (request.object.metadata.managedFields[].fieldsV1 mirrors the pod; spec.affinity and projected
+ * volumes reach about 13), since core/v1 Pod has no recursive type. Deeper JSON breaks every
+ * recursive walk, JSON.stringify among them.
  */
-export function podObject(req: AdmissionRequest): Pod {
-  const pod = req.object;
-  if (!isObject(pod)) throw invalid('request.object must be the Pod being created');
-  if (pod['kind'] !== undefined && pod['kind'] !== 'Pod') throw invalid(`request.object is a ${JSON.stringify(pod['kind'])}, not a Pod`);
-  if (pod['apiVersion'] !== undefined && pod['apiVersion'] !== 'v1') throw invalid(`request.object has apiVersion ${JSON.stringify(pod['apiVersion'])}, not v1`);
-  const meta = optionalObject(pod['metadata'], 'metadata');
-  if (meta !== undefined) {
-    for (const field of ['labels', 'annotations'] as const) stringMap(meta[field], `metadata.${field}`);
-    for (const field of ['name', 'generateName', 'namespace'] as const) optionalString(meta[field], `metadata.${field}`);
-    objectList(meta['ownerReferences'], 'metadata.ownerReferences');
-  }
-  const spec = optionalObject(pod['spec'], 'spec');
-  if (spec !== undefined) {
-    for (const field of ['serviceAccountName', 'serviceAccount'] as const) optionalString(spec[field], `spec.${field}`);
-    namedList(spec['volumes'], 'spec.volumes');
-    // An imagePullSecret may come without a name (LocalObjectReference.name is omitempty).
-    objectList(spec['imagePullSecrets'], 'spec.imagePullSecrets');
-    for (const field of ['containers', 'initContainers'] as const) {
-      namedList(spec[field], `spec.${field}`).forEach((c, i) => {
-        const at = `spec.${field}[${i}]`;
-        optionalString(c['image'], `${at}.image`);
-        namedList(c['env'], `${at}.env`);
-        namedList(c['volumeMounts'], `${at}.volumeMounts`).forEach((m, j) => {
-          if (typeof m['mountPath'] !== 'string') throw invalid(`request.object.${at}.volumeMounts[${j}].mountPath must be a string`);
-        });
-        optionalList(c['ports'], `${at}.ports`);
-      });
+export const MAX_NESTING = 64;
+
+/**
+ * What a review body may hold before it is parsed. JSON.parse costs about a quarter of a
+ * microsecond per object or list and more per key of a large map (V8 keeps it as a hash table):
+ * 3 MiB of `[]` or of labels holds the event loop for a quarter of a second or more, so such
+ * bodies are refused before JSON.parse sees them.
+ */
+export interface BodyLimits {
+  /** Keys of one JSON object (`--max-object-keys`). */
+  readonly objectKeys: number;
+  /** Objects and lists in the whole body (`--max-json-nodes`). */
+  readonly nodes: number;
+}
+
+export const DefaultBodyLimits: BodyLimits = Object.freeze({ objectKeys: Options.maxObjectKeys.schema.default, nodes: Options.maxJsonNodes.schema.default });
+
+/**
+ * Refuses a body nested deeper than MAX_NESTING, with an object of more keys or more objects and
+ * lists than `limits` allow, before JSON.parse. A scan of the text that jumps over strings with
+ * indexOf (native), so it costs a fraction of the parse; malformed JSON is left for the parser.
+ */
+export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits): void {
+  // Per open level: -1 for a list, else the keys of the object seen so far.
+  const keys = new Int32Array(MAX_NESTING + 2);
+  let depth = 0;
+  let nodes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      i = closingQuote(text, i);
+      if (i < 0) return;
+    } else if (c === COLON) {
+      if (keys[depth]! >= 0 && ++keys[depth]! > limits.objectKeys) {
+        throw invalid(`the body has an object of more than ${limits.objectKeys} keys (--${Options.maxObjectKeys.flag}); no real pod has a map that large`);
+      }
+    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+      if (++depth > MAX_NESTING) throw invalid(`the body is nested more than ${MAX_NESTING} levels deep; no AdmissionReview is`);
+      if (++nodes > limits.nodes) throw invalid(`the body holds more than ${limits.nodes} objects and lists (--${Options.maxJsonNodes.flag}); no real pod holds that many`);
+      keys[depth] = c === OPEN_BRACE ? 0 : -1;
+    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      depth = Math.max(0, depth - 1);
     }
   }
+}
+
+const COLON = 0x3a;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+
+/** The index of the quote that ends the string opened at `open`, or -1. */
+function closingQuote(text: string, open: number): number {
+  let at = open;
+  for (;;) {
+    at = text.indexOf('"', at + 1);
+    if (at < 0) return -1;
+    let slashes = 0;
+    while (text.charCodeAt(at - 1 - slashes) === BACKSLASH) slashes++;
+    if (slashes % 2 === 0) return at;
+  }
+}
+
+/**
+ * What a pod may hold before the injector refuses it: far above any real workload (README, "Limits
+ * per review"), low enough that the answer and the work stay small. Kubernetes sets no number of
+ * its own; etcd's 1.5 MiB object limit is the only bound, which a pod of tens of thousands of
+ * containers meets.
+ */
+export interface PodLimits {
+  /** containers + initContainers + ephemeralContainers. */
+  readonly containers: number;
+  readonly envPerContainer: number;
+  readonly mountsPerContainer: number;
+  readonly portsPerContainer: number;
+  readonly volumes: number;
+}
+
+/** The defaults of the --max-* flags. */
+export const DefaultPodLimits: PodLimits = Object.freeze({
+  containers: Options.maxContainers.schema.default,
+  envPerContainer: Options.maxEnvPerContainer.schema.default,
+  mountsPerContainer: Options.maxMountsPerContainer.schema.default,
+  portsPerContainer: Options.maxPortsPerContainer.schema.default,
+  volumes: Options.maxVolumes.schema.default,
+});
+
+/**
+ * Kubernetes' metadata limits (apimachinery pkg/api/validation/objectmeta.go and
+ * pkg/util/validation/validation.go). The apiserver validates a pod only after the mutating
+ * webhooks, so a pod over them reaches the injector; it would be refused after admission anyway.
+ */
+export const MetadataLimits = {
+  /** TotalAnnotationSizeLimitB: keys plus values, in bytes. */
+  annotationBytes: 256 * 1024,
+  /** qualifiedNameMaxLength: the name part of a label or annotation key. */
+  keyName: 63,
+  /** DNS1123SubdomainMaxLength: the optional prefix before the `/`. */
+  keyPrefix: 253,
+  /** LabelValueMaxLength. */
+  labelValue: 63,
+} as const;
+
+/**
+ * The pod of a pod CREATE, with the fields the injector reads checked for type and size in one
+ * pass: the apiserver always sends a well-typed Pod, so anything else comes from another client
+ * and is refused (400) rather than failing inside the injection (500). Metadata over Kubernetes'
+ * limits, and lists over `limits`, are refused with a message naming the limit. Linear in the
+ * labels, annotations, containers, env vars, mounts and volumes; the rest of the pod is never
+ * walked (checkNesting has bounded its depth).
+ */
+export function podObject(req: AdmissionRequest, limits: PodLimits = DefaultPodLimits): Pod {
+  const pod = req.object;
+  if (!isObject(pod)) throw invalid('request.object must be the Pod being created');
+  if (pod['kind'] !== undefined && pod['kind'] !== 'Pod') throw invalid(`request.object has kind ${describeValue(pod['kind'])}, not Pod`);
+  if (pod['apiVersion'] !== undefined && pod['apiVersion'] !== 'v1') throw invalid(`request.object has apiVersion ${describeValue(pod['apiVersion'])}, not v1`);
+  const meta = optionalObject(pod['metadata'], 'metadata');
+  if (meta !== undefined) checkMetadata(meta);
+  const spec = optionalObject(pod['spec'], 'spec');
+  if (spec !== undefined) checkSpec(spec, limits);
   return pod as Pod;
+}
+
+function checkMetadata(meta: JsonObject): void {
+  checkLabels(meta['labels']);
+  checkAnnotations(meta['annotations']);
+  for (const field of ['name', 'generateName', 'namespace'] as const) optionalString(meta[field], `metadata.${field}`);
+  objectList(meta['ownerReferences'], 'metadata.ownerReferences');
+}
+
+function checkLabels(value: unknown): void {
+  const labels = optionalObject(value, 'metadata.labels');
+  for (const key in labels) {
+    const v = labels[key];
+    if (typeof v !== 'string') throw invalid(`request.object.metadata.labels must map strings to strings; ${describeValue(key)} maps to ${describeValue(v)}`);
+    checkKey(key, 'label');
+    if (v.length > MetadataLimits.labelValue) {
+      throw overKubernetes(`label ${describeValue(key)} has a value of ${v.length} characters; Kubernetes allows at most ${MetadataLimits.labelValue}`, 'validation.IsValidLabelValue');
+    }
+  }
+}
+
+function checkAnnotations(value: unknown): void {
+  const annotations = optionalObject(value, 'metadata.annotations');
+  let bytes = 0;
+  for (const key in annotations) {
+    const v = annotations[key];
+    if (typeof v !== 'string') throw invalid(`request.object.metadata.annotations must map strings to strings; ${describeValue(key)} maps to ${describeValue(v)}`);
+    checkKey(key, 'annotation');
+    bytes += utf8Length(key) + utf8Length(v);
+  }
+  if (bytes > MetadataLimits.annotationBytes) {
+    throw overKubernetes(`the annotations take ${bytes} bytes (keys plus values); Kubernetes allows at most ${MetadataLimits.annotationBytes} (256 KiB)`, 'ValidateAnnotationsSize');
+  }
+}
+
+/** Bytes of UTF-8, as Go's len() counts a string; short strings in a loop, to spare a native call per key. */
+function utf8Length(text: string): number {
+  if (text.length > 64) return Buffer.byteLength(text);
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    // Two bytes up to U+07FF, three beyond; a surrogate pair (two units) is four.
+    if (c > 0x7f) bytes += c <= 0x7ff || (c >= 0xd800 && c <= 0xdfff) ? 1 : 2;
+  }
+  return bytes;
+}
+
+/** Only the lengths of a qualified name; its characters are the apiserver's to judge. */
+function checkKey(key: string, what: 'label' | 'annotation'): void {
+  if (key.length <= MetadataLimits.keyName) return;
+  const slash = key.indexOf('/');
+  const name = slash < 0 ? key.length : key.length - slash - 1;
+  if (name > MetadataLimits.keyName) {
+    throw overKubernetes(`${what} key ${describeValue(key)} has a name part of ${name} characters; Kubernetes allows at most ${MetadataLimits.keyName}`, 'validation.IsQualifiedName');
+  }
+  if (slash > MetadataLimits.keyPrefix) {
+    throw overKubernetes(`${what} key ${describeValue(key)} has a prefix of ${slash} characters; Kubernetes allows at most ${MetadataLimits.keyPrefix}`, 'validation.IsQualifiedName');
+  }
+}
+
+const ContainerLists = ['containers', 'initContainers', 'ephemeralContainers'] as const;
+
+function checkSpec(spec: JsonObject, limits: PodLimits): void {
+  for (const field of ['serviceAccountName', 'serviceAccount'] as const) optionalString(spec[field], `spec.${field}`);
+  const volumes = namedList(spec['volumes'], 'spec.volumes');
+  if (volumes.length > limits.volumes) throw overLimit(`${volumes.length} volumes`, limits.volumes, Options.maxVolumes.flag);
+  // An imagePullSecret may come without a name (LocalObjectReference.name is omitempty).
+  objectList(spec['imagePullSecrets'], 'spec.imagePullSecrets').forEach((s, i) => optionalString(s['name'], `spec.imagePullSecrets[${i}].name`));
+  const lists = ContainerLists.map((field) => namedList(spec[field], `spec.${field}`));
+  const count = lists.reduce((n, list) => n + list.length, 0);
+  if (count > limits.containers) throw overLimit(`${count} containers (containers, initContainers and ephemeralContainers together)`, limits.containers, Options.maxContainers.flag);
+  lists.forEach((list, k) => list.forEach((c, i) => checkContainer(c, `spec.${ContainerLists[k]!}[${i}]`, limits)));
+}
+
+function checkContainer(c: JsonObject, at: string, limits: PodLimits): void {
+  optionalString(c['image'], `${at}.image`);
+  const env = namedList(c['env'], `${at}.env`);
+  if (env.length > limits.envPerContainer) throw overLimit(`${env.length} env vars in ${at}`, limits.envPerContainer, Options.maxEnvPerContainer.flag);
+  env.forEach((e, j) => optionalString(e['value'], `${at}.env[${j}].value`));
+  const mounts = namedList(c['volumeMounts'], `${at}.volumeMounts`);
+  if (mounts.length > limits.mountsPerContainer) throw overLimit(`${mounts.length} volumeMounts in ${at}`, limits.mountsPerContainer, Options.maxMountsPerContainer.flag);
+  mounts.forEach((m, j) => {
+    if (typeof m['mountPath'] !== 'string') throw invalid(`request.object.${at}.volumeMounts[${j}].mountPath must be a string`);
+  });
+  const ports = optionalList(c['ports'], `${at}.ports`);
+  if (ports.length > limits.portsPerContainer) throw overLimit(`${ports.length} ports in ${at}`, limits.portsPerContainer, Options.maxPortsPerContainer.flag);
 }
 
 function optionalObject(value: unknown, field: string): JsonObject | undefined {
@@ -165,24 +346,18 @@ function optionalString(value: unknown, field: string): void {
   if (value !== undefined && typeof value !== 'string') throw invalid(`request.object.${field} must be a string`);
 }
 
-function stringMap(value: unknown, field: string): void {
-  const map = optionalObject(value, field);
-  if (map === undefined) return;
-  for (const key in map) {
-    if (Object.hasOwn(map, key) && typeof map[key] !== 'string') throw invalid(`request.object.${field} must map strings to strings`);
-  }
-}
-
 function optionalList(value: unknown, field: string): readonly unknown[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) throw invalid(`request.object.${field} must be a list`);
   return value;
 }
 
-function objectList(value: unknown, field: string): void {
-  optionalList(value, field).forEach((item, i) => {
+function objectList(value: unknown, field: string): readonly JsonObject[] {
+  const list = optionalList(value, field);
+  list.forEach((item, i) => {
     if (!isObject(item)) throw invalid(`request.object.${field}[${i}] must be an object`);
   });
+  return list as readonly JsonObject[];
 }
 
 function namedList(value: unknown, field: string): readonly JsonObject[] {
@@ -193,6 +368,24 @@ function namedList(value: unknown, field: string): readonly JsonObject[] {
   return list as readonly JsonObject[];
 }
 
+/** A value for a message: a string quoted and cut short, anything else by its type (never walked). */
+export function describeValue(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
+  if (value === undefined) return 'nothing';
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  if (typeof value === 'object') return 'an object';
+  return String(value as number | boolean);
+}
+
 function invalid(detail: string): InjectorError {
   return new InjectorError('REVIEW_INVALID', [detail]);
+}
+
+function overKubernetes(detail: string, rule: string): InjectorError {
+  return new InjectorError('POD_OVER_KUBERNETES_LIMIT', [detail, rule]);
+}
+
+function overLimit(what: string, limit: number, flag: string): InjectorError {
+  return new InjectorError('POD_OVER_LIMIT', [what, limit, flag]);
 }

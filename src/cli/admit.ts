@@ -1,6 +1,6 @@
 import { validate } from '../admission/handlers.js';
 import type { AdmissionRequest } from '../admission/review.js';
-import { InjectorError } from '../errors.js';
+import { attempt, InjectorError } from '../errors.js';
 import { Keys } from '../inject/keys.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { OptInScope, Reason, refusalReason, selectTemplates, type Selection } from '../inject/policy.js';
@@ -98,11 +98,3 @@ function podCreate(pod: Pod, namespace: string): AdmissionRequest {
   return { uid: 'cli', kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace, operation: 'CREATE', object: pod };
 }
 
-function attempt<T>(step: () => T): T | InjectorError {
-  try {
-    return step();
-  } catch (err) {
-    if (err instanceof InjectorError) return err;
-    throw err;
-  }
-}

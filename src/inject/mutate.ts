@@ -47,11 +47,16 @@ export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[],
 
   if (context.lenientMounts !== true) checkMounts(newSpec, [...sidecars.containers, ...sidecars.initContainers], rendered, ownContainers.length > 0);
 
-  const annotations = mergeMap(meta.annotations, rendered, 'annotations', warnings);
+  // The pod's own maps are copied only when something is added to them (annotations always: the
+  // status), never walked: a pod may carry tens of thousands of keys (issue 11).
+  const ownAnnotations = meta.annotations ?? NONE;
+  const merged = mergeMap(ownAnnotations, rendered, 'annotations', warnings);
+  const annotations: Record<string, string> = merged === ownAnnotations ? { ...ownAnnotations } : (merged as Record<string, string>);
   annotations[Keys.status] = encodeStatus(status);
-  const labels = mergeMap(meta.labels, rendered, 'labels', warnings);
+  const ownLabels = meta.labels ?? NONE;
+  const labels = mergeMap(ownLabels, rendered, 'labels', warnings);
   const newMeta = { ...meta, annotations };
-  if (Object.keys(labels).length > 0) newMeta.labels = labels;
+  if (labels !== ownLabels) newMeta.labels = labels as Record<string, string>;
   return { pod: { ...pod, metadata: newMeta, spec: newSpec }, status, warnings };
 }
 
@@ -115,8 +120,16 @@ function extendContainer(c: Container, env: readonly (readonly [NamedItem, strin
 function mergeMounts(c: Container, mounts: readonly (readonly [VolumeMount, string])[], warnings: string[]): VolumeMount[] | undefined {
   const own = c.volumeMounts;
   if (mounts.length === 0) return own;
-  const names = new Map((own ?? []).map((m) => [m.name, m]));
-  const paths = new Map((own ?? []).map((m) => [m.mountPath, m]));
+  // Only the pod's mounts that the templates' could clash with are indexed: a container may hold a
+  // thousand mounts, and this runs for every application container (issue 11).
+  const wantedNames = new Set(mounts.map(([m]) => m.name));
+  const wantedPaths = new Set(mounts.map(([m]) => m.mountPath));
+  const names = new Map<string, VolumeMount>();
+  const paths = new Map<string, VolumeMount>();
+  for (const m of own ?? []) {
+    if (wantedNames.has(m.name)) names.set(m.name, m);
+    if (wantedPaths.has(m.mountPath)) paths.set(m.mountPath, m);
+  }
   const added: VolumeMount[] = [];
   for (const [m, template] of mounts) {
     const existing = names.get(m.name) ?? paths.get(m.mountPath);
@@ -134,7 +147,11 @@ function mergeMounts(c: Container, mounts: readonly (readonly [VolumeMount, stri
 /** Appends the template's items that the pod does not have by name; returns `own` itself when nothing is new. */
 function mergeNamed<T extends NamedItem>(own: T[] | undefined, items: readonly (readonly [T, string])[], what: (name: string) => string, warnings: string[]): T[] | undefined {
   if (items.length === 0) return own;
-  const byName = new Map((own ?? []).map((i) => [i.name, i]));
+  // Only the pod's items with a name the templates use are indexed: a container may hold a thousand
+  // env vars, and this runs for every application container (issue 11).
+  const wanted = new Set(items.map(([item]) => item.name));
+  const byName = new Map<string, T>();
+  for (const i of own ?? []) if (wanted.has(i.name)) byName.set(i.name, i);
   const added: T[] = [];
   for (const [item, template] of items) {
     const existing = byName.get(item.name);
@@ -148,12 +165,16 @@ function mergeNamed<T extends NamedItem>(own: T[] | undefined, items: readonly (
   return added.length === 0 ? own : [...(own ?? []), ...added];
 }
 
-/** Adds the templates' annotations or labels that the pod does not set, warning of each template value the pod's overrode. */
-function mergeMap(own: Record<string, string> | undefined, rendered: readonly RenderedTemplate[], field: 'annotations' | 'labels', warnings: string[]): Record<string, string> {
+const NONE: Readonly<Record<string, string>> = Object.freeze({});
+
+/**
+ * Adds the templates' annotations or labels that the pod does not set, warning of each template
+ * value the pod's overrode. Returns `own` itself when nothing is added, else a new map.
+ */
+function mergeMap(own: Readonly<Record<string, string>>, rendered: readonly RenderedTemplate[], field: 'annotations' | 'labels', warnings: string[]): Readonly<Record<string, string>> {
   const what = field === 'labels' ? 'label' : 'annotation';
   const kept = (key: string, template: string): void => void warnings.push(`${what} "${key}" of template "${template}" is already set on the pod; the pod's value was kept`);
-  // A copy: the caller adds the status annotation to it.
-  return { ...withTemplateKeys(own ?? {}, rendered, field, kept) };
+  return withTemplateKeys(own, rendered, field, kept);
 }
 
 function setList<K extends 'initContainers' | 'volumes' | 'imagePullSecrets'>(spec: PodSpec, key: K, value: PodSpec[K] | undefined): void {
@@ -177,6 +198,9 @@ export function isSubset(template: unknown, actual: unknown): boolean {
     const a = actual as Record<string, unknown>;
     return Object.entries(template).every(([k, v]) => isSubset(v, a[k]));
   }
+  // A list or object where the template has a value differs; String() of it could throw (a key
+  // named toString) or walk it.
+  if (typeof actual === 'object') return false;
   // Quantities written as numbers in YAML come back from the apiserver as strings.
   return String(template) === String(actual);
 }

@@ -4,7 +4,7 @@ import { renderValues, type RenderValues } from '../templates/placeholders.js';
 import { digestOf, NativeSidecar, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
 import { findConflicts } from './conflicts.js';
 import { jobCompletionWarning } from './jobs.js';
-import { applyOverrides, overridesFor } from './overrides.js';
+import { applyOverrides, overrideAnnotations, overridesFor } from './overrides.js';
 
 /** Facts about a pod that its object alone may not tell (the CLI injects pod templates, which have no owner). */
 export interface InjectionContext {
@@ -31,8 +31,9 @@ export function renderForPod(pod: Pod, templates: readonly CompiledTemplate[], n
   const { values, rendered: raw } = settle(pod, templates, namespace);
   const job = context.ownedByJob ?? isOwnedByJob(pod);
   const warnings: string[] = [];
+  const annotations = overrideAnnotations(values.annotations, values.addedAnnotations);
   const rendered = templates.map((t, i) => {
-    const { overrides, warnings: ignored } = overridesFor(t, values.annotations, templates);
+    const { overrides, warnings: ignored } = overridesFor(t, annotations, templates);
     warnings.push(...ignored);
     const r = applyOverrides(nativeFor(t, raw[i]!, job), overrides);
     const blocksJob = job ? jobCompletionWarning(r) : undefined;
@@ -61,15 +62,25 @@ function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: str
   const own = renderValues(pod, namespace);
   let values = own;
   let rendered = templates.map((t) => t.render(values));
+  // Only the keys the templates add are compared, and rendered from beside the pod's own maps,
+  // which may hold tens of thousands of keys (256 KiB of annotations) and are never copied here (issue 11).
+  let added: AddedKeys = { labels: undefined, annotations: undefined };
   for (let round = 0; round <= templates.length; round++) {
-    const labels = withTemplateKeys(own.labels, rendered, 'labels');
-    const annotations = withTemplateKeys(own.annotations, rendered, 'annotations');
-    if (sameMap(labels, values.labels) && sameMap(annotations, values.annotations)) break;
-    values = { ...own, labels, annotations };
+    const next: AddedKeys = { labels: templateKeys(own.labels, rendered, 'labels'), annotations: templateKeys(own.annotations, rendered, 'annotations') };
+    if (sameMap(next.labels ?? NONE, added.labels ?? NONE) && sameMap(next.annotations ?? NONE, added.annotations ?? NONE)) break;
+    added = next;
+    values = { ...own, ...(added.labels && { addedLabels: added.labels }), ...(added.annotations && { addedAnnotations: added.annotations }) };
     rendered = templates.map((t) => t.render(values));
   }
   return { values, rendered };
 }
+
+interface AddedKeys {
+  readonly labels: Readonly<Record<string, string>> | undefined;
+  readonly annotations: Readonly<Record<string, string>> | undefined;
+}
+
+const NONE: Readonly<Record<string, string>> = Object.freeze({});
 
 /**
  * The pod's labels or annotations plus those the templates add, by the one rule of the injection:
@@ -82,19 +93,44 @@ export function withTemplateKeys(
   field: 'labels' | 'annotations',
   onKept?: (key: string, template: string) => void,
 ): Readonly<Record<string, string>> {
-  let out: Record<string, string> | undefined;
+  return withKeys(own, templateKeys(own, rendered, field, onKept));
+}
+
+function withKeys(own: Readonly<Record<string, string>>, added: Readonly<Record<string, string>> | undefined): Readonly<Record<string, string>> {
+  if (added === undefined) return own;
+  // A loop rather than spread: V8 copies a map of tens of thousands of keys about twice as fast.
+  const out: Record<string, string> = {};
+  for (const key in own) setKey(out, key, own[key]!);
+  for (const key in added) setKey(out, key, added[key]!);
+  return out;
+}
+
+function setKey(map: Record<string, string>, key: string, value: string): void {
+  // Assigning "__proto__" would set the prototype (and drop a string); it must stay a key.
+  if (key === '__proto__') Object.defineProperty(map, key, { value, enumerable: true, writable: true, configurable: true });
+  else map[key] = value;
+}
+
+/** Only the keys the templates add to `own` (undefined: none), by the rule of withTemplateKeys; never walks `own`. */
+function templateKeys(
+  own: Readonly<Record<string, string>>,
+  rendered: readonly RenderedTemplate[],
+  field: 'labels' | 'annotations',
+  onKept?: (key: string, template: string) => void,
+): Record<string, string> | undefined {
+  let added: Record<string, string> | undefined;
   for (const r of rendered) {
     for (const [key, value] of Object.entries(r[field])) {
-      const current = out ?? own;
-      if (Object.hasOwn(current, key)) {
+      const current = Object.hasOwn(own, key) ? own : added !== undefined && Object.hasOwn(added, key) ? added : undefined;
+      if (current !== undefined) {
         if (current[key] !== value) onKept?.(key, r.name);
         continue;
       }
-      out ??= { ...own };
-      out[key] = value;
+      added ??= {};
+      setKey(added, key, value);
     }
   }
-  return out ?? own;
+  return added;
 }
 
 function sameMap(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {

@@ -1,4 +1,4 @@
-import { InjectorError } from '../errors.js';
+import { attempt, InjectorError } from '../errors.js';
 import type { Container, Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 import { renderValues } from '../templates/placeholders.js';
@@ -181,16 +181,6 @@ function podParts(pod: Pod): PodParts {
 
 function byName(list: Container[] | undefined): Map<string, Container> {
   return new Map((list ?? []).map((c) => [c.name, c]));
-}
-
-/** Runs a step whose InjectorError is an answer to the user (a denial), not a failure of the webhook. */
-function attempt<T>(step: () => T): T | InjectorError {
-  try {
-    return step();
-  } catch (err) {
-    if (err instanceof InjectorError) return err;
-    throw err;
-  }
 }
 
 function denied(error: InjectorError, reason: string, templates: readonly string[], statusReason = 'BadRequest'): Denied {

@@ -66,18 +66,32 @@ function diffValue(a: unknown, b: unknown, path: string, ops: Operation[]): void
 }
 
 function diffObject(a: JsonObject, b: JsonObject, path: string, ops: Operation[]): void {
-  for (const key of Object.keys(a)) {
-    if (!Object.hasOwn(b, key)) ops.push({ op: 'remove', path: `${path}/${escapeToken(key)}` });
-  }
+  const changes: Operation[] = [];
+  let shared = 0;
   for (const key of Object.keys(b)) {
     const value = b[key];
+    // Most keys of a copy-on-write result are the input's own values: one lookup skips them (a
+    // JSON value is never undefined nor a function, so an equal value is `a`'s own), since a pod
+    // may carry tens of thousands of annotations (issue 11).
+    if (value !== undefined && a[key] === value) {
+      shared++;
+      continue;
+    }
     const present = Object.hasOwn(a, key);
-    // Most keys of a copy-on-write result are the input's own values: skip them before building a path.
+    if (present) shared++;
     if (present && a[key] === value) continue;
     const child = `${path}/${escapeToken(key)}`;
-    if (!present) ops.push({ op: 'add', path: child, value });
-    else diffValue(a[key], value, child, ops);
+    if (!present) changes.push({ op: 'add', path: child, value });
+    else diffValue(a[key], value, child, changes);
   }
+  // `b` holds every key of `a` when it holds as many of them as `a` has: nothing to remove.
+  const keys = Object.keys(a);
+  if (shared !== keys.length) {
+    for (const key of keys) {
+      if (!Object.hasOwn(b, key)) ops.push({ op: 'remove', path: `${path}/${escapeToken(key)}` });
+    }
+  }
+  for (const op of changes) ops.push(op);
 }
 
 /**
@@ -87,12 +101,15 @@ function diffObject(a: JsonObject, b: JsonObject, path: string, ops: Operation[]
  */
 function diffArray(a: readonly unknown[], b: readonly unknown[], path: string, ops: Operation[]): void {
   const local: Operation[] = [];
-  const kept = b.length > a.length ? new Set(b) : undefined;
+  // Built on the first element not matched by identity: a list the injector only appended to (a
+  // container's thousand env vars) is walked once, with no set of its items (issue 11).
+  let kept: ReadonlySet<unknown> | undefined;
+  const isKept = (x: unknown): boolean => b.length > a.length && (kept ??= new Set(b)).has(x);
   let i = 0;
   for (let j = 0; j < b.length; j++) {
     const x = a[i];
     const y = b[j];
-    if (i < a.length && (x === y || (!kept?.has(x) && matches(x, y)))) {
+    if (i < a.length && (x === y || (!isKept(x) && matches(x, y)))) {
       diffValue(x, y, `${path}/${j}`, local);
       i++;
     } else {

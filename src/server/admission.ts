@@ -2,8 +2,8 @@ import type { ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
 import Koa from 'koa';
-import { deny, mutate, validate, type ReviewResult } from '../admission/handlers.js';
-import { decodeReview, encodeReview, reviewFacts, type AdmissionRequest, type DecodedReview, type ReviewFacts } from '../admission/review.js';
+import { DefaultReviewLimits, deny, mutate, validate, type ReviewLimits, type ReviewResult } from '../admission/handlers.js';
+import { checkBody, decodeReview, encodeReview, reviewFacts, type AdmissionRequest, type DecodedReview, type ReviewFacts } from '../admission/review.js';
 import { InjectorError } from '../errors.js';
 import { OptInScope, Reason } from '../inject/policy.js';
 import { clip, type Logger } from '../log.js';
@@ -11,14 +11,14 @@ import type { TemplateSet } from '../templates/load.js';
 import { AnswerCache, answerOf } from './answers.js';
 import { checkContentType, parseJson, readBody, TransitBudget } from './body.js';
 
-type Handler = (req: AdmissionRequest, set: TemplateSet) => ReviewResult;
+type Handler = (req: AdmissionRequest, set: TemplateSet, limits?: ReviewLimits) => ReviewResult;
 
 /** The review endpoints: pods that opted in themselves, and pods of namespaces that opted in (issue 12). */
 export const Endpoints: Readonly<Record<string, Handler>> = Object.freeze({
-  '/mutate': mutate,
-  '/validate': validate,
-  '/mutate/namespace': (req, set) => mutate(req, set, OptInScope.Namespace),
-  '/validate/namespace': (req, set) => validate(req, set, OptInScope.Namespace),
+  '/mutate': (req, set, limits) => mutate(req, set, OptInScope.Pod, limits),
+  '/validate': (req, set, limits) => validate(req, set, OptInScope.Pod, limits),
+  '/mutate/namespace': (req, set, limits) => mutate(req, set, OptInScope.Namespace, limits),
+  '/validate/namespace': (req, set, limits) => validate(req, set, OptInScope.Namespace, limits),
 });
 
 export interface AdmissionAppDeps {
@@ -43,6 +43,8 @@ export interface AdmissionAppDeps {
   readonly answerTimeout?: number;
   /** Bytes each endpoint may keep of answers to reviews that repeat but for the uid (default 4 MiB; 0 keeps none). */
   readonly answerCacheBytes?: number;
+  /** What one review may hold and answer (the --max-* flags); default: their defaults. */
+  readonly limits?: ReviewLimits;
 }
 
 /** Default of `answerCacheBytes`: about 400 typical Deployment pods per endpoint. */
@@ -93,13 +95,14 @@ export function createAdmissionApp(deps: AdmissionAppDeps): Koa {
       state.review = { apiVersion: lookup.slot.version, request: { uid: lookup.slot.uid } };
       return { answer: answerOf(lookup.entry, lookup.slot), cached: true };
     }
+    checkBody(body, (deps.limits ?? DefaultReviewLimits).body);
     const review = decodeReview(parseJson(body));
     state.review = review;
     if (lookup?.entry !== undefined && cache.confirm(lookup.entry, lookup.slot, review)) {
       return { answer: answerOf(lookup.entry, lookup.slot), cached: true };
     }
     // One set for the whole review, so the answer kept is the one computed under that set.
-    const result = runHandler(handler, review.request, templates, deps.logger, endpoint);
+    const result = runHandler((req, set) => handler(req, set, deps.limits), review.request, templates, deps.logger, endpoint);
     const answer = { result, facts: reviewFacts(review.request), text: encodeReview(review.apiVersion, result.response) };
     if (lookup !== undefined) cache.put(lookup, review, result, answer.facts, answer.text);
     return { answer, cached: false };

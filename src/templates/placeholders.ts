@@ -15,6 +15,12 @@ export interface RenderValues {
   readonly serviceAccountName: string;
   readonly labels: Readonly<Record<string, string>>;
   readonly annotations: Readonly<Record<string, string>>;
+  /**
+   * Keys the selected templates add to the pod's labels and annotations (never keys the pod has),
+   * read where the pod has none: the pod's maps plus these, without copying the pod's (issue 11).
+   */
+  readonly addedLabels?: Readonly<Record<string, string>>;
+  readonly addedAnnotations?: Readonly<Record<string, string>>;
 }
 
 /** Collects the placeholder values from a pod; the namespace comes from `request.namespace`. */
@@ -119,13 +125,13 @@ function compileExpr(source: string, path: string): Expr {
   if (head === 'namespace') return (v) => v.namespace || fallback;
   if (head === 'serviceAccountName') return (v) => v.serviceAccountName || fallback;
   if (head === 'pod.name') return (v) => v.podName || fallback;
-  if (map === 'labels') return (v) => lookup(v.labels, key) ?? fallback;
-  return (v) => lookup(v.annotations, key) ?? fallback;
+  if (map === 'labels') return (v) => lookup(v.labels, key) ?? lookup(v.addedLabels, key) ?? fallback;
+  return (v) => lookup(v.annotations, key) ?? lookup(v.addedAnnotations, key) ?? fallback;
 }
 
 // Own properties only: a key such as "__proto__" or "constructor" must never reach the prototype.
-function lookup(map: Readonly<Record<string, string>>, key: string): string | undefined {
-  if (!Object.prototype.hasOwnProperty.call(map, key)) return undefined;
+function lookup(map: Readonly<Record<string, string>> | undefined, key: string): string | undefined {
+  if (map === undefined || !Object.prototype.hasOwnProperty.call(map, key)) return undefined;
   const value = map[key];
   return typeof value === 'string' && value !== '' ? value : undefined;
 }

@@ -1,0 +1,345 @@
+/**
+ * The worst reviews a client can send within the apiserver's 3 MiB request limit (issue 11), and
+ * how long each keeps the event loop busy: the synchronous work the server does per review
+ * (nesting scan, JSON.parse, envelope and shape check, the handler, the answer's JSON), timed in
+ * this process. `npm run bench` also sends them over TLS to the product and reports the worst delay
+ * a small review sees meanwhile.
+ *
+ * Usage: node --import tsx bench/shapes.ts [runs] [shape,...]
+ */
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { Agent, request } from 'node:https';
+import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { mutate } from '../src/admission/handlers.js';
+import { checkBody, decodeReview, encodeReview, MetadataLimits } from '../src/admission/review.js';
+import { Options } from '../src/config/config.js';
+import { InjectorError } from '../src/errors.js';
+import { loadTemplateSet, type TemplateSet } from '../src/templates/load.js';
+
+/** The apiserver's MaxRequestBodyBytes: no review it sends is larger. */
+export const MAX_REVIEW_BYTES = 3 * 1024 * 1024;
+
+export interface Shape {
+  readonly name: string;
+  readonly what: string;
+  /** The review's JSON text, at most MAX_REVIEW_BYTES. */
+  readonly text: string;
+}
+
+const OPT_IN = { 'sidecar-injector.io/inject': 'true' };
+const NODES = Options.maxJsonNodes.schema.default;
+
+function review(pod: object): string {
+  return JSON.stringify({
+    kind: 'AdmissionReview',
+    apiVersion: 'admission.k8s.io/v1',
+    request: {
+      uid: '00000000-0000-4000-8000-000000000000',
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      resource: { group: '', version: 'v1', resource: 'pods' },
+      namespace: 'shop',
+      operation: 'CREATE',
+      userInfo: { username: 'system:serviceaccount:kube-system:replicaset-controller' },
+      object: pod,
+      oldObject: null,
+      dryRun: false,
+    },
+  });
+}
+
+function pod(metadata: object, spec: object): object {
+  return { apiVersion: 'v1', kind: 'Pod', metadata: { generateName: 'web-', namespace: 'shop', ...metadata, labels: { app: 'web', ...OPT_IN, ...(metadata as { labels?: object }).labels } }, spec };
+}
+
+const app = { name: 'web', image: 'nginx:1.27' };
+
+/** Short distinct keys, the densest a map can be per byte. */
+function keys(n: number): string[] {
+  return Array.from({ length: n }, (_, i) => i.toString(36));
+}
+
+/** The largest `n` for which `build(n)` stays within the apiserver's limit (binary search). */
+function fill(build: (n: number) => object, max: number): string {
+  let lo = 1;
+  let hi = max;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (review(build(mid)).length <= MAX_REVIEW_BYTES) lo = mid;
+    else hi = mid - 1;
+  }
+  return review(build(lo));
+}
+
+function annotationsWithin(bytes: number): Record<string, string> {
+  const out: Record<string, string> = {};
+  let used = 0;
+  for (const key of keys(200_000)) {
+    if (used + key.length > bytes) break;
+    out[key] = '';
+    used += key.length;
+  }
+  return out;
+}
+
+function containers(n: number, each: (i: number) => object): object[] {
+  return Array.from({ length: n }, (_, i) => ({ name: `c${i}`, image: 'nginx:1.27', ...each(i) }));
+}
+
+/** A value nested `depth` levels, the allowed depth counted from the pod's field. */
+function nested(depth: number): unknown {
+  let v: unknown = 'x';
+  for (let i = 0; i < depth; i++) v = i % 2 === 0 ? [v] : { k: v };
+  return v;
+}
+
+/** Every shape, built on demand (some take a second to build). */
+export const Shapes: Readonly<Record<string, () => Shape>> = {
+  typical: () => ({ name: 'typical', what: 'a pod of 1 container (reference)', text: review(pod({}, { containers: [app] })) }),
+  'annotations-256k': () => {
+    // As many keys as --max-object-keys allows, long enough to fill Kubernetes' 256 KiB.
+    const n = Options.maxObjectKeys.schema.default - 10;
+    const width = Math.floor(MetadataLimits.annotationBytes / n);
+    const annotations = Object.fromEntries(keys(n).map((k) => [k.padEnd(width, '-'), '']));
+    return { name: 'annotations-256k', what: `${n} annotations (--max-object-keys), 256 KiB (Kubernetes' limit): injected`, text: review(pod({ annotations }, { containers: [app] })) };
+  },
+  'annotations-3mib': () => {
+    const text = fill((n) => pod({ annotations: Object.fromEntries(keys(n).map((k) => [k, ''])) }, { containers: [app] }), 400_000);
+    return { name: 'annotations-3mib', what: 'as many annotations as 3 MiB holds: refused before parsing (--max-object-keys)', text };
+  },
+  'labels-max': () => {
+    const n = Options.maxObjectKeys.schema.default - 10;
+    const labels = Object.fromEntries(keys(n).map((k) => [k.padEnd(MetadataLimits.keyName, '-'), 'v'.repeat(MetadataLimits.labelValue)]));
+    return { name: 'labels-max', what: `${n} labels (--max-object-keys) of the longest keys and values: injected`, text: review(pod({ labels }, { containers: [app] })) };
+  },
+  'labels-3mib': () => {
+    const text = fill((n) => pod({ labels: Object.fromEntries(keys(n).map((k) => [k, ''])) }, { containers: [app] }), 400_000);
+    return { name: 'labels-3mib', what: 'as many labels as 3 MiB holds: refused before parsing (--max-object-keys)', text };
+  },
+  'containers-limit': () => {
+    const text = fill((n) => pod({}, { containers: containers(Options.maxContainers.schema.default, () => ({ args: ['x'.repeat(n)] })) }), 4000);
+    return { name: 'containers-limit', what: '1000 containers (--max-containers) filling 3 MiB: injected', text };
+  },
+  'containers-over': () => {
+    const text = fill((n) => pod({}, { containers: containers(n, () => ({})) }), NODES - 20);
+    return { name: 'containers-over', what: 'as many containers as --max-json-nodes lets through: refused (--max-containers)', text };
+  },
+  'env-limit': () => {
+    const env = Array.from({ length: Options.maxEnvPerContainer.schema.default }, (_, i) => ({ name: `E${i}`, value: '' }));
+    const n = Math.floor((NODES - 20) / (env.length + 2));
+    const text = fill((k) => pod({}, { containers: containers(k, () => ({ env })) }), n);
+    return { name: 'env-limit', what: `1000 env vars (--max-env-per-container) in each of ${n} containers (--max-json-nodes): injected`, text };
+  },
+  'mounts-limit': () => {
+    const volumes = Array.from({ length: 998 }, (_, i) => ({ name: `v${i}`, emptyDir: {} }));
+    const mounts = Array.from({ length: 998 }, (_, i) => ({ name: `v${i}`, mountPath: `/m/${i}` }));
+    const n = Math.floor((NODES - 20 - 2 * volumes.length) / (mounts.length + 2));
+    const text = fill((k) => pod({}, { volumes, containers: containers(k, () => ({ volumeMounts: mounts })) }), n);
+    return { name: 'mounts-limit', what: `998 mounts (--max-mounts-per-container) in each of ${n} containers (--max-json-nodes): injected`, text };
+  },
+  'nodes-limit': () => {
+    // Lists and objects nested to the depth limit in a field the injector never reads: the most parse work allowed.
+    const text = fill((n) => pod({}, { containers: [app], affinity: { x: Array.from({ length: n }, () => nested(57)) } }), Math.floor((NODES - 20) / 57));
+    return { name: 'nodes-limit', what: `spec.affinity holding ~${NODES} lists and objects (--max-json-nodes) nested 64 deep: injected`, text };
+  },
+  'nodes-over': () => {
+    const text = fill((n) => pod({}, { containers: [app], affinity: { x: Array.from({ length: n }, () => []) } }), 2_000_000);
+    return { name: 'nodes-over', what: 'spec.affinity holding as many empty lists as 3 MiB holds: refused before parsing (--max-json-nodes)', text };
+  },
+  'long-strings': () => {
+    const text = fill((n) => pod({ annotations: { note: 'x'.repeat(200_000) } }, { containers: [{ ...app, env: [{ name: 'BLOB', value: 'x'.repeat(n) }] }] }), MAX_REVIEW_BYTES);
+    return { name: 'long-strings', what: 'one env value of ~2.8 MiB and a 200 KB annotation: injected', text };
+  },
+  'deep-over': () => {
+    const depth = Math.floor((MAX_REVIEW_BYTES - 400) / 2);
+    const text = review(pod({}, { containers: [app], affinity: 'DEEP' })).replace('"DEEP"', '['.repeat(depth) + ']'.repeat(depth));
+    return { name: 'deep-over', what: `${depth} levels of brackets: refused before parsing`, text: text.slice(0, MAX_REVIEW_BYTES) };
+  },
+};
+
+/** What the server makes of a body, synchronously: the answer's decision, or the HTTP error. */
+export function handleReview(text: string, set: TemplateSet): string {
+  try {
+    checkBody(text);
+    const decoded = decodeReview(JSON.parse(text));
+    const result = mutate(decoded.request, set);
+    encodeReview(decoded.apiVersion, result.response);
+    return result.response.allowed ? result.decision : `refused: ${result.response.status?.message.slice(0, 70) ?? ''}`;
+  } catch (err) {
+    // As the server does: a pod the handler refuses is a denial (HTTP 200, allowed: false); a body refused before decoding is an HTTP 400.
+    if (err instanceof InjectorError && err.status < 500) return `${err.code === 'REVIEW_INVALID' ? 'HTTP 400' : 'refused'}: ${err.message.slice(0, 70)}`;
+    throw err;
+  }
+}
+
+export interface ShapeFigures {
+  readonly name: string;
+  readonly what: string;
+  readonly bytes: number;
+  readonly answer: string;
+  /** Wall milliseconds of the synchronous work per review: the event loop is busy that long. */
+  readonly worstMs: number;
+  readonly medianMs: number;
+  /** CPU milliseconds per review (process.cpuUsage): less sensitive to other work on a shared machine. */
+  readonly cpuMs: number;
+  /** Wall milliseconds of JSON.parse alone, what any server pays (median); 0 when refused before parsing. */
+  readonly parseMs: number;
+}
+
+/** Times `runs` reviews of each shape in this process (after one warm-up). */
+export async function measureShapes(names: readonly string[], runs: number): Promise<ShapeFigures[]> {
+  const set = await loadTemplateSet('templates');
+  const out: ShapeFigures[] = [];
+  for (const name of names) {
+    const shape = Shapes[name]!();
+    const answer = handleReview(shape.text, set);
+    const times: number[] = [];
+    const cpu = process.cpuUsage();
+    for (let i = 0; i < runs; i++) {
+      const started = performance.now();
+      handleReview(shape.text, set);
+      times.push(performance.now() - started);
+    }
+    const used = process.cpuUsage(cpu);
+    const parses: number[] = [];
+    for (let i = 0; !answer.startsWith('HTTP') && i < runs; i++) {
+      const started = performance.now();
+      JSON.parse(shape.text);
+      parses.push(performance.now() - started);
+    }
+    times.sort((a, b) => a - b);
+    parses.sort((a, b) => a - b);
+    out.push({
+      name,
+      what: shape.what,
+      bytes: Buffer.byteLength(shape.text),
+      answer,
+      worstMs: times.at(-1)!,
+      medianMs: times[Math.floor(times.length / 2)]!,
+      cpuMs: (used.user + used.system) / 1000 / runs,
+      parseMs: parses[Math.floor(parses.length / 2)] ?? 0,
+    });
+  }
+  return out;
+}
+
+export interface TlsFigures {
+  readonly name: string;
+  /** Latency of the shape's own reviews, ms. */
+  readonly medianMs: number;
+  readonly worstMs: number;
+  /** Latency of a small review sent meanwhile on another connection, ms: the event loop's stall as others see it. */
+  readonly probeWorstMs: number;
+  /** The same small review's median with nothing else sent. */
+  readonly probeIdleMs: number;
+  readonly status: string;
+}
+
+/**
+ * Sends each shape `reviews` times to a running server over TLS, one at a time, while a small
+ * review goes back and forth on a second connection: the worst latency of the small one is how long
+ * the big ones held the event loop. Every body is made distinct (uid and generateName), so the
+ * answer cache never answers one.
+ */
+export async function measureShapesOverTls(port: number, ca: string, names: readonly string[], reviews: number): Promise<TlsFigures[]> {
+  const sender = post(port, ca, new Agent({ keepAlive: true, maxSockets: 1 }));
+  const small = Shapes['typical']!().text;
+  // The small review runs in a worker thread, so that this thread's own work (building, encrypting
+  // and sending 3 MiB) never delays it: only the server's does.
+  const probe = new Worker(PROBE, { eval: true, workerData: { port, ca, small } });
+  const ask = async (message: string): Promise<number> => {
+    probe.postMessage(message);
+    const [worst] = (await once(probe, 'message')) as [number];
+    return worst;
+  };
+  try {
+    const probeIdleMs = await ask('idle');
+    const out: TlsFigures[] = [];
+    for (const name of names) {
+      const text = Shapes[name]!().text;
+      await ask('start');
+      const times: number[] = [];
+      let status = '';
+      for (let i = 0; i < reviews; i++) {
+        const r = await sender(distinct(text));
+        times.push(r.ms);
+        status = r.status;
+      }
+      const probeWorstMs = await ask('stop');
+      times.sort((a, b) => a - b);
+      out.push({ name, medianMs: times[Math.floor(times.length / 2)]!, worstMs: times.at(-1)!, probeWorstMs, probeIdleMs, status });
+    }
+    return out;
+  } finally {
+    await probe.terminate();
+  }
+}
+
+/** The worker that sends the small review: 'idle' answers its median over 30 reviews; 'start' .. 'stop' its worst meanwhile. */
+const PROBE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { Agent, request } = require('node:https');
+const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+let n = 0;
+const once = () => new Promise((resolve, reject) => {
+  const body = workerData.small.replace('00000000-0000-4000-8000-000000000000', 'probe-' + n++);
+  const started = performance.now();
+  const req = request({ host: '127.0.0.1', port: workerData.port, path: '/mutate', method: 'POST', ca: workerData.ca, servername: 'localhost', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+    res.resume();
+    res.on('end', () => resolve(performance.now() - started));
+  });
+  req.on('error', reject);
+  req.end(body);
+});
+let running = false;
+let worst = 0;
+parentPort.on('message', async (m) => {
+  if (m === 'idle') {
+    const t = [];
+    for (let i = 0; i < 30; i++) t.push(await once());
+    parentPort.postMessage(t.sort((a, b) => a - b)[15]);
+  } else if (m === 'start') {
+    running = true;
+    worst = 0;
+    parentPort.postMessage(0);
+    while (running) worst = Math.max(worst, await once());
+  } else {
+    running = false;
+    setTimeout(() => parentPort.postMessage(worst), 50);
+  }
+});
+`;
+
+function distinct(text: string): string {
+  return text.replace('00000000-0000-4000-8000-000000000000', randomUUID()).replace('"generateName":"web-"', `"generateName":"web-${randomUUID().slice(0, 8)}-"`);
+}
+
+function post(port: number, ca: string, agent: Agent): (body: string) => Promise<{ ms: number; status: string }> {
+  return (body) =>
+    new Promise((resolve, reject) => {
+      const started = performance.now();
+      const req = request({ host: '127.0.0.1', port, path: '/mutate', method: 'POST', ca, servername: 'localhost', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const ms = performance.now() - started;
+          const text = Buffer.concat(chunks).toString('utf8');
+          const response = res.statusCode === 200 ? JSON.parse(text).response : undefined;
+          resolve({ ms, status: response === undefined ? `HTTP ${res.statusCode ?? 0}` : response.allowed ? (response.patch ? 'injected' : 'allowed') : `refused ${response.status?.code ?? ''}` });
+        });
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const runs = Number(process.argv[2] ?? 10);
+  const names = process.argv[3]?.split(',') ?? Object.keys(Shapes);
+  for (const f of await measureShapes(names, runs)) {
+    const ms = (v: number): string => v.toFixed(1).padStart(6);
+    process.stdout.write(`${f.name.padEnd(17)} ${(f.bytes / 2 ** 20).toFixed(2)} MiB  worst ${ms(f.worstMs)} ms  median ${ms(f.medianMs)} ms  cpu ${ms(f.cpuMs)} ms  parse ${ms(f.parseMs)} ms  ${f.answer}\n`);
+  }
+}

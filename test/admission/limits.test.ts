@@ -1,0 +1,188 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { MetadataLimits } from '../../src/admission/review.js';
+import { Options } from '../../src/config/config.js';
+import { admit, validatePod } from '../helpers/apiserver.js';
+import { httpsRequest } from '../helpers/client.js';
+import { optedInPod, podReview } from '../helpers/review.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+// Generous: a refusal must come long before the apiserver's 10 s timeout, on a shared machine.
+const BOUND_MS = 3000;
+
+let server: TestServer;
+let ca: string;
+
+before(async () => {
+  server = await startTestServer();
+  ca = server.certs.ca.certPem;
+});
+after(() => server.close());
+
+async function validReviewSucceeds(on = server): Promise<void> {
+  const { response, ops } = await admit(on.url, on.certs.ca.certPem, optedInPod());
+  assert.equal(response.allowed, true);
+  assert.ok(ops.length > 0, 'the sidecars were injected');
+}
+
+/** Sends a pod to /mutate and returns the AdmissionResponse and the milliseconds it took. */
+async function review(pod: object, path = '/mutate', on = server): Promise<{ response: any; ms: number }> {
+  const body = podReview(pod);
+  const started = Date.now();
+  const res = await httpsRequest(`${on.url}${path}`, JSON.stringify(body), { ca: on.certs.ca.certPem });
+  const ms = Date.now() - started;
+  assert.equal(res.status, 200, res.text.slice(0, 300));
+  const response = res.json().response;
+  assert.equal(response.uid, body.request.uid);
+  return { response, ms };
+}
+
+async function assertRefused(pod: object, message: RegExp, path = '/mutate', on = server): Promise<void> {
+  const { response, ms } = await review(pod, path, on);
+  assert.equal(response.allowed, false, 'refused');
+  assert.equal(response.status.code, 400);
+  assert.match(response.status.message, message);
+  assert.equal(response.patch, undefined);
+  assert.ok(ms < BOUND_MS, `answered in ${ms} ms`);
+  assert.ok(response.status.message.length < 400, 'the message stays one short line');
+  await validReviewSucceeds(on);
+}
+
+const repeat = <T>(n: number, item: (i: number) => T): T[] => Array.from({ length: n }, (_, i) => item(i));
+const app = (extra: object = {}): object => ({ name: 'web', image: 'nginx:1.27', ...extra });
+
+describe("metadata over Kubernetes' limits", () => {
+  it('refuses annotations over 256 KiB, keys plus values', async () => {
+    const annotations = { a: 'x'.repeat(MetadataLimits.annotationBytes) };
+    await assertRefused(optedInPod({ annotations }), /apiserver would refuse.*262145 bytes.*at most 262144 \(256 KiB\)/);
+  });
+
+  it('counts annotations in bytes of UTF-8, as the apiserver does', async () => {
+    // 100 000 characters, 200 000 bytes, plus 70 000 bytes: under the limit in characters, over it in bytes.
+    const annotations = { wide: 'é'.repeat(100_000), narrow: 'x'.repeat(70_000) };
+    await assertRefused(optedInPod({ annotations }), /270010 bytes/);
+  });
+
+  it('injects a pod whose annotations take exactly 256 KiB', async () => {
+    // As many annotations as --max-object-keys allows, the shape that cost the most per byte before.
+    const annotations: Record<string, string> = {};
+    let bytes = 0;
+    for (let i = 0; i < 16_000; i++) {
+      const key = `k${i}`.padEnd(16, '-');
+      annotations[key] = '';
+      bytes += key.length;
+    }
+    annotations['fill'] = 'x'.repeat(MetadataLimits.annotationBytes - bytes - 'fill'.length);
+    const started = Date.now();
+    const { response } = await admit(server.url, ca, optedInPod({ annotations }));
+    assert.equal(response.allowed, true, JSON.stringify(response.status));
+    assert.ok(Date.now() - started < BOUND_MS);
+  });
+
+  for (const [what, labels, message] of [
+    ['a label value over 63 characters', { tier: 'v'.repeat(64) }, /label "tier" has a value of 64 characters; Kubernetes allows at most 63/],
+    ['a label key whose name is over 63 characters', { ['n'.repeat(64)]: 'x' }, /label key "n{64}" has a name part of 64 characters/],
+    ['a label key whose prefix is over 253 characters', { [`${'p'.repeat(254)}/name`]: 'x' }, /label key "p{64}…" has a prefix of 254 characters; Kubernetes allows at most 253/],
+  ] as const) {
+    it(`refuses ${what}`, async () => {
+      await assertRefused(optedInPod({ labels }), message);
+      await assertRefused(optedInPod({ labels }), message, '/validate');
+    });
+  }
+
+  it('refuses an annotation key over the limits, and keeps the longest allowed ones', async () => {
+    await assertRefused(optedInPod({ annotations: { [`example.com/${'n'.repeat(64)}`]: '' } }), /annotation key .* name part of 64 characters/);
+    const longest = { [`${'p'.repeat(253)}/${'n'.repeat(63)}`]: 'x', tier: 'v'.repeat(63) };
+    const { response } = await admit(server.url, ca, optedInPod({ annotations: longest, labels: { [`${'p'.repeat(253)}/${'n'.repeat(63)}`]: 'v'.repeat(63) } }));
+    assert.equal(response.allowed, true, JSON.stringify(response.status));
+  });
+});
+
+describe('pods over the --max-* limits', () => {
+  const cases: [string, object, RegExp][] = [
+    [
+      'more containers than --max-containers, counting init and ephemeral containers',
+      { containers: repeat(600, (i) => app({ name: `c${i}` })), initContainers: repeat(300, (i) => app({ name: `i${i}` })), ephemeralContainers: repeat(101, (i) => app({ name: `e${i}` })) },
+      /the pod has 1001 containers .* over the limit of 1000 \(--max-containers\)/,
+    ],
+    ['more env vars in one container than --max-env-per-container', { containers: [app({ env: repeat(1001, (i) => ({ name: `E${i}`, value: 'v' })) })] }, /1001 env vars in spec.containers\[0\], over the limit of 1000 \(--max-env-per-container\)/],
+    [
+      'more mounts in one container than --max-mounts-per-container',
+      { volumes: [{ name: 'v', emptyDir: {} }], containers: [app({ volumeMounts: repeat(1001, (i) => ({ name: 'v', mountPath: `/m/${i}` })) })] },
+      /1001 volumeMounts in spec.containers\[0\], over the limit of 1000 \(--max-mounts-per-container\)/,
+    ],
+    ['more ports in one container than --max-ports-per-container', { initContainers: [app({ name: 'init', ports: repeat(10_001, (i) => ({ containerPort: 1 + (i % 65535) })) })], containers: [app()] }, /10001 ports in spec.initContainers\[0\].*\(--max-ports-per-container\)/],
+    ['more volumes than --max-volumes', { volumes: repeat(1001, (i) => ({ name: `v${i}`, emptyDir: {} })), containers: [app()] }, /1001 volumes, over the limit of 1000 \(--max-volumes\)/],
+  ];
+  for (const [what, spec, message] of cases) {
+    it(`refuses a pod with ${what}, on both endpoints`, async () => {
+      await assertRefused(optedInPod({ spec }), message);
+      await assertRefused(optedInPod({ spec }), message, '/validate');
+    });
+  }
+
+  it('injects a pod at every limit', async () => {
+    const spec = {
+      volumes: [...repeat(998, (i) => ({ name: `v${i}`, emptyDir: {} }))],
+      containers: [app({ env: repeat(1000, (i) => ({ name: `E${i}`, value: 'v' })), volumeMounts: repeat(999, (i) => ({ name: `v${i % 998}`, mountPath: `/m/${i}` })), ports: repeat(10_000, (i) => ({ containerPort: 1 + i })) }), ...repeat(998, (i) => app({ name: `c${i}` }))],
+    };
+    const started = Date.now();
+    const { response, ops } = await admit(server.url, ca, optedInPod({ spec }));
+    assert.equal(response.allowed, true, JSON.stringify(response.status));
+    assert.ok(ops.length > 0);
+    assert.ok(Date.now() - started < BOUND_MS * 2);
+  });
+
+  it('takes its numbers from the flags', async () => {
+    const small = await startTestServer(['--max-containers', '2', '--max-env-per-container', '3']);
+    try {
+      await assertRefused(optedInPod({ spec: { containers: [app(), app({ name: 'b' }), app({ name: 'c' })] } }), /3 containers .* limit of 2 \(--max-containers\)/, '/mutate', small);
+      await assertRefused(optedInPod({ spec: { containers: [app({ env: repeat(4, (i) => ({ name: `E${i}` })) })] } }), /4 env vars .* limit of 3/, '/mutate', small);
+    } finally {
+      await small.close();
+    }
+  });
+});
+
+describe('bodies over the --max-object-keys and --max-json-nodes limits', () => {
+  async function assertHttp400(pod: object, message: RegExp): Promise<void> {
+    const started = Date.now();
+    const res = await httpsRequest(`${server.url}/mutate`, JSON.stringify(podReview(pod)), { ca });
+    assert.equal(res.status, 400, res.text.slice(0, 300));
+    assert.equal(res.json().error, 'REVIEW_INVALID');
+    assert.match(res.json().message, message);
+    assert.ok(Date.now() - started < BOUND_MS);
+    await validReviewSucceeds();
+  }
+
+  it('refuses labels of more keys than --max-object-keys before parsing them (3 MiB of labels held the event loop for a second)', async () => {
+    const labels = Object.fromEntries(repeat(16_385, (i) => [i.toString(36), '']));
+    await assertHttp400(optedInPod({ labels }), /an object of more than 16384 keys \(--max-object-keys\)/);
+    const { response } = await admit(server.url, ca, optedInPod({ labels: Object.fromEntries(repeat(16_000, (i) => [`l${i}`, ''])) }));
+    assert.equal(response.allowed, true);
+  });
+
+  it('refuses more objects and lists than --max-json-nodes anywhere in the body', async () => {
+    await assertHttp400(optedInPod({ spec: { containers: [app()], affinity: { x: repeat(50_001, () => []) } } }), /more than 50000 objects and lists \(--max-json-nodes\)/);
+  });
+});
+
+describe('a patch over --max-patch-kib', () => {
+  it('refuses the pod with the size instead of sending the patch', async () => {
+    const small = await startTestServer(['--max-patch-kib', '16']);
+    try {
+      // Every application container gets the default template's env var and mount: ~200 bytes each.
+      const pod = optedInPod({ spec: { containers: repeat(200, (i) => app({ name: `c${i}` })) } });
+      await assertRefused(pod, /the patch that injects the sidecars would be \d{5,} bytes, over the limit of 16384 \(--max-patch-kib\)/, '/mutate', small);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it(`defaults to ${Options.maxPatchKib.schema.default} KiB, above the patch of a pod at the container limit`, async () => {
+    const pod = optedInPod({ spec: { containers: repeat(999, (i) => app({ name: `c${i}` })) } });
+    const { response } = await review(pod);
+    assert.equal(response.allowed, true, JSON.stringify(response.status));
+    assert.ok(Buffer.from(response.patch, 'base64').length < 1024 * 1024);
+  });
+});

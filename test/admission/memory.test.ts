@@ -1,0 +1,78 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { after, before, describe, it } from 'node:test';
+import { admit } from '../helpers/apiserver.js';
+import { httpsRequest } from '../helpers/client.js';
+import { optedInPod, podReview } from '../helpers/review.js';
+import { makeTestCerts } from '../helpers/tls.js';
+
+/** The memory limit of the Deployment in manifests/install.yaml. */
+const DEPLOYMENT_LIMIT = 256 * 1024 * 1024;
+const MIB = 1024 * 1024;
+
+let child: ChildProcess;
+let url: string;
+let ca: string;
+
+// The server runs in a child process, so its peak RSS (VmHWM) is its own.
+before(async () => {
+  const certs = await makeTestCerts();
+  ca = certs.ca.certPem;
+  child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--log-level', 'info'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const entry = JSON.parse(line);
+      if (typeof entry.port === 'number') resolve(entry.port);
+    });
+    child.once('close', () => reject(new Error('the server exited before serving')));
+  });
+  url = `https://127.0.0.1:${port}`;
+});
+after(() => {
+  child.kill('SIGKILL');
+});
+
+function peakRss(): number {
+  const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+  return Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1]) * 1024;
+}
+
+/** A pod of `n` application containers, about `bytes` of JSON in all. */
+function manyContainers(n: number, bytes: number): object {
+  const filler = 'x'.repeat(Math.max(0, Math.floor(bytes / n) - 120));
+  return optedInPod({ spec: { containers: Array.from({ length: n }, (_, i) => ({ name: `c${i}`, image: 'nginx:1.27', args: [filler] })) } });
+}
+
+describe('memory of a review', { skip: process.platform !== 'linux' && 'reads /proc' }, () => {
+  it('keeps peak RSS under the Deployment limit with 2.8 MiB pods of many containers, and serves a valid review after', async () => {
+    const idle = peakRss();
+    const huge = JSON.stringify(podReview(manyContainers(90_000, 2.8 * MIB)));
+    assert.ok(huge.length > 2.7 * MIB);
+    const atLimit = manyContainers(1000, 2.8 * MIB);
+    const started = Date.now();
+    // Several at once, as an apiserver spreading a big rollout would send them.
+    const answers = await Promise.all([
+      ...Array.from({ length: 2 }, () => httpsRequest(`${url}/mutate`, huge, { ca })),
+      ...Array.from({ length: 2 }, () => admit(url, ca, atLimit).then((a) => ({ status: 200, text: '', json: () => ({ response: a.response }) }))),
+    ]);
+    // 180 000 objects and lists (--max-json-nodes 50000): refused before it is parsed.
+    for (const a of answers.slice(0, 2)) {
+      assert.equal(a.status, 400);
+      assert.match(a.json().message, /more than 50000 objects and lists \(--max-json-nodes\)/);
+    }
+    const responses = answers.map((a) => (a.status === 200 ? a.json().response : undefined));
+    for (const r of responses.slice(2)) {
+      assert.equal(r.allowed, true, JSON.stringify(r.status));
+      assert.ok(Buffer.from(r.patch, 'base64').length < 1024 * 1024);
+    }
+    assert.ok(Date.now() - started < 20_000);
+    const peak = peakRss();
+    // The child runs through tsx, which alone holds about 100 MiB; the built server holds less.
+    assert.ok(peak < DEPLOYMENT_LIMIT, `peak RSS ${(peak / MIB).toFixed(0)} MiB (idle ${(idle / MIB).toFixed(0)} MiB)`);
+    assert.ok(peak - idle < 128 * MIB, `the reviews grew peak RSS by ${((peak - idle) / MIB).toFixed(0)} MiB`);
+    const { response } = await admit(url, ca, optedInPod());
+    assert.equal(response.allowed, true);
+  });
+});

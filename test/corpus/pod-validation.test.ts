@@ -1,0 +1,42 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { podValidationErrors } from './pod-validation.js';
+
+const pod = (spec: object) => ({ metadata: { name: 'p' }, spec: { containers: [{ name: 'app', image: 'nginx' }], ...spec } });
+
+describe('core/v1 pod validation of the corpus test', () => {
+  it('accepts a plain pod', () => {
+    assert.deepEqual(podValidationErrors(pod({})), []);
+  });
+
+  it('refuses a file mode written as decimal 775 (0o1407), as the apiserver does', () => {
+    const errs = podValidationErrors(pod({ volumes: [{ name: 's', configMap: { name: 'c', defaultMode: 775 } }] }));
+    assert.match(errs.join('\n'), /defaultMode: Invalid value: 775: must be a number between 0 and 0777/);
+    assert.deepEqual(podValidationErrors(pod({ volumes: [{ name: 's', configMap: { name: 'c', defaultMode: 0o775 } }] })), []);
+  });
+
+  it('refuses a probe whose port was lost (an unknown field such as `prot` is dropped by the apiserver)', () => {
+    const errs = podValidationErrors(pod({ containers: [{ name: 'app', image: 'nginx', readinessProbe: { httpGet: { path: '/ready' } } }] }));
+    assert.match(errs.join('\n'), /readinessProbe\.httpGet\.port: Required value/);
+  });
+
+  it('allows probes on a native sidecar and refuses them on a plain init container', () => {
+    const probe = { httpGet: { path: '/', port: 80 } };
+    assert.deepEqual(podValidationErrors(pod({ initContainers: [{ name: 's', image: 'x', restartPolicy: 'Always', readinessProbe: probe }] })), []);
+    assert.match(podValidationErrors(pod({ initContainers: [{ name: 's', image: 'x', readinessProbe: probe }] })).join('\n'), /Forbidden/);
+  });
+
+  it('refuses a volume with two sources and a host port used twice', () => {
+    const errs = podValidationErrors(
+      pod({
+        containers: [
+          { name: 'a', image: 'x', ports: [{ containerPort: 80, hostPort: 8080 }] },
+          { name: 'b', image: 'x', ports: [{ containerPort: 81, hostPort: 8080 }] },
+        ],
+        volumes: [{ name: 'v', emptyDir: {}, hostPath: { path: '/' } }],
+      }),
+    ).join('\n');
+    assert.match(errs, /exactly one volume source/);
+    assert.match(errs, /hostPort 8080\/TCP\/: Duplicate value/);
+  });
+});
