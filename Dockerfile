@@ -8,6 +8,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+# The image build has no .git: `docker build --build-arg GIT_COMMIT=$(git rev-parse HEAD)` lets `version` name the commit.
+ARG GIT_COMMIT=""
 RUN npm run build
 
 FROM node:24-bookworm-slim AS deps

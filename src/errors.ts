@@ -29,6 +29,7 @@ export const ErrorCodes = {
   /** Start-up and reload faults. */
   TEMPLATE_INVALID: { status: 500, message: '%s' },
   TEMPLATES_EMPTY: { status: 500, message: 'no sidecar templates (*.yaml, *.yml) found in %s' },
+  TEMPLATES_DIR_MISSING: { status: 500, message: 'templates directory %s does not exist; pass --templates-dir (or set SIDECAR_INJECTOR_TEMPLATES_DIR) to a directory of SidecarTemplate YAML files' },
   CONFIG_INVALID: { status: 500, message: 'invalid configuration: %s' },
   CERT_INVALID: { status: 500, message: 'cannot load the serving certificate: %s' },
   /** Command-line authoring tools (inject, lint, explain). */
@@ -37,6 +38,8 @@ export const ErrorCodes = {
   /** Certificate bootstrap through the Kubernetes API (issue 3). */
   KUBE_CONFIG_INVALID: { status: 500, message: 'cannot configure the Kubernetes client: %s; pass --kubeconfig or run in a pod with a ServiceAccount' },
   KUBE_API_FAILED: { status: 500, message: 'Kubernetes API call %s failed: %s' },
+  /** sidecar-injector drift (issue 12). */
+  TEMPLATES_CONFIGMAP_MISSING: { status: 500, message: 'ConfigMap %s not found; name the installed templates with --templates-configmap NAMESPACE/NAME, or compare with a directory with --templates-dir' },
   CERT_SECRET_CONTENDED: { status: 500, message: 'gave up on Secret %s after %s conflicting writes; another writer keeps changing it' },
   CERT_SECRET_INVALID: { status: 500, message: 'Secret %s holds no usable certificate: %s' },
   /** A webhook configuration's label selector the API server would refuse (src/kube/selectors.ts). */

@@ -1,31 +1,18 @@
 import { readFile } from 'node:fs/promises';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Options } from '../config/config.js';
 import { InjectorError } from '../errors.js';
+import { templatesDirError } from './errors.js';
 import { loadTemplateSet, type TemplateSet } from '../templates/load.js';
 
-/** Flags shared by the authoring commands (inject, explain). */
-export const InputFlags = {
-  filename: { type: 'string', short: 'f' },
-  'templates-dir': { type: 'string' },
-  namespace: { type: 'string', short: 'n' },
-  output: { type: 'string', short: 'o' },
-} as const satisfies ParseArgsConfig['options'];
-
-/** Parses a command's flags; a mistake is a USAGE error naming the command. */
-export function parseFlags<O extends NonNullable<ParseArgsConfig['options']>>(command: string, args: readonly string[], options: O, positionals = false): ReturnType<typeof parseArgs<{ options: O; allowPositionals: boolean; args: string[] }>> {
-  try {
-    return parseArgs({ args: [...args], options, strict: true, allowPositionals: positionals });
-  } catch (err) {
-    throw new InjectorError('USAGE', [`${command}: ${(err as Error).message}`], { cause: err });
-  }
-}
-
-/** The output format flag: one of `allowed`, the first being the default. */
-export function outputFormat<F extends string>(command: string, value: string | undefined, allowed: readonly F[]): F {
-  if (value === undefined) return allowed[0]!;
-  if ((allowed as readonly string[]).includes(value)) return value as F;
-  throw new InjectorError('USAGE', [`${command}: -o must be ${allowed.join(' or ')}, got "${value}"`]);
+/** The flags inject and explain share, as the command line gave them. */
+export interface InputOptions {
+  /** `-f`: a file, or `-` for standard input. */
+  readonly filename: string;
+  readonly templatesDir?: string;
+  /** `-n`: the namespace of objects that do not name one. */
+  readonly namespace: string;
+  /** `--namespace-labels`: the labels of the pods' namespace, when given. */
+  readonly namespaceLabels?: Readonly<Record<string, string>>;
 }
 
 /** Reads `-f FILE`, or standard input for `-f -`. */
@@ -35,7 +22,8 @@ export async function readInput(command: string, file: string | undefined, stdin
     try {
       return await readFile(file, 'utf8');
     } catch (err) {
-      throw new InjectorError('INPUT_INVALID', [file, (err as Error).message], { cause: err });
+      const missing = (err as { code?: unknown }).code === 'ENOENT';
+      throw new InjectorError('INPUT_INVALID', [file, missing ? 'no such file; check the -f path (or use -f - for standard input)' : (err as Error).message], { cause: err });
     }
   }
   const chunks: Buffer[] = [];
@@ -49,8 +37,13 @@ export function templatesDir(flag: string | undefined, env: NodeJS.ProcessEnv = 
 }
 
 /** Loads the template set the server would load from that directory. */
-export function loadTemplates(flag: string | undefined): Promise<TemplateSet> {
-  return loadTemplateSet(templatesDir(flag));
+export async function loadTemplates(flag: string | undefined): Promise<TemplateSet> {
+  const dir = templatesDir(flag);
+  try {
+    return await loadTemplateSet(dir);
+  } catch (err) {
+    throw templatesDirError(err, dir);
+  }
 }
 
 /** Where a command writes; tests pass their own. */
@@ -58,6 +51,8 @@ export interface IO {
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
   readonly stdin: NodeJS.ReadableStream;
+  /** Columns for help text; absent: a fixed width (golden help files do not depend on a terminal). */
+  readonly width?: number;
 }
 
 /** The process's own streams. */
@@ -65,4 +60,5 @@ export const processIO: IO = {
   stdout: (text) => void process.stdout.write(text),
   stderr: (text) => void process.stderr.write(text),
   stdin: process.stdin,
+  ...(process.stdout.isTTY && { width: process.stdout.columns }),
 };

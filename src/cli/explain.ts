@@ -5,8 +5,8 @@ import type { TemplateSet } from '../templates/load.js';
 import type { RenderedTemplate } from '../templates/template.js';
 import { parseDocuments, podSites, type PodSite } from '../workload/workload.js';
 import { admitPod, type Cluster } from './admit.js';
-import { InputFlags, loadTemplates, outputFormat, parseFlags, processIO, readInput, type IO } from './args.js';
-import { shippedWebhooks, type Labels } from './routes.js';
+import { loadTemplates, processIO, readInput, type InputOptions, type IO } from './args.js';
+import { shippedWebhooks } from './routes.js';
 
 /** The verdict on one pod. */
 export interface Explanation {
@@ -23,32 +23,22 @@ export interface Explanation {
   readonly warnings: readonly string[];
 }
 
-/** The flags of inject and explain (until the CLI's shared flag table declares `--namespace-labels`). */
-export const AdmissionFlags = { ...InputFlags, 'namespace-labels': { type: 'string' } } as const;
+/** `explain`'s flags, as the command line gave them. */
+export interface ExplainOptions extends InputOptions {
+  readonly output: 'text' | 'json';
+}
 
 /** `sidecar-injector explain -f FILE|-`: for each pod, whether it would be injected, with what and why. */
-export async function explainCommand(args: readonly string[], io: IO = processIO): Promise<number> {
-  const { values } = parseFlags('explain', args, AdmissionFlags);
-  const format = outputFormat('explain', values.output, ['text', 'json'] as const);
-  const cluster = { webhooks: shippedWebhooks(), namespaceLabels: parseLabels('explain', values['namespace-labels']) };
+export async function explainCommand(values: ExplainOptions, io: IO = processIO): Promise<number> {
+  const format = values.output;
+  const cluster = { webhooks: shippedWebhooks(), namespaceLabels: values.namespaceLabels ?? {} };
   const text = await readInput('explain', values.filename, io.stdin);
-  const set = await loadTemplates(values['templates-dir']);
+  const set = await loadTemplates(values.templatesDir);
   const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
   const found = docs.flatMap((d) => podSites(d, values.namespace ?? 'default')).map((s) => explainPod(s, set, cluster));
   io.stdout(format === 'json' ? `${JSON.stringify(found, null, 2)}\n` : found.map(printExplanation).join(''));
   if (found.length === 0) io.stderr('explain: the input holds no Pod and no workload with a pod template\n');
   return 0;
-}
-
-/** `--namespace-labels k=v,k2=v2`: the labels of the namespaces the input's objects go to. */
-export function parseLabels(command: string, value: string | undefined): Labels {
-  const out: Record<string, string> = {};
-  for (const pair of (value ?? '').split(',').map((p) => p.trim()).filter((p) => p !== '')) {
-    const eq = pair.indexOf('=');
-    if (eq <= 0) throw new InjectorError('USAGE', [`${command}: --namespace-labels takes key=value pairs separated by commas, got "${pair}"`]);
-    out[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim();
-  }
-  return out;
 }
 
 /** Explains one pod as the shipped webhook configurations and the server's handlers would decide it. */

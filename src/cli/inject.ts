@@ -4,8 +4,7 @@ import type { TemplateSet } from '../templates/load.js';
 import { asTemplate, getIn, parseDocuments, podSites, setIn } from '../workload/workload.js';
 import { stringifyKubectl } from '../yaml/kubectl.js';
 import { admitPod, type Cluster } from './admit.js';
-import { loadTemplates, outputFormat, parseFlags, processIO, readInput, type IO } from './args.js';
-import { AdmissionFlags, parseLabels } from './explain.js';
+import { loadTemplates, processIO, readInput, type InputOptions, type IO } from './args.js';
 import { shippedWebhooks } from './routes.js';
 
 /** What injecting one input document gave. */
@@ -19,17 +18,23 @@ export interface InjectedDocument {
   readonly errors: readonly string[];
 }
 
+/** `inject`'s flags, as the command line gave them. */
+export interface InjectOptions extends InputOptions {
+  readonly output: 'yaml' | 'json';
+  /** `--patch`: print the JSON patch instead of the injected manifests. */
+  readonly patch: boolean;
+}
+
 /**
  * `sidecar-injector inject -f FILE|-`: prints the input with the sidecars injected as admission
  * would inject them, like `istioctl kube-inject`: only the pods the shipped webhook configurations
  * send to the injector. Exit 1 when any pod would be denied, by the mutating or the validating handler.
  */
-export async function injectCommand(args: readonly string[], io: IO = processIO): Promise<number> {
-  const { values } = parseFlags('inject', args, { ...AdmissionFlags, patch: { type: 'boolean' } });
-  const format = outputFormat('inject', values.output, ['yaml', 'json'] as const);
-  const cluster = { webhooks: shippedWebhooks(), namespaceLabels: parseLabels('inject', values['namespace-labels']) };
+export async function injectCommand(values: InjectOptions, io: IO = processIO): Promise<number> {
+  const format = values.output;
+  const cluster = { webhooks: shippedWebhooks(), namespaceLabels: values.namespaceLabels ?? {} };
   const text = await readInput('inject', values.filename, io.stdin);
-  const set = await loadTemplates(values['templates-dir']);
+  const set = await loadTemplates(values.templatesDir);
   const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
   const results = docs.map((d) => injectDocument(d, set, values.namespace ?? 'default', cluster));
   for (const w of results.flatMap((r) => r.warnings)) io.stderr(`warning: ${w}\n`);

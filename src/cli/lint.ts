@@ -1,9 +1,18 @@
 import { formatFault } from '../errors.js';
 import { lintTemplates, type LintFinding } from '../lint/lint.js';
-import { PodSecurityLevel } from '../lint/pod.js';
-import { outputFormat, parseFlags, processIO, templatesDir, type IO } from './args.js';
+import type { PodSecurityLevel } from '../lint/pod.js';
+import { processIO, templatesDir, type IO } from './args.js';
 
-const LEVELS = Object.values(PodSecurityLevel);
+/** `lint`'s arguments and flags, as the command line gave them. */
+export interface LintOptions {
+  /** The templates directory; absent: the one `serve` would use. */
+  readonly dir?: string;
+  readonly output: 'text' | 'json';
+  /** The Pod Security Standard injected sample pods must meet; `none` checks only that they are valid pods. */
+  readonly podSecurity: PodSecurityLevel;
+  /** Exit 1 on warnings too. */
+  readonly strict: boolean;
+}
 
 /**
  * `sidecar-injector lint [DIR] [--pod-security none|baseline|restricted] [--strict]`: every finding
@@ -11,16 +20,14 @@ const LEVELS = Object.values(PodSecurityLevel);
  * refuses to load; warnings come from sample pods. Exit 1 on any error (for pre-commit hooks and
  * CI), and on any warning with --strict; 0 otherwise.
  */
-export async function lintCommand(args: readonly string[], io: IO = processIO): Promise<number> {
-  const options = { 'pod-security': { type: 'string' }, strict: { type: 'boolean' }, output: { type: 'string', short: 'o' } } as const;
-  const { values, positionals } = parseFlags('lint', args, options, true);
-  const format = outputFormat('lint', values.output, ['text', 'json'] as const);
-  const level = outputFormat('lint --pod-security', values['pod-security'] ?? PodSecurityLevel.None, LEVELS);
-  const dir = positionals[0] ?? templatesDir(undefined);
+export async function lintCommand(values: LintOptions, io: IO = processIO): Promise<number> {
+  const format = values.output;
+  const level = values.podSecurity;
+  const dir = values.dir ?? templatesDir(undefined);
   const report = await lintTemplates(dir, level);
   if (format === 'json') io.stdout(`${JSON.stringify(report, null, 2)}\n`);
   else io.stdout(textReport(report, dir, level));
-  return report.errors > 0 || (values.strict === true && report.warnings > 0) ? 1 : 0;
+  return report.errors > 0 || (values.strict && report.warnings > 0) ? 1 : 0;
 }
 
 function textReport(report: Awaited<ReturnType<typeof lintTemplates>>, dir: string, level: string): string {

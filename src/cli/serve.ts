@@ -1,10 +1,12 @@
-import { loadConfig } from '../config/config.js';
+import type { Config } from '../config/config.js';
 import { serve, type Running } from '../main.js';
+import { templatesDirError } from './errors.js';
 
 /** `sidecar-injector serve [flags]`: runs the webhook until SIGTERM or SIGINT, then stops gracefully. */
-export async function serveCommand(args: readonly string[]): Promise<number> {
-  const config = loadConfig(args);
-  const running = await serve(config);
+export async function serveCommand(config: Config): Promise<number> {
+  const running = await serve(config).catch((err: unknown) => {
+    throw templatesDirError(err, config.templatesDir);
+  });
   const signal = await new Promise<string>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));

@@ -57,10 +57,14 @@ const validateConfig = ajv.compile({
 
 /** Builds the configuration from command-line flags and the environment. Throws CONFIG_INVALID naming the flag. */
 export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = parseFlags(argv);
+  return configFromFlags(parseFlags(argv), env);
+}
+
+/** The same from flags already parsed (the CLI's parser), keyed by flag name without `--`. */
+export function configFromFlags(flags: Readonly<Record<string, string | undefined>>, env: NodeJS.ProcessEnv = process.env): Config {
   const raw: Record<string, unknown> = {};
   for (const [key, o] of Object.entries(Options)) {
-    const value = parsed[o.flag] ?? env[o.env];
+    const value = flags[o.flag] ?? env[o.env];
     if (value !== undefined && value !== '') raw[key] = value;
   }
   if (!validateConfig(raw)) {
@@ -81,11 +85,4 @@ function parseFlags(argv: readonly string[]): Record<string, string | undefined>
   } catch (err) {
     throw new InjectorError('CONFIG_INVALID', [(err as Error).message], { cause: err });
   }
-}
-
-/** The flag reference printed by `--help`. */
-export function optionsHelp(): string {
-  return Object.values(Options)
-    .map((o) => `  --${o.flag.padEnd(18)} ${o.help} (env ${o.env}, default ${JSON.stringify(o.schema.default)})`)
-    .join('\n');
 }

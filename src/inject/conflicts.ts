@@ -21,8 +21,8 @@ interface Claim {
 
 /**
  * Finds what the selected templates cannot all have in one pod: a container name used twice (across
- * containers and init containers), a volume, env var or mount path defined differently, a port name
- * or a port number used by two sidecars (all containers share the pod's network namespace). The same
+ * containers and init containers), a volume, env var or mount path defined differently, a port
+ * number used by two sidecars (all containers share the pod's network namespace). The same
  * volume defined identically by two templates is shared, not a conflict.
  */
 export function findConflicts(rendered: readonly RenderedTemplate[]): Conflict[] {
@@ -53,7 +53,9 @@ export function findConflicts(rendered: readonly RenderedTemplate[]): Conflict[]
 }
 
 function portClaims(p: JsonObject, path: string, template: string, claim: (key: string, what: string, c: Claim, sameIsFine: boolean) => void): void {
-  if (typeof p['name'] === 'string') claim(`port-name:${p['name']}`, `port name "${p['name']}"`, { template, path: `${path}/name`, value: p }, false);
+  // A port name shared by two containers is not a conflict: Kubernetes only warns of it
+  // (pkg/api/pod/warnings.go), each probe resolves a named port in its own container, and the
+  // apiserver's warning already reaches the user. Two sidecars binding one port number cannot work.
   const protocol = typeof p['protocol'] === 'string' ? p['protocol'] : 'TCP';
   claim(`port:${String(p['containerPort'])}/${protocol}`, `port ${String(p['containerPort'])}/${protocol}`, { template, path: `${path}/containerPort`, value: p }, false);
 }

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
-import { AdmissionregistrationV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, AppsV1Api, BatchV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { InjectorError } from '../errors.js';
 
 /** Where the kubelet mounts a pod's ServiceAccount token, CA and namespace. */
@@ -10,10 +10,13 @@ export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccoun
 export const KubeSource = { kubeconfig: 'kubeconfig', inCluster: 'in-cluster', default: 'default' } as const;
 export type KubeSource = (typeof KubeSource)[keyof typeof KubeSource];
 
-/** The two API groups the injector talks to, and the namespace it works in. */
+/** The API groups the injector talks to, and the namespace it works in. */
 export interface KubeClients {
   readonly core: CoreV1Api;
   readonly admission: AdmissionregistrationV1Api;
+  /** ReplicaSets and Jobs, read by `drift` to find the workload that owns a pod. */
+  readonly apps: AppsV1Api;
+  readonly batch: BatchV1Api;
   readonly namespace: string;
   readonly source: KubeSource;
   /** The API server URL, for logs and error messages. */
@@ -38,6 +41,8 @@ export function createKubeClients(opts: KubeClientOptions): KubeClients {
   return {
     core: config.makeApiClient(CoreV1Api),
     admission: config.makeApiClient(AdmissionregistrationV1Api),
+    apps: config.makeApiClient(AppsV1Api),
+    batch: config.makeApiClient(BatchV1Api),
     namespace: resolveNamespace(opts, config),
     source,
     server,
@@ -112,5 +117,8 @@ function statusMessage(err: unknown): string {
     }
   }
   if (typeof body === 'object' && body !== null && typeof (body as { message?: unknown }).message === 'string') return (body as { message: string }).message;
-  return (err as Error).message;
+  // A status the API description does not list (401, 403) comes without a body, as
+  // "HTTP-Code: 401\nMessage: Unauthorized\nBody: ...": keep the one line that says what happened.
+  const message = (err as Error).message;
+  return /^Message: (.+)$/m.exec(message)?.[1] ?? message.split('\n')[0] ?? message;
 }

@@ -71,7 +71,7 @@ function portFaults(p: JsonObject, path: string, container: string, names: Map<s
   if (typeof name === 'string') {
     const other = names.get(name);
     // pkg/api/pod/warnings.go: only a warning; Services and probes selecting the name use the first.
-    if (other !== undefined) out.push({ container, path: `${path}/name`, message: `port name "${name}" is also used by container "${other}"; Services and probes that select the port by name get the first (Kubernetes warns)` });
+    if (other !== undefined) out.push({ container, path: `${path}/name`, message: `port name "${name}" is also used by container "${other}"; a Service whose targetPort names it reaches the first container that declares it, while probes use their own container's port (Kubernetes only warns)` });
     else names.set(name, container);
   }
   const key = `${String(p['containerPort'])}/${typeof p['protocol'] === 'string' ? p['protocol'] : 'TCP'}`;

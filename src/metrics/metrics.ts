@@ -4,6 +4,7 @@ import { Decision, type ReviewResult } from '../admission/handlers.js';
 import type { ReviewFacts } from '../admission/review.js';
 import { ErrorCodes } from '../errors.js';
 import { Reason } from '../inject/policy.js';
+import { buildInfo } from '../build/info.js';
 
 /** Every metric name starts with this, so one `{__name__=~"sidecar_injector_.*"}` finds them all. */
 export const PREFIX = 'sidecar_injector_';
@@ -132,6 +133,14 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     labelNames: ['certificate', 'result'] as const,
     registers,
   });
+  // The Prometheus *_build_info convention: always 1, the labels say what runs (join it onto other series).
+  const build = new Gauge({
+    name: `${PREFIX}build_info`,
+    help: 'The running build (always 1; the version and node labels name it)',
+    labelNames: ['version', 'node'] as const,
+    registers,
+  });
+  build.set({ version: buildInfo().version, node: buildInfo().node }, 1);
   // Both results are exported from the start, so an alert on increase() sees the first failure.
   for (const r of Object.values(ReloadResult)) reloads.inc({ result: r }, 0);
   for (const r of Object.values(ReloadResult)) for (const c of Object.values(CertificateKind)) certReloads.inc({ certificate: c, result: r }, 0);

@@ -78,12 +78,25 @@ export function podSites(doc: JsonObject, namespace: string, path: readonly (str
 /** The same shape checks the server makes on request.object, so a malformed pod is a clear error, not a crash. */
 function checkedPod(pod: JsonObject, title: string): Pod {
   try {
-    return podObject({ uid: '', object: pod });
+    return podObject({ uid: '', object: withoutNulls(pod) });
   } catch (err) {
     if (!(err instanceof InjectorError)) throw err;
     const detail = err.message.replace(ErrorCodes.REVIEW_INVALID.message.replace('%s', ''), '').replace('request.object', 'pod');
     throw new InjectorError('INPUT_INVALID', [title, detail], { cause: err });
   }
+}
+
+/**
+ * The object as the apiserver decodes it: a field written `null` (`volumes: null`, as some charts
+ * render) is Go's zero value and absent from the pod a webhook receives (omitempty).
+ */
+function withoutNulls(value: JsonObject): JsonObject {
+  const out: JsonObject = {};
+  for (const [key, v] of Object.entries(value)) {
+    if (v === null) continue;
+    out[key] = isObject(v) ? withoutNulls(v) : Array.isArray(v) ? v.map((item) => (isObject(item) ? withoutNulls(item) : item)) : v;
+  }
+  return out;
 }
 
 /**

@@ -2,16 +2,15 @@ import assert from 'node:assert/strict';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { explainCommand } from '../../src/cli/explain.js';
-import { captureIO } from './io.js';
+import { cli } from './io.js';
 
 const FIXTURES = 'test/fixtures/cli';
 const ARGS = ['-f', `${FIXTURES}/explain.yaml`, '--templates-dir', `${FIXTURES}/templates`];
 
 async function explain(args: string[]): Promise<string> {
-  const io = captureIO();
-  assert.equal(await explainCommand(args, io), 0);
-  return io.out();
+  const r = await cli(['explain', ...args]);
+  assert.equal(r.code, 0, r.err);
+  return r.out;
 }
 
 describe('sidecar-injector explain', () => {
@@ -40,7 +39,9 @@ describe('sidecar-injector explain', () => {
   it('takes --namespace-labels into the shipped namespaceSelector (a runlevel 0 namespace is never sent)', async () => {
     const report = JSON.parse(await explain([...ARGS, '-o', 'json', '--namespace-labels', 'runlevel=0,team=a']));
     assert.ok(report.every((e: any) => e.reason === 'namespace-rule'), JSON.stringify(report.map((e: any) => e.reason)));
-    await assert.rejects(explain([...ARGS, '--namespace-labels', 'runlevel']), /--namespace-labels takes key=value pairs separated by commas, got "runlevel"/);
+    const bad = await cli(['explain', ...ARGS, '--namespace-labels', 'runlevel']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.err, /--namespace-labels <key=value,...>' argument 'runlevel' is invalid\. Expected key=value pairs separated by commas, got "runlevel"/);
   });
 
   it('says why, with which templates, where each goes, and what was overridden (text golden)', async () => {

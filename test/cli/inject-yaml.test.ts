@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { describe, it } from 'node:test';
-import { injectCommand, printDocuments } from '../../src/cli/inject.js';
+import { printDocuments } from '../../src/cli/inject.js';
 import { parseDocuments } from '../../src/workload/workload.js';
 import { parseKubectl } from '../../src/yaml/kubectl.js';
 
 /** The documents of a text as kubectl reads them: the reference the output is held to. */
 const kubectlReads = (text: string): unknown[] => parseKubectl(text).map((d) => d.value).filter((v) => v !== null);
-import { captureIO } from './io.js';
+import { cli } from './io.js';
 
 /** Real manifests (see the header of each for its source) that hold YAML 1.1 traps. */
 const REAL = ['test/fixtures/yaml/argocd-redis-deployment.yaml', 'test/fixtures/yaml/calico-kube-controllers.yaml'];
@@ -15,10 +15,9 @@ const REAL = ['test/fixtures/yaml/argocd-redis-deployment.yaml', 'test/fixtures/
 describe('inject keeps the meaning kubectl gives the input (YAML 1.1)', () => {
   for (const file of REAL) {
     it(`prints ${file} so that kubectl reads back exactly what it read from the input, when nothing opts in`, async () => {
-      const io = captureIO();
-      const code = await injectCommand(['-f', file, '--templates-dir', 'templates'], io);
-      assert.equal(code, 0, io.err());
-      assert.deepEqual(kubectlReads(io.out()), kubectlReads(await readFile(file, 'utf8')));
+      const r = await cli(['inject', '-f', file, '--templates-dir', 'templates']);
+      assert.equal(r.code, 0, r.err);
+      assert.deepEqual(kubectlReads(r.out), kubectlReads(await readFile(file, 'utf8')));
     });
   }
 
@@ -37,7 +36,8 @@ describe('inject keeps the meaning kubectl gives the input (YAML 1.1)', () => {
   });
 
   it('reports a YAML error in inject -f with its line and column', async () => {
-    const io = captureIO('apiVersion: v1\nkind: Pod\nmetadata:\n  name: [unclosed\n');
-    await assert.rejects(injectCommand(['-f', '-', '--templates-dir', 'templates'], io), /cannot read standard input: YAML at line \d+, column \d+: /);
+    const r = await cli(['inject', '-f', '-', '--templates-dir', 'templates'], 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: [unclosed\n');
+    assert.equal(r.code, 1);
+    assert.match(r.err, /^sidecar-injector: cannot read standard input: YAML at line \d+, column \d+: [^\n]*\n$/);
   });
 });

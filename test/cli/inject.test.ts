@@ -5,20 +5,17 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
 import { mutate } from '../../src/admission/handlers.js';
-import { injectCommand } from '../../src/cli/inject.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { decodePatch, podReview } from '../helpers/review.js';
-import { captureIO } from './io.js';
+import { cli } from './io.js';
 
 const FIXTURES = 'test/fixtures/cli';
 const TEMPLATES = ['--templates-dir', `${FIXTURES}/templates`];
 const REFRESH = process.env['REFRESH_GOLDEN'] === 'true';
 const inputs = readdirSync(`${FIXTURES}/inputs`).filter((f) => f.endsWith('.yaml')).sort();
 
-async function run(args: string[], stdin = ''): Promise<{ code: number; out: string; err: string }> {
-  const io = captureIO(stdin);
-  const code = await injectCommand(args, io);
-  return { code, out: io.out(), err: io.err() };
+function run(args: string[], stdin = ''): ReturnType<typeof cli> {
+  return cli(['inject', ...args], stdin);
 }
 
 /** Compares with the golden file, or rewrites it when REFRESH_GOLDEN=true. */
@@ -162,14 +159,22 @@ describe('sidecar-injector inject', () => {
     assert.equal(out.spec.template.metadata.ownerReferences, undefined);
   });
 
-  it('refuses a bad -o value and a missing -f with a usage message', async () => {
-    await assert.rejects(run(['-f', 'x.yaml', '-o', 'xml']), /inject: -o must be yaml or json, got "xml"/);
-    await assert.rejects(run([...TEMPLATES]), /inject: -f FILE is required/);
-    await assert.rejects(run(['-f', `${FIXTURES}/inputs/none.yaml`, ...TEMPLATES]), /cannot read .*none\.yaml: ENOENT/);
+  it('refuses a bad -o value and a missing -f with a usage message and exit 2, a missing file with exit 1', async () => {
+    const xml = await run(['-f', 'x.yaml', '-o', 'xml']);
+    assert.deepEqual([xml.code, xml.out], [2, '']);
+    assert.match(xml.err, /^sidecar-injector inject: option '-o, --output <format>' argument 'xml' is invalid\. Allowed choices are yaml, json; see 'sidecar-injector inject --help'\n$/);
+    const noFile = await run([...TEMPLATES]);
+    assert.equal(noFile.code, 2);
+    assert.match(noFile.err, /required option '-f, --filename <file>' not specified/);
+    const missing = await run(['-f', `${FIXTURES}/inputs/none.yaml`, ...TEMPLATES]);
+    assert.equal(missing.code, 1);
+    assert.match(missing.err, /cannot read .*none\.yaml: no such file; check the -f path/);
   });
 
   it('refuses a malformed pod with the checks the server makes, instead of crashing', async () => {
     const pod = 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n  ownerReferences: [null]\nspec:\n  containers: [{name: a, image: b}]\n';
-    await assert.rejects(run(['-f', '-', ...TEMPLATES], pod), /cannot read Pod default\/x: pod\.metadata\.ownerReferences\[0\] must be an object/);
+    const r = await run(['-f', '-', ...TEMPLATES], pod);
+    assert.equal(r.code, 1);
+    assert.match(r.err, /cannot read Pod default\/x: pod\.metadata\.ownerReferences\[0\] must be an object/);
   });
 });

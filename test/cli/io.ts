@@ -1,5 +1,6 @@
 import { Readable } from 'node:stream';
 import type { IO } from '../../src/cli/args.js';
+import { runCli } from '../../src/cli/program.js';
 
 /** An IO that records what a command writes and feeds it `stdin`. */
 export function captureIO(stdin = ''): IO & { out: () => string; err: () => string } {
@@ -12,4 +13,18 @@ export function captureIO(stdin = ''): IO & { out: () => string; err: () => stri
     out: () => out.join(''),
     err: () => err.join(''),
   };
+}
+
+/** What one command line gave: its exit status and what it wrote. */
+export interface CliResult {
+  readonly code: number;
+  readonly out: string;
+  readonly err: string;
+}
+
+/** Runs a command line in-process, through the same parser as the installed binary. */
+export async function cli(args: readonly string[], stdin = ''): Promise<CliResult> {
+  const io = captureIO(stdin);
+  const code = await runCli(args, io);
+  return { code, out: io.out(), err: io.err() };
 }

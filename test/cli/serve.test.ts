@@ -82,7 +82,7 @@ describe('sidecar-injector serve', () => {
       const port = String((taken.address() as AddressInfo).port);
       const { code, stderr } = await runCli(['serve', '--port', port, '--host', '127.0.0.1', '--health-port', '0', '--self-signed-dir', await mkdtemp(join(tmpdir(), 'taken-'))]);
       assert.equal(code, 1);
-      assert.match(stderr, /EADDRINUSE/);
+      assert.equal(stderr, `sidecar-injector: cannot listen on 127.0.0.1:${port}: the port is already in use; stop the process that holds it or choose another with --port or --health-port\n`);
     } finally {
       taken.close();
     }

@@ -68,20 +68,10 @@ interface KnownFailure {
 }
 
 const KnownFailures: readonly KnownFailure[] = [
-  {
-    pod: '*',
-    templates: 'fluent-bit,oauth2-proxy',
-    failure: /the selected templates conflict: port name "http" is defined by both template "fluent-bit" and template "oauth2-proxy"/,
-    issue: 'issue 10 item 6: both charts name their port "http"; Kubernetes only warns about a port name shared across containers (pkg/api/pod/warnings.go) and each probe resolves "http" in its own container, so the pod works: a wrong denial',
-  },
 ];
 
 /** Manifests that `inject -f` cannot print back today because of a product bug (checked to still fail). */
 const KnownInjectFailures: Readonly<Record<string, { readonly failure: RegExp; readonly issue: string }>> = {
-  'datadog-operator-deployment.yaml': {
-    failure: /pod\.spec\.volumes must be a list/,
-    issue: 'inject -f refuses `volumes: null` (and `volumeMounts: null`), which kubectl and the apiserver read as absent; the Datadog chart renders it',
-  },
 };
 
 /** The objects of a YAML text as kubectl reads them; [] when it is not YAML. */

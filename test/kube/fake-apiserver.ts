@@ -21,6 +21,8 @@ export interface Call {
  * two webhook configuration kinds) with the API server's semantics: 404 Status for a missing
  * object, 409 AlreadyExists on a second create, 409 Conflict on an update carrying a stale
  * resourceVersion, 422 when a JSON patch `test` fails. Over HTTPS, with a bearer token.
+ * For `drift`: lists of Pods (with the status.phase field selector), ReplicaSets and Jobs, in one
+ * namespace or all, in pages (limit and continue, as the apiserver's chunked lists), and a ConfigMap.
  */
 export interface FakeApiServer {
   readonly url: string;
@@ -34,6 +36,8 @@ export interface FakeApiServer {
   putWebhookConfig(kind: 'mutating' | 'validating', obj: any): void;
   /** Every distinct caBundle each configuration carried, in order (base64 as stored). */
   readonly bundleHistory: Record<'mutating' | 'validating', string[]>;
+  /** Adds or replaces a Pod, ReplicaSet, Job or ConfigMap (by kind, namespace and name). */
+  putObject(obj: any): void;
   /** Milliseconds to hold each answer: widens the window in which replicas race. */
   latencyMs: number;
   close(): Promise<void>;
@@ -45,6 +49,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
   const certs = await makeTestCerts();
   const secrets = new Map<string, any>();
   const hooks = new Map<string, any>();
+  const objects = new Map<string, Map<string, any>>(Object.values(Listed).map((r) => [r.kind, new Map()]));
   const calls: Call[] = [];
   const bundleHistory: Record<'mutating' | 'validating', string[]> = { mutating: [], validating: [] };
   let version = 100;
@@ -63,6 +68,14 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     if (secret) return secretRoute(req.method ?? '', secret[1]!, secret[2], body);
     const hook = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations\/([^/]+)$/);
     if (hook) return hookRoute(req, hook[1] as 'mutating' | 'validating', hook[2]!, body);
+    const configMap = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/configmaps\/([^/]+)$/);
+    if (configMap && req.method === 'GET') {
+      const found = objects.get('ConfigMap')!.get(`${configMap[1]}/${configMap[2]}`);
+      return found === undefined ? status(404, 'NotFound', `configmaps "${configMap[2]}" not found`) : [200, found];
+    }
+    const list = url.pathname.match(/^\/(api\/v1|apis\/apps\/v1|apis\/batch\/v1)(?:\/namespaces\/([^/]+))?\/([a-z]+)$/);
+    const resource = list && Object.values(Listed).find((r) => r.path === list[1] && r.plural === list[3]);
+    if (list && resource && req.method === 'GET') return listRoute(resource, list[2], url.searchParams);
     return status(404, 'NotFound', `the server could not find the requested resource (${req.method} ${url.pathname})`);
   };
 
@@ -89,6 +102,22 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
       return [200, stored];
     }
     return status(405, 'MethodNotAllowed', `${method} is not supported here`);
+  };
+
+  const listRoute = (resource: (typeof Listed)[keyof typeof Listed], ns: string | undefined, query: URLSearchParams): [number, unknown] => {
+    const selector = query.get('fieldSelector') ?? '';
+    const match = fieldMatcher(selector);
+    if (match === undefined) return status(400, 'BadRequest', `"${selector}" is not a known field selector: only "status.phase"`);
+    const all = [...objects.get(resource.kind)!.entries()]
+      .filter(([key, obj]) => (ns === undefined || key.startsWith(`${ns}/`)) && match(obj))
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([, obj]) => obj);
+    const from = Number(Buffer.from(query.get('continue') ?? '', 'base64url').toString() || '0');
+    const limit = Number(query.get('limit') ?? '0') || all.length;
+    const items = all.slice(from, from + limit);
+    const more = from + limit < all.length;
+    const apiVersion = resource.path.replace(/^apis?\//, '');
+    return [200, { kind: `${resource.kind}List`, apiVersion, metadata: { resourceVersion: String(version), ...(more && { continue: Buffer.from(String(from + limit)).toString('base64url') }) }, items }];
   };
 
   const hookRoute = (req: IncomingMessage, kind: 'mutating' | 'validating', name: string, body: string): [number, unknown] => {
@@ -146,6 +175,11 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     secret: (ns, name) => secrets.get(`${ns}/${name}`),
     putSecret: (ns, obj) => secrets.set(`${ns}/${obj.metadata.name}`, { ...obj, metadata: { ...obj.metadata, namespace: ns, resourceVersion: nextVersion() } }),
     webhookConfig: (kind, name) => hooks.get(`${kind}/${name}`),
+    putObject: (obj) => {
+      const kind = String(obj.kind);
+      if (!objects.has(kind)) throw new Error(`the fake API server does not serve ${kind}`);
+      objects.get(kind)!.set(`${obj.metadata.namespace}/${obj.metadata.name}`, { ...obj, metadata: { ...obj.metadata, resourceVersion: nextVersion() } });
+    },
     putWebhookConfig: (kind, obj) => {
       const stored = { ...obj, metadata: { ...obj.metadata, resourceVersion: nextVersion() } };
       hooks.set(`${kind}/${obj.metadata.name}`, stored);
@@ -157,6 +191,21 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
         server.closeAllConnections();
       }),
   };
+}
+
+/** The kinds `drift` reads, where the API serves them. */
+const Listed = {
+  pods: { kind: 'Pod', path: 'api/v1', plural: 'pods' },
+  replicaSets: { kind: 'ReplicaSet', path: 'apis/apps/v1', plural: 'replicasets' },
+  jobs: { kind: 'Job', path: 'apis/batch/v1', plural: 'jobs' },
+  configMaps: { kind: 'ConfigMap', path: 'api/v1', plural: 'configmaps' },
+} as const;
+
+/** `status.phase=X` and `status.phase!=X` terms joined by commas, as the apiserver accepts for pods; undefined for anything else. */
+function fieldMatcher(selector: string): ((obj: any) => boolean) | undefined {
+  const terms = selector === '' ? [] : selector.split(',').map((t) => /^status\.phase(!=|==?)(.*)$/.exec(t));
+  if (terms.some((t) => t === null)) return undefined;
+  return (obj) => terms.every((t) => (obj.status?.phase === t![2]) === (t![1] !== '!='));
 }
 
 function status(code: number, reason: string, message: string): [number, unknown] {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { readFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import fjp from 'fast-json-patch';
 import 'reflect-metadata'; // @peculiar/x509 needs it before it loads
@@ -257,5 +258,13 @@ describe('certificate reload metrics', () => {
     s = await scrape(m);
     assert.equal(valueOf(s, 'sidecar_injector_certificate_reloads_total', { certificate: 'serving', result: 'failure' }), 1);
     assert.equal(valueOf(s, 'sidecar_injector_certificate_reloads_total', { certificate: 'serving', result: 'success' }), 1);
+  });
+});
+
+describe('build info metric', () => {
+  it('exports sidecar_injector_build_info = 1 with the package version and the Node.js version', async () => {
+    const { version } = JSON.parse(await readFile('package.json', 'utf8'));
+    const samples = parseSamples(await createMetrics({ processMetrics: false }).registry.metrics());
+    assert.equal(valueOf(samples, 'sidecar_injector_build_info', { version, node: process.versions.node }), 1);
   });
 });

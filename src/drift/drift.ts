@@ -1,0 +1,266 @@
+import { isDeepStrictEqual } from 'node:util';
+import { InjectorError } from '../errors.js';
+import { Keys } from '../inject/keys.js';
+import { injectSidecars } from '../inject/mutate.js';
+import { OptInScope, selectTemplates } from '../inject/policy.js';
+import { isObject, type Pod } from '../kube/types.js';
+import type { TemplateSet } from '../templates/load.js';
+
+/** Whether a running pod's sidecars are what the templates inject now. */
+export const PodState = { Current: 'current', Stale: 'stale' } as const;
+export type PodState = (typeof PodState)[keyof typeof PodState];
+
+/** Why a pod is stale; stable strings for `-o json`. */
+export const StaleReason = {
+  /** A template the pod got no longer exists. */
+  TemplateRemoved: 'template-removed',
+  /** The pod would get other templates now (a default added or removed, its annotation changed). */
+  TemplatesChanged: 'templates-changed',
+  /** Same templates, but they inject something else now (image, resources, anything: a new digest or version). */
+  SidecarsChanged: 'sidecars-changed',
+  /** The templates would now refuse the pod (a conflict, a refused override). */
+  WouldBeRefused: 'would-be-refused',
+  /** The pod would not be injected now (its label changed, no default template is left). */
+  NoLongerSelected: 'no-longer-selected',
+  /** The status annotation cannot be read: injected by a version that wrote another format, or edited. */
+  StatusUnreadable: 'status-unreadable',
+} as const;
+export type StaleReason = (typeof StaleReason)[keyof typeof StaleReason];
+
+/** What differs between the sidecars a pod got and the ones it would get now. */
+export interface Difference {
+  readonly reason: StaleReason;
+  readonly detail: string;
+}
+
+/** One injected pod and its verdict. */
+export interface PodDrift {
+  readonly name: string;
+  readonly state: PodState;
+  readonly reason?: StaleReason;
+  readonly detail?: string;
+  /** The status annotation as injected. */
+  readonly recorded?: RecordedStatus;
+  /** The status an injection would record now. */
+  readonly current?: RecordedStatus;
+}
+
+/** The workload that owns pods (a Deployment through its ReplicaSet, a CronJob through its Job), or the pod itself. */
+export interface WorkloadRef {
+  readonly namespace: string;
+  readonly kind: string;
+  readonly name: string;
+}
+
+export interface WorkloadDrift extends WorkloadRef {
+  /** The workload's injected pods: all of them with `--all`, else only the stale ones. */
+  readonly pods: readonly PodDrift[];
+  /** How many of its pods are injected, and how many of those are stale. */
+  readonly injected: number;
+  readonly stale: number;
+  /** The command line that replaces the workload's pods, or what to do when there is none. */
+  readonly rollout: string;
+}
+
+export interface DriftReport {
+  readonly templates: { readonly source: string; readonly digest: string };
+  /** Injected pods found (every one, whether listed or not). */
+  readonly injected: number;
+  readonly stale: number;
+  readonly workloads: readonly WorkloadDrift[];
+}
+
+/**
+ * A status annotation as recorded: every format the injector has written keeps `templates`, the
+ * names in order; the rest (a digest of the rendering, or per-template versions) is compared as data.
+ */
+export type RecordedStatus = Readonly<Record<string, unknown>> & { readonly templates: readonly string[] };
+
+/**
+ * The two functions that know the status annotation (`sidecar-injector.io/status`, owned by the
+ * rollout work, BRIEF contract 3); everything else goes through them. Both read it as data, so a
+ * new format (per-template versions) needs no change here to be compared, only to be explained.
+ */
+export function recordedStatus(pod: Pod): RecordedStatus | 'unreadable' | undefined {
+  const text = pod.metadata?.annotations?.[Keys.status];
+  if (text === undefined) return undefined;
+  try {
+    const value: unknown = JSON.parse(text);
+    if (!isObject(value) || !Array.isArray(value['templates']) || !value['templates'].every((t) => typeof t === 'string')) return 'unreadable';
+    return value as RecordedStatus;
+  } catch {
+    return 'unreadable';
+  }
+}
+
+/** How a pod's recorded status differs from the one an injection records now; undefined when it does not. */
+export function compareStatus(recorded: RecordedStatus, fresh: RecordedStatus): Difference | undefined {
+  if (recorded.templates.join(',') !== fresh.templates.join(',')) {
+    return { reason: StaleReason.TemplatesChanged, detail: `injected with ${list(recorded.templates)}, would get ${list(fresh.templates)} now` };
+  }
+  if (isDeepStrictEqual(recorded, fresh)) return undefined;
+  return { reason: StaleReason.SidecarsChanged, detail: changeDetail(recorded, fresh) };
+}
+
+// Says which templates changed, from what to what, in the terms the format offers: per-template
+// records (`injected: [{template, version}]`), or one digest of the whole rendering. The same
+// wording for both, so the report reads alike across releases.
+function changeDetail(recorded: RecordedStatus, fresh: RecordedStatus): string {
+  const before = perTemplate(recorded);
+  const after = perTemplate(fresh);
+  if (before !== undefined && after !== undefined) {
+    const changed = fresh.templates.filter((t) => !isDeepStrictEqual(before.get(t), after.get(t)));
+    return changed.map((t) => `"${t}" changed (was ${versionOf(before.get(t))}, now ${versionOf(after.get(t))})`).join('; ');
+  }
+  if (typeof recorded['digest'] === 'string' && typeof fresh['digest'] === 'string') {
+    return `${list(fresh.templates)} changed (was ${recorded['digest']}, now ${fresh['digest']})`;
+  }
+  return `${list(fresh.templates)}: the status was recorded in another format (an earlier release)`;
+}
+
+function versionOf(record: unknown): string {
+  const version = isObject(record) ? record['version'] : undefined;
+  return typeof version === 'string' ? version : 'unknown';
+}
+
+function perTemplate(status: RecordedStatus): Map<string, unknown> | undefined {
+  const injected = status['injected'];
+  if (!Array.isArray(injected)) return undefined;
+  return new Map(injected.filter(isObject).map((r) => [String(r['template']), r]));
+}
+
+/** The verdict on one pod; undefined for a pod that was never injected (no status annotation). */
+export function podDrift(pod: Pod, set: TemplateSet): PodDrift | undefined {
+  const name = pod.metadata?.name ?? '';
+  const recorded = recordedStatus(pod);
+  if (recorded === undefined) return undefined;
+  if (recorded === 'unreadable') return stale(name, { reason: StaleReason.StatusUnreadable, detail: `annotation ${Keys.status} is not JSON with a "templates" list` });
+  const gone = recorded.templates.filter((t) => !set.templates.has(t));
+  if (gone.length > 0) return stale(name, { reason: StaleReason.TemplateRemoved, detail: `template${gone.length === 1 ? '' : 's'} ${list(gone)} no longer exist${gone.length === 1 ? 's' : ''}` }, recorded);
+  const fresh = reinject(pod, set);
+  if ('refused' in fresh) return stale(name, fresh.refused, recorded);
+  const difference = compareStatus(recorded, fresh.status);
+  if (difference !== undefined) return stale(name, difference, recorded, fresh.status);
+  return { name, state: PodState.Current, recorded, current: fresh.status };
+}
+
+/**
+ * What admission would record for the pod if it were created now: the server's own selection and
+ * injection (selectTemplates, injectSidecars), run on the pod as it looked when it was admitted.
+ */
+function reinject(pod: Pod, set: TemplateSet): { status: RecordedStatus } | { refused: Difference } {
+  const namespace = pod.metadata?.namespace ?? 'default';
+  const admitted = asAdmitted(pod);
+  try {
+    // The pod was injected, so it was opted in: by its label, or (namespace scope) by its namespace's.
+    const selection = selectTemplates(admitted, set, OptInScope.Namespace);
+    if (!selection.inject) return { refused: { reason: StaleReason.NoLongerSelected, detail: `would not be injected now: ${selection.detail}` } };
+    // The annotation this injection writes, read back as any recorded one is.
+    const fresh = recordedStatus(injectSidecars(admitted, selection.templates, namespace).pod);
+    if (fresh === undefined || fresh === 'unreadable') throw new Error('the injection wrote no readable status annotation');
+    return { status: fresh };
+  } catch (err) {
+    if (!(err instanceof InjectorError)) throw err;
+    return { refused: { reason: StaleReason.WouldBeRefused, detail: `the templates would refuse it now: ${err.message}` } };
+  }
+}
+
+/**
+ * The pod as the webhook saw it: a controller's pod had only generateName at admission (the apiserver
+ * names it afterwards), which `{{ pod.name }}` rendered, and the status annotation was not there yet.
+ */
+function asAdmitted(pod: Pod): Pod {
+  const meta = pod.metadata ?? {};
+  const { name: _named, ...unnamed } = meta;
+  const annotations = { ...meta.annotations };
+  delete annotations[Keys.status];
+  return { ...pod, metadata: { ...(meta.generateName ? unnamed : meta), annotations } };
+}
+
+function stale(name: string, d: Difference, recorded?: RecordedStatus, current?: RecordedStatus): PodDrift {
+  return { name, state: PodState.Stale, reason: d.reason, detail: d.detail, ...(recorded !== undefined && { recorded }), ...(current !== undefined && { current }) };
+}
+
+function list(names: readonly string[]): string {
+  return names.length === 0 ? 'no templates' : names.map((n) => `"${n}"`).join(', ');
+}
+
+/** For each ReplicaSet or Job (`namespace/name`), the controller that owns it, when one does. */
+export type Owners = ReadonlyMap<string, { readonly kind: string; readonly name: string }>;
+
+/** The controller ownerReference of an object's metadata (the one with controller: true). */
+export function controllerOf(meta: { readonly ownerReferences?: readonly unknown[] } | undefined): { kind: string; name: string } | undefined {
+  const ref = (meta?.ownerReferences ?? []).find((o) => isObject(o) && o['controller'] === true);
+  if (!isObject(ref) || typeof ref['kind'] !== 'string' || typeof ref['name'] !== 'string') return undefined;
+  return { kind: ref['kind'], name: ref['name'] };
+}
+
+/** The workload a pod belongs to: a Deployment through its ReplicaSet, a CronJob through its Job, else its controller, else the pod. */
+export function workloadOf(pod: Pod, owners: Owners): WorkloadRef {
+  const namespace = pod.metadata?.namespace ?? 'default';
+  const owner = controllerOf(pod.metadata);
+  if (owner === undefined) return { namespace, kind: 'Pod', name: pod.metadata?.name ?? '' };
+  const parent = owner.kind === 'ReplicaSet' || owner.kind === 'Job' ? owners.get(`${namespace}/${owner.name}`) : undefined;
+  if (parent !== undefined && ((owner.kind === 'ReplicaSet' && parent.kind === 'Deployment') || (owner.kind === 'Job' && parent.kind === 'CronJob'))) return { namespace, ...parent };
+  return { namespace, ...owner };
+}
+
+/** What replaces a workload's stale pods with freshly injected ones. */
+export function rolloutCommand(w: WorkloadRef, stalePods: readonly string[]): string {
+  const ns = `kubectl -n ${w.namespace}`;
+  switch (w.kind) {
+    case 'Deployment':
+    case 'StatefulSet':
+    case 'DaemonSet':
+      return `${ns} rollout restart ${w.kind.toLowerCase()}/${w.name}`;
+    case 'CronJob':
+      return `${ns} create job ${w.name}-refresh --from=cronjob/${w.name}   # or wait: the next scheduled Job gets the current templates`;
+    case 'Job':
+      // A Job's pods are never restarted in place, and its generated selector forbids `replace --force`.
+      return `${ns} delete job ${w.name}   # then create it again from its manifest`;
+    case 'ReplicaSet':
+      return `${ns} delete pod ${stalePods.join(' ')}   # the ReplicaSet creates them again`;
+    case 'Pod':
+      return `${ns} delete pod ${w.name}   # then create it again from its manifest: nothing re-creates a bare pod`;
+    default:
+      return `# restart ${w.kind} ${w.namespace}/${w.name} through its controller`;
+  }
+}
+
+export interface DriftOptions {
+  /** List current pods too, not only the stale ones. */
+  readonly all: boolean;
+  /** Where the templates came from, for the report. */
+  readonly source: string;
+}
+
+/** Judges every pod, groups the injected ones by workload (sorted by namespace, kind, name), and keeps the stale ones unless `all`. */
+export function driftReport(pods: readonly Pod[], owners: Owners, set: TemplateSet, opts: DriftOptions): DriftReport {
+  const groups = new Map<string, { ref: WorkloadRef; pods: PodDrift[] }>();
+  let injected = 0;
+  let staleCount = 0;
+  for (const pod of pods) {
+    const verdict = podDrift(pod, set);
+    if (verdict === undefined) continue;
+    injected++;
+    if (verdict.state === PodState.Stale) staleCount++;
+    const ref = workloadOf(pod, owners);
+    const key = `${ref.namespace}\u0000${ref.kind}\u0000${ref.name}`;
+    const group = groups.get(key) ?? { ref, pods: [] };
+    group.pods.push(verdict);
+    groups.set(key, group);
+  }
+  const workloads = [...groups.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([, g]) => {
+      const stalePods = g.pods.filter((p) => p.state === PodState.Stale).sort(byName);
+      const shown = opts.all ? [...g.pods].sort(byName) : stalePods;
+      return { ...g.ref, pods: shown, injected: g.pods.length, stale: stalePods.length, rollout: rolloutCommand(g.ref, stalePods.map((p) => p.name)) };
+    })
+    .filter((w) => w.pods.length > 0);
+  return { templates: { source: opts.source, digest: set.digest }, injected, stale: staleCount, workloads };
+}
+
+function byName(a: PodDrift, b: PodDrift): number {
+  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+}

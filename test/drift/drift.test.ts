@@ -1,0 +1,126 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { compareStatus, driftReport, podDrift, recordedStatus, rolloutCommand, StaleReason, workloadOf } from '../../src/drift/drift.js';
+import type { Pod } from '../../src/kube/types.js';
+import { oldTemplates, RETIRED, runningPod, templates } from './pods.js';
+
+const current = templates();
+const web = { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-7c9f8b6d4' };
+
+describe('drift', () => {
+  it('finds a pod injected by the current templates up to date, though {{ pod.name }} rendered its generateName', () => {
+    const pod = runningPod(current, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', owner: web });
+    assert.equal(pod.metadata?.name, 'web-7c9f8b6d4-x7k2p');
+    assert.deepEqual(podDrift(pod, current), { name: 'web-7c9f8b6d4-x7k2p', state: 'current', recorded: recordedStatus(pod), current: recordedStatus(pod) });
+    assert.notEqual(recordedStatus(pod), undefined);
+  });
+
+  it('finds a pod with an explicit name up to date (it rendered its own name)', () => {
+    const pod = runningPod(current, { namespace: 'shop', name: 'debug' });
+    assert.equal(podDrift(pod, current)?.state, 'current');
+  });
+
+  it('finds a pod stale when its templates render differently now, naming both digests', () => {
+    const pod = runningPod(oldTemplates(), { namespace: 'shop', generateName: 'web-7c9f8b6d4-', owner: web });
+    const verdict = podDrift(pod, current)!;
+    assert.equal(verdict.state, 'stale');
+    assert.equal(verdict.reason, StaleReason.SidecarsChanged);
+    // The digest of the rendering, or the template's version: alike in either status format.
+    assert.match(verdict.detail!, /^"log-agent" changed \(was [0-9a-f]{16}, now [0-9a-f]{16}\)$/);
+    assert.notDeepEqual(verdict.recorded, verdict.current);
+  });
+
+  it('finds a pod stale when a template it got is gone', () => {
+    const before = templates(undefined, [RETIRED]);
+    const pod = runningPod(before, { namespace: 'shop', name: 'legacy', annotations: { 'sidecar-injector.io/templates': 'log-agent,retired' } });
+    assert.deepEqual([podDrift(pod, current)?.reason, podDrift(pod, current)?.detail], [StaleReason.TemplateRemoved, 'template "retired" no longer exists']);
+  });
+
+  it('finds a pod stale when it would get other templates now (a new default)', () => {
+    const pod = runningPod(current, { namespace: 'shop', name: 'p' });
+    const meshDefault = templates((t) => t.replace('placement: first', 'placement: first\n  default: true'));
+    assert.deepEqual([podDrift(pod, meshDefault)?.reason, podDrift(pod, meshDefault)?.detail], [StaleReason.TemplatesChanged, 'injected with "log-agent", would get "log-agent", "mesh" now']);
+  });
+
+  it('finds a pod stale when the templates would refuse it now, or no longer inject it', () => {
+    const pod = runningPod(current, { namespace: 'shop', name: 'p', annotations: { 'sidecar-injector.io/templates': 'log-agent,mesh' } });
+    // mesh now brings a container of the same name as log-agent's: a pod naming both is denied.
+    const clash = templates((t) => t.replace('name: mesh-proxy', 'name: log-agent'));
+    const refused = podDrift(pod, clash);
+    assert.equal(refused?.reason, StaleReason.WouldBeRefused, refused?.detail);
+    assert.match(refused?.detail ?? '', /^the templates would refuse it now: the selected templates conflict: /);
+    const noDefault = templates((t) => t.replace('default: true', 'default: false'));
+    assert.equal(podDrift(runningPod(current, { namespace: 'shop', name: 'q' }), noDefault)?.reason, StaleReason.NoLongerSelected);
+  });
+
+  it('judges a pod of an opted-in namespace (no inject label) like any other', () => {
+    const pod = runningPod(current, { namespace: 'shop', name: 'p' });
+    delete pod.metadata!.labels!['sidecar-injector.io/inject'];
+    assert.equal(podDrift(pod, current)?.state, 'current');
+  });
+
+  it('skips pods that were never injected and reports an unreadable status annotation', () => {
+    assert.equal(podDrift({ metadata: { name: 'plain', namespace: 'shop' }, spec: { containers: [{ name: 'a' }] } }, current), undefined);
+    const edited = { metadata: { name: 'x', namespace: 'shop', annotations: { 'sidecar-injector.io/status': '{"templates":"log-agent"}' } } };
+    assert.equal(podDrift(edited, current)?.reason, StaleReason.StatusUnreadable);
+    assert.equal(recordedStatus({ metadata: { annotations: { 'sidecar-injector.io/status': 'not json' } } }), 'unreadable');
+  });
+
+  it('compares statuses by template list, in order, then by what each format records (a digest, or per-template versions)', () => {
+    assert.equal(compareStatus({ templates: ['a', 'b'], digest: 'd' }, { templates: ['a', 'b'], digest: 'd' }), undefined);
+    assert.equal(compareStatus({ templates: ['a', 'b'], digest: 'd' }, { templates: ['b', 'a'], digest: 'd' })?.reason, StaleReason.TemplatesChanged);
+    assert.equal(compareStatus({ templates: ['a'], digest: 'd' }, { templates: ['a'], digest: 'e' })?.reason, StaleReason.SidecarsChanged);
+    // The per-template format of the rollout work: the template whose record differs is named.
+    const versioned = (v: string) => ({ templates: ['a', 'b'], injected: [{ template: 'a', version: '1' }, { template: 'b', version: v }] });
+    assert.equal(compareStatus(versioned('2'), versioned('2')), undefined);
+    assert.deepEqual(compareStatus(versioned('2'), versioned('3')), { reason: StaleReason.SidecarsChanged, detail: '"b" changed (was 2, now 3)' });
+    assert.match(compareStatus({ templates: ['a', 'b'], digest: 'd' }, versioned('3'))?.detail ?? '', /recorded in another format/);
+  });
+
+  it('finds the owning workload through ReplicaSets and Jobs, and says how to roll each', () => {
+    const owners = new Map([
+      ['shop/web-7c9f8b6d4', { kind: 'Deployment', name: 'web' }],
+      ['shop/nightly-29123', { kind: 'CronJob', name: 'nightly' }],
+    ]);
+    const owned = (kind: string, name: string, apiVersion = 'apps/v1') => ({ metadata: { name: `${name}-x`, namespace: 'shop', ownerReferences: [{ apiVersion, kind, name, controller: true }] } });
+    const cases: [Pod, string, string][] = [
+      [owned('ReplicaSet', 'web-7c9f8b6d4'), 'Deployment/web', 'kubectl -n shop rollout restart deployment/web'],
+      [owned('ReplicaSet', 'orphan-rs'), 'ReplicaSet/orphan-rs', 'kubectl -n shop delete pod orphan-rs-x   # the ReplicaSet creates them again'],
+      [owned('StatefulSet', 'db'), 'StatefulSet/db', 'kubectl -n shop rollout restart statefulset/db'],
+      [owned('DaemonSet', 'node-agent'), 'DaemonSet/node-agent', 'kubectl -n shop rollout restart daemonset/node-agent'],
+      [owned('Job', 'nightly-29123', 'batch/v1'), 'CronJob/nightly', 'kubectl -n shop create job nightly-refresh --from=cronjob/nightly   # or wait: the next scheduled Job gets the current templates'],
+      [owned('Job', 'migrate', 'batch/v1'), 'Job/migrate', 'kubectl -n shop delete job migrate   # then create it again from its manifest'],
+      [{ metadata: { name: 'debug', namespace: 'shop' } }, 'Pod/debug', 'kubectl -n shop delete pod debug   # then create it again from its manifest: nothing re-creates a bare pod'],
+      [owned('Rollout', 'canary', 'argoproj.io/v1alpha1'), 'Rollout/canary', '# restart Rollout shop/canary through its controller'],
+    ];
+    for (const [pod, ref, command] of cases) {
+      const w = workloadOf(pod, owners);
+      assert.equal(`${w.kind}/${w.name}`, ref);
+      assert.equal(rolloutCommand(w, [(pod as any).metadata.name]), command);
+    }
+  });
+
+  it('groups injected pods by workload, sorted, keeping only the stale ones unless --all', () => {
+    const owners = new Map([['shop/web-7c9f8b6d4', { kind: 'Deployment', name: 'web' }]]);
+    const pods = [
+      runningPod(current, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'bbbbb', owner: web }),
+      runningPod(oldTemplates(), { namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'aaaaa', owner: web }),
+      runningPod(current, { namespace: 'shop', name: 'db-0', owner: { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db' } }),
+      { metadata: { name: 'plain', namespace: 'shop' } },
+    ];
+    const stale = driftReport(pods, owners, current, { all: false, source: 'directory x' });
+    assert.deepEqual([stale.injected, stale.stale], [3, 1]);
+    assert.deepEqual(
+      stale.workloads.map((w) => [w.kind, w.name, w.injected, w.stale, w.pods.map((p) => p.name)]),
+      [['Deployment', 'web', 2, 1, ['web-7c9f8b6d4-aaaaa']]],
+    );
+    const all = driftReport(pods, owners, current, { all: true, source: 'directory x' });
+    assert.deepEqual(
+      all.workloads.map((w) => [w.kind, w.name, w.pods.map((p) => `${p.name}:${p.state}`)]),
+      [
+        ['Deployment', 'web', ['web-7c9f8b6d4-aaaaa:stale', 'web-7c9f8b6d4-bbbbb:current']],
+        ['StatefulSet', 'db', ['db-0:current']],
+      ],
+    );
+  });
+});
