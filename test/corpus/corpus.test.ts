@@ -5,8 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { parseAllDocuments } from 'yaml';
-import { injectCommand } from '../../src/cli/inject.js';
-import { lintCommand } from '../../src/cli/lint.js';
+import { runCli } from '../../src/cli/program.js';
 import { TemplateSetError } from '../../src/errors.js';
 import { compileTemplateSet } from '../../src/templates/load.js';
 import { captureIO } from '../cli/io.js';
@@ -233,7 +232,7 @@ describe('real-world corpus', () => {
       try {
         await copyFile(join(SidecarsDir, t.file), join(own, t.file));
         const io = captureIO();
-        const code = await lintCommand([own], io);
+        const code = await runCli(['lint', own], io);
         assert.equal(code, 0, io.out() + io.err());
       } finally {
         await rm(own, { recursive: true, force: true });
@@ -243,7 +242,7 @@ describe('real-world corpus', () => {
 
   it('lint reports no error for the real sidecar templates as one set (the set the server serves here)', async () => {
     const io = captureIO();
-    const code = await lintCommand([SidecarsDir], io);
+    const code = await runCli(['lint', SidecarsDir], io);
     assert.equal(code, 0, io.out() + io.err());
   });
 
@@ -253,7 +252,7 @@ describe('real-world corpus', () => {
       const io = captureIO();
       let out: string;
       try {
-        const code = await injectCommand(['-f', join(PodsDir, m.file), '--templates-dir', 'templates'], io);
+        const code = await runCli(['inject', '-f', join(PodsDir, m.file), '--templates-dir', 'templates'], io);
         out = code === 0 ? io.out() : `exit ${code}: ${io.err()}`;
       } catch (err) {
         out = `threw: ${(err as Error).message}`;
