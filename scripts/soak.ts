@@ -26,17 +26,23 @@ import { decodePatch, optedInPod, podReview } from '../test/helpers/review.js';
 const SECONDS = Number(process.env['SOAK_SECONDS'] ?? 180);
 const VALID_WORKERS = Number(process.env['SOAK_VALID_WORKERS'] ?? 8);
 const HOSTILE_WORKERS = Number(process.env['SOAK_HOSTILE_WORKERS'] ?? 4);
-/** Workers that only stall (body, headers, handshake), each holding a connection for 5-10 s. */
-const STALL_WORKERS = 3;
+/** Workers that only stall (body, headers, handshake) or never read their answers, each holding connections for seconds. */
+const STALL_WORKERS = Number(process.env['SOAK_STALL_WORKERS'] ?? 4);
+/** A worker that sends reviews with operation and namespace values no real review has, as fast as they are answered. */
+const LABEL_WORKERS = 1;
 const RELOAD_EVERY_MS = 10_000;
 const SAMPLE_EVERY_MS = 5_000;
 const WARMUP_MS = 15_000;
 /** The bounds the soak holds the server to, after warm-up: */
 const BOUNDS = {
   /** Open fds: the client keeps VALID_WORKERS + HOSTILE_WORKERS connections at most, plus slack for closing ones. */
-  fdGrowth: 2 * (VALID_WORKERS + HOSTILE_WORKERS + STALL_WORKERS) + 16,
+  fdGrowth: 2 * (VALID_WORKERS + HOSTILE_WORKERS + STALL_WORKERS + LABEL_WORKERS) + 16,
   /** Resident memory growth after warm-up, in MiB. */
   rssGrowthMiB: 64,
+  /** Resident memory at any time: the Deployment's limit (manifests/deployment.yaml). */
+  rssMaxMiB: 256,
+  /** Growth of the /metrics text after warm-up, in bytes: labels from closed sets do not grow with distinct requests. */
+  metricsGrowthBytes: 16 * 1024,
 };
 
 interface Counts {
@@ -65,13 +71,15 @@ async function main(): Promise<void> {
   child.stderr!.on('data', (c: Buffer) => (serverLog = (serverLog + c.toString()).slice(-4000)));
   await waitReady(healthPort, child);
   const url = `https://127.0.0.1:${port}`;
-  const agent = new Agent({ keepAlive: true, maxSockets: VALID_WORKERS, ca: ca.certPem });
+  const agent = new Agent({ keepAlive: true, maxSockets: VALID_WORKERS + LABEL_WORKERS, ca: ca.certPem });
   console.log(`soak: ${SECONDS} s, ${VALID_WORKERS} valid + ${HOSTILE_WORKERS} hostile workers, server pid ${child.pid} on ${url}`);
 
   const started = Date.now();
   const until = started + SECONDS * 1000;
   const samples: { t: number; fds: number; rssMiB: number }[] = [];
   const sampler = setInterval(() => void sample(child, started).then((s) => samples.push(s)), SAMPLE_EVERY_MS);
+  let metricsAfterWarmup = 0;
+  const metricsSizer = setTimeout(() => void metricsSize(healthPort).then((n) => (metricsAfterWarmup = n)), WARMUP_MS);
   let reloads = 0;
   const reloader = (async () => {
     while (Date.now() + RELOAD_EVERY_MS < until) {
@@ -83,18 +91,21 @@ async function main(): Promise<void> {
     ...Array.from({ length: VALID_WORKERS }, () => loop(until, () => validReview(url, agent))),
     ...Array.from({ length: HOSTILE_WORKERS }, () => loop(until, () => hostileRequest(port, ca.certPem, Fast))),
     ...Array.from({ length: STALL_WORKERS }, () => loop(until, () => hostileRequest(port, ca.certPem, Stalls))),
+    ...Array.from({ length: LABEL_WORKERS }, () => loop(until, () => distinctLabels(url, agent))),
   ];
   await Promise.all([...workers, reloader]);
   clearInterval(sampler);
+  clearTimeout(metricsSizer);
   samples.push(await sample(child, started));
   const reloadMetrics = await metricsLines(healthPort, 'template_reloads_total');
+  const metricsBytes = { afterWarmup: metricsAfterWarmup, end: await metricsSize(healthPort) };
   const alive = child.exitCode === null;
   agent.destroy();
   child.kill('SIGTERM');
   await new Promise((r) => child.once('exit', r));
   await rm(work, { recursive: true, force: true });
 
-  report({ samples, reloads, reloadMetrics, alive, serverLog });
+  report({ samples, reloads, reloadMetrics, metricsBytes, alive, serverLog });
 }
 
 /** One valid review of a random kind, checked the way the apiserver checks it; retried on 429 like client-go. */
@@ -185,6 +196,25 @@ const Hostile: Record<string, (port: number, ca: string) => Promise<boolean>> = 
   },
   tooLarge: async (port, ca) => (await tls(port, ca, [rawPost('/mutate', 'x'.repeat(8 * 1024 * 1024))], 2_000)).status === 413,
   stalledBody: async (port, ca) => (await tls(port, ca, [rawPost('/mutate', JSON.stringify(podReview(optedInPod()))).slice(0, -40)], 20_000)).status === 408,
+  /** Headers and one byte of body, then nothing: dropped with a 408 after --body-timeout, never holding a review slot. */
+  stalledOneByte: async (port, ca) => {
+    const body = JSON.stringify(podReview(optedInPod()));
+    const r = await tls(port, ca, [rawPost('/mutate', body).slice(0, -(body.length - 1))], 20_000);
+    return r.status === 408 && r.closed;
+  },
+  /** Reviews whose answers are never read, on several connections at once, for 5 s. */
+  nonReader: async (port, ca) => {
+    const request = rawPost('/mutate', JSON.stringify(podReview(optedInPod({ spec: { containers: Array.from({ length: 200 }, (_, i) => ({ name: `c${i}`, image: 'nginx' })) } }))));
+    const sockets = await Promise.all(Array.from({ length: 8 }, () => openTls(port, ca)));
+    for (const socket of sockets) {
+      socket.pause();
+      socket.on('error', () => {});
+      socket.write(request.repeat(4));
+    }
+    await sleep(5_000);
+    for (const socket of sockets) socket.destroy();
+    return true;
+  },
   stalledHeaders: async (port, ca) => (await tls(port, ca, ['POST /mutate HTTP/1.1\r\nHost: localhost\r\n'], 20_000)).status === 408,
   abortedBody: async (port, ca) => {
     const socket = await openTls(port, ca);
@@ -210,8 +240,21 @@ const Hostile: Record<string, (port: number, ca: string) => Promise<boolean>> = 
   hugeHeader: async (port, ca) => (await tls(port, ca, [rawPost('/mutate', '{}', { 'X-Pad': 'a'.repeat(20_000) })])).status === 431,
 };
 
-const Stalls = ['stalledBody', 'stalledHeaders', 'stalledHandshake'];
+const Stalls = ['stalledBody', 'stalledOneByte', 'stalledHeaders', 'stalledHandshake', 'nonReader'];
 const Fast = Object.keys(Hostile).filter((k) => !Stalls.includes(k));
+
+/** Operation and namespace values no real review has: answered, counted under `other`, clipped in the log. */
+async function distinctLabels(url: string, agent: Agent): Promise<void> {
+  hostile['distinctLabels'] = (hostile['distinctLabels'] ?? 0) + 1;
+  const tag = randomBytes(8).toString('hex');
+  try {
+    const skipped = await post(`${url}/mutate`, JSON.stringify(podReview(optedInPod(), { operation: `OP-${tag}`, namespace: `ns-${tag}-${'x'.repeat(500)}` })), agent);
+    const rejected = await post(`${url}/validate`, JSON.stringify(podReview(optedInPod(), { namespace: `ns-${tag}` })), agent);
+    if (!(skipped.status === 200 && skipped.text.includes('"allowed":true') && rejected.status === 200 && rejected.text.includes('"allowed":false'))) unexpected.push(`distinctLabels: ${skipped.status} ${rejected.status}`);
+  } catch (err) {
+    unexpected.push(`distinctLabels: ${(err as Error).message}`);
+  }
+}
 
 async function hostileRequest(port: number, ca: string, kinds: readonly string[]): Promise<void> {
   const name = pick(kinds);
@@ -251,7 +294,7 @@ async function sample(child: ChildProcess, started: number): Promise<{ t: number
   return { t: Math.round((Date.now() - started) / 1000), fds, rssMiB: Math.round(rssKiB / 102.4) / 10 };
 }
 
-function report(r: { samples: { t: number; fds: number; rssMiB: number }[]; reloads: number; reloadMetrics: string[]; alive: boolean; serverLog: string }): void {
+function report(r: { samples: { t: number; fds: number; rssMiB: number }[]; reloads: number; reloadMetrics: string[]; metricsBytes: { afterWarmup: number; end: number }; alive: boolean; serverLog: string }): void {
   const warm = r.samples.filter((s) => s.t * 1000 >= WARMUP_MS);
   const base = warm[0] ?? r.samples[0]!;
   const last = r.samples[r.samples.length - 1]!;
@@ -266,15 +309,19 @@ function report(r: { samples: { t: number; fds: number; rssMiB: number }[]; relo
     'every hostile input got its expected answer': unexpected.length === 0,
     [`fd growth after warm-up <= ${BOUNDS.fdGrowth}`]: fdGrowth <= BOUNDS.fdGrowth,
     [`RSS growth after warm-up <= ${BOUNDS.rssGrowthMiB} MiB`]: rssGrowth <= BOUNDS.rssGrowthMiB,
+    [`RSS always <= ${BOUNDS.rssMaxMiB} MiB`]: Math.max(...r.samples.map((s) => s.rssMiB)) <= BOUNDS.rssMaxMiB,
+    [`/metrics growth after warm-up <= ${BOUNDS.metricsGrowthBytes} bytes`]: r.metricsBytes.end - r.metricsBytes.afterWarmup <= BOUNDS.metricsGrowthBytes,
   };
-  const summary = { seconds: SECONDS, valid, hostile: { total: hostileTotal, ...hostile }, unexpected: unexpected.slice(0, 20), failures, reloads: r.reloads, reloadMetrics: r.reloadMetrics, fds: { afterWarmup: base.fds, max: maxFds, end: last.fds, growth: fdGrowth }, rssMiB: { afterWarmup: base.rssMiB, max: maxRss, end: last.rssMiB, growth: rssGrowth }, verdicts };
+  const summary = { seconds: SECONDS, valid, hostile: { total: hostileTotal, ...hostile }, unexpected: unexpected.slice(0, 20), failures, reloads: r.reloads, reloadMetrics: r.reloadMetrics, fds: { afterWarmup: base.fds, max: maxFds, end: last.fds, growth: fdGrowth }, rssMiB: { afterWarmup: base.rssMiB, max: maxRss, end: last.rssMiB, growth: rssGrowth }, metricsBytes: r.metricsBytes, verdicts };
   console.log(JSON.stringify(summary, null, 2));
-  console.log(`\n| soak (${SECONDS} s; ${VALID_WORKERS} valid, ${HOSTILE_WORKERS} hostile, ${STALL_WORKERS} stalling workers) | value |\n|---|---|`);
+  console.log(`\n| soak (${SECONDS} s; ${VALID_WORKERS} valid, ${HOSTILE_WORKERS} hostile, ${STALL_WORKERS} stalling, ${LABEL_WORKERS} distinct-label workers) | value |\n|---|---|`);
+  console.log(`| hostile requests by kind | ${Object.entries(hostile).map(([k, v]) => `${k} ${v}`).join(', ')} |`);
   console.log(`| valid reviews answered correctly / failed | ${valid['ok']} / ${valid['failed']} (429 retries: ${valid['retried429']}) |`);
   console.log(`| hostile requests (unexpected answers) | ${hostileTotal} (${unexpected.length}) |`);
   console.log(`| template rewrites (every ${RELOAD_EVERY_MS / 1000} s, every 4th broken) | ${r.reloads} |`);
   console.log(`| open fds after warm-up / max / end | ${base.fds} / ${maxFds} / ${last.fds} |`);
   console.log(`| RSS MiB after warm-up / max / end | ${base.rssMiB} / ${maxRss} / ${last.rssMiB} |`);
+  console.log(`| /metrics bytes after warm-up / end | ${r.metricsBytes.afterWarmup} / ${r.metricsBytes.end} |`);
   const ok = Object.values(verdicts).every(Boolean);
   for (const [k, v] of Object.entries(verdicts)) console.log(`${v ? 'PASS' : 'FAIL'} ${k}`);
   if (!ok && r.serverLog) console.log(`server stderr (tail):\n${r.serverLog}`);
@@ -314,6 +361,10 @@ async function waitReady(healthPort: number, child: ChildProcess): Promise<void>
     await sleep(100);
   }
   throw new Error('server did not become ready in 20 s');
+}
+
+async function metricsSize(healthPort: number): Promise<number> {
+  return Buffer.byteLength((await healthGet(healthPort, '/metrics')).text);
 }
 
 async function metricsLines(healthPort: number, name: string): Promise<string[]> {

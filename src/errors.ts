@@ -9,6 +9,8 @@ export const ErrorCodes = {
   BODY_MALFORMED: { status: 400, message: 'request body is not valid JSON: %s' },
   BODY_TOO_LARGE: { status: 413, message: 'request body exceeds the limit of %s bytes' },
   BODY_ABORTED: { status: 400, message: 'request body was not received completely: %s' },
+  /** A body still arriving after --body-timeout (issue 11: stalled bodies must not hold the server). */
+  BODY_TIMEOUT: { status: 408, message: 'request body not received within %s s; a review must be sent at once' },
   REVIEW_INVALID: { status: 400, message: 'not a valid AdmissionReview: %s' },
   NOT_FOUND: { status: 404, message: 'no such path %s; the webhook serves POST /mutate, /validate, /mutate/namespace and /validate/namespace' },
   METHOD_NOT_ALLOWED: { status: 405, message: 'method %s is not allowed on %s; use %s' },

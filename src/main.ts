@@ -1,14 +1,13 @@
 import type { Server } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { createSecureContext } from 'node:tls';
 import { reviewLimits } from './admission/handlers.js';
 import type { KeyPair } from './certs/pki.js';
-import { certificateValidity, makeSelfSigned, readCertDir, readClientCa } from './certs/source.js';
+import { certificateValidity, makeSelfSigned, readCertDir, readClientCa, verifyClientCa, verifyServingPair } from './certs/source.js';
 import { watchCertificate, watchForChange } from './certs/watcher.js';
 import type { Config } from './config/config.js';
 import { createLogger, type Logger } from './log.js';
-import { createMetrics, type Metrics } from './metrics/metrics.js';
+import { CertificateKind, createMetrics, ReloadResult, type Metrics } from './metrics/metrics.js';
 import { createAdmissionApp, createAdmissionServer, secureContextOptions } from './server/admission.js';
 import { createHealthServer } from './server/health.js';
 import { openTemplateStore } from './templates/watch.js';
@@ -58,42 +57,58 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   const tls = certs.initial;
   metrics.setCertificateExpiry(certificateValidity(tls.certPem).notAfter);
   if (clientCaPem !== undefined) logger.info({ clientCa: config.clientCa }, 'mutual TLS: only clients with a certificate from the client CA are served');
-  const app = createAdmissionApp({ logger, templates: store.current, onReview: metrics.observeReview, onError: metrics.observeError, maxInflight: config.maxInflight, answerCacheBytes: config.answerCacheMb * 1024 * 1024, limits: reviewLimits(config) });
+  const app = createAdmissionApp({
+    logger,
+    templates: store.current,
+    onReview: metrics.observeReview,
+    onError: metrics.observeError,
+    maxInflight: config.maxInflight,
+    bodyTimeout: config.bodyTimeout,
+    transitBytes: config.bodiesInTransitMb * 1024 * 1024,
+    // An answer is worth nothing after the apiserver's timeout, which --request-timeout matches.
+    answerTimeout: config.requestTimeout,
+    answerCacheBytes: config.answerCacheMb * 1024 * 1024,
+    limits: reviewLimits(config),
+  });
   const admission = createAdmissionServer(app, { ...tls, ...(clientCaPem !== undefined && { clientCaPem }) }, { requestTimeout: config.requestTimeout, maxConnections: config.maxConnections });
-  const health = createHealthServer({ isReady: () => ready, routes: new Map([['/metrics', metrics.route]]) });
+  const health = createHealthServer({ isReady: () => ready, routes: new Map([['/metrics', metrics.route]]), requestTimeout: config.requestTimeout });
   let draining = false;
   // During a graceful stop every answer says Connection: close, so the apiserver drops its pooled
   // connections to this replica one by one instead of finding them closed under a POST.
   admission.prependListener('request', (_req, res) => draining && res.setHeader('Connection', 'close'));
   let served = tls;
   // Built like the first context from the pair and the client CA in use, so a swap of either keeps
-  // the other, the protocol floor and the ciphers; open connections keep the context they were made with.
-  const swapContext = (): void => admission.setSecureContext(secureContextOptions({ ...served, ...(clientCaPem !== undefined && { clientCaPem }) }));
+  // the other, the protocol floor and the ciphers; open connections keep the context they were made
+  // with. What is served changes only once the new context is in place, so a swap that throws
+  // leaves both as they were.
+  const swapContext = (pair: KeyPair, caPem: string | undefined): void => admission.setSecureContext(secureContextOptions({ ...pair, ...(caPem !== undefined && { clientCaPem: caPem }) }));
   const swapCertificate = (pair: KeyPair): void => {
-    served = pair;
-    swapContext();
     const { notAfter } = certificateValidity(pair.certPem);
+    swapContext(pair, clientCaPem);
+    served = pair;
     metrics.setCertificateExpiry(notAfter);
     logger.info({ notAfter }, 'serving certificate swapped');
   };
+  const countReload = (certificate: CertificateKind) => (swapped: boolean) => metrics.recordCertificateReload(certificate, swapped ? ReloadResult.Success : ReloadResult.Failure);
   const intervalMs = config.certCheckInterval * 1000;
   const watchers = [
-    certs.load && watchCertificate({ initial: tls, load: certs.load, intervalMs, logger, onChange: swapCertificate }),
+    certs.load && watchCertificate({ initial: tls, load: certs.load, intervalMs, logger, onChange: swapCertificate, onResult: countReload(CertificateKind.Serving) }),
     // The apiserver's client CA can be rotated like the serving certificate, without a restart.
     clientCaPem !== undefined &&
       watchForChange({
         initial: clientCaPem,
         load: () => readClientCa(config.clientCa),
         same: (a, b) => a === b,
-        verify: (pem) => void createSecureContext({ ca: pem }),
+        verify: (pem) => verifyClientCa(pem),
         intervalMs,
         logger,
         what: 'client CA',
         onChange: (pem) => {
+          swapContext(served, pem);
           clientCaPem = pem;
-          swapContext();
           logger.info({ clientCa: config.clientCa }, 'client CA swapped');
         },
+        onResult: countReload(CertificateKind.ClientCa),
       }),
   ].filter((w) => w !== undefined && w !== false);
   const stopWatchers = (): void => watchers.forEach((w) => w.stop());
@@ -168,6 +183,8 @@ async function openCertificateSource(config: Config, logger: Logger): Promise<Ce
   }
   if (config.certDir !== '') {
     const initial = await readCertDir(config.certDir);
+    // A pair that cannot serve stops the start with the reason, rather than failing every handshake.
+    verifyServingPair(initial, config.certDir);
     logger.info({ certDir: config.certDir }, 'serving certificate loaded');
     return { initial, load: () => readCertDir(config.certDir) };
   }

@@ -1,6 +1,7 @@
-import { X509Certificate } from 'node:crypto';
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { createSecureContext } from 'node:tls';
 import { InjectorError } from '../errors.js';
 import type { KeyPair } from './pki.js';
 
@@ -46,6 +47,52 @@ export async function readClientCa(file: string): Promise<string> {
     throw new InjectorError('CERT_INVALID', [`client CA ${file}: ${(err as Error).message}`], { cause: err });
   }
   return pem;
+}
+
+/**
+ * Throws CERT_INVALID, saying why, unless the pair can serve: the certificate and the key both
+ * parse (an empty or half-written file does not), the key is the certificate's, and the
+ * certificate has not expired. Checked before a pair is served, at start and on every reload,
+ * because a TLS context made from a bad pair fails every handshake (an empty key is silently
+ * left out of the context).
+ */
+export function verifyServingPair(pair: KeyPair, where = '', now: Date = new Date()): void {
+  const fault = servingPairFault(pair, now);
+  if (fault !== undefined) throw new InjectorError('CERT_INVALID', [where === '' ? fault : `${where}: ${fault}`]);
+}
+
+function servingPairFault(pair: KeyPair, now: Date): string | undefined {
+  let cert: X509Certificate;
+  try {
+    cert = new X509Certificate(pair.certPem);
+  } catch (err) {
+    return `${TLS_CERT_FILE} holds no certificate (${(err as Error).message})`;
+  }
+  let key: ReturnType<typeof createPrivateKey>;
+  try {
+    key = createPrivateKey(pair.keyPem);
+  } catch (err) {
+    return `${TLS_KEY_FILE} holds no private key (${(err as Error).message})`;
+  }
+  if (!cert.checkPrivateKey(key)) return `${TLS_KEY_FILE} is not the key of the certificate in ${TLS_CERT_FILE}`;
+  if (new Date(cert.validTo) <= now) return `the certificate expired at ${new Date(cert.validTo).toISOString()}`;
+  try {
+    createSecureContext({ cert: pair.certPem, key: pair.keyPem });
+  } catch (err) {
+    return `the pair does not make a TLS context (${(err as Error).message})`;
+  }
+  return undefined;
+}
+
+/** Throws CERT_INVALID unless `pem` holds CA certificates that make a TLS context and the first has not expired. */
+export function verifyClientCa(pem: string, now: Date = new Date()): void {
+  try {
+    const cert = new X509Certificate(pem);
+    if (new Date(cert.validTo) <= now) throw new Error(`the certificate expired at ${new Date(cert.validTo).toISOString()}`);
+    createSecureContext({ ca: pem });
+  } catch (err) {
+    throw new InjectorError('CERT_INVALID', [`client CA: ${(err as Error).message}`], { cause: err });
+  }
 }
 
 /** The validity window of the first certificate in a PEM bundle (node:crypto, so serving from files never loads @peculiar/x509). */

@@ -37,7 +37,9 @@ export const Options = {
   maxObjectKeys: { flag: 'max-object-keys', env: 'SIDECAR_INJECTOR_MAX_OBJECT_KEYS', schema: { type: 'integer', minimum: 1, maximum: 1000000, default: 16384 }, help: 'keys of one JSON object in a review (labels, annotations, any map); a review with more is refused (400) before it is parsed' },
   maxJsonNodes: { flag: 'max-json-nodes', env: 'SIDECAR_INJECTOR_MAX_JSON_NODES', schema: { type: 'integer', minimum: 1, maximum: 10000000, default: 50000 }, help: 'JSON objects and lists in one review; a review with more is refused (400) before it is parsed' },
   maxPatchKib: { flag: 'max-patch-kib', env: 'SIDECAR_INJECTOR_MAX_PATCH_KIB', schema: { type: 'integer', minimum: 1, maximum: 65536, default: 1024 }, help: 'KiB of JSON patch in one answer; a pod whose patch would be larger is refused (400) instead' },
-  maxInflight: { flag: 'max-inflight', env: 'SIDECAR_INJECTOR_MAX_INFLIGHT', schema: { type: 'integer', minimum: 1, maximum: 10000, default: 32 }, help: 'reviews handled at once; one more is answered 429 with Retry-After: 1 without reading its body' },
+  maxInflight: { flag: 'max-inflight', env: 'SIDECAR_INJECTOR_MAX_INFLIGHT', schema: { type: 'integer', minimum: 1, maximum: 10000, default: 32 }, help: 'reviews at once from the end of their body until their answer is flushed to the client; one more is answered 429 with Retry-After: 1' },
+  bodyTimeout: { flag: 'body-timeout', env: 'SIDECAR_INJECTOR_BODY_TIMEOUT', schema: { type: 'integer', minimum: 1, maximum: 60, default: 2 }, help: 'seconds from the end of the headers to the end of the body; a slower body is dropped with a 408 (the apiserver sends a review at once)' },
+  bodiesInTransitMb: { flag: 'bodies-in-transit-mb', env: 'SIDECAR_INJECTOR_BODIES_IN_TRANSIT_MB', schema: { type: 'integer', minimum: 1, maximum: 1024, default: 32 }, help: 'MiB of review bodies being received at once over all connections (what each has sent so far); a body that does not fit is refused with a 429' },
 } as const;
 
 type Schema = (typeof Options)[keyof typeof Options]['schema'];

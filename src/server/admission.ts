@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
 import Koa from 'koa';
@@ -5,10 +6,10 @@ import { DefaultReviewLimits, deny, mutate, validate, type ReviewLimits, type Re
 import { checkBody, decodeReview, encodeReview, reviewFacts, type AdmissionRequest, type DecodedReview, type ReviewFacts } from '../admission/review.js';
 import { InjectorError } from '../errors.js';
 import { OptInScope, Reason } from '../inject/policy.js';
-import type { Logger } from '../log.js';
+import { clip, type Logger } from '../log.js';
 import type { TemplateSet } from '../templates/load.js';
 import { AnswerCache, answerOf } from './answers.js';
-import { checkContentType, parseJson, readBody } from './body.js';
+import { checkContentType, parseJson, readBody, TransitBudget } from './body.js';
 
 type Handler = (req: AdmissionRequest, set: TemplateSet, limits?: ReviewLimits) => ReviewResult;
 
@@ -28,8 +29,18 @@ export interface AdmissionAppDeps {
   readonly onReview?: (endpoint: string, facts: ReviewFacts, result: ReviewResult, seconds: number, cached: boolean) => void;
   /** Called with every review answered by an HTTP error instead (metrics hook). */
   readonly onError?: (endpoint: string, code: string) => void;
-  /** Reviews handled at once; one more is answered 429 before its body is read (default 32). */
+  /**
+   * Reviews at once from the end of their body until their answer has been flushed to the socket;
+   * one more is answered 429 (default 32). With the answer limit of a review, this bounds the
+   * memory held for clients that do not read their answers.
+   */
   readonly maxInflight?: number;
+  /** Seconds from the end of the headers to the end of the body; a slower body is dropped with a 408 (default 2). */
+  readonly bodyTimeout?: number;
+  /** Bytes of bodies in transit, over every connection; a body that does not fit is refused with a 429 (default 32 MiB). */
+  readonly transitBytes?: number;
+  /** Seconds an answer may wait for its client to take it; then the connection is closed and its slot freed (default 10). */
+  readonly answerTimeout?: number;
   /** Bytes each endpoint may keep of answers to reviews that repeat but for the uid (default 4 MiB; 0 keeps none). */
   readonly answerCacheBytes?: number;
   /** What one review may hold and answer (the --max-* flags); default: their defaults. */
@@ -39,37 +50,31 @@ export interface AdmissionAppDeps {
 /** Default of `answerCacheBytes`: about 400 typical Deployment pods per endpoint. */
 export const ANSWER_CACHE_BYTES = 4 * 1024 * 1024;
 
+/** Default of `transitBytes`: ten of the apiserver's largest requests (3 MiB) at once. */
+export const TRANSIT_BYTES = 32 * 1024 * 1024;
+
 /** The Koa application: transport -> review codec -> handler -> response. */
 export function createAdmissionApp(deps: AdmissionAppDeps): Koa {
   const app = new Koa();
   app.silent = true; // errors are answered and logged by the edge middleware below
   app.use(edgeErrors(deps.logger, deps.onError));
-  const maxInflight = deps.maxInflight ?? 32;
   const caches = new Map(Object.keys(Endpoints).map((path) => [path, new AnswerCache(deps.answerCacheBytes ?? ANSWER_CACHE_BYTES)]));
-  let inflight = 0;
+  const transit = new TransitBudget(deps.transitBytes ?? TRANSIT_BYTES);
+  const bodyTimeoutMs = (deps.bodyTimeout ?? 2) * 1000;
+  const slots = new ReviewSlots(deps.maxInflight ?? 32, (deps.answerTimeout ?? 10) * 1000);
   app.use(async (ctx) => {
-    const handler = Object.hasOwn(Endpoints, ctx.path) ? Endpoints[ctx.path] : undefined;
-    if (handler === undefined) throw new InjectorError('NOT_FOUND', [ctx.path]);
-    if (ctx.method !== 'POST') {
-      ctx.set('Allow', 'POST');
-      throw new InjectorError('METHOD_NOT_ALLOWED', [ctx.method, ctx.path, 'POST']);
-    }
-    // Shed load before reading the body: client-go retries a 429 after Retry-After, well inside the
-    // apiserver's timeout, where a queued review could outlive it.
-    if (inflight >= maxInflight) throw new InjectorError('OVERLOADED');
-    inflight++;
-    try {
-      await answerReview(ctx, handler, caches.get(ctx.path)!);
-    } finally {
-      inflight--;
-    }
+    const handler = handlerFor(ctx);
+    const started = process.hrtime.bigint();
+    checkContentType(ctx.get('Content-Type') || undefined);
+    // A slot is taken only once the whole body is here: a slow client holds the bytes it sent of
+    // the transit budget, never a slot (32 stalled bodies once kept every review out; issue 11).
+    const body = await readBody(ctx.req, { timeoutMs: bodyTimeoutMs, transit });
+    slots.hold(ctx.res);
+    answerReview(ctx, handler, caches.get(ctx.path)!, body, started);
   });
   return app;
 
-  async function answerReview(ctx: Koa.Context, handler: Handler, cache: AnswerCache): Promise<void> {
-    const started = process.hrtime.bigint();
-    checkContentType(ctx.get('Content-Type') || undefined);
-    const body = await readBody(ctx.req);
+  function answerReview(ctx: Koa.Context, handler: Handler, cache: AnswerCache, body: string, started: bigint): void {
     const { answer, cached } = answerBody(body, ctx.state as ReviewState, ctx.path, handler, cache);
     ctx.set('Content-Type', 'application/json');
     ctx.body = answer.text;
@@ -101,6 +106,52 @@ export function createAdmissionApp(deps: AdmissionAppDeps): Koa {
     const answer = { result, facts: reviewFacts(review.request), text: encodeReview(review.apiVersion, result.response) };
     if (lookup !== undefined) cache.put(lookup, review, result, answer.facts, answer.text);
     return { answer, cached: false };
+  }
+}
+
+/** The handler for the request's path and method, or the 404 / 405 that refuses it. */
+function handlerFor(ctx: Koa.Context): Handler {
+  const handler = Object.hasOwn(Endpoints, ctx.path) ? Endpoints[ctx.path] : undefined;
+  if (handler === undefined) throw new InjectorError('NOT_FOUND', [clip(ctx.path)]);
+  if (ctx.method !== 'POST') {
+    ctx.set('Allow', 'POST');
+    throw new InjectorError('METHOD_NOT_ALLOWED', [ctx.method, ctx.path, 'POST']);
+  }
+  return handler;
+}
+
+/**
+ * Review slots. A slot is held from the end of a review's body until its answer has been flushed
+ * to the socket or the connection is gone, so clients that never read hold at most `max` answers
+ * (each bounded by the patch limit), never an unbounded heap of them. An answer not taken within
+ * `answerTimeoutMs` closes its connection, so such clients cannot hold the slots for long either.
+ * A review that finds every slot taken is answered 429: client-go retries it after Retry-After,
+ * well inside the apiserver's timeout, where a queued review could outlive it.
+ */
+export class ReviewSlots {
+  readonly #max: number;
+  readonly #answerTimeoutMs: number;
+  #held = 0;
+
+  constructor(max: number, answerTimeoutMs: number) {
+    this.#max = max;
+    this.#answerTimeoutMs = answerTimeoutMs;
+  }
+
+  /** Takes a slot until `res` is flushed or closed; throws OVERLOADED when none is free. */
+  hold(res: ServerResponse): void {
+    if (this.#held >= this.#max) throw new InjectorError('OVERLOADED');
+    this.#held++;
+    const timer = setTimeout(() => res.destroy(), this.#answerTimeoutMs);
+    timer.unref();
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      clearTimeout(timer);
+      this.#held--;
+    };
+    res.once('finish', release).once('close', release);
   }
 }
 
@@ -141,7 +192,7 @@ function runHandler(handler: Handler, request: AdmissionRequest, templates: () =
     if (err instanceof InjectorError && err.status < 500) return deny(request, err, Reason.InvalidReview);
     if (err instanceof InjectorError) throw err;
     // An internal fault answers HTTP 500 so the webhook's failurePolicy decides, never a half-made patch.
-    logger.error({ err, uid: request.uid, endpoint }, 'review failed');
+    logger.error({ err, uid: clip(request.uid), endpoint }, 'review failed');
     throw new InjectorError('INTERNAL', [(err as Error).message], { cause: err });
   }
 }
@@ -160,12 +211,13 @@ function edgeErrors(logger: Logger, onError?: AdmissionAppDeps['onError']): Koa.
       const status = known ? err.status : 500;
       const code = known ? err.code : 'INTERNAL';
       const message = known ? err.message : 'internal error';
-      if (!known) logger.error({ err, path: ctx.path }, 'unhandled error');
-      else logger.warn({ path: ctx.path, method: ctx.method, status, code, detail: message }, 'bad request');
+      if (!known) logger.error({ err, path: clip(ctx.path) }, 'unhandled error');
+      else logger.warn({ path: clip(ctx.path), method: clip(ctx.method), status, code, detail: clip(message) }, 'bad request');
       onError?.(ctx.path, code);
-      // A body over the limit is left for Node to discard (bounded by the request timeout): closing
-      // at once would reset the connection while the client still writes, losing the 413 (soak).
-      if (code === 'BODY_ABORTED') ctx.set('Connection', 'close');
+      // A body left half-read (the client gone, too slow, over the transit budget) goes with its
+      // connection. A body over the size limit is discarded by the reader instead: closing at once
+      // would reset the connection while the client still writes, losing the 413 (soak).
+      if (code === 'BODY_ABORTED' || code === 'BODY_TIMEOUT' || (code === 'OVERLOADED' && !ctx.req.complete)) ctx.set('Connection', 'close');
       if (code === 'OVERLOADED') ctx.set('Retry-After', String(RETRY_AFTER_SECONDS));
       ctx.status = status;
       ctx.type = 'application/json';
@@ -177,13 +229,14 @@ function edgeErrors(logger: Logger, onError?: AdmissionAppDeps['onError']): Koa.
   };
 }
 
+/** The review's log line; the values taken from the request are clipped, so no client makes it long. */
 function reviewLog(endpoint: string, facts: ReviewFacts, r: ReviewResult, seconds: number, cached: boolean): Record<string, unknown> {
   return {
     endpoint,
-    uid: facts.uid,
-    operation: facts.operation,
-    namespace: facts.namespace,
-    pod: facts.pod,
+    uid: clip(facts.uid),
+    operation: clip(facts.operation),
+    namespace: clip(facts.namespace),
+    pod: clip(facts.pod),
     decision: r.decision,
     reason: r.reason,
     templates: r.templates,

@@ -1,5 +1,4 @@
 import type { IncomingMessage } from 'node:http';
-import getRawBody from 'raw-body';
 import { InjectorError } from '../errors.js';
 
 /** controller-runtime's limit: above the apiserver's own 3 MiB request limit, with room to spare. */
@@ -11,9 +10,57 @@ export function checkContentType(header: string | undefined): void {
   if (type !== 'application/json') throw new InjectorError('UNSUPPORTED_MEDIA_TYPE', [header ? JSON.stringify(header) : 'none']);
 }
 
-/** Reads a body within the size limit, mapping each failure to its 4xx. */
-export async function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<string> {
-  const text = await readText(req, limit);
+/**
+ * Bytes of review bodies being received at once, by every connection together. A body holds what
+ * it has received so far (not what its Content-Length announces), so a client that stalls after
+ * one byte holds one byte: stalled clients cannot keep others out, and memory for bodies in
+ * transit stays bounded whatever the number of connections.
+ */
+export class TransitBudget {
+  readonly maxBytes: number;
+  #used = 0;
+
+  constructor(maxBytes: number) {
+    this.maxBytes = maxBytes;
+  }
+
+  /** Bytes held now by bodies in transit. */
+  get used(): number {
+    return this.#used;
+  }
+
+  /** Takes `n` bytes; false (and nothing taken) when they do not fit. */
+  take(n: number): boolean {
+    if (this.#used + n > this.maxBytes) return false;
+    this.#used += n;
+    return true;
+  }
+
+  /** Gives back bytes taken before. */
+  give(n: number): void {
+    this.#used -= n;
+  }
+}
+
+export interface ReadBodyOptions {
+  /** The largest body accepted (413 beyond it). */
+  readonly limit?: number;
+  /**
+   * Milliseconds from the end of the headers to the end of the body: the apiserver sends a whole
+   * review at once, so a body still arriving after this is dropped (408).
+   */
+  readonly timeoutMs: number;
+  /** Shared bound on bytes in transit; a body that does not fit is refused (429). */
+  readonly transit: TransitBudget;
+}
+
+/** Reads a body within the size limit, the time limit and the transit budget, mapping each failure to its 4xx. */
+export async function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<string> {
+  const limit = opts.limit ?? MAX_BODY_BYTES;
+  const announced = Number(req.headers['content-length'] ?? NaN);
+  // Refused before a byte is read: the apiserver always sends Content-Length.
+  if (announced > limit) throw new InjectorError('BODY_TOO_LARGE', [limit]);
+  const text = (await collect(req, limit, opts)).toString('utf8');
   if (text.trim() === '') throw new InjectorError('BODY_EMPTY');
   return text;
 }
@@ -27,13 +74,38 @@ export function parseJson(text: string): unknown {
   }
 }
 
-async function readText(req: IncomingMessage, limit: number): Promise<string> {
-  const length = req.headers['content-length'];
-  try {
-    return await getRawBody(req, { limit, encoding: 'utf8', ...(length !== undefined && { length }) });
-  } catch (err) {
-    const type = (err as { type?: string }).type;
-    if (type === 'entity.too.large') throw new InjectorError('BODY_TOO_LARGE', [limit], { cause: err });
-    throw new InjectorError('BODY_ABORTED', [(err as Error).message], { cause: err });
-  }
+/**
+ * The body's bytes. Whatever way it ends (complete, too large, too slow, over the budget, the
+ * client gone), the listeners and the timer are removed and the bytes held are given back once.
+ * A body refused for any reason but its size is left unread, and the edge answers it with
+ * `Connection: close`.
+ */
+function collect(req: IncomingMessage, limit: number, opts: ReadBodyOptions): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    const finish = (err?: InjectorError): void => {
+      clearTimeout(timer);
+      req.off('data', onData).off('end', onEnd).off('aborted', onAborted).off('error', onError).off('close', onAborted);
+      opts.transit.give(received);
+      if (err === undefined) return resolve(Buffer.concat(chunks, received));
+      chunks.length = 0;
+      // The rest of a body over the limit is discarded, so the 413 reaches a client still writing
+      // (closing would reset the connection under it); any other refused body stops being read.
+      if (err.code === 'BODY_TOO_LARGE') req.resume();
+      else req.pause();
+      reject(err);
+    };
+    const onData = (chunk: Buffer): void => {
+      if (received + chunk.length > limit) return finish(new InjectorError('BODY_TOO_LARGE', [limit]));
+      if (!opts.transit.take(chunk.length)) return finish(new InjectorError('OVERLOADED'));
+      received += chunk.length;
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => finish();
+    const onAborted = (): void => finish(new InjectorError('BODY_ABORTED', ['the client closed the connection']));
+    const onError = (err: Error): void => finish(new InjectorError('BODY_ABORTED', [err.message], { cause: err }));
+    const timer = setTimeout(() => finish(new InjectorError('BODY_TIMEOUT', [opts.timeoutMs / 1000])), opts.timeoutMs);
+    req.on('data', onData).on('end', onEnd).on('aborted', onAborted).on('error', onError).on('close', onAborted);
+  });
 }

@@ -7,25 +7,61 @@ export interface HealthOptions {
   /** Ready once templates and the certificate are loaded, and until shutdown begins. */
   readonly isReady: () => boolean;
   readonly routes?: ReadonlyMap<string, HealthRoute>;
+  /** Seconds a client may take to send a whole request (`--request-timeout`, as on the review port). */
+  readonly requestTimeout?: number;
 }
+
+/**
+ * The edge limits of the health port, the review port's (EdgeLimits in admission.ts) for clients
+ * that are as few: the kubelet's probes (a new connection each) and a Prometheus scraper or two.
+ * Before these, a client could hold the port with headers that never end (Node's default headers
+ * timeout is 60 s) and open connections without bound (issue 11).
+ */
+export const HealthLimits = {
+  headersSeconds: 5,
+  /** Probes and scrapers keep a handful of connections; the kubelet's probe timeout is 1 s by default. */
+  maxConnections: 64,
+  keepAliveSeconds: 120,
+  maxHeaderSize: 8 * 1024,
+  maxHeadersCount: 64,
+  idleSocketSeconds: 30,
+  checkIntervalMs: 1000,
+} as const;
 
 /**
  * The plain-HTTP probe server: /healthz answers while the process serves, /readyz only when it can
  * answer reviews. Kept apart from the TLS port so probes never depend on the certificate.
  */
 export function createHealthServer(opts: HealthOptions): Server {
-  return createServer((req, res) => {
-    const path = (req.url ?? '/').split('?', 1)[0];
-    if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, { error: 'METHOD_NOT_ALLOWED', message: 'use GET' });
-    if (path === '/healthz' || path === '/livez') return send(res, 200, { status: 'ok' });
-    if (path === '/readyz') return opts.isReady() ? send(res, 200, { status: 'ready' }) : send(res, 503, { status: 'not ready' });
-    const route = path === undefined ? undefined : opts.routes?.get(path);
-    if (route) {
-      Promise.resolve(route(req, res)).catch((err: unknown) => send(res, 500, { error: 'INTERNAL', message: (err as Error).message }));
-      return;
-    }
-    send(res, 404, { error: 'NOT_FOUND', message: `no such path ${path ?? ''}` });
-  });
+  const requestSeconds = opts.requestTimeout ?? 10;
+  const server = createServer(
+    {
+      requestTimeout: requestSeconds * 1000,
+      headersTimeout: Math.min(HealthLimits.headersSeconds, requestSeconds) * 1000,
+      keepAliveTimeout: HealthLimits.keepAliveSeconds * 1000,
+      connectionsCheckingInterval: HealthLimits.checkIntervalMs,
+      maxHeaderSize: HealthLimits.maxHeaderSize,
+      insecureHTTPParser: false,
+    },
+    (req, res) => route(opts, req, res),
+  );
+  server.maxHeadersCount = HealthLimits.maxHeadersCount;
+  server.maxConnections = HealthLimits.maxConnections;
+  server.setTimeout(HealthLimits.idleSocketSeconds * 1000);
+  return server;
+}
+
+function route(opts: HealthOptions, req: IncomingMessage, res: ServerResponse): void {
+  const path = (req.url ?? '/').split('?', 1)[0];
+  if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, { error: 'METHOD_NOT_ALLOWED', message: 'use GET' });
+  if (path === '/healthz' || path === '/livez') return send(res, 200, { status: 'ok' });
+  if (path === '/readyz') return opts.isReady() ? send(res, 200, { status: 'ready' }) : send(res, 503, { status: 'not ready' });
+  const handler = path === undefined ? undefined : opts.routes?.get(path);
+  if (handler) {
+    Promise.resolve(handler(req, res)).catch((err: unknown) => send(res, 500, { error: 'INTERNAL', message: (err as Error).message }));
+    return;
+  }
+  send(res, 404, { error: 'NOT_FOUND', message: 'no such path; the health port serves /healthz, /readyz and /metrics' });
 }
 
 function send(res: ServerResponse, status: number, body: object): void {

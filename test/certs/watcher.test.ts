@@ -7,10 +7,11 @@ import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { serviceDnsNames } from '../../src/certs/bootstrap.js';
 import { createCA, issueServingCert, type KeyPair } from '../../src/certs/pki.js';
-import { watchCertificate } from '../../src/certs/watcher.js';
+import { watchCertificate, watchForChange } from '../../src/certs/watcher.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/log.js';
 import { serve } from '../../src/main.js';
+import { httpsRequest } from '../helpers/client.js';
 import { podReview, optedInPod } from '../helpers/review.js';
 import { makeTestCerts } from '../helpers/tls.js';
 import { startFakeApiServer, webhookConfigObject } from '../kube/fake-apiserver.js';
@@ -82,17 +83,20 @@ describe('certificate watcher', () => {
       }
     };
     const workers = [worker(), worker(), worker(keepAlive), worker(keepAlive)];
-    await new Promise((r) => setTimeout(r, 200));
+    // Traffic on both sides of the swap, counted rather than timed, so a busy machine cannot thin it out.
+    const served = (pem: string): number => results.filter((r) => r.serial === serialOf(pem)).length;
+    const until = async (pem: string): Promise<void> => {
+      for (const deadline = Date.now() + 20_000; Date.now() < deadline && served(pem) < 20; ) await new Promise((r) => setTimeout(r, 50));
+    };
+    await until(certs.serving.certPem);
     await writeFile(join(certs.certDir, 'tls.key'), next.keyPem);
     await writeFile(join(certs.certDir, 'tls.crt'), next.certPem);
-    const deadline = Date.now() + 5000;
-    while (Date.now() < deadline && !results.some((r) => r.serial === serialOf(next.certPem))) await new Promise((r) => setTimeout(r, 50));
-    await new Promise((r) => setTimeout(r, 200));
+    await until(next.certPem);
     stop = true;
     await Promise.all(workers);
 
     assert.deepEqual(failures, []);
-    assert.ok(results.length > 50, `enough traffic: ${results.length}`);
+    assert.ok(served(certs.serving.certPem) >= 20 && served(next.certPem) >= 20, `enough traffic: ${served(certs.serving.certPem)} reviews before the swap, ${served(next.certPem)} after`);
     assert.ok(results.every((r) => r.status === 200));
     const serials = new Set(results.map((r) => r.serial));
     assert.ok(serials.has(serialOf(certs.serving.certPem)) && serials.has(serialOf(next.certPem)), 'served the old, then the new certificate');
@@ -130,5 +134,111 @@ describe('certificate watcher', () => {
       seen = (await review(running.port, ca, { servername })).serial;
     }
     assert.equal(seen, serialOf(renewed.certPem));
+  });
+});
+
+/** The value of `sidecar_injector_certificate_reloads_total` for these labels on a running server. */
+async function reloads(healthPort: number, certificate: string, result: string): Promise<number> {
+  const res = await fetch(`http://127.0.0.1:${healthPort}/metrics`);
+  const line = (await res.text()).split('\n').find((l) => l.startsWith(`sidecar_injector_certificate_reloads_total{certificate="${certificate}",result="${result}"}`));
+  return Number(line?.split(' ')[1] ?? NaN);
+}
+
+/** Waits until the server has counted one more reload with this result: a check has seen what is on disk now. */
+async function nextReload(healthPort: number, certificate: string, result: string): Promise<void> {
+  const start = await reloads(healthPort, certificate, result);
+  for (const deadline = Date.now() + 10_000; (await reloads(healthPort, certificate, result)) <= start; await new Promise((r) => setTimeout(r, 100))) {
+    assert.ok(Date.now() < deadline, `no ${certificate} reload counted as ${result} within 10 s`);
+  }
+}
+
+describe('certificate reload faults', () => {
+  const rejections: unknown[] = [];
+  const onRejection = (err: unknown): void => void rejections.push(err);
+  process.on('unhandledRejection', onRejection);
+  after(() => process.off('unhandledRejection', onRejection));
+
+  it('keeps serving the current pair through an empty key, an empty certificate, a mismatched pair and an expired one, counts each, then swaps in a good pair', async () => {
+    const certs = await makeTestCerts();
+    const config = loadConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--cert-check-interval', '1'], {});
+    const running = await serve(config, logger);
+    after(() => running.close());
+    const crt = join(certs.certDir, 'tls.crt');
+    const key = join(certs.certDir, 'tls.key');
+    const original = serialOf(certs.serving.certPem);
+    const other = await issueServingCert(certs.ca, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
+    // notAfter a day ago (notBefore is five minutes ago): a certificate that has expired.
+    const expired = await issueServingCert(certs.ca, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], validityDays: -1 });
+
+    const broken: [string, string, string][] = [
+      ['an empty tls.key', certs.serving.certPem, ''],
+      ['an empty tls.crt', '', certs.serving.keyPem],
+      ['half a tls.crt', certs.serving.certPem.slice(0, 200), certs.serving.keyPem],
+      ['a key that is not the certificate\'s', other.certPem, certs.serving.keyPem],
+      ['an expired certificate', expired.certPem, expired.keyPem],
+    ];
+    for (const [name, certPem, keyPem] of broken) {
+      await writeFile(crt, certPem);
+      await writeFile(key, keyPem);
+      await nextReload(running.healthPort, 'serving', 'failure');
+      const r = await review(running.port, certs.ca.certPem);
+      assert.deepEqual(r, { status: 200, serial: original }, `after ${name}`);
+    }
+    assert.deepEqual(rejections, [], 'no path from the watcher ends in an unhandled rejection');
+    assert.equal(await reloads(running.healthPort, 'serving', 'success'), 0);
+
+    await writeFile(key, other.keyPem);
+    await writeFile(crt, other.certPem);
+    await nextReload(running.healthPort, 'serving', 'success');
+    assert.deepEqual(await review(running.port, certs.ca.certPem), { status: 200, serial: serialOf(other.certPem) });
+  });
+
+  it('keeps the client CA through an empty file and an expired CA, counting each, then swaps in a good one', async () => {
+    const certs = await makeTestCerts();
+    const file = join(certs.certDir, 'client-ca.crt');
+    const [first, second, expired] = [await createCA('client-ca-1', 1), await createCA('client-ca-2', 1), await createCA('client-ca-old', -1)];
+    await writeFile(file, first.certPem);
+    const flags = ['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--cert-check-interval', '1', '--client-ca', file];
+    const running = await serve(loadConfig(flags, {}), logger);
+    after(() => running.close());
+    const statusWith = async (ca: KeyPair): Promise<number | string> => {
+      const { issueClientCert } = await import('../../src/certs/pki.js');
+      const cert = await issueClientCert(ca, 'kube-apiserver');
+      const agent = new Agent({ cert: cert.certPem, key: cert.keyPem, keepAlive: false });
+      return httpsRequest(`https://127.0.0.1:${running.port}/mutate`, JSON.stringify(podReview(optedInPod())), { ca: certs.ca.certPem, agent }).then(
+        (r) => r.status,
+        (err: Error) => err.message,
+      );
+    };
+    for (const pem of ['', expired.certPem]) {
+      await writeFile(file, pem);
+      await nextReload(running.healthPort, 'client-ca', 'failure');
+      assert.equal(await statusWith(first), 200);
+    }
+    await writeFile(file, second.certPem);
+    await nextReload(running.healthPort, 'client-ca', 'success');
+    assert.equal(await statusWith(second), 200);
+    assert.deepEqual(rejections, []);
+  });
+
+  it('survives a swap that throws: the current value stays, the failure is counted, nothing rejects', async () => {
+    const results: boolean[] = [];
+    const w = watchForChange({
+      initial: 'a',
+      load: async () => 'b',
+      same: (x, y) => x === y,
+      verify: () => {},
+      onChange: () => {
+        throw new Error('setSecureContext failed');
+      },
+      onResult: (swapped) => results.push(swapped),
+      intervalMs: 3_600_000,
+      logger,
+      what: 'test value',
+    });
+    after(() => w.stop());
+    assert.equal(await w.check(), false);
+    assert.equal(w.current(), 'a');
+    assert.deepEqual(results, [false]);
   });
 });

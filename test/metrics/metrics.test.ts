@@ -6,7 +6,8 @@ import fjp from 'fast-json-patch';
 import 'reflect-metadata'; // @peculiar/x509 needs it before it loads
 import { X509Certificate } from '@peculiar/x509';
 import { certificateValidity as validityFromFiles } from '../../src/certs/source.js';
-import { createMetrics, ReloadResult } from '../../src/metrics/metrics.js';
+import { CertificateKind, createMetrics, MAX_NAMESPACE_LABELS, ReloadResult } from '../../src/metrics/metrics.js';
+import { Agent } from 'node:https';
 import { httpsRequest } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -191,6 +192,72 @@ describe('createMetrics', () => {
     a.observeError('/mutate', 'BODY_EMPTY');
     assert.equal(valueOf(await scrape(a), 'sidecar_injector_reviews_total', { reason: 'BODY_EMPTY' }), 1);
     assert.equal(valueOf(await scrape(b), 'sidecar_injector_reviews_total', { reason: 'BODY_EMPTY' }), undefined);
+  });
+});
+
+describe('metric labels', () => {
+  it('stay within closed sets: 3,000 reviews with distinct operations and namespaces leave /metrics the size it was, counting them as other', async () => {
+    const server = await startTestServer();
+    const agent = new Agent({ keepAlive: true, maxSockets: 8 });
+    try {
+      const post = (path: string, review: unknown) => httpsRequest(`${server.url}${path}`, JSON.stringify(review), { ca: server.certs.ca.certPem, agent });
+      const size = async () => (await getText(`${server.healthUrl}/metrics`)).text.split('\n').filter((l) => l.startsWith('sidecar_injector_')).join('\n').length;
+      // Every label value a request can reach, once, so the closed sets are all in use.
+      await post('/mutate', podReview(optedInPod()));
+      await post('/validate', podReview(optedInPod(), { namespace: 'shop' }));
+      for (let i = 0; i < MAX_NAMESPACE_LABELS - 1; i++) await post('/validate', podReview(optedInPod(), { namespace: `ns-${i}` }));
+      await post('/mutate', podReview(optedInPod(), { operation: 'NOT-AN-OPERATION' }));
+      await post('/validate', podReview(optedInPod(), { namespace: 'ns-more' }));
+      const before = await size();
+      for (let i = 0; i < 300; i++) {
+        await Promise.all(
+          Array.from({ length: 10 }, (_, j) => {
+            const n = i * 10 + j;
+            return n % 2 === 0 ? post('/mutate', podReview(optedInPod(), { operation: `OP-${n}-${'x'.repeat(100)}` })) : post('/validate', podReview(optedInPod(), { namespace: `namespace-${n}` }));
+          }),
+        );
+      }
+      const samples = parseSamples((await getText(`${server.healthUrl}/metrics`)).text);
+      assert.ok((await size()) - before < 200, `/metrics grew from ${before} to ${await size()} characters`);
+      assert.equal(valueOf(samples, 'sidecar_injector_reviews_total', { endpoint: 'mutate', operation: 'other', decision: 'skipped', reason: 'not-pod-create' }), 1501);
+      assert.equal(valueOf(samples, 'sidecar_injector_validation_rejections_total', { namespace: 'other' }), 1501);
+      assert.equal(valueOf(samples, 'sidecar_injector_validation_rejections_total', { namespace: 'ns-0' }), 1);
+      assert.equal(samples.filter((s) => s.name === 'sidecar_injector_validation_rejections_total').length, MAX_NAMESPACE_LABELS + 1);
+    } finally {
+      agent.destroy();
+      await server.close();
+    }
+  });
+
+  it('maps decisions and reasons outside their sets, and malformed namespaces, to other', async () => {
+    const m = createMetrics({ processMetrics: false });
+    const facts = { uid: 'u', operation: 'CREATE', namespace: 'Not_A_Namespace', pod: 'p' };
+    m.observeReview('/validate', facts, { response: { uid: 'u', allowed: false }, decision: 'denied', reason: 'sidecars-missing', templates: [], patchOps: 0 }, 0.001, false);
+    m.observeReview('/mutate', facts, { response: { uid: 'u', allowed: true }, decision: 'made-up' as never, reason: 'made-up-reason', templates: [], patchOps: 0 }, 0.001, false);
+    m.observeError('/mutate', 'NOT_A_CODE');
+    const s = await scrape(m);
+    assert.equal(valueOf(s, 'sidecar_injector_validation_rejections_total', { namespace: 'other' }), 1);
+    assert.equal(valueOf(s, 'sidecar_injector_reviews_total', { endpoint: 'mutate', decision: 'other', reason: 'other' }), 1);
+    assert.equal(valueOf(s, 'sidecar_injector_reviews_total', { endpoint: 'mutate', decision: 'error', reason: 'other' }), 1);
+  });
+});
+
+async function scrape(m: ReturnType<typeof createMetrics>) {
+  return parseSamples(await m.registry.metrics());
+}
+
+describe('certificate reload metrics', () => {
+  it('export both results for both certificates from the start, and count each reload', async () => {
+    const m = createMetrics({ processMetrics: false });
+    let s = await scrape(m);
+    for (const certificate of Object.values(CertificateKind)) {
+      for (const result of Object.values(ReloadResult)) assert.equal(valueOf(s, 'sidecar_injector_certificate_reloads_total', { certificate, result }), 0);
+    }
+    m.recordCertificateReload(CertificateKind.Serving, ReloadResult.Failure);
+    m.recordCertificateReload(CertificateKind.Serving, ReloadResult.Success);
+    s = await scrape(m);
+    assert.equal(valueOf(s, 'sidecar_injector_certificate_reloads_total', { certificate: 'serving', result: 'failure' }), 1);
+    assert.equal(valueOf(s, 'sidecar_injector_certificate_reloads_total', { certificate: 'serving', result: 'success' }), 1);
   });
 });
 

@@ -1,12 +1,19 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
 import { readFile } from 'node:fs/promises';
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import type { InjectorError } from '../../src/errors.js';
+import { createLogger, LOG_FIELD_MAX } from '../../src/log.js';
+import { createAdmissionApp, createAdmissionServer, ReviewSlots } from '../../src/server/admission.js';
+import { loadTemplateSet } from '../../src/templates/load.js';
 import { admit, validatePod } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { optedInPod, podReview } from '../helpers/review.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { makeTestCerts } from '../helpers/tls.js';
 
 let server: TestServer;
 let ca: string;
@@ -254,5 +261,82 @@ describe('health port', () => {
     assert.equal(await get('/healthz'), 200);
     assert.equal(await get('/readyz'), 200);
     assert.equal(await get('/nope'), 404);
+  });
+});
+
+describe('review slots', () => {
+  /** A stand-in for a ServerResponse: the events the slots listen to, and destroy(). */
+  class FakeResponse extends EventEmitter {
+    destroyed = false;
+    destroy(): void {
+      this.destroyed = true;
+      this.emit('close');
+    }
+  }
+  const fake = (): FakeResponse & ServerResponse => new FakeResponse() as FakeResponse & ServerResponse;
+
+  it('holds a slot until the answer is flushed or the connection closes, and refuses one more with OVERLOADED', () => {
+    const slots = new ReviewSlots(2, 60_000);
+    const [a, b] = [fake(), fake()];
+    slots.hold(a);
+    slots.hold(b);
+    assert.throws(() => slots.hold(fake()), (err: InjectorError) => err.code === 'OVERLOADED' && err.status === 429);
+    a.emit('finish');
+    a.emit('close'); // both events come for one answer: the slot is given back once
+    slots.hold(fake());
+    assert.throws(() => slots.hold(fake()), /too many reviews/);
+    b.emit('close');
+    slots.hold(fake());
+  });
+
+  it('closes the connection of an answer its client has not taken in time, which frees the slot', async () => {
+    const slots = new ReviewSlots(1, 50);
+    const unread = fake();
+    slots.hold(unread);
+    assert.throws(() => slots.hold(fake()), /too many reviews/);
+    await new Promise((r) => setTimeout(r, 150));
+    assert.equal(unread.destroyed, true);
+    slots.hold(fake());
+  });
+
+  it('leaves a flushed answer\'s connection open', async () => {
+    const slots = new ReviewSlots(1, 50);
+    const read = fake();
+    slots.hold(read);
+    read.emit('finish');
+    await new Promise((r) => setTimeout(r, 150));
+    assert.equal(read.destroyed, false);
+  });
+});
+
+describe('log lines', () => {
+  it('cut the values taken from the request to a few hundred characters', async () => {
+    const lines: string[] = [];
+    const logger = createLogger('info', { write: (line: string) => void lines.push(line) });
+    const certs = await makeTestCerts();
+    const set = await loadTemplateSet('templates');
+    const app = createAdmissionApp({ logger, templates: () => set });
+    const srv = createAdmissionServer(app, certs.serving);
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const url = `https://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+    try {
+      const long = 'a'.repeat(100_000);
+      const review = podReview(optedInPod({ name: long }), { namespace: long, operation: long, uid: long });
+      const res = await httpsRequest(`${url}/mutate`, JSON.stringify(review), { ca: certs.ca.certPem });
+      assert.equal(res.status, 200);
+      const bad = await httpsRequest(`${url}/${long.slice(0, 7000)}`, '{}', { ca: certs.ca.certPem });
+      assert.equal(bad.status, 404);
+      assert.equal(lines.length, 2);
+      const [line, warn] = lines.map((l) => JSON.parse(l));
+      for (const field of ['uid', 'operation', 'namespace', 'pod']) {
+        assert.ok(line[field].length <= LOG_FIELD_MAX + 32, `${field} is ${line[field].length} characters`);
+        assert.match(line[field], /^a+\.\.\.\(\d+ more\)$/);
+      }
+      assert.ok(lines[1]!.length < 2 * 1024, `the bad-request line is ${lines[1]!.length} characters`);
+      assert.equal(warn.code, 'NOT_FOUND');
+    } finally {
+      srv.closeAllConnections();
+      await new Promise((r) => srv.close(r));
+    }
   });
 });

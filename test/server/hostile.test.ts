@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
+import { get } from 'node:http';
 import { Agent } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -9,6 +10,7 @@ import { createCA, issueClientCert } from '../../src/certs/pki.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/log.js';
 import { createAdmissionApp, createAdmissionServer, EdgeLimits } from '../../src/server/admission.js';
+import { HealthLimits } from '../../src/server/health.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { admit } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
@@ -18,7 +20,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { makeTestCerts } from '../helpers/tls.js';
 
 // One second for the whole request, so the handshake, header and body timeouts fire in 1-2 s.
-const FLAGS = ['--request-timeout', '1', '--max-inflight', '3'];
+const FLAGS = ['--request-timeout', '1', '--body-timeout', '1', '--max-inflight', '3'];
 
 let server: TestServer;
 let port: number;
@@ -41,6 +43,15 @@ async function validReviewSucceeds(url = server.url, caPem = ca): Promise<void> 
 async function post(path: string, body: string): Promise<{ status: number; body: any }> {
   const res = await httpsRequest(`${server.url}${path}`, body, { ca });
   return { status: res.status, body: res.json() };
+}
+
+function httpGet(url: string): Promise<{ status: number }> {
+  return new Promise((resolve, reject) => {
+    get(url, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0 }));
+    }).on('error', reject);
+  });
 }
 
 function review(request: Record<string, unknown>): string {
@@ -323,22 +334,57 @@ describe('hostile connections', () => {
   }
 });
 
-describe('overload', () => {
-  it('answers 429 with Retry-After at once when --max-inflight reviews are in progress, and serves them all after', async () => {
-    const bodies = [0, 1, 2].map(() => JSON.stringify(podReview(optedInPod())));
-    // Three reviews whose bodies arrive slowly hold all three slots.
-    const held = await Promise.all(bodies.map(() => openTls(port, ca)));
-    held.forEach((s, i) => s.write(rawPost('/mutate', bodies[i]!).slice(0, -10)));
-    await new Promise((r) => setTimeout(r, 100));
-    const started = Date.now();
-    const res = await httpsRequest(`${server.url}/mutate`, JSON.stringify(podReview(optedInPod())), { ca });
-    assert.equal(res.status, 429, res.text);
-    assert.equal(res.headers['retry-after'], '1');
-    assert.equal(res.json().error, 'OVERLOADED');
-    assert.ok(Date.now() - started < 500, 'answered without queueing');
-    const finished = await Promise.all(held.map((s, i) => exchange(s, [bodies[i]!.slice(-10)], 300)));
-    for (const r of finished) assert.equal(r.status, 200, r.text);
-    await validReviewSucceeds();
+describe('slow bodies', () => {
+  const stall = (body: string): string => rawPost('/mutate', body).slice(0, -(body.length - 1)); // headers and one byte
+
+  it('serves valid reviews promptly while 40 clients hold stalled bodies, and drops those with a 408 after --body-timeout', async () => {
+    const s = await startTestServer(['--body-timeout', '2']); // --max-inflight 32: fewer slots than stalled clients
+    const caPem = s.certs.ca.certPem;
+    try {
+      const body = JSON.stringify(podReview(optedInPod()));
+      const sockets = await Promise.all(Array.from({ length: 40 }, () => openTls(s.running.port, caPem)));
+      const stalled = sockets.map((socket) => exchange(socket, [stall(body)], 8000));
+      await new Promise((r) => setTimeout(r, 100));
+      for (let i = 0; i < 5; i++) {
+        const started = Date.now();
+        await validReviewSucceeds(s.url, caPem);
+        assert.ok(Date.now() - started < 1500, `review ${i} took ${Date.now() - started} ms`);
+      }
+      for (const r of await Promise.all(stalled)) {
+        assert.equal(r.status, 408, r.text);
+        assert.equal(responseJson(r.text).error, 'BODY_TIMEOUT');
+        assert.ok(r.closed, 'the connection is dropped');
+        assert.ok(r.ms < 5000, `dropped after ${r.ms} ms`);
+      }
+      await validReviewSucceeds(s.url, caPem);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('refuses a body that does not fit --bodies-in-transit-mb with a 429 and a closed connection, and takes it once the stalled bytes are gone', async () => {
+    const s = await startTestServer(['--bodies-in-transit-mb', '1', '--body-timeout', '1']);
+    const caPem = s.certs.ca.certPem;
+    try {
+      // 900 KB of a 1 MB body, then nothing: the bytes it sent stay in transit until --body-timeout.
+      const hog = await openTls(s.running.port, caPem);
+      const hogBody = ' '.repeat(1_000_000);
+      const hogged = exchange(hog, [rawPost('/mutate', hogBody).slice(0, -100_000)], 6000);
+      await new Promise((r) => setTimeout(r, 200));
+      // 200 KB: under Kubernetes' 256 KiB of annotations, over the 148 KB the stalled body left.
+      const big = JSON.stringify(podReview(optedInPod({ annotations: { note: 'n'.repeat(200_000) } })));
+      const refused = await exchange(await openTls(s.running.port, caPem), [rawPost('/mutate', big)], 4000);
+      assert.equal(refused.status, 429, refused.text.slice(0, 200));
+      assert.equal(responseJson(refused.text).error, 'OVERLOADED');
+      assert.match(refused.text, /connection: close/i);
+      await validReviewSucceeds(s.url, caPem); // a small body still fits
+      assert.equal((await hogged).status, 408);
+      const res = await httpsRequest(`${s.url}/mutate`, big, { ca: caPem });
+      assert.equal(res.status, 200);
+      assert.equal(res.json().response.allowed, true);
+    } finally {
+      await s.close();
+    }
   });
 });
 
@@ -370,6 +416,37 @@ describe('edge limits', () => {
     } finally {
       await s.close();
     }
+  });
+
+  it('gives the health port a headers timeout, a request timeout, an idle timeout and a connection cap', async () => {
+    const h = server.running.health;
+    assert.equal(h.headersTimeout, 1_000, 'min(5 s, --request-timeout)');
+    assert.equal(h.requestTimeout, 1_000);
+    assert.equal(h.timeout, HealthLimits.idleSocketSeconds * 1000);
+    assert.equal(h.maxConnections, HealthLimits.maxConnections);
+    assert.equal(h.maxHeadersCount, HealthLimits.maxHeadersCount);
+  });
+
+  it('answers 408 and closes a health request whose headers never end', async () => {
+    const r = await exchange(await openTcp(server.running.healthPort), ['GET /metrics HTTP/1.1\r\nHost: localhost\r\n'], 6000);
+    assert.equal(r.status, 408, r.text);
+    assert.ok(r.closed);
+    assert.ok(r.ms < 4000, `closed after ${r.ms} ms`);
+    assert.equal((await httpGet(`${server.healthUrl}/healthz`)).status, 200);
+  });
+
+  it('closes health connections beyond its cap at once, and serves again when they go', async () => {
+    const open = await Promise.all(Array.from({ length: HealthLimits.maxConnections }, () => openTcp(server.running.healthPort)));
+    try {
+      await new Promise((r) => setTimeout(r, 100));
+      const extra = await exchange(await openTcp(server.running.healthPort), ['GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n'], 2000);
+      assert.ok(extra.closed, 'the connection over the cap is closed');
+      assert.equal(extra.status, undefined, 'and never answered');
+    } finally {
+      for (const socket of open) socket.destroy();
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal((await httpGet(`${server.healthUrl}/healthz`)).status, 200);
   });
 
   it('refuses TLS below 1.2 and ciphers without forward secrecy', async () => {
@@ -482,8 +559,11 @@ describe('faults inside a review', () => {
   });
 
   it('loads the edge limits from flags', () => {
-    const config = loadConfig(['--request-timeout', '3', '--max-connections', '7', '--max-inflight', '2'], {});
-    assert.deepEqual([config.requestTimeout, config.maxConnections, config.maxInflight, config.clientCa], [3, 7, 2, '']);
+    const config = loadConfig(['--request-timeout', '3', '--max-connections', '7', '--max-inflight', '2', '--body-timeout', '1', '--bodies-in-transit-mb', '8'], {});
+    assert.deepEqual([config.requestTimeout, config.maxConnections, config.maxInflight, config.clientCa, config.bodyTimeout, config.bodiesInTransitMb], [3, 7, 2, '', 1, 8]);
+    assert.deepEqual([loadConfig([], {}).bodyTimeout, loadConfig([], {}).bodiesInTransitMb], [2, 32]);
     assert.throws(() => loadConfig(['--request-timeout', '0'], {}), /--request-timeout/);
+    assert.throws(() => loadConfig(['--body-timeout', '0'], {}), /--body-timeout/);
+    assert.throws(() => loadConfig(['--bodies-in-transit-mb', '0'], {}), /--bodies-in-transit-mb/);
   });
 });

@@ -1,0 +1,75 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+import { PassThrough } from 'node:stream';
+import type { InjectorError } from '../../src/errors.js';
+import { readBody, TransitBudget } from '../../src/server/body.js';
+
+/** A request body stream with the headers readBody looks at. */
+function request(headers: Record<string, string> = {}): PassThrough & IncomingMessage {
+  return Object.assign(new PassThrough(), { headers }) as unknown as PassThrough & IncomingMessage;
+}
+
+const code = (expected: string) => (err: InjectorError) => err.code === expected;
+
+describe('readBody', () => {
+  it('reads a whole body and gives its bytes in transit back', async () => {
+    const transit = new TransitBudget(1024);
+    const req = request();
+    const read = readBody(req, { timeoutMs: 1000, transit });
+    req.write('{"a":');
+    await new Promise((r) => setImmediate(r));
+    assert.equal(transit.used, 5, 'the bytes received so far are in transit');
+    req.end('1}');
+    assert.equal(await read, '{"a":1}');
+    assert.equal(transit.used, 0);
+  });
+
+  it('drops a body not complete within the timeout with BODY_TIMEOUT (408), giving its bytes back', async () => {
+    const transit = new TransitBudget(1024);
+    const req = request();
+    const read = readBody(req, { timeoutMs: 50, transit });
+    req.write('{');
+    await assert.rejects(read, (err: InjectorError) => err.code === 'BODY_TIMEOUT' && err.status === 408);
+    assert.equal(transit.used, 0);
+  });
+
+  it('refuses a body that does not fit the transit budget with OVERLOADED (429), giving back what it held', async () => {
+    const transit = new TransitBudget(10);
+    assert.ok(transit.take(4)); // another body in transit
+    const req = request();
+    const read = readBody(req, { timeoutMs: 1000, transit });
+    req.write('12345');
+    req.write('67');
+    await assert.rejects(read, (err: InjectorError) => err.code === 'OVERLOADED' && err.status === 429);
+    assert.equal(transit.used, 4, 'only the other body\'s bytes remain');
+  });
+
+  it('refuses a body whose Content-Length is over the limit before reading it, and one that grows past it', async () => {
+    const transit = new TransitBudget(1024);
+    await assert.rejects(readBody(request({ 'content-length': '11' }), { limit: 10, timeoutMs: 1000, transit }), code('BODY_TOO_LARGE'));
+    const req = request();
+    const read = readBody(req, { limit: 10, timeoutMs: 1000, transit });
+    req.write('x'.repeat(11));
+    await assert.rejects(read, code('BODY_TOO_LARGE'));
+    assert.equal(transit.used, 0);
+  });
+
+  it('answers a client that went away with BODY_ABORTED, giving its bytes back', async () => {
+    const transit = new TransitBudget(1024);
+    const req = request();
+    const read = readBody(req, { timeoutMs: 1000, transit });
+    req.write('{"a"');
+    await new Promise((r) => setImmediate(r));
+    req.destroy();
+    await assert.rejects(read, code('BODY_ABORTED'));
+    assert.equal(transit.used, 0);
+  });
+
+  it('refuses an empty body with BODY_EMPTY', async () => {
+    const req = request();
+    const read = readBody(req, { timeoutMs: 1000, transit: new TransitBudget(1024) });
+    req.end('  ');
+    await assert.rejects(read, code('BODY_EMPTY'));
+  });
+});
