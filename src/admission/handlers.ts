@@ -1,9 +1,10 @@
 import { Options, type Config } from '../config/config.js';
 import { attempt, InjectorError } from '../errors.js';
+import { Keys } from '../inject/keys.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
 import { verifyPod } from '../inject/verify.js';
-import type { Pod } from '../kube/types.js';
+import { isObject, type Pod } from '../kube/types.js';
 import { diff, encodePatch } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
 import { withAudit } from './audit.js';
@@ -60,7 +61,8 @@ export function mutate(req: AdmissionRequest, set: TemplateSet, scope: OptInScop
 
 function mutatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope, limits: ReviewLimits): ReviewResult {
   if (!isPodCreate(req)) return pass(req, Decision.Skipped, Reason.NotPodCreate);
-  const pod = podObject(req, limits.pod);
+  const pod = checkedPod(req, scope, limits);
+  if (pod === undefined) return pass(req, Decision.Skipped, Reason.OptedOut);
   const namespace = namespaceOf(req, pod);
   const selection = attempt(() => selectTemplates(pod, set, scope));
   if (selection instanceof InjectorError) return deny(req, selection, Reason.UnknownTemplate);
@@ -95,11 +97,36 @@ export function validate(req: AdmissionRequest, set: TemplateSet, scope: OptInSc
 
 function validatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope, limits: ReviewLimits): ReviewResult {
   if (!isPodCreate(req)) return pass(req, Decision.Skipped, Reason.NotPodCreate);
-  const pod = podObject(req, limits.pod);
+  const pod = checkedPod(req, scope, limits);
+  if (pod === undefined) return pass(req, Decision.Skipped, Reason.OptedOut);
   const verdict = verifyPod(pod, set, namespaceOf(req, pod), {}, scope);
   if (verdict.kind === 'skipped') return pass(req, Decision.Skipped, verdict.reason);
   if (verdict.kind === 'denied') return { ...deny(req, verdict.error, verdict.reason, verdict.statusReason), templates: verdict.templates };
   return { response: { uid: req.uid, allowed: true }, decision: Decision.Allowed, reason: verdict.reason, templates: verdict.templates, patchOps: 0 };
+}
+
+/**
+ * The pod, checked for shape and for the review limits; undefined for a pod whose check failed but
+ * whose inject label says it is not opted in. The injector never acts on such a pod, so refusing it
+ * for a limit of ours (--max-containers, ...) would deny a pod that did not ask for anything; the
+ * apiserver's own validation still judges it.
+ */
+function checkedPod(req: AdmissionRequest, scope: OptInScope, limits: ReviewLimits): Pod | undefined {
+  try {
+    return podObject(req, limits.pod);
+  } catch (err) {
+    if (err instanceof InjectorError && err.status < 500 && !optedInByLabel(req.object, scope)) return undefined;
+    throw err;
+  }
+}
+
+/** The opt-in rule of selectTemplates read from the raw object: false only for a string label that does not opt in. */
+function optedInByLabel(object: unknown, scope: OptInScope): boolean {
+  const meta = isObject(object) ? object['metadata'] : undefined;
+  const labels = isObject(meta) ? meta['labels'] : undefined;
+  const label = isObject(labels) && Object.hasOwn(labels, Keys.inject) ? labels[Keys.inject] : undefined;
+  if (label === undefined) return scope === OptInScope.Namespace;
+  return typeof label !== 'string' || label === 'true';
 }
 
 // Pods created by controllers often carry no metadata.namespace; request.namespace always has it.

@@ -186,3 +186,22 @@ describe('a patch over --max-patch-kib', () => {
     assert.ok(Buffer.from(response.patch, 'base64').length < 1024 * 1024);
   });
 });
+
+describe('review limits and the opt-in', () => {
+  it('never deny a pod that is not opted in, whatever its size: the injector does not act on it', async () => {
+    const { mutate, validate } = await import('../../src/admission/handlers.js');
+    const { OptInScope } = await import('../../src/inject/policy.js');
+    const { loadTemplateSet } = await import('../../src/templates/load.js');
+    const set = await loadTemplateSet('templates');
+    const containers = Array.from({ length: 1001 }, (_, i) => ({ name: `c${i}`, image: 'busybox' }));
+    const request = (labels: Record<string, string>) => ({ uid: 'u', operation: 'CREATE', kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace: 'shop', object: { metadata: { name: 'big', labels }, spec: { containers } } });
+    for (const handler of [mutate, validate]) {
+      for (const scope of [OptInScope.Pod, OptInScope.Namespace]) {
+        const out = handler(request({ 'sidecar-injector.io/inject': 'false' }), set, scope);
+        assert.equal(out.response.allowed, true, `${handler.name} ${scope}: ${JSON.stringify(out.response.status)}`);
+      }
+      assert.equal(handler(request({}), set, OptInScope.Pod).response.allowed, true, `${handler.name}: a pod without the label, pod scope`);
+      assert.throws(() => handler(request({ 'sidecar-injector.io/inject': 'true' }), set, OptInScope.Pod), /containers/, `${handler.name}: an opted-in pod over the limit is refused`);
+    }
+  });
+});
