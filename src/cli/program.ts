@@ -101,7 +101,7 @@ export function createProgram(io: IO, done: (code: number) => void): Command {
     .addHelpText('after', examples([`${PROGRAM} explain -f deployment.yaml`, `kubectl get deploy web -o yaml | ${PROGRAM} explain -f - --namespace-labels sidecar-injector.io/inject=true`, `${PROGRAM} explain -f app.yaml -o json`]))
     .action(act(async (...args) => (await Commands.explain()).explainCommand(optionsOf(args), io)));
 
-  command('lint', 'check every template in a directory; exit 1 on any fault')
+  command('lint', 'check every template in a directory; exit 1 on errors (and warnings with --strict)')
     .description('Checks every SidecarTemplate in DIR: load faults as file:line:column, each template injected into sample pods (valid pod, Pod Security level, conflicts between templates). Exit status 1 when there is any fault, for pre-commit hooks and CI.')
     .argument('[dir]', `templates directory (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`)
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
