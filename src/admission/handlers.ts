@@ -120,9 +120,11 @@ function checkedPod(req: AdmissionRequest, scope: OptInScope, limits: ReviewLimi
   }
 }
 
-/** The opt-in rule of selectTemplates read from the raw object: false only for a string label that does not opt in. */
+/** The opt-in rule of selectTemplates read from the raw object: false only for a pod whose label (or its absence) does not opt it in. */
 function optedInByLabel(object: unknown, scope: OptInScope): boolean {
-  const meta = isObject(object) ? object['metadata'] : undefined;
+  // No pod at all (request.object missing, null, a list) is a broken review, refused as such.
+  if (!isObject(object)) return true;
+  const meta = object['metadata'];
   const labels = isObject(meta) ? meta['labels'] : undefined;
   const label = isObject(labels) && Object.hasOwn(labels, Keys.inject) ? labels[Keys.inject] : undefined;
   if (label === undefined) return scope === OptInScope.Namespace;
