@@ -5,8 +5,9 @@ import { mutate, validate } from '../../src/admission/handlers.js';
 import type { AdmissionRequest } from '../../src/admission/review.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { diff } from '../../src/patch/diff.js';
-import { compileTemplateSet, loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
+import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
+import { agent, jobOwner, locked, podWith, set, template, templates } from '../helpers/templates.js';
 
 // The handlers answer a review with an AdmissionResponse: allowed or a denial with a status a person
 // can act on, the patch, and warnings. Golden responses are in golden.test.ts; the audit
@@ -14,39 +15,6 @@ import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
 
 const requestOf = (pod: object, opts: Parameters<typeof podReview>[1] = {}): AdmissionRequest => podReview(pod, opts).request;
 
-function set(...docs: string[]): TemplateSet {
-  return compileTemplateSet(docs.map((text, i) => ({ file: `t${i}.yaml`, text })), 'test');
-}
-
-function template(name: string, spec: string): string {
-  return `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: ${name}\nspec:\n${spec}`;
-}
-
-const agent = template('agent', `  nativeSidecar: jobs
-  overrides: [image, cpu, memory]
-  containers:
-    - name: agent
-      image: registry.example.com/agent:1.0
-      resources:
-        requests: { cpu: 100m, memory: 64Mi }
-        limits: { cpu: 200m, memory: 128Mi }
-    - name: agent-helper
-      image: registry.example.com/helper:1.0
-`);
-const locked = template('locked', `  containers:
-    - name: locked
-      image: registry.example.com/locked:1.0
-      env:
-        - name: LEVEL
-          value: "{{ pod.annotations['locked.sidecar-injector.io/level'] | default 'info' }}"
-`);
-const templates = set(agent, locked);
-const jobOwner = [{ apiVersion: 'batch/v1', kind: 'Job', name: 'nightly-28811520', uid: 'u', controller: true }];
-
-function podWith(annotations: Record<string, string>, extra: object = {}): any {
-  const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'agent,locked', ...annotations } });
-  return { ...pod, metadata: { ...pod.metadata, ...extra } };
-}
 
 /** One default template whose `nativeSidecar` line is given. */
 function agentSet(nativeSidecar: string): TemplateSet {
