@@ -8,7 +8,8 @@
  */
 import { Writable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
-import { mutate } from '../src/admission/handlers.js';
+import fastJsonPatch from 'fast-json-patch';
+import { mutate, validate } from '../src/admission/handlers.js';
 import { decodeReview, encodeReview, reviewFacts } from '../src/admission/review.js';
 import { createLogger } from '../src/log.js';
 import { createMetrics } from '../src/metrics/metrics.js';
@@ -33,6 +34,10 @@ export async function measureSteps(size: PodSize, iterations = 20000): Promise<S
   const parsed = JSON.parse(text);
   const review = decodeReview(parsed);
   const result = mutate(review.request, set);
+  // The pod as the apiserver stores it after the patch, as /validate sees every opted-in pod.
+  const patched = fastJsonPatch.applyPatch(structuredClone(review.request.object), JSON.parse(Buffer.from(result.response.patch ?? '', 'base64').toString('utf8'))).newDocument;
+  const injected = { ...review.request, object: patched };
+  if (validate(injected, set).decision !== 'allowed') throw new Error('the validating handler did not allow the injected pod');
   const time = (step: string, fn: () => unknown): Step => {
     for (let i = 0; i < Math.min(2000, iterations); i++) fn();
     const start = process.cpuUsage();
@@ -60,6 +65,7 @@ export async function measureSteps(size: PodSize, iterations = 20000): Promise<S
     time('JSON.parse of the body (the floor does this too)', () => JSON.parse(text)),
     time('envelope check (decodeReview)', () => decodeReview(parsed)),
     time('mutate: select, render, inject, diff, patch, audit', () => mutate(review.request, set)),
+    time('validate: select, render, check the sidecars, audit (the injected pod)', () => validate(injected, set)),
     time('answer JSON (encodeReview)', () => encodeReview(review.apiVersion, result.response)),
     time('metrics (observeReview)', () => metrics.observeReview('/mutate', reviewFacts(review.request), result, 0.0004, false)),
     time('log line (pino, to a null stream)', () => logger.info(line, 'review')),
