@@ -2,7 +2,7 @@ import { InjectorError } from '../errors.js';
 import type { Container } from '../kube/types.js';
 import { parseImage } from './image.js';
 import { Overridable, QUANTITY_PATTERN, type OverrideField } from '../templates/schema.js';
-import { digestOf, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
+import type { CompiledTemplate, RenderedTemplate } from '../templates/template.js';
 
 /**
  * Per-pod overrides: `<template>.sidecar-injector.io/image`, `/cpu` and `/memory` annotations change
@@ -38,11 +38,13 @@ const MAX_IGNORED_WARNINGS = 5;
  * override nor a warning.
  */
 export function overridesFor(t: CompiledTemplate, annotations: OverrideAnnotations, selected: readonly CompiledTemplate[] = [t]): OverrideReading {
+  const found = annotations.get(t.name);
+  if (found === undefined) return NO_OVERRIDES;
   const prefix = overrideKey(t.name, '');
   const overrides: Overrides = {};
   const problems: string[] = [];
   const ignored: string[] = [];
-  for (const [key, value] of annotations.get(t.name) ?? []) {
+  for (const [key, value] of found) {
     const field = key.slice(prefix.length);
     if (!isField(field) || !t.overrides.includes(field)) {
       const warning = ignoredWarning(t, field, key, selected);
@@ -58,6 +60,8 @@ export function overridesFor(t: CompiledTemplate, annotations: OverrideAnnotatio
 }
 
 const PREFIX_TAIL = overrideKey('', '');
+/** The reading of a pod without annotations under the template's prefix: most pods. */
+const NO_OVERRIDES: OverrideReading = Object.freeze({ overrides: Object.freeze({}), warnings: Object.freeze([]) });
 
 /** Annotations `[key, value]` under each template's prefix, by template name (overrideAnnotations). */
 export type OverrideAnnotations = ReadonlyMap<string, readonly (readonly [string, string])[]>;
@@ -144,9 +148,7 @@ export function applyOverrides(r: RenderedTemplate, o: Overrides): RenderedTempl
   let c: Container = o.image === undefined ? first : { ...first, image: o.image };
   if (o.cpu !== undefined) c = withRequest(c, 'cpu', o.cpu);
   if (o.memory !== undefined) c = withRequest(c, 'memory', o.memory);
-  const containers = [c, ...r.containers.slice(1)];
-  const { digest: _old, name: _name, nativeSidecar: _native, placement: _placement, ...body } = r;
-  return { ...r, containers, digest: digestOf({ ...body, containers }) };
+  return { ...r, containers: [c, ...r.containers.slice(1)] };
 }
 
 /** Sets the request; a limit below it is raised to it, so that the pod stays valid (requests <= limits). */

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import { LineCounter, isNode, type Document } from 'yaml';
 import { TemplateSetError, injectorError, type TemplateFault } from '../errors.js';
-import { findConflicts } from '../inject/conflicts.js';
+import { findConflicts } from './conflicts.js';
 import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
 import type { TemplateHistory } from './history.js';
 import { PlaceholderError, renderValues } from './placeholders.js';
