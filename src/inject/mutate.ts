@@ -184,8 +184,7 @@ const NONE: Readonly<Record<string, string>> = Object.freeze({});
  * value the pod's overrode. Returns `own` itself when nothing is added, else a new map.
  */
 function mergeMap(own: Readonly<Record<string, string>>, entries: InjectionPlan['labels'], what: 'annotation' | 'label', warnings: string[]): Readonly<Record<string, string>> {
-  const kept = (key: string, template: string): void => void warnings.push(`${what} "${key}" of template "${template}" is already set on the pod; the pod's value was kept`);
-  return withTemplateKeys(own, entries, kept);
+  return withTemplateKeys(own, entries, (key, template) => void warnings.push(`${what} "${key}" of template "${template}" is already set on the pod; the pod's value was kept`));
 }
 
 function setList<K extends 'initContainers' | 'volumes' | 'imagePullSecrets'>(spec: PodSpec, key: K, value: PodSpec[K] | undefined): void {
