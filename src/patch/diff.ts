@@ -23,8 +23,38 @@ export interface Operation {
 /** Computes the operations that turn `before` into `after`. */
 export function diff(before: unknown, after: unknown): Operation[] {
   const ops: Operation[] = [];
-  diffValue(before, after, '', ops);
+  const plain: boolean[] = [];
+  diffValue(before, after, '', true, { ops, plain });
+  last = { ops, items: ops.slice(), plain };
   return ops;
+}
+
+/**
+ * The last result of diff, with, for each operation, whether its path holds nothing JSON must
+ * escape, known from its tokens as the walk made them. A pointer built level by level is a string
+ * of strings, which encodePatch would otherwise have to flatten (about half a microsecond a path)
+ * to look for a quote it almost never holds. The handlers encode what they just diffed; anything
+ * else (another list, or this one changed since) is checked path by path.
+ */
+let last: { readonly ops: readonly Operation[]; readonly items: readonly Operation[]; readonly plain: readonly boolean[] } | undefined;
+
+interface Found {
+  readonly ops: Operation[];
+  readonly plain: boolean[];
+}
+
+function push(found: Found, op: Operation, plain: boolean): void {
+  found.ops.push(op);
+  found.plain.push(plain);
+}
+
+function isPlainPath(ops: readonly Operation[], i: number): boolean {
+  return last !== undefined && last.ops === ops && last.items.length === ops.length && last.items[i] === ops[i] && last.plain[i] === true;
+}
+
+/** A token JSON writes as it is: no quote, backslash, control character or surrogate. */
+function isPlain(token: string): boolean {
+  return !NEEDS_ESCAPE.test(token);
 }
 
 /**
@@ -38,7 +68,7 @@ export function encodePatch(ops: readonly Operation[]): string {
   for (let i = 0; i < ops.length; i++) {
     const op = ops[i]!;
     if (i > 0) out += ',';
-    out += `${OP_HEADS[op.op]}${jsonString(op.path)}`;
+    out += OP_HEADS[op.op] + (isPlainPath(ops, i) ? `"${op.path}"` : jsonString(op.path));
     if (op.value !== undefined) out += `,"value":${jsonOf(op.value)}`;
     out += '}';
   }
@@ -108,16 +138,16 @@ function stringOf(text: string): string {
   return json;
 }
 
-function diffValue(a: unknown, b: unknown, path: string, ops: Operation[]): void {
+function diffValue(a: unknown, b: unknown, path: string, plain: boolean, ops: Found): void {
   if (a === b) return;
-  if (isObject(a) && isObject(b)) return diffObject(a, b, path, ops);
-  if (Array.isArray(a) && Array.isArray(b)) return diffArray(a, b, path, ops);
+  if (isObject(a) && isObject(b)) return diffObject(a, b, path, plain, ops);
+  if (Array.isArray(a) && Array.isArray(b)) return diffArray(a, b, path, plain, ops);
   // The root cannot be replaced through evanphx/json-patch v4 (it needs a parent), and it never is here.
-  ops.push({ op: 'replace', path, value: b });
+  push(ops, { op: 'replace', path, value: b }, plain);
 }
 
-function diffObject(a: JsonObject, b: JsonObject, path: string, ops: Operation[]): void {
-  const changes: Operation[] = [];
+function diffObject(a: JsonObject, b: JsonObject, path: string, plain: boolean, ops: Found): void {
+  const changes: Found = { ops: [], plain: [] };
   let shared = 0;
   for (const key of Object.keys(b)) {
     const value = b[key];
@@ -132,17 +162,18 @@ function diffObject(a: JsonObject, b: JsonObject, path: string, ops: Operation[]
     if (present) shared++;
     if (present && a[key] === value) continue;
     const child = `${path}/${escapeToken(key)}`;
-    if (!present) changes.push({ op: 'add', path: child, value });
-    else diffValue(a[key], value, child, changes);
+    const plainChild = plain && isPlain(key);
+    if (!present) push(changes, { op: 'add', path: child, value }, plainChild);
+    else diffValue(a[key], value, child, plainChild, changes);
   }
   // `b` holds every key of `a` when it holds as many of them as `a` has: nothing to remove.
   const keys = Object.keys(a);
   if (shared !== keys.length) {
     for (const key of keys) {
-      if (!Object.hasOwn(b, key)) ops.push({ op: 'remove', path: `${path}/${escapeToken(key)}` });
+      if (!Object.hasOwn(b, key)) push(ops, { op: 'remove', path: `${path}/${escapeToken(key)}` }, plain && isPlain(key));
     }
   }
-  for (const op of changes) ops.push(op);
+  for (let i = 0; i < changes.ops.length; i++) push(ops, changes.ops[i]!, changes.plain[i]!);
 }
 
 /**
@@ -150,8 +181,8 @@ function diffObject(a: JsonObject, b: JsonObject, path: string, ops: Operation[]
  * Anything not matched is inserted where it stands. When `before` is not a subsequence of `after`
  * (something was removed or reordered, which the injector never does), the array is replaced whole.
  */
-function diffArray(a: readonly unknown[], b: readonly unknown[], path: string, ops: Operation[]): void {
-  const local: Operation[] = [];
+function diffArray(a: readonly unknown[], b: readonly unknown[], path: string, plain: boolean, ops: Found): void {
+  const local: Found = { ops: [], plain: [] };
   // Built on the first element not matched by identity: a list the injector only appended to (a
   // container's thousand env vars) is walked once, with no set of its items (issue 11).
   let kept: ReadonlySet<unknown> | undefined;
@@ -164,17 +195,17 @@ function diffArray(a: readonly unknown[], b: readonly unknown[], path: string, o
       continue;
     }
     if (i < a.length && !(b.length > a.length && (kept ??= new Set(b)).has(x)) && matches(x, y)) {
-      diffValue(x, y, `${path}/${j}`, local);
+      diffValue(x, y, `${path}/${j}`, plain, local);
       i++;
     } else {
-      local.push({ op: 'add', path: `${path}/${j}`, value: y });
+      push(local, { op: 'add', path: `${path}/${j}`, value: y }, plain);
     }
   }
   if (i < a.length) {
-    ops.push({ op: 'replace', path, value: b });
+    push(ops, { op: 'replace', path, value: b }, plain);
     return;
   }
-  for (const op of local) ops.push(op);
+  for (let i = 0; i < local.ops.length; i++) push(ops, local.ops[i]!, local.plain[i]!);
 }
 
 /** Two elements stand for the same item: the same named object, or equal scalars. */

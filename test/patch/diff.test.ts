@@ -134,6 +134,14 @@ describe('encodePatch', () => {
     assert.equal(encodePatch(ops), JSON.stringify(ops), 'the second encoding, from the kept JSON, is the same');
   });
 
+  it('escapes the paths of what diff just found as JSON.stringify does, keys with quotes and backslashes included', () => {
+    const before = { metadata: { annotations: { a: '1' } }, spec: { 'x"y': { 'q\\r': [1] } } };
+    const after = { metadata: { annotations: { a: '1', 'k"e\\y': '2', 'a/b~c': '3', 'ctl\u0001': '4' } }, spec: { 'x"y': { 'q\\r': [1, 2] } } };
+    const ops = diff(before, after);
+    assert.equal(ops.length, 4);
+    assert.equal(encodePatch(ops), JSON.stringify(ops));
+  });
+
   it('never reuses the JSON of an object that is not frozen', () => {
     const value = { name: 'a' };
     const op = { op: 'add' as const, path: '/x', value };
