@@ -1,3 +1,4 @@
+import { MetadataLimits } from '../admission/review.js';
 import { InjectorError } from '../errors.js';
 import type { Container, NamedItem, Pod, PodSpec, VolumeMount } from '../kube/types.js';
 import { isSubset } from '../templates/conflicts.js';
@@ -48,11 +49,31 @@ export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[],
   const merged = mergeMap(ownAnnotations, plan.annotations, 'annotation', warnings);
   const annotations: Record<string, string> = merged === ownAnnotations ? { ...ownAnnotations } : (merged as Record<string, string>);
   annotations[Keys.status] = plan.statusText;
+  checkAnnotationBytes(annotations);
   const ownLabels = meta.labels ?? NONE;
   const labels = mergeMap(ownLabels, plan.labels, 'label', warnings);
   const newMeta = { ...meta, annotations };
   if (labels !== ownLabels) newMeta.labels = labels as Record<string, string>;
   return { pod: { ...pod, metadata: newMeta, spec: newSpec }, status: plan.status, warnings };
+}
+
+/**
+ * The apiserver refuses a pod whose annotations take more than 256 KiB (ValidateAnnotationsSize,
+ * keys plus values), after admission, with a message that does not name the injector: a pod just
+ * under the limit goes over it with the status annotation. Refused here instead, saying why. The
+ * pod's own annotations are within the limit (podObject), so only a map that could be over it, by
+ * its UTF-16 length (a unit is at most 3 bytes of UTF-8), is measured byte by byte.
+ */
+function checkAnnotationBytes(annotations: Readonly<Record<string, string>>): void {
+  let units = 0;
+  for (const key in annotations) units += key.length + annotations[key]!.length;
+  if (units * 3 <= MetadataLimits.annotationBytes) return;
+  let bytes = 0;
+  // Bytes of UTF-8, as Go's len() counts a string; only a map of some 87,000 characters or more gets here.
+  for (const key in annotations) bytes += Buffer.byteLength(key) + Buffer.byteLength(annotations[key]!);
+  if (bytes <= MetadataLimits.annotationBytes) return;
+  const status = Buffer.byteLength(Keys.status) + Buffer.byteLength(annotations[Keys.status] ?? '');
+  throw new InjectorError('ANNOTATIONS_TOO_LARGE', [bytes, Keys.status, status, MetadataLimits.annotationBytes]);
 }
 
 /**
