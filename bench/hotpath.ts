@@ -9,7 +9,8 @@
 import { Writable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { mutate } from '../src/admission/handlers.js';
-import { decodeReview, encodeReview, reviewFacts } from '../src/admission/review.js';
+import { decodeReview, encodeReview } from '../src/admission/codec.js';
+import { reviewFacts } from '../src/admission/record.js';
 import { createLogger } from '../src/log.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { ANSWER_CACHE_BYTES } from '../src/server/admission.js';

@@ -8,7 +8,8 @@ import { isObject, type Pod } from '../kube/types.js';
 import { diff, encodePatch } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
 import { withAudit } from './audit.js';
-import { DefaultBodyLimits, DefaultPodLimits, isPodCreate, podObject, type AdmissionRequest, type AdmissionResponse, type BodyLimits, type PodLimits } from './review.js';
+import { DefaultBodyLimits, type AdmissionRequest, type AdmissionResponse, type BodyLimits } from './codec.js';
+import { DefaultPodLimits, podObject, type PodLimits } from './pod.js';
 
 /** What became of a review; one value per log line and metric sample. */
 export const Decision = {
@@ -113,7 +114,7 @@ function validatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope,
  */
 function checkedPod(req: AdmissionRequest, scope: OptInScope, limits: ReviewLimits): Pod | undefined {
   try {
-    return podObject(req, limits.pod);
+    return podObject(req.object, limits.pod);
   } catch (err) {
     if (err instanceof InjectorError && err.status < 500 && !optedInByLabel(req.object, scope)) return undefined;
     throw err;
@@ -144,4 +145,15 @@ function pass(req: AdmissionRequest, decision: Decision, reason: string): Review
 export function deny(req: AdmissionRequest, err: InjectorError, reason: string, statusReason = 'BadRequest'): ReviewResult {
   const response: AdmissionResponse = { uid: req.uid, allowed: false, status: { code: err.status, message: err.message, reason: statusReason } };
   return { response, decision: Decision.Denied, reason, templates: [], patchOps: 0 };
+}
+
+/** True for the reviews the injector acts on: the CREATE of a core/v1 Pod itself, not a subresource. */
+export function isPodCreate(req: AdmissionRequest): boolean {
+  return (
+    req.operation === 'CREATE' &&
+    req.kind?.kind === 'Pod' &&
+    (req.kind.group ?? '') === '' &&
+    (req.resource?.resource ?? 'pods') === 'pods' &&
+    (req.subResource ?? '') === ''
+  );
 }

@@ -1,5 +1,5 @@
 import { validate } from '../admission/handlers.js';
-import type { AdmissionRequest } from '../admission/review.js';
+import type { AdmissionRequest } from '../admission/codec.js';
 import { attempt, InjectorError } from '../errors.js';
 import { Keys } from '../inject/keys.js';
 import { injectSidecars } from '../inject/mutate.js';

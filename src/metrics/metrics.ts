@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { Decision, type ReviewResult } from '../admission/handlers.js';
-import type { ReviewFacts } from '../admission/review.js';
+import type { ReviewFacts } from '../admission/record.js';
 import { ErrorCodes } from '../errors.js';
 import { Reason } from '../inject/policy.js';
 import { buildInfo } from '../build/info.js';

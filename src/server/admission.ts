@@ -3,13 +3,14 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from 'n
 import type { SecureContextOptions } from 'node:tls';
 import Koa from 'koa';
 import { DefaultReviewLimits, deny, mutate, validate, type ReviewLimits, type ReviewResult } from '../admission/handlers.js';
-import { checkBody, decodeReview, encodeReview, reviewFacts, type AdmissionRequest, type DecodedReview, type ReviewFacts } from '../admission/review.js';
+import { checkBody, decodeReview, encodeReview, parseJson, type AdmissionRequest, type DecodedReview } from '../admission/codec.js';
+import { reviewFacts, type ReviewFacts } from '../admission/record.js';
 import { InjectorError } from '../errors.js';
 import { OptInScope, Reason } from '../inject/policy.js';
 import { clip, type Logger } from '../log.js';
 import type { TemplateSet } from '../templates/load.js';
 import { AnswerCache, answerOf } from './answers.js';
-import { checkContentType, parseJson, readBody, TransitBudget } from './body.js';
+import { checkContentType, readBody, TransitBudget } from './body.js';
 
 type Handler = (req: AdmissionRequest, set: TemplateSet, limits?: ReviewLimits) => ReviewResult;
 

@@ -1,5 +1,6 @@
 import type { ReviewResult } from '../admission/handlers.js';
-import { encodeReview, ReviewVersion, type DecodedReview, type ReviewFacts } from '../admission/review.js';
+import { encodeReview, ReviewVersion, type DecodedReview } from '../admission/codec.js';
+import type { ReviewFacts } from '../admission/record.js';
 import type { TemplateSet } from '../templates/load.js';
 
 /**

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import fjp from 'fast-json-patch';
 import { AuditKeys } from '../../src/admission/audit.js';
 import { mutate, validate } from '../../src/admission/handlers.js';
-import type { AdmissionRequest } from '../../src/admission/review.js';
+import type { AdmissionRequest } from '../../src/admission/codec.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { httpsRequest } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';

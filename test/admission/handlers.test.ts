@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import fjp from 'fast-json-patch';
 import { mutate, validate } from '../../src/admission/handlers.js';
-import type { AdmissionRequest } from '../../src/admission/review.js';
+import type { AdmissionRequest } from '../../src/admission/codec.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { diff } from '../../src/patch/diff.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { ReviewResult } from '../../src/admission/handlers.js';
-import { decodeReview, encodeReview, ReviewVersion } from '../../src/admission/review.js';
+import { decodeReview, encodeReview, ReviewVersion } from '../../src/admission/codec.js';
 import { AnswerCache } from '../../src/server/answers.js';
 import type { TemplateSet } from '../../src/templates/load.js';
 import { httpsRequest, type HttpResult } from '../helpers/client.js';
