@@ -79,10 +79,41 @@ export function decodeReview(body: unknown): DecodedReview {
   return { apiVersion: apiVersion as ReviewVersion, request: request as unknown as AdmissionRequest };
 }
 
-/** Serializes the answer in the version the review came in, echoing its uid. */
-export function encodeReview(apiVersion: ReviewVersion, response: AdmissionResponse): string {
-  return JSON.stringify({ apiVersion, kind: 'AdmissionReview', response });
+/** An answer as a handler gives it: everything but the uid, which only the codec sets (encodeAnswer). */
+export type ResponseBody = Omit<AdmissionResponse, 'uid'>;
+
+/** The review an answer goes to: its version and its uid, all encodeAnswer echoes. */
+export interface ReviewEnvelope {
+  readonly apiVersion: ReviewVersion;
+  readonly request: { readonly uid: string };
 }
+
+/**
+ * Serializes the answer in the version the review came in, with `response.uid` set to the
+ * review's: the one place a uid is written (controller-runtime and Istio echo it in the transport,
+ * never in a handler). The bytes are those of JSON.stringify of the whole AdmissionReview with the
+ * uid first in `response`: AnswerHeads, the uid as a JSON string, then the body's own fields.
+ */
+export function encodeAnswer(review: ReviewEnvelope, body: ResponseBody): string {
+  return AnswerHeads[review.apiVersion] + JSON.stringify(review.request.uid) + ',' + JSON.stringify(body).slice(1) + '}';
+}
+
+/** How every answer begins, up to its uid: `{"apiVersion":"<version>","kind":"AdmissionReview","response":{"uid":`. */
+export const AnswerHeads: Readonly<Record<ReviewVersion, string>> = Object.freeze({
+  [ReviewVersion.V1]: `{"apiVersion":"${ReviewVersion.V1}","kind":"AdmissionReview","response":{"uid":`,
+  [ReviewVersion.V1Beta1]: `{"apiVersion":"${ReviewVersion.V1Beta1}","kind":"AdmissionReview","response":{"uid":`,
+});
+
+/**
+ * How the kube-apiserver begins every review, up to the first character of the uid: Go's
+ * encoding/json writes the fields in the order of the structs (TypeMeta's kind and apiVersion,
+ * then request, whose first field is uid). The answer cache (answers.ts) looks bodies up only
+ * when they begin so.
+ */
+export const ApiserverPrefixes: Readonly<Record<ReviewVersion, string>> = Object.freeze({
+  [ReviewVersion.V1]: `{"kind":"AdmissionReview","apiVersion":"${ReviewVersion.V1}","request":{"uid":"`,
+  [ReviewVersion.V1Beta1]: `{"kind":"AdmissionReview","apiVersion":"${ReviewVersion.V1Beta1}","request":{"uid":"`,
+});
 
 /**
  * Nesting allowed in a review body. The deepest field of a real review is about 20 levels down
@@ -154,6 +185,12 @@ function closingQuote(text: string, open: number): number {
     while (text.charCodeAt(at - 1 - slashes) === BACKSLASH) slashes++;
     if (slashes % 2 === 0) return at;
   }
+}
+
+/** Decodes a review body: the limits checked on the text (checkBody), then JSON.parse, then the envelope (decodeReview). */
+export function decodeBody(text: string, limits: BodyLimits = DefaultBodyLimits): DecodedReview {
+  checkBody(text, limits);
+  return decodeReview(parseJson(text));
 }
 
 /** Parses a body read by the transport; malformed JSON is a 400. */

@@ -189,7 +189,7 @@ describe('a patch over --max-patch-kib', () => {
 
 describe('review limits and the opt-in', () => {
   it('never deny a pod that is not opted in, whatever its size: the injector does not act on it', async () => {
-    const { mutate, validate } = await import('../../src/admission/handlers.js');
+    const { mutate, validate } = await import('../helpers/review.js');
     const { OptInScope } = await import('../../src/inject/policy.js');
     const { loadTemplateSet } = await import('../../src/templates/load.js');
     const set = await loadTemplateSet('templates');
