@@ -34,6 +34,9 @@ export interface AdmissionRequest {
   readonly dryRun?: boolean;
 }
 
+/** A request as the handlers see it: without the uid, which only the codec echoes (encodeAnswer). */
+export type ReviewRequest = Omit<AdmissionRequest, 'uid'>;
+
 export interface DecodedReview {
   readonly apiVersion: ReviewVersion;
   readonly request: AdmissionRequest;

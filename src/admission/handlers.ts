@@ -7,7 +7,7 @@ import { verifyPod } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
 import { diff, encodePatch } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
-import { DefaultBodyLimits, type AdmissionRequest, type BodyLimits } from './codec.js';
+import { DefaultBodyLimits, type BodyLimits, type ReviewRequest } from './codec.js';
 import { Endpoints, HandlerKind } from './endpoints.js';
 import { DefaultPodLimits, podObject, type PodLimits } from './pod.js';
 import { allowed, Decision, denied, injected, passed, type Verdict } from './verdict.js';
@@ -39,7 +39,7 @@ export function reviewLimits(config: Config): ReviewLimits {
 }
 
 /** A handler: a decoded review in, a verdict out. It never sees bytes, HTTP or the uid. */
-export type Handler = (request: AdmissionRequest) => Verdict;
+export type Handler = (request: ReviewRequest) => Verdict;
 
 /** What the handlers are built over. */
 export interface HandlerSource {
@@ -89,7 +89,7 @@ export function createHandlers(source: HandlerSource): Handlers {
   };
 }
 
-function mutatePod(req: AdmissionRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits): Verdict {
+function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits): Verdict {
   if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
   const pod = checkedPod(req, scope, limits);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
@@ -117,7 +117,7 @@ function mutatePod(req: AdmissionRequest, templates: () => TemplateSet, scope: O
  */
 const HistoryReasons: ReadonlySet<string> = new Set([Reason.EarlierTemplates, Reason.RecordedTemplates, Reason.UnversionedStatus]);
 
-function validatePod(req: AdmissionRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits): Verdict {
+function validatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits): Verdict {
   if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
   const pod = checkedPod(req, scope, limits);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
@@ -133,7 +133,7 @@ function validatePod(req: AdmissionRequest, templates: () => TemplateSet, scope:
  * for a limit of ours (--max-containers, ...) would deny a pod that did not ask for anything; the
  * apiserver's own validation still judges it.
  */
-function checkedPod(req: AdmissionRequest, scope: OptInScope, limits: ReviewLimits): Pod | undefined {
+function checkedPod(req: ReviewRequest, scope: OptInScope, limits: ReviewLimits): Pod | undefined {
   try {
     return podObject(req.object, limits.pod);
   } catch (err) {
@@ -154,12 +154,12 @@ function optedInByLabel(object: unknown, scope: OptInScope): boolean {
 }
 
 // Pods created by controllers often carry no metadata.namespace; request.namespace always has it.
-function namespaceOf(req: AdmissionRequest, pod: Pod): string {
+function namespaceOf(req: ReviewRequest, pod: Pod): string {
   return req.namespace || pod.metadata?.namespace || 'default';
 }
 
 /** True for the reviews the injector acts on: the CREATE of a core/v1 Pod itself, not a subresource. */
-export function isPodCreate(req: AdmissionRequest): boolean {
+export function isPodCreate(req: ReviewRequest): boolean {
   return (
     req.operation === 'CREATE' &&
     req.kind?.kind === 'Pod' &&

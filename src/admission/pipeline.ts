@@ -1,11 +1,11 @@
 import { InjectorError } from '../errors.js';
 import { AnswerCache, type Answer, type ReviewSteps } from './answers.js';
-import { decodeBody, encodeAnswer, type AdmissionRequest, type BodyLimits, type DecodedReview, type ReviewEnvelope } from './codec.js';
+import { decodeBody, encodeAnswer, type BodyLimits, type DecodedReview, type ReviewEnvelope, type ReviewRequest } from './codec.js';
 import { reviewOutcome, reviewRecord, type ReviewOutcome, type ReviewRecord } from './record.js';
 import { refused, type Verdict } from './verdict.js';
 
-/** A handler as the pipeline sees it: a decoded request in, a verdict out. */
-export type ReviewHandler = (request: AdmissionRequest) => Verdict;
+/** A handler as the pipeline sees it: a decoded request (without its uid) in, a verdict out. */
+export type ReviewHandler = (request: ReviewRequest) => Verdict;
 
 export interface PipelineOptions {
   /** The path the pipeline answers, as the record names it. */

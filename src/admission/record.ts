@@ -2,7 +2,7 @@ import { ErrorCodes, InjectorError } from '../errors.js';
 import { Reason } from '../inject/policy.js';
 import { isObject } from '../kube/types.js';
 import { clip, type Logger } from '../log.js';
-import type { AdmissionRequest } from './codec.js';
+import type { ReviewRequest } from './codec.js';
 import { Decision, type Verdict } from './verdict.js';
 
 /** The decision of a request answered with an HTTP error instead of an AdmissionResponse. */
@@ -57,7 +57,7 @@ export interface ReviewRecord extends ReviewOutcome {
 export type ReviewObserver = (record: ReviewRecord) => void;
 
 /** The outcome of a decoded review; only string fields are taken from the object. */
-export function reviewOutcome(req: AdmissionRequest, verdict: Verdict): ReviewOutcome {
+export function reviewOutcome(req: ReviewRequest, verdict: Verdict): ReviewOutcome {
   const object = isObject(req.object) ? req.object : undefined;
   const meta = object !== undefined && isObject(object['metadata']) ? object['metadata'] : undefined;
   return {

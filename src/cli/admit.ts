@@ -1,5 +1,5 @@
 import { validating } from '../admission/handlers.js';
-import type { AdmissionRequest } from '../admission/codec.js';
+import type { ReviewRequest } from '../admission/codec.js';
 import { attempt, InjectorError } from '../errors.js';
 import { Keys } from '../inject/keys.js';
 import { injectSidecars } from '../inject/mutate.js';
@@ -94,7 +94,7 @@ function scopeOf(hook: Webhook): OptInScope {
   return hook.path.endsWith('/namespace') ? OptInScope.Namespace : OptInScope.Pod;
 }
 
-function podCreate(pod: Pod, namespace: string): AdmissionRequest {
-  return { uid: 'cli', kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace, operation: 'CREATE', object: pod };
+function podCreate(pod: Pod, namespace: string): ReviewRequest {
+  return { kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace, operation: 'CREATE', object: pod };
 }
 

@@ -13,16 +13,16 @@ function lines(): { readonly logged: any[]; readonly log: ReturnType<typeof logR
 describe('the review record', () => {
   it('takes the facts of the request, clipped: namespace and name fall back to the pod, then to generateName', () => {
     const long = 'x'.repeat(1000);
-    const outcome = reviewOutcome({ uid: 'u', operation: long, object: { metadata: { generateName: 'web-', namespace: 'from-pod' } } }, passed('skipped', 'not-opted-in'));
+    const outcome = reviewOutcome({ operation: long, object: { metadata: { generateName: 'web-', namespace: 'from-pod' } } }, passed('skipped', 'not-opted-in'));
     assert.deepEqual([outcome.namespace, outcome.pod], ['from-pod', 'web-']);
     assert.ok(outcome.operation.length <= LOG_FIELD_MAX + 32 && outcome.operation.endsWith('more)'));
-    const named = reviewOutcome({ uid: 'u', namespace: 'shop', name: 'req-name', object: { metadata: { name: { not: 'a string' } } } }, passed('skipped', 'not-opted-in'));
+    const named = reviewOutcome({ namespace: 'shop', name: 'req-name', object: { metadata: { name: { not: 'a string' } } } }, passed('skipped', 'not-opted-in'));
     assert.deepEqual([named.namespace, named.pod], ['shop', 'req-name']);
   });
 
   it('is logged as one line, with the field names of the log line', () => {
     const { logged, log } = lines();
-    const outcome = reviewOutcome({ uid: 'u', operation: 'CREATE', namespace: 'shop', object: { metadata: { name: 'web' } } }, passed('skipped', 'not-opted-in'));
+    const outcome = reviewOutcome({ operation: 'CREATE', namespace: 'shop', object: { metadata: { name: 'web' } } }, passed('skipped', 'not-opted-in'));
     log(reviewRecord('/mutate', 'u-1', outcome, true, process.hrtime.bigint()));
     assert.equal(logged.length, 1);
     const { level, msg, endpoint, uid, operation, namespace, pod, decision, reason, templates, patchOps, cached, durationMs } = logged[0];

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { AdmissionRequest } from '../../src/admission/codec.js';
+import type { ReviewRequest } from '../../src/admission/codec.js';
 import { mutating, validating } from '../../src/admission/handlers.js';
 import type { Verdict } from '../../src/admission/verdict.js';
 import type { OptInScope } from '../../src/inject/policy.js';
@@ -52,11 +52,11 @@ export function optedInPod(extra: { annotations?: Record<string, string>; labels
 }
 
 /** The mutating handler over one fixed template set, for tests that call it directly. */
-export function mutate(request: AdmissionRequest, set: TemplateSet, scope?: OptInScope): Verdict {
+export function mutate(request: ReviewRequest, set: TemplateSet, scope?: OptInScope): Verdict {
   return mutating({ templates: () => set }, scope)(request);
 }
 
 /** The validating handler over one fixed template set, for tests that call it directly. */
-export function validate(request: AdmissionRequest, set: TemplateSet, scope?: OptInScope): Verdict {
+export function validate(request: ReviewRequest, set: TemplateSet, scope?: OptInScope): Verdict {
   return validating({ templates: () => set }, scope)(request);
 }
