@@ -1,4 +1,4 @@
-import { ErrorCodes, InjectorError } from '../errors.js';
+import { ErrorCodes, type InjectorError } from '../errors.js';
 import { Reason } from '../inject/policy.js';
 import { isObject } from '../kube/types.js';
 import { clip, type Logger } from '../log.js';
