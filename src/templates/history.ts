@@ -1,5 +1,7 @@
 import type { TemplateHistory, TemplateSet } from './load.js';
 
+export type { TemplateHistory };
+
 /** How many earlier sets are remembered, however short their lives were. */
 export const SETS_KEPT = 8;
 /** How many template versions `knows` remembers: thousands of edits, a few hundred KiB at most. */

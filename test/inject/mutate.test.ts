@@ -1,11 +1,10 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { InjectorError } from '../../src/errors.js';
-import { mutate } from '../../src/admission/handlers.js';
-import { MetadataLimits } from '../../src/admission/review.js';
+import { MetadataLimits } from '../../src/admission/pod.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { compileTemplateSet } from '../../src/templates/load.js';
-import { optedInPod, podReview } from '../helpers/review.js';
+import { mutate, optedInPod, podReview } from '../helpers/review.js';
 
 const set = compileTemplateSet(
   [
