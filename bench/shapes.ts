@@ -431,7 +431,8 @@ parentPort.on('message', async (m) => {
 });
 `;
 
-function distinct(text: string): string {
+/** The shape's text as one more review of it: a new uid and generateName, fresh key names and strings. */
+export function distinct(text: string): string {
   return fresh(text).replace('00000000-0000-4000-8000-000000000000', randomUUID()).replace('"generateName":"web-"', `"generateName":"web-${randomUUID().slice(0, 8)}-"`);
 }
 
