@@ -15,7 +15,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { Agent, request } from 'node:https';
 import { createServer, type AddressInfo } from 'node:net';
@@ -317,15 +317,25 @@ async function tls(port: number, ca: string, chunks: string[], waitMs = 10_000):
   return exchange(await openTls(port, ca), chunks, waitMs);
 }
 
-/** Rewrites the templates directory: a changed valid set, now and then a broken file (rejected, last good set kept) that the next round fixes. */
+/**
+ * Rewrites the templates directory: a changed valid set, now and then a broken file (rejected, last
+ * good set kept) that the next round fixes. Each file is replaced whole (written aside, then
+ * renamed), as the kubelet updates a ConfigMap volume: a file rewritten in place is empty for a
+ * moment, and a reload that reads it then serves a set without that template (seen in a soak run
+ * whose client was slowed by the cost shapes; README, "Proof").
+ */
 async function rewriteTemplates(dir: string, originals: Map<string, string>, round: number): Promise<void> {
   const broken = round % 4 === 3;
+  const replace = async (file: string, text: string): Promise<void> => {
+    // The loader skips dotfiles, so the file written aside is never read half-written.
+    await writeFile(join(dir, `.${file}.tmp`), text);
+    await rename(join(dir, `.${file}.tmp`), join(dir, file));
+  };
   for (const [file, text] of originals) {
     // A changed value in every file makes every reload a real new set.
-    const changed = text.replace(/memory: 32Mi/, `memory: ${33 + round}Mi`).replace(/periodSeconds: 5/, `periodSeconds: ${6 + round}`);
-    await writeFile(join(dir, file), changed);
+    await replace(file, text.replace(/memory: 32Mi/, `memory: ${33 + round}Mi`).replace(/periodSeconds: 5/, `periodSeconds: ${6 + round}`));
   }
-  if (broken) await writeFile(join(dir, 'broken.yaml'), 'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata: { name: broken }\nspec: { containers: [ { name: Bad_Name } ] }\n');
+  if (broken) await replace('broken.yaml', 'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata: { name: broken }\nspec: { containers: [ { name: Bad_Name } ] }\n');
   else await rm(join(dir, 'broken.yaml'), { force: true });
 }
 
