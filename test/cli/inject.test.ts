@@ -4,9 +4,8 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
-import { mutate } from '../../src/admission/handlers.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
-import { decodePatch, podReview } from '../helpers/review.js';
+import { decodePatch, mutate, podReview } from '../helpers/review.js';
 import { cli } from './io.js';
 
 const FIXTURES = 'test/fixtures/cli';

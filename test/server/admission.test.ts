@@ -5,6 +5,8 @@ import { readFile } from 'node:fs/promises';
 import { request as httpRequest, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { createHandlers } from '../../src/admission/handlers.js';
+import { logReviews } from '../../src/admission/record.js';
 import type { InjectorError } from '../../src/errors.js';
 import { createLogger, LOG_FIELD_MAX } from '../../src/log.js';
 import { createAdmissionApp, createAdmissionServer, ReviewSlots } from '../../src/server/admission.js';
@@ -34,6 +36,17 @@ describe('POST /mutate', () => {
     assert.deepEqual(names(pod.spec.volumes), ['app-logs', 'fluent-bit-config']);
     assert.deepEqual(JSON.parse(pod.metadata.annotations['sidecar-injector.io/status']).templates, ['log-shipper']);
     assert.equal(env(pod.spec.containers[1], 'POD_NAMESPACE'), 'shop');
+  });
+
+  it('serves the path the apiserver calls, /mutate?timeout=10s, with the whole answer and its length', async () => {
+    const review = podReview(optedInPod());
+    const res = await httpsRequest(`${server.url}/mutate?timeout=10s`, JSON.stringify(review), { ca });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers['content-type'], 'application/json');
+    assert.equal(Number(res.headers['content-length']), Buffer.byteLength(res.text));
+    assert.equal(res.headers['transfer-encoding'], undefined);
+    assert.equal(res.json().response.uid, review.request.uid);
+    assert.equal(typeof res.json().response.patch, 'string');
   });
 
   it('answers a v1beta1 review in v1beta1', async () => {
@@ -315,7 +328,7 @@ describe('log lines', () => {
     const logger = createLogger('info', { write: (line: string) => void lines.push(line) });
     const certs = await makeTestCerts();
     const set = await loadTemplateSet('templates');
-    const app = createAdmissionApp({ logger, templates: () => set });
+    const app = createAdmissionApp({ handlers: createHandlers({ templates: () => set }), observers: [logReviews(logger)] });
     const srv = createAdmissionServer(app, certs.serving);
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
     const url = `https://127.0.0.1:${(srv.address() as AddressInfo).port}`;
