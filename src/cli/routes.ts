@@ -1,8 +1,8 @@
 import { parseAllDocuments } from 'yaml';
 import { InjectorError } from '../errors.js';
-import { NAMESPACE_NAME_LABEL, selectorMatches, type LabelSelector, type Labels, type WebhookConfiguration } from '../kube/selectors.js';
+import { NAMESPACE_NAME_LABEL, selectorMatches } from '../kube/selectors.js';
 import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../kube/shipped-webhooks.js';
-import { isObject } from '../kube/types.js';
+import { isObject, type LabelSelector, type Labels, type WebhookConfiguration } from '../kube/types.js';
 
 /**
  * Which of the injector's webhooks the apiserver calls for a pod CREATE, decided as the apiserver

@@ -1,54 +1,12 @@
 import { injectorError } from '../errors.js';
 import { SHIPPED_WEBHOOK_CONFIGURATIONS } from './shipped-webhooks.js';
+import { SelectorOperator, type LabelSelector, type LabelSelectorRequirement, type Labels, type WebhookConfiguration, type WebhookRule } from './types.js';
 
 /**
  * What the kube-apiserver decides before it calls a webhook: whether a pod CREATE matches a
  * webhook's rules, namespaceSelector and objectSelector. Pure (no I/O), so the CLI can say which
  * of the shipped webhooks a pod would reach, given its namespace's labels.
  */
-
-export type Labels = Readonly<Record<string, string>>;
-
-/** The four operators of a metav1.LabelSelectorRequirement. */
-export const SelectorOperator = { In: 'In', NotIn: 'NotIn', Exists: 'Exists', DoesNotExist: 'DoesNotExist' } as const;
-export type SelectorOperator = (typeof SelectorOperator)[keyof typeof SelectorOperator];
-
-export interface LabelSelectorRequirement {
-  readonly key: string;
-  readonly operator: SelectorOperator;
-  readonly values?: readonly string[];
-}
-
-/** A metav1.LabelSelector. */
-export interface LabelSelector {
-  readonly matchLabels?: Labels;
-  readonly matchExpressions?: readonly LabelSelectorRequirement[];
-}
-
-/** An admissionregistration/v1 RuleWithOperations. */
-export interface WebhookRule {
-  readonly operations?: readonly string[];
-  readonly apiGroups?: readonly string[];
-  readonly apiVersions?: readonly string[];
-  readonly resources?: readonly string[];
-  readonly scope?: string;
-}
-
-/** The part of one webhook of a Mutating- or ValidatingWebhookConfiguration that routing reads. */
-export interface Webhook {
-  readonly name: string;
-  readonly clientConfig: { readonly service?: { readonly name: string; readonly namespace: string; readonly path?: string; readonly port?: number }; readonly url?: string };
-  readonly rules?: readonly WebhookRule[];
-  readonly namespaceSelector?: LabelSelector;
-  readonly objectSelector?: LabelSelector;
-  readonly failurePolicy?: string;
-}
-
-export interface WebhookConfiguration {
-  readonly kind: 'MutatingWebhookConfiguration' | 'ValidatingWebhookConfiguration';
-  readonly metadata: { readonly name: string };
-  readonly webhooks?: readonly Webhook[];
-}
 
 /** A pod being created: its namespace (name and labels) and its own labels. */
 export interface PodCreate {

@@ -1,7 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { InjectorError } from '../../src/errors.js';
-import { selectorMatches, shippedWebhookPaths, webhookCalls, type LabelSelector, type WebhookConfiguration } from '../../src/kube/selectors.js';
+import { selectorMatches, shippedWebhookPaths, webhookCalls } from '../../src/kube/selectors.js';
+import type { LabelSelector, WebhookConfiguration } from '../../src/kube/types.js';
 
 // The cases of k8s.io/apimachinery's labels selector (LabelSelectorAsSelector and Requirement.Matches),
 // written out by hand: each row is a selector, labels, and what the apiserver decides.
