@@ -1,12 +1,12 @@
 import { InjectorError } from '../errors.js';
 import { renderTemplates } from '../inject/render.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../kube/shipped-webhooks.js';
 import type { Placement } from '../templates/placement.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { RenderedTemplate } from '../templates/template.js';
 import { parseDocuments, podSites, type PodSite } from '../workload/workload.js';
 import { admitPod, type Cluster } from './admit.js';
 import { loadTemplates, processIO, readInput, type InputOptions, type IO } from './args.js';
-import { shippedWebhooks } from './routes.js';
 
 /** The verdict on one pod. */
 export interface Explanation {
@@ -31,7 +31,7 @@ export interface ExplainOptions extends InputOptions {
 /** `sidecar-injector explain -f FILE|-`: for each pod, whether it would be injected, with what and why. */
 export async function explainCommand(values: ExplainOptions, io: IO = processIO): Promise<number> {
   const format = values.output;
-  const cluster = { webhooks: shippedWebhooks(), namespaceLabels: values.namespaceLabels ?? {} };
+  const cluster = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels: values.namespaceLabels ?? {} };
   const text = await readInput('explain', values.filename, io.stdin);
   const set = await loadTemplates(values.templatesDir);
   const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));

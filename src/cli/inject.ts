@@ -1,3 +1,4 @@
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../kube/shipped-webhooks.js';
 import type { JsonObject } from '../kube/types.js';
 import { diff, type Operation } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
@@ -5,7 +6,6 @@ import { asTemplate, getIn, parseDocuments, podSites, setIn } from '../workload/
 import { stringifyKubectl } from '../yaml/kubectl.js';
 import { admitPod, type Cluster } from './admit.js';
 import { loadTemplates, processIO, readInput, type InputOptions, type IO } from './args.js';
-import { shippedWebhooks } from './routes.js';
 
 /** What injecting one input document gave. */
 export interface InjectedDocument {
@@ -32,7 +32,7 @@ export interface InjectOptions extends InputOptions {
  */
 export async function injectCommand(values: InjectOptions, io: IO = processIO): Promise<number> {
   const format = values.output;
-  const cluster = { webhooks: shippedWebhooks(), namespaceLabels: values.namespaceLabels ?? {} };
+  const cluster = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels: values.namespaceLabels ?? {} };
   const text = await readInput('inject', values.filename, io.stdin);
   const set = await loadTemplates(values.templatesDir);
   const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
