@@ -55,10 +55,32 @@ export interface IO {
   readonly width?: number;
 }
 
+/**
+ * Writes to a stream of the process until its reader goes away. When the reader of a pipe exits
+ * early (`sidecar-injector lint --help | head -1`), a write fails with EPIPE; like git and kubectl,
+ * the CLI then stops writing there and finishes quietly with its own exit status, instead of dying
+ * of an unhandled 'error' event. Any other stream error still ends the process.
+ */
+export function pipeWriter(stream: NodeJS.WritableStream): (text: string) => void {
+  let open = true;
+  let watched = false;
+  return (text) => {
+    if (!open) return;
+    if (!watched) {
+      watched = true;
+      stream.on('error', (err: NodeJS.ErrnoException) => {
+        if (err.code !== 'EPIPE') throw err;
+        open = false;
+      });
+    }
+    stream.write(text);
+  };
+}
+
 /** The process's own streams. */
 export const processIO: IO = {
-  stdout: (text) => void process.stdout.write(text),
-  stderr: (text) => void process.stderr.write(text),
+  stdout: pipeWriter(process.stdout),
+  stderr: pipeWriter(process.stderr),
   stdin: process.stdin,
   ...(process.stdout.isTTY && { width: process.stdout.columns }),
 };
