@@ -61,7 +61,7 @@ export interface IO {
  * the CLI then stops writing there and finishes quietly with its own exit status, instead of dying
  * of an unhandled 'error' event. Any other stream error still ends the process.
  */
-export function pipeWriter(stream: NodeJS.WritableStream): (text: string) => void {
+function pipeWriter(stream: NodeJS.WritableStream): (text: string) => void {
   let open = true;
   let watched = false;
   return (text) => {

@@ -1,4 +1,3 @@
-import { InjectorError } from '../errors.js';
 import { renderTemplates } from '../inject/render.js';
 import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../kube/shipped-webhooks.js';
 import type { Placement } from '../templates/placement.js';
@@ -9,7 +8,7 @@ import { admitPod, type Cluster } from './admit.js';
 import { loadTemplates, processIO, readInput, type InputOptions, type IO } from './args.js';
 
 /** The verdict on one pod. */
-export interface Explanation {
+interface Explanation {
   readonly object: string;
   readonly namespace: string;
   readonly verdict: 'injected' | 'not-injected' | 'rejected';
@@ -42,7 +41,7 @@ export async function explainCommand(values: ExplainOptions, io: IO = processIO)
 }
 
 /** Explains one pod as the shipped webhook configurations and the server's handlers would decide it. */
-export function explainPod(site: PodSite, set: TemplateSet, cluster: Cluster): Explanation {
+function explainPod(site: PodSite, set: TemplateSet, cluster: Cluster): Explanation {
   const base = { object: site.title, namespace: site.namespace };
   const admission = admitPod(site, set, cluster);
   const selection = admission.selection;

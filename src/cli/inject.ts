@@ -8,7 +8,7 @@ import { admitPod, type Cluster } from './admit.js';
 import { loadTemplates, processIO, readInput, type InputOptions, type IO } from './args.js';
 
 /** What injecting one input document gave. */
-export interface InjectedDocument {
+interface InjectedDocument {
   readonly before: JsonObject;
   readonly after: JsonObject;
   /** JSON patch from `before` to `after`, paths relative to the document. */
@@ -48,7 +48,7 @@ export async function injectCommand(values: InjectOptions, io: IO = processIO): 
 }
 
 /** Injects every pod of one document as the cluster would admit it (admitPod), and diffs. */
-export function injectDocument(doc: JsonObject, set: TemplateSet, namespace: string, cluster: Cluster): InjectedDocument {
+function injectDocument(doc: JsonObject, set: TemplateSet, namespace: string, cluster: Cluster): InjectedDocument {
   let after = doc;
   const warnings: string[] = [];
   const errors: string[] = [];

@@ -28,7 +28,7 @@ export interface WebhookCall {
 }
 
 /** The namespace label the apiserver sets on every namespace (Kubernetes >= 1.21, NamespaceDefaultLabelName); it cannot be changed. */
-export const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
+const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
 
 /**
  * Whether `labels` satisfy `selector`, with metav1.LabelSelectorAsSelector's semantics: every

@@ -30,7 +30,7 @@ export interface PodSpec extends JsonObject {
   serviceAccount?: string;
 }
 
-export interface ObjectMeta extends JsonObject {
+interface ObjectMeta extends JsonObject {
   name?: string;
   generateName?: string;
   namespace?: string;
