@@ -1,8 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import { Options } from '../config/config.js';
 import { InjectorError } from '../errors.js';
-import { templatesDirError } from './errors.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../kube/shipped-webhooks.js';
+import type { JsonObject } from '../kube/types.js';
 import { loadTemplateSet, type TemplateSet } from '../templates/load.js';
+import { parseDocuments } from '../workload/workload.js';
+import type { Cluster } from './admit.js';
+import { templatesDirError } from './errors.js';
 
 /** The flags inject and explain share, as the command line gave them. */
 export interface InputOptions {
@@ -15,8 +19,25 @@ export interface InputOptions {
   readonly namespaceLabels?: Readonly<Record<string, string>>;
 }
 
+/** What inject and explain work on: the documents of `-f`, the templates, and the cluster they are admitted to. */
+export interface Inputs {
+  readonly docs: JsonObject[];
+  readonly set: TemplateSet;
+  /** The shipped webhook configurations, with the namespace labels given (`--namespace-labels`). */
+  readonly cluster: Cluster;
+}
+
+/** Reads what inject and explain share: the input documents, the template set and the cluster. */
+export async function readInputs(command: string, values: InputOptions, stdin: NodeJS.ReadableStream): Promise<Inputs> {
+  const cluster = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels: values.namespaceLabels ?? {} };
+  const text = await readInput(command, values.filename, stdin);
+  const set = await loadTemplates(values.templatesDir);
+  const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
+  return { docs, set, cluster };
+}
+
 /** Reads `-f FILE`, or standard input for `-f -`. */
-export async function readInput(command: string, file: string | undefined, stdin: NodeJS.ReadableStream = process.stdin): Promise<string> {
+async function readInput(command: string, file: string | undefined, stdin: NodeJS.ReadableStream = process.stdin): Promise<string> {
   if (file === undefined) throw new InjectorError('USAGE', [`${command}: -f FILE is required (use -f - for standard input)`]);
   if (file !== '-') {
     try {

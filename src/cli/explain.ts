@@ -1,11 +1,10 @@
 import { renderTemplates } from '../inject/render.js';
-import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../kube/shipped-webhooks.js';
 import type { Placement } from '../templates/placement.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { RenderedTemplate } from '../templates/template.js';
-import { parseDocuments, podSites, type PodSite } from '../workload/workload.js';
+import { podSites, type PodSite } from '../workload/workload.js';
 import { admitPod, type Cluster } from './admit.js';
-import { loadTemplates, processIO, readInput, type InputOptions, type IO } from './args.js';
+import { processIO, readInputs, type InputOptions, type IO } from './args.js';
 
 /** The verdict on one pod. */
 interface Explanation {
@@ -30,10 +29,7 @@ export interface ExplainOptions extends InputOptions {
 /** `sidecar-injector explain -f FILE|-`: for each pod, whether it would be injected, with what and why. */
 export async function explainCommand(values: ExplainOptions, io: IO = processIO): Promise<number> {
   const format = values.output;
-  const cluster = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels: values.namespaceLabels ?? {} };
-  const text = await readInput('explain', values.filename, io.stdin);
-  const set = await loadTemplates(values.templatesDir);
-  const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
+  const { docs, set, cluster } = await readInputs('explain', values, io.stdin);
   const found = docs.flatMap((d) => podSites(d, values.namespace ?? 'default')).map((s) => explainPod(s, set, cluster));
   io.stdout(format === 'json' ? `${JSON.stringify(found, null, 2)}\n` : found.map(printExplanation).join(''));
   if (found.length === 0) io.stderr('explain: the input holds no Pod and no workload with a pod template\n');
