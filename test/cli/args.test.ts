@@ -2,15 +2,15 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { describe, it } from 'node:test';
+import { CLI_ENTRY } from '../helpers/cli.js';
 
-const CLI = ['--import', 'tsx', 'src/cli/index.ts'];
 
 /**
  * Runs the real CLI with its standard output a pipe whose reader is gone before the first write
  * (as `sidecar-injector ... | head -0` leaves it), and returns its exit status and standard error.
  */
 async function runIntoClosedPipe(args: readonly string[]): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, [...CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...CLI_ENTRY, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout.destroy();
   let stderr = '';
   child.stderr.on('data', (d) => (stderr += d));

@@ -7,16 +7,9 @@ import { after, before, describe, it } from 'node:test';
 import { PAGE_SIZE } from '../../src/kube/pods.js';
 import { oldTemplates, RETIRED, runningPod, templates } from '../drift/pods.js';
 import { kubeconfigYaml, startFakeApiServer, type FakeApiServer } from '../kube/fake-apiserver.js';
-import { cli } from './io.js';
+import { cli, golden } from '../helpers/cli.js';
 
 const TEMPLATES_DIR = 'test/fixtures/cli/templates';
-const GOLDEN = 'test/fixtures/cli/golden';
-
-async function golden(name: string, actual: string): Promise<void> {
-  const file = join(GOLDEN, name);
-  if (process.env['REFRESH_GOLDEN'] === 'true') await writeFile(file, actual);
-  assert.equal(actual, await readFile(file, 'utf8'), `${file} differs; REFRESH_GOLDEN=true npm test rewrites it after an intended change`);
-}
 
 const apps = (kind: string, name: string) => ({ apiVersion: 'apps/v1', kind, name });
 const batch = (kind: string, name: string) => ({ apiVersion: 'batch/v1', kind, name });

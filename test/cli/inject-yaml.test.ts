@@ -7,7 +7,7 @@ import { parseKubectl } from '../../src/yaml/kubectl.js';
 
 /** The documents of a text as kubectl reads them: the reference the output is held to. */
 const kubectlReads = (text: string): unknown[] => parseKubectl(text).map((d) => d.value).filter((v) => v !== null);
-import { cli } from './io.js';
+import { cli } from '../helpers/cli.js';
 
 /** Real manifests (see the header of each for its source) that hold YAML 1.1 traps. */
 const REAL = ['test/fixtures/yaml/argocd-redis-deployment.yaml', 'test/fixtures/yaml/calico-kube-controllers.yaml'];

@@ -1,28 +1,19 @@
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
 import { mutate } from '../../src/admission/handlers.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { decodePatch, podReview } from '../helpers/review.js';
-import { cli } from './io.js';
+import { cli, golden } from '../helpers/cli.js';
 
 const FIXTURES = 'test/fixtures/cli';
 const TEMPLATES = ['--templates-dir', `${FIXTURES}/templates`];
-const REFRESH = process.env['REFRESH_GOLDEN'] === 'true';
 const inputs = readdirSync(`${FIXTURES}/inputs`).filter((f) => f.endsWith('.yaml')).sort();
 
 function run(args: string[], stdin = ''): ReturnType<typeof cli> {
   return cli(['inject', ...args], stdin);
-}
-
-/** Compares with the golden file, or rewrites it when REFRESH_GOLDEN=true. */
-async function golden(name: string, actual: string): Promise<void> {
-  const file = join(FIXTURES, 'golden', name);
-  if (REFRESH) await writeFile(file, actual);
-  assert.equal(actual, await readFile(file, 'utf8'), `${file} differs; REFRESH_GOLDEN=true npm test rewrites it after an intended change`);
 }
 
 function docs(yaml: string): any[] {
