@@ -7,7 +7,7 @@ import { createKubeClients } from '../../src/kube/client.js';
 import { createSecretStore } from '../../src/kube/secret.js';
 import { isPublished, publishCaBundle } from '../../src/kube/webhooks.js';
 import { createLogger } from '../../src/log.js';
-import { startFakeApiServer, webhookConfigObject, type FakeApiServer } from '../kube/fake-apiserver.js';
+import { startFakeApiServer, webhookConfigObject, type FakeApiServer } from '../helpers/fake-apiserver.js';
 
 const NS = 'sidecar-injector';
 const NAME = 'sidecar-injector-tls';
