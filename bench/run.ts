@@ -5,9 +5,9 @@
  *
  * Flags: --quick (short phases, for a smoke run), --shapes a,b (the worst shapes of bench/shapes.ts to send; 'none' for none), --profile (both servers run with --cpu-prof into
  * bench/profiles/<server>/), --floor bench/floor-koa.mjs (the floor's work through Koa, to price
- * the framework), --pods small,typical,large,optout, --product-flags='--log-level warn' (extra serve flags), --node-flags='--max-semi-space-size=4' (node flags for the product), --no-write (print only), --seconds N, --rounds N, --connections N, --rate N.
+ * the framework), --pods small,typical,large,optout, --product-flags='--log-level warn' (extra serve flags), --node-flags='--max-semi-space-size=4' (node flags for the product; default: those of the Dockerfile's ENTRYPOINT), --no-write (print only), --seconds N, --rounds N, --connections N, --rate N.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { cpus, platform, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -17,7 +17,7 @@ import { measureSteps, type Step } from './hotpath.js';
 import { closedLoop, mergeSorted, quantile, steadyRate, type LoadResult, type Target } from './load.js';
 import { DefaultSizes, Pods, reviewTemplate, type PodSize } from './pods.js';
 import { measureShapes, measureShapesOverTls, Shapes, type ShapeFigures, type TlsFigures } from './shapes.js';
-import { cpuMicros, freePort, httpOk, memory, startServer, tlsOk, type ServerProcess } from './servers.js';
+import { cpuMicros, freePort, httpOk, imageNodeFlags, memory, startServer, tlsOk, type ServerProcess } from './servers.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -32,7 +32,7 @@ const { values: flags } = parseArgs({
     pods: { type: 'string', default: DefaultSizes.join(',') },
     shapes: { type: 'string', default: Object.keys(Shapes).join(',') },
     'product-flags': { type: 'string', default: '' },
-    'node-flags': { type: 'string', default: '' },
+    'node-flags': { type: 'string' },
     floor: { type: 'string', default: 'bench/floor.mjs' },
   },
 });
@@ -117,10 +117,15 @@ async function startBoth(certDir: string, ca: string): Promise<ServerProcess[]> 
   const floorPort = await freePort();
   const floor = await startServer('floor', [...profileFlags('floor'), flags.floor, String(floorPort), join(certDir, 'tls.crt'), join(certDir, 'tls.key')], floorPort, () => tlsOk(floorPort, ca));
   const [port, healthPort] = [await freePort(), await freePort()];
-  const args = [...profileFlags('product'), ...flags['node-flags'].split(' ').filter(Boolean), ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', 'templates', ...flags['product-flags'].split(' ').filter(Boolean)];
+  const args = [...profileFlags('product'), ...nodeFlags(), ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', 'templates', ...flags['product-flags'].split(' ').filter(Boolean)];
   const product = await startServer('product', args, port, () => httpOk(healthPort, '/readyz'));
   log(`product ready in ${product.readyMs.toFixed(0)} ms (spawn to 200 from /readyz); floor in ${floor.readyMs.toFixed(0)} ms`);
   return [floor, product];
+}
+
+/** The product's node flags: --node-flags, else the image's own (the Dockerfile's ENTRYPOINT). */
+function nodeFlags(): string[] {
+  return flags['node-flags'] !== undefined ? flags['node-flags'].split(' ').filter(Boolean) : imageNodeFlags(readFileSync('Dockerfile', 'utf8'));
 }
 
 function profileFlags(name: string): string[] {
@@ -202,7 +207,7 @@ function render(servers: readonly ServerProcess[], saturated: Record<string, Rec
     '',
     `Produced by \`${command}\` on ${new Date().toISOString().slice(0, 10)}: ${cpus().length} × ${cpu}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, Node ${process.version}.`,
     '',
-    'The product is the production build (`node dist/src/cli/index.js serve`, real TLS, the bundled templates, info-level',
+    `The product is the production build (\`${['node', ...nodeFlags(), 'dist/src/cli/index.js', 'serve'].join(' ')}\`, as the image starts it, real TLS, the bundled templates, info-level`,
     'logs to a pipe); the floor is `bench/floor.mjs`, a bare `node:https` server that reads the body, `JSON.parse`s it and',
     `answers \`allowed: true\` with the uid. Both run as child processes; the load driver (\`bench/load.ts\`) shares the same`,
     `${cpus().length} cores. The review bodies are AdmissionReviews of opted-in pods (${sizes}); the product injects the default`,

@@ -99,3 +99,14 @@ export function tlsOk(port: number, ca: string): Promise<boolean> {
     s.on('error', () => resolve(false));
   });
 }
+
+/**
+ * The node flags the container image starts the product with: those between node and the script in
+ * the Dockerfile's ENTRYPOINT, so the benchmark measures the product as it ships.
+ */
+export function imageNodeFlags(dockerfile: string): string[] {
+  const line = dockerfile.split('\n').find((l) => l.startsWith('ENTRYPOINT '));
+  if (line === undefined) throw new Error('the Dockerfile has no ENTRYPOINT');
+  const argv = JSON.parse(line.slice('ENTRYPOINT '.length)) as string[];
+  return argv.slice(1, -1);
+}

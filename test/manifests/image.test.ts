@@ -2,6 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
+import { imageNodeFlags } from '../../bench/servers.js';
 
 const dockerfile = readFileSync('Dockerfile', 'utf8');
 const lines = dockerfile.split('\n').filter((l) => l.trim() !== '' && !l.trimStart().startsWith('#'));
@@ -30,7 +31,12 @@ describe('container image', () => {
     assert.ok(stageLines.slice(0, 4).some((l) => /--omit=dev/.test(l)), `node_modules come from the --omit=dev stage ${fromStage}`);
     const entrypoint = final.find((l) => /^ENTRYPOINT\s/.test(l))!;
     assert.doesNotMatch(entrypoint, /npm/);
-    assert.match(entrypoint, /^ENTRYPOINT \["\/nodejs\/bin\/node", "\/app\/dist\/src\/cli\/index\.js"\]$/);
+    assert.match(entrypoint, /^ENTRYPOINT \["\/nodejs\/bin\/node", ("--[a-z-]+=\d+", )*"\/app\/dist\/src\/cli\/index\.js"\]$/);
+  });
+
+  it('gives node the flags that npm run bench starts the product with', () => {
+    assert.deepEqual(imageNodeFlags(dockerfile), ['--max-semi-space-size=8']);
+    assert.throws(() => imageNodeFlags('FROM x\nCMD ["serve"]\n'), /no ENTRYPOINT/);
   });
 
   it('runs what the Deployment asks: its args replace CMD, so they are the subcommand and its flags', () => {
