@@ -46,7 +46,7 @@ const isValidating = (call: WebhookCall): boolean => call.configuration === 'Val
 export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Admission {
   const where = { namespace: site.namespace, namespaceLabels: cluster.namespaceLabels };
   const calls = webhookCalls({ ...where, podLabels: site.pod.metadata?.labels ?? {} }, cluster.configurations);
-  if (calls.length === 0) return notSent(site, set, cluster);
+  if (calls.length === 0) return notSent(site, set, namespaceCalls(where, cluster.configurations));
 
   let pod = site.pod;
   let selection: Admission['selection'];
@@ -77,9 +77,11 @@ export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Adm
   return { verdict: 'injected', reason: Reason.Injected, why, pod, selection, warnings };
 }
 
-/** Why no webhook receives the pod: its namespace, or its labels (said as the server's policy says it). */
-function notSent(site: PodSite, set: TemplateSet, cluster: Cluster): Admission {
-  const open = namespaceCalls({ namespace: site.namespace, namespaceLabels: cluster.namespaceLabels }, cluster.configurations);
+/**
+ * Why no webhook receives the pod: its namespace (no webhook is `open` to its pods), or its labels
+ * (said as the server's policy says it).
+ */
+function notSent(site: PodSite, set: TemplateSet, open: readonly WebhookCall[]): Admission {
   if (open.length === 0) {
     return { verdict: 'not-injected', reason: 'namespace-rule', why: [`namespace ${site.namespace} is excluded by the namespaceSelector of every webhook in ${SHIPPED_WEBHOOKS}`], pod: site.pod, warnings: [] };
   }
