@@ -1,19 +1,20 @@
 /**
- * In-process cost of each step of a review, without the network: an answer cache hit, JSON.parse of the body, the
- * envelope check, the mutating handler (selection, injection, diff, base64 patch), the answer's
- * JSON, the metrics and the log line. Shows where the product's CPU per review goes beyond the
+ * In-process cost of each step of a review, without the network: an answer cache hit and a whole review through the
+ * pipeline, JSON.parse of the body, the envelope check, the mutating handler (selection, injection, diff, base64 patch),
+ * the answer's JSON, the metrics and the log line. Shows where the product's CPU per review goes beyond the
  * floor's (which pays only the JSON.parse and the transport).
  *
  * Usage: node --import tsx bench/hotpath.ts [small|typical|large|optout] [iterations]
  */
 import { Writable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
-import { mutate } from '../src/admission/handlers.js';
-import { decodeReview, encodeReview, reviewFacts } from '../src/admission/review.js';
+import { decodeReview, encodeAnswer } from '../src/admission/codec.js';
+import { createHandlers } from '../src/admission/handlers.js';
+import { ReviewPipeline } from '../src/admission/pipeline.js';
+import { logReviews } from '../src/admission/record.js';
 import { createLogger } from '../src/log.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { ANSWER_CACHE_BYTES } from '../src/server/admission.js';
-import { AnswerCache, answerOf } from '../src/server/answers.js';
 import { loadTemplateSet } from '../src/templates/load.js';
 import { Pods, reviewTemplate, type PodSize } from './pods.js';
 
@@ -26,13 +27,22 @@ export interface Step {
 /** Times each step of a review of the `size` pod, in this process. */
 export async function measureSteps(size: PodSize, iterations = 20000): Promise<Step[]> {
   const t = reviewTemplate(Pods[size]);
-  const text = Buffer.concat([t.prefix, Buffer.from('00000000-0000-4000-8000-000000000001'), t.suffix]).toString('utf8');
+  const withUid = (uid: string): string => Buffer.concat([t.prefix, Buffer.from(uid), t.suffix]).toString('utf8');
+  const text = withUid('00000000-0000-4000-8000-000000000001');
   const set = await loadTemplateSet('templates');
+  const handlers = createHandlers({ templates: () => set });
+  const mutate = handlers.byPath.get('/mutate')!;
   const metrics = createMetrics({ processMetrics: false });
-  const logger = createLogger('info', new Writable({ write: (_c, _e, cb) => cb() }) as never);
+  const log = logReviews(createLogger('info', new Writable({ write: (_c, _e, cb) => cb() }) as never));
   const parsed = JSON.parse(text);
   const review = decodeReview(parsed);
-  const result = mutate(review.request, set);
+  const verdict = mutate(review.request);
+  // A pipeline whose answer cache holds this pod's answer, confirmed as the server's is after three reviews.
+  const cached = new ReviewPipeline({ endpoint: '/mutate', handle: mutate, generation: handlers.generation, answerCacheBytes: ANSWER_CACHE_BYTES });
+  for (const uid of ['00000000-0000-4000-8000-00000000000a', '00000000-0000-4000-8000-00000000000b', '00000000-0000-4000-8000-00000000000c']) cached.review(withUid(uid));
+  if (!cached.review(text).record.cached) throw new Error('the answer cache did not keep the pod');
+  const fresh = new ReviewPipeline({ endpoint: '/mutate', handle: mutate, generation: handlers.generation, answerCacheBytes: 0 });
+  const record = fresh.review(text).record;
   const time = (step: string, fn: () => unknown): Step => {
     for (let i = 0; i < Math.min(2000, iterations); i++) fn();
     const start = process.cpuUsage();
@@ -40,29 +50,15 @@ export async function measureSteps(size: PodSize, iterations = 20000): Promise<S
     const used = process.cpuUsage(start);
     return { step, micros: (used.user + used.system) / iterations };
   };
-  const line = { endpoint: '/mutate', uid: review.request.uid, operation: 'CREATE', namespace: 'shop', pod: 'checkout-', decision: result.decision, reason: result.reason, templates: result.templates, patchOps: result.patchOps, cached: true, durationMs: 0.4 };
-  // An answer cache holding this pod's answer, confirmed as the server's is after three reviews.
-  const cache = new AnswerCache(ANSWER_CACHE_BYTES);
-  const withUid = (uid: string): string => Buffer.concat([t.prefix, Buffer.from(uid), t.suffix]).toString('utf8');
-  for (const uid of ['00000000-0000-4000-8000-00000000000a', '00000000-0000-4000-8000-00000000000b', '00000000-0000-4000-8000-00000000000c']) {
-    const lookup = cache.lookup(withUid(uid), set)!;
-    const r = decodeReview(JSON.parse(withUid(uid)));
-    if (lookup.entry !== undefined && cache.confirm(lookup.entry, lookup.slot, r)) continue;
-    const res = mutate(r.request, set);
-    cache.put(lookup, r, res, reviewFacts(r.request), encodeReview(r.apiVersion, res.response));
-  }
-  if (cache.lookup(text, set)?.entry?.confirmed !== true) throw new Error('the answer cache did not keep the pod');
   return [
-    time('answer cache hit: lookup and answer, instead of every step below but the metrics and the log line', () => {
-      const lookup = cache.lookup(text, set)!;
-      return answerOf(lookup.entry!, lookup.slot);
-    }),
+    time('answer cache hit: the whole pipeline (lookup, answer, record), instead of every step below but the metrics and the log line', () => cached.review(text)),
+    time('the whole pipeline without the answer cache (every step below but the metrics and the log line)', () => fresh.review(text)),
     time('JSON.parse of the body (the floor does this too)', () => JSON.parse(text)),
     time('envelope check (decodeReview)', () => decodeReview(parsed)),
-    time('mutate: select, render, inject, diff, patch, audit', () => mutate(review.request, set)),
-    time('answer JSON (encodeReview)', () => encodeReview(review.apiVersion, result.response)),
-    time('metrics (observeReview)', () => metrics.observeReview('/mutate', reviewFacts(review.request), result, 0.0004, false)),
-    time('log line (pino, to a null stream)', () => logger.info(line, 'review')),
+    time('mutate: select, render, inject, diff, patch, audit', () => mutate(review.request)),
+    time('answer JSON (encodeAnswer)', () => encodeAnswer(review, verdict.response)),
+    time('metrics (observeReview)', () => metrics.observeReview(record)),
+    time('log line (pino, to a null stream)', () => log(record)),
   ];
 }
 

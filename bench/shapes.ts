@@ -12,8 +12,9 @@ import { once } from 'node:events';
 import { Agent, request } from 'node:https';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { mutate } from '../src/admission/handlers.js';
-import { checkBody, decodeReview, encodeReview, MetadataLimits } from '../src/admission/review.js';
+import { mutating } from '../src/admission/handlers.js';
+import { decodeBody, encodeAnswer } from '../src/admission/codec.js';
+import { MetadataLimits } from '../src/admission/pod.js';
 import { Options } from '../src/config/config.js';
 import { InjectorError } from '../src/errors.js';
 import { loadTemplateSet, type TemplateSet } from '../src/templates/load.js';
@@ -161,10 +162,9 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
 /** What the server makes of a body, synchronously: the answer's decision, or the HTTP error. */
 export function handleReview(text: string, set: TemplateSet): string {
   try {
-    checkBody(text);
-    const decoded = decodeReview(JSON.parse(text));
-    const result = mutate(decoded.request, set);
-    encodeReview(decoded.apiVersion, result.response);
+    const decoded = decodeBody(text);
+    const result = mutating({ templates: () => set })(decoded.request);
+    encodeAnswer(decoded, result.response);
     return result.response.allowed ? result.decision : `refused: ${result.response.status?.message.slice(0, 70) ?? ''}`;
   } catch (err) {
     // As the server does: a pod the handler refuses is a denial (HTTP 200, allowed: false); a body refused before decoding is an HTTP 400.

@@ -1,7 +1,8 @@
 import type { Server } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { reviewLimits } from './admission/handlers.js';
+import { createHandlers, reviewLimits } from './admission/handlers.js';
+import { logReviews } from './admission/record.js';
 import type { KeyPair } from './certs/pki.js';
 import { certificateValidity, makeSelfSigned, readCertDir, readClientCa, verifyClientCa, verifyServingPair } from './certs/source.js';
 import { watchCertificate, watchForChange } from './certs/watcher.js';
@@ -57,18 +58,18 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   const tls = certs.initial;
   metrics.setCertificateExpiry(certificateValidity(tls.certPem).notAfter);
   if (clientCaPem !== undefined) logger.info({ clientCa: config.clientCa }, 'mutual TLS: only clients with a certificate from the client CA are served');
+  const limits = reviewLimits(config);
   const app = createAdmissionApp({
-    logger,
-    templates: store.current,
-    onReview: metrics.observeReview,
-    onError: metrics.observeError,
+    handlers: createHandlers({ templates: store.current, limits }),
+    // Every request ends in one record: its log line, then its metrics.
+    observers: [logReviews(logger), metrics.observeReview],
     maxInflight: config.maxInflight,
     bodyTimeout: config.bodyTimeout,
     transitBytes: config.bodiesInTransitMb * 1024 * 1024,
     // An answer is worth nothing after the apiserver's timeout, which --request-timeout matches.
     answerTimeout: config.requestTimeout,
     answerCacheBytes: config.answerCacheMb * 1024 * 1024,
-    limits: reviewLimits(config),
+    bodyLimits: limits.body,
   });
   const admission = createAdmissionServer(app, { ...tls, ...(clientCaPem !== undefined && { clientCaPem }) }, { requestTimeout: config.requestTimeout, maxConnections: config.maxConnections });
   const health = createHealthServer({ isReady: () => ready, routes: new Map([['/metrics', metrics.route]]), requestTimeout: config.requestTimeout });

@@ -1,5 +1,3 @@
-import type { ReviewResult } from './handlers.js';
-
 /**
  * Audit annotation keys. The apiserver prefixes each with the webhook's name
  * (`<webhook name>/<key>`) and records it in the audit event of the request, so each key must be
@@ -12,12 +10,12 @@ export const AuditKeys = {
 } as const;
 
 /**
- * Adds `auditAnnotations` to a review's answer: what was decided and why, and which templates
- * were injected (or, for /validate, required). The cluster's audit log then says why a pod did or
- * did not get its sidecars without anyone reading the injector's own logs.
+ * The `auditAnnotations` of a review's answer: what was decided and why, and which templates were
+ * injected (or, for /validate, required). The cluster's audit log then says why a pod did or did
+ * not get its sidecars without anyone reading the injector's own logs.
  */
-export function withAudit(result: ReviewResult): ReviewResult {
-  const annotations: Record<string, string> = { [AuditKeys.decision]: result.decision, [AuditKeys.reason]: result.reason };
-  if (result.templates.length > 0) annotations[AuditKeys.templates] = result.templates.join(',');
-  return { ...result, response: { ...result.response, auditAnnotations: annotations } };
+export function auditAnnotations(decision: string, reason: string, templates: readonly string[]): Record<string, string> {
+  const annotations: Record<string, string> = { [AuditKeys.decision]: decision, [AuditKeys.reason]: reason };
+  if (templates.length > 0) annotations[AuditKeys.templates] = templates.join(',');
+  return annotations;
 }

@@ -7,30 +7,14 @@ import { verifyPod } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
 import { diff, encodePatch } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
-import { withAudit } from './audit.js';
-import { DefaultBodyLimits, DefaultPodLimits, isPodCreate, podObject, type AdmissionRequest, type AdmissionResponse, type BodyLimits, type PodLimits } from './review.js';
-
-/** What became of a review; one value per log line and metric sample. */
-export const Decision = {
-  Injected: 'injected',
-  Skipped: 'skipped',
-  Allowed: 'allowed',
-  Denied: 'denied',
-} as const;
-export type Decision = (typeof Decision)[keyof typeof Decision];
-
-/** The answer to one review plus the facts the transport logs and counts. */
-export interface ReviewResult {
-  readonly response: AdmissionResponse;
-  readonly decision: Decision;
-  readonly reason: string;
-  readonly templates: readonly string[];
-  readonly patchOps: number;
-}
+import { DefaultBodyLimits, type BodyLimits, type ReviewRequest } from './codec.js';
+import { Endpoints, HandlerKind } from './endpoints.js';
+import { DefaultPodLimits, podObject, type PodLimits } from './pod.js';
+import { allowed, Decision, denied, injected, passed, type Verdict } from './verdict.js';
 
 /** What one review may cost: the pod's lists (checked by podObject) and the patch sent back. */
 export interface ReviewLimits {
-  /** Checked on the text, before it is parsed (checkBody, called by the transport). */
+  /** Checked on the text, before it is parsed (the codec's decodeBody, called by the pipeline). */
   readonly body: BodyLimits;
   readonly pod: PodLimits;
   /** Bytes of JSON patch (before base64); `--max-patch-kib`. */
@@ -54,36 +38,22 @@ export function reviewLimits(config: Config): ReviewLimits {
   };
 }
 
-/** The mutating handler: injects the selected templates and answers with the patch; `scope` says who may opt the pod in. */
-export function mutate(req: AdmissionRequest, set: TemplateSet, scope: OptInScope = OptInScope.Pod, limits: ReviewLimits = DefaultReviewLimits): ReviewResult {
-  return withAudit(mutatePod(req, set, scope, limits));
+/** A handler: a decoded review in, a verdict out. It never sees bytes, HTTP or the uid. */
+export type Handler = (request: ReviewRequest) => Verdict;
+
+/** What the handlers are built over. */
+export interface HandlerSource {
+  /** The template set in force; each handler reads it once per review, so a review sees one consistent set. */
+  readonly templates: () => TemplateSet;
+  /** What one review may hold and answer (the --max-* flags); default: their defaults. */
+  readonly limits?: ReviewLimits;
 }
 
-function mutatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope, limits: ReviewLimits): ReviewResult {
-  if (!isPodCreate(req)) return pass(req, Decision.Skipped, Reason.NotPodCreate);
-  const pod = checkedPod(req, scope, limits);
-  if (pod === undefined) return pass(req, Decision.Skipped, Reason.OptedOut);
-  const namespace = namespaceOf(req, pod);
-  const selection = attempt(() => selectTemplates(pod, set, scope));
-  if (selection instanceof InjectorError) return deny(req, selection, Reason.UnknownTemplate);
-  if (!selection.inject) return pass(req, Decision.Skipped, selection.reason);
-
-  const result = attempt(() => injectSidecars(pod, selection.templates, namespace));
-  if (result instanceof InjectorError) return deny(req, result, refusalReason(result));
-  const ops = diff(pod, result.pod);
-  const patch = ops.length > 0 ? Buffer.from(encodePatch(ops)) : undefined;
-  // An answer of megabytes (a pod of many containers, each given the templates' env and mounts)
-  // costs memory here and in the apiserver; the pod is refused with the size instead.
-  if (patch !== undefined && patch.length > limits.patchBytes) {
-    return deny(req, new InjectorError('PATCH_TOO_LARGE', [patch.length, limits.patchBytes, Options.maxPatchKib.flag]), Reason.InvalidReview);
-  }
-  const response: AdmissionResponse = {
-    uid: req.uid,
-    allowed: true,
-    ...(patch !== undefined && { patchType: 'JSONPatch' as const, patch: patch.toString('base64') }),
-    ...(result.warnings.length > 0 && { warnings: result.warnings }),
-  };
-  return { response, decision: Decision.Injected, reason: ops.length > 0 ? Reason.Injected : Reason.AlreadyInjected, templates: result.status.templates, patchOps: ops.length };
+/** The mutating handler: injects the selected templates and answers with the patch; `scope` says who may opt the pod in. */
+export function mutating(source: HandlerSource, scope: OptInScope = OptInScope.Pod): Handler {
+  const { templates } = source;
+  const limits = source.limits ?? DefaultReviewLimits;
+  return (req) => mutatePod(req, templates, scope, limits);
 }
 
 /**
@@ -91,18 +61,70 @@ function mutatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope, l
  * reaches the end of admission, as the current template set or one served recently defines them
  * (verifyPod: a template rollout reaches replicas at different times).
  */
-export function validate(req: AdmissionRequest, set: TemplateSet, scope: OptInScope = OptInScope.Pod, limits: ReviewLimits = DefaultReviewLimits): ReviewResult {
-  return withAudit(validatePod(req, set, scope, limits));
+export function validating(source: HandlerSource, scope: OptInScope = OptInScope.Pod): Handler {
+  const { templates } = source;
+  const limits = source.limits ?? DefaultReviewLimits;
+  return (req) => validatePod(req, templates, scope, limits);
 }
 
-function validatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope, limits: ReviewLimits): ReviewResult {
-  if (!isPodCreate(req)) return pass(req, Decision.Skipped, Reason.NotPodCreate);
+const factories: Readonly<Record<HandlerKind, typeof mutating>> = { [HandlerKind.Mutate]: mutating, [HandlerKind.Validate]: validating };
+
+/** The handlers of every endpoint, and the generation their verdicts belong to. */
+export interface Handlers {
+  /** The handler of each path of the endpoint table (endpoints.ts). */
+  readonly byPath: ReadonlyMap<string, Handler>;
+  /**
+   * An opaque token that changes whenever a verdict could (the template set's identity: a reload,
+   * or a change of its history), so the answer cache keeps answers per generation and no caller
+   * learns what a template set is. Read before the handler, in the same synchronous review.
+   */
+  readonly generation: () => unknown;
+}
+
+/** One handler per row of the endpoint table, built over one template source. */
+export function createHandlers(source: HandlerSource): Handlers {
+  return {
+    byPath: new Map(Endpoints.map((e) => [e.path, factories[e.kind](source, e.scope)])),
+    generation: source.templates,
+  };
+}
+
+function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits): Verdict {
+  if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
   const pod = checkedPod(req, scope, limits);
-  if (pod === undefined) return pass(req, Decision.Skipped, Reason.OptedOut);
-  const verdict = verifyPod(pod, set, namespaceOf(req, pod), {}, scope);
-  if (verdict.kind === 'skipped') return pass(req, Decision.Skipped, verdict.reason);
-  if (verdict.kind === 'denied') return { ...deny(req, verdict.error, verdict.reason, verdict.statusReason), templates: verdict.templates };
-  return { response: { uid: req.uid, allowed: true }, decision: Decision.Allowed, reason: verdict.reason, templates: verdict.templates, patchOps: 0 };
+  if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
+  const namespace = namespaceOf(req, pod);
+  const set = templates();
+  const selection = attempt(() => selectTemplates(pod, set, scope));
+  if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate);
+  if (!selection.inject) return passed(Decision.Skipped, selection.reason);
+
+  const result = attempt(() => injectSidecars(pod, selection.templates, namespace));
+  if (result instanceof InjectorError) return denied(result, refusalReason(result));
+  const ops = diff(pod, result.pod);
+  const patch = ops.length > 0 ? Buffer.from(encodePatch(ops)) : undefined;
+  // An answer of megabytes (a pod of many containers, each given the templates' env and mounts)
+  // costs memory here and in the apiserver; the pod is refused with the size instead.
+  if (patch !== undefined && patch.length > limits.patchBytes) {
+    return denied(new InjectorError('PATCH_TOO_LARGE', [patch.length, limits.patchBytes, Options.maxPatchKib.flag]), Reason.InvalidReview);
+  }
+  return injected(ops.length > 0 ? Reason.Injected : Reason.AlreadyInjected, result.status.templates, ops.length, patch?.toString('base64'), result.warnings);
+}
+
+/**
+ * Verdicts that lean on the history of the sets served before (their window ends while the set
+ * stays) or on the time since start: never kept by the answer cache.
+ */
+const HistoryReasons: ReadonlySet<string> = new Set([Reason.EarlierTemplates, Reason.RecordedTemplates, Reason.UnversionedStatus]);
+
+function validatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits): Verdict {
+  if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
+  const pod = checkedPod(req, scope, limits);
+  if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
+  const verdict = verifyPod(pod, templates(), namespaceOf(req, pod), {}, scope);
+  if (verdict.kind === 'skipped') return passed(Decision.Skipped, verdict.reason);
+  if (verdict.kind === 'denied') return denied(verdict.error, verdict.reason, verdict.statusReason, verdict.templates);
+  return allowed(verdict.reason, verdict.templates, !HistoryReasons.has(verdict.reason));
 }
 
 /**
@@ -111,9 +133,9 @@ function validatePod(req: AdmissionRequest, set: TemplateSet, scope: OptInScope,
  * for a limit of ours (--max-containers, ...) would deny a pod that did not ask for anything; the
  * apiserver's own validation still judges it.
  */
-function checkedPod(req: AdmissionRequest, scope: OptInScope, limits: ReviewLimits): Pod | undefined {
+function checkedPod(req: ReviewRequest, scope: OptInScope, limits: ReviewLimits): Pod | undefined {
   try {
-    return podObject(req, limits.pod);
+    return podObject(req.object, limits.pod);
   } catch (err) {
     if (err instanceof InjectorError && err.status < 500 && !optedInByLabel(req.object, scope)) return undefined;
     throw err;
@@ -132,16 +154,17 @@ function optedInByLabel(object: unknown, scope: OptInScope): boolean {
 }
 
 // Pods created by controllers often carry no metadata.namespace; request.namespace always has it.
-function namespaceOf(req: AdmissionRequest, pod: Pod): string {
+function namespaceOf(req: ReviewRequest, pod: Pod): string {
   return req.namespace || pod.metadata?.namespace || 'default';
 }
 
-function pass(req: AdmissionRequest, decision: Decision, reason: string): ReviewResult {
-  return { response: { uid: req.uid, allowed: true }, decision, reason, templates: [], patchOps: 0 };
-}
-
-/** Answers a review with allowed: false and the error's status and message. */
-export function deny(req: AdmissionRequest, err: InjectorError, reason: string, statusReason = 'BadRequest'): ReviewResult {
-  const response: AdmissionResponse = { uid: req.uid, allowed: false, status: { code: err.status, message: err.message, reason: statusReason } };
-  return { response, decision: Decision.Denied, reason, templates: [], patchOps: 0 };
+/** True for the reviews the injector acts on: the CREATE of a core/v1 Pod itself, not a subresource. */
+export function isPodCreate(req: ReviewRequest): boolean {
+  return (
+    req.operation === 'CREATE' &&
+    req.kind?.kind === 'Pod' &&
+    (req.kind.group ?? '') === '' &&
+    (req.resource?.resource ?? 'pods') === 'pods' &&
+    (req.subResource ?? '') === ''
+  );
 }

@@ -1,5 +1,5 @@
-import { validate } from '../admission/handlers.js';
-import type { AdmissionRequest } from '../admission/review.js';
+import { validating } from '../admission/handlers.js';
+import type { ReviewRequest } from '../admission/codec.js';
 import { attempt, InjectorError } from '../errors.js';
 import { Keys } from '../inject/keys.js';
 import { injectSidecars } from '../inject/mutate.js';
@@ -67,7 +67,7 @@ export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Adm
   }
   // The validating webhooks see the pod after every mutation, labels included.
   for (const hook of webhookCalls({ ...where, podLabels: pod.metadata?.labels ?? {} }, cluster.configurations).filter(isValidating)) {
-    const answer = validate(podCreate(pod, site.namespace), set, scopeOf(hook));
+    const answer = validating({ templates: () => set }, scopeOf(hook))(podCreate(pod, site.namespace));
     if (!answer.response.allowed) {
       const message = answer.response.status?.message ?? 'denied';
       return { verdict: 'rejected', reason: answer.reason, why: [...why, `the validating webhook ${hook.webhook} (${hook.path}) would reject it: ${message}`], pod: site.pod, ...(selection !== undefined && { selection }), warnings };
@@ -102,7 +102,7 @@ function scopeOf(hook: WebhookCall): OptInScope {
   return hook.path.endsWith('/namespace') ? OptInScope.Namespace : OptInScope.Pod;
 }
 
-function podCreate(pod: Pod, namespace: string): AdmissionRequest {
-  return { uid: 'cli', kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace, operation: 'CREATE', object: pod };
+function podCreate(pod: Pod, namespace: string): ReviewRequest {
+  return { kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace, operation: 'CREATE', object: pod };
 }
 

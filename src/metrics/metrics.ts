@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { Decision, type ReviewResult } from '../admission/handlers.js';
-import type { ReviewFacts } from '../admission/review.js';
-import { ErrorCodes } from '../errors.js';
+import { endpointLabel, HandlerKind } from '../admission/endpoints.js';
+import { Decisions, ERROR_DECISION, Reasons, type ReviewRecord } from '../admission/record.js';
+import { Decision } from '../admission/verdict.js';
 import { Reason } from '../inject/policy.js';
 import { buildInfo } from '../build/info.js';
 
@@ -10,7 +10,7 @@ import { buildInfo } from '../build/info.js';
 export const PREFIX = 'sidecar_injector_';
 
 /** The decision label of a review that ended in an HTTP error instead of an AdmissionResponse. */
-export const ERROR_DECISION = 'error';
+export { ERROR_DECISION };
 
 /**
  * Latency buckets in seconds. A review costs well under a millisecond here, and the apiserver's
@@ -28,9 +28,6 @@ export const OTHER = 'other';
 
 /** The AdmissionRequest operations (admission/v1 Operation). */
 const OPERATIONS: ReadonlySet<string> = new Set(['CREATE', 'UPDATE', 'DELETE', 'CONNECT']);
-const DECISIONS: ReadonlySet<string> = new Set([...Object.values(Decision), ERROR_DECISION]);
-/** A reason is a policy Reason or, for a refusal or an HTTP error, an error code. */
-const REASONS: ReadonlySet<string> = new Set([...Object.values(Reason), ...Object.keys(ErrorCodes)]);
 /** Namespaces that get their own value of the rejections' namespace label; later ones count as `other`. */
 export const MAX_NAMESPACE_LABELS = 100;
 /** A namespace name (RFC 1123 label, as Kubernetes requires). */
@@ -47,10 +44,12 @@ export type CertificateKind = (typeof CertificateKind)[keyof typeof CertificateK
 /** The injector's Prometheus metrics and the functions that feed them. */
 export interface Metrics {
   readonly registry: Registry;
-  /** The `onReview` hook of the admission app: counts and times one answered review, and whether the answer cache answered it. */
-  observeReview(endpoint: string, facts: ReviewFacts, result: ReviewResult, seconds: number, cached: boolean): void;
-  /** Counts a review answered with an HTTP error (bad body, internal fault) under its error code. */
-  observeError(endpoint: string, code: string): void;
+  /**
+   * The review observer of the admission app: counts every request to a review path by its
+   * record; an answered review is also timed and counted as an answer cache hit or miss, a request
+   * answered with an HTTP error (bad body, internal fault) is counted under its error code.
+   */
+  observeReview(record: ReviewRecord): void;
   /** Counts a template reload; on success also records the set now in use. */
   recordReload(result: ReloadResult, digest?: string): void;
   /** Records the template set now serving (at start and after each successful reload). */
@@ -154,21 +153,22 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
 
   return {
     registry,
-    observeReview(endpoint, facts, result, seconds, cached) {
-      const ep = endpointLabel(endpoint);
-      cacheLookups.inc({ endpoint: ep, result: cached ? 'hit' : 'miss' });
-      const decision = closed(DECISIONS, result.decision);
-      reviews.inc({ endpoint: ep, operation: closed(OPERATIONS, facts.operation), decision, reason: closed(REASONS, result.reason) });
-      latency.observe({ endpoint: ep, decision }, seconds);
-      if (result.decision === Decision.Injected && result.patchOps > 0) {
-        for (const t of result.templates) injections.inc({ template: t });
+    observeReview(record) {
+      const ep = endpointLabel(record.endpoint);
+      if (record.decision === ERROR_DECISION) {
+        reviews.inc({ endpoint: ep, operation: '', decision: ERROR_DECISION, reason: closed(Reasons, record.reason) });
+        return;
       }
-      if (ep === 'validate' && result.decision === Decision.Denied && result.reason === Reason.SidecarsMissing) {
-        rejections.inc({ namespace: namespaceLabel(facts.namespace) });
+      cacheLookups.inc({ endpoint: ep, result: record.cached ? 'hit' : 'miss' });
+      const decision = closed(Decisions, record.decision);
+      reviews.inc({ endpoint: ep, operation: closed(OPERATIONS, record.operation), decision, reason: closed(Reasons, record.reason) });
+      latency.observe({ endpoint: ep, decision }, record.durationMs / 1000);
+      if (record.decision === Decision.Injected && record.patchOps > 0) {
+        for (const t of record.templates) injections.inc({ template: t });
       }
-    },
-    observeError(endpoint, code) {
-      reviews.inc({ endpoint: endpointLabel(endpoint), operation: '', decision: ERROR_DECISION, reason: closed(REASONS, code) });
+      if (ep === HandlerKind.Validate && record.decision === Decision.Denied && record.reason === Reason.SidecarsMissing) {
+        rejections.inc({ namespace: namespaceLabel(record.namespace) });
+      }
     },
     recordReload(result, digest) {
       reloads.inc({ result });
@@ -207,13 +207,4 @@ function boundedLabel(max: number, wellFormed: (value: string) => boolean): (val
     seen.add(value);
     return value;
   };
-}
-
-// Only the review paths get their own label value: a scanner probing random paths must not
-// create a time series per path. The namespace opt-in paths (issue 12) count with their kind, so
-// the alerts on validator rejections cover them; the log line names the path.
-function endpointLabel(path: string): string {
-  if (path === '/mutate' || path === '/mutate/namespace') return 'mutate';
-  if (path === '/validate' || path === '/validate/namespace') return 'validate';
-  return 'other';
 }

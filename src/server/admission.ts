@@ -2,33 +2,21 @@ import type { ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
 import Koa from 'koa';
-import { DefaultReviewLimits, deny, mutate, validate, type ReviewLimits, type ReviewResult } from '../admission/handlers.js';
-import { checkBody, decodeReview, encodeReview, reviewFacts, type AdmissionRequest, type DecodedReview, type ReviewFacts } from '../admission/review.js';
+import { encodeAnswer, type BodyLimits } from '../admission/codec.js';
+import { ReviewFault, ReviewPipeline, type ReviewHandler } from '../admission/pipeline.js';
+import { errorRecord, type ReviewObserver, type ReviewRecord } from '../admission/record.js';
 import { InjectorError } from '../errors.js';
-import { OptInScope, Reason } from '../inject/policy.js';
-import { clip, type Logger } from '../log.js';
-import type { TemplateSet } from '../templates/load.js';
-import { AnswerCache, answerOf } from './answers.js';
-import { checkContentType, parseJson, readBody, TransitBudget } from './body.js';
-
-type Handler = (req: AdmissionRequest, set: TemplateSet, limits?: ReviewLimits) => ReviewResult;
-
-/** The review endpoints: pods that opted in themselves, and pods of namespaces that opted in (issue 12). */
-export const Endpoints: Readonly<Record<string, Handler>> = Object.freeze({
-  '/mutate': (req, set, limits) => mutate(req, set, OptInScope.Pod, limits),
-  '/validate': (req, set, limits) => validate(req, set, OptInScope.Pod, limits),
-  '/mutate/namespace': (req, set, limits) => mutate(req, set, OptInScope.Namespace, limits),
-  '/validate/namespace': (req, set, limits) => validate(req, set, OptInScope.Namespace, limits),
-});
+import { clip } from '../log.js';
+import { checkContentType, readBody, TransitBudget } from './body.js';
 
 export interface AdmissionAppDeps {
-  readonly logger: Logger;
-  /** The template set in force; read once per review so a review sees one consistent set. */
-  readonly templates: () => TemplateSet;
-  /** Called with every finished review, `cached` when its answer came from the answer cache (metrics hook). */
-  readonly onReview?: (endpoint: string, facts: ReviewFacts, result: ReviewResult, seconds: number, cached: boolean) => void;
-  /** Called with every review answered by an HTTP error instead (metrics hook). */
-  readonly onError?: (endpoint: string, code: string) => void;
+  /**
+   * The handler of each review path (the endpoint table) and the generation their verdicts belong
+   * to: `createHandlers` in admission/handlers.ts. The server knows nothing of templates.
+   */
+  readonly handlers: { readonly byPath: ReadonlyMap<string, ReviewHandler>; readonly generation: () => unknown };
+  /** Called with the one record of every request, answered or refused (the log line, the metrics). */
+  readonly observers?: readonly ReviewObserver[];
   /**
    * Reviews at once from the end of their body until their answer has been flushed to the socket;
    * one more is answered 429 (default 32). With the answer limit of a review, this bounds the
@@ -43,8 +31,8 @@ export interface AdmissionAppDeps {
   readonly answerTimeout?: number;
   /** Bytes each endpoint may keep of answers to reviews that repeat but for the uid (default 4 MiB; 0 keeps none). */
   readonly answerCacheBytes?: number;
-  /** What one review may hold and answer (the --max-* flags); default: their defaults. */
-  readonly limits?: ReviewLimits;
+  /** What a body may hold before it is parsed (--max-object-keys, --max-json-nodes); default: their defaults. */
+  readonly bodyLimits?: BodyLimits;
 }
 
 /** Default of `answerCacheBytes`: about 400 typical Deployment pods per endpoint. */
@@ -53,71 +41,79 @@ export const ANSWER_CACHE_BYTES = 4 * 1024 * 1024;
 /** Default of `transitBytes`: ten of the apiserver's largest requests (3 MiB) at once. */
 export const TRANSIT_BYTES = 32 * 1024 * 1024;
 
-/** The Koa application: transport -> review codec -> handler -> response. */
+/**
+ * The Koa application, transport only: routing to one review pipeline per path of the endpoint
+ * table, the body, slot and transit limits, and the one error edge. Every request ends in one
+ * record, handed to each observer.
+ */
 export function createAdmissionApp(deps: AdmissionAppDeps): Koa {
   const app = new Koa();
-  app.silent = true; // errors are answered and logged by the edge middleware below
-  app.use(edgeErrors(deps.logger, deps.onError));
-  const caches = new Map(Object.keys(Endpoints).map((path) => [path, new AnswerCache(deps.answerCacheBytes ?? ANSWER_CACHE_BYTES)]));
+  app.silent = true; // errors are answered and recorded by the edge below
+  const pipelines = new Map<string, ReviewPipeline>();
+  for (const [path, handle] of deps.handlers.byPath) {
+    const options = { endpoint: path, handle, generation: deps.handlers.generation, answerCacheBytes: deps.answerCacheBytes ?? ANSWER_CACHE_BYTES };
+    pipelines.set(path, new ReviewPipeline(deps.bodyLimits === undefined ? options : { ...options, bodyLimits: deps.bodyLimits }));
+  }
+  const observers = deps.observers ?? [];
   const transit = new TransitBudget(deps.transitBytes ?? TRANSIT_BYTES);
   const bodyTimeoutMs = (deps.bodyTimeout ?? 2) * 1000;
   const slots = new ReviewSlots(deps.maxInflight ?? 32, (deps.answerTimeout ?? 10) * 1000);
   app.use(async (ctx) => {
-    const handler = handlerFor(ctx);
     const started = process.hrtime.bigint();
-    checkContentType(ctx.get('Content-Type') || undefined);
-    // A slot is taken only once the whole body is here: a slow client holds the bytes it sent of
-    // the transit budget, never a slot (32 stalled bodies once kept every review out; issue 11).
-    const body = await readBody(ctx.req, { timeoutMs: bodyTimeoutMs, transit });
-    slots.hold(ctx.res);
-    answerReview(ctx, handler, caches.get(ctx.path)!, body, started);
+    let record: ReviewRecord;
+    try {
+      const pipeline = route(ctx, pipelines);
+      checkContentType(ctx.get('Content-Type') || undefined);
+      // A slot is taken only once the whole body is here: a slow client holds the bytes it sent of
+      // the transit budget, never a slot (32 stalled bodies once kept every review out; issue 11).
+      const body = await readBody(ctx.req, { timeoutMs: bodyTimeoutMs, transit });
+      slots.hold(ctx.res);
+      const reviewed = pipeline.review(body, started);
+      ctx.set('Content-Type', 'application/json');
+      ctx.body = reviewed.text;
+      record = reviewed.record;
+    } catch (err) {
+      record = answerError(ctx, err, started);
+    }
+    for (const observe of observers) observe(record);
   });
   return app;
-
-  function answerReview(ctx: Koa.Context, handler: Handler, cache: AnswerCache, body: string, started: bigint): void {
-    const { answer, cached } = answerBody(body, ctx.state as ReviewState, ctx.path, handler, cache);
-    ctx.set('Content-Type', 'application/json');
-    ctx.body = answer.text;
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    deps.onReview?.(ctx.path, answer.facts, answer.result, seconds, cached);
-    deps.logger.info(reviewLog(ctx.path, answer.facts, answer.result, seconds, cached), 'review');
-  }
-
-  /**
-   * The answer to a body: from the answer cache when it holds a confirmed one (nothing parsed),
-   * else parsed and computed, and offered to the cache. Leaves the review (or its uid) in `state`
-   * so that any error answer carries the uid.
-   */
-  function answerBody(body: string, state: ReviewState, endpoint: string, handler: Handler, cache: AnswerCache): { answer: Answer; cached: boolean } {
-    const { set, get: templates } = templatesOnce(deps.templates);
-    const lookup = set === undefined ? undefined : cache.lookup(body, set);
-    if (lookup?.entry?.confirmed) {
-      state.review = { apiVersion: lookup.slot.version, request: { uid: lookup.slot.uid } };
-      return { answer: answerOf(lookup.entry, lookup.slot), cached: true };
-    }
-    checkBody(body, (deps.limits ?? DefaultReviewLimits).body);
-    const review = decodeReview(parseJson(body));
-    state.review = review;
-    if (lookup?.entry !== undefined && cache.confirm(lookup.entry, lookup.slot, review)) {
-      return { answer: answerOf(lookup.entry, lookup.slot), cached: true };
-    }
-    // One set for the whole review, so the answer kept is the one computed under that set.
-    const result = runHandler((req, set) => handler(req, set, deps.limits), review.request, templates, deps.logger, endpoint);
-    const answer = { result, facts: reviewFacts(review.request), text: encodeReview(review.apiVersion, result.response) };
-    if (lookup !== undefined) cache.put(lookup, review, result, answer.facts, answer.text);
-    return { answer, cached: false };
-  }
 }
 
-/** The handler for the request's path and method, or the 404 / 405 that refuses it. */
-function handlerFor(ctx: Koa.Context): Handler {
-  const handler = Object.hasOwn(Endpoints, ctx.path) ? Endpoints[ctx.path] : undefined;
-  if (handler === undefined) throw new InjectorError('NOT_FOUND', [clip(ctx.path)]);
+/** The pipeline for the request's path and method, or the 404 / 405 that refuses it. */
+function route(ctx: Koa.Context, pipelines: ReadonlyMap<string, ReviewPipeline>): ReviewPipeline {
+  const pipeline = pipelines.get(ctx.path);
+  if (pipeline === undefined) throw new InjectorError('NOT_FOUND', [clip(ctx.path)]);
   if (ctx.method !== 'POST') {
     ctx.set('Allow', 'POST');
     throw new InjectorError('METHOD_NOT_ALLOWED', [ctx.method, ctx.path, 'POST']);
   }
-  return handler;
+  return pipeline;
+}
+
+/**
+ * The one place that turns errors into HTTP answers: a JSON body with a stable code, or, once the
+ * review is decoded, an AdmissionReview that echoes its uid (the apiserver applies failurePolicy
+ * to any non-2xx answer; the uid lets a reader match the answer to the review). Returns the
+ * request's record.
+ */
+function answerError(ctx: Koa.Context, err: unknown, started: bigint): ReviewRecord {
+  const fault = err instanceof ReviewFault ? err : undefined;
+  // Anything else is a bug of ours: its message stays in the log, the client reads "internal error".
+  const error = fault?.error ?? (err instanceof InjectorError ? err : new InjectorError('INTERNAL', [err instanceof Error ? err.message : String(err)], { cause: err }));
+  const { status, code } = error;
+  const message = fault !== undefined || err instanceof InjectorError ? error.message : 'internal error';
+  // A body left half-read (the client gone, too slow, over the transit budget) goes with its
+  // connection. A body over the size limit is discarded by the reader instead: closing at once
+  // would reset the connection while the client still writes, losing the 413 (soak).
+  if (code === 'BODY_ABORTED' || code === 'BODY_TIMEOUT' || (code === 'OVERLOADED' && !ctx.req.complete)) ctx.set('Connection', 'close');
+  if (code === 'OVERLOADED') ctx.set('Retry-After', String(RETRY_AFTER_SECONDS));
+  ctx.status = status;
+  ctx.type = 'application/json';
+  ctx.body = fault
+    ? encodeAnswer(fault.review, { allowed: false, status: { code: status, message, reason: code === 'INTERNAL' ? 'InternalError' : code } })
+    : JSON.stringify({ error: code, message, status });
+  return errorRecord(ctx.path, ctx.method, error, fault?.review.request.uid ?? '', started);
 }
 
 /**
@@ -153,97 +149,6 @@ export class ReviewSlots {
     };
     res.once('finish', release).once('close', release);
   }
-}
-
-/** A review's answer with what the log line and the metrics say about it. */
-interface Answer {
-  readonly result: ReviewResult;
-  readonly facts: ReviewFacts;
-  readonly text: string;
-}
-
-/** What the review middleware leaves for the edge: the decoded review, once there is one. */
-interface ReviewState {
-  review?: DecodedReview;
-}
-
-/**
- * Reads the template set once for the whole review. A failure is raised when the handler asks for
- * the set, once the review is decoded, so its 500 carries the uid.
- */
-function templatesOnce(templates: () => TemplateSet): { readonly set?: TemplateSet; readonly get: () => TemplateSet } {
-  try {
-    const set = templates();
-    return { set, get: () => set };
-  } catch (err) {
-    return {
-      get: () => {
-        throw err;
-      },
-    };
-  }
-}
-
-function runHandler(handler: Handler, request: AdmissionRequest, templates: () => TemplateSet, logger: Logger, endpoint: string): ReviewResult {
-  try {
-    return handler(request, templates());
-  } catch (err) {
-    // A review the handler cannot act on (no pod, a pod of the wrong shape) is refused, not failed.
-    if (err instanceof InjectorError && err.status < 500) return deny(request, err, Reason.InvalidReview);
-    if (err instanceof InjectorError) throw err;
-    // An internal fault answers HTTP 500 so the webhook's failurePolicy decides, never a half-made patch.
-    logger.error({ err, uid: clip(request.uid), endpoint }, 'review failed');
-    throw new InjectorError('INTERNAL', [(err as Error).message], { cause: err });
-  }
-}
-
-/**
- * The one place that turns errors into HTTP answers: a JSON body with a stable code, or, once the
- * review is decoded, an AdmissionReview that echoes its uid (the apiserver applies failurePolicy
- * to any non-2xx answer; the uid lets a reader match the answer to the review).
- */
-function edgeErrors(logger: Logger, onError?: AdmissionAppDeps['onError']): Koa.Middleware {
-  return async (ctx, next) => {
-    try {
-      await next();
-    } catch (err) {
-      const known = err instanceof InjectorError;
-      const status = known ? err.status : 500;
-      const code = known ? err.code : 'INTERNAL';
-      const message = known ? err.message : 'internal error';
-      if (!known) logger.error({ err, path: clip(ctx.path) }, 'unhandled error');
-      else logger.warn({ path: clip(ctx.path), method: clip(ctx.method), status, code, detail: clip(message) }, 'bad request');
-      onError?.(ctx.path, code);
-      // A body left half-read (the client gone, too slow, over the transit budget) goes with its
-      // connection. A body over the size limit is discarded by the reader instead: closing at once
-      // would reset the connection while the client still writes, losing the 413 (soak).
-      if (code === 'BODY_ABORTED' || code === 'BODY_TIMEOUT' || (code === 'OVERLOADED' && !ctx.req.complete)) ctx.set('Connection', 'close');
-      if (code === 'OVERLOADED') ctx.set('Retry-After', String(RETRY_AFTER_SECONDS));
-      ctx.status = status;
-      ctx.type = 'application/json';
-      const review = (ctx.state as ReviewState).review;
-      ctx.body = review
-        ? encodeReview(review.apiVersion, { uid: review.request.uid, allowed: false, status: { code: status, message, reason: code === 'INTERNAL' ? 'InternalError' : code } })
-        : JSON.stringify({ error: code, message, status });
-    }
-  };
-}
-
-/** The review's log line; the values taken from the request are clipped, so no client makes it long. */
-function reviewLog(endpoint: string, facts: ReviewFacts, r: ReviewResult, seconds: number, cached: boolean): Record<string, unknown> {
-  return {
-    endpoint,
-    uid: clip(facts.uid),
-    operation: clip(facts.operation),
-    namespace: clip(facts.namespace),
-    pod: clip(facts.pod),
-    decision: r.decision,
-    reason: r.reason,
-    templates: r.templates,
-    patchOps: r.patchOps,
-    cached,
-    durationMs: Math.round(seconds * 1e6) / 1e3,
-  };
 }
 
 /** Seconds a client is told to wait after a 429; client-go honours it (rest/with_retry.go). */

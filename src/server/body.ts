@@ -65,15 +65,6 @@ export async function readBody(req: IncomingMessage, opts: ReadBodyOptions): Pro
   return text;
 }
 
-/** Parses a body read by readBody; malformed JSON is a 400. */
-export function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw new InjectorError('BODY_MALFORMED', [(err as Error).message], { cause: err });
-  }
-}
-
 /**
  * The body's bytes. Whatever way it ends (complete, too large, too slow, over the budget, the
  * client gone), the listeners and the timer are removed and the bytes held are given back once.

@@ -1,5 +1,5 @@
 import { LineCounter } from 'yaml';
-import { podObject } from '../admission/review.js';
+import { podObject } from '../admission/pod.js';
 import { ErrorCodes, InjectorError } from '../errors.js';
 import { isObject, type JsonObject, type Pod } from '../kube/types.js';
 import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
@@ -78,7 +78,7 @@ export function podSites(doc: JsonObject, namespace: string, path: readonly (str
 /** The same shape checks the server makes on request.object, so a malformed pod is a clear error, not a crash. */
 function checkedPod(pod: JsonObject, title: string): Pod {
   try {
-    return podObject({ uid: '', object: withoutNulls(pod) });
+    return podObject(withoutNulls(pod));
   } catch (err) {
     if (!(err instanceof InjectorError)) throw err;
     const detail = err.message.replace(ErrorCodes.REVIEW_INVALID.message.replace('%s', ''), '').replace('request.object', 'pod');

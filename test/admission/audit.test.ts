@@ -2,11 +2,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import fjp from 'fast-json-patch';
 import { AuditKeys } from '../../src/admission/audit.js';
-import { mutate, validate } from '../../src/admission/handlers.js';
-import type { AdmissionRequest } from '../../src/admission/review.js';
+import type { AdmissionRequest } from '../../src/admission/codec.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { httpsRequest } from '../helpers/client.js';
-import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
+import { decodePatch, mutate, optedInPod, podReview, validate } from '../helpers/review.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const requestOf = (pod: object, opts: Parameters<typeof podReview>[1] = {}): AdmissionRequest => podReview(pod, opts).request;

@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import fjp from 'fast-json-patch';
-import { mutate, validate } from '../../src/admission/handlers.js';
-import type { AdmissionRequest } from '../../src/admission/review.js';
+import type { AdmissionRequest } from '../../src/admission/codec.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { diff } from '../../src/patch/diff.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
-import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
+import { decodePatch, mutate, optedInPod, podReview, validate } from '../helpers/review.js';
 import { agent, jobOwner, locked, podWith, set, template, templates } from '../helpers/templates.js';
 
 // The handlers answer a review with an AdmissionResponse: allowed or a denial with a status a person

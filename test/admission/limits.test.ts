@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { MetadataLimits } from '../../src/admission/review.js';
+import { MetadataLimits } from '../../src/admission/pod.js';
 import { Options } from '../../src/config/config.js';
 import { admit, validatePod } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
@@ -189,7 +189,7 @@ describe('a patch over --max-patch-kib', () => {
 
 describe('review limits and the opt-in', () => {
   it('never deny a pod that is not opted in, whatever its size: the injector does not act on it', async () => {
-    const { mutate, validate } = await import('../../src/admission/handlers.js');
+    const { mutate, validate } = await import('../helpers/review.js');
     const { OptInScope } = await import('../../src/inject/policy.js');
     const { loadTemplateSet } = await import('../../src/templates/load.js');
     const set = await loadTemplateSet('templates');

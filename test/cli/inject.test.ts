@@ -3,13 +3,12 @@ import { readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
-import { mutate } from '../../src/admission/handlers.js';
 import { printDocuments } from '../../src/cli/inject.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { parseDocuments } from '../../src/workload/workload.js';
 import { parseKubectl } from '../../src/yaml/kubectl.js';
-import { decodePatch, podReview } from '../helpers/review.js';
 import { cli, golden } from '../helpers/cli.js';
+import { decodePatch, mutate, podReview } from '../helpers/review.js';
 
 const FIXTURES = 'test/fixtures/cli';
 const TEMPLATES = ['--templates-dir', `${FIXTURES}/templates`];

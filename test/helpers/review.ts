@@ -1,4 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import type { ReviewRequest } from '../../src/admission/codec.js';
+import { mutating, validating } from '../../src/admission/handlers.js';
+import type { Verdict } from '../../src/admission/verdict.js';
+import type { OptInScope } from '../../src/inject/policy.js';
+import type { TemplateSet } from '../../src/templates/load.js';
 
 /**
  * Builds the AdmissionReview a kube-apiserver sends for a pod CREATE, with its fields in the
@@ -44,4 +49,14 @@ export function optedInPod(extra: { annotations?: Record<string, string>; labels
     },
     spec: extra.spec ?? { containers: [{ name: 'web', image: 'nginx:1.27', ports: [{ containerPort: 8080 }] }] },
   };
+}
+
+/** The mutating handler over one fixed template set, for tests that call it directly. */
+export function mutate(request: ReviewRequest, set: TemplateSet, scope?: OptInScope): Verdict {
+  return mutating({ templates: () => set }, scope)(request);
+}
+
+/** The validating handler over one fixed template set, for tests that call it directly. */
+export function validate(request: ReviewRequest, set: TemplateSet, scope?: OptInScope): Verdict {
+  return validating({ templates: () => set }, scope)(request);
 }

@@ -6,6 +6,8 @@ import fjp from 'fast-json-patch';
 import 'reflect-metadata'; // @peculiar/x509 needs it before it loads
 import { X509Certificate } from '@peculiar/x509';
 import { certificateValidity as validityFromFiles } from '../../src/certs/source.js';
+import { errorRecord } from '../../src/admission/record.js';
+import { InjectorError } from '../../src/errors.js';
 import { CertificateKind, createMetrics, MAX_NAMESPACE_LABELS, ReloadResult } from '../../src/metrics/metrics.js';
 import { Agent } from 'node:https';
 import { httpsRequest } from '../helpers/client.js';
@@ -189,7 +191,7 @@ describe('createMetrics', () => {
   it('keeps the counts of two instances apart', async () => {
     const a = createMetrics({ processMetrics: false });
     const b = createMetrics({ processMetrics: false });
-    a.observeError('/mutate', 'BODY_EMPTY');
+    a.observeReview(errorRecord('/mutate', 'POST', new InjectorError('BODY_EMPTY'), '', process.hrtime.bigint()));
     assert.equal(valueOf(await scrape(a), 'sidecar_injector_reviews_total', { reason: 'BODY_EMPTY' }), 1);
     assert.equal(valueOf(await scrape(b), 'sidecar_injector_reviews_total', { reason: 'BODY_EMPTY' }), undefined);
   });
@@ -231,10 +233,10 @@ describe('metric labels', () => {
 
   it('maps decisions and reasons outside their sets, and malformed namespaces, to other', async () => {
     const m = createMetrics({ processMetrics: false });
-    const facts = { uid: 'u', operation: 'CREATE', namespace: 'Not_A_Namespace', pod: 'p' };
-    m.observeReview('/validate', facts, { response: { uid: 'u', allowed: false }, decision: 'denied', reason: 'sidecars-missing', templates: [], patchOps: 0 }, 0.001, false);
-    m.observeReview('/mutate', facts, { response: { uid: 'u', allowed: true }, decision: 'made-up' as never, reason: 'made-up-reason', templates: [], patchOps: 0 }, 0.001, false);
-    m.observeError('/mutate', 'NOT_A_CODE');
+    const record = { uid: 'u', operation: 'CREATE', namespace: 'Not_A_Namespace', pod: 'p', templates: [], patchOps: 0, cached: false, durationMs: 1 };
+    m.observeReview({ ...record, endpoint: '/validate', decision: 'denied', reason: 'sidecars-missing' });
+    m.observeReview({ ...record, endpoint: '/mutate', decision: 'made-up', reason: 'made-up-reason' });
+    m.observeReview({ ...record, endpoint: '/mutate', decision: 'error', reason: 'NOT_A_CODE', status: 500 });
     const s = await scrape(m);
     assert.equal(valueOf(s, 'sidecar_injector_validation_rejections_total', { namespace: 'other' }), 1);
     assert.equal(valueOf(s, 'sidecar_injector_reviews_total', { endpoint: 'mutate', decision: 'other', reason: 'other' }), 1);

@@ -5,6 +5,8 @@ import { readFile } from 'node:fs/promises';
 import { request as httpRequest, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { createHandlers } from '../../src/admission/handlers.js';
+import { logReviews } from '../../src/admission/record.js';
 import type { InjectorError } from '../../src/errors.js';
 import { createLogger, LOG_FIELD_MAX } from '../../src/log.js';
 import { createAdmissionApp, createAdmissionServer, ReviewSlots } from '../../src/server/admission.js';
@@ -315,7 +317,7 @@ describe('log lines', () => {
     const logger = createLogger('info', { write: (line: string) => void lines.push(line) });
     const certs = await makeTestCerts();
     const set = await loadTemplateSet('templates');
-    const app = createAdmissionApp({ logger, templates: () => set });
+    const app = createAdmissionApp({ handlers: createHandlers({ templates: () => set }), observers: [logReviews(logger)] });
     const srv = createAdmissionServer(app, certs.serving);
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
     const url = `https://127.0.0.1:${(srv.address() as AddressInfo).port}`;

@@ -6,9 +6,9 @@ import { Agent } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { createHandlers } from '../../src/admission/handlers.js';
 import { createCA, issueClientCert } from '../../src/certs/pki.js';
 import { loadConfig } from '../../src/config/config.js';
-import { createLogger } from '../../src/log.js';
 import { createAdmissionApp, createAdmissionServer, EdgeLimits } from '../../src/server/admission.js';
 import { HealthLimits } from '../../src/server/health.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
@@ -534,13 +534,16 @@ describe('faults inside a review', () => {
   it('answers HTTP 500 with the review\'s uid when the handler fails, so failurePolicy decides; the next review succeeds', async () => {
     const certs = await makeTestCerts();
     const set = await loadTemplateSet('templates');
-    let failures = 1;
+    // The store fails until the first review has been answered (the pipeline reads it for the
+    // answer cache's generation, and the handler reads it again).
+    let failing = true;
     const app = createAdmissionApp({
-      logger: createLogger('silent'),
-      templates: () => {
-        if (failures-- > 0) throw new Error('template store unavailable');
-        return set;
-      },
+      handlers: createHandlers({
+        templates: () => {
+          if (failing) throw new Error('template store unavailable');
+          return set;
+        },
+      }),
     });
     const faulty = createAdmissionServer(app, certs.serving);
     await new Promise<void>((r) => faulty.listen(0, '127.0.0.1', r));
@@ -553,6 +556,7 @@ describe('faults inside a review', () => {
       assert.equal(res.json().response.allowed, false);
       assert.match(res.json().response.status.message, /template store unavailable/);
       assert.equal(res.json().response.patch, undefined);
+      failing = false;
       await validReviewSucceeds(url, certs.ca.certPem);
     } finally {
       faulty.closeAllConnections();

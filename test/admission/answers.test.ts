@@ -7,10 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
-import type { ReviewResult } from '../../src/admission/handlers.js';
-import { decodeReview, encodeReview, ReviewVersion } from '../../src/admission/review.js';
-import { AnswerCache } from '../../src/server/answers.js';
-import type { TemplateSet } from '../../src/templates/load.js';
+import { AnswerCache, type Answer, type ReviewSteps } from '../../src/admission/answers.js';
+import { ApiserverPrefixes, decodeBody, encodeAnswer, ReviewVersion, type DecodedReview } from '../../src/admission/codec.js';
 import { httpsRequest, type HttpResult } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -178,23 +176,41 @@ describe('the answer cache and template reloads', () => {
 });
 
 describe('AnswerCache', () => {
-  const set = { name: 'a set' } as unknown as TemplateSet;
-  const result = (uid: string): ReviewResult => ({ response: { uid, allowed: true }, decision: 'skipped', reason: 'not-opted-in', templates: [], patchOps: 0 });
-  const facts = { uid: '', operation: 'CREATE', namespace: 'default', pod: 'web-' };
+  const generation = { name: 'a set' };
+  /** Review steps that count what they run; every answer is kept unless `keep` says otherwise. */
+  class Steps implements ReviewSteps<string> {
+    decoded = 0;
+    answered = 0;
+    constructor(readonly keep = true) {}
+    decode(body: string): DecodedReview {
+      this.decoded++;
+      return decodeBody(body);
+    }
+    answer(review: DecodedReview): Answer<string> {
+      this.answered++;
+      const text = encodeAnswer(review, { allowed: true, auditAnnotations: { decision: 'skipped', reason: 'not-opted-in' } });
+      return { version: review.apiVersion, uid: review.request.uid, text, value: 'skipped', keep: this.keep, cached: false };
+    }
+  }
+  const steps = new Steps();
 
-  /** Runs one review through the cache the way the server does; true when the cache answered it. */
-  function review(cache: AnswerCache, text: string): boolean {
-    const lookup = cache.lookup(text, set);
-    if (lookup === undefined) return false;
-    if (lookup.entry?.confirmed) return true;
-    const decoded = decodeReview(JSON.parse(text));
-    if (lookup.entry !== undefined && cache.confirm(lookup.entry, lookup.slot, decoded)) return true;
-    cache.put(lookup, decoded, result(decoded.request.uid), { ...facts, uid: decoded.request.uid }, encodeReview(decoded.apiVersion, result(decoded.request.uid).response));
-    return false;
+  /** One review through the cache; true when the cache answered it. */
+  function review(cache: AnswerCache<string>, text: string, under: unknown = generation, with_: ReviewSteps<string> = steps): boolean {
+    return cache.answer(text, under, with_).cached;
   }
 
+  it('answers the third review of a body on from the answer kept, parsing the third to confirm the uid and nothing after', () => {
+    const cache = new AnswerCache<string>(1024 * 1024);
+    const counted = new Steps();
+    const answers = ['u-1', 'u-2', 'u-3', 'u-4', 'u-5'].map((uid) => cache.answer(reviewText(optedInPod(), uid), generation, counted));
+    assert.deepEqual(answers.map((a) => a.cached), [false, false, true, true, true]);
+    assert.deepEqual([counted.decoded, counted.answered], [3, 2]);
+    answers.forEach((a, i) => assert.equal(JSON.parse(a.text).response.uid, `u-${i + 1}`));
+    assert.equal(answers[4]!.text, new Steps().answer(decodeBody(reviewText(optedInPod(), 'u-5'))).text, 'the bytes a fresh computation gives');
+  });
+
   it('stays within its byte budget, least recently used out first', () => {
-    const cache = new AnswerCache(64 * 1024);
+    const cache = new AnswerCache<string>(64 * 1024);
     const pod = (i: number) => optedInPod({ name: `web-${i}` });
     for (let i = 0; i < 200; i++) {
       for (let twice = 0; twice < 2; twice++) review(cache, reviewText(pod(i), randomUUID()));
@@ -207,7 +223,7 @@ describe('AnswerCache', () => {
   });
 
   it('keeps an answer the second time it is computed, not the first', () => {
-    const cache = new AnswerCache(1024 * 1024);
+    const cache = new AnswerCache<string>(1024 * 1024);
     for (let i = 0; i < 100; i++) review(cache, reviewText(optedInPod({ name: `once-${i}` }), randomUUID()));
     assert.equal(cache.size.entries, 0, 'pods seen once cost no entry');
     const text = () => reviewText(optedInPod({ name: 'twice' }), randomUUID());
@@ -215,13 +231,21 @@ describe('AnswerCache', () => {
     assert.equal(cache.size.entries, 1);
   });
 
+  it('never keeps an answer its steps say may change without a new generation', () => {
+    const cache = new AnswerCache<string>(1024 * 1024);
+    const passing = new Steps(false);
+    for (let i = 0; i < 5; i++) assert.equal(review(cache, reviewText(optedInPod(), randomUUID()), generation, passing), false);
+    assert.deepEqual([cache.size.entries, passing.answered], [0, 5]);
+  });
+
   it('counts two bytes a character for text beyond Latin-1, as V8 holds it', () => {
     const held = (team: string): { bytes: number; keyLength: number } => {
-      const cache = new AnswerCache(1024 * 1024);
+      const cache = new AnswerCache<string>(1024 * 1024);
       const text = () => reviewText(optedInPod({ labels: { team } }), randomUUID());
       for (let i = 0; i < 2; i++) review(cache, text());
       assert.equal(cache.size.entries, 1);
-      return { bytes: cache.size.bytes, keyLength: cache.lookup(text(), set)!.slot.key.length };
+      // The key is the text after the uid.
+      return { bytes: cache.size.bytes, keyLength: text().length - ApiserverPrefixes[ReviewVersion.V1].length - 36 };
     };
     const narrow = held('ab'.repeat(50));
     const wide = held('日本'.repeat(50));
@@ -230,8 +254,8 @@ describe('AnswerCache', () => {
   });
 
   it('keeps nothing when its budget is 0, or for a body over an eighth of it', () => {
-    const none = new AnswerCache(0);
-    const small = new AnswerCache(8 * 1024);
+    const none = new AnswerCache<string>(0);
+    const small = new AnswerCache<string>(8 * 1024);
     const big = optedInPod({ annotations: { note: 'x'.repeat(2000) } });
     for (let i = 0; i < 3; i++) {
       assert.equal(review(none, reviewText(optedInPod(), randomUUID())), false);
@@ -240,11 +264,13 @@ describe('AnswerCache', () => {
     assert.deepEqual([none.size.entries, small.size.entries], [0, 0]);
   });
 
-  it('starts empty for another template set', () => {
-    const cache = new AnswerCache(1024 * 1024);
+  it('starts empty for another generation, and keeps nothing without one', () => {
+    const cache = new AnswerCache<string>(1024 * 1024);
     const text = (uid: string) => reviewText(optedInPod(), uid);
     for (const uid of ['u-1', 'u-2', 'u-3']) review(cache, text(uid));
-    assert.equal(cache.lookup(text('u-4'), set)?.entry?.confirmed, true);
-    assert.equal(cache.lookup(text('u-4'), { ...set } as TemplateSet)?.entry, undefined);
+    assert.equal(review(cache, text('u-4')), true);
+    assert.equal(review(cache, text('u-5'), { ...generation }), false);
+    assert.equal(review(cache, text('u-6'), undefined), false);
+    assert.equal(review(cache, text('u-7'), undefined), false);
   });
 });

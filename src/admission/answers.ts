@@ -1,6 +1,4 @@
-import type { ReviewResult } from '../admission/handlers.js';
-import { encodeReview, ReviewVersion, type DecodedReview, type ReviewFacts } from '../admission/review.js';
-import type { TemplateSet } from '../templates/load.js';
+import { AnswerHeads, ApiserverPrefixes, ReviewVersion, type DecodedReview } from './codec.js';
 
 /**
  * Answers to reviews seen before. The pods of one ReplicaSet reach the webhook as the same text
@@ -9,35 +7,42 @@ import type { TemplateSet } from '../templates/load.js';
  * kept the second time it is computed), one parse to confirm the third review, and N - 3 lookups
  * that parse nothing.
  *
+ * The cache sits behind the codec: the byte format it relies on (the apiserver's envelope prefix,
+ * the answer head) is the codec's (ApiserverPrefixes, AnswerHeads), and its callers make one call,
+ * `answer(body, generation, steps)`, handing it the steps of a review to run when it cannot answer.
+ *
  * Correct by construction, whatever a client sends:
  * - A body can be looked up only if it begins with the apiserver's own encoding of the envelope,
  *   `{"kind":"AdmissionReview","apiVersion":"<version>","request":{"uid":"`, followed by a uid of
  *   printable ASCII without `"` or `\` and then `"`. The key is the text after that uid. Such a uid
  *   is a whole JSON string token that needs no escapes, so the answer can echo it verbatim.
- * - An answer is kept only from a review that parsed, whose parsed uid is that raw uid, and whose
- *   answer is exactly what the handler produced for it.
+ * - An answer is kept only from a review that parsed, whose parsed uid is that raw uid, whose
+ *   answer is exactly what the steps produced for it, and which the steps say may be kept (an
+ *   answer that can change without a new generation, such as a verdict that leans on the history
+ *   window of the template sets, never is).
  * - Two such bodies with the same key and version are the same text but for the uid token, so
  *   they parse to the same review, except that the token may be shadowed by a later duplicate
  *   `uid` key. The first review with the key and a different uid is parsed to settle that: if its
  *   parsed uid is its raw uid, the token is the effective `request.uid` and from then on the entry
  *   answers without parsing (a shadowed token gives both reviews the same parsed uid, so the check
  *   fails and the entry is dropped).
- * - The handlers read the uid only to echo it, so the answer is the stored one with the uid put
- *   back in: the bytes a fresh run of the handler would have produced.
- * - Entries belong to one template set and one endpoint; a reload starts an empty cache.
- * - Memory is bounded by `maxBytes` (key, answer text and patch per entry, two bytes a character
- *   for text beyond Latin-1), least recently used first out; a body larger than an eighth of it is
- *   never kept.
+ * - The handlers never see the uid (the codec alone writes it), so the answer is the stored one
+ *   with the uid put back in: the bytes a fresh run of the steps would have produced.
+ * - Entries belong to one generation (an opaque token: the template set's identity) and one
+ *   endpoint; another generation starts an empty cache.
+ * - Memory is bounded by `maxBytes` (key and answer text per entry, two bytes a character for text
+ *   beyond Latin-1), least recently used first out; a body larger than an eighth of it is never
+ *   kept.
  */
-export class AnswerCache {
+export class AnswerCache<T> {
   readonly #maxBytes: number;
   /** Entries by fingerprint (a few entries may share one); a key is compared whole before use. */
-  readonly #buckets = new Map<number, Entry[]>();
+  readonly #buckets = new Map<number, Entry<T>[]>();
   /** Every entry, least recently used first. */
-  readonly #recency = new Set<Entry>();
+  readonly #recency = new Set<Entry<T>>();
   /** Fingerprints of answers computed once and not kept: an answer is kept the second time it is computed. */
   readonly #seen = new Set<number>();
-  #set: TemplateSet | undefined;
+  #generation: unknown;
   #bytes = 0;
 
   constructor(maxBytes: number) {
@@ -45,19 +50,33 @@ export class AnswerCache {
   }
 
   /**
-   * Looks a body up by its text alone: undefined when the cache cannot answer it, else its slot
-   * and the entry kept for it, if any.
+   * The answer to a review body: the one kept for an earlier body that differed only in its uid
+   * (nothing parsed once the entry is confirmed), else the steps' own (decode, then answer), which
+   * is offered to the cache. `generation` names what the answers depend on; undefined keeps nothing.
+   * Errors of the steps (a bad body, a fault) are thrown as they are, and nothing is kept.
    */
-  lookup(text: string, set: TemplateSet): Lookup | undefined {
-    const slot = this.#slotOf(text);
-    return slot === undefined ? undefined : { slot, set, entry: this.#find(slot, set) };
+  answer(body: string, generation: unknown, steps: ReviewSteps<T>): Answer<T> {
+    const slot = generation === undefined ? undefined : this.#slotOf(body);
+    if (slot === undefined) return steps.answer(steps.decode(body));
+    const entry = generation === this.#generation ? this.#find(slot) : undefined;
+    if (entry?.confirmed) return hit(entry, slot);
+    const review = steps.decode(body);
+    if (entry !== undefined && this.#confirm(entry, slot, review)) return hit(entry, slot);
+    const computed = steps.answer(review);
+    if (computed.keep) this.#put(slot, generation, review, computed);
+    return computed;
+  }
+
+  /** Entries and bytes held. */
+  get size(): { readonly entries: number; readonly bytes: number } {
+    return { entries: this.#recency.size, bytes: this.#bytes };
   }
 
   #slotOf(text: string): Slot | undefined {
     if (this.#maxBytes === 0) return undefined;
-    const version = text.startsWith(Prefixes[ReviewVersion.V1]) ? ReviewVersion.V1 : text.startsWith(Prefixes[ReviewVersion.V1Beta1]) ? ReviewVersion.V1Beta1 : undefined;
+    const version = text.startsWith(ApiserverPrefixes[ReviewVersion.V1]) ? ReviewVersion.V1 : text.startsWith(ApiserverPrefixes[ReviewVersion.V1Beta1]) ? ReviewVersion.V1Beta1 : undefined;
     if (version === undefined) return undefined;
-    const start = Prefixes[version].length;
+    const start = ApiserverPrefixes[version].length;
     let end = start;
     for (let c = text.charCodeAt(end); c !== QUOTE; c = text.charCodeAt(++end)) {
       // Printable ASCII but the backslash; NaN (the end of the text) fails too.
@@ -67,8 +86,7 @@ export class AnswerCache {
     return { version, uid: text.slice(start, end), fingerprint: fingerprint(text, end), key: text.slice(end) };
   }
 
-  #find(slot: Slot, set: TemplateSet): Entry | undefined {
-    if (set !== this.#set) return undefined;
+  #find(slot: Slot): Entry<T> | undefined {
     const bucket = this.#buckets.get(slot.fingerprint);
     if (bucket === undefined) return undefined;
     // One memcmp per candidate: V8 compares two flat one-byte strings with memcmp, where a Map
@@ -89,7 +107,7 @@ export class AnswerCache {
    * parsed: true when the parsed uid is the slot's raw uid (which confirms the entry once the uid
    * differs from the one it was made with); otherwise the entry is dropped.
    */
-  confirm(entry: Entry, slot: Slot, review: DecodedReview): boolean {
+  #confirm(entry: Entry<T>, slot: Slot, review: DecodedReview): boolean {
     if (review.request.uid !== slot.uid || review.apiVersion !== slot.version) {
       this.#drop(entry);
       return false;
@@ -98,12 +116,13 @@ export class AnswerCache {
     return true;
   }
 
-  /** Keeps the answer `text` (as encodeReview wrote it) to the parsed `review` of a lookup that found nothing usable. */
-  put({ slot, set }: Lookup, review: DecodedReview, result: ReviewResult, facts: ReviewFacts, text: string): void {
+  /** Keeps the answer computed for the parsed `review` of a slot that found nothing usable. */
+  #put(slot: Slot, generation: unknown, review: DecodedReview, computed: Answer<T>): void {
     if (review.request.uid !== slot.uid || review.apiVersion !== slot.version) return;
-    const head = AnswerHeads[slot.version] + slot.uid;
-    if (!text.startsWith(head) || text.charCodeAt(head.length) !== QUOTE) return;
-    if (set !== this.#set) this.#reset(set);
+    const head = AnswerHeads[slot.version];
+    const uidEnd = head.length + slot.uid.length + 2;
+    if (!computed.text.startsWith(head) || computed.text.charCodeAt(head.length) !== QUOTE || !computed.text.startsWith(slot.uid, head.length + 1) || computed.text.charCodeAt(uidEnd - 1) !== QUOTE) return;
+    if (generation !== this.#generation) this.#reset(generation);
     // Kept only when its fingerprint was computed before: a pod seen once (most pods of a cluster
     // where every Deployment has one replica) costs a number here, not an entry that would live
     // long enough to be promoted to the old generation and then become garbage there.
@@ -112,12 +131,11 @@ export class AnswerCache {
       this.#seen.add(slot.fingerprint);
       return;
     }
-    const old = this.#find(slot, set);
+    const old = this.#find(slot);
     if (old !== undefined) this.#drop(old);
-    const tail = text.slice(head.length);
-    // The patch is held twice: in the answer text and in the result.
-    const bytes = heldBytes(slot.key) + heldBytes(tail) + (result.response.patch?.length ?? 0) + ENTRY_OVERHEAD;
-    const entry: Entry = { ...slot, madeFor: slot.uid, confirmed: false, result, facts, tail, bytes };
+    const tail = computed.text.slice(uidEnd);
+    const bytes = heldBytes(slot.key) + heldBytes(tail) + ENTRY_OVERHEAD;
+    const entry: Entry<T> = { version: slot.version, fingerprint: slot.fingerprint, key: slot.key, madeFor: slot.uid, confirmed: false, value: computed.value, tail, bytes };
     const bucket = this.#buckets.get(slot.fingerprint);
     if (bucket === undefined) this.#buckets.set(slot.fingerprint, [entry]);
     else if (bucket.push(entry) > MAX_BUCKET) this.#drop(bucket[0]!);
@@ -129,12 +147,7 @@ export class AnswerCache {
     }
   }
 
-  /** Entries and bytes held. */
-  get size(): { readonly entries: number; readonly bytes: number } {
-    return { entries: this.#recency.size, bytes: this.#bytes };
-  }
-
-  #drop(entry: Entry): void {
+  #drop(entry: Entry<T>): void {
     const bucket = this.#buckets.get(entry.fingerprint);
     const at = bucket?.indexOf(entry) ?? -1;
     if (bucket === undefined || at < 0) return;
@@ -144,25 +157,40 @@ export class AnswerCache {
     this.#bytes -= entry.bytes;
   }
 
-  #reset(set: TemplateSet): void {
+  #reset(generation: unknown): void {
     this.#buckets.clear();
     this.#recency.clear();
     this.#seen.clear();
     this.#bytes = 0;
-    this.#set = set;
+    this.#generation = generation;
   }
 }
 
-/** What a lookup found. */
-export interface Lookup {
-  readonly slot: Slot;
-  /** The template set the lookup was made under. */
-  readonly set: TemplateSet;
-  readonly entry?: Entry | undefined;
+/** What running a review gives: its answer text and what the answer was made from. */
+export interface Answer<T> {
+  readonly version: ReviewVersion;
+  /** The review's uid, as the answer echoes it. */
+  readonly uid: string;
+  /** The AdmissionReview text, as encodeAnswer wrote it. */
+  readonly text: string;
+  /** What the caller keeps with the answer (the same for every review of one key). */
+  readonly value: T;
+  /** False for an answer that may change without a new generation: it is never kept. */
+  readonly keep: boolean;
+  /** True when the answer came from the cache. */
+  readonly cached: boolean;
+}
+
+/** The steps of a review the cache runs when it cannot answer: both throw for a review they refuse. */
+export interface ReviewSteps<T> {
+  /** Checks and parses a body (the codec's decodeBody). */
+  decode(body: string): DecodedReview;
+  /** Handles a decoded review and encodes its answer. */
+  answer(review: DecodedReview): Answer<T>;
 }
 
 /** Where one body's answer is kept: its version and raw uid, the text after the uid, and a cheap hash of that. */
-export interface Slot {
+interface Slot {
   readonly version: ReviewVersion;
   readonly uid: string;
   readonly fingerprint: number;
@@ -170,27 +198,23 @@ export interface Slot {
 }
 
 /** A kept answer. */
-export interface Entry extends Slot {
+interface Entry<T> {
+  readonly version: ReviewVersion;
+  readonly fingerprint: number;
+  readonly key: string;
   /** The uid of the review the answer was made for. */
   readonly madeFor: string;
   /** True once a review with another uid confirmed that the uid token is the effective one. */
   confirmed: boolean;
-  readonly result: ReviewResult;
-  /** What the log line and the metrics say about the review (the same for every review of the key). */
-  readonly facts: ReviewFacts;
-  /** The answer text after the uid. */
+  readonly value: T;
+  /** The answer text after the uid's JSON string. */
   readonly tail: string;
   readonly bytes: number;
 }
 
-/** The entry's answer to the review of `slot`: its result and the AdmissionReview text, both with the slot's uid. */
-export function answerOf(entry: Entry, slot: Slot): { readonly result: ReviewResult; readonly facts: ReviewFacts; readonly text: string } {
-  const { uid } = slot;
-  return {
-    result: { ...entry.result, response: { ...entry.result.response, uid } },
-    facts: { ...entry.facts, uid },
-    text: AnswerHeads[slot.version] + uid + entry.tail,
-  };
+/** The entry's answer to the review of `slot`: the AdmissionReview text with the slot's uid. */
+function hit<T>(entry: Entry<T>, slot: Slot): Answer<T> {
+  return { version: slot.version, uid: slot.uid, text: AnswerHeads[slot.version] + '"' + slot.uid + '"' + entry.tail, value: entry.value, keep: true, cached: true };
 }
 
 /** What V8 holds for a string: one byte a character, two when any character is beyond Latin-1. */
@@ -225,20 +249,5 @@ const FINGERPRINT_SAMPLES = 32;
 const MAX_SEEN = 8192;
 /** Distinct reviews kept under one fingerprint at most, so a lookup compares a few keys at most. */
 const MAX_BUCKET = 8;
-/** The entry, the result object and the string headers, roughly. */
+/** The entry, its value and the string headers, roughly. */
 const ENTRY_OVERHEAD = 512;
-
-/** How the kube-apiserver (Go's encoding/json, fields in declaration order) begins every review. */
-const Prefixes: Readonly<Record<ReviewVersion, string>> = {
-  [ReviewVersion.V1]: `{"kind":"AdmissionReview","apiVersion":"${ReviewVersion.V1}","request":{"uid":"`,
-  [ReviewVersion.V1Beta1]: `{"kind":"AdmissionReview","apiVersion":"${ReviewVersion.V1Beta1}","request":{"uid":"`,
-};
-
-/** How encodeReview begins every answer, up to the uid: taken from encodeReview itself, so the two cannot drift. */
-const AnswerHeads: Readonly<Record<ReviewVersion, string>> = Object.fromEntries(
-  Object.values(ReviewVersion).map((version) => {
-    const marker = '\u0000uid\u0000';
-    const text = encodeReview(version, { uid: marker, allowed: true });
-    return [version, text.slice(0, text.indexOf(JSON.stringify(marker)) + 1)];
-  }),
-) as Record<ReviewVersion, string>;

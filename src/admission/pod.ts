@@ -1,194 +1,7 @@
 import { InjectorError } from '../errors.js';
 import { Options } from '../config/config.js';
 import { isObject, type JsonObject, type Pod } from '../kube/types.js';
-
-/** The AdmissionReview versions the apiserver may send; the answer goes back in the same one. */
-export const ReviewVersion = {
-  V1: 'admission.k8s.io/v1',
-  V1Beta1: 'admission.k8s.io/v1beta1',
-} as const;
-export type ReviewVersion = (typeof ReviewVersion)[keyof typeof ReviewVersion];
-
-export interface GroupVersionKind {
-  readonly group?: string;
-  readonly version?: string;
-  readonly kind?: string;
-}
-
-export interface GroupVersionResource {
-  readonly group?: string;
-  readonly version?: string;
-  readonly resource?: string;
-}
-
-/** The fields of `request` the injector reads; the rest is ignored. */
-export interface AdmissionRequest {
-  readonly uid: string;
-  readonly kind?: GroupVersionKind;
-  readonly resource?: GroupVersionResource;
-  readonly subResource?: string;
-  readonly name?: string;
-  readonly namespace?: string;
-  readonly operation?: string;
-  readonly object?: unknown;
-  readonly dryRun?: boolean;
-}
-
-export interface DecodedReview {
-  readonly apiVersion: ReviewVersion;
-  readonly request: AdmissionRequest;
-}
-
-export interface AdmissionStatus {
-  readonly code: number;
-  readonly message: string;
-  readonly reason?: string;
-}
-
-export interface AdmissionResponse {
-  readonly uid: string;
-  readonly allowed: boolean;
-  readonly status?: AdmissionStatus;
-  readonly patch?: string;
-  readonly patchType?: 'JSONPatch';
-  readonly warnings?: readonly string[];
-  readonly auditAnnotations?: Readonly<Record<string, string>>;
-}
-
-const versions: ReadonlySet<string> = new Set(Object.values(ReviewVersion));
-
-/**
- * Checks the envelope of a parsed body: an AdmissionReview of a known version with a request that
- * has a uid. Only the fields the injector reads are type-checked; the pod itself is checked later.
- */
-export function decodeReview(body: unknown): DecodedReview {
-  if (!isObject(body)) throw invalid('the body must be a JSON object');
-  const { apiVersion, kind, request } = body;
-  if (typeof apiVersion !== 'string' || !versions.has(apiVersion)) {
-    throw invalid(`apiVersion must be ${ReviewVersion.V1} or ${ReviewVersion.V1Beta1}, got ${describeValue(apiVersion)}`);
-  }
-  if (kind !== 'AdmissionReview') throw invalid(`kind must be AdmissionReview, got ${describeValue(kind)}`);
-  if (!isObject(request)) throw invalid('request is missing');
-  if (typeof request['uid'] !== 'string' || request['uid'] === '') throw invalid('request.uid is missing');
-  for (const field of ['namespace', 'operation', 'subResource', 'name'] as const) {
-    if (request[field] !== undefined && typeof request[field] !== 'string') throw invalid(`request.${field} must be a string`);
-  }
-  for (const field of ['kind', 'resource'] as const) {
-    if (request[field] !== undefined && !isObject(request[field])) throw invalid(`request.${field} must be an object`);
-  }
-  return { apiVersion: apiVersion as ReviewVersion, request: request as unknown as AdmissionRequest };
-}
-
-/** What the log line and the metrics say about a review, whatever its answer. */
-export interface ReviewFacts {
-  readonly uid: string;
-  readonly operation: string;
-  /** request.namespace, else the pod's own (controller-made pods often carry none). */
-  readonly namespace: string;
-  /** The pod's name, else its generateName, else request.name. */
-  readonly pod: string;
-}
-
-/** The facts of a decoded review; only string fields are taken from the object. */
-export function reviewFacts(req: AdmissionRequest): ReviewFacts {
-  const object = isObject(req.object) ? req.object : undefined;
-  const meta = object !== undefined && isObject(object['metadata']) ? object['metadata'] : undefined;
-  const text = (value: unknown): string => (typeof value === 'string' ? value : '');
-  return {
-    uid: req.uid,
-    operation: req.operation ?? '',
-    namespace: req.namespace || text(meta?.['namespace']),
-    pod: text(meta?.['name']) || text(meta?.['generateName']) || (req.name ?? ''),
-  };
-}
-
-/** Serializes the answer in the version the review came in, echoing its uid. */
-export function encodeReview(apiVersion: ReviewVersion, response: AdmissionResponse): string {
-  return JSON.stringify({ apiVersion, kind: 'AdmissionReview', response });
-}
-
-/** True for the reviews the injector acts on: the CREATE of a core/v1 Pod itself, not a subresource. */
-export function isPodCreate(req: AdmissionRequest): boolean {
-  return (
-    req.operation === 'CREATE' &&
-    req.kind?.kind === 'Pod' &&
-    (req.kind.group ?? '') === '' &&
-    (req.resource?.resource ?? 'pods') === 'pods' &&
-    (req.subResource ?? '') === ''
-  );
-}
-
-/**
- * Nesting allowed in a review body. The deepest field of a real review is about 20 levels down
- * (request.object.metadata.managedFields[].fieldsV1 mirrors the pod; spec.affinity and projected
- * volumes reach about 13), since core/v1 Pod has no recursive type. Deeper JSON breaks every
- * recursive walk, JSON.stringify among them.
- */
-export const MAX_NESTING = 64;
-
-/**
- * What a review body may hold before it is parsed. JSON.parse costs about a quarter of a
- * microsecond per object or list and more per key of a large map (V8 keeps it as a hash table):
- * 3 MiB of `[]` or of labels holds the event loop for a quarter of a second or more, so such
- * bodies are refused before JSON.parse sees them.
- */
-export interface BodyLimits {
-  /** Keys of one JSON object (`--max-object-keys`). */
-  readonly objectKeys: number;
-  /** Objects and lists in the whole body (`--max-json-nodes`). */
-  readonly nodes: number;
-}
-
-export const DefaultBodyLimits: BodyLimits = Object.freeze({ objectKeys: Options.maxObjectKeys.schema.default, nodes: Options.maxJsonNodes.schema.default });
-
-/**
- * Refuses a body nested deeper than MAX_NESTING, with an object of more keys or more objects and
- * lists than `limits` allow, before JSON.parse. A scan of the text that jumps over strings with
- * indexOf (native), so it costs a fraction of the parse; malformed JSON is left for the parser.
- */
-export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits): void {
-  // Per open level: -1 for a list, else the keys of the object seen so far.
-  const keys = new Int32Array(MAX_NESTING + 2);
-  let depth = 0;
-  let nodes = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === QUOTE) {
-      i = closingQuote(text, i);
-      if (i < 0) return;
-    } else if (c === COLON) {
-      if (keys[depth]! >= 0 && ++keys[depth]! > limits.objectKeys) {
-        throw invalid(`the body has an object of more than ${limits.objectKeys} keys (--${Options.maxObjectKeys.flag}); no real pod has a map that large`);
-      }
-    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
-      if (++depth > MAX_NESTING) throw invalid(`the body is nested more than ${MAX_NESTING} levels deep; no AdmissionReview is`);
-      if (++nodes > limits.nodes) throw invalid(`the body holds more than ${limits.nodes} objects and lists (--${Options.maxJsonNodes.flag}); no real pod holds that many`);
-      keys[depth] = c === OPEN_BRACE ? 0 : -1;
-    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
-      depth = Math.max(0, depth - 1);
-    }
-  }
-}
-
-const COLON = 0x3a;
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-
-/** The index of the quote that ends the string opened at `open`, or -1. */
-function closingQuote(text: string, open: number): number {
-  let at = open;
-  for (;;) {
-    at = text.indexOf('"', at + 1);
-    if (at < 0) return -1;
-    let slashes = 0;
-    while (text.charCodeAt(at - 1 - slashes) === BACKSLASH) slashes++;
-    if (slashes % 2 === 0) return at;
-  }
-}
+import { describeValue } from './codec.js';
 
 /**
  * What a pod may hold before the injector refuses it: far above any real workload (README, "Limits
@@ -238,8 +51,8 @@ export const MetadataLimits = {
  * labels, annotations, containers, env vars, mounts and volumes; the rest of the pod is never
  * walked (checkNesting has bounded its depth).
  */
-export function podObject(req: AdmissionRequest, limits: PodLimits = DefaultPodLimits): Pod {
-  const pod = req.object;
+export function podObject(object: unknown, limits: PodLimits = DefaultPodLimits): Pod {
+  const pod = object;
   if (!isObject(pod)) throw invalid('request.object must be the Pod being created');
   if (pod['kind'] !== undefined && pod['kind'] !== 'Pod') throw invalid(`request.object has kind ${describeValue(pod['kind'])}, not Pod`);
   if (pod['apiVersion'] !== undefined && pod['apiVersion'] !== 'v1') throw invalid(`request.object has apiVersion ${describeValue(pod['apiVersion'])}, not v1`);
@@ -366,16 +179,6 @@ function namedList(value: unknown, field: string): readonly JsonObject[] {
     if (!isObject(item) || typeof item['name'] !== 'string') throw invalid(`request.object.${field}[${i}] must be an object with a name`);
   });
   return list as readonly JsonObject[];
-}
-
-/** A value for a message: a string quoted and cut short, anything else by its type (never walked). */
-export function describeValue(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
-  if (value === undefined) return 'nothing';
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'a list';
-  if (typeof value === 'object') return 'an object';
-  return String(value as number | boolean);
 }
 
 function invalid(detail: string): InjectorError {

@@ -1,0 +1,221 @@
+import { InjectorError } from '../errors.js';
+import { Options } from '../config/config.js';
+import { isObject } from '../kube/types.js';
+
+/** The AdmissionReview versions the apiserver may send; the answer goes back in the same one. */
+export const ReviewVersion = {
+  V1: 'admission.k8s.io/v1',
+  V1Beta1: 'admission.k8s.io/v1beta1',
+} as const;
+export type ReviewVersion = (typeof ReviewVersion)[keyof typeof ReviewVersion];
+
+export interface GroupVersionKind {
+  readonly group?: string;
+  readonly version?: string;
+  readonly kind?: string;
+}
+
+export interface GroupVersionResource {
+  readonly group?: string;
+  readonly version?: string;
+  readonly resource?: string;
+}
+
+/** The fields of `request` the injector reads; the rest is ignored. */
+export interface AdmissionRequest {
+  readonly uid: string;
+  readonly kind?: GroupVersionKind;
+  readonly resource?: GroupVersionResource;
+  readonly subResource?: string;
+  readonly name?: string;
+  readonly namespace?: string;
+  readonly operation?: string;
+  readonly object?: unknown;
+  readonly dryRun?: boolean;
+}
+
+/** A request as the handlers see it: without the uid, which only the codec echoes (encodeAnswer). */
+export type ReviewRequest = Omit<AdmissionRequest, 'uid'>;
+
+export interface DecodedReview {
+  readonly apiVersion: ReviewVersion;
+  readonly request: AdmissionRequest;
+}
+
+export interface AdmissionStatus {
+  readonly code: number;
+  readonly message: string;
+  readonly reason?: string;
+}
+
+export interface AdmissionResponse {
+  readonly uid: string;
+  readonly allowed: boolean;
+  readonly status?: AdmissionStatus;
+  readonly patch?: string;
+  readonly patchType?: 'JSONPatch';
+  readonly warnings?: readonly string[];
+  readonly auditAnnotations?: Readonly<Record<string, string>>;
+}
+
+const versions: ReadonlySet<string> = new Set(Object.values(ReviewVersion));
+
+/**
+ * Checks the envelope of a parsed body: an AdmissionReview of a known version with a request that
+ * has a uid. Only the fields the injector reads are type-checked; the pod itself is checked later.
+ */
+export function decodeReview(body: unknown): DecodedReview {
+  if (!isObject(body)) throw invalid('the body must be a JSON object');
+  const { apiVersion, kind, request } = body;
+  if (typeof apiVersion !== 'string' || !versions.has(apiVersion)) {
+    throw invalid(`apiVersion must be ${ReviewVersion.V1} or ${ReviewVersion.V1Beta1}, got ${describeValue(apiVersion)}`);
+  }
+  if (kind !== 'AdmissionReview') throw invalid(`kind must be AdmissionReview, got ${describeValue(kind)}`);
+  if (!isObject(request)) throw invalid('request is missing');
+  if (typeof request['uid'] !== 'string' || request['uid'] === '') throw invalid('request.uid is missing');
+  for (const field of ['namespace', 'operation', 'subResource', 'name'] as const) {
+    if (request[field] !== undefined && typeof request[field] !== 'string') throw invalid(`request.${field} must be a string`);
+  }
+  for (const field of ['kind', 'resource'] as const) {
+    if (request[field] !== undefined && !isObject(request[field])) throw invalid(`request.${field} must be an object`);
+  }
+  return { apiVersion: apiVersion as ReviewVersion, request: request as unknown as AdmissionRequest };
+}
+
+/** An answer as a handler gives it: everything but the uid, which only the codec sets (encodeAnswer). */
+export type ResponseBody = Omit<AdmissionResponse, 'uid'>;
+
+/** The review an answer goes to: its version and its uid, all encodeAnswer echoes. */
+export interface ReviewEnvelope {
+  readonly apiVersion: ReviewVersion;
+  readonly request: { readonly uid: string };
+}
+
+/**
+ * Serializes the answer in the version the review came in, with `response.uid` set to the
+ * review's: the one place a uid is written (controller-runtime and Istio echo it in the transport,
+ * never in a handler). The bytes are those of JSON.stringify of the whole AdmissionReview with the
+ * uid first in `response`: AnswerHeads, the uid as a JSON string, then the body's own fields.
+ */
+export function encodeAnswer(review: ReviewEnvelope, body: ResponseBody): string {
+  return AnswerHeads[review.apiVersion] + JSON.stringify(review.request.uid) + ',' + JSON.stringify(body).slice(1) + '}';
+}
+
+/** How every answer begins, up to its uid: `{"apiVersion":"<version>","kind":"AdmissionReview","response":{"uid":`. */
+export const AnswerHeads: Readonly<Record<ReviewVersion, string>> = Object.freeze({
+  [ReviewVersion.V1]: `{"apiVersion":"${ReviewVersion.V1}","kind":"AdmissionReview","response":{"uid":`,
+  [ReviewVersion.V1Beta1]: `{"apiVersion":"${ReviewVersion.V1Beta1}","kind":"AdmissionReview","response":{"uid":`,
+});
+
+/**
+ * How the kube-apiserver begins every review, up to the first character of the uid: Go's
+ * encoding/json writes the fields in the order of the structs (TypeMeta's kind and apiVersion,
+ * then request, whose first field is uid). The answer cache (answers.ts) looks bodies up only
+ * when they begin so.
+ */
+export const ApiserverPrefixes: Readonly<Record<ReviewVersion, string>> = Object.freeze({
+  [ReviewVersion.V1]: `{"kind":"AdmissionReview","apiVersion":"${ReviewVersion.V1}","request":{"uid":"`,
+  [ReviewVersion.V1Beta1]: `{"kind":"AdmissionReview","apiVersion":"${ReviewVersion.V1Beta1}","request":{"uid":"`,
+});
+
+/**
+ * Nesting allowed in a review body. The deepest field of a real review is about 20 levels down
+ * (request.object.metadata.managedFields[].fieldsV1 mirrors the pod; spec.affinity and projected
+ * volumes reach about 13), since core/v1 Pod has no recursive type. Deeper JSON breaks every
+ * recursive walk, JSON.stringify among them.
+ */
+export const MAX_NESTING = 64;
+
+/**
+ * What a review body may hold before it is parsed. JSON.parse costs about a quarter of a
+ * microsecond per object or list and more per key of a large map (V8 keeps it as a hash table):
+ * 3 MiB of `[]` or of labels holds the event loop for a quarter of a second or more, so such
+ * bodies are refused before JSON.parse sees them.
+ */
+export interface BodyLimits {
+  /** Keys of one JSON object (`--max-object-keys`). */
+  readonly objectKeys: number;
+  /** Objects and lists in the whole body (`--max-json-nodes`). */
+  readonly nodes: number;
+}
+
+export const DefaultBodyLimits: BodyLimits = Object.freeze({ objectKeys: Options.maxObjectKeys.schema.default, nodes: Options.maxJsonNodes.schema.default });
+
+/**
+ * Refuses a body nested deeper than MAX_NESTING, with an object of more keys or more objects and
+ * lists than `limits` allow, before JSON.parse. A scan of the text that jumps over strings with
+ * indexOf (native), so it costs a fraction of the parse; malformed JSON is left for the parser.
+ */
+export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits): void {
+  // Per open level: -1 for a list, else the keys of the object seen so far.
+  const keys = new Int32Array(MAX_NESTING + 2);
+  let depth = 0;
+  let nodes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      i = closingQuote(text, i);
+      if (i < 0) return;
+    } else if (c === COLON) {
+      if (keys[depth]! >= 0 && ++keys[depth]! > limits.objectKeys) {
+        throw invalid(`the body has an object of more than ${limits.objectKeys} keys (--${Options.maxObjectKeys.flag}); no real pod has a map that large`);
+      }
+    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+      if (++depth > MAX_NESTING) throw invalid(`the body is nested more than ${MAX_NESTING} levels deep; no AdmissionReview is`);
+      if (++nodes > limits.nodes) throw invalid(`the body holds more than ${limits.nodes} objects and lists (--${Options.maxJsonNodes.flag}); no real pod holds that many`);
+      keys[depth] = c === OPEN_BRACE ? 0 : -1;
+    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      depth = Math.max(0, depth - 1);
+    }
+  }
+}
+
+const COLON = 0x3a;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+
+/** The index of the quote that ends the string opened at `open`, or -1. */
+function closingQuote(text: string, open: number): number {
+  let at = open;
+  for (;;) {
+    at = text.indexOf('"', at + 1);
+    if (at < 0) return -1;
+    let slashes = 0;
+    while (text.charCodeAt(at - 1 - slashes) === BACKSLASH) slashes++;
+    if (slashes % 2 === 0) return at;
+  }
+}
+
+/** Decodes a review body: the limits checked on the text (checkBody), then JSON.parse, then the envelope (decodeReview). */
+export function decodeBody(text: string, limits: BodyLimits = DefaultBodyLimits): DecodedReview {
+  checkBody(text, limits);
+  return decodeReview(parseJson(text));
+}
+
+/** Parses a body read by the transport; malformed JSON is a 400. */
+export function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new InjectorError('BODY_MALFORMED', [(err as Error).message], { cause: err });
+  }
+}
+
+/** A value for a message: a string quoted and cut short, anything else by its type (never walked). */
+export function describeValue(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
+  if (value === undefined) return 'nothing';
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  if (typeof value === 'object') return 'an object';
+  return String(value as number | boolean);
+}
+
+function invalid(detail: string): InjectorError {
+  return new InjectorError('REVIEW_INVALID', [detail]);
+}
+

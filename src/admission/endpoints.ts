@@ -1,0 +1,39 @@
+import { OptInScope } from '../inject/policy.js';
+
+/** The two handlers: the mutating one injects, the validating one guarantees the sidecars. */
+export const HandlerKind = { Mutate: 'mutate', Validate: 'validate' } as const;
+export type HandlerKind = (typeof HandlerKind)[keyof typeof HandlerKind];
+
+/** One review path: the handler that answers it and who may opt a pod in there. */
+export interface Endpoint {
+  readonly path: string;
+  readonly kind: HandlerKind;
+  readonly scope: OptInScope;
+}
+
+/**
+ * The review endpoints: pods that opted in themselves, and pods of namespaces that opted in
+ * (issue 12). Adding an endpoint is one row: the server routes from this table, the handlers are
+ * built from it, and the metrics take its kind as their endpoint label.
+ */
+export const Endpoints: readonly Endpoint[] = Object.freeze([
+  { path: '/mutate', kind: HandlerKind.Mutate, scope: OptInScope.Pod },
+  { path: '/validate', kind: HandlerKind.Validate, scope: OptInScope.Pod },
+  { path: '/mutate/namespace', kind: HandlerKind.Mutate, scope: OptInScope.Namespace },
+  { path: '/validate/namespace', kind: HandlerKind.Validate, scope: OptInScope.Namespace },
+]);
+
+/** The endpoint label of the metrics for anything that is not a review path. */
+export const OTHER_ENDPOINT = 'other';
+
+const labels: ReadonlyMap<string, string> = new Map(Endpoints.map((e) => [e.path, e.kind]));
+
+/**
+ * The metrics' endpoint label of a path: its handler kind, so the namespace opt-in paths count with
+ * /mutate and /validate and the alerts on validator rejections cover them (the log line names the
+ * path). Any other path is `other`: a scanner probing random paths must not create a time series
+ * per path.
+ */
+export function endpointLabel(path: string): string {
+  return labels.get(path) ?? OTHER_ENDPOINT;
+}

@@ -1,0 +1,126 @@
+import { InjectorError } from '../errors.js';
+import { AnswerCache, type Answer, type ReviewSteps } from './answers.js';
+import { decodeBody, encodeAnswer, type BodyLimits, type DecodedReview, type ReviewEnvelope, type ReviewRequest } from './codec.js';
+import { reviewOutcome, reviewRecord, type ReviewOutcome, type ReviewRecord } from './record.js';
+import { refused, type Verdict } from './verdict.js';
+
+/** A handler as the pipeline sees it: a decoded request (without its uid) in, a verdict out. */
+export type ReviewHandler = (request: ReviewRequest) => Verdict;
+
+export interface PipelineOptions {
+  /** The path the pipeline answers, as the record names it. */
+  readonly endpoint: string;
+  readonly handle: ReviewHandler;
+  /**
+   * An opaque token that changes whenever a verdict could (the template set's identity); the
+   * answer cache keeps answers per generation. A token that cannot be read keeps nothing.
+   */
+  readonly generation: () => unknown;
+  /** Bytes of answers kept for reviews that repeat but for the uid (0 keeps none). */
+  readonly answerCacheBytes: number;
+  /** What a body may hold before it is parsed (--max-object-keys, --max-json-nodes). */
+  readonly bodyLimits?: BodyLimits;
+}
+
+/** A review's answer: the AdmissionReview text, and the one record the observers get. */
+export interface Reviewed {
+  readonly text: string;
+  readonly record: ReviewRecord;
+}
+
+/**
+ * A fault after the review was decoded (an internal error, a template set that cannot be read):
+ * answered with HTTP 500 and an AdmissionReview that echoes the uid, so the webhook's
+ * failurePolicy decides and a reader can match the answer to the review; never a half-made patch.
+ */
+export class ReviewFault extends Error {
+  readonly review: ReviewEnvelope;
+  /** The error the answer states (INTERNAL for anything that is not an InjectorError). */
+  readonly error: InjectorError;
+
+  constructor(review: ReviewEnvelope, err: unknown) {
+    const error = err instanceof InjectorError ? err : new InjectorError('INTERNAL', [(err as Error).message], { cause: err });
+    super(error.message, { cause: error });
+    this.name = 'ReviewFault';
+    this.review = review;
+    this.error = error;
+  }
+}
+
+/**
+ * One endpoint's review pipeline, outside the HTTP server: decode -> handle -> set the uid once
+ * -> encode, synchronous from the body's text to the answer's. The answer cache (behind the codec)
+ * answers a body it has seen but for the uid without running the other steps.
+ *
+ * The generation is read once, before the cache is asked; the handler reads the template set
+ * itself. Because the whole review runs in one synchronous call, no template reload (an await in
+ * the template store) can fall between the lookup and the handler: an answer is kept under the
+ * generation it was computed in.
+ */
+export class ReviewPipeline implements ReviewSteps<ReviewOutcome> {
+  readonly #endpoint: string;
+  readonly #handle: ReviewHandler;
+  readonly #generation: () => unknown;
+  readonly #cache: AnswerCache<ReviewOutcome>;
+  readonly #bodyLimits: BodyLimits | undefined;
+
+  constructor(options: PipelineOptions) {
+    this.#endpoint = options.endpoint;
+    this.#handle = options.handle;
+    this.#generation = options.generation;
+    this.#cache = new AnswerCache(options.answerCacheBytes);
+    this.#bodyLimits = options.bodyLimits;
+  }
+
+  /**
+   * Answers one review body. Throws an InjectorError (4xx) for a body that is not a review, and a
+   * ReviewFault for a fault once the review is decoded; the transport's error edge answers both.
+   */
+  review(body: string, started: bigint = process.hrtime.bigint()): Reviewed {
+    const answer = this.#cache.answer(body, this.#currentGeneration(), this);
+    return { text: answer.text, record: reviewRecord(this.#endpoint, answer.uid, answer.value, answer.cached, started) };
+  }
+
+  /** Entries and bytes the answer cache holds. */
+  get cacheSize(): { readonly entries: number; readonly bytes: number } {
+    return this.#cache.size;
+  }
+
+  /** The cache's first step: the body checked, parsed and its envelope checked. */
+  decode(body: string): DecodedReview {
+    return decodeBody(body, this.#bodyLimits);
+  }
+
+  /** The cache's second step: the verdict, encoded with the review's uid. */
+  answer(review: DecodedReview): Answer<ReviewOutcome> {
+    const verdict = this.#verdict(review);
+    return {
+      version: review.apiVersion,
+      uid: review.request.uid,
+      text: encodeAnswer(review, verdict.response),
+      value: reviewOutcome(review.request, verdict),
+      keep: verdict.repeatable,
+      cached: false,
+    };
+  }
+
+  #verdict(review: DecodedReview): Verdict {
+    try {
+      return this.#handle(review.request);
+    } catch (err) {
+      // A review the handler cannot act on (no pod, a pod of the wrong shape) is refused, not failed.
+      if (err instanceof InjectorError && err.status < 500) return refused(err);
+      throw new ReviewFault(review, err);
+    }
+  }
+
+  // A source that cannot give its token now keeps nothing; the handler meets the same failure
+  // when it reads the set, once the review is decoded, so its 500 carries the uid.
+  #currentGeneration(): unknown {
+    try {
+      return this.#generation();
+    } catch {
+      return undefined;
+    }
+  }
+}

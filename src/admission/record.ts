@@ -1,0 +1,130 @@
+import { ErrorCodes, type InjectorError } from '../errors.js';
+import { Reason } from '../inject/policy.js';
+import { isObject } from '../kube/types.js';
+import { clip, type Logger } from '../log.js';
+import type { ReviewRequest } from './codec.js';
+import { Decision, type Verdict } from './verdict.js';
+
+/** The decision of a request answered with an HTTP error instead of an AdmissionResponse. */
+export const ERROR_DECISION = 'error';
+
+/** Every decision a record may carry. */
+export const Decisions: ReadonlySet<string> = new Set([...Object.values(Decision), ERROR_DECISION]);
+
+/** Every reason a record may carry: a policy Reason or, for a refusal or an HTTP error, an error code. */
+export const Reasons: ReadonlySet<string> = new Set([...Object.values(Reason), ...Object.keys(ErrorCodes)]);
+
+/**
+ * What a review came to, the same for every review of one body but its uid (the answer cache keeps
+ * it with the answer). The values taken from the request are clipped, so no client makes a log
+ * line long.
+ */
+export interface ReviewOutcome {
+  readonly operation: string;
+  /** request.namespace, else the pod's own (controller-made pods often carry none). */
+  readonly namespace: string;
+  /** The pod's name, else its generateName, else request.name. */
+  readonly pod: string;
+  readonly decision: string;
+  readonly reason: string;
+  readonly templates: readonly string[];
+  readonly patchOps: number;
+}
+
+/**
+ * The one record of a request to a review path, answered or not: it is the review's log line as
+ * it is written, and what the metrics count (kubewebhook's instrumenting wrapper is the model: one
+ * observer of every review, errors included).
+ */
+export interface ReviewRecord extends ReviewOutcome {
+  /** The request's path (clipped). */
+  readonly endpoint: string;
+  /** request.uid, or '' when the body was refused before it had one. */
+  readonly uid: string;
+  /** True when the answer came from the answer cache. */
+  readonly cached: boolean;
+  /** From the start of the request to its answer. */
+  readonly durationMs: number;
+  /** HTTP errors only: the status, the error code and message, the method, and for a fault the error itself. */
+  readonly status?: number;
+  readonly code?: string;
+  readonly detail?: string;
+  readonly method?: string;
+  readonly err?: unknown;
+}
+
+/** Observes every record (the log line, the metrics), in the order given. */
+export type ReviewObserver = (record: ReviewRecord) => void;
+
+/** The outcome of a decoded review; only string fields are taken from the object. */
+export function reviewOutcome(req: ReviewRequest, verdict: Verdict): ReviewOutcome {
+  const object = isObject(req.object) ? req.object : undefined;
+  const meta = object !== undefined && isObject(object['metadata']) ? object['metadata'] : undefined;
+  return {
+    operation: clip(req.operation ?? ''),
+    namespace: clip(req.namespace || text(meta?.['namespace'])),
+    pod: clip(text(meta?.['name']) || text(meta?.['generateName']) || (req.name ?? '')),
+    decision: verdict.decision,
+    reason: verdict.reason,
+    templates: verdict.templates,
+    patchOps: verdict.patchOps,
+  };
+}
+
+function text(value: unknown): string {
+  return typeof value === 'string' ? value : '';
+}
+
+/** The record of an answered review. */
+export function reviewRecord(endpoint: string, uid: string, outcome: ReviewOutcome, cached: boolean, started: bigint): ReviewRecord {
+  return {
+    endpoint,
+    uid: clip(uid),
+    operation: outcome.operation,
+    namespace: outcome.namespace,
+    pod: outcome.pod,
+    decision: outcome.decision,
+    reason: outcome.reason,
+    templates: outcome.templates,
+    patchOps: outcome.patchOps,
+    cached,
+    durationMs: millisSince(started),
+  };
+}
+
+/** The record of a request answered with an HTTP error; `uid` once the review was decoded. */
+export function errorRecord(endpoint: string, method: string, err: InjectorError, uid: string, started: bigint): ReviewRecord {
+  return {
+    endpoint: clip(endpoint),
+    uid: clip(uid),
+    operation: '',
+    namespace: '',
+    pod: '',
+    decision: ERROR_DECISION,
+    reason: err.code,
+    templates: [],
+    patchOps: 0,
+    cached: false,
+    durationMs: millisSince(started),
+    status: err.status,
+    code: err.code,
+    detail: clip(err.message),
+    method: clip(method),
+    // A fault's stack goes to the log; a client's mistake needs only its code and message.
+    ...(err.status >= 500 && { err: err.cause ?? err }),
+  };
+}
+
+/** Milliseconds since `started` (process.hrtime.bigint()), to the microsecond. */
+function millisSince(started: bigint): number {
+  return Math.round(Number(process.hrtime.bigint() - started) / 1e3) / 1e3;
+}
+
+/** The log observer: one pino line per request, info for an answer, warn for a refused request, error for a fault. */
+export function logReviews(logger: Logger): ReviewObserver {
+  return (record) => {
+    if (record.status === undefined) logger.info(record, 'review');
+    else if (record.status < 500) logger.warn(record, 'review');
+    else logger.error(record, 'review');
+  };
+}
