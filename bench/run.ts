@@ -4,8 +4,8 @@
  * loopback, for a small, a typical and a large pod. Writes the table to BENCHMARKS.md.
  *
  * Flags: --quick (short phases, for a smoke run), --shapes a,b (the worst shapes of bench/shapes.ts to send; 'none' for none), --profile (both servers run with --cpu-prof into
- * bench/profiles/<server>/), --floor bench/floor-koa.mjs (the floor's work through Koa, to price
- * the framework), --pods small,typical,large,optout, --product-flags='--log-level warn' (extra serve flags), --node-flags='--max-semi-space-size=4' (node flags for the product; default: those of the Dockerfile's ENTRYPOINT), --no-write (print only), --seconds N, --rounds N, --connections N, --rate N.
+ * bench/profiles/<server>/), --floor FILE (another floor server,
+ * same arguments as bench/floor.mjs), --pods small,typical,large,optout, --product-flags='--log-level warn' (extra serve flags), --node-flags='--max-semi-space-size=4' (node flags for the product; default: those of the Dockerfile's ENTRYPOINT), --no-write (print only), --seconds N, --rounds N, --connections N, --rate N.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
@@ -244,9 +244,9 @@ function render(servers: readonly ServerProcess[], saturated: Record<string, Rec
     '| --- | ---: |',
     ...steps.map((s) => `| ${s.step} | ${s.micros.toFixed(1)} |`),
     '',
-    'In the server the same code runs colder than in a hot loop, and the transport (TLS, HTTP parsing, Koa, the',
+    'In the server the same code runs colder than in a hot loop, and the transport (TLS, HTTP parsing, the',
     'socket writes) costs the rest; `npm run bench -- --pods optout` measures the transport alone with a pod',
-    'that does not opt in, and `--floor bench/floor-koa.mjs` the floor\'s work through Koa.',
+    'that does not opt in.',
     '',
   ];
   return lines.join('\n');

@@ -38,6 +38,17 @@ describe('POST /mutate', () => {
     assert.equal(env(pod.spec.containers[1], 'POD_NAMESPACE'), 'shop');
   });
 
+  it('serves the path the apiserver calls, /mutate?timeout=10s, with the whole answer and its length', async () => {
+    const review = podReview(optedInPod());
+    const res = await httpsRequest(`${server.url}/mutate?timeout=10s`, JSON.stringify(review), { ca });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers['content-type'], 'application/json');
+    assert.equal(Number(res.headers['content-length']), Buffer.byteLength(res.text));
+    assert.equal(res.headers['transfer-encoding'], undefined);
+    assert.equal(res.json().response.uid, review.request.uid);
+    assert.equal(typeof res.json().response.patch, 'string');
+  });
+
   it('answers a v1beta1 review in v1beta1', async () => {
     const { response, pod } = await admit(server.url, ca, optedInPod(), { apiVersion: 'admission.k8s.io/v1beta1' });
     assert.equal(response.allowed, true);
