@@ -2,18 +2,20 @@
  * The worst reviews a client can send within the apiserver's 3 MiB request limit (issue 11), and
  * how long each keeps the event loop busy: the synchronous work the server does per review
  * (nesting scan, JSON.parse, envelope and shape check, the handler, the answer's JSON), timed in
- * this process. `npm run bench` also sends them over TLS to the product and reports the worst delay
- * a small review sees meanwhile.
+ * this process. `npm run bench` also sends them over TLS to the product and reports how long the
+ * product's event loop was blocked (its own measure, on /metrics) and the worst delay a small
+ * review sees meanwhile. `npm run soak` sends the costliest of them in its hostile mix.
  *
  * Usage: node --import tsx bench/shapes.ts [runs] [shape,...]
  */
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
+import { get as httpGet } from 'node:http';
 import { Agent, request } from 'node:https';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { mutating } from '../src/admission/handlers.js';
-import { decodeBody, encodeAnswer } from '../src/admission/codec.js';
+import { checkBody, decodeBody, encodeAnswer } from '../src/admission/codec.js';
 import { MetadataLimits } from '../src/admission/pod.js';
 import { Options } from '../src/config/config.js';
 import { InjectorError } from '../src/errors.js';
@@ -31,6 +33,23 @@ export interface Shape {
 
 const OPT_IN = { 'sidecar-injector.io/inject': 'true' };
 const NODES = Options.maxJsonNodes.schema.default;
+const OBJECT_KEYS = Options.maxObjectKeys.schema.default;
+
+/**
+ * Stands in the keys and strings that must be new to V8 in every review (they cost the most to
+ * parse the first time; a body sent again would find them interned). `fresh` replaces it.
+ */
+const SALT = '@@@@';
+
+/**
+ * The shape's text with new key names and strings (same length), as each review of it is sent.
+ * Made flat, as the server's body is (decoded from one Buffer): the pieces replaceAll leaves would
+ * cost the first scan of the text tens of milliseconds to join.
+ */
+export function fresh(text: string): string {
+  if (!text.includes(SALT)) return text;
+  return Buffer.from(text.replaceAll(SALT, Math.random().toString(36).slice(2, 6).padEnd(4, '0'))).toString();
+}
 
 function review(pod: object): string {
   return JSON.stringify({
@@ -101,7 +120,7 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
   'annotations-256k': () => {
     // As many keys as --max-object-keys allows, long enough to fill Kubernetes' 256 KiB but for 1 KiB
     // left to what the injector adds (its status annotation; a fuller pod is refused, ANNOTATIONS_TOO_LARGE).
-    const n = Options.maxObjectKeys.schema.default - 10;
+    const n = OBJECT_KEYS - 10;
     const width = Math.floor((MetadataLimits.annotationBytes - 1024) / n);
     const annotations = Object.fromEntries(keys(n).map((k) => [k.padEnd(width, '-'), '']));
     return { name: 'annotations-256k', what: `${n} annotations (--max-object-keys), 256 KiB (Kubernetes' limit): injected`, text: review(pod({ annotations }, { containers: [app] })) };
@@ -111,7 +130,7 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
     return { name: 'annotations-3mib', what: 'as many annotations as 3 MiB holds: refused before parsing (--max-object-keys)', text };
   },
   'labels-max': () => {
-    const n = Options.maxObjectKeys.schema.default - 10;
+    const n = OBJECT_KEYS - 10;
     const labels = Object.fromEntries(keys(n).map((k) => [k.padEnd(MetadataLimits.keyName, '-'), 'v'.repeat(MetadataLimits.labelValue)]));
     return { name: 'labels-max', what: `${n} labels (--max-object-keys) of the longest keys and values: injected`, text: review(pod({ labels }, { containers: [app] })) };
   },
@@ -120,34 +139,60 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
     return { name: 'labels-3mib', what: 'as many labels as 3 MiB holds: refused before parsing (--max-object-keys)', text };
   },
   'containers-limit': () => {
-    const text = fill((n) => pod({}, { containers: containers(Options.maxContainers.schema.default, () => ({ args: ['x'.repeat(n)] })) }), 4000);
-    return { name: 'containers-limit', what: '1000 containers (--max-containers) filling 3 MiB: injected', text };
+    const text = fill((n) => pod({}, { containers: containers(Options.maxContainers.schema.default, () => ({ args: ['x'.repeat(n)] })) }), MAX_REVIEW_BYTES / Options.maxContainers.schema.default);
+    return { name: 'containers-limit', what: `${Options.maxContainers.schema.default} containers (--max-containers) filling 3 MiB: injected`, text };
   },
   'containers-over': () => {
-    const text = fill((n) => pod({}, { containers: containers(n, () => ({})) }), NODES - 20);
+    const text = withinNodes((n) => review(pod({}, { containers: containers(n, () => ({})) })), NODES);
     return { name: 'containers-over', what: 'as many containers as --max-json-nodes lets through: refused (--max-containers)', text };
   },
   'env-limit': () => {
     const env = Array.from({ length: Options.maxEnvPerContainer.schema.default }, (_, i) => ({ name: `E${i}`, value: '' }));
-    const n = Math.floor((NODES - 20) / (env.length + 2));
-    const text = fill((k) => pod({}, { containers: containers(k, () => ({ env })) }), n);
-    return { name: 'env-limit', what: `1000 env vars (--max-env-per-container) in each of ${n} containers (--max-json-nodes): injected`, text };
+    const text = withinNodes((k) => review(pod({}, { containers: containers(k, () => ({ env })) })), 100);
+    return { name: 'env-limit', what: `1000 env vars (--max-env-per-container) in each container, as many as --max-json-nodes allows: injected`, text };
   },
   'mounts-limit': () => {
     const volumes = Array.from({ length: 998 }, (_, i) => ({ name: `v${i}`, emptyDir: {} }));
     const mounts = Array.from({ length: 998 }, (_, i) => ({ name: `v${i}`, mountPath: `/m/${i}` }));
-    const n = Math.floor((NODES - 20 - 2 * volumes.length) / (mounts.length + 2));
-    const text = fill((k) => pod({}, { volumes, containers: containers(k, () => ({ volumeMounts: mounts })) }), n);
-    return { name: 'mounts-limit', what: `998 mounts (--max-mounts-per-container) in each of ${n} containers (--max-json-nodes): injected`, text };
+    const text = withinNodes((k) => review(pod({}, { volumes, containers: containers(k, () => ({ volumeMounts: mounts })) })), 100);
+    return { name: 'mounts-limit', what: `998 mounts (--max-mounts-per-container) in each container, as many as --max-json-nodes allows: injected`, text };
   },
   'nodes-limit': () => {
     // Lists and objects nested to the depth limit in a field the injector never reads: the most parse work allowed.
-    const text = fill((n) => pod({}, { containers: [app], affinity: { x: Array.from({ length: n }, () => nested(57)) } }), Math.floor((NODES - 20) / 57));
-    return { name: 'nodes-limit', what: `spec.affinity holding ~${NODES} lists and objects (--max-json-nodes) nested 64 deep: injected`, text };
+    const text = withinNodes((n) => review(pod({}, { containers: [app], affinity: { x: Array.from({ length: n }, () => nested(57)) } })), Math.ceil(NODES / 57));
+    return { name: 'nodes-limit', what: `spec.affinity holding lists and objects nested 64 deep, as many as --max-json-nodes allows: injected`, text };
   },
   'nodes-over': () => {
     const text = fill((n) => pod({}, { containers: [app], affinity: { x: Array.from({ length: n }, () => []) } }), 2_000_000);
     return { name: 'nodes-over', what: 'spec.affinity holding as many empty lists as 3 MiB holds: refused before parsing (--max-json-nodes)', text };
+  },
+  'keys-distinct': () => {
+    // Objects of 16 keys whose names V8 has never seen (new hidden classes and interned strings:
+    // the most costly JSON per node), in managedFields, whose fieldsV1 is free-form JSON.
+    const fields = (n: number): object => Array.from({ length: n }, (_, i) => Object.fromEntries(Array.from({ length: 16 }, (_, j) => [`${SALT}${(i * 16 + j).toString(36)}`, 0])));
+    const text = withinNodes((n) => review(pod({ managedFields: [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:x': fields(n) } }] }, { containers: [app] })), Math.ceil(NODES / 17));
+    return { name: 'keys-distinct', what: 'managedFields holding objects of 16 keys new to V8, as many as --max-json-nodes allows: injected', text };
+  },
+  'strings-distinct': () => {
+    // Short strings V8 has never seen: JSON.parse interns each (up to 10 characters), as it does keys.
+    const text = withinNodes((n) => review(pod({}, { containers: [{ ...app, args: Array.from({ length: n }, (_, i) => `${SALT}${i.toString(36)}`) }] })), NODES);
+    return { name: 'strings-distinct', what: "a container's args of short strings new to V8, as many as --max-json-nodes allows: injected", text };
+  },
+  'strings-3mib': () => {
+    const text = fill((n) => pod({}, { containers: [{ ...app, args: Array.from({ length: n }, (_, i) => `${SALT}${i.toString(36)}`) }] }), 600_000);
+    return { name: 'strings-3mib', what: "a container's args of as many short strings as 3 MiB holds: refused before parsing (--max-json-nodes)", text };
+  },
+  'numbers-3mib': () => {
+    const text = fill((n) => pod({}, { containers: [app], securityContext: { supplementalGroups: Array.from({ length: n }, () => 0) } }), 2_000_000);
+    return { name: 'numbers-3mib', what: 'spec.securityContext.supplementalGroups of as many numbers as 3 MiB holds: refused before parsing (--max-json-nodes)', text };
+  },
+  'whitespace-3mib': () => {
+    // A typical review padded with white space between its tokens: the most characters the body scan looks at one by one.
+    const small = review(pod({}, { containers: [app] }));
+    const pad = ' '.repeat(Math.floor((MAX_REVIEW_BYTES - small.length) / 8));
+    let left = 8;
+    const text = small.replace(/,/g, (comma) => (left-- > 0 ? `${pad},` : comma));
+    return { name: 'whitespace-3mib', what: 'a typical review padded to 3 MiB with white space (the apiserver sends none): injected', text };
   },
   'long-strings': () => {
     const text = fill((n) => pod({ annotations: { note: 'x'.repeat(200_000) } }, { containers: [{ ...app, env: [{ name: 'BLOB', value: 'x'.repeat(n) }] }] }), MAX_REVIEW_BYTES);
@@ -159,6 +204,29 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
     return { name: 'deep-over', what: `${depth} levels of brackets: refused before parsing`, text: text.slice(0, MAX_REVIEW_BYTES) };
   },
 };
+
+/** The shapes `npm run soak` sends: the costliest allowed and refused ones, and a pod refused by a --max-* limit. */
+export const SoakShapes = ['keys-distinct', 'strings-distinct', 'containers-limit', 'annotations-256k', 'nodes-limit', 'whitespace-3mib', 'strings-3mib', 'nodes-over', 'containers-over'] as const;
+
+/** The largest `n` up to `max` for which `build(n)` passes checkBody (binary search). */
+function withinNodes(build: (n: number) => string, max: number): string {
+  let lo = 1;
+  let hi = max;
+  const fits = (n: number): boolean => {
+    try {
+      checkBody(build(n));
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (fits(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return build(lo);
+}
 
 /** What the server makes of a body, synchronously: the answer's decision, or the HTTP error. */
 export function handleReview(text: string, set: TemplateSet): string {
@@ -188,25 +256,29 @@ export interface ShapeFigures {
   readonly parseMs: number;
 }
 
-/** Times `runs` reviews of each shape in this process (after one warm-up). */
+/** Times `runs` reviews of each shape in this process (after one warm-up), each with fresh key names and strings. */
 export async function measureShapes(names: readonly string[], runs: number): Promise<ShapeFigures[]> {
   const set = await loadTemplateSet('templates');
   const out: ShapeFigures[] = [];
   for (const name of names) {
     const shape = Shapes[name]!();
-    const answer = handleReview(shape.text, set);
+    const answer = handleReview(fresh(shape.text), set);
     const times: number[] = [];
-    const cpu = process.cpuUsage();
+    let cpuMicros = 0;
     for (let i = 0; i < runs; i++) {
+      const text = fresh(shape.text);
+      const cpu = process.cpuUsage();
       const started = performance.now();
-      handleReview(shape.text, set);
+      handleReview(text, set);
       times.push(performance.now() - started);
+      const used = process.cpuUsage(cpu);
+      cpuMicros += used.user + used.system;
     }
-    const used = process.cpuUsage(cpu);
     const parses: number[] = [];
     for (let i = 0; !answer.startsWith('HTTP') && i < runs; i++) {
+      const text = fresh(shape.text);
       const started = performance.now();
-      JSON.parse(shape.text);
+      JSON.parse(text);
       parses.push(performance.now() - started);
     }
     times.sort((a, b) => a - b);
@@ -218,7 +290,7 @@ export async function measureShapes(names: readonly string[], runs: number): Pro
       answer,
       worstMs: times.at(-1)!,
       medianMs: times[Math.floor(times.length / 2)]!,
-      cpuMs: (used.user + used.system) / 1000 / runs,
+      cpuMs: cpuMicros / 1000 / runs,
       parseMs: parses[Math.floor(parses.length / 2)] ?? 0,
     });
   }
@@ -230,20 +302,32 @@ export interface TlsFigures {
   /** Latency of the shape's own reviews, ms. */
   readonly medianMs: number;
   readonly worstMs: number;
-  /** Latency of a small review sent meanwhile on another connection, ms: the event loop's stall as others see it. */
+  /**
+   * The product's own measure of its event loop while it took one review of the shape: the
+   * largest `nodejs_eventloop_lag_max_seconds` (prom-client's monitorEventLoopDelay, which
+   * /metrics resets at every scrape) in ms, median and worst over the reviews. Its timer ticks
+   * every 10 ms, so it reads a block of B ms as B to B + 10 ms.
+   */
+  readonly loopMedianMs: number;
+  readonly loopWorstMs: number;
+  /** Latency of a small review sent meanwhile on another connection, ms: the event loop's stall as others see it (CPU contention with the client included). */
   readonly probeWorstMs: number;
   /** The same small review's median with nothing else sent. */
   readonly probeIdleMs: number;
+  /** The event loop measure with only the small reviews going (median over as many scrapes), ms. */
+  readonly loopIdleMs: number;
   readonly status: string;
 }
 
 /**
  * Sends each shape `reviews` times to a running server over TLS, one at a time, while a small
  * review goes back and forth on a second connection: the worst latency of the small one is how long
- * the big ones held the event loop. Every body is made distinct (uid and generateName), so the
- * answer cache never answers one.
+ * the big ones held the event loop as a client sees it. Around each review the product's /metrics
+ * is scraped on the health port, which gives the event loop's longest block as the product measured
+ * it. Every body is made distinct (uid, generateName and the fresh key names of `fresh`), so the
+ * answer cache never answers one and V8 has seen none of its new names.
  */
-export async function measureShapesOverTls(port: number, ca: string, names: readonly string[], reviews: number): Promise<TlsFigures[]> {
+export async function measureShapesOverTls(port: number, healthPort: number, ca: string, names: readonly string[], reviews: number): Promise<TlsFigures[]> {
   const sender = post(port, ca, new Agent({ keepAlive: true, maxSockets: 1 }));
   const small = Shapes['typical']!().text;
   // The small review runs in a worker thread, so that this thread's own work (building, encrypting
@@ -255,26 +339,62 @@ export async function measureShapesOverTls(port: number, ca: string, names: read
     return worst;
   };
   try {
+    await ask('start');
+    const idleLoops: number[] = [];
+    for (let i = 0; i < reviews; i++) {
+      await eventLoopMaxMs(healthPort);
+      await new Promise((r) => setTimeout(r, 50));
+      idleLoops.push(await eventLoopMaxMs(healthPort));
+    }
+    await ask('stop');
+    const loopIdleMs = median(idleLoops);
     const probeIdleMs = await ask('idle');
     const out: TlsFigures[] = [];
     for (const name of names) {
       const text = Shapes[name]!().text;
       await ask('start');
       const times: number[] = [];
+      const loops: number[] = [];
       let status = '';
       for (let i = 0; i < reviews; i++) {
-        const r = await sender(distinct(text));
+        const body = distinct(text);
+        await eventLoopMaxMs(healthPort);
+        const r = await sender(body);
+        // Work left after the answer (garbage collection finishing, a timer tick that records the
+        // block) lands in this review's window, not the next one's.
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        loops.push(await eventLoopMaxMs(healthPort));
         times.push(r.ms);
         status = r.status;
       }
       const probeWorstMs = await ask('stop');
-      times.sort((a, b) => a - b);
-      out.push({ name, medianMs: times[Math.floor(times.length / 2)]!, worstMs: times.at(-1)!, probeWorstMs, probeIdleMs, status });
+      out.push({ name, medianMs: median(times), worstMs: Math.max(...times), loopMedianMs: median(loops), loopWorstMs: Math.max(...loops), probeWorstMs, probeIdleMs, loopIdleMs, status });
     }
     return out;
   } finally {
     await probe.terminate();
   }
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? 0;
+}
+
+/** The product's `nodejs_eventloop_lag_max_seconds` since the previous scrape, in ms (each scrape resets it). */
+export function eventLoopMaxMs(healthPort: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    httpGet({ host: '127.0.0.1', port: healthPort, path: '/metrics' }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => {
+        const value = /^nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(text)?.[1];
+        if (value === undefined) reject(new Error('no nodejs_eventloop_lag_max_seconds on /metrics'));
+        else resolve(Number(value) * 1000);
+      });
+    }).on('error', reject);
+  });
 }
 
 /** The worker that sends the small review: 'idle' answers its median over 30 reviews; 'start' .. 'stop' its worst meanwhile. */
@@ -312,8 +432,9 @@ parentPort.on('message', async (m) => {
 });
 `;
 
-function distinct(text: string): string {
-  return text.replace('00000000-0000-4000-8000-000000000000', randomUUID()).replace('"generateName":"web-"', `"generateName":"web-${randomUUID().slice(0, 8)}-"`);
+/** The shape's text as one more review of it: a new uid and generateName, fresh key names and strings. */
+export function distinct(text: string): string {
+  return fresh(text).replace('00000000-0000-4000-8000-000000000000', randomUUID()).replace('"generateName":"web-"', `"generateName":"web-${randomUUID().slice(0, 8)}-"`);
 }
 
 function post(port: number, ca: string, agent: Agent): (body: string) => Promise<{ ms: number; status: string }> {

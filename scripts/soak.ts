@@ -5,13 +5,18 @@
  *
  *   npm run soak                        # 180 s
  *   SOAK_SECONDS=600 npm run soak       # longer
+ *   npm run build && SOAK_BUILT=1 npm run soak   # the built server, as deployed (RSS as in the Deployment)
+ *
+ * Besides the hostile inputs of test/server/hostile.test.ts it sends the costliest shapes of
+ * bench/shapes.ts (issue 11), and reports how long the server's event loop was blocked at worst
+ * in each sampling window (its own nodejs_eventloop_lag_max_seconds on /metrics).
  *
  * Not part of `npm test`. Prints a summary (JSON and a Markdown table for BENCHMARKS.md); exits 1
  * when a bound is broken.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { Agent, request } from 'node:https';
 import { createServer, type AddressInfo } from 'node:net';
@@ -22,6 +27,8 @@ import { applyPatchV4 } from '../test/helpers/jsonpatch-v4.js';
 import { podProblems } from '../test/helpers/pod.js';
 import { exchange, openTcp, openTls, rawPost } from '../test/helpers/raw.js';
 import { decodePatch, optedInPod, podReview } from '../test/helpers/review.js';
+import { distinct, eventLoopMaxMs, fresh, handleReview, Shapes, SoakShapes } from '../bench/shapes.js';
+import { loadTemplateSet } from '../src/templates/load.js';
 
 const SECONDS = Number(process.env['SOAK_SECONDS'] ?? 180);
 const VALID_WORKERS = Number(process.env['SOAK_VALID_WORKERS'] ?? 8);
@@ -30,13 +37,15 @@ const HOSTILE_WORKERS = Number(process.env['SOAK_HOSTILE_WORKERS'] ?? 4);
 const STALL_WORKERS = Number(process.env['SOAK_STALL_WORKERS'] ?? 4);
 /** A worker that sends reviews with operation and namespace values no real review has, as fast as they are answered. */
 const LABEL_WORKERS = 1;
+/** Workers that send the costliest shapes of bench/shapes.ts (the largest allowed, and the 3 MiB ones refused), one after another. */
+const COST_WORKERS = Number(process.env['SOAK_COST_WORKERS'] ?? 1);
 const RELOAD_EVERY_MS = 10_000;
 const SAMPLE_EVERY_MS = 5_000;
 const WARMUP_MS = 15_000;
 /** The bounds the soak holds the server to, after warm-up: */
 const BOUNDS = {
   /** Open fds: the client keeps VALID_WORKERS + HOSTILE_WORKERS connections at most, plus slack for closing ones. */
-  fdGrowth: 2 * (VALID_WORKERS + HOSTILE_WORKERS + STALL_WORKERS + LABEL_WORKERS) + 16,
+  fdGrowth: 2 * (VALID_WORKERS + HOSTILE_WORKERS + STALL_WORKERS + LABEL_WORKERS + COST_WORKERS) + 16,
   /** Resident memory growth after warm-up, in MiB. */
   rssGrowthMiB: 64,
   /** Resident memory at any time: the Deployment's limit (manifests/deployment.yaml). */
@@ -66,18 +75,21 @@ async function main(): Promise<void> {
   await writeFile(join(certDir, 'tls.key'), serving.keyPem);
   const [port, healthPort] = [await freePort(), await freePort()];
 
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'serve', '--host', '127.0.0.1', '--port', String(port), '--health-port', String(healthPort), '--cert-dir', certDir, '--templates-dir', templatesDir, '--templates-poll-seconds', '2', '--log-level', 'error'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  // The server as deployed (the built one, which holds about 50 MiB less than through tsx) with SOAK_BUILT=1 after `npm run build`.
+  const entry = process.env['SOAK_BUILT'] === '1' ? ['dist/src/cli/index.js'] : ['--import', 'tsx', 'src/cli/index.ts'];
+  const child = spawn(process.execPath, [...entry, 'serve', '--host', '127.0.0.1', '--port', String(port), '--health-port', String(healthPort), '--cert-dir', certDir, '--templates-dir', templatesDir, '--templates-poll-seconds', '2', '--log-level', 'error'], { stdio: ['ignore', 'ignore', 'pipe'] });
   let serverLog = '';
   child.stderr!.on('data', (c: Buffer) => (serverLog = (serverLog + c.toString()).slice(-4000)));
   await waitReady(healthPort, child);
   const url = `https://127.0.0.1:${port}`;
-  const agent = new Agent({ keepAlive: true, maxSockets: VALID_WORKERS + LABEL_WORKERS, ca: ca.certPem });
+  const agent = new Agent({ keepAlive: true, maxSockets: VALID_WORKERS + LABEL_WORKERS + COST_WORKERS, ca: ca.certPem });
+  const costShapes = await buildCostShapes();
   console.log(`soak: ${SECONDS} s, ${VALID_WORKERS} valid + ${HOSTILE_WORKERS} hostile workers, server pid ${child.pid} on ${url}`);
 
   const started = Date.now();
   const until = started + SECONDS * 1000;
-  const samples: { t: number; fds: number; rssMiB: number }[] = [];
-  const sampler = setInterval(() => void sample(child, started).then((s) => samples.push(s)), SAMPLE_EVERY_MS);
+  const samples: Sample[] = [];
+  const sampler = setInterval(() => void sample(child, started, healthPort).then((s) => samples.push(s)), SAMPLE_EVERY_MS);
   let metricsAfterWarmup = 0;
   const metricsSizer = setTimeout(() => void metricsSize(healthPort).then((n) => (metricsAfterWarmup = n)), WARMUP_MS);
   let reloads = 0;
@@ -92,11 +104,12 @@ async function main(): Promise<void> {
     ...Array.from({ length: HOSTILE_WORKERS }, () => loop(until, () => hostileRequest(port, ca.certPem, Fast))),
     ...Array.from({ length: STALL_WORKERS }, () => loop(until, () => hostileRequest(port, ca.certPem, Stalls))),
     ...Array.from({ length: LABEL_WORKERS }, () => loop(until, () => distinctLabels(url, agent))),
+    ...Array.from({ length: COST_WORKERS }, () => loop(until, () => costShape(url, agent, costShapes))),
   ];
   await Promise.all([...workers, reloader]);
   clearInterval(sampler);
   clearTimeout(metricsSizer);
-  samples.push(await sample(child, started));
+  samples.push(await sample(child, started, healthPort));
   const reloadMetrics = await metricsLines(healthPort, 'template_reloads_total');
   const metricsBytes = { afterWarmup: metricsAfterWarmup, end: await metricsSize(healthPort) };
   const alive = child.exitCode === null;
@@ -181,7 +194,8 @@ const Hostile: Record<string, (port: number, ca: string) => Promise<boolean>> = 
   notAReview: async (port, ca) => (await tls(port, ca, [rawPost('/mutate', '[1,2,3]')])).status === 400,
   uidMissing: async (port, ca) => (await tls(port, ca, [rawPost('/mutate', JSON.stringify({ ...podReview(optedInPod()), request: { operation: 'CREATE' } }))])).status === 400,
   objectOtherKind: async (port, ca) => {
-    const r = await tls(port, ca, [rawPost('/mutate', JSON.stringify(podReview({ apiVersion: 'v1', kind: 'Service', metadata: { name: 's' } })))]);
+    // Opted in by its label, as in test/server/hostile.test.ts: an object that does not opt in is left alone whatever its kind.
+    const r = await tls(port, ca, [rawPost('/mutate', JSON.stringify(podReview({ apiVersion: 'v1', kind: 'Service', metadata: { name: 's', labels: { 'sidecar-injector.io/inject': 'true' } } })))]);
     return r.status === 200 && r.text.includes('"allowed":false');
   },
   deepNesting: async (port, ca) => (await tls(port, ca, [rawPost('/mutate', '['.repeat(50_000) + ']'.repeat(50_000))])).status === 400,
@@ -256,6 +270,42 @@ async function distinctLabels(url: string, agent: Agent): Promise<void> {
   }
 }
 
+/** A cost shape and the answer it must get, as the server's own code gives it in this process. */
+interface CostShape {
+  readonly name: string;
+  readonly text: string;
+  readonly expected: 'injected' | 'refused' | 'HTTP 400';
+}
+
+async function buildCostShapes(): Promise<CostShape[]> {
+  const set = await loadTemplateSet('templates');
+  return SoakShapes.map((name) => {
+    const text = Shapes[name]!().text;
+    const answer = handleReview(fresh(text), set);
+    const expected = answer.startsWith('HTTP 400') ? 'HTTP 400' : answer.startsWith('refused') ? 'refused' : 'injected';
+    return { name, text, expected };
+  });
+}
+
+/** One review of a cost shape (each body distinct, as bench/shapes.ts sends them), checked against its expected answer. */
+async function costShape(url: string, agent: Agent, shapes: readonly CostShape[]): Promise<void> {
+  const shape = pick(shapes);
+  const key = `cost:${shape.name}`;
+  hostile[key] = (hostile[key] ?? 0) + 1;
+  try {
+    const res = await post(`${url}/mutate`, distinct(shape.text), agent);
+    const response = res.status === 200 ? JSON.parse(res.text).response : undefined;
+    const ok =
+      shape.expected === 'HTTP 400' ? res.status === 400
+      : shape.expected === 'refused' ? response?.allowed === false && response.status?.code === 400
+      : response?.allowed === true && typeof response.patch === 'string';
+    if (res.status === 429) hostile['cost:429'] = (hostile['cost:429'] ?? 0) + 1;
+    else if (!ok) unexpected.push(`${key}: HTTP ${res.status} ${res.text.slice(0, 120)}`);
+  } catch (err) {
+    unexpected.push(`${key}: ${(err as Error).message}`);
+  }
+}
+
 async function hostileRequest(port: number, ca: string, kinds: readonly string[]): Promise<void> {
   const name = pick(kinds);
   hostile[name] = (hostile[name] ?? 0) + 1;
@@ -270,15 +320,25 @@ async function tls(port: number, ca: string, chunks: string[], waitMs = 10_000):
   return exchange(await openTls(port, ca), chunks, waitMs);
 }
 
-/** Rewrites the templates directory: a changed valid set, now and then a broken file (rejected, last good set kept) that the next round fixes. */
+/**
+ * Rewrites the templates directory: a changed valid set, now and then a broken file (rejected, last
+ * good set kept) that the next round fixes. Each file is replaced whole (written aside, then
+ * renamed), as the kubelet updates a ConfigMap volume: a file rewritten in place is empty for a
+ * moment, and a reload that reads it then serves a set without that template (seen in a soak run
+ * whose client was slowed by the cost shapes; README, "Proof").
+ */
 async function rewriteTemplates(dir: string, originals: Map<string, string>, round: number): Promise<void> {
   const broken = round % 4 === 3;
+  const replace = async (file: string, text: string): Promise<void> => {
+    // The loader skips dotfiles, so the file written aside is never read half-written.
+    await writeFile(join(dir, `.${file}.tmp`), text);
+    await rename(join(dir, `.${file}.tmp`), join(dir, file));
+  };
   for (const [file, text] of originals) {
     // A changed value in every file makes every reload a real new set.
-    const changed = text.replace(/memory: 32Mi/, `memory: ${33 + round}Mi`).replace(/periodSeconds: 5/, `periodSeconds: ${6 + round}`);
-    await writeFile(join(dir, file), changed);
+    await replace(file, text.replace(/memory: 32Mi/, `memory: ${33 + round}Mi`).replace(/periodSeconds: 5/, `periodSeconds: ${6 + round}`));
   }
-  if (broken) await writeFile(join(dir, 'broken.yaml'), 'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata: { name: broken }\nspec: { containers: [ { name: Bad_Name } ] }\n');
+  if (broken) await replace('broken.yaml', 'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata: { name: broken }\nspec: { containers: [ { name: Bad_Name } ] }\n');
   else await rm(join(dir, 'broken.yaml'), { force: true });
 }
 
@@ -287,14 +347,23 @@ async function readTemplates(dir: string): Promise<Map<string, string>> {
   return new Map(await Promise.all(files.map(async (f) => [f, await readFile(join(dir, f), 'utf8')] as [string, string])));
 }
 
-async function sample(child: ChildProcess, started: number): Promise<{ t: number; fds: number; rssMiB: number }> {
+interface Sample {
+  readonly t: number;
+  readonly fds: number;
+  readonly rssMiB: number;
+  /** The longest the server's event loop was blocked since the previous sample, ms (its nodejs_eventloop_lag_max_seconds, which each scrape resets). */
+  readonly loopMaxMs: number;
+}
+
+async function sample(child: ChildProcess, started: number, healthPort: number): Promise<Sample> {
   const fds = (await readdir(`/proc/${child.pid}/fd`)).length;
   const status = await readFile(`/proc/${child.pid}/status`, 'utf8');
   const rssKiB = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  return { t: Math.round((Date.now() - started) / 1000), fds, rssMiB: Math.round(rssKiB / 102.4) / 10 };
+  const loopMaxMs = await eventLoopMaxMs(healthPort).catch(() => NaN);
+  return { t: Math.round((Date.now() - started) / 1000), fds, rssMiB: Math.round(rssKiB / 102.4) / 10, loopMaxMs: Math.round(loopMaxMs) };
 }
 
-function report(r: { samples: { t: number; fds: number; rssMiB: number }[]; reloads: number; reloadMetrics: string[]; metricsBytes: { afterWarmup: number; end: number }; alive: boolean; serverLog: string }): void {
+function report(r: { samples: Sample[]; reloads: number; reloadMetrics: string[]; metricsBytes: { afterWarmup: number; end: number }; alive: boolean; serverLog: string }): void {
   const warm = r.samples.filter((s) => s.t * 1000 >= WARMUP_MS);
   const base = warm[0] ?? r.samples[0]!;
   const last = r.samples[r.samples.length - 1]!;
@@ -302,7 +371,9 @@ function report(r: { samples: { t: number; fds: number; rssMiB: number }[]; relo
   const maxRss = Math.max(...warm.map((s) => s.rssMiB));
   const fdGrowth = last.fds - base.fds;
   const rssGrowth = Math.round((last.rssMiB - base.rssMiB) * 10) / 10;
-  const hostileTotal = Object.values(hostile).reduce((a, b) => a + b, 0);
+  const hostileTotal = Object.entries(hostile).reduce((a, [k, v]) => (k === 'cost:429' ? a : a + v), 0);
+  const loops = warm.map((s) => s.loopMaxMs).filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+  const loop = { median: loops[Math.floor(loops.length / 2)] ?? 0, max: loops.at(-1) ?? 0 };
   const verdicts = {
     'server alive at the end': r.alive,
     'zero failed valid reviews': valid['failed'] === 0,
@@ -312,15 +383,16 @@ function report(r: { samples: { t: number; fds: number; rssMiB: number }[]; relo
     [`RSS always <= ${BOUNDS.rssMaxMiB} MiB`]: Math.max(...r.samples.map((s) => s.rssMiB)) <= BOUNDS.rssMaxMiB,
     [`/metrics growth after warm-up <= ${BOUNDS.metricsGrowthBytes} bytes`]: r.metricsBytes.end - r.metricsBytes.afterWarmup <= BOUNDS.metricsGrowthBytes,
   };
-  const summary = { seconds: SECONDS, valid, hostile: { total: hostileTotal, ...hostile }, unexpected: unexpected.slice(0, 20), failures, reloads: r.reloads, reloadMetrics: r.reloadMetrics, fds: { afterWarmup: base.fds, max: maxFds, end: last.fds, growth: fdGrowth }, rssMiB: { afterWarmup: base.rssMiB, max: maxRss, end: last.rssMiB, growth: rssGrowth }, metricsBytes: r.metricsBytes, verdicts };
+  const summary = { seconds: SECONDS, valid, hostile: { total: hostileTotal, ...hostile }, unexpected: unexpected.slice(0, 20), failures, reloads: r.reloads, reloadMetrics: r.reloadMetrics, fds: { afterWarmup: base.fds, max: maxFds, end: last.fds, growth: fdGrowth }, eventLoopMaxMsPerWindow: loop, rssMiB: { afterWarmup: base.rssMiB, max: maxRss, end: last.rssMiB, growth: rssGrowth }, metricsBytes: r.metricsBytes, verdicts };
   console.log(JSON.stringify(summary, null, 2));
-  console.log(`\n| soak (${SECONDS} s; ${VALID_WORKERS} valid, ${HOSTILE_WORKERS} hostile, ${STALL_WORKERS} stalling, ${LABEL_WORKERS} distinct-label workers) | value |\n|---|---|`);
+  console.log(`\n| soak (${SECONDS} s; ${VALID_WORKERS} valid, ${HOSTILE_WORKERS} hostile, ${STALL_WORKERS} stalling, ${LABEL_WORKERS} distinct-label, ${COST_WORKERS} cost-shape workers) | value |\n|---|---|`);
   console.log(`| hostile requests by kind | ${Object.entries(hostile).map(([k, v]) => `${k} ${v}`).join(', ')} |`);
   console.log(`| valid reviews answered correctly / failed | ${valid['ok']} / ${valid['failed']} (429 retries: ${valid['retried429']}) |`);
   console.log(`| hostile requests (unexpected answers) | ${hostileTotal} (${unexpected.length}) |`);
   console.log(`| template rewrites (every ${RELOAD_EVERY_MS / 1000} s, every 4th broken) | ${r.reloads} |`);
   console.log(`| open fds after warm-up / max / end | ${base.fds} / ${maxFds} / ${last.fds} |`);
   console.log(`| RSS MiB after warm-up / max / end | ${base.rssMiB} / ${maxRss} / ${last.rssMiB} |`);
+  console.log(`| event loop blocked at worst per ${SAMPLE_EVERY_MS / 1000} s window, ms: median / max (nodejs_eventloop_lag_max_seconds) | ${loop.median} / ${loop.max} |`);
   console.log(`| /metrics bytes after warm-up / end | ${r.metricsBytes.afterWarmup} / ${r.metricsBytes.end} |`);
   const ok = Object.values(verdicts).every(Boolean);
   for (const [k, v] of Object.entries(verdicts)) console.log(`${v ? 'PASS' : 'FAIL'} ${k}`);

@@ -97,7 +97,7 @@ export async function reconcileCertificate(deps: BootstrapDeps): Promise<Serving
 }
 
 /** Decides the Secret's next change from its content alone, so every replica reaches the same answer. */
-export async function nextStep(secret: StoredSecret | undefined, policy: CertPolicy, now: number, published: boolean): Promise<Step> {
+async function nextStep(secret: StoredSecret | undefined, policy: CertPolicy, now: number, published: boolean): Promise<Step> {
   if (secret === undefined) return write('create the CA and serving certificate', await freshContent(policy, now));
   const parsed = parse(secret);
   if (typeof parsed === 'string') return write(`replace an unusable Secret (${parsed})`, await freshContent(policy, now));

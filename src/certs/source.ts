@@ -6,8 +6,8 @@ import { InjectorError } from '../errors.js';
 import type { KeyPair } from './pki.js';
 
 /** File names inside a kubernetes.io/tls Secret mounted as a volume. */
-export const TLS_CERT_FILE = 'tls.crt';
-export const TLS_KEY_FILE = 'tls.key';
+const TLS_CERT_FILE = 'tls.crt';
+const TLS_KEY_FILE = 'tls.key';
 
 /** Reads the serving certificate and key from a directory laid out like a kubernetes.io/tls Secret. */
 export async function readCertDir(dir: string): Promise<KeyPair> {

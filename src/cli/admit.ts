@@ -5,10 +5,10 @@ import { Keys } from '../inject/keys.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { OptInScope, Reason, refusalReason, selectTemplates, type Selection } from '../inject/policy.js';
 import { isOwnedByJob } from '../inject/render.js';
-import type { Pod } from '../kube/types.js';
+import { namespaceCalls, webhookCalls, type WebhookCall } from '../kube/selectors.js';
+import type { Labels, Pod, WebhookConfiguration } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { PodSite } from '../workload/workload.js';
-import { namespaceLabels, namespaceReceives, receivingWebhooks, SHIPPED_WEBHOOKS, type Labels, type Webhook } from './routes.js';
 
 /**
  * What a cluster installed from this repository does with one pod CREATE, played through the
@@ -30,24 +30,29 @@ export interface Admission {
   readonly warnings: readonly string[];
 }
 
-/** Where the webhook configurations came from and the labels given for the namespaces of the input. */
+/** The webhook configurations installed and the labels given for the namespaces of the input. */
 export interface Cluster {
-  readonly webhooks: readonly Webhook[];
+  readonly configurations: readonly WebhookConfiguration[];
   readonly namespaceLabels: Labels;
 }
 
+/** Where the shipped configurations come from (src/kube/shipped-webhooks.ts is generated from it); named in messages. */
+const SHIPPED_WEBHOOKS = 'manifests/base/webhooks.yaml';
+
+const isMutating = (call: WebhookCall): boolean => call.configuration === 'MutatingWebhookConfiguration';
+const isValidating = (call: WebhookCall): boolean => call.configuration === 'ValidatingWebhookConfiguration';
+
 /** Plays the admission of one pod; never throws for a pod the server would deny (that is a `rejected` verdict). */
 export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Admission {
-  const ns = namespaceLabels(site.namespace, cluster.namespaceLabels);
-  const labels = site.pod.metadata?.labels ?? {};
-  const mutating = receivingWebhooks(cluster.webhooks, 'mutating', ns, labels);
-  if (mutating.length === 0 && receivingWebhooks(cluster.webhooks, 'validating', ns, labels).length === 0) return notSent(site, set, cluster.webhooks, ns);
+  const where = { namespace: site.namespace, namespaceLabels: cluster.namespaceLabels };
+  const calls = webhookCalls({ ...where, podLabels: site.pod.metadata?.labels ?? {} }, cluster.configurations);
+  if (calls.length === 0) return notSent(site, set, namespaceCalls(where, cluster.configurations));
 
   let pod = site.pod;
   let selection: Admission['selection'];
   const why: string[] = [];
   const warnings: string[] = [];
-  for (const hook of mutating) {
+  for (const hook of calls.filter(isMutating)) {
     const chosen = attempt(() => selectTemplates(pod, set, scopeOf(hook)));
     if (chosen instanceof InjectorError) return { verdict: 'rejected', reason: Reason.UnknownTemplate, why: [chosen.message], pod: site.pod, warnings };
     if (!chosen.inject) return { verdict: 'not-injected', reason: chosen.reason, why: [chosen.detail], pod: site.pod, warnings };
@@ -61,23 +66,26 @@ export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Adm
     warnings.push(...result.warnings);
   }
   // The validating webhooks see the pod after every mutation, labels included.
-  for (const hook of receivingWebhooks(cluster.webhooks, 'validating', ns, pod.metadata?.labels ?? {})) {
+  for (const hook of webhookCalls({ ...where, podLabels: pod.metadata?.labels ?? {} }, cluster.configurations).filter(isValidating)) {
     const answer = validating({ templates: () => set }, scopeOf(hook))(podCreate(pod, site.namespace));
     if (!answer.response.allowed) {
       const message = answer.response.status?.message ?? 'denied';
-      return { verdict: 'rejected', reason: answer.reason, why: [...why, `the validating webhook ${hook.name} (${hook.path}) would reject it: ${message}`], pod: site.pod, ...(selection !== undefined && { selection }), warnings };
+      return { verdict: 'rejected', reason: answer.reason, why: [...why, `the validating webhook ${hook.webhook} (${hook.path}) would reject it: ${message}`], pod: site.pod, ...(selection !== undefined && { selection }), warnings };
     }
   }
   if (selection === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: ['no mutating webhook of the injector receives this pod'], pod, warnings };
   return { verdict: 'injected', reason: Reason.Injected, why, pod, selection, warnings };
 }
 
-/** Why no webhook receives the pod: its namespace, or its labels (said as the server's policy says it). */
-function notSent(site: PodSite, set: TemplateSet, webhooks: readonly Webhook[], ns: Labels): Admission {
-  if (!namespaceReceives(webhooks, ns)) {
+/**
+ * Why no webhook receives the pod: its namespace (no webhook is `open` to its pods), or its labels
+ * (said as the server's policy says it).
+ */
+function notSent(site: PodSite, set: TemplateSet, open: readonly WebhookCall[]): Admission {
+  if (open.length === 0) {
     return { verdict: 'not-injected', reason: 'namespace-rule', why: [`namespace ${site.namespace} is excluded by the namespaceSelector of every webhook in ${SHIPPED_WEBHOOKS}`], pod: site.pod, warnings: [] };
   }
-  const scope = webhooks.some((w) => scopeOf(w) === OptInScope.Namespace && namespaceReceives([w], ns)) ? OptInScope.Namespace : OptInScope.Pod;
+  const scope = open.some((w) => scopeOf(w) === OptInScope.Namespace) ? OptInScope.Namespace : OptInScope.Pod;
   const chosen = attempt(() => selectTemplates(site.pod, set, scope));
   const detail = chosen instanceof InjectorError || chosen.inject ? undefined : chosen;
   if (detail === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: [`the objectSelector of the webhooks in ${SHIPPED_WEBHOOKS} does not match the pod's labels`], pod: site.pod, warnings: [] };
@@ -90,7 +98,7 @@ function templatesReason(selection: Extract<Selection, { inject: true }>, pod: P
 }
 
 /** The paths of the namespace opt-in (issue 12) end in /namespace. */
-function scopeOf(hook: Webhook): OptInScope {
+function scopeOf(hook: WebhookCall): OptInScope {
   return hook.path.endsWith('/namespace') ? OptInScope.Namespace : OptInScope.Pod;
 }
 

@@ -1,8 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import { Options } from '../config/config.js';
 import { InjectorError } from '../errors.js';
-import { templatesDirError } from './errors.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../kube/shipped-webhooks.js';
+import type { JsonObject } from '../kube/types.js';
 import { loadTemplateSet, type TemplateSet } from '../templates/load.js';
+import { parseDocuments } from '../workload/workload.js';
+import type { Cluster } from './admit.js';
+import { templatesDirError } from './errors.js';
 
 /** The flags inject and explain share, as the command line gave them. */
 export interface InputOptions {
@@ -15,8 +19,25 @@ export interface InputOptions {
   readonly namespaceLabels?: Readonly<Record<string, string>>;
 }
 
+/** What inject and explain work on: the documents of `-f`, the templates, and the cluster they are admitted to. */
+export interface Inputs {
+  readonly docs: JsonObject[];
+  readonly set: TemplateSet;
+  /** The shipped webhook configurations, with the namespace labels given (`--namespace-labels`). */
+  readonly cluster: Cluster;
+}
+
+/** Reads what inject and explain share: the input documents, the template set and the cluster. */
+export async function readInputs(command: string, values: InputOptions, stdin: NodeJS.ReadableStream): Promise<Inputs> {
+  const cluster = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels: values.namespaceLabels ?? {} };
+  const text = await readInput(command, values.filename, stdin);
+  const set = await loadTemplates(values.templatesDir);
+  const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
+  return { docs, set, cluster };
+}
+
 /** Reads `-f FILE`, or standard input for `-f -`. */
-export async function readInput(command: string, file: string | undefined, stdin: NodeJS.ReadableStream = process.stdin): Promise<string> {
+async function readInput(command: string, file: string | undefined, stdin: NodeJS.ReadableStream = process.stdin): Promise<string> {
   if (file === undefined) throw new InjectorError('USAGE', [`${command}: -f FILE is required (use -f - for standard input)`]);
   if (file !== '-') {
     try {
@@ -55,10 +76,32 @@ export interface IO {
   readonly width?: number;
 }
 
+/**
+ * Writes to a stream of the process until its reader goes away. When the reader of a pipe exits
+ * early (`sidecar-injector lint --help | head -1`), a write fails with EPIPE; like git and kubectl,
+ * the CLI then stops writing there and finishes quietly with its own exit status, instead of dying
+ * of an unhandled 'error' event. Any other stream error still ends the process.
+ */
+function pipeWriter(stream: NodeJS.WritableStream): (text: string) => void {
+  let open = true;
+  let watched = false;
+  return (text) => {
+    if (!open) return;
+    if (!watched) {
+      watched = true;
+      stream.on('error', (err: NodeJS.ErrnoException) => {
+        if (err.code !== 'EPIPE') throw err;
+        open = false;
+      });
+    }
+    stream.write(text);
+  };
+}
+
 /** The process's own streams. */
 export const processIO: IO = {
-  stdout: (text) => void process.stdout.write(text),
-  stderr: (text) => void process.stderr.write(text),
+  stdout: pipeWriter(process.stdout),
+  stderr: pipeWriter(process.stderr),
   stdin: process.stdin,
   ...(process.stdout.isTTY && { width: process.stdout.columns }),
 };

@@ -77,7 +77,7 @@ function toPod(pod: object): Pod {
 }
 
 /** The report as text: per workload, its stale (or, with --all, every) pod and why, then the command that rolls it. */
-export function printReport(report: DriftReport, where: string): string {
+function printReport(report: DriftReport, where: string): string {
   const blocks = report.workloads.map(printWorkload);
   const summary =
     report.injected === 0

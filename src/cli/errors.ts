@@ -11,7 +11,7 @@ export function templatesDirError(err: unknown, dir: string): unknown {
 }
 
 /** Set to print the stack of an unexpected error (a bug), which users never need to see otherwise. */
-export const DEBUG_ENV = 'SIDECAR_INJECTOR_DEBUG';
+const DEBUG_ENV = 'SIDECAR_INJECTOR_DEBUG';
 
 /**
  * What the CLI prints for an error that ended a command: the product's own errors as they are

@@ -1,15 +1,13 @@
-import { InjectorError } from '../errors.js';
 import { renderTemplates } from '../inject/render.js';
 import type { Placement } from '../templates/placement.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { RenderedTemplate } from '../templates/template.js';
-import { parseDocuments, podSites, type PodSite } from '../workload/workload.js';
+import { podSites, type PodSite } from '../workload/workload.js';
 import { admitPod, type Cluster } from './admit.js';
-import { loadTemplates, processIO, readInput, type InputOptions, type IO } from './args.js';
-import { shippedWebhooks } from './routes.js';
+import { processIO, readInputs, type InputOptions, type IO } from './args.js';
 
 /** The verdict on one pod. */
-export interface Explanation {
+interface Explanation {
   readonly object: string;
   readonly namespace: string;
   readonly verdict: 'injected' | 'not-injected' | 'rejected';
@@ -31,10 +29,7 @@ export interface ExplainOptions extends InputOptions {
 /** `sidecar-injector explain -f FILE|-`: for each pod, whether it would be injected, with what and why. */
 export async function explainCommand(values: ExplainOptions, io: IO = processIO): Promise<number> {
   const format = values.output;
-  const cluster = { webhooks: shippedWebhooks(), namespaceLabels: values.namespaceLabels ?? {} };
-  const text = await readInput('explain', values.filename, io.stdin);
-  const set = await loadTemplates(values.templatesDir);
-  const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
+  const { docs, set, cluster } = await readInputs('explain', values, io.stdin);
   const found = docs.flatMap((d) => podSites(d, values.namespace ?? 'default')).map((s) => explainPod(s, set, cluster));
   io.stdout(format === 'json' ? `${JSON.stringify(found, null, 2)}\n` : found.map(printExplanation).join(''));
   if (found.length === 0) io.stderr('explain: the input holds no Pod and no workload with a pod template\n');
@@ -42,7 +37,7 @@ export async function explainCommand(values: ExplainOptions, io: IO = processIO)
 }
 
 /** Explains one pod as the shipped webhook configurations and the server's handlers would decide it. */
-export function explainPod(site: PodSite, set: TemplateSet, cluster: Cluster): Explanation {
+function explainPod(site: PodSite, set: TemplateSet, cluster: Cluster): Explanation {
   const base = { object: site.title, namespace: site.namespace };
   const admission = admitPod(site, set, cluster);
   const selection = admission.selection;

@@ -1,14 +1,13 @@
 import type { JsonObject } from '../kube/types.js';
 import { diff, type Operation } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
-import { asTemplate, getIn, parseDocuments, podSites, setIn } from '../workload/workload.js';
+import { asTemplate, getIn, podSites, setIn } from '../workload/workload.js';
 import { stringifyKubectl } from '../yaml/kubectl.js';
 import { admitPod, type Cluster } from './admit.js';
-import { loadTemplates, processIO, readInput, type InputOptions, type IO } from './args.js';
-import { shippedWebhooks } from './routes.js';
+import { processIO, readInputs, type InputOptions, type IO } from './args.js';
 
 /** What injecting one input document gave. */
-export interface InjectedDocument {
+interface InjectedDocument {
   readonly before: JsonObject;
   readonly after: JsonObject;
   /** JSON patch from `before` to `after`, paths relative to the document. */
@@ -32,10 +31,7 @@ export interface InjectOptions extends InputOptions {
  */
 export async function injectCommand(values: InjectOptions, io: IO = processIO): Promise<number> {
   const format = values.output;
-  const cluster = { webhooks: shippedWebhooks(), namespaceLabels: values.namespaceLabels ?? {} };
-  const text = await readInput('inject', values.filename, io.stdin);
-  const set = await loadTemplates(values.templatesDir);
-  const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
+  const { docs, set, cluster } = await readInputs('inject', values, io.stdin);
   const results = docs.map((d) => injectDocument(d, set, values.namespace ?? 'default', cluster));
   for (const w of results.flatMap((r) => r.warnings)) io.stderr(`warning: ${w}\n`);
   const errors = results.flatMap((r) => r.errors);
@@ -48,7 +44,7 @@ export async function injectCommand(values: InjectOptions, io: IO = processIO): 
 }
 
 /** Injects every pod of one document as the cluster would admit it (admitPod), and diffs. */
-export function injectDocument(doc: JsonObject, set: TemplateSet, namespace: string, cluster: Cluster): InjectedDocument {
+function injectDocument(doc: JsonObject, set: TemplateSet, namespace: string, cluster: Cluster): InjectedDocument {
   let after = doc;
   const warnings: string[] = [];
   const errors: string[] = [];

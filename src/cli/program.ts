@@ -5,10 +5,10 @@ import { describeError } from './errors.js';
 import { processIO, type IO } from './args.js';
 
 /** The program's name, as installed by package.json `bin`. */
-export const PROGRAM = 'sidecar-injector';
+const PROGRAM = 'sidecar-injector';
 
 /** Exit status for a command line that cannot run as written (unknown command or flag, missing value): 2, as git and kubectl use. */
-export const USAGE_EXIT = 2;
+const USAGE_EXIT = 2;
 
 // Each command loads its own modules when it runs: `drift` alone loads the Kubernetes client (~350 ms
 // and ~60 MB to import), `serve` alone the server, and `--help` loads none of them.
@@ -51,7 +51,7 @@ function usageError(err: unknown): boolean {
  * parsed values as one options object (the command functions stay testable with an injected IO).
  * `done` receives the action's exit status.
  */
-export function createProgram(io: IO, done: (code: number) => void): Command {
+function createProgram(io: IO, done: (code: number) => void): Command {
   const program = new Command(PROGRAM)
     .description('Injects sidecar containers into pods from SidecarTemplate files, as a Kubernetes admission webhook, and explains, lints and checks what it injects.')
     .usage('<command> [options]')
@@ -168,7 +168,7 @@ function configure(command: Command, io: IO, prefix: string): void {
 }
 
 /** Commander's `error: unknown option '--x'\n(Did you mean --y?)` as one line that says where to look. */
-export function oneLine(prefix: string, text: string): string {
+function oneLine(prefix: string, text: string): string {
   const message = text
     .trim()
     .replace(/^error: /, '')

@@ -1,5 +1,5 @@
 import { injectorError } from '../errors.js';
-import { SHIPPED_WEBHOOK_CONFIGURATIONS } from './shipped-webhooks.js';
+import { SelectorOperator, type LabelSelector, type LabelSelectorRequirement, type Labels, type Webhook, type WebhookConfiguration, type WebhookRule } from './types.js';
 
 /**
  * What the kube-apiserver decides before it calls a webhook: whether a pod CREATE matches a
@@ -7,53 +7,14 @@ import { SHIPPED_WEBHOOK_CONFIGURATIONS } from './shipped-webhooks.js';
  * of the shipped webhooks a pod would reach, given its namespace's labels.
  */
 
-export type Labels = Readonly<Record<string, string>>;
-
-/** The four operators of a metav1.LabelSelectorRequirement. */
-export const SelectorOperator = { In: 'In', NotIn: 'NotIn', Exists: 'Exists', DoesNotExist: 'DoesNotExist' } as const;
-export type SelectorOperator = (typeof SelectorOperator)[keyof typeof SelectorOperator];
-
-export interface LabelSelectorRequirement {
-  readonly key: string;
-  readonly operator: SelectorOperator;
-  readonly values?: readonly string[];
-}
-
-/** A metav1.LabelSelector. */
-export interface LabelSelector {
-  readonly matchLabels?: Labels;
-  readonly matchExpressions?: readonly LabelSelectorRequirement[];
-}
-
-/** An admissionregistration/v1 RuleWithOperations. */
-export interface WebhookRule {
-  readonly operations?: readonly string[];
-  readonly apiGroups?: readonly string[];
-  readonly apiVersions?: readonly string[];
-  readonly resources?: readonly string[];
-  readonly scope?: string;
-}
-
-/** The part of one webhook of a Mutating- or ValidatingWebhookConfiguration that routing reads. */
-export interface Webhook {
-  readonly name: string;
-  readonly clientConfig: { readonly service?: { readonly name: string; readonly namespace: string; readonly path?: string; readonly port?: number }; readonly url?: string };
-  readonly rules?: readonly WebhookRule[];
-  readonly namespaceSelector?: LabelSelector;
-  readonly objectSelector?: LabelSelector;
-  readonly failurePolicy?: string;
-}
-
-export interface WebhookConfiguration {
-  readonly kind: 'MutatingWebhookConfiguration' | 'ValidatingWebhookConfiguration';
-  readonly metadata: { readonly name: string };
-  readonly webhooks?: readonly Webhook[];
-}
-
-/** A pod being created: its namespace (name and labels) and its own labels. */
-export interface PodCreate {
+/** The namespace a pod is created in: its name and labels. */
+export interface PodNamespace {
   readonly namespace: string;
   readonly namespaceLabels?: Labels;
+}
+
+/** A pod being created: its namespace and its own labels. */
+export interface PodCreate extends PodNamespace {
   readonly podLabels?: Labels;
 }
 
@@ -67,7 +28,7 @@ export interface WebhookCall {
 }
 
 /** The namespace label the apiserver sets on every namespace (Kubernetes >= 1.21, NamespaceDefaultLabelName); it cannot be changed. */
-export const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
+const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
 
 /**
  * Whether `labels` satisfy `selector`, with metav1.LabelSelectorAsSelector's semantics: every
@@ -111,29 +72,45 @@ function coversPodCreate(rules: readonly WebhookRule[]): boolean {
   return rules.some((r) => has(r.operations, 'CREATE') && has(r.apiGroups, '') && has(r.apiVersions, 'v1') && has(r.resources, 'pods') && (r.scope === undefined || r.scope === '*' || r.scope === 'Namespaced'));
 }
 
-/**
- * The webhooks of `configurations` the apiserver calls for `pod`'s CREATE: mutating ones first, in
- * their order, then validating ones. The namespace carries the apiserver's own name label whatever
- * `namespaceLabels` say.
- */
-export function webhookCalls(pod: PodCreate, configurations: readonly WebhookConfiguration[] = SHIPPED_WEBHOOK_CONFIGURATIONS): WebhookCall[] {
-  const nsLabels: Labels = { ...pod.namespaceLabels, [NAMESPACE_NAME_LABEL]: pod.namespace };
-  const podLabels = pod.podLabels ?? {};
-  const calls: WebhookCall[] = [];
-  for (const kind of ['MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration'] as const) {
-    for (const config of configurations.filter((c) => c.kind === kind)) {
-      for (const hook of config.webhooks ?? []) {
-        if (!coversPodCreate(hook.rules ?? [])) continue;
-        if (!selectorMatches(hook.namespaceSelector, nsLabels) || !selectorMatches(hook.objectSelector, podLabels)) continue;
-        // failurePolicy defaults to Fail in admissionregistration/v1.
-        calls.push({ configuration: kind, webhook: hook.name, path: hook.clientConfig.service?.path ?? hook.clientConfig.url ?? '/', failurePolicy: hook.failurePolicy ?? 'Fail' });
-      }
-    }
-  }
-  return calls;
+interface Candidate {
+  readonly configuration: WebhookConfiguration['kind'];
+  readonly hook: Webhook;
 }
 
-/** The paths of the shipped webhooks (manifests/base/webhooks.yaml) a pod CREATE is sent to, e.g. ['/mutate/namespace', '/validate/namespace']. */
-export function shippedWebhookPaths(pod: PodCreate): string[] {
-  return webhookCalls(pod).map((c) => c.path);
+/**
+ * The webhooks whose rules cover a pod CREATE and whose namespaceSelector takes the pod's
+ * namespace, in the apiserver's order: mutating ones first, in their order, then validating ones.
+ * The namespace carries the apiserver's own name label whatever `namespaceLabels` say.
+ */
+function namespaceCandidates(pod: PodNamespace, configurations: readonly WebhookConfiguration[]): Candidate[] {
+  const nsLabels: Labels = { ...pod.namespaceLabels, [NAMESPACE_NAME_LABEL]: pod.namespace };
+  return (['MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration'] as const).flatMap((kind) =>
+    configurations
+      .filter((c) => c.kind === kind)
+      .flatMap((c) => c.webhooks ?? [])
+      .filter((hook) => coversPodCreate(hook.rules ?? []) && selectorMatches(hook.namespaceSelector, nsLabels))
+      .map((hook) => ({ configuration: kind, hook })),
+  );
+}
+
+function callOf({ configuration, hook }: Candidate): WebhookCall {
+  // failurePolicy defaults to Fail in admissionregistration/v1.
+  return { configuration, webhook: hook.name, path: hook.clientConfig.service?.path ?? hook.clientConfig.url ?? '/', failurePolicy: hook.failurePolicy ?? 'Fail' };
+}
+
+/** The webhooks of `configurations` the apiserver calls for `pod`'s CREATE, in the order it calls them. */
+export function webhookCalls(pod: PodCreate, configurations: readonly WebhookConfiguration[]): WebhookCall[] {
+  const podLabels = pod.podLabels ?? {};
+  return namespaceCandidates(pod, configurations)
+    .filter((c) => selectorMatches(c.hook.objectSelector, podLabels))
+    .map(callOf);
+}
+
+/**
+ * The webhooks that would be called for some pod of this namespace: those whose rules and
+ * namespaceSelector take it, whatever their objectSelector says. None means the namespace is
+ * excluded whatever labels its pods carry.
+ */
+export function namespaceCalls(pod: PodNamespace, configurations: readonly WebhookConfiguration[]): WebhookCall[] {
+  return namespaceCandidates(pod, configurations).map(callOf);
 }

@@ -1,6 +1,7 @@
 /**
- * The small structural view of core/v1 objects the injector reads. Pods arrive as parsed JSON, so
- * every field is optional and everything not named here is carried through untouched.
+ * The small structural view of the Kubernetes objects the injector reads: core/v1 pods, and the
+ * admissionregistration/v1 webhook configurations that route them. Objects arrive as parsed JSON,
+ * so every field is optional and everything not named here is carried through untouched.
  */
 export type JsonObject = { [key: string]: unknown };
 
@@ -29,7 +30,7 @@ export interface PodSpec extends JsonObject {
   serviceAccount?: string;
 }
 
-export interface ObjectMeta extends JsonObject {
+interface ObjectMeta extends JsonObject {
   name?: string;
   generateName?: string;
   namespace?: string;
@@ -46,4 +47,48 @@ export interface Pod extends JsonObject {
 /** True for a non-null, non-array object. */
 export function isObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export type Labels = Readonly<Record<string, string>>;
+
+/** The four operators of a metav1.LabelSelectorRequirement. */
+export const SelectorOperator = { In: 'In', NotIn: 'NotIn', Exists: 'Exists', DoesNotExist: 'DoesNotExist' } as const;
+export type SelectorOperator = (typeof SelectorOperator)[keyof typeof SelectorOperator];
+
+export interface LabelSelectorRequirement {
+  readonly key: string;
+  readonly operator: SelectorOperator;
+  readonly values?: readonly string[];
+}
+
+/** A metav1.LabelSelector. */
+export interface LabelSelector {
+  readonly matchLabels?: Labels;
+  readonly matchExpressions?: readonly LabelSelectorRequirement[];
+}
+
+/** An admissionregistration/v1 RuleWithOperations. */
+export interface WebhookRule {
+  readonly operations?: readonly string[];
+  readonly apiGroups?: readonly string[];
+  readonly apiVersions?: readonly string[];
+  readonly resources?: readonly string[];
+  readonly scope?: string;
+}
+
+/** The part of one webhook of a Mutating- or ValidatingWebhookConfiguration that routing reads. */
+export interface Webhook {
+  readonly name: string;
+  readonly clientConfig: { readonly service?: { readonly name: string; readonly namespace: string; readonly path?: string; readonly port?: number }; readonly url?: string };
+  readonly rules?: readonly WebhookRule[];
+  readonly namespaceSelector?: LabelSelector;
+  readonly objectSelector?: LabelSelector;
+  readonly failurePolicy?: string;
+}
+
+/** An admissionregistration/v1 Mutating- or ValidatingWebhookConfiguration, as far as routing goes. */
+export interface WebhookConfiguration {
+  readonly kind: 'MutatingWebhookConfiguration' | 'ValidatingWebhookConfiguration';
+  readonly metadata: { readonly name: string };
+  readonly webhooks?: readonly Webhook[];
 }

@@ -4,7 +4,7 @@ import { jobCompletionWarning, keepsJobsRunning } from '../inject/jobs.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { renderTemplates } from '../inject/render.js';
 import type { Pod } from '../kube/types.js';
-import { compileTemplateSet, positionInFiles, readTemplateDir, type TemplateFile, type TemplateSet } from '../templates/load.js';
+import { compileTemplateSet, positionInFiles, readTemplateDir, type TemplateSet } from '../templates/load.js';
 import { renderValues } from '../templates/placeholders.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { podFaults, type PodFault, type PodSecurityLevel } from './pod.js';
@@ -48,7 +48,7 @@ const RESTRICTED = { runAsNonRoot: true, allowPrivilegeEscalation: false, capabi
 const APP = { name: 'app', image: 'registry.example.com/app:1.0', ports: [{ name: 'http', containerPort: 8080 }], securityContext: RESTRICTED, volumeMounts: [{ name: 'app-data', mountPath: '/data' }] };
 
 /** The sample pods: each meets the restricted profile by itself, so every fault found is a template's. */
-export const Samples: readonly Sample[] = [
+const Samples: readonly Sample[] = [
   { name: 'deployment-pod', ownedByJob: false, pod: { metadata: { generateName: 'web-5d8f7c9b4-', labels: { app: 'web' } }, spec: { containers: [APP], volumes: [{ name: 'app-data', emptyDir: {} }] } } },
   { name: 'job-pod', ownedByJob: true, pod: { metadata: { generateName: 'nightly-28811520-', labels: { 'batch.kubernetes.io/job-name': 'nightly-28811520' } }, spec: { restartPolicy: 'Never', containers: [{ ...APP, name: 'main', ports: [] }], volumes: [{ name: 'app-data', emptyDir: {} }] } } },
   { name: 'pod-with-init', ownedByJob: false, pod: { metadata: { name: 'db-0', labels: { app: 'db' } }, spec: { initContainers: [{ name: 'setup', image: 'registry.example.com/setup:1.0', securityContext: RESTRICTED }], containers: [APP], volumes: [{ name: 'app-data', emptyDir: {} }] } } },

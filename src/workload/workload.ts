@@ -112,7 +112,7 @@ function withoutNulls(value: JsonObject): JsonObject {
  * - Job: `<job>-`, for an Indexed Job `<job>-<index>-` (job_controller.go podGenerateNameWithIndex);
  * - CronJob: its Jobs are `<cronjob>-<scheduled time in minutes since the epoch>`, so `<cronjob>-<time>-`.
  */
-export function controllerPodName(kind: string, owner: string, workload: JsonObject): { readonly name?: string; readonly generateName: string } | undefined {
+function controllerPodName(kind: string, owner: string, workload: JsonObject): { readonly name?: string; readonly generateName: string } | undefined {
   if (owner === '') return undefined;
   switch (kind) {
     case 'Deployment':

@@ -23,14 +23,44 @@ describe('checkBody', () => {
   });
 
   it('counts the keys of each object apart, siblings and parents included', () => {
-    assert.equal(refusal('{"a":{"x":1,"y":2,"z":3},"b":{"x":1,"y":2,"z":3},"c":3}'), undefined);
-    assert.match(refusal('{"a":{"x":1,"y":2,"z":3},"b":1,"c":2,"d":3}') ?? '', /an object of more than 3 keys \(--max-object-keys\)/);
-    assert.match(refusal('{"a":[{"x":1,"y":2,"z":3,"w":4}]}') ?? '', /more than 3 keys/);
+    const keys = { objectKeys: 3, nodes: 1000 };
+    assert.doesNotThrow(() => checkBody('{"a":{"x":1,"y":2,"z":3},"b":{"x":1,"y":2,"z":3},"c":3}', keys));
+    assert.throws(() => checkBody('{"a":{"x":1,"y":2,"z":3},"b":1,"c":2,"d":3}', keys), /an object of more than 3 keys \(--max-object-keys\)/);
+    assert.throws(() => checkBody('{"a":[{"x":1,"y":2,"z":3,"w":4}]}', keys), /more than 3 keys/);
   });
 
-  it('counts every object and list, at any depth', () => {
-    assert.equal(refusal(`[${Array(9).fill('[]').join(',')}]`), undefined);
-    assert.match(refusal(`[${Array(10).fill('{}').join(',')}]`) ?? '', /more than 10 objects and lists \(--max-json-nodes\)/);
+  it('counts every object, list, key and list item as a node, at any depth', () => {
+    const nodes = { objectKeys: 1000, nodes: 10 };
+    const refused = (text: string): boolean => {
+      try {
+        checkBody(text, nodes);
+        return false;
+      } catch (err) {
+        assert.match((err as Error).message, /more than 10 JSON nodes \(objects, lists, keys and list items; --max-json-nodes\)/);
+        return true;
+      }
+    };
+    // An object, two keys, a list with its four items, an object and its key: 10.
+    assert.equal(refused('{"a":[1,2,3,4],"b":{"c":1}}'), false);
+    assert.equal(refused('{"a":[1,2,3,4,5],"b":{"c":1}}'), true);
+    // List items alone: a list of short strings (a container's args) or numbers holds no object.
+    assert.equal(refused(`[${Array(9).fill('"x"').join(',')}]`), false);
+    assert.equal(refused(`[${Array(10).fill('"x"').join(',')}]`), true);
+    assert.equal(refused(`[${Array(10).fill(0).join(' , ')}]`), true);
+    // Keys alone: objects of keys new to V8 cost the most to parse.
+    assert.equal(refused(`{${Array.from({ length: 9 }, (_, i) => `"k${i}":0`).join(',')}}`), false);
+    assert.equal(refused(`{${Array.from({ length: 10 }, (_, i) => `"k${i}":0`).join(',')}}`), true);
+    // A list and its first item, three more items, four objects: 9; one more item and object: 11.
+    assert.equal(refused(`[${Array(4).fill('{}').join(',')}]`), false);
+    assert.equal(refused(`[${Array(5).fill('{}').join(',')}]`), true);
+  });
+
+  it('jumps over long runs of white space and digits without losing the structure after them', () => {
+    const nodes = { objectKeys: 1000, nodes: 10 };
+    const pad = ' '.repeat(1000);
+    assert.doesNotThrow(() => checkBody(`{${pad}"a"${pad}:${pad}${'1'.repeat(1000)}${pad},"b":"[[[[[[[[[[[[${pad}"}`, nodes));
+    assert.throws(() => checkBody(`[${pad}${'7'.repeat(500)}${pad}${Array(10).fill(',1').join('')}]`, nodes), /more than 10 JSON nodes/);
+    assert.throws(() => checkBody(`[${pad}1${pad},${'['.repeat(MAX_NESTING)}${']'.repeat(MAX_NESTING)}]`), /nested more than 64 levels/);
   });
 
   it(`refuses nesting past ${MAX_NESTING} levels, and allows it up to them`, () => {

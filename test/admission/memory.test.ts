@@ -3,6 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
+import { Options } from '../../src/config/config.js';
 import { admit } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { optedInPod, podReview } from '../helpers/review.js';
@@ -50,17 +51,17 @@ describe('memory of a review', { skip: process.platform !== 'linux' && 'reads /p
     const idle = peakRss();
     const huge = JSON.stringify(podReview(manyContainers(90_000, 2.8 * MIB)));
     assert.ok(huge.length > 2.7 * MIB);
-    const atLimit = manyContainers(1000, 2.8 * MIB);
+    const atLimit = manyContainers(Options.maxContainers.schema.default, 2.8 * MIB);
     const started = Date.now();
     // Several at once, as an apiserver spreading a big rollout would send them.
     const answers = await Promise.all([
       ...Array.from({ length: 2 }, () => httpsRequest(`${url}/mutate`, huge, { ca })),
       ...Array.from({ length: 2 }, () => admit(url, ca, atLimit).then((a) => ({ status: 200, text: '', json: () => ({ response: a.response }) }))),
     ]);
-    // 180 000 objects and lists (--max-json-nodes 50000): refused before it is parsed.
+    // 90 000 containers, 360 000 JSON nodes (--max-json-nodes): refused before it is parsed.
     for (const a of answers.slice(0, 2)) {
       assert.equal(a.status, 400);
-      assert.match(a.json().message, /more than 50000 objects and lists \(--max-json-nodes\)/);
+      assert.match(a.json().message, /more than \d+ JSON nodes \(objects, lists, keys and list items; --max-json-nodes\)/);
     }
     const responses = answers.map((a) => (a.status === 200 ? a.json().response : undefined));
     for (const r of responses.slice(2)) {

@@ -3,11 +3,11 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { createCA, issueServingCert } from '../../src/certs/pki.js';
 import { DefaultPolicy, reconcileCertificate, ROTATION_ANNOTATION, SecretKeys, serviceDnsNames, splitPem, type CertPolicy } from '../../src/certs/bootstrap.js';
-import { createKubeClients, type KubeClients } from '../../src/kube/client.js';
+import { createKubeClients } from '../../src/kube/client.js';
 import { createSecretStore } from '../../src/kube/secret.js';
 import { isPublished, publishCaBundle } from '../../src/kube/webhooks.js';
 import { createLogger } from '../../src/log.js';
-import { startFakeApiServer, webhookConfigObject, type FakeApiServer } from '../kube/fake-apiserver.js';
+import { startFakeApiServer, webhookConfigObject, type FakeApiServer } from '../helpers/fake-apiserver.js';
 
 const NS = 'sidecar-injector';
 const NAME = 'sidecar-injector-tls';
@@ -17,7 +17,6 @@ const logger = createLogger('silent');
 
 describe('certificate bootstrap', () => {
   let api: FakeApiServer;
-  let kube: KubeClients;
   /** Each call is one replica with its own client, as separate pods would be. */
   const replica = (now: () => number = Date.now) => {
     const clients = createKubeClients({ kubeconfig: api.kubeconfig, namespace: NS });
@@ -37,7 +36,6 @@ describe('certificate bootstrap', () => {
 
   before(async () => {
     api = await startFakeApiServer();
-    kube = createKubeClients({ kubeconfig: api.kubeconfig, namespace: NS });
   });
   after(() => api.close());
   beforeEach(async () => {
@@ -45,7 +43,6 @@ describe('certificate bootstrap', () => {
     api = await startFakeApiServer();
     api.putWebhookConfig('mutating', webhookConfigObject('mutating', 'sidecar-injector'));
     api.putWebhookConfig('validating', webhookConfigObject('validating', 'sidecar-injector'));
-    kube = createKubeClients({ kubeconfig: api.kubeconfig, namespace: NS });
   });
 
   it('first start creates the Secret, a CA and a serving certificate for the Service names, and publishes the CA', async () => {

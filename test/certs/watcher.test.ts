@@ -14,7 +14,7 @@ import { serve } from '../../src/main.js';
 import { httpsRequest } from '../helpers/client.js';
 import { podReview, optedInPod } from '../helpers/review.js';
 import { makeTestCerts } from '../helpers/tls.js';
-import { startFakeApiServer, webhookConfigObject } from '../kube/fake-apiserver.js';
+import { startFakeApiServer, webhookConfigObject } from '../helpers/fake-apiserver.js';
 
 const logger = createLogger('silent');
 

@@ -1,19 +1,17 @@
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
 import { before, describe, it } from 'node:test';
 import { admitPod, type Cluster } from '../../src/cli/admit.js';
-import { parseWebhooks, shippedWebhooks } from '../../src/cli/routes.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { podSites } from '../../src/workload/workload.js';
 
 const FIXTURES = 'test/fixtures/cli';
 let set: TemplateSet;
-let contract: Cluster['webhooks'];
 before(async () => {
   set = await loadTemplateSet(`${FIXTURES}/templates`);
-  const file = `${FIXTURES}/webhooks-namespace-opt-in.yaml`;
-  contract = parseWebhooks(await readFile(file, 'utf8'), file);
 });
+
+const shipped = (namespaceLabels: Record<string, string> = {}): Cluster => ({ configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels });
 
 function pod(namespace: string, labels: Record<string, string>): any {
   return podSites({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace, labels }, spec: { containers: [{ name: 'app', image: 'busybox' }] } }, 'default')[0]!;
@@ -33,13 +31,13 @@ describe('admitPod with the namespace opt-in webhooks (issue 12)', () => {
   ];
   for (const [title, namespace, nsLabels, labels, verdict, reason] of cases) {
     it(`decides ${title}: ${verdict} (${reason})`, () => {
-      const a = admitPod(pod(namespace, labels), set, { webhooks: contract, namespaceLabels: nsLabels });
+      const a = admitPod(pod(namespace, labels), set, shipped(nsLabels));
       assert.deepEqual([a.verdict, a.reason], [verdict, reason], a.why.join('; '));
     });
   }
 
   it('says that the namespace opted the pod in', () => {
-    const a = admitPod(pod('shop', {}), set, { webhooks: contract, namespaceLabels: optedInNamespace });
+    const a = admitPod(pod('shop', {}), set, shipped(optedInNamespace));
     assert.equal(a.why[0], 'the namespace is labelled sidecar-injector.io/inject="true" and the pod has no sidecar-injector.io/inject label');
     assert.ok(a.pod.spec?.containers?.some((c) => c.name === 'log-agent'));
   });
@@ -47,16 +45,16 @@ describe('admitPod with the namespace opt-in webhooks (issue 12)', () => {
 
 describe('admitPod with the shipped webhook configurations', () => {
   it('never sends pods of the system namespaces, nor of a runlevel 0 or 1 namespace', async () => {
-    const cluster = { webhooks: shippedWebhooks(), namespaceLabels: {} };
+    const cluster = shipped();
     for (const ns of ['kube-system', 'kube-public', 'kube-node-lease', 'sidecar-injector']) {
       assert.equal(admitPod(pod(ns, { 'sidecar-injector.io/inject': 'true' }), set, cluster).reason, 'namespace-rule', ns);
     }
-    assert.equal(admitPod(pod('infra', { 'sidecar-injector.io/inject': 'true' }), set, { ...cluster, namespaceLabels: { runlevel: '1' } }).reason, 'namespace-rule');
+    assert.equal(admitPod(pod('infra', { 'sidecar-injector.io/inject': 'true' }), set, shipped({ runlevel: '1' })).reason, 'namespace-rule');
     assert.equal(admitPod(pod('shop', { 'sidecar-injector.io/inject': 'true' }), set, cluster).verdict, 'injected');
   });
 
   it('gives the validating handler\'s verdict on the mutated pod', async () => {
-    const cluster = { webhooks: shippedWebhooks(), namespaceLabels: {} };
+    const cluster = shipped();
     const site = pod('shop', { 'sidecar-injector.io/inject': 'true' });
     // The template's container is already in the pod, with another image: /mutate keeps the pod's, /validate refuses it.
     site.pod.spec.containers.push({ name: 'log-agent', image: 'registry.example.com/other:1' });

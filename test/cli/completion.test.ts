@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { cli } from './io.js';
+import { cli } from '../helpers/cli.js';
 
 const hasBash = spawnSync('bash', ['-c', 'true']).status === 0;
 

@@ -1,22 +1,14 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { readFile, readdir, writeFile, mkdtemp } from 'node:fs/promises';
+import { readFile, writeFile, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { PAGE_SIZE } from '../../src/kube/pods.js';
-import { oldTemplates, RETIRED, runningPod, templates } from '../drift/pods.js';
-import { kubeconfigYaml, startFakeApiServer, type FakeApiServer } from '../kube/fake-apiserver.js';
-import { cli } from './io.js';
+import { oldTemplates, RETIRED, runningPod, templates } from '../helpers/running-pods.js';
+import { kubeconfigYaml, startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
+import { cli, golden } from '../helpers/cli.js';
 
 const TEMPLATES_DIR = 'test/fixtures/cli/templates';
-const GOLDEN = 'test/fixtures/cli/golden';
-
-async function golden(name: string, actual: string): Promise<void> {
-  const file = join(GOLDEN, name);
-  if (process.env['REFRESH_GOLDEN'] === 'true') await writeFile(file, actual);
-  assert.equal(actual, await readFile(file, 'utf8'), `${file} differs; REFRESH_GOLDEN=true npm test rewrites it after an intended change`);
-}
 
 const apps = (kind: string, name: string) => ({ apiVersion: 'apps/v1', kind, name });
 const batch = (kind: string, name: string) => ({ apiVersion: 'batch/v1', kind, name });
@@ -122,21 +114,6 @@ describe('sidecar-injector drift (against a fake API server, through a kubeconfi
     const r = await withEnv({ HOME: home, KUBECONFIG: undefined, KUBERNETES_SERVICE_HOST: undefined }, () => cli(['drift']));
     assert.equal(r.code, 1);
     assert.equal(r.err, 'sidecar-injector: cannot configure the Kubernetes client: no kubeconfig found ($KUBECONFIG is not set and ~/.kube/config does not exist); pass --kubeconfig or run in a pod with a ServiceAccount\n');
-  });
-
-  it('reads every page of a long pod list', async () => {
-    const big = await startFakeApiServer();
-    try {
-      const current = templates();
-      big.putObject({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' }, data: Object.fromEntries((await readdir(TEMPLATES_DIR)).map((f) => [f, readFileSync(join(TEMPLATES_DIR, f), 'utf8')])) });
-      const pod = runningPod(current, { namespace: 'bulk', name: 'p' });
-      for (let i = 0; i <= PAGE_SIZE; i++) big.putObject({ ...pod, metadata: { ...pod.metadata, name: `p-${String(i).padStart(4, '0')}` } });
-      const r = await cli(['drift', '-n', 'bulk', '--all', '-o', 'json', '--kubeconfig', big.kubeconfig]);
-      assert.equal(JSON.parse(r.out).injected, PAGE_SIZE + 1);
-      assert.equal(big.calls.filter((c) => c.path === '/api/v1/namespaces/bulk/pods').length, 2);
-    } finally {
-      await big.close();
-    }
   });
 
   it('says what to do when the templates ConfigMap is not there, or named wrongly', async () => {

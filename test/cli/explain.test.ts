@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
-import { readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { cli } from './io.js';
+import { cli, golden } from '../helpers/cli.js';
 
 const FIXTURES = 'test/fixtures/cli';
 const ARGS = ['-f', `${FIXTURES}/explain.yaml`, '--templates-dir', `${FIXTURES}/templates`];
@@ -46,9 +44,7 @@ describe('sidecar-injector explain', () => {
 
   it('says why, with which templates, where each goes, and what was overridden (text golden)', async () => {
     const text = await explain(ARGS);
-    const file = join(FIXTURES, 'golden', 'explain.txt');
-    if (process.env['REFRESH_GOLDEN'] === 'true') await writeFile(file, text);
-    assert.equal(text, await readFile(file, 'utf8'));
+    await golden('explain.txt', text);
     assert.match(text, /Pod default\/defaults: injected with log-agent \(injected\)\n {2}- label sidecar-injector.io\/inject="true"\n {2}- no sidecar-injector.io\/templates annotation: the default templates apply/);
     assert.match(text, /\* mesh: container "mesh-proxy" \(registry.example.com\/mesh-proxy:2.0.1\) in containers, first/);
     assert.match(text, /\* log-agent: .*image overridden to registry.example.com\/log-agent:2.0.0/);

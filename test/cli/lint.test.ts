@@ -1,21 +1,14 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { cli } from './io.js';
+import { cli, golden } from '../helpers/cli.js';
 
 const FIXTURES = 'test/fixtures/cli';
-const REFRESH = process.env['REFRESH_GOLDEN'] === 'true';
 
 function lint(args: string[]): ReturnType<typeof cli> {
   return cli(['lint', ...args]);
-}
-
-async function golden(name: string, actual: string): Promise<void> {
-  const file = join(FIXTURES, 'golden', name);
-  if (REFRESH) await writeFile(file, actual);
-  assert.equal(actual, await readFile(file, 'utf8'), `${file} differs; REFRESH_GOLDEN=true npm test rewrites it after an intended change`);
 }
 
 describe('sidecar-injector lint', () => {

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { parseLabels } from '../../src/cli/program.js';
 import { Options } from '../../src/config/config.js';
-import { cli } from './io.js';
+import { cli, golden } from '../helpers/cli.js';
 
 /** The flags each command must list in its own help (the contract between the engineers, BRIEF 2). */
 const Flags: Record<string, readonly string[]> = {
@@ -61,18 +61,6 @@ describe('sidecar-injector (the command line)', () => {
     assert.match(bad.err, /Expected key=value pairs separated by commas, got "oops"/);
   });
 });
-
-const GOLDEN = 'test/fixtures/cli/golden';
-
-/** Compares with the golden file, or rewrites it when REFRESH_GOLDEN=true. */
-async function golden(name: string, actual: string): Promise<void> {
-  const file = join(GOLDEN, name);
-  if (process.env['REFRESH_GOLDEN'] === 'true') {
-    await mkdir(dirname(file), { recursive: true });
-    await writeFile(file, actual);
-  }
-  assert.equal(actual, await readFile(file, 'utf8'), `${file} differs; REFRESH_GOLDEN=true npm test rewrites it after an intended change`);
-}
 
 // serve's flags are one line per row of the Options table, which other changes extend: the golden file
 // holds serve's text around them (the help column's width, which the longest flag sets, too), and the

@@ -8,14 +8,14 @@ import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 import { admit } from '../helpers/apiserver.js';
+import { CLI_ENTRY } from '../helpers/cli.js';
 import { optedInPod } from '../helpers/review.js';
 
-const CLI = ['--import', 'tsx', 'src/cli/index.ts'];
 
 /** Runs the CLI to completion and returns its exit code and output. */
 function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...CLI_ENTRY, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -27,7 +27,7 @@ function runCli(args: string[]): Promise<{ code: number | null; stdout: string; 
 describe('sidecar-injector serve', () => {
   it('serves the bundled templates with a self-signed certificate and exits 0 on SIGTERM', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'serve-'));
-    const child = spawn(process.execPath, [...CLI, 'serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--self-signed-dir', dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [...CLI_ENTRY, 'serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--self-signed-dir', dir], { stdio: ['ignore', 'pipe', 'inherit'] });
     const logs: any[] = [];
     const started = new Promise<void>((resolve, reject) => {
       createInterface({ input: child.stdout }).on('line', (line) => {

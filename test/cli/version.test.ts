@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import { versionCommand } from '../../src/cli/version.js';
-import { captureIO, cli } from './io.js';
+import { captureIO, cli } from '../helpers/cli.js';
 
 describe('sidecar-injector version', () => {
   it('prints the package version and the Node.js version; no commit when run from source', async () => {

@@ -8,7 +8,7 @@ import { parseAllDocuments } from 'yaml';
 import { runCli } from '../../src/cli/program.js';
 import { TemplateSetError } from '../../src/errors.js';
 import { compileTemplateSet } from '../../src/templates/load.js';
-import { captureIO } from '../cli/io.js';
+import { captureIO } from '../helpers/cli.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { admissionView } from './admission-view.js';
 import { Apiserver, corpusManifests, corpusTemplates, DefaultNamespace, PodsDir, pool, SidecarsDir, type CorpusManifest, type CorpusTemplate, type Outcome } from './corpus.js';

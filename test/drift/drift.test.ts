@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { compareStatus, driftReport, podDrift, recordedStatus, rolloutCommand, StaleReason, workloadOf } from '../../src/drift/drift.js';
 import type { Pod } from '../../src/kube/types.js';
-import { oldTemplates, RETIRED, runningPod, templates } from './pods.js';
+import { oldTemplates, RETIRED, runningPod, templates } from '../helpers/running-pods.js';
 
 const current = templates();
 const web = { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-7c9f8b6d4' };

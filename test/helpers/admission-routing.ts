@@ -1,4 +1,5 @@
-import { webhookCalls, type Labels, type WebhookCall, type WebhookConfiguration } from '../../src/kube/selectors.js';
+import { webhookCalls, type WebhookCall } from '../../src/kube/selectors.js';
+import type { Labels, WebhookConfiguration } from '../../src/kube/types.js';
 
 /**
  * A stand-in for the kube-apiserver's admission dispatch, for the webhook configurations a test

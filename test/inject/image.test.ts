@@ -5,14 +5,15 @@ import { imageRepository, parseImage, sameRepository } from '../../src/inject/im
 const SHA = 'sha256:' + 'a1'.repeat(32);
 
 describe('parseImage', () => {
+  it("reads every spelling of Docker Hub's library/busybox as docker.io/library/busybox:latest", () => {
+    for (const ref of ['busybox', 'library/busybox', 'docker.io/busybox', 'docker.io/library/busybox', 'index.docker.io/library/busybox', 'index.docker.io/busybox']) {
+      assert.deepEqual(parseImage(ref), { domain: 'docker.io', path: 'library/busybox', repository: 'docker.io/library/busybox', tag: 'latest' }, ref);
+    }
+  });
+
   // [reference, repository, tag, digest]: what the runtime pulls (distribution/reference normalize.go).
   const valid: readonly (readonly [string, string, string | undefined, string | undefined])[] = [
-    ['busybox', 'docker.io/library/busybox', 'latest', undefined],
     ['busybox:1.36', 'docker.io/library/busybox', '1.36', undefined],
-    ['library/busybox', 'docker.io/library/busybox', 'latest', undefined],
-    ['docker.io/busybox', 'docker.io/library/busybox', 'latest', undefined],
-    ['docker.io/library/busybox', 'docker.io/library/busybox', 'latest', undefined],
-    ['index.docker.io/library/busybox', 'docker.io/library/busybox', 'latest', undefined],
     ['index.docker.io/busybox:1.36', 'docker.io/library/busybox', '1.36', undefined],
     [`docker.io/busybox@${SHA}`, 'docker.io/library/busybox', undefined, SHA],
     [`busybox:1.36@${SHA}`, 'docker.io/library/busybox', '1.36', SHA],

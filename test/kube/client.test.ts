@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createKubeClients, KubeSource, SERVICE_ACCOUNT_DIR } from '../../src/kube/client.js';
 import type { InjectorError } from '../../src/errors.js';
-import { startFakeApiServer } from './fake-apiserver.js';
+import { startFakeApiServer } from '../helpers/fake-apiserver.js';
 
 describe('kube client', () => {
   it('uses the ServiceAccount token, CA and namespace inside a pod', async () => {

@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import type { InjectorError } from '../../src/errors.js';
 import { createKubeClients } from '../../src/kube/client.js';
 import { createSecretStore, type SecretStore } from '../../src/kube/secret.js';
-import { startFakeApiServer, type FakeApiServer } from './fake-apiserver.js';
+import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
 
 describe('secret store', () => {
   let api: FakeApiServer;

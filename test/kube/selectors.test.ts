@@ -1,7 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { InjectorError } from '../../src/errors.js';
-import { selectorMatches, shippedWebhookPaths, webhookCalls, type LabelSelector, type WebhookConfiguration } from '../../src/kube/selectors.js';
+import { namespaceCalls, selectorMatches, webhookCalls, type PodCreate } from '../../src/kube/selectors.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
+import type { LabelSelector, WebhookConfiguration } from '../../src/kube/types.js';
 
 // The cases of k8s.io/apimachinery's labels selector (LabelSelectorAsSelector and Requirement.Matches),
 // written out by hand: each row is a selector, labels, and what the apiserver decides.
@@ -72,19 +74,36 @@ describe('webhookCalls', () => {
     assert.equal(calls[1]!.failurePolicy, 'Fail', 'admissionregistration/v1 defaults failurePolicy to Fail');
   });
 
+  it('sends the review of a url-based webhook to its URL', () => {
+    const remote: WebhookConfiguration = { kind: 'MutatingWebhookConfiguration', metadata: { name: 'r' }, webhooks: [{ ...hook('remote'), clientConfig: { url: 'https://hooks.example.com/inject' } }] };
+    assert.deepEqual(webhookCalls({ namespace: 'shop' }, [remote]).map((c) => c.path), ['https://hooks.example.com/inject']);
+  });
+
   it('gives every namespace the kubernetes.io/metadata.name label the apiserver sets, whatever the caller says', () => {
     assert.ok(webhookCalls({ namespace: 'shop' }, configs).some((c) => c.webhook === 'named'));
     assert.ok(!webhookCalls({ namespace: 'other', namespaceLabels: { 'kubernetes.io/metadata.name': 'shop' } }, configs).some((c) => c.webhook === 'named'));
   });
 });
 
-describe('shippedWebhookPaths', () => {
+describe('webhookCalls with the shipped webhook configurations', () => {
+  const paths = (pod: PodCreate): string[] => webhookCalls(pod, SHIPPED_WEBHOOK_CONFIGURATIONS).map((c) => c.path);
+
   it('sends pods labelled "true" to the pod-scope paths, and every pod not labelled "false" of an opted-in namespace to the namespace paths', () => {
     const optedIn = { [`sidecar-injector.io/inject`]: 'true' };
-    assert.deepEqual(shippedWebhookPaths({ namespace: 'shop', podLabels: optedIn }), ['/mutate', '/validate']);
-    assert.deepEqual(shippedWebhookPaths({ namespace: 'shop' }), []);
-    assert.deepEqual(shippedWebhookPaths({ namespace: 'shop', namespaceLabels: optedIn }), ['/mutate/namespace', '/validate/namespace']);
-    assert.deepEqual(shippedWebhookPaths({ namespace: 'shop', namespaceLabels: optedIn, podLabels: { 'sidecar-injector.io/inject': 'false' } }), []);
-    assert.deepEqual(shippedWebhookPaths({ namespace: 'kube-system', namespaceLabels: optedIn, podLabels: optedIn }), []);
+    assert.deepEqual(paths({ namespace: 'shop', podLabels: optedIn }), ['/mutate', '/validate']);
+    assert.deepEqual(paths({ namespace: 'shop' }), []);
+    assert.deepEqual(paths({ namespace: 'shop', namespaceLabels: optedIn }), ['/mutate/namespace', '/validate/namespace']);
+    assert.deepEqual(paths({ namespace: 'shop', namespaceLabels: optedIn, podLabels: { 'sidecar-injector.io/inject': 'false' } }), []);
+    assert.deepEqual(paths({ namespace: 'kube-system', namespaceLabels: optedIn, podLabels: optedIn }), []);
+  });
+});
+
+describe('namespaceCalls', () => {
+  it('lists the webhooks that take some pod of the namespace, whatever their objectSelector, and none for an excluded namespace', () => {
+    const open = namespaceCalls({ namespace: 'shop' }, SHIPPED_WEBHOOK_CONFIGURATIONS);
+    assert.deepEqual(open.map((c) => c.path), ['/mutate', '/validate']);
+    assert.deepEqual(namespaceCalls({ namespace: 'shop', namespaceLabels: { 'sidecar-injector.io/inject': 'true' } }, SHIPPED_WEBHOOK_CONFIGURATIONS).map((c) => c.path), ['/mutate/namespace', '/validate/namespace']);
+    assert.deepEqual(namespaceCalls({ namespace: 'kube-system' }, SHIPPED_WEBHOOK_CONFIGURATIONS), []);
+    assert.deepEqual(namespaceCalls({ namespace: 'infra', namespaceLabels: { runlevel: '0' } }, SHIPPED_WEBHOOK_CONFIGURATIONS), []);
   });
 });

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createKubeClients, type KubeClients } from '../../src/kube/client.js';
 import { bundleOps, BundleState, isPublished, publishCaBundle } from '../../src/kube/webhooks.js';
 import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
-import { startFakeApiServer, webhookConfigObject, type FakeApiServer } from './fake-apiserver.js';
+import { startFakeApiServer, webhookConfigObject, type FakeApiServer } from '../helpers/fake-apiserver.js';
 
 const PEM = '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n';
 const b64 = (s: string): string => Buffer.from(s).toString('base64');

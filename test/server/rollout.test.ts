@@ -23,7 +23,15 @@ spec:
       image: envoyproxy/envoy:v1.31.0
 `;
 
-const OLD = `apiVersion: sidecar-injector.io/v1alpha1
+/**
+ * The log-shipper template at one version: the registry its images come from, and whether it has
+ * the config volume and the forwarder container the new version adds.
+ */
+function logShipper({ registry, config = false, forwarder = false }: { registry: string; config?: boolean; forwarder?: boolean }): string {
+  const configMount = config ? '        - { name: shipper-config, mountPath: /etc/shipper }\n' : '';
+  const forwarderContainer = forwarder ? `    - name: log-forwarder\n      image: ${registry}/fluent-forwarder:1.0\n` : '';
+  const configVolume = config ? '    - name: shipper-config\n      emptyDir: {}\n' : '';
+  return `apiVersion: sidecar-injector.io/v1alpha1
 kind: SidecarTemplate
 metadata:
   name: log-shipper
@@ -31,37 +39,19 @@ spec:
   default: true
   containers:
     - name: log-shipper
-      image: k8s.gcr.io/fluent-bit:3.1
+      image: ${registry}/fluent-bit:3.1
       volumeMounts:
         - { name: app-logs, mountPath: /var/log/app }
-  volumes:
+${configMount}${forwarderContainer}  volumes:
     - name: app-logs
       emptyDir: {}
-`;
+${configVolume}`;
+}
 
-const NEW = `apiVersion: sidecar-injector.io/v1alpha1
-kind: SidecarTemplate
-metadata:
-  name: log-shipper
-spec:
-  default: true
-  containers:
-    - name: log-shipper
-      image: registry.k8s.io/fluent-bit:3.1
-      volumeMounts:
-        - { name: app-logs, mountPath: /var/log/app }
-        - { name: shipper-config, mountPath: /etc/shipper }
-    - name: log-forwarder
-      image: registry.k8s.io/fluent-forwarder:1.0
-  volumes:
-    - name: app-logs
-      emptyDir: {}
-    - name: shipper-config
-      emptyDir: {}
-`;
-
+const OLD = logShipper({ registry: 'k8s.gcr.io' });
+const NEW = logShipper({ registry: 'registry.k8s.io', config: true, forwarder: true });
 /** The same change without the added container: what a replica that never served OLD can vouch for. */
-const MOVED = NEW.replace(/    - name: log-forwarder\n.*\n/, '');
+const MOVED = logShipper({ registry: 'registry.k8s.io', config: true });
 
 async function templatesDir(logShipper: string): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'rollout-'));
@@ -72,7 +62,6 @@ async function templatesDir(logShipper: string): Promise<string> {
 
 const names = (list: any[] | undefined): string[] => (list ?? []).map((c) => c.name);
 const status = (pod: any): any => JSON.parse(pod.metadata.annotations['sidecar-injector.io/status']);
-const both = ['log-shipper', 'proxy'];
 const pod = (templates?: string): any => optedInPod(templates === undefined ? {} : { annotations: { 'sidecar-injector.io/templates': templates } });
 
 /** Polls until the server injects the image it should have after a reload (a few seconds at most). */

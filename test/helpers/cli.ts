@@ -1,3 +1,6 @@
+import assert from 'node:assert/strict';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import type { IO } from '../../src/cli/args.js';
 import { runCli } from '../../src/cli/program.js';
@@ -27,4 +30,22 @@ export async function cli(args: readonly string[], stdin = ''): Promise<CliResul
   const io = captureIO(stdin);
   const code = await runCli(args, io);
   return { code, out: io.out(), err: io.err() };
+}
+
+/** node's arguments that run the real binary from source (`node --import tsx src/cli/index.ts ...`), for tests that spawn it. */
+export const CLI_ENTRY: readonly string[] = ['--import', 'tsx', 'src/cli/index.ts'];
+
+const GOLDEN = 'test/fixtures/cli/golden';
+
+/**
+ * Compares what a command printed with `test/fixtures/cli/golden/<name>`, or rewrites that file
+ * (and its folder) when REFRESH_GOLDEN=true after an intended change (Istio's convention).
+ */
+export async function golden(name: string, actual: string): Promise<void> {
+  const file = join(GOLDEN, name);
+  if (process.env['REFRESH_GOLDEN'] === 'true') {
+    await mkdir(dirname(file), { recursive: true });
+    await writeFile(file, actual);
+  }
+  assert.equal(actual, await readFile(file, 'utf8'), `${file} differs; REFRESH_GOLDEN=true npm test rewrites it after an intended change`);
 }

@@ -5,7 +5,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fastJsonPatch from 'fast-json-patch';
-import { makeTestCerts } from '../helpers/tls.js';
+import { makeTestCerts } from './tls.js';
 
 const { applyPatch } = fastJsonPatch;
 
