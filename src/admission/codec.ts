@@ -128,46 +128,103 @@ export const MAX_NESTING = 64;
 
 /**
  * What a review body may hold before it is parsed. JSON.parse pays per value it makes, and most
- * for what V8 has not seen before: a key name new to it costs about 1.5 µs (a new hidden class
- * and an interned string), a short string value new to it about 0.3 µs, anything else 0.03 to
- * 0.15 µs. Before the nodes were counted this way, 2.6 MiB of small objects with distinct keys
- * held the event loop for half a second, and 3 MiB of distinct short strings in one list (a
- * container's args) for a third of one, though neither held many objects or lists; so such
- * bodies are refused before JSON.parse sees them (README, "Limits per review").
+ * for an object layout V8 has not seen before: a key that extends its object's keys so far in a
+ * way new to V8 costs about 1.5 µs (a new hidden class, and an interned string when the name is
+ * new too), whether the name is new or only its place after the keys before it (64 names in
+ * shuffled orders cost nearly as much as distinct ones). A short string value new to V8 costs
+ * about 0.3 µs, anything else 0.03 to 0.15 µs. So the nodes are bounded generously, and the
+ * layouts, which a real pod has few of, tightly (README, "Limits per review").
  */
 export interface BodyLimits {
   /** Keys of one JSON object (`--max-object-keys`). */
   readonly objectKeys: number;
   /** Objects, lists, keys and list items in the whole body (`--max-json-nodes`): every value JSON.parse makes. */
   readonly nodes: number;
+  /**
+   * Distinct object layouts in the whole body (`--max-object-layouts`): the distinct runs of key
+   * names that begin an object, so a key counts once per distinct run of keys before it in its
+   * object. Each is a hidden class JSON.parse may have to make. At least the distinct key names.
+   */
+  readonly objectLayouts: number;
 }
 
-export const DefaultBodyLimits: BodyLimits = Object.freeze({ objectKeys: Options.maxObjectKeys.schema.default, nodes: Options.maxJsonNodes.schema.default });
+export const DefaultBodyLimits: BodyLimits = Object.freeze({
+  objectKeys: Options.maxObjectKeys.schema.default,
+  nodes: Options.maxJsonNodes.schema.default,
+  objectLayouts: Options.maxObjectLayouts.schema.default,
+});
 
 /**
- * Refuses a body nested deeper than MAX_NESTING, with an object of more keys, or with more nodes
- * (objects, lists, keys and list items) than `limits` allow, before JSON.parse. A scan of the text
- * that jumps over strings with indexOf and over long runs of anything else (numbers, white space)
- * with a regular expression, both native, so it costs a fraction of the parse; malformed JSON is
- * left for the parser.
+ * Refuses a body nested deeper than MAX_NESTING, with an object of more keys, more nodes (objects,
+ * lists, keys and list items) or more object layouts than `limits` allow, before JSON.parse. A scan
+ * of the text that jumps over strings with indexOf and over long runs of anything else (numbers,
+ * white space) with a regular expression, both native, so it costs a fraction of the parse;
+ * malformed JSON is left for the parser. Layouts are never more than keys, so only a body of more
+ * keys than `limits.objectLayouts` (none the apiserver sends for a real pod) is scanned again to
+ * count them: every other review pays nothing for that limit.
  */
 export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits): void {
+  const keys = scan(text, limits, undefined);
+  if (keys > limits.objectLayouts) scan(text, limits, layoutCounter(text, limits.objectLayouts));
+}
+
+/** Called with the bounds of each key's name in the text (quotes excluded) and its object's depth. */
+type KeyVisitor = (start: number, end: number, depth: number, first: boolean) => void;
+
+/**
+ * Counts the distinct layouts of the body's objects as V8 builds them: an object's layout after a
+ * key is the one before it plus that key (a transition tree), so a key makes a new one when the
+ * pair (layout so far, name) is new. Names are compared as the text writes them (the apiserver's
+ * encoding/json writes each name one way). Holds at most `limit` names: it throws past them.
+ */
+function layoutCounter(text: string, limit: number): KeyVisitor {
+  // The layout each open object has reached, by depth; 0 is the empty object's.
+  const at = new Int32Array(MAX_NESTING + 2);
+  // The layouts one key leads to from each layout, by the name of the key.
+  const next: (Map<string, number> | undefined)[] = [];
+  let layouts = 0;
+  return (start, end, depth, first) => {
+    const from = first ? 0 : at[depth]!;
+    let byName = next[from];
+    if (byName === undefined) next[from] = byName = new Map();
+    const name = text.slice(start, end);
+    let to = byName.get(name);
+    if (to === undefined) {
+      if (++layouts > limit) {
+        throw invalid(`the body holds more than ${limit} distinct object layouts (runs of key names; --${Options.maxObjectLayouts.flag}); no real pod holds that many`);
+      }
+      byName.set(name, (to = layouts));
+    }
+    at[depth] = to;
+  };
+}
+
+/** The scan of checkBody: throws past the limits, else returns the keys in the body (-1 when the JSON is malformed). */
+function scan(text: string, limits: BodyLimits, onKey: KeyVisitor | undefined): number {
   // Per open level: -1 for a list, else the keys of the object seen so far.
   const keys = new Int32Array(MAX_NESTING + 2);
   let depth = 0;
   let nodes = 0;
+  let allKeys = 0;
   let plain = 0;
+  // The last string, which a colon makes a key.
+  let stringStart = 0;
+  let stringEnd = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === QUOTE) {
+      stringStart = i + 1;
       i = closingQuote(text, i);
-      if (i < 0) return;
+      if (i < 0) return -1;
+      stringEnd = i;
     } else if (c === COLON) {
       // A key (and so its value).
       if (keys[depth]! >= 0 && ++keys[depth]! > limits.objectKeys) {
         throw invalid(`the body has an object of more than ${limits.objectKeys} keys (--${Options.maxObjectKeys.flag}); no real pod has a map that large`);
       }
       if (++nodes > limits.nodes) throw tooManyNodes(limits.nodes);
+      allKeys++;
+      if (onKey !== undefined) onKey(stringStart, stringEnd, depth, keys[depth] === 1);
     } else if (c === COMMA) {
       // One more list item (a list's first item is counted with the list).
       if (keys[depth] === -1 && ++nodes > limits.nodes) throw tooManyNodes(limits.nodes);
@@ -183,7 +240,7 @@ export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits):
       // character that matters, natively, rather than one at a time here.
       STRUCTURE.lastIndex = i;
       const next = STRUCTURE.exec(text);
-      if (next === null) return;
+      if (next === null) break;
       i = next.index - 1;
       plain = 0;
       continue;
@@ -192,6 +249,7 @@ export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits):
     }
     plain = 0;
   }
+  return allKeys;
 }
 
 function tooManyNodes(limit: number): InjectorError {
