@@ -164,59 +164,93 @@ export const DefaultBodyLimits: BodyLimits = Object.freeze({
  * count them: every other review pays nothing for that limit.
  */
 export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits): void {
-  const keys = scan(text, limits, undefined);
-  if (keys > limits.objectLayouts) scan(text, limits, layoutCounter(text, limits.objectLayouts));
+  if (scan(text, limits) > limits.objectLayouts) countLayouts(text, limits.objectLayouts);
 }
-
-/** Called with the bounds of each key's name in the text (quotes excluded) and its object's depth. */
-type KeyVisitor = (start: number, end: number, depth: number, first: boolean) => void;
 
 /**
  * Counts the distinct layouts of the body's objects as V8 builds them: an object's layout after a
  * key is the one before it plus that key (a transition tree), so a key makes a new one when the
  * pair (layout so far, name) is new. Names are compared as the text writes them (the apiserver's
- * encoding/json writes each name one way). Holds at most `limit` names: it throws past them.
+ * encoding/json writes each name one way). Holds at most `limit` layouts and names: it throws past them.
  */
-function layoutCounter(text: string, limit: number): KeyVisitor {
-  // The layout each open object has reached, by depth; 0 is the empty object's.
+function countLayouts(text: string, limit: number): void {
+  // The layout each open object has reached, by depth (0: the empty object's), and the depth;
+  // the nesting was checked by the first scan.
   const at = new Int32Array(MAX_NESTING + 2);
-  // The layouts one key leads to from each layout, by the name of the key.
-  const next: (Map<string, number> | undefined)[] = [];
-  let layouts = 0;
-  return (start, end, depth, first) => {
-    const from = first ? 0 : at[depth]!;
-    let byName = next[from];
-    if (byName === undefined) next[from] = byName = new Map();
-    const name = text.slice(start, end);
-    let to = byName.get(name);
-    if (to === undefined) {
-      if (++layouts > limit) {
-        throw invalid(`the body holds more than ${limit} distinct object layouts (runs of key names; --${Options.maxObjectLayouts.flag}); no real pod holds that many`);
+  let depth = 0;
+  // Each name seen, numbered from 1, and each layout by the pair (layout before, name) it adds,
+  // as one number (a small integer while the limit is under 2 ** 15).
+  const names = new Map<string, number>();
+  const layouts = new Map<number, number>();
+  const base = limit + 1;
+  // The last key taken from each layout and where it led: objects of one kind repeat their keys
+  // in the same order (a pod's env vars, managedFields), so most keys are found without a slice.
+  const lastName: (string | undefined)[] = [];
+  const lastTo = new Int32Array(base + 1);
+  let stringStart = 0;
+  let stringEnd = 0;
+  let plain = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      stringStart = i + 1;
+      i = closingQuote(text, i);
+      if (i < 0) return;
+      stringEnd = i;
+    } else if (c === COLON) {
+      const from = at[depth]!;
+      const last = lastName[from];
+      if (last !== undefined && last.length === stringEnd - stringStart && text.startsWith(last, stringStart)) {
+        at[depth] = lastTo[from]!;
+      } else {
+        const name = text.slice(stringStart, stringEnd);
+        let id = names.get(name);
+        if (id === undefined) names.set(name, (id = names.size + 1));
+        const pair = from * base + id;
+        let to = layouts.get(pair);
+        if (to === undefined) {
+          if (layouts.size >= limit) {
+            throw invalid(`the body holds more than ${limit} distinct object layouts (runs of key names; --${Options.maxObjectLayouts.flag}); no real pod holds that many`);
+          }
+          layouts.set(pair, (to = layouts.size + 1));
+        }
+        lastName[from] = name;
+        lastTo[from] = to;
+        at[depth] = to;
       }
-      byName.set(name, (to = layouts));
+    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+      at[++depth] = 0;
+    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      depth = Math.max(0, depth - 1);
+    } else if (c === COMMA) {
+      // Nothing to count, but the end of a plain run, as in scan.
+    } else if (++plain > PLAIN_RUN) {
+      STRUCTURE.lastIndex = i;
+      const next = STRUCTURE.exec(text);
+      if (next === null) return;
+      i = next.index - 1;
+      plain = 0;
+      continue;
+    } else {
+      continue;
     }
-    at[depth] = to;
-  };
+    plain = 0;
+  }
 }
 
 /** The scan of checkBody: throws past the limits, else returns the keys in the body (-1 when the JSON is malformed). */
-function scan(text: string, limits: BodyLimits, onKey: KeyVisitor | undefined): number {
+function scan(text: string, limits: BodyLimits): number {
   // Per open level: -1 for a list, else the keys of the object seen so far.
   const keys = new Int32Array(MAX_NESTING + 2);
   let depth = 0;
   let nodes = 0;
   let allKeys = 0;
   let plain = 0;
-  // The last string, which a colon makes a key.
-  let stringStart = 0;
-  let stringEnd = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === QUOTE) {
-      stringStart = i + 1;
       i = closingQuote(text, i);
       if (i < 0) return -1;
-      stringEnd = i;
     } else if (c === COLON) {
       // A key (and so its value).
       if (keys[depth]! >= 0 && ++keys[depth]! > limits.objectKeys) {
@@ -224,7 +258,6 @@ function scan(text: string, limits: BodyLimits, onKey: KeyVisitor | undefined): 
       }
       if (++nodes > limits.nodes) throw tooManyNodes(limits.nodes);
       allKeys++;
-      if (onKey !== undefined) onKey(stringStart, stringEnd, depth, keys[depth] === 1);
     } else if (c === COMMA) {
       // One more list item (a list's first item is counted with the list).
       if (keys[depth] === -1 && ++nodes > limits.nodes) throw tooManyNodes(limits.nodes);
