@@ -70,6 +70,30 @@ describe('checkBody', () => {
     assert.throws(() => checkBody(`{"a":"]]]]","b":${nest(MAX_NESTING + 1)}}`), /nested more than 64 levels/);
   });
 
+  it('counts object layouts: a key name once per distinct run of keys before it in its object', () => {
+    const layouts = { objectKeys: 1000, nodes: 1000, objectLayouts: 4 };
+    const refused = (text: string): boolean => {
+      try {
+        checkBody(text, layouts);
+        return false;
+      } catch (err) {
+        assert.match((err as Error).message, /more than 4 distinct object layouts \(runs of key names; --max-object-layouts\)/);
+        return true;
+      }
+    };
+    // Objects of one kind share their layouts however many there are: a, a+b.
+    assert.equal(refused(`[${Array(50).fill('{"a":0,"b":0}').join(',')}]`), false);
+    // The same name at every depth: one layout.
+    assert.equal(refused('{"a":{"a":{"a":{"a":{"a":{"a":0}}}}}}'), false);
+    // Names the body has seen, in a new order: a, a+b, b, b+a, c.
+    assert.equal(refused('[{"a":0,"b":0},{"b":0,"a":0},{"c":0}]'), true);
+    // Five distinct names: a, a+b, a+b+c, x, y.
+    assert.equal(refused('{"a":{"x":0},"b":{"y":0},"c":1}'), true);
+    // Names are read as strings: quotes, colons and braces inside them are not structure.
+    assert.equal(refused(`[${Array(20).fill('{"k:{\\"name\\":\\"A\\"}":{".":{}},"f:{x}":0}').join(',')}]`), false);
+    assert.equal(refused('[{"k:{\\"name\\":\\"A\\"}":0},{"k:{\\"name\\":\\"B\\"}":0},{"a":0},{"b":0},{"c":0}]'), true);
+  });
+
   it('leaves malformed JSON to the parser', () => {
     assert.equal(refusal('{"unterminated'), undefined);
     assert.equal(refusal(']]]]'), undefined);
