@@ -8,6 +8,7 @@
  */
 import { Writable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
+import fastJsonPatch from 'fast-json-patch';
 import { decodeReview, encodeAnswer } from '../src/admission/codec.js';
 import { createHandlers } from '../src/admission/handlers.js';
 import { ReviewPipeline } from '../src/admission/pipeline.js';
@@ -32,11 +33,16 @@ export async function measureSteps(size: PodSize, iterations = 20000): Promise<S
   const set = await loadTemplateSet('templates');
   const handlers = createHandlers({ templates: () => set });
   const mutate = handlers.byPath.get('/mutate')!;
+  const validate = handlers.byPath.get('/validate')!;
   const metrics = createMetrics({ processMetrics: false });
   const log = logReviews(createLogger('info', new Writable({ write: (_c, _e, cb) => cb() }) as never));
   const parsed = JSON.parse(text);
   const review = decodeReview(parsed);
   const verdict = mutate(review.request);
+  // The pod as the apiserver stores it after the patch, as /validate sees every opted-in pod.
+  const patched = fastJsonPatch.applyPatch(structuredClone(review.request.object), JSON.parse(Buffer.from(verdict.response.patch ?? '', 'base64').toString('utf8'))).newDocument;
+  const injected = { ...review.request, object: patched };
+  if (validate(injected).decision !== 'allowed') throw new Error('the validating handler did not allow the injected pod');
   // A pipeline whose answer cache holds this pod's answer, confirmed as the server's is after three reviews.
   const cached = new ReviewPipeline({ endpoint: '/mutate', handle: mutate, generation: handlers.generation, answerCacheBytes: ANSWER_CACHE_BYTES });
   for (const uid of ['00000000-0000-4000-8000-00000000000a', '00000000-0000-4000-8000-00000000000b', '00000000-0000-4000-8000-00000000000c']) cached.review(withUid(uid));
@@ -56,6 +62,7 @@ export async function measureSteps(size: PodSize, iterations = 20000): Promise<S
     time('JSON.parse of the body (the floor does this too)', () => JSON.parse(text)),
     time('envelope check (decodeReview)', () => decodeReview(parsed)),
     time('mutate: select, render, inject, diff, patch, audit', () => mutate(review.request)),
+    time('validate: select, render, check the sidecars, audit (the injected pod)', () => validate(injected)),
     time('answer JSON (encodeAnswer)', () => encodeAnswer(review, verdict.response)),
     time('metrics (observeReview)', () => metrics.observeReview(record)),
     time('log line (pino, to a null stream)', () => log(record)),

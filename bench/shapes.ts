@@ -132,9 +132,11 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
   typical: () => ({ name: 'typical', what: 'a pod of 1 container (reference)', text: review(pod({}, { containers: [app] })) }),
   'annotations-256k': () => {
     // As many keys as --max-object-keys and --max-object-layouts allow (one map's keys are as
-    // many layouts; the rest of the pod takes a few tens), long enough to fill Kubernetes' 256 KiB.
+    // many layouts; the rest of the pod takes a few tens), long enough to fill Kubernetes' 256 KiB
+    // but for 1 KiB left to what the injector adds (its status annotation; a fuller pod is
+    // refused, ANNOTATIONS_TOO_LARGE).
     const n = ONE_MAP;
-    const width = Math.floor(MetadataLimits.annotationBytes / n);
+    const width = Math.floor((MetadataLimits.annotationBytes - 1024) / n);
     const annotations = Object.fromEntries(keys(n).map((k) => [k.padEnd(width, '-'), '']));
     return { name: 'annotations-256k', what: `${n} annotations (--max-object-keys, --max-object-layouts), 256 KiB (Kubernetes' limit): injected`, text: review(pod({ annotations }, { containers: [app] })) };
   },

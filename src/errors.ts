@@ -25,6 +25,8 @@ export const ErrorCodes = {
   /** Bounded cost per review (issue 11): refused before any work that grows with the pod. */
   POD_OVER_KUBERNETES_LIMIT: { status: 400, message: 'the apiserver would refuse this pod after admission: %s (%s)' },
   POD_OVER_LIMIT: { status: 400, message: 'the pod has %s, over the limit of %s (--%s); no real workload needs that many, ask the operator to raise the flag if yours does' },
+  /** The pod's annotations fit Kubernetes' limit, but not with what the injection adds (the apiserver's refusal would not name the injector). */
+  ANNOTATIONS_TOO_LARGE: { status: 400, message: "the pod's annotations would take %s bytes once injected (the status annotation %s alone takes %s), over Kubernetes' limit of %s bytes (256 KiB, keys plus values); remove or shorten some of the pod's annotations" },
   PATCH_TOO_LARGE: { status: 400, message: 'the patch that injects the sidecars would be %s bytes, over the limit of %s (--%s)' },
   /** Start-up and reload faults. */
   TEMPLATE_INVALID: { status: 500, message: '%s' },

@@ -75,11 +75,6 @@ export function parseImage(text: string): ImageReference | { readonly problem: s
   return { domain, path, repository, ...(pinnedTag !== undefined && { tag: pinnedTag }), ...(digest !== undefined && { digest }) };
 }
 
-/** True when the runtime can parse the reference (for overrides and other checks of user input). */
-export function isValidImage(text: string): boolean {
-  return !('problem' in parseImage(text));
-}
-
 /**
  * The normalized repository of an image reference (`busybox:1.36` -> `docker.io/library/busybox`),
  * or the text itself when it is not a valid reference, so that an invalid image only ever matches

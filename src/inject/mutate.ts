@@ -1,10 +1,13 @@
+import { MetadataLimits } from '../admission/pod.js';
 import { InjectorError } from '../errors.js';
 import type { Container, NamedItem, Pod, PodSpec, VolumeMount } from '../kube/types.js';
-import { insertPlaced, placementsOf } from '../templates/placement.js';
-import type { CompiledTemplate, RenderedTemplate } from '../templates/template.js';
+import { isSubset } from '../templates/conflicts.js';
+import { insertPlaced, type Placement } from '../templates/placement.js';
+import type { CompiledTemplate } from '../templates/template.js';
 import { Keys } from './keys.js';
+import type { InjectionPlan, Owned, Sidecar } from './plan.js';
 import { renderForPod, withTemplateKeys, type InjectionContext } from './render.js';
-import { encodeStatus, statusOf, type InjectionStatus } from './status.js';
+import type { InjectionStatus } from './status.js';
 
 export type { InjectionStatus } from './status.js';
 
@@ -26,38 +29,51 @@ export interface InjectionResult {
  * (see renderForPod); sidecars go where each template's `placement` says.
  */
 export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): InjectionResult {
-  const { templates: rendered, warnings: renderWarnings } = renderForPod(pod, templates, namespace, context);
+  const { plan, warnings: renderWarnings } = renderForPod(pod, templates, namespace, context);
   const warnings: string[] = [...renderWarnings];
   const spec: PodSpec = pod.spec ?? {};
   const meta = pod.metadata ?? {};
 
-  const sidecars = placeSidecars(spec, rendered, warnings);
-  const sidecarNames = new Set(rendered.flatMap((r) => r.containers.map((c) => c.name)));
-  const appEnv = rendered.flatMap((r) => r.env.map((e) => [e, r.name] as const));
-  const appMounts = rendered.flatMap((r) => r.volumeMounts.map((m) => [m, r.name] as const));
-  const ownContainers = (spec.containers ?? []).map((c) =>
-    sidecarNames.has(c.name) ? c : extendContainer(c, appEnv, appMounts, warnings),
-  );
+  const placed = placeSidecars(spec, plan.sidecars, warnings);
+  const ownContainers = extendContainers(spec.containers ?? [], plan, warnings);
+  const newSpec: PodSpec = { ...spec, containers: insertPlaced(ownContainers, placed.containers) ?? ownContainers };
+  setList(newSpec, 'initContainers', insertPlaced(spec.initContainers, placed.initContainers));
+  setList(newSpec, 'volumes', mergeNamed(spec.volumes, plan.volumes, plan.wanted.volumes, (n) => `volume "${n}"`, warnings));
+  setList(newSpec, 'imagePullSecrets', mergeNamed(spec.imagePullSecrets, plan.imagePullSecrets, plan.wanted.imagePullSecrets, (n) => `imagePullSecret "${n}"`, warnings));
 
-  const status: InjectionStatus = statusOf(rendered);
-  const newSpec: PodSpec = { ...spec, containers: insertPlaced(ownContainers, placementsOf(sidecars.containers, rendered, false)) ?? ownContainers };
-  setList(newSpec, 'initContainers', insertPlaced(spec.initContainers, placementsOf(sidecars.initContainers, rendered, true)));
-  setList(newSpec, 'volumes', mergeNamed(spec.volumes, rendered.flatMap((r) => r.volumes.map((v) => [v, r.name] as const)), (n) => `volume "${n}"`, warnings));
-  setList(newSpec, 'imagePullSecrets', mergeNamed(spec.imagePullSecrets, rendered.flatMap((r) => r.imagePullSecrets.map((v) => [v, r.name] as const)), (n) => `imagePullSecret "${n}"`, warnings));
-
-  if (context.lenientMounts !== true) checkMounts(newSpec, [...sidecars.containers, ...sidecars.initContainers], rendered, ownContainers.length > 0);
+  if (context.lenientMounts !== true) checkMounts(newSpec, placed.sidecars, plan, ownContainers.length > 0);
 
   // The pod's own maps are copied only when something is added to them (annotations always: the
   // status), never walked: a pod may carry tens of thousands of keys (issue 11).
   const ownAnnotations = meta.annotations ?? NONE;
-  const merged = mergeMap(ownAnnotations, rendered, 'annotations', warnings);
+  const merged = mergeMap(ownAnnotations, plan.annotations, 'annotation', warnings);
   const annotations: Record<string, string> = merged === ownAnnotations ? { ...ownAnnotations } : (merged as Record<string, string>);
-  annotations[Keys.status] = encodeStatus(status);
+  annotations[Keys.status] = plan.statusText;
+  checkAnnotationBytes(annotations);
   const ownLabels = meta.labels ?? NONE;
-  const labels = mergeMap(ownLabels, rendered, 'labels', warnings);
+  const labels = mergeMap(ownLabels, plan.labels, 'label', warnings);
   const newMeta = { ...meta, annotations };
   if (labels !== ownLabels) newMeta.labels = labels as Record<string, string>;
-  return { pod: { ...pod, metadata: newMeta, spec: newSpec }, status, warnings };
+  return { pod: { ...pod, metadata: newMeta, spec: newSpec }, status: plan.status, warnings };
+}
+
+/**
+ * The apiserver refuses a pod whose annotations take more than 256 KiB (ValidateAnnotationsSize,
+ * keys plus values), after admission, with a message that does not name the injector: a pod just
+ * under the limit goes over it with the status annotation. Refused here instead, saying why. The
+ * pod's own annotations are within the limit (podObject), so only a map that could be over it, by
+ * its UTF-16 length (a unit is at most 3 bytes of UTF-8), is measured byte by byte.
+ */
+function checkAnnotationBytes(annotations: Readonly<Record<string, string>>): void {
+  let units = 0;
+  for (const key in annotations) units += key.length + annotations[key]!.length;
+  if (units * 3 <= MetadataLimits.annotationBytes) return;
+  let bytes = 0;
+  // Bytes of UTF-8, as Go's len() counts a string; only a map of some 87,000 characters or more gets here.
+  for (const key in annotations) bytes += Buffer.byteLength(key) + Buffer.byteLength(annotations[key]!);
+  if (bytes <= MetadataLimits.annotationBytes) return;
+  const status = Buffer.byteLength(Keys.status) + Buffer.byteLength(annotations[Keys.status] ?? '');
+  throw new InjectorError('ANNOTATIONS_TOO_LARGE', [bytes, Keys.status, status, MetadataLimits.annotationBytes]);
 }
 
 /**
@@ -65,50 +81,68 @@ export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[],
  * pod after the patch (422, whatever the failurePolicy). A template may mount a volume the pod is
  * expected to bring; when the pod does not, the answer is a denial that names the template.
  */
-function checkMounts(spec: PodSpec, placed: readonly Container[], rendered: readonly RenderedTemplate[], hasApps: boolean): void {
-  const volumes = new Set((spec.volumes ?? []).map((v) => v.name));
-  const owner = new Map(rendered.flatMap((r) => [...r.containers, ...r.initContainers].map((c) => [c, r.name] as const)));
+function checkMounts(spec: PodSpec, placed: readonly Sidecar[], plan: InjectionPlan, hasApps: boolean): void {
+  const volumes = new Set<string>();
+  for (const v of spec.volumes ?? []) volumes.add(v.name);
   const missing: string[] = [];
-  for (const c of placed) {
+  for (const { container: c, template } of placed) {
     for (const m of c.volumeMounts ?? []) {
-      if (!volumes.has(m.name)) missing.push(`"${m.name}" (container "${c.name}" of template "${owner.get(c) ?? '?'}")`);
+      if (!volumes.has(m.name)) missing.push(`"${m.name}" (container "${c.name}" of template "${template}")`);
     }
   }
-  for (const r of hasApps ? rendered : []) {
-    for (const m of r.volumeMounts) {
-      if (!volumes.has(m.name)) missing.push(`"${m.name}" (application mounts of template "${r.name}")`);
-    }
+  for (const [m, template] of hasApps ? plan.volumeMounts : []) {
+    if (!volumes.has(m.name)) missing.push(`"${m.name}" (application mounts of template "${template}")`);
   }
   if (missing.length > 0) throw new InjectorError('TEMPLATE_VOLUME_MISSING', [missing.join(', ')]);
 }
 
-/** Sidecar containers to add: native ones (and template init containers) go ahead of the pod's init containers. */
-function placeSidecars(spec: PodSpec, rendered: readonly RenderedTemplate[], warnings: string[]): { containers: Container[]; initContainers: Container[] } {
+interface Placed {
+  /** The sidecars added, in the plan's order. */
+  readonly sidecars: Sidecar[];
+  readonly containers: [Container, Placement][];
+  readonly initContainers: [Container, Placement][];
+}
+
+/** The sidecars the pod does not have yet; one it has under that name is kept as the pod has it. */
+function placeSidecars(spec: PodSpec, sidecars: readonly Sidecar[], warnings: string[]): Placed {
+  const out: Placed = { sidecars: [], containers: [], initContainers: [] };
+  if (sidecars.length === 0) return out;
   // Container names are unique across containers and init containers (core/v1 pod validation).
   const taken = new Map<string, Container>();
   for (const c of spec.initContainers ?? []) taken.set(c.name, c);
   for (const c of spec.containers ?? []) taken.set(c.name, c);
-  const out = { containers: [] as Container[], initContainers: [] as Container[] };
-  const place = (c: Container, list: Container[], template: string): void => {
+  for (const s of sidecars) {
+    const c = s.container;
     const existing = taken.get(c.name);
     if (existing === undefined) {
       taken.set(c.name, c);
-      list.push(c);
+      out.sidecars.push(s);
+      (s.init ? out.initContainers : out.containers).push([c, s.placement]);
     } else if (!isSubset(c, existing)) {
-      warnings.push(`container "${c.name}" of template "${template}" already exists in the pod and differs; the pod's definition was kept`);
+      warnings.push(`container "${c.name}" of template "${s.template}" already exists in the pod and differs; the pod's definition was kept`);
     }
-  };
-  for (const r of rendered) {
-    for (const c of r.initContainers) place(c, out.initContainers, r.name);
-    for (const c of r.containers) place(c, r.nativeSidecar ? out.initContainers : out.containers, r.name);
   }
   return out;
 }
 
+/** The pod's containers given the templates' env and mounts (sidecars of the same name excepted); `own` itself when none changes. */
+function extendContainers(own: Container[], plan: InjectionPlan, warnings: string[]): Container[] {
+  if (plan.env.length === 0 && plan.volumeMounts.length === 0) return own;
+  let out: Container[] | undefined;
+  for (let i = 0; i < own.length; i++) {
+    const c = own[i]!;
+    const extended = plan.sidecarNames.has(c.name) ? c : extendContainer(c, plan, warnings);
+    if (extended === c) continue;
+    out ??= own.slice();
+    out[i] = extended;
+  }
+  return out ?? own;
+}
+
 /** Adds the template env vars and mounts to one application container, keeping what it already has. */
-function extendContainer(c: Container, env: readonly (readonly [NamedItem, string])[], mounts: readonly (readonly [VolumeMount, string])[], warnings: string[]): Container {
-  const newEnv = mergeNamed(c.env, env, (n) => `env var "${n}" in container "${c.name}"`, warnings);
-  const newMounts = mergeMounts(c, mounts, warnings);
+function extendContainer(c: Container, plan: InjectionPlan, warnings: string[]): Container {
+  const newEnv = mergeNamed(c.env, plan.env, plan.wanted.env, (n) => `env var "${n}" in container "${c.name}"`, warnings);
+  const newMounts = mergeMounts(c, plan, warnings);
   if (newEnv === c.env && newMounts === c.volumeMounts) return c;
   const out: Container = { ...c };
   if (newEnv !== undefined) out.env = newEnv;
@@ -117,13 +151,13 @@ function extendContainer(c: Container, env: readonly (readonly [NamedItem, strin
 }
 
 /** A mount is skipped when the container already mounts that volume or already uses that path. */
-function mergeMounts(c: Container, mounts: readonly (readonly [VolumeMount, string])[], warnings: string[]): VolumeMount[] | undefined {
+function mergeMounts(c: Container, plan: InjectionPlan, warnings: string[]): VolumeMount[] | undefined {
   const own = c.volumeMounts;
+  const mounts = plan.volumeMounts;
   if (mounts.length === 0) return own;
   // Only the pod's mounts that the templates' could clash with are indexed: a container may hold a
   // thousand mounts, and this runs for every application container (issue 11).
-  const wantedNames = new Set(mounts.map(([m]) => m.name));
-  const wantedPaths = new Set(mounts.map(([m]) => m.mountPath));
+  const { mountNames: wantedNames, mountPaths: wantedPaths } = plan.wanted;
   const names = new Map<string, VolumeMount>();
   const paths = new Map<string, VolumeMount>();
   for (const m of own ?? []) {
@@ -145,11 +179,10 @@ function mergeMounts(c: Container, mounts: readonly (readonly [VolumeMount, stri
 }
 
 /** Appends the template's items that the pod does not have by name; returns `own` itself when nothing is new. */
-function mergeNamed<T extends NamedItem>(own: T[] | undefined, items: readonly (readonly [T, string])[], what: (name: string) => string, warnings: string[]): T[] | undefined {
+function mergeNamed<T extends NamedItem>(own: T[] | undefined, items: readonly Owned<T>[], wanted: ReadonlySet<string>, what: (name: string) => string, warnings: string[]): T[] | undefined {
   if (items.length === 0) return own;
   // Only the pod's items with a name the templates use are indexed: a container may hold a thousand
   // env vars, and this runs for every application container (issue 11).
-  const wanted = new Set(items.map(([item]) => item.name));
   const byName = new Map<string, T>();
   for (const i of own ?? []) if (wanted.has(i.name)) byName.set(i.name, i);
   const added: T[] = [];
@@ -171,42 +204,10 @@ const NONE: Readonly<Record<string, string>> = Object.freeze({});
  * Adds the templates' annotations or labels that the pod does not set, warning of each template
  * value the pod's overrode. Returns `own` itself when nothing is added, else a new map.
  */
-function mergeMap(own: Readonly<Record<string, string>>, rendered: readonly RenderedTemplate[], field: 'annotations' | 'labels', warnings: string[]): Readonly<Record<string, string>> {
-  const what = field === 'labels' ? 'label' : 'annotation';
-  const kept = (key: string, template: string): void => void warnings.push(`${what} "${key}" of template "${template}" is already set on the pod; the pod's value was kept`);
-  return withTemplateKeys(own, rendered, field, kept);
+function mergeMap(own: Readonly<Record<string, string>>, entries: InjectionPlan['labels'], what: 'annotation' | 'label', warnings: string[]): Readonly<Record<string, string>> {
+  return withTemplateKeys(own, entries, (key, template) => void warnings.push(`${what} "${key}" of template "${template}" is already set on the pod; the pod's value was kept`));
 }
 
 function setList<K extends 'initContainers' | 'volumes' | 'imagePullSecrets'>(spec: PodSpec, key: K, value: PodSpec[K] | undefined): void {
   if (value !== undefined) spec[key] = value;
-}
-
-/**
- * True when every field the template sets has the same value in the pod's item. The apiserver adds
- * defaults (imagePullPolicy, terminationMessagePath, protocol) after a patch, so a re-invoked review
- * sees more fields than the template wrote; those extra fields are not a difference.
- */
-export function isSubset(template: unknown, actual: unknown): boolean {
-  if (template === actual) return true;
-  // Go's encoder omits zero values (omitempty), so `readOnly: false` comes back absent.
-  if (actual === undefined || actual === null) return isZero(template);
-  if (Array.isArray(template)) {
-    return Array.isArray(actual) && template.length === actual.length && template.every((t, i) => isSubset(t, actual[i]));
-  }
-  if (typeof template === 'object' && template !== null) {
-    if (typeof actual !== 'object' || actual === null || Array.isArray(actual)) return false;
-    const a = actual as Record<string, unknown>;
-    return Object.entries(template).every(([k, v]) => isSubset(v, a[k]));
-  }
-  // A list or object where the template has a value differs; String() of it could throw (a key
-  // named toString) or walk it.
-  if (typeof actual === 'object') return false;
-  // Quantities written as numbers in YAML come back from the apiserver as strings.
-  return String(template) === String(actual);
-}
-
-function isZero(v: unknown): boolean {
-  if (Array.isArray(v)) return v.length === 0;
-  if (typeof v === 'object' && v !== null) return Object.keys(v).length === 0;
-  return v === false || v === 0 || v === '' || v === null || v === undefined;
 }

@@ -2,7 +2,7 @@ import { InjectorError } from '../errors.js';
 import type { Container } from '../kube/types.js';
 import { parseImage } from './image.js';
 import { Overridable, QUANTITY_PATTERN, type OverrideField } from '../templates/schema.js';
-import { digestOf, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
+import type { CompiledTemplate, RenderedTemplate } from '../templates/template.js';
 
 /**
  * Per-pod overrides: `<template>.sidecar-injector.io/image`, `/cpu` and `/memory` annotations change
@@ -21,7 +21,7 @@ export interface OverrideReading {
 }
 
 /** The annotation that overrides `field` of `template`. */
-export function overrideKey(template: string, field: string): string {
+function overrideKey(template: string, field: string): string {
   return `${template}.sidecar-injector.io/${field}`;
 }
 
@@ -38,18 +38,20 @@ const MAX_IGNORED_WARNINGS = 5;
  * override nor a warning.
  */
 export function overridesFor(t: CompiledTemplate, annotations: OverrideAnnotations, selected: readonly CompiledTemplate[] = [t]): OverrideReading {
+  const found = annotations.get(t.name);
+  if (found === undefined) return NO_OVERRIDES;
   const prefix = overrideKey(t.name, '');
   const overrides: Overrides = {};
   const problems: string[] = [];
   const ignored: string[] = [];
-  for (const [key, value] of annotations.get(t.name) ?? []) {
+  for (const [key, value] of found) {
     const field = key.slice(prefix.length);
     if (!isField(field) || !t.overrides.includes(field)) {
       const warning = ignoredWarning(t, field, key, selected);
       if (warning !== undefined) ignored.push(warning);
       continue;
     }
-    const problem = invalidValue(field, value, key);
+    const problem = OverrideRules[field].problem(value.trim(), value, key);
     if (problem === undefined) overrides[field] = value.trim();
     else problems.push(problem);
   }
@@ -58,6 +60,8 @@ export function overridesFor(t: CompiledTemplate, annotations: OverrideAnnotatio
 }
 
 const PREFIX_TAIL = overrideKey('', '');
+/** The reading of a pod without annotations under the template's prefix: most pods. */
+const NO_OVERRIDES: OverrideReading = Object.freeze({ overrides: Object.freeze({}), warnings: Object.freeze([]) });
 
 /** Annotations `[key, value]` under each template's prefix, by template name (overrideAnnotations). */
 export type OverrideAnnotations = ReadonlyMap<string, readonly (readonly [string, string])[]>;
@@ -100,19 +104,6 @@ function capped(warnings: string[]): readonly string[] {
   return [...warnings.slice(0, MAX_IGNORED_WARNINGS), `${rest} more annotation${rest === 1 ? '' : 's'} ignored likewise`];
 }
 
-/** Why the value of an allowed override cannot be applied, or undefined when it can. */
-function invalidValue(field: OverrideField, value: string, key: string): string | undefined {
-  const v = value.trim();
-  if (field === 'image') {
-    // The runtime's own grammar (distribution/reference), so an override the kubelet cannot pull is refused here, with why.
-    const image = parseImage(v);
-    return 'problem' in image ? `annotation ${key}: "${value}" is not a valid image reference: ${image.problem}` : undefined;
-  }
-  if (!QUANTITY.test(v) || v.startsWith('-')) return `annotation ${key}: "${value}" is not a Kubernetes quantity (for example ${field === 'cpu' ? '250m or 1' : '128Mi or 1Gi'})`;
-  if (parseQuantity(v) === 0) return `annotation ${key}: ${field} must be greater than zero`;
-  return undefined;
-}
-
 function isField(field: string): field is OverrideField {
   return (Overridable as readonly string[]).includes(field);
 }
@@ -141,12 +132,48 @@ function stringsIn(value: unknown): string[] {
 export function applyOverrides(r: RenderedTemplate, o: Overrides): RenderedTemplate {
   const first = r.containers[0];
   if (first === undefined || Object.keys(o).length === 0) return r;
-  let c: Container = o.image === undefined ? first : { ...first, image: o.image };
-  if (o.cpu !== undefined) c = withRequest(c, 'cpu', o.cpu);
-  if (o.memory !== undefined) c = withRequest(c, 'memory', o.memory);
-  const containers = [c, ...r.containers.slice(1)];
-  const { digest: _old, name: _name, nativeSidecar: _native, placement: _placement, ...body } = r;
-  return { ...r, containers, digest: digestOf({ ...body, containers }) };
+  let c: Container = first;
+  for (const field of Overridable) {
+    const value = o[field];
+    if (value !== undefined) c = OverrideRules[field].apply(c, value);
+  }
+  return { ...r, containers: [c, ...r.containers.slice(1)] };
+}
+
+/** What an override annotation may hold and what it does to the template's first container. */
+interface OverrideRule {
+  /** Why the (trimmed) value cannot be applied, or undefined when it can; `written` is the value as the pod wrote it. */
+  readonly problem: (value: string, written: string, key: string) => string | undefined;
+  readonly apply: (c: Container, value: string) => Container;
+}
+
+/**
+ * One row per override field (the template schema's `Overridable`, which lists the fields a template
+ * may allow in `spec.overrides`); a field without a row does not compile. Applied in that order.
+ */
+const OverrideRules: { readonly [F in OverrideField]: OverrideRule } = {
+  image: {
+    // The runtime's own grammar (distribution/reference), so an override the kubelet cannot pull is refused here, with why.
+    problem: (value, written, key) => {
+      const image = parseImage(value);
+      return 'problem' in image ? `annotation ${key}: "${written}" is not a valid image reference: ${image.problem}` : undefined;
+    },
+    apply: (c, value) => ({ ...c, image: value }),
+  },
+  cpu: quantityRule('cpu', '250m or 1'),
+  memory: quantityRule('memory', '128Mi or 1Gi'),
+};
+
+/** A resource request: a positive Kubernetes quantity; a limit below it is raised to it. */
+function quantityRule(resource: 'cpu' | 'memory', example: string): OverrideRule {
+  return {
+    problem: (value, written, key) => {
+      if (!QUANTITY.test(value) || value.startsWith('-')) return `annotation ${key}: "${written}" is not a Kubernetes quantity (for example ${example})`;
+      if (parseQuantity(value) === 0) return `annotation ${key}: ${resource} must be greater than zero`;
+      return undefined;
+    },
+    apply: (c, value) => withRequest(c, resource, value),
+  };
 }
 
 /** Sets the request; a limit below it is raised to it, so that the pod stays valid (requests <= limits). */
@@ -164,7 +191,7 @@ const SUFFIX: Readonly<Record<string, number>> = {
 };
 
 /** The value of a resource.Quantity as a number (precise enough to compare requests and limits). */
-export function parseQuantity(q: string): number {
+function parseQuantity(q: string): number {
   const m = /^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$/.exec(q.trim());
   if (m === null) return Number.NaN;
   return Number(m[1]) * (SUFFIX[m[2] ?? ''] ?? Number.NaN);

@@ -30,6 +30,8 @@ export const Reason = {
   TemplateConflict: 'template-conflict',
   OverrideRefused: 'override-refused',
   VolumeMissing: 'volume-missing',
+  /** The pod's annotations would go over Kubernetes' 256 KiB once the injector adds its own. */
+  AnnotationsTooLarge: 'annotations-too-large',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
 
@@ -37,6 +39,7 @@ const refusalReasons: Partial<Record<InjectorError['code'], Reason>> = {
   OVERRIDE_REFUSED: Reason.OverrideRefused,
   TEMPLATE_CONFLICT: Reason.TemplateConflict,
   TEMPLATE_VOLUME_MISSING: Reason.VolumeMissing,
+  ANNOTATIONS_TOO_LARGE: Reason.AnnotationsTooLarge,
 };
 
 /** The Reason for a pod refused while its templates were rendered or injected (the error code when there is none). */

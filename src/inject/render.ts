@@ -1,10 +1,10 @@
 import { InjectorError } from '../errors.js';
 import type { Pod } from '../kube/types.js';
 import { renderValues, type RenderValues } from '../templates/placeholders.js';
-import { digestOf, NativeSidecar, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
-import { findConflicts } from './conflicts.js';
+import { deepFreeze, NativeSidecar, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
 import { jobCompletionWarning } from './jobs.js';
 import { applyOverrides, overrideAnnotations, overridesFor } from './overrides.js';
+import { planFor, type InjectionPlan } from './plan.js';
 
 /** Facts about a pod that its object alone may not tell (the CLI injects pod templates, which have no owner). */
 export interface InjectionContext {
@@ -16,9 +16,11 @@ export interface InjectionContext {
 
 /** The selected templates rendered for one pod, and what the handlers add to their answer as warnings. */
 export interface Rendering {
-  readonly templates: RenderedTemplate[];
+  readonly templates: readonly RenderedTemplate[];
   /** Annotations under a template's prefix that were ignored; regular sidecars in a Job's pod. */
   readonly warnings: readonly string[];
+  /** What these renderings put into a pod (shared by every pod rendered alike). */
+  readonly plan: InjectionPlan;
 }
 
 /**
@@ -34,19 +36,19 @@ export function renderForPod(pod: Pod, templates: readonly CompiledTemplate[], n
   const annotations = overrideAnnotations(values.annotations, values.addedAnnotations);
   const rendered = templates.map((t, i) => {
     const { overrides, warnings: ignored } = overridesFor(t, annotations, templates);
-    warnings.push(...ignored);
+    if (ignored.length > 0) warnings.push(...ignored);
     const r = applyOverrides(nativeFor(t, raw[i]!, job), overrides);
     const blocksJob = job ? jobCompletionWarning(r) : undefined;
     if (blocksJob !== undefined) warnings.push(blocksJob);
     return r;
   });
-  const conflicts = findConflicts(rendered);
-  if (conflicts.length > 0) throw new InjectorError('TEMPLATE_CONFLICT', [conflicts.map((c) => c.message).join('; ')]);
-  return { templates: rendered, warnings };
+  const plan = planFor(rendered);
+  if (plan.conflict !== undefined) throw new InjectorError('TEMPLATE_CONFLICT', [plan.conflict]);
+  return { templates: plan.rendered, warnings, plan };
 }
 
 /** renderForPod without the warnings. */
-export function renderTemplates(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): RenderedTemplate[] {
+export function renderTemplates(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): readonly RenderedTemplate[] {
   return renderForPod(pod, templates, namespace, context).templates;
 }
 
@@ -56,7 +58,8 @@ export function renderTemplates(pod: Pod, templates: readonly CompiledTemplate[]
  * Rendering against the pod as submitted renders differently when the webhook is re-invoked on the
  * injected pod, so the re-invocation patched again and warned of a sidecar that "differs" (found by
  * test/inject/property.test.ts). A template's own labels may hold placeholders, so this repeats
- * until they settle: no extra render when the templates add no key the pod lacks, one in practice.
+ * until they settle: no extra render when the templates add no key the pod lacks or no placeholder
+ * reads one they add (each template knows the keys it reads, from its compilation).
  */
 function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: string): { values: RenderValues; rendered: RenderedTemplate[] } {
   const own = renderValues(pod, namespace);
@@ -66,13 +69,22 @@ function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: str
   // which may hold tens of thousands of keys (256 KiB of annotations) and are never copied here (issue 11).
   let added: AddedKeys = { labels: undefined, annotations: undefined };
   for (let round = 0; round <= templates.length; round++) {
-    const next: AddedKeys = { labels: templateKeys(own.labels, rendered, 'labels'), annotations: templateKeys(own.annotations, rendered, 'annotations') };
+    const plan = planFor(rendered);
+    const next: AddedKeys = { labels: templateKeys(own.labels, plan.labels), annotations: templateKeys(own.annotations, plan.annotations) };
     if (sameMap(next.labels ?? NONE, added.labels ?? NONE) && sameMap(next.annotations ?? NONE, added.annotations ?? NONE)) break;
     added = next;
     values = { ...own, ...(added.labels && { addedLabels: added.labels }), ...(added.annotations && { addedAnnotations: added.annotations }) };
+    // Rendered again with those keys, each template renders as it did, since it reads none of them.
+    if (!templates.some((t) => readsAny(t.reads.labels, added.labels) || readsAny(t.reads.annotations, added.annotations))) break;
     rendered = templates.map((t) => t.render(values));
   }
   return { values, rendered };
+}
+
+function readsAny(keys: ReadonlySet<string>, map: Readonly<Record<string, string>> | undefined): boolean {
+  if (map === undefined || keys.size === 0) return false;
+  for (const key in map) if (keys.has(key)) return true;
+  return false;
 }
 
 interface AddedKeys {
@@ -82,18 +94,16 @@ interface AddedKeys {
 
 const NONE: Readonly<Record<string, string>> = Object.freeze({});
 
+/** Template labels or annotations, `[[key, value], template]` in the templates' order (InjectionPlan.labels). */
+export type TemplateKeys = InjectionPlan['labels'];
+
 /**
  * The pod's labels or annotations plus those the templates add, by the one rule of the injection:
  * the pod's value wins, then the first template's. `onKept` hears of each template value that lost
  * to a different one. Returns `own` itself when nothing is added.
  */
-export function withTemplateKeys(
-  own: Readonly<Record<string, string>>,
-  rendered: readonly RenderedTemplate[],
-  field: 'labels' | 'annotations',
-  onKept?: (key: string, template: string) => void,
-): Readonly<Record<string, string>> {
-  return withKeys(own, templateKeys(own, rendered, field, onKept));
+export function withTemplateKeys(own: Readonly<Record<string, string>>, entries: TemplateKeys, onKept?: (key: string, template: string) => void): Readonly<Record<string, string>> {
+  return withKeys(own, templateKeys(own, entries, onKept));
 }
 
 function withKeys(own: Readonly<Record<string, string>>, added: Readonly<Record<string, string>> | undefined): Readonly<Record<string, string>> {
@@ -112,23 +122,16 @@ function setKey(map: Record<string, string>, key: string, value: string): void {
 }
 
 /** Only the keys the templates add to `own` (undefined: none), by the rule of withTemplateKeys; never walks `own`. */
-function templateKeys(
-  own: Readonly<Record<string, string>>,
-  rendered: readonly RenderedTemplate[],
-  field: 'labels' | 'annotations',
-  onKept?: (key: string, template: string) => void,
-): Record<string, string> | undefined {
+function templateKeys(own: Readonly<Record<string, string>>, entries: TemplateKeys, onKept?: (key: string, template: string) => void): Record<string, string> | undefined {
   let added: Record<string, string> | undefined;
-  for (const r of rendered) {
-    for (const [key, value] of Object.entries(r[field])) {
-      const current = Object.hasOwn(own, key) ? own : added !== undefined && Object.hasOwn(added, key) ? added : undefined;
-      if (current !== undefined) {
-        if (current[key] !== value) onKept?.(key, r.name);
-        continue;
-      }
-      added ??= {};
-      setKey(added, key, value);
+  for (const [[key, value], template] of entries) {
+    const current = Object.hasOwn(own, key) ? own : added !== undefined && Object.hasOwn(added, key) ? added : undefined;
+    if (current !== undefined) {
+      if (current[key] !== value) onKept?.(key, template);
+      continue;
     }
+    added ??= {};
+    setKey(added, key, value);
   }
   return added;
 }
@@ -150,7 +153,15 @@ export function isOwnedByJob(pod: Pod): boolean {
 
 // A regular sidecar container keeps a Job's pod running forever; as a native sidecar it is stopped
 // when the main containers finish (KEP-753), so `nativeSidecar: jobs` switches for Job pods only.
+// Kept per rendering, which is shared (frozen), so every Job pod of a workload gets the same one.
+const natives = new WeakMap<RenderedTemplate, RenderedTemplate>();
+
 function nativeFor(t: CompiledTemplate, r: RenderedTemplate, job: boolean): RenderedTemplate {
   if (t.nativeMode !== NativeSidecar.JobsOnly || !job) return r;
-  return { ...r, nativeSidecar: true, containers: r.containers.map((c) => ({ ...c, restartPolicy: 'Always' })), digest: digestOf([r.digest, 'native']) };
+  const known = natives.get(r);
+  if (known !== undefined) return known;
+  const native: RenderedTemplate = { ...r, nativeSidecar: true, containers: r.containers.map((c) => ({ ...c, restartPolicy: 'Always' })) };
+  if (!Object.isFrozen(r)) return native;
+  natives.set(r, deepFreeze(native));
+  return native;
 }

@@ -1,9 +1,7 @@
 import type { Container, Pod } from '../kube/types.js';
-import type { TemplateSet } from '../templates/load.js';
 import type { RenderedTemplate } from '../templates/template.js';
 import { imageRepository } from './image.js';
 import { Keys } from './keys.js';
-import { parseNames } from './policy.js';
 
 /**
  * The status annotation `sidecar-injector.io/status`: what /mutate injected, per template, so that a
@@ -125,42 +123,4 @@ function isStringList(v: unknown): v is string[] {
 
 function isStringMap(v: unknown): v is Record<string, string> {
   return isObject(v) && Object.values(v).every((s) => typeof s === 'string');
-}
-
-/** Whether a pod's status says it was injected with the templates the current set would inject now. */
-export const Drift = {
-  /** Every template the set selects for the pod is recorded at its current version, and no other. */
-  Current: 'current',
-  /** A selected template is recorded at another version, missing from the record, or no longer selected. */
-  Outdated: 'outdated',
-  /** The status is of a release before template versions: which version was injected is unknown. */
-  Unversioned: 'unversioned',
-  /** No status annotation, or one that cannot be read. */
-  Missing: 'missing',
-} as const;
-export type Drift = (typeof Drift)[keyof typeof Drift];
-
-export interface StatusDrift {
-  readonly drift: Drift;
-  /** The templates that differ (for Outdated), or the recorded names (for Unversioned). */
-  readonly templates: readonly string[];
-}
-
-/**
- * Compares a pod's recorded status with what `set` would inject now (for `drift`). The selection is
- * the pod's templates annotation, or the set's defaults when it names none; opt-in is not checked,
- * since only injected pods carry a status. Cheap: no rendering, one JSON.parse.
- */
-export function statusDrift(pod: Pod, set: TemplateSet): StatusDrift {
-  const recorded = readStatus(pod);
-  if (recorded.format === StatusFormat.None || recorded.format === StatusFormat.Invalid) return { drift: Drift.Missing, templates: [] };
-  if (recorded.format === StatusFormat.Unversioned) return { drift: Drift.Unversioned, templates: recorded.templates };
-  const annotations = pod.metadata?.annotations ?? {};
-  const requested = parseNames(Object.hasOwn(annotations, Keys.templates) ? (annotations[Keys.templates] ?? '') : '');
-  const expected = requested.length > 0 ? requested : set.defaults.map((t) => t.name);
-  const versions = new Map(recorded.status.injected.map((r) => [r.template, r.version]));
-  const stale = expected.filter((name) => versions.get(name) === undefined || versions.get(name) !== set.templates.get(name)?.version);
-  const dropped = [...versions.keys()].filter((name) => !expected.includes(name));
-  const templates = [...stale, ...dropped];
-  return { drift: templates.length > 0 ? Drift.Outdated : Drift.Current, templates };
 }

@@ -65,7 +65,7 @@ function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: Inject
  * Lists what the selected templates require and the pod lacks: each sidecar container by name, in
  * the right list, running the template's image repository, and each template volume by name.
  */
-export function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): string[] {
+function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): string[] {
   // Rendered as the mutating handler renders them: an image override changes the expected repository.
   const rendered = renderTemplates(pod, templates, namespace, context);
   const { containers, initContainers, volumes } = podParts(pod);

@@ -1,5 +1,5 @@
 import { InjectorError, TemplateSetError, type TemplateFault } from '../errors.js';
-import { findConflicts } from '../inject/conflicts.js';
+import { findConflicts } from '../templates/conflicts.js';
 import { jobCompletionWarning, keepsJobsRunning } from '../inject/jobs.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { renderTemplates } from '../inject/render.js';

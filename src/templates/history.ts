@@ -1,24 +1,6 @@
-import type { TemplateSet } from './load.js';
+import type { TemplateHistory, TemplateSet } from './load.js';
 
-/**
- * What one replica remembers of the template sets it served, for the validating handler. A changed
- * ConfigMap reaches each replica's volume at its own time (the kubelet's sync period plus its cache
- * TTL, a minute or two), and the apiserver may call /mutate on one replica and /validate on
- * another, so a pod injected under one version is often checked by a replica that serves another.
- */
-export interface TemplateHistory {
-  /** Sets this replica served before the current one, newest first, replaced less than the window ago. */
-  readonly earlier: readonly TemplateSet[];
-  /** True when this replica has served that version of that template (at most the last VERSIONS_KEPT kept). */
-  knows(template: string, version: string): boolean;
-  /**
-   * True while status annotations of a release before template versions are trusted as far as their
-   * template names go: the first window after this process started (an upgrade of the injector).
-   */
-  readonly acceptsUnversioned: boolean;
-  /** A pod named a template version this replica never served: a newer set may be on its way here. */
-  sawUnknownVersion(): void;
-}
+export type { TemplateHistory };
 
 /** How many earlier sets are remembered, however short their lives were. */
 export const SETS_KEPT = 8;

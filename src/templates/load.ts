@@ -3,9 +3,8 @@ import { join } from 'node:path';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import { LineCounter, isNode, type Document } from 'yaml';
 import { TemplateSetError, injectorError, type TemplateFault } from '../errors.js';
-import { findConflicts } from '../inject/conflicts.js';
+import { findConflicts } from './conflicts.js';
 import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
-import type { TemplateHistory } from './history.js';
 import { PlaceholderError, renderValues } from './placeholders.js';
 import { placementFault } from './placement.js';
 import { FormatMessages, volumeSources, type Format } from './schema.js';
@@ -22,6 +21,26 @@ export interface TemplateSet {
   readonly source: string;
   /** The sets a running server served before this one (absent outside the server: CLI, tests). */
   readonly history?: TemplateHistory;
+}
+
+/**
+ * What one replica remembers of the template sets it served, for the validating handler. A changed
+ * ConfigMap reaches each replica's volume at its own time (the kubelet's sync period plus its cache
+ * TTL, a minute or two), and the apiserver may call /mutate on one replica and /validate on
+ * another, so a pod injected under one version is often checked by a replica that serves another.
+ */
+export interface TemplateHistory {
+  /** Sets this replica served before the current one, newest first, replaced less than the window ago. */
+  readonly earlier: readonly TemplateSet[];
+  /** True when this replica has served that version of that template (at most the last VERSIONS_KEPT kept). */
+  knows(template: string, version: string): boolean;
+  /**
+   * True while status annotations of a release before template versions are trusted as far as their
+   * template names go: the first window after this process started (an upgrade of the injector).
+   */
+  readonly acceptsUnversioned: boolean;
+  /** A pod named a template version this replica never served: a newer set may be on its way here. */
+  sawUnknownVersion(): void;
 }
 
 /** One template file's text, read from disk or given directly (lint, tests). */
@@ -275,7 +294,7 @@ function editDistance(a: string, b: string): number {
 }
 
 /** Maps a JSON pointer to the 1-based line and column of the YAML node it names, or its nearest parent. */
-export function positionOf(doc: Document, pointer: string, lc: LineCounter): { line?: number; column?: number } {
+function positionOf(doc: Document, pointer: string, lc: LineCounter): { line?: number; column?: number } {
   const keys = pointer === '' ? [] : pointer.slice(1).split('/').map((k) => k.replace(/~1/g, '/').replace(/~0/g, '~'));
   for (let n = keys.length; n >= 0; n--) {
     const node = doc.getIn(keys.slice(0, n).map((k) => (/^\d+$/.test(k) ? Number(k) : k)), true);

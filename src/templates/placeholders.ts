@@ -41,8 +41,19 @@ export function renderValues(pod: Pod, namespace: string): RenderValues {
 type Expr = (v: RenderValues) => string;
 type Segment = string | Expr;
 
-/** A compiled value: either the static value itself, or a function that renders it. */
-export type Compiled = { readonly static: unknown } | { readonly render: (v: RenderValues) => unknown; readonly inputs: readonly Expr[] };
+/** A pod label or annotation a placeholder reads. */
+export interface Read {
+  readonly map: 'labels' | 'annotations';
+  readonly key: string;
+}
+
+/**
+ * A compiled value: either the static value itself, or a function that renders it, with the
+ * placeholders it expands (`inputs`, in order) and the pod keys they read.
+ */
+export type Compiled =
+  | { readonly static: unknown }
+  | { readonly render: (v: RenderValues) => unknown; readonly inputs: readonly Expr[]; readonly reads: readonly Read[] };
 
 const OPEN = '{{';
 const CLOSE = '}}';
@@ -74,7 +85,7 @@ export function compileValue(value: unknown, path = ''): Compiled {
 function compileArray(items: unknown[], path: string): Compiled {
   const parts = items.map((item, i) => compileValue(item, `${path}/${i}`));
   if (parts.every(isStatic)) return { static: items };
-  return { render: (v) => parts.map((p) => materialize(p, v)), inputs: inputsOf(parts) };
+  return { render: (v) => parts.map((p) => materialize(p, v)), inputs: inputsOf(parts), reads: readsOf(parts) };
 }
 
 function compileObject(obj: Record<string, unknown>, path: string): Compiled {
@@ -88,12 +99,14 @@ function compileObject(obj: Record<string, unknown>, path: string): Compiled {
       return out;
     },
     inputs: inputsOf(parts),
+    reads: readsOf(parts),
   };
 }
 
 function compileString(text: string, path: string): Compiled {
   if (!text.includes(OPEN)) return { static: text };
   const segments: Segment[] = [];
+  const reads: Read[] = [];
   let rest = text;
   while (rest.length > 0) {
     const open = rest.indexOf(OPEN);
@@ -104,13 +117,13 @@ function compileString(text: string, path: string): Compiled {
     if (open > 0) segments.push(rest.slice(0, open));
     const close = rest.indexOf(CLOSE, open + OPEN.length);
     if (close < 0) throw new PlaceholderError(path, `unterminated placeholder in "${text}": missing "}}"`);
-    segments.push(compileExpr(rest.slice(open + OPEN.length, close), path));
+    segments.push(compileExpr(rest.slice(open + OPEN.length, close), path, reads));
     rest = rest.slice(close + CLOSE.length);
   }
-  return { render: (v) => segments.map((s) => (typeof s === 'string' ? s : s(v))).join(''), inputs: segments.filter((s): s is Expr => typeof s !== 'string') };
+  return { render: (v) => segments.map((s) => (typeof s === 'string' ? s : s(v))).join(''), inputs: segments.filter((s): s is Expr => typeof s !== 'string'), reads };
 }
 
-function compileExpr(source: string, path: string): Expr {
+function compileExpr(source: string, path: string, reads: Read[]): Expr {
   const m = EXPR.exec(source);
   if (m === null) {
     throw new PlaceholderError(
@@ -125,6 +138,7 @@ function compileExpr(source: string, path: string): Expr {
   if (head === 'namespace') return (v) => v.namespace || fallback;
   if (head === 'serviceAccountName') return (v) => v.serviceAccountName || fallback;
   if (head === 'pod.name') return (v) => v.podName || fallback;
+  reads.push({ map: map === 'labels' ? 'labels' : 'annotations', key });
   if (map === 'labels') return (v) => lookup(v.labels, key) ?? lookup(v.addedLabels, key) ?? fallback;
   return (v) => lookup(v.annotations, key) ?? lookup(v.addedAnnotations, key) ?? fallback;
 }
@@ -149,12 +163,29 @@ function inputsOf(parts: readonly Compiled[]): Expr[] {
   return parts.flatMap((p) => (isStatic(p) ? [] : p.inputs));
 }
 
+function readsOf(parts: readonly Compiled[]): Read[] {
+  return parts.flatMap((p) => (isStatic(p) ? [] : p.reads));
+}
+
+/** The pod labels and annotations the placeholders of a compiled branch read. */
+export function keysRead(c: Compiled): { readonly labels: ReadonlySet<string>; readonly annotations: ReadonlySet<string> } {
+  const reads = isStatic(c) ? [] : c.reads;
+  return { labels: new Set(reads.filter((r) => r.map === 'labels').map((r) => r.key)), annotations: new Set(reads.filter((r) => r.map === 'annotations').map((r) => r.key)) };
+}
+
 /**
  * A string that is equal for two reviews exactly when every placeholder of the branch expands to
- * the same text in both, so the rendering can be reused: the placeholders' expanded values in order.
+ * the same text in both, so the rendering can be reused: the placeholders' expanded values in order,
+ * each after its length (no separator a value could hold makes two lists read alike).
  */
 export function renderKey(c: Compiled, v: RenderValues): string {
-  return isStatic(c) ? '' : JSON.stringify(c.inputs.map((input) => input(v)));
+  if (isStatic(c)) return '';
+  let key = '';
+  for (const input of c.inputs) {
+    const text = input(v);
+    key += `${text.length}:${text}`;
+  }
+  return key;
 }
 
 /** True when the compiled branch holds at least one placeholder. */

@@ -1,5 +1,3 @@
-import type { RenderedTemplate } from './template.js';
-
 /**
  * Where a template's containers go in the pod's list: `first`, `last`, or next to a named container
  * (another injector's, or the application's). The pod's own entries are never moved: the injector
@@ -21,21 +19,6 @@ export function placementFault(value: unknown): string | undefined {
   const name = (value as Record<string, unknown>)[key];
   if (typeof name !== 'string' || !NAME.test(name)) return `placement.${key} must be a container name (DNS-1123 label)`;
   return undefined;
-}
-
-/**
- * Pairs each container a template adds with where it goes. In the containers list the default is
- * `last`; in the init containers list it is `first`, because a native sidecar must be running before
- * the pod's own init containers that may need it. A template's run-to-completion init containers
- * always go first.
- */
-export function placementsOf<C extends { readonly name: string }>(added: readonly C[], rendered: readonly RenderedTemplate[], initList: boolean): [C, Placement][] {
-  const where = new Map<string, Placement>();
-  for (const r of rendered) {
-    const list = initList ? (r.nativeSidecar ? r.containers : []) : r.nativeSidecar ? [] : r.containers;
-    for (const c of list) if (!where.has(c.name)) where.set(c.name, r.placement ?? (initList ? 'first' : 'last'));
-  }
-  return added.map((c) => [c, where.get(c.name) ?? 'first']);
 }
 
 /** Inserts `added` into `own` by each item's placement; returns `own` itself when nothing is added. */

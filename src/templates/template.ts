@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
-import { compileValue, isDynamic, materialize, renderKey, type Compiled, type RenderValues } from './placeholders.js';
+import { compileValue, isDynamic, keysRead, materialize, renderKey, type Compiled, type RenderValues } from './placeholders.js';
 import type { Placement } from './placement.js';
 import type { OverrideField } from './schema.js';
 
@@ -39,8 +39,6 @@ export interface RenderedTemplate {
   readonly env: readonly NamedItem[];
   readonly annotations: Readonly<Record<string, string>>;
   readonly labels: Readonly<Record<string, string>>;
-  /** sha256 of the rendered content, short form. */
-  readonly digest: string;
   /** Where the containers go; absent: after the pod's containers, ahead of its init containers. */
   readonly placement?: Placement;
 }
@@ -63,6 +61,8 @@ export interface CompiledTemplate {
   readonly overrides: readonly OverrideField[];
   /** The normalized spec (native containers already carry `restartPolicy: Always`). */
   readonly spec: Required<Omit<SidecarTemplateSpec, 'default' | 'nativeSidecar' | 'placement' | 'overrides'>>;
+  /** The pod labels and annotations its placeholders read (a rendering changes only with these, the namespace, name and service account). */
+  readonly reads: { readonly labels: ReadonlySet<string>; readonly annotations: ReadonlySet<string> };
   render(values: RenderValues): RenderedTemplate;
 }
 
@@ -91,14 +91,11 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
   const version = templateVersion(name, spec);
   const base = { name, version, nativeSidecar, ...(spec.placement !== undefined && { placement: spec.placement }) };
   const render = isDynamic(compiled)
-    ? memoized(compiled, (v: RenderValues): RenderedTemplate => {
-        const body = materialize(compiled, v) as typeof normalized;
-        return { ...base, ...body, digest: digestOf(body) };
-      })
-    : constant({ ...base, ...normalized, digest: digestOf(normalized) });
+    ? memoized(compiled, (v: RenderValues): RenderedTemplate => ({ ...base, ...(materialize(compiled, v) as typeof normalized) }))
+    : constant({ ...base, ...normalized });
   const nativeMode = nativeSidecar ? NativeSidecar.Always : spec.nativeSidecar === 'jobs' ? NativeSidecar.JobsOnly : NativeSidecar.Never;
   const extras = { nativeMode, overrides: Object.freeze([...(spec.overrides ?? [])]), ...(spec.placement !== undefined && { placement: deepFreeze(spec.placement) }) };
-  return { name, file, version, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, render };
+  return { name, file, version, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, reads: keysRead(compiled), render };
 }
 
 /**
@@ -106,7 +103,7 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
  * comments and layout do not count, but every field does, including those that change nothing the
  * validator checks: a version names a source, not a meaning).
  */
-export function templateVersion(name: string, spec: SidecarTemplateSpec): string {
+function templateVersion(name: string, spec: SidecarTemplateSpec): string {
   return digestOf([name, spec]);
 }
 

@@ -53,6 +53,25 @@ export interface TemplateStore {
   close(): Promise<void>;
 }
 
+/**
+ * Faults for files that are empty now but defined templates of the set serving. An editor or a
+ * copy that rewrites a file in place leaves it empty for a moment; read then, the file would load
+ * as one with no templates, and the set would lose them: pods skipped, and /validate requiring
+ * nothing (the soak caught 507 valid reviews skipped so). Such a file is taken for one caught
+ * mid-write: the last good set keeps serving, and the next event or poll reads the file again.
+ * Deleting the file is how its templates are removed.
+ */
+function emptiedFiles(files: readonly TemplateFile[], serving: TemplateSet): TemplateFault[] {
+  const faults: TemplateFault[] = [];
+  for (const f of files) {
+    if (f.text.trim() !== '') continue;
+    const lost = [...serving.templates.values()].filter((t) => t.file === f.file).map((t) => t.name);
+    if (lost.length === 0) continue;
+    faults.push({ file: f.file, path: '', message: `the file is empty but defined ${lost.join(', ')} until now: taken for a file caught mid-write, so the last good set keeps serving; delete the file to remove its templates` });
+  }
+  return faults;
+}
+
 // The kubelet writes a ConfigMap volume as timestamped directories and swaps the `..data` symlink
 // to the new one (pkg/volume/util/atomic_writer.go); the visible files are symlinks through it.
 const KUBELET_DATA = '..data';
@@ -95,6 +114,8 @@ export async function openTemplateStore(dir: string, options: TemplateStoreOptio
     const time = new Date();
     try {
       if (files.length === 0) throw new InjectorError('TEMPLATES_EMPTY', [dir]);
+      const emptied = emptiedFiles(files, current);
+      if (emptied.length > 0) throw new TemplateSetError(emptied);
       const next = compileTemplateSet(files, dir);
       current = next; // the swap: a review already running keeps the set it read
       history.replace(next);

@@ -1,9 +1,10 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { InjectorError } from '../../src/errors.js';
+import { MetadataLimits } from '../../src/admission/pod.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { compileTemplateSet } from '../../src/templates/load.js';
-import { optedInPod } from '../helpers/review.js';
+import { mutate, optedInPod, podReview } from '../helpers/review.js';
 
 const set = compileTemplateSet(
   [
@@ -40,5 +41,43 @@ describe('injectSidecars', () => {
       () => injectSidecars(pod, templates, 'ns'),
       (err: unknown) => err instanceof InjectorError && err.code === 'TEMPLATE_VOLUME_MISSING' && /"shared-data" \(container "reader" of template "uses-pod-volume"\)/.test(err.message),
     );
+  });
+
+  describe('annotations near Kubernetes\' 256 KiB', () => {
+    const withVolume = (annotations: Record<string, string>): any => optedInPod({ annotations, spec: { containers: [{ name: 'app', image: 'app' }], volumes: [{ name: 'shared-data', emptyDir: {} }] } });
+    // Keys plus values, in UTF-8 bytes: the apiserver's count (ValidateAnnotationsSize).
+    const bytes = (m: Record<string, string>): number => Object.entries(m).reduce((n, [k, v]) => n + Buffer.byteLength(k) + Buffer.byteLength(v), 0);
+    /** Annotations of exactly `total` bytes, mostly in characters of 3 bytes and 1 UTF-16 unit (€), the most bytes per unit. */
+    const annotationsOf = (total: number, key = 'example.com/blob'): Record<string, string> => ({ [key]: '€'.repeat(Math.floor((total - key.length) / 3)) + 'x'.repeat((total - key.length) % 3) });
+    const statusBytes = (() => {
+      const out = injectSidecars(withVolume({}), templates, 'ns').pod;
+      return Buffer.byteLength('sidecar-injector.io/status') + Buffer.byteLength(out.metadata!.annotations!['sidecar-injector.io/status']!);
+    })();
+
+    it('injects a pod whose annotations still fit with the status annotation', () => {
+      const own = annotationsOf(MetadataLimits.annotationBytes - statusBytes);
+      assert.equal(bytes(own), MetadataLimits.annotationBytes - statusBytes);
+      const { pod: out } = injectSidecars(withVolume(own), templates, 'ns');
+      assert.equal(bytes(out.metadata!.annotations!), MetadataLimits.annotationBytes);
+    });
+
+    it('refuses, naming the limit and the status annotation\'s size, a pod the status annotation would take over it', () => {
+      const own = annotationsOf(MetadataLimits.annotationBytes - statusBytes + 1);
+      assert.throws(() => injectSidecars(withVolume(own), templates, 'ns'), (err: unknown) => {
+        assert.ok(err instanceof InjectorError && err.code === 'ANNOTATIONS_TOO_LARGE');
+        assert.ok(err.message.includes(`${MetadataLimits.annotationBytes + 1} bytes`), err.message);
+        assert.ok(err.message.includes(`sidecar-injector.io/status alone takes ${statusBytes}`), err.message);
+        assert.ok(err.message.includes(`limit of ${MetadataLimits.annotationBytes} bytes`), err.message);
+        return true;
+      });
+    });
+
+    it('is denied by the mutating handler with that one-line message', () => {
+      const own = annotationsOf(MetadataLimits.annotationBytes - 10);
+      const { response, reason } = mutate(podReview(withVolume(own)).request, set);
+      assert.equal(response.allowed, false);
+      assert.equal(reason, 'annotations-too-large');
+      assert.match(response.status?.message ?? '', /^the pod's annotations would take \d+ bytes once injected \(the status annotation sidecar-injector\.io\/status alone takes \d+\), over Kubernetes' limit of 262144 bytes[^\n]*$/);
+    });
   });
 });

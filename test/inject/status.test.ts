@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { injectSidecars } from '../../src/inject/mutate.js';
-import { Drift, readStatus, statusDrift, StatusFormat } from '../../src/inject/status.js';
+import { readStatus, StatusFormat } from '../../src/inject/status.js';
 import { compileTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { optedInPod } from '../helpers/review.js';
 
@@ -57,32 +57,5 @@ describe('status annotation', () => {
     const read = readStatus(withStatus('{"templates":["a"],"injected":[{"template":"a","version":"1","containers":{"__proto__":"x"}}]}'));
     assert.ok(read.format === StatusFormat.Versioned);
     assert.deepEqual(Object.keys(read.status.injected[0]!.containers!), ['__proto__']);
-  });
-});
-
-describe('statusDrift', () => {
-  const before = set(shipper('k8s.gcr.io/shipper:1'), mesh);
-  const after = set(shipper('registry.k8s.io/shipper:1'), mesh);
-
-  it('is current when every selected template is recorded at its current version', () => {
-    assert.deepEqual(statusDrift(injected(after), after), { drift: Drift.Current, templates: [] });
-    const both = { 'sidecar-injector.io/templates': 'shipper,mesh' };
-    assert.deepEqual(statusDrift(injected(after, both), after), { drift: Drift.Current, templates: [] });
-  });
-
-  it('names the templates recorded at another version, missing from the record, or no longer selected', () => {
-    assert.deepEqual(statusDrift(injected(before), after), { drift: Drift.Outdated, templates: ['shipper'] });
-    const both = { 'sidecar-injector.io/templates': 'shipper,mesh' };
-    assert.deepEqual(statusDrift(injected(before, both), after), { drift: Drift.Outdated, templates: ['shipper'] });
-    const meshDefault = set(shipper('registry.k8s.io/shipper:1'), mesh.replace('  nativeSidecar', '  default: true\n  nativeSidecar'));
-    assert.deepEqual(statusDrift(injected(after), meshDefault), { drift: Drift.Outdated, templates: ['mesh'] });
-    const onlyMesh = set(mesh.replace('  nativeSidecar', '  default: true\n  nativeSidecar'), shipper('x').replace('  default: true\n', ''));
-    assert.deepEqual(statusDrift(injected(after), onlyMesh), { drift: Drift.Outdated, templates: ['mesh', 'shipper'] });
-  });
-
-  it('says when the status predates template versions or is missing', () => {
-    assert.deepEqual(statusDrift(withStatus('{"templates":["shipper"],"digest":"x"}'), after), { drift: Drift.Unversioned, templates: ['shipper'] });
-    assert.deepEqual(statusDrift(optedInPod(), after), { drift: Drift.Missing, templates: [] });
-    assert.deepEqual(statusDrift(withStatus('{'), after), { drift: Drift.Missing, templates: [] });
   });
 });

@@ -114,6 +114,34 @@ describe('encodePatch', () => {
     assert.equal(encodePatch([]), '[]');
   });
 
+  it('escapes a path as JSON.stringify does: quotes, backslashes, control characters, lone surrogates', () => {
+    for (const key of ['a"b', 'a\\b', 'tab\there', 'nul\u0000', 'lone\ud800', 'pair\ud83d\ude00', 'del\u007f', 'plain']) {
+      const ops = [{ op: 'add' as const, path: `/metadata/annotations/${key}`, value: 'v' }];
+      assert.equal(encodePatch(ops), JSON.stringify(ops), JSON.stringify(key));
+    }
+  });
+
+  it('writes new lists and maps holding frozen items, and long strings met twice, as JSON.stringify does', () => {
+    const volume = deepFreeze({ name: 'logs', emptyDir: { sizeLimit: '1Gi' } });
+    const status = `{"templates":["a"],"note":"${'x'.repeat(100)}\\n"}`;
+    const ops = [
+      { op: 'add' as const, path: '/spec/volumes', value: [volume, { name: 'own', configMap: { name: 'c', items: [{ key: 'k', path: 'p' }] } }] },
+      { op: 'add' as const, path: '/metadata/annotations', value: { 'sidecar-injector.io/status': status, 'q"k': 'v', n: 1.5, z: null, nested: { deep: [volume, { a: [1, 'two'] }] } } },
+      { op: 'add' as const, path: '/metadata/annotations/s', value: status },
+      { op: 'replace' as const, path: '/spec/x', value: [[], {}, [volume]] },
+    ];
+    assert.equal(encodePatch(ops), JSON.stringify(ops));
+    assert.equal(encodePatch(ops), JSON.stringify(ops), 'the second encoding, from the kept JSON, is the same');
+  });
+
+  it('escapes the paths of what diff just found as JSON.stringify does, keys with quotes and backslashes included', () => {
+    const before = { metadata: { annotations: { a: '1' } }, spec: { 'x"y': { 'q\\r': [1] } } };
+    const after = { metadata: { annotations: { a: '1', 'k"e\\y': '2', 'a/b~c': '3', 'ctl\u0001': '4' } }, spec: { 'x"y': { 'q\\r': [1, 2] } } };
+    const ops = diff(before, after);
+    assert.equal(ops.length, 4);
+    assert.equal(encodePatch(ops), JSON.stringify(ops));
+  });
+
   it('never reuses the JSON of an object that is not frozen', () => {
     const value = { name: 'a' };
     const op = { op: 'add' as const, path: '/x', value };

@@ -37,7 +37,6 @@ describe('compiled template rendering', () => {
     assert.notEqual(render({ zone: 'c' }), base);
     assert.deepEqual(render({ zone: 'c' }).containers[0]!.args, ['--zone=c', '--ns=shop']);
     assert.deepEqual(render({ zone: 'b' }, 'billing').containers[0]!.args, ['--zone=b', '--ns=billing']);
-    assert.notEqual(render({ zone: 'b' }).digest, render({ zone: 'b' }, 'billing').digest);
   });
 
   it('keeps values apart that would read alike if joined', () => {
@@ -50,14 +49,13 @@ describe('compiled template rendering', () => {
     assert.equal(firstArg({ zone: 'a', rack: '\u0000x' }), '--zone=a\u0000x');
   });
 
-  it('gives the same digest as a fresh rendering and freezes the shared result', () => {
+  it('gives the same rendering as a fresh one and freezes the shared result', () => {
     const labels = { zone: 'd', rack: '1' };
     const cached = render(labels);
     const again = render(labels);
     assert.equal(again, cached);
     assert.ok(Object.isFrozen(cached) && Object.isFrozen(cached.containers[0]) && Object.isFrozen(cached.containers[0]!.args));
     const fresh = compileTemplateSet([{ file: 'agent.yaml', text: TEMPLATE }], 'test').templates.get('agent')!.render(renderValues(pod(labels), 'shop'));
-    assert.equal(fresh.digest, cached.digest);
     assert.deepEqual(fresh, cached);
   });
 

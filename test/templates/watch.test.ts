@@ -254,6 +254,28 @@ describe('template hot reload', () => {
     assert.equal(store.current().history?.knows('pair', first.templates.get('pair')!.version), true);
   });
 
+  it('takes a template file emptied in place for one caught mid-write: the last good set serves until the file is whole', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'templates-plain-'));
+    await writeFile(join(dir, 'pair.yaml'), template('v1'));
+    await writeFile(join(dir, 'other.yaml'), defaultTemplate('three', 'v1'));
+    const store = await openTemplateStore(dir, { logger: createLogger('silent'), watch: false });
+    stores.push(store);
+    const good = store.current();
+    // An editor saving in place: truncated first, written a moment later.
+    await writeFile(join(dir, 'pair.yaml'), '\n');
+    const r = await store.reload();
+    assert.equal(r?.ok, false);
+    assert.match(r?.faults[0]?.message ?? '', /the file is empty but defined pair until now/);
+    assert.equal(store.current(), good, 'the very same set keeps serving');
+    await writeFile(join(dir, 'pair.yaml'), template('v2'));
+    assert.equal((await store.reload())?.ok, true);
+    assert.equal(imageOf(store, 0), 'example.com/one:v2');
+    // Deleting the file is how its templates go.
+    await rm(join(dir, 'pair.yaml'));
+    assert.equal((await store.reload())?.ok, true);
+    assert.equal(store.current().templates.has('pair'), false);
+  });
+
   it('rejects a set that empties the directory and keeps the last good one', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'templates-plain-'));
     await writeFile(join(dir, 'pair.yaml'), template('v1'));

@@ -1,6 +1,5 @@
 import type { Container, JsonObject } from '../kube/types.js';
-import type { RenderedTemplate } from '../templates/template.js';
-import { isSubset } from './mutate.js';
+import type { RenderedTemplate } from './template.js';
 
 /** Two selected templates that want the same name (or port) for different things. */
 export interface Conflict {
@@ -58,4 +57,34 @@ function portClaims(p: JsonObject, path: string, template: string, claim: (key: 
   // apiserver's warning already reaches the user. Two sidecars binding one port number cannot work.
   const protocol = typeof p['protocol'] === 'string' ? p['protocol'] : 'TCP';
   claim(`port:${String(p['containerPort'])}/${protocol}`, `port ${String(p['containerPort'])}/${protocol}`, { template, path: `${path}/containerPort`, value: p }, false);
+}
+
+/**
+ * True when every field the template sets has the same value in the pod's item. The apiserver adds
+ * defaults (imagePullPolicy, terminationMessagePath, protocol) after a patch, so a re-invoked review
+ * sees more fields than the template wrote; those extra fields are not a difference.
+ */
+export function isSubset(template: unknown, actual: unknown): boolean {
+  if (template === actual) return true;
+  // Go's encoder omits zero values (omitempty), so `readOnly: false` comes back absent.
+  if (actual === undefined || actual === null) return isZero(template);
+  if (Array.isArray(template)) {
+    return Array.isArray(actual) && template.length === actual.length && template.every((t, i) => isSubset(t, actual[i]));
+  }
+  if (typeof template === 'object' && template !== null) {
+    if (typeof actual !== 'object' || actual === null || Array.isArray(actual)) return false;
+    const a = actual as Record<string, unknown>;
+    return Object.entries(template).every(([k, v]) => isSubset(v, a[k]));
+  }
+  // A list or object where the template has a value differs; String() of it could throw (a key
+  // named toString) or walk it.
+  if (typeof actual === 'object') return false;
+  // Quantities written as numbers in YAML come back from the apiserver as strings.
+  return String(template) === String(actual);
+}
+
+function isZero(v: unknown): boolean {
+  if (Array.isArray(v)) return v.length === 0;
+  if (typeof v === 'object' && v !== null) return Object.keys(v).length === 0;
+  return v === false || v === 0 || v === '' || v === null || v === undefined;
 }

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { findConflicts } from '../../src/inject/conflicts.js';
+import { findConflicts } from '../../src/templates/conflicts.js';
 import type { RenderedTemplate } from '../../src/templates/template.js';
 
 /** A rendered template with only the parts a test gives. */
 function rendered(name: string, parts: Partial<RenderedTemplate> = {}): RenderedTemplate {
-  return { name, version: 'v', containers: [], nativeSidecar: false, initContainers: [], volumes: [], imagePullSecrets: [], volumeMounts: [], env: [], annotations: {}, labels: {}, digest: 'd', ...parts };
+  return { name, version: 'v', containers: [], nativeSidecar: false, initContainers: [], volumes: [], imagePullSecrets: [], volumeMounts: [], env: [], annotations: {}, labels: {}, ...parts };
 }
 
 const messages = (r: readonly RenderedTemplate[]): string[] => findConflicts(r).map((c) => c.message);
