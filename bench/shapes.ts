@@ -34,6 +34,9 @@ export interface Shape {
 const OPT_IN = { 'sidecar-injector.io/inject': 'true' };
 const NODES = Options.maxJsonNodes.schema.default;
 const OBJECT_KEYS = Options.maxObjectKeys.schema.default;
+const LAYOUTS = Options.maxObjectLayouts.schema.default;
+/** The most keys one map of a small pod may hold: --max-object-keys, or the layouts the rest of the pod leaves. */
+const ONE_MAP = Math.min(OBJECT_KEYS - 10, LAYOUTS - 64);
 
 /**
  * Stands in the keys and strings that must be new to V8 in every review (they cost the most to
@@ -114,25 +117,37 @@ function nested(depth: number): unknown {
   return v;
 }
 
+/** `n` objects of 16 keys whose names are new to V8 and to each other. */
+function distinctKeys(n: number): object[] {
+  return Array.from({ length: n }, (_, i) => Object.fromEntries(Array.from({ length: 16 }, (_, j) => [`${SALT}${(i * 16 + j).toString(36)}`, 0])));
+}
+
+/** A review of a one-container pod whose managedFields entry holds `fields` (fieldsV1 is free-form JSON). */
+function managedFieldsReview(fields: object[]): string {
+  return review(pod({ managedFields: [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:x': fields } }] }, { containers: [app] }));
+}
+
 /** Every shape, built on demand (some take a second to build). */
 export const Shapes: Readonly<Record<string, () => Shape>> = {
   typical: () => ({ name: 'typical', what: 'a pod of 1 container (reference)', text: review(pod({}, { containers: [app] })) }),
   'annotations-256k': () => {
-    // As many keys as --max-object-keys allows, long enough to fill Kubernetes' 256 KiB but for 1 KiB
-    // left to what the injector adds (its status annotation; a fuller pod is refused, ANNOTATIONS_TOO_LARGE).
-    const n = OBJECT_KEYS - 10;
+    // As many keys as --max-object-keys and --max-object-layouts allow (one map's keys are as
+    // many layouts; the rest of the pod takes a few tens), long enough to fill Kubernetes' 256 KiB
+    // but for 1 KiB left to what the injector adds (its status annotation; a fuller pod is
+    // refused, ANNOTATIONS_TOO_LARGE).
+    const n = ONE_MAP;
     const width = Math.floor((MetadataLimits.annotationBytes - 1024) / n);
     const annotations = Object.fromEntries(keys(n).map((k) => [k.padEnd(width, '-'), '']));
-    return { name: 'annotations-256k', what: `${n} annotations (--max-object-keys), 256 KiB (Kubernetes' limit): injected`, text: review(pod({ annotations }, { containers: [app] })) };
+    return { name: 'annotations-256k', what: `${n} annotations (--max-object-keys, --max-object-layouts), 256 KiB (Kubernetes' limit): injected`, text: review(pod({ annotations }, { containers: [app] })) };
   },
   'annotations-3mib': () => {
     const text = fill((n) => pod({ annotations: Object.fromEntries(keys(n).map((k) => [k, ''])) }, { containers: [app] }), 400_000);
     return { name: 'annotations-3mib', what: 'as many annotations as 3 MiB holds: refused before parsing (--max-object-keys)', text };
   },
   'labels-max': () => {
-    const n = OBJECT_KEYS - 10;
+    const n = ONE_MAP;
     const labels = Object.fromEntries(keys(n).map((k) => [k.padEnd(MetadataLimits.keyName, '-'), 'v'.repeat(MetadataLimits.labelValue)]));
-    return { name: 'labels-max', what: `${n} labels (--max-object-keys) of the longest keys and values: injected`, text: review(pod({ labels }, { containers: [app] })) };
+    return { name: 'labels-max', what: `${n} labels (--max-object-keys, --max-object-layouts) of the longest keys and values: injected`, text: review(pod({ labels }, { containers: [app] })) };
   },
   'labels-3mib': () => {
     const text = fill((n) => pod({ labels: Object.fromEntries(keys(n).map((k) => [k, ''])) }, { containers: [app] }), 400_000);
@@ -169,9 +184,49 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
   'keys-distinct': () => {
     // Objects of 16 keys whose names V8 has never seen (new hidden classes and interned strings:
     // the most costly JSON per node), in managedFields, whose fieldsV1 is free-form JSON.
-    const fields = (n: number): object => Array.from({ length: n }, (_, i) => Object.fromEntries(Array.from({ length: 16 }, (_, j) => [`${SALT}${(i * 16 + j).toString(36)}`, 0])));
-    const text = withinNodes((n) => review(pod({ managedFields: [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:x': fields(n) } }] }, { containers: [app] })), Math.ceil(NODES / 17));
-    return { name: 'keys-distinct', what: 'managedFields holding objects of 16 keys new to V8, as many as --max-json-nodes allows: injected', text };
+    const text = withinNodes((n) => managedFieldsReview(distinctKeys(n)), Math.ceil(LAYOUTS / 16) + 1);
+    return { name: 'keys-distinct', what: 'managedFields holding objects of 16 keys new to V8, as many as --max-object-layouts allows: injected', text };
+  },
+  'keys-reordered': () => {
+    // 64 names only, 16 of them per object in a new order each time: V8 makes a hidden class per
+    // key all the same, so distinct names alone would not bound the cost; layouts do.
+    const fields = (n: number): object[] => {
+      let seed = 1;
+      const random = (): number => (seed = (seed * 48271) % 0x7fffffff) / 0x7fffffff;
+      return Array.from({ length: n }, () => {
+        const names = Array.from({ length: 64 }, (_, j) => `${SALT}${j.toString(36)}`);
+        for (let j = 0; j < 16; j++) {
+          const k = j + Math.floor(random() * (64 - j));
+          [names[j], names[k]] = [names[k]!, names[j]!];
+        }
+        return Object.fromEntries(names.slice(0, 16).map((name) => [name, 0]));
+      });
+    };
+    const text = withinNodes((n) => managedFieldsReview(fields(n)), Math.ceil(LAYOUTS / 8));
+    return { name: 'keys-reordered', what: 'managedFields holding objects of 16 of 64 names in new orders, as many as --max-object-layouts allows: injected', text };
+  },
+  'keys-same': () => {
+    // Objects of the same 16 keys: one layout each, so as many as --max-json-nodes allows, all
+    // of them counted again by the layout scan (the most it does for a body it lets through).
+    const fields = (n: number): object[] => Array.from({ length: n }, () => Object.fromEntries(Array.from({ length: 16 }, (_, j) => [`${SALT}${j.toString(36)}`, 0])));
+    const text = withinNodes((n) => managedFieldsReview(fields(n)), Math.ceil(NODES / 17));
+    return { name: 'keys-same', what: 'managedFields holding objects of the same 16 keys, as many as --max-json-nodes allows: injected', text };
+  },
+  'layouts-over': () => {
+    // Objects of distinct keys just within --max-json-nodes: the layout scan reads until it has
+    // held --max-object-layouts names, then refuses.
+    const text = managedFieldsReview(distinctKeys(Math.floor((NODES - 100) / 18)));
+    return { name: 'layouts-over', what: 'managedFields holding objects of 16 keys new to V8, as many as --max-json-nodes allows: refused before parsing (--max-object-layouts)', text };
+  },
+  'layouts-and-strings': () => {
+    // The costliest body allowed: keys new to V8 up to --max-object-layouts, and a container's
+    // args of short strings new to V8 up to --max-json-nodes.
+    const layouts = Math.floor(LAYOUTS / 16) - 16;
+    const text = withinNodes(
+      (n) => review(pod({ managedFields: [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:x': distinctKeys(layouts) } }] }, { containers: [{ ...app, args: Array.from({ length: n }, (_, i) => `${SALT}s${i.toString(36)}`) }] })),
+      NODES,
+    );
+    return { name: 'layouts-and-strings', what: "keys new to V8 up to --max-object-layouts, then a container's args of short strings new to V8 up to --max-json-nodes: injected", text };
   },
   'strings-distinct': () => {
     // Short strings V8 has never seen: JSON.parse interns each (up to 10 characters), as it does keys.
@@ -206,9 +261,9 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
 };
 
 /** The shapes `npm run soak` sends: the costliest allowed and refused ones, and a pod refused by a --max-* limit. */
-export const SoakShapes = ['keys-distinct', 'strings-distinct', 'containers-limit', 'annotations-256k', 'nodes-limit', 'whitespace-3mib', 'strings-3mib', 'nodes-over', 'containers-over'] as const;
+export const SoakShapes = ['keys-distinct', 'keys-reordered', 'layouts-and-strings', 'strings-distinct', 'containers-limit', 'annotations-256k', 'nodes-limit', 'whitespace-3mib', 'strings-3mib', 'nodes-over', 'containers-over'] as const;
 
-/** The largest `n` up to `max` for which `build(n)` passes checkBody (binary search). */
+/** The largest `n` up to `max` for which `build(n)` passes checkBody at the default limits (binary search). */
 function withinNodes(build: (n: number) => string, max: number): string {
   let lo = 1;
   let hi = max;

@@ -128,46 +128,136 @@ export const MAX_NESTING = 64;
 
 /**
  * What a review body may hold before it is parsed. JSON.parse pays per value it makes, and most
- * for what V8 has not seen before: a key name new to it costs about 1.5 µs (a new hidden class
- * and an interned string), a short string value new to it about 0.3 µs, anything else 0.03 to
- * 0.15 µs. Before the nodes were counted this way, 2.6 MiB of small objects with distinct keys
- * held the event loop for half a second, and 3 MiB of distinct short strings in one list (a
- * container's args) for a third of one, though neither held many objects or lists; so such
- * bodies are refused before JSON.parse sees them (README, "Limits per review").
+ * for an object layout V8 has not seen before: a key that extends its object's keys so far in a
+ * way new to V8 costs about 1.5 µs (a new hidden class, and an interned string when the name is
+ * new too), whether the name is new or only its place after the keys before it (64 names in
+ * shuffled orders cost nearly as much as distinct ones). A short string value new to V8 costs
+ * about 0.3 µs, anything else 0.03 to 0.15 µs. So the nodes are bounded generously, and the
+ * layouts, which a real pod has few of, tightly (README, "Limits per review").
  */
 export interface BodyLimits {
   /** Keys of one JSON object (`--max-object-keys`). */
   readonly objectKeys: number;
   /** Objects, lists, keys and list items in the whole body (`--max-json-nodes`): every value JSON.parse makes. */
   readonly nodes: number;
+  /**
+   * Distinct object layouts in the whole body (`--max-object-layouts`): the distinct runs of key
+   * names that begin an object, so a key counts once per distinct run of keys before it in its
+   * object. Each is a hidden class JSON.parse may have to make. At least the distinct key names.
+   */
+  readonly objectLayouts: number;
 }
 
-export const DefaultBodyLimits: BodyLimits = Object.freeze({ objectKeys: Options.maxObjectKeys.schema.default, nodes: Options.maxJsonNodes.schema.default });
+export const DefaultBodyLimits: BodyLimits = Object.freeze({
+  objectKeys: Options.maxObjectKeys.schema.default,
+  nodes: Options.maxJsonNodes.schema.default,
+  objectLayouts: Options.maxObjectLayouts.schema.default,
+});
 
 /**
- * Refuses a body nested deeper than MAX_NESTING, with an object of more keys, or with more nodes
- * (objects, lists, keys and list items) than `limits` allow, before JSON.parse. A scan of the text
- * that jumps over strings with indexOf and over long runs of anything else (numbers, white space)
- * with a regular expression, both native, so it costs a fraction of the parse; malformed JSON is
- * left for the parser.
+ * Refuses a body nested deeper than MAX_NESTING, with an object of more keys, more nodes (objects,
+ * lists, keys and list items) or more object layouts than `limits` allow, before JSON.parse. A scan
+ * of the text that jumps over strings with indexOf and over long runs of anything else (numbers,
+ * white space) with a regular expression, both native, so it costs a fraction of the parse;
+ * malformed JSON is left for the parser. Layouts are never more than keys, so only a body of more
+ * keys than `limits.objectLayouts` (none the apiserver sends for a real pod) is scanned again to
+ * count them: every other review pays nothing for that limit.
  */
 export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits): void {
+  if (scan(text, limits) > limits.objectLayouts) countLayouts(text, limits.objectLayouts);
+}
+
+/**
+ * Counts the distinct layouts of the body's objects as V8 builds them: an object's layout after a
+ * key is the one before it plus that key (a transition tree), so a key makes a new one when the
+ * pair (layout so far, name) is new. Names are compared as the text writes them (the apiserver's
+ * encoding/json writes each name one way). Holds at most `limit` layouts and names: it throws past them.
+ */
+function countLayouts(text: string, limit: number): void {
+  // The layout each open object has reached, by depth (0: the empty object's), and the depth;
+  // the nesting was checked by the first scan.
+  const at = new Int32Array(MAX_NESTING + 2);
+  let depth = 0;
+  // Each name seen, numbered from 1, and each layout by the pair (layout before, name) it adds,
+  // as one number (a small integer while the limit is under 2 ** 15).
+  const names = new Map<string, number>();
+  const layouts = new Map<number, number>();
+  const base = limit + 1;
+  // The last key taken from each layout and where it led: objects of one kind repeat their keys
+  // in the same order (a pod's env vars, managedFields), so most keys are found without a slice.
+  const lastName: (string | undefined)[] = [];
+  const lastTo = new Int32Array(base + 1);
+  let stringStart = 0;
+  let stringEnd = 0;
+  let plain = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      stringStart = i + 1;
+      i = closingQuote(text, i);
+      if (i < 0) return;
+      stringEnd = i;
+    } else if (c === COLON) {
+      const from = at[depth]!;
+      const last = lastName[from];
+      if (last !== undefined && last.length === stringEnd - stringStart && text.startsWith(last, stringStart)) {
+        at[depth] = lastTo[from]!;
+      } else {
+        const name = text.slice(stringStart, stringEnd);
+        let id = names.get(name);
+        if (id === undefined) names.set(name, (id = names.size + 1));
+        const pair = from * base + id;
+        let to = layouts.get(pair);
+        if (to === undefined) {
+          if (layouts.size >= limit) {
+            throw invalid(`the body holds more than ${limit} distinct object layouts (runs of key names; --${Options.maxObjectLayouts.flag}); no real pod holds that many`);
+          }
+          layouts.set(pair, (to = layouts.size + 1));
+        }
+        lastName[from] = name;
+        lastTo[from] = to;
+        at[depth] = to;
+      }
+    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+      at[++depth] = 0;
+    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      depth = Math.max(0, depth - 1);
+    } else if (c === COMMA) {
+      // Nothing to count, but the end of a plain run, as in scan.
+    } else if (++plain > PLAIN_RUN) {
+      STRUCTURE.lastIndex = i;
+      const next = STRUCTURE.exec(text);
+      if (next === null) return;
+      i = next.index - 1;
+      plain = 0;
+      continue;
+    } else {
+      continue;
+    }
+    plain = 0;
+  }
+}
+
+/** The scan of checkBody: throws past the limits, else returns the keys in the body (-1 when the JSON is malformed). */
+function scan(text: string, limits: BodyLimits): number {
   // Per open level: -1 for a list, else the keys of the object seen so far.
   const keys = new Int32Array(MAX_NESTING + 2);
   let depth = 0;
   let nodes = 0;
+  let allKeys = 0;
   let plain = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === QUOTE) {
       i = closingQuote(text, i);
-      if (i < 0) return;
+      if (i < 0) return -1;
     } else if (c === COLON) {
       // A key (and so its value).
       if (keys[depth]! >= 0 && ++keys[depth]! > limits.objectKeys) {
         throw invalid(`the body has an object of more than ${limits.objectKeys} keys (--${Options.maxObjectKeys.flag}); no real pod has a map that large`);
       }
       if (++nodes > limits.nodes) throw tooManyNodes(limits.nodes);
+      allKeys++;
     } else if (c === COMMA) {
       // One more list item (a list's first item is counted with the list).
       if (keys[depth] === -1 && ++nodes > limits.nodes) throw tooManyNodes(limits.nodes);
@@ -183,7 +273,7 @@ export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits):
       // character that matters, natively, rather than one at a time here.
       STRUCTURE.lastIndex = i;
       const next = STRUCTURE.exec(text);
-      if (next === null) return;
+      if (next === null) break;
       i = next.index - 1;
       plain = 0;
       continue;
@@ -192,6 +282,7 @@ export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits):
     }
     plain = 0;
   }
+  return allKeys;
 }
 
 function tooManyNodes(limit: number): InjectorError {

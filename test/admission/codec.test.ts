@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { checkBody, describeValue, MAX_NESTING } from '../../src/admission/codec.js';
 import { InjectorError } from '../../src/errors.js';
 
-const limits = { objectKeys: 3, nodes: 10 };
+const limits = { objectKeys: 3, nodes: 10, objectLayouts: 1000 };
 
 function refusal(text: string): string | undefined {
   try {
@@ -23,14 +23,14 @@ describe('checkBody', () => {
   });
 
   it('counts the keys of each object apart, siblings and parents included', () => {
-    const keys = { objectKeys: 3, nodes: 1000 };
+    const keys = { objectKeys: 3, nodes: 1000, objectLayouts: 1000 };
     assert.doesNotThrow(() => checkBody('{"a":{"x":1,"y":2,"z":3},"b":{"x":1,"y":2,"z":3},"c":3}', keys));
     assert.throws(() => checkBody('{"a":{"x":1,"y":2,"z":3},"b":1,"c":2,"d":3}', keys), /an object of more than 3 keys \(--max-object-keys\)/);
     assert.throws(() => checkBody('{"a":[{"x":1,"y":2,"z":3,"w":4}]}', keys), /more than 3 keys/);
   });
 
   it('counts every object, list, key and list item as a node, at any depth', () => {
-    const nodes = { objectKeys: 1000, nodes: 10 };
+    const nodes = { objectKeys: 1000, nodes: 10, objectLayouts: 1000 };
     const refused = (text: string): boolean => {
       try {
         checkBody(text, nodes);
@@ -56,7 +56,7 @@ describe('checkBody', () => {
   });
 
   it('jumps over long runs of white space and digits without losing the structure after them', () => {
-    const nodes = { objectKeys: 1000, nodes: 10 };
+    const nodes = { objectKeys: 1000, nodes: 10, objectLayouts: 1000 };
     const pad = ' '.repeat(1000);
     assert.doesNotThrow(() => checkBody(`{${pad}"a"${pad}:${pad}${'1'.repeat(1000)}${pad},"b":"[[[[[[[[[[[[${pad}"}`, nodes));
     assert.throws(() => checkBody(`[${pad}${'7'.repeat(500)}${pad}${Array(10).fill(',1').join('')}]`, nodes), /more than 10 JSON nodes/);
@@ -68,6 +68,30 @@ describe('checkBody', () => {
     assert.doesNotThrow(() => checkBody(nest(MAX_NESTING)));
     assert.throws(() => checkBody(nest(MAX_NESTING + 1)), /nested more than 64 levels/);
     assert.throws(() => checkBody(`{"a":"]]]]","b":${nest(MAX_NESTING + 1)}}`), /nested more than 64 levels/);
+  });
+
+  it('counts object layouts: a key name once per distinct run of keys before it in its object', () => {
+    const layouts = { objectKeys: 1000, nodes: 1000, objectLayouts: 4 };
+    const refused = (text: string): boolean => {
+      try {
+        checkBody(text, layouts);
+        return false;
+      } catch (err) {
+        assert.match((err as Error).message, /more than 4 distinct object layouts \(runs of key names; --max-object-layouts\)/);
+        return true;
+      }
+    };
+    // Objects of one kind share their layouts however many there are: a, a+b.
+    assert.equal(refused(`[${Array(50).fill('{"a":0,"b":0}').join(',')}]`), false);
+    // The same name at every depth: one layout.
+    assert.equal(refused('{"a":{"a":{"a":{"a":{"a":{"a":0}}}}}}'), false);
+    // Names the body has seen, in a new order: a, a+b, b, b+a, c.
+    assert.equal(refused('[{"a":0,"b":0},{"b":0,"a":0},{"c":0}]'), true);
+    // Five distinct names: a, a+b, a+b+c, x, y.
+    assert.equal(refused('{"a":{"x":0},"b":{"y":0},"c":1}'), true);
+    // Names are read as strings: quotes, colons and braces inside them are not structure.
+    assert.equal(refused(`[${Array(20).fill('{"k:{\\"name\\":\\"A\\"}":{".":{}},"f:{x}":0}').join(',')}]`), false);
+    assert.equal(refused('[{"k:{\\"name\\":\\"A\\"}":0},{"k:{\\"name\\":\\"B\\"}":0},{"a":0},{"b":0},{"c":0}]'), true);
   });
 
   it('leaves malformed JSON to the parser', () => {

@@ -4,6 +4,7 @@ import { MetadataLimits } from '../../src/admission/pod.js';
 import { Options } from '../../src/config/config.js';
 import { admit, validatePod } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
+import { managedFieldsOf } from '../helpers/managed-fields.js';
 import { optedInPod, podReview } from '../helpers/review.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -150,7 +151,7 @@ describe('pods over the --max-* limits', () => {
   });
 });
 
-describe('bodies over the --max-object-keys and --max-json-nodes limits', () => {
+describe('bodies over the --max-object-keys, --max-json-nodes and --max-object-layouts limits', () => {
   async function assertHttp400(pod: object, message: RegExp): Promise<void> {
     const started = Date.now();
     const res = await httpsRequest(`${server.url}/mutate`, JSON.stringify(podReview(pod)), { ca });
@@ -187,6 +188,68 @@ describe('bodies over the --max-object-keys and --max-json-nodes limits', () => 
     const pod = optedInPod();
     pod.metadata.managedFields = [{ manager: 'kubectl', operation: 'Update', fieldsType: 'FieldsV1', fieldsV1 }];
     await assertHttp400(pod, nodesOver);
+  });
+
+  const LAYOUTS = Options.maxObjectLayouts.schema.default;
+  const layoutsOver = new RegExp(`more than ${LAYOUTS} distinct object layouts \\(runs of key names; --max-object-layouts\\)`);
+  const withFields = (fields: object[]): any => {
+    const pod = optedInPod();
+    pod.metadata.managedFields = [{ manager: 'kubectl', operation: 'Update', fieldsType: 'FieldsV1', fieldsV1: { 'f:x': fields } }];
+    return pod;
+  };
+
+  it('refuses more key names than --max-object-layouts, far within --max-json-nodes (each costs JSON.parse a new hidden class)', async () => {
+    const objects = Math.ceil(LAYOUTS / 16) + 1;
+    await assertHttp400(withFields(repeat(objects, (i) => Object.fromEntries(repeat(16, (j) => [`f:${i}-${j}`, 0])))), layoutsOver);
+  });
+
+  it('refuses known key names in more new orders than --max-object-layouts (a new order costs JSON.parse a new hidden class too)', async () => {
+    // 64 names, 16 of them per object, each object in an order of its own.
+    let seed = 7;
+    const random = (): number => (seed = (seed * 48271) % 0x7fffffff) / 0x7fffffff;
+    const shuffled = (): object => {
+      const names = repeat(64, (j) => `f:n${j}`);
+      for (let j = 0; j < 16; j++) {
+        const k = j + Math.floor(random() * (64 - j));
+        [names[j], names[k]] = [names[k]!, names[j]!];
+      }
+      return Object.fromEntries(names.slice(0, 16).map((name) => [name, 0]));
+    };
+    await assertHttp400(withFields(repeat(Math.ceil(LAYOUTS / 8), shuffled)), layoutsOver);
+    // The same number of objects of one order: one layout per key.
+    const { response } = await admit(server.url, ca, withFields(repeat(Math.ceil(LAYOUTS / 8), () => Object.fromEntries(repeat(16, (j) => [`f:n${j}`, 0])))));
+    assert.equal(response.allowed, true, JSON.stringify(response.status));
+  });
+
+  // 3 containers of 300 env vars from Secrets, and a port range, with the managedFields entry that
+  // mirrors them: about 24 000 JSON nodes each, which --max-json-nodes of 16384 refused, and each
+  // env var or port a key name of its own in managedFields (k:{"name":...}, k:{"containerPort":...}).
+  for (const [what, spec] of [
+    ['3 containers of 300 env vars from Secrets', { containers: repeat(3, (c) => app({ name: `c${c}`, env: repeat(300, (i) => ({ name: `C${c}_SETTING_${i}`, valueFrom: { secretKeyRef: { name: `app-secrets-${c}`, key: `setting-${i}` } } })) })) }],
+    ['2000 ports', { containers: [app({ name: 'rtp', ports: repeat(2000, (i) => ({ containerPort: 10000 + i, protocol: 'UDP' })) })] }],
+  ] as const) {
+    it(`injects a pod of ${what} with its managedFields, at the default limits`, async () => {
+      const pod = optedInPod({ spec });
+      pod.metadata.managedFields = [managedFieldsOf({ metadata: { labels: pod.metadata.labels }, spec })];
+      const started = Date.now();
+      const { response, ops } = await admit(server.url, ca, pod);
+      assert.equal(response.allowed, true, JSON.stringify(response.status));
+      assert.ok(ops.length > 0, 'the sidecars were injected');
+      assert.ok(Date.now() - started < BOUND_MS);
+    });
+  }
+
+  it('takes --max-object-layouts from the flag', async () => {
+    const small = await startTestServer(['--max-object-layouts', '100']);
+    try {
+      const annotations = Object.fromEntries(repeat(120, (i) => [`example.com/a${i}`, '']));
+      const res = await httpsRequest(`${small.url}/mutate`, JSON.stringify(podReview(optedInPod({ annotations }))), { ca: small.certs.ca.certPem });
+      assert.equal(res.status, 400, res.text.slice(0, 300));
+      assert.match(res.json().message, /more than 100 distinct object layouts \(runs of key names; --max-object-layouts\)/);
+      await validReviewSucceeds(small);
+    } finally {
+      await small.close();
+    }
   });
 });
 
