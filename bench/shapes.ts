@@ -16,7 +16,7 @@ import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { mutating } from '../src/admission/handlers.js';
 import { checkBody, decodeBody, encodeAnswer } from '../src/admission/codec.js';
-import { MetadataLimits } from '../src/admission/pod.js';
+import { MetadataLimits } from '../src/kube/types.js';
 import { Options } from '../src/config/config.js';
 import { InjectorError } from '../src/errors.js';
 import { loadTemplateSet, type TemplateSet } from '../src/templates/load.js';

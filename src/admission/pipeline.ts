@@ -37,13 +37,16 @@ export class ReviewFault extends Error {
   readonly review: ReviewEnvelope;
   /** The error the answer states (INTERNAL for anything that is not an InjectorError). */
   readonly error: InjectorError;
+  /** The AdmissionReview that answers the fault, encoded by the codec like every other answer. */
+  readonly text: string;
 
   constructor(review: ReviewEnvelope, err: unknown) {
-    const error = err instanceof InjectorError ? err : new InjectorError('INTERNAL', [(err as Error).message], { cause: err });
+    const error = err instanceof InjectorError ? err : new InjectorError('INTERNAL', [err instanceof Error ? err.message : String(err)], { cause: err });
     super(error.message, { cause: error });
     this.name = 'ReviewFault';
     this.review = review;
     this.error = error;
+    this.text = encodeAnswer(review, { allowed: false, status: { code: error.status, message: error.message, reason: error.code === 'INTERNAL' ? 'InternalError' : error.code } });
   }
 }
 

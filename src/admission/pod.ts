@@ -1,6 +1,6 @@
 import { InjectorError } from '../errors.js';
 import { Options } from '../config/config.js';
-import { isObject, type JsonObject, type Pod } from '../kube/types.js';
+import { isObject, MetadataLimits, type JsonObject, type Pod } from '../kube/types.js';
 import { describeValue } from './codec.js';
 
 /**
@@ -26,22 +26,6 @@ export const DefaultPodLimits: PodLimits = Object.freeze({
   portsPerContainer: Options.maxPortsPerContainer.schema.default,
   volumes: Options.maxVolumes.schema.default,
 });
-
-/**
- * Kubernetes' metadata limits (apimachinery pkg/api/validation/objectmeta.go and
- * pkg/util/validation/validation.go). The apiserver validates a pod only after the mutating
- * webhooks, so a pod over them reaches the injector; it would be refused after admission anyway.
- */
-export const MetadataLimits = {
-  /** TotalAnnotationSizeLimitB: keys plus values, in bytes. */
-  annotationBytes: 256 * 1024,
-  /** qualifiedNameMaxLength: the name part of a label or annotation key. */
-  keyName: 63,
-  /** DNS1123SubdomainMaxLength: the optional prefix before the `/`. */
-  keyPrefix: 253,
-  /** LabelValueMaxLength. */
-  labelValue: 63,
-} as const;
 
 /**
  * The pod of a pod CREATE, with the fields the injector reads checked for type and size in one

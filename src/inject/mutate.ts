@@ -1,4 +1,4 @@
-import { MetadataLimits } from '../admission/pod.js';
+import { MetadataLimits } from '../kube/types.js';
 import { InjectorError } from '../errors.js';
 import type { Container, NamedItem, Pod, PodSpec, VolumeMount } from '../kube/types.js';
 import { isSubset } from '../templates/conflicts.js';

@@ -92,3 +92,20 @@ export interface WebhookConfiguration {
   readonly metadata: { readonly name: string };
   readonly webhooks?: readonly Webhook[];
 }
+
+/**
+ * Kubernetes' metadata limits (apimachinery pkg/api/validation/objectmeta.go and
+ * pkg/util/validation/validation.go). The apiserver validates a pod only after the mutating
+ * webhooks, so a pod over them reaches the injector, and one the injection takes over them is
+ * refused after admission.
+ */
+export const MetadataLimits = {
+  /** TotalAnnotationSizeLimitB: keys plus values, in bytes. */
+  annotationBytes: 256 * 1024,
+  /** qualifiedNameMaxLength: the name part of a label or annotation key. */
+  keyName: 63,
+  /** DNS1123SubdomainMaxLength: the optional prefix before the `/`. */
+  keyPrefix: 253,
+  /** LabelValueMaxLength. */
+  labelValue: 63,
+} as const;

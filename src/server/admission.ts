@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
-import { encodeAnswer, type BodyLimits } from '../admission/codec.js';
+import type { BodyLimits } from '../admission/codec.js';
 import { ReviewFault, ReviewPipeline, type ReviewHandler } from '../admission/pipeline.js';
 import { errorRecord, type ReviewObserver, type ReviewRecord } from '../admission/record.js';
 import { InjectorError } from '../errors.js';
@@ -130,9 +130,7 @@ function answerError(req: IncomingMessage, res: ServerResponse, path: string, er
   // would reset the connection while the client still writes, losing the 413 (soak).
   if (code === 'BODY_ABORTED' || code === 'BODY_TIMEOUT' || (code === 'OVERLOADED' && !req.complete)) res.setHeader('Connection', 'close');
   if (code === 'OVERLOADED') res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
-  const text = fault
-    ? encodeAnswer(fault.review, { allowed: false, status: { code: status, message, reason: code === 'INTERNAL' ? 'InternalError' : code } })
-    : JSON.stringify({ error: code, message, status });
+  const text = fault?.text ?? JSON.stringify({ error: code, message, status });
   // The answer may be gone already (the client closed the connection under a 413).
   if (!res.headersSent && !res.destroyed) send(res, status, text);
   return errorRecord(path, req.method ?? '', error, fault?.review.request.uid ?? '', started);

@@ -59,7 +59,8 @@ export interface TemplateStore {
  * as one with no templates, and the set would lose them: pods skipped, and /validate requiring
  * nothing (the soak caught 507 valid reviews skipped so). Such a file is taken for one caught
  * mid-write: the last good set keeps serving, and the next event or poll reads the file again.
- * Deleting the file is how its templates are removed.
+ * Deleting the file is how its templates are removed. Not applied to a ConfigMap volume, which the
+ * kubelet updates whole, never a file at a time.
  */
 function emptiedFiles(files: readonly TemplateFile[], serving: TemplateSet): TemplateFault[] {
   const faults: TemplateFault[] = [];
@@ -114,7 +115,8 @@ export async function openTemplateStore(dir: string, options: TemplateStoreOptio
     const time = new Date();
     try {
       if (files.length === 0) throw new InjectorError('TEMPLATES_EMPTY', [dir]);
-      const emptied = emptiedFiles(files, current);
+      // The kubelet swaps a ConfigMap in whole (..data), so an empty key there was emptied on purpose.
+      const emptied = (await dataTarget(dir)) === undefined ? emptiedFiles(files, current) : [];
       if (emptied.length > 0) throw new TemplateSetError(emptied);
       const next = compileTemplateSet(files, dir);
       current = next; // the swap: a review already running keeps the set it read

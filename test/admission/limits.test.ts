@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { MetadataLimits } from '../../src/admission/pod.js';
+import { MetadataLimits } from '../../src/kube/types.js';
 import { Options } from '../../src/config/config.js';
 import { admit, validatePod } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';

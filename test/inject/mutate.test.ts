@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { InjectorError } from '../../src/errors.js';
-import { MetadataLimits } from '../../src/admission/pod.js';
+import { MetadataLimits } from '../../src/kube/types.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { compileTemplateSet } from '../../src/templates/load.js';
 import { mutate, optedInPod, podReview } from '../helpers/review.js';

@@ -276,6 +276,16 @@ describe('template hot reload', () => {
     assert.equal(store.current().templates.has('pair'), false);
   });
 
+  it('takes a ConfigMap key emptied on purpose: the kubelet swaps the whole volume, so its templates go', async () => {
+    const cm = await ConfigMapDir.create({ 'pair.yaml': template('v1'), 'other.yaml': defaultTemplate('three', 'v1') });
+    const store = await openTemplateStore(cm.dir, { logger: createLogger('silent'), watch: false });
+    stores.push(store);
+    await cm.update({ 'pair.yaml': '', 'other.yaml': defaultTemplate('three', 'v1') });
+    assert.equal((await store.reload())?.ok, true);
+    assert.equal(store.current().templates.has('pair'), false);
+    assert.equal(store.current().templates.has('three'), true);
+  });
+
   it('rejects a set that empties the directory and keeps the last good one', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'templates-plain-'));
     await writeFile(join(dir, 'pair.yaml'), template('v1'));
