@@ -253,7 +253,10 @@ export async function steadyRate(target: Target, body: ReviewBody, rate: number,
   await new Promise<void>((resolve, reject) => {
     const pump = (): void => {
       while (due.length > 0 && idle.length > 0) {
-        const conn = idle.pop()!;
+        // Oldest idle first, so every connection carries requests: one opened and left without a
+        // request for 5 s gets Node's headers timeout (408), which no apiserver connection meets
+        // (Go dials a connection for a request and sends it at once).
+        const conn = idle.shift()!;
         const at = due.shift()!;
         inFlight += 1;
         rec.one(conn, header, body, at).then(
