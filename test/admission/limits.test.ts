@@ -104,8 +104,8 @@ describe('pods over the --max-* limits', () => {
   const cases: [string, object, RegExp][] = [
     [
       'more containers than --max-containers, counting init and ephemeral containers',
-      { containers: repeat(300, (i) => app({ name: `c${i}` })), initContainers: repeat(150, (i) => app({ name: `i${i}` })), ephemeralContainers: repeat(51, (i) => app({ name: `e${i}` })) },
-      /the pod has 501 containers .* over the limit of 500 \(--max-containers\)/,
+      { containers: repeat(150, (i) => app({ name: `c${i}` })), initContainers: repeat(75, (i) => app({ name: `i${i}` })), ephemeralContainers: repeat(26, (i) => app({ name: `e${i}` })) },
+      /the pod has 251 containers .* over the limit of 250 \(--max-containers\)/,
     ],
     ['more env vars in one container than --max-env-per-container', { containers: [app({ env: repeat(1001, (i) => ({ name: `E${i}`, value: 'v' })) })] }, /1001 env vars in spec.containers\[0\], over the limit of 1000 \(--max-env-per-container\)/],
     [
@@ -125,7 +125,7 @@ describe('pods over the --max-* limits', () => {
   // Each --max-* limit can be met by a pod that stays within --max-json-nodes, but not all of them
   // at once: a pod at the container limit and one at the env, mount and volume limits.
   for (const [what, spec] of [
-    ['containers and env vars', { containers: [app({ env: repeat(1000, (i) => ({ name: `E${i}`, value: 'v' })) }), ...repeat(499, (i) => app({ name: `c${i}` }))] }],
+    ['containers and env vars', { containers: [app({ env: repeat(1000, (i) => ({ name: `E${i}`, value: 'v' })) }), ...repeat(Options.maxContainers.schema.default - 1, (i) => app({ name: `c${i}` }))] }],
     ['mounts and volumes', { volumes: repeat(1000, (i) => ({ name: `v${i}`, emptyDir: {} })), containers: [app({ volumeMounts: repeat(1000, (i) => ({ name: `v${i}`, mountPath: `/m/${i}` })) })] }],
   ] as const) {
     it(`injects a pod at the limits of ${what}`, async () => {
