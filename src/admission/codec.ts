@@ -225,10 +225,8 @@ function countLayouts(text: string, limit: number): void {
     } else if (c === COMMA) {
       // Nothing to count, but the end of a plain run, as in scan.
     } else if (++plain > PLAIN_RUN) {
-      STRUCTURE.lastIndex = i;
-      const next = STRUCTURE.exec(text);
-      if (next === null) return;
-      i = next.index - 1;
+      i = skipPlainRun(text, i);
+      if (i < 0) return;
       plain = 0;
       continue;
     } else {
@@ -269,12 +267,8 @@ function scan(text: string, limits: BodyLimits): number {
     } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
       depth = Math.max(0, depth - 1);
     } else if (++plain > PLAIN_RUN) {
-      // A long run of digits or white space (the apiserver sends neither): on to the next
-      // character that matters, natively, rather than one at a time here.
-      STRUCTURE.lastIndex = i;
-      const next = STRUCTURE.exec(text);
-      if (next === null) break;
-      i = next.index - 1;
+      i = skipPlainRun(text, i);
+      if (i < 0) break;
       plain = 0;
       continue;
     } else {
@@ -292,6 +286,17 @@ function tooManyNodes(limit: number): InjectorError {
 /** Characters in a row outside strings after which checkBody looks for the next one that matters. */
 const PLAIN_RUN = 32;
 const STRUCTURE = /["{}[\]:,]/g;
+
+/**
+ * A long run of digits or white space (the apiserver sends neither): the index just before the
+ * next character that matters, found natively rather than one at a time in the scans, or -1 when
+ * none is left.
+ */
+function skipPlainRun(text: string, from: number): number {
+  STRUCTURE.lastIndex = from;
+  const next = STRUCTURE.exec(text);
+  return next === null ? -1 : next.index - 1;
+}
 
 const COLON = 0x3a;
 const COMMA = 0x2c;
