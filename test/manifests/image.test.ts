@@ -35,7 +35,7 @@ describe('container image', () => {
   });
 
   it('gives node the flags that npm run bench starts the product with', () => {
-    assert.deepEqual(imageNodeFlags(dockerfile), ['--max-semi-space-size=8']);
+    assert.deepEqual(imageNodeFlags(dockerfile), ['--max-semi-space-size=4']);
     assert.throws(() => imageNodeFlags('FROM x\nCMD ["serve"]\n'), /no ENTRYPOINT/);
   });
 
