@@ -3,32 +3,49 @@ import { pino, type Logger, type DestinationStream } from 'pino';
 export type { Logger };
 
 /**
- * Bytes of log lines gathered before they are written to stdout. A write per line (pino's default
- * asynchronous destination) is a thread-pool round trip per review: measured at ~35 µs of CPU per
- * review, against ~8 µs for the line itself. Batched, one write carries about a dozen review lines.
+ * Bytes of log lines gathered before they are written to stdout. A write per line (pino's default)
+ * is a thread-pool round trip per review, about 30 µs of a review's CPU against ~8 µs for the
+ * line itself; batched, one write carries about a dozen review lines.
  */
 export const LOG_BATCH_BYTES = 4096;
 
 /** How long a line may wait in the batch when reviews are few. */
 export const LOG_FLUSH_MS = 1000;
 
+/**
+ * Bytes of lines held while stdout does not take them (its reader stalled); later lines are
+ * dropped, so a stalled log reader costs log lines, never memory without bound or the event loop.
+ */
+export const LOG_MAX_PENDING_BYTES = 16 * 1024 * 1024;
+
 /** The product's logger: pino JSON on stdout, one line per review at info level. */
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   const options = { level, base: { name: 'sidecar-injector' }, timestamp: pino.stdTimeFunctions.isoTime };
   if (destination !== undefined) return pino(options, destination);
-  // Written synchronously from the batch, never from a write still in flight in the thread pool,
-  // so what was logged before an exit (a SIGTERM, an error that ends the start) is on stdout, in
-  // order, once the exit hook has flushed the batch. Only a kill -9 or an out-of-memory abort
-  // loses the batch: at most LOG_FLUSH_MS of lines.
-  const stdout = pino.destination({ dest: 1, sync: true, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS });
-  process.once('exit', () => {
+  // Asynchronous, as pino's default: a write waits in the thread pool, never on the event loop, so
+  // a slow reader of stdout cannot stall reviews. pino writes what is pending at exit; flushLogs
+  // waits for a write in flight too (the graceful stop). A kill -9 or an out-of-memory abort loses
+  // at most LOG_FLUSH_MS of lines.
+  const stdout = pino.destination({ dest: 1, sync: false, minLength: LOG_BATCH_BYTES, maxLength: LOG_MAX_PENDING_BYTES, periodicFlush: LOG_FLUSH_MS });
+  return pino(options, stdout);
+}
+
+/** Resolves once the logger's lines are written, or after `timeoutMs` (stdout gone or stalled): the last step before exit. */
+export function flushLogs(logger: Logger, timeoutMs = 2000): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, timeoutMs);
+    timer.unref();
     try {
-      stdout.flushSync();
+      logger.flush(() => {
+        clearTimeout(timer);
+        resolve();
+      });
     } catch {
-      // stdout is gone (closed, or its reader left: pino then stops writing); nothing can be told.
+      // The destination is gone (its reader left): nothing more can be written.
+      clearTimeout(timer);
+      resolve();
     }
   });
-  return pino(options, stdout);
 }
 
 /** The most characters a log field taken from a request keeps (issue 11: a client must not make log lines long). */

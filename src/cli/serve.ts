@@ -1,4 +1,5 @@
 import type { Config } from '../config/config.js';
+import { flushLogs } from '../log.js';
 import { serve, type Running } from '../main.js';
 import { templatesDirError } from './errors.js';
 
@@ -17,6 +18,7 @@ export async function serveCommand(config: Config): Promise<number> {
   running.logger.info({ signal, shutdownDelaySeconds: config.shutdownDelay, drainTimeoutSeconds: config.drainTimeout }, 'shutting down');
   const outcome = await shutdown(running, { delayMs: config.shutdownDelay * 1000, drainTimeoutMs: config.drainTimeout * 1000 });
   running.logger.info({ outcome }, 'stopped');
+  await flushLogs(running.logger);
   process.exit(0); // a kube client's keep-alive agent or a pending timer must not hold the pod in Terminating
 }
 
