@@ -7,7 +7,7 @@ export type { Logger };
  * is a thread-pool round trip per review, about 30 µs of a review's CPU against ~8 µs for the
  * line itself; batched, one write carries about a dozen review lines.
  */
-export const LOG_BATCH_BYTES = 4096;
+const LOG_BATCH_BYTES = 4096;
 
 /** How long a line may wait in the batch when reviews are few. */
 export const LOG_FLUSH_MS = 1000;
@@ -16,7 +16,7 @@ export const LOG_FLUSH_MS = 1000;
  * Bytes of lines held while stdout does not take them (its reader stalled); later lines are
  * dropped, so a stalled log reader costs log lines, never memory without bound or the event loop.
  */
-export const LOG_MAX_PENDING_BYTES = 16 * 1024 * 1024;
+const LOG_MAX_PENDING_BYTES = 16 * 1024 * 1024;
 
 /** The product's logger: pino JSON on stdout, one line per review at info level. */
 export function createLogger(level: string, destination?: DestinationStream): Logger {
