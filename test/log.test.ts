@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { clip, LOG_FIELD_MAX, LOG_FLUSH_MS } from '../src/log.js';
+import { clip, LOG_FIELD_MAX, LOG_FLUSH_MS, LOG_MAX_PENDING_CHARS } from '../src/log.js';
 
 const LOG_MODULE = JSON.stringify(new URL('../src/log.ts', import.meta.url).pathname);
 
@@ -46,6 +46,32 @@ describe('createLogger', () => {
     const lines = await c.lines;
     assert.equal(lines.length, 500);
     assert.deepEqual(lines.map((l) => JSON.parse(l).n), [...Array(500).keys()]);
+  });
+
+  it('writes what is gathered when the process exits without flushing', async () => {
+    const c = child(`logger.info({ n: 1 }, 'review'); logger.info({ n: 2 }, 'review'); process.exit(0);`);
+    assert.deepEqual((await c.lines).map((l) => JSON.parse(l).n), [1, 2]);
+  });
+
+  it('keeps the event loop running and the waiting lines bounded while the reader of stdout stalls', async () => {
+    // About 1.5 times the cap in lines, then a timer: it fires only if no write blocked.
+    const script = `import { createLogger } from ${LOG_MODULE}; const logger = createLogger('info');
+      const pad = 'x'.repeat(1000);
+      for (let n = 0; n < ${Math.ceil((1.5 * LOG_MAX_PENDING_CHARS) / 1100)}; n++) logger.info({ n, pad }, 'review');
+      setTimeout(() => { process.stderr.write(JSON.stringify({ waiting: process.stdout.writableLength, rss: process.memoryUsage().rss })); process.exit(0); }, 100);`;
+    const proc = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // stdout is never read: the pipe fills after 64 KiB.
+    let report = '';
+    proc.stderr.on('data', (d: Buffer) => (report += d.toString()));
+    const exited = new Promise<number | null>((resolve) => proc.on('exit', resolve));
+    try {
+      assert.notEqual(await within(20000, exited), 'timeout', 'the timer never fired: a write blocked the event loop');
+    } finally {
+      proc.kill('SIGKILL');
+    }
+    const { waiting } = JSON.parse(report);
+    assert.ok(waiting <= LOG_MAX_PENDING_CHARS + 64 * 1024, `${waiting} characters waiting, over the cap`);
+    assert.ok(waiting >= LOG_MAX_PENDING_CHARS / 2, `${waiting} characters waiting: the lines did not reach stdout`);
   });
 
   it('still exits promptly when the reader of stdout has gone away', async () => {
