@@ -33,7 +33,7 @@ function stdoutDestination(): StdoutBatches {
 let stdoutBatches: StdoutBatches | undefined;
 
 /** What StdoutBatches needs of process.stdout. */
-type Stdout = Pick<NodeJS.WriteStream, 'write' | 'writableLength' | 'once' | 'on'> & { readonly fd: number };
+type Stdout = Pick<NodeJS.WriteStream, 'write' | 'writableLength' | 'on'> & { readonly fd: number };
 
 /**
  * stdout as the logger's destination: lines gathered into batches, each batch one write to
@@ -70,7 +70,9 @@ export class StdoutBatches implements DestinationStream {
   flush(done: (err?: Error) => void = () => {}): void {
     this.#send();
     if (this.#gone || this.#out.writableLength === 0) setImmediate(done);
-    else this.#out.once('drain', () => done());
+    // Writes complete in order, so an empty one completes after every line. ('drain' would not
+    // do: it comes only after a write that found the stream's buffer full.)
+    else this.#out.write('', () => done());
   }
 
   #send(): void {

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { clip, LOG_FIELD_MAX, LOG_FLUSH_MS, LOG_MAX_PENDING_CHARS } from '../src/log.js';
+import { clip, LOG_FIELD_MAX, LOG_FLUSH_MS, LOG_MAX_PENDING_CHARS, StdoutBatches } from '../src/log.js';
 
 const LOG_MODULE = JSON.stringify(new URL('../src/log.ts', import.meta.url).pathname);
 
@@ -82,6 +82,59 @@ describe('createLogger', () => {
     } finally {
       c.kill();
     }
+  });
+});
+
+describe('StdoutBatches', () => {
+  /** A stdout that keeps what it is given until `take()`, and never says 'drain'. */
+  function slowStdout() {
+    const queued: { chunk: string; done?: () => void }[] = [];
+    const out = {
+      fd: -1,
+      written: [] as string[],
+      get writableLength() {
+        return queued.reduce((n, q) => n + q.chunk.length, 0);
+      },
+      write(chunk: string, done?: () => void) {
+        queued.push({ chunk, ...(done && { done }) });
+        return true;
+      },
+      on() {
+        return out;
+      },
+      take() {
+        for (const q of queued.splice(0)) {
+          out.written.push(q.chunk);
+          q.done?.();
+        }
+      },
+    };
+    return out;
+  }
+
+  it('gathers short lines into one write, and sends a full batch at once', () => {
+    const out = slowStdout();
+    const batches = new StdoutBatches(out as never);
+    batches.write('a\n');
+    batches.write('b\n');
+    out.take();
+    assert.deepEqual(out.written, [], 'a short batch waits for the timer or a flush');
+    batches.write('x'.repeat(16 * 1024) + '\n');
+    out.take();
+    assert.deepEqual(out.written.map((w: string) => w.length), [4 + 16 * 1024 + 1]);
+  });
+
+  it('calls back from flush once stdout has taken every line, though it never says drain', async () => {
+    const out = slowStdout();
+    const batches = new StdoutBatches(out as never);
+    batches.write('a\n');
+    let flushed = false;
+    batches.flush(() => (flushed = true));
+    await new Promise((r) => setImmediate(r));
+    assert.equal(flushed, false, 'flushed before stdout took the line');
+    out.take();
+    assert.equal(flushed, true);
+    assert.equal(out.written.join(''), 'a\n');
   });
 });
 
