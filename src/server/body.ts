@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { InjectorError } from '../errors.js';
+import type { Deadlines } from './deadlines.js';
 
 /** controller-runtime's limit: above the apiserver's own 3 MiB request limit, with room to spare. */
 export const MAX_BODY_BYTES = 7 * 1024 * 1024;
@@ -46,10 +47,10 @@ export interface ReadBodyOptions {
   /** The largest body accepted (413 beyond it). */
   readonly limit?: number;
   /**
-   * Milliseconds from the end of the headers to the end of the body: the apiserver sends a whole
-   * review at once, so a body still arriving after this is dropped (408).
+   * The deadline from the end of the headers to the end of the body: the apiserver sends a whole
+   * review at once, so a body still arriving after it is dropped (408).
    */
-  readonly timeoutMs: number;
+  readonly deadlines: Deadlines;
   /** Shared bound on bytes in transit; a body that does not fit is refused (429). */
   readonly transit: TransitBudget;
 }
@@ -76,7 +77,7 @@ function collect(req: IncomingMessage, limit: number, opts: ReadBodyOptions): Pr
     const chunks: Buffer[] = [];
     let received = 0;
     const finish = (err?: InjectorError): void => {
-      clearTimeout(timer);
+      opts.deadlines.cancel(deadline);
       req.off('data', onData).off('end', onEnd).off('aborted', onAborted).off('error', onError).off('close', onAborted);
       opts.transit.give(received);
       if (err === undefined) return resolve(Buffer.concat(chunks, received));
@@ -96,7 +97,7 @@ function collect(req: IncomingMessage, limit: number, opts: ReadBodyOptions): Pr
     const onEnd = (): void => finish();
     const onAborted = (): void => finish(new InjectorError('BODY_ABORTED', ['the client closed the connection']));
     const onError = (err: Error): void => finish(new InjectorError('BODY_ABORTED', [err.message], { cause: err }));
-    const timer = setTimeout(() => finish(new InjectorError('BODY_TIMEOUT', [opts.timeoutMs / 1000])), opts.timeoutMs);
+    const deadline = opts.deadlines.set(() => finish(new InjectorError('BODY_TIMEOUT', [opts.deadlines.ms / 1000])));
     req.on('data', onData).on('end', onEnd).on('aborted', onAborted).on('error', onError).on('close', onAborted);
   });
 }
