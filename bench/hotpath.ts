@@ -65,7 +65,7 @@ export async function measureSteps(size: PodSize, iterations = 20000): Promise<S
     time('mutate: select, render, inject, diff, patch, audit', () => mutate(review.request)),
     time('validate: select, render, check the sidecars, audit (the injected pod)', () => validate(injected)),
     // As the handler hands it over: the patch base64-encoded by the codec (patchText), so it is written without escaping.
-    time('answer JSON (encodeAnswer, the patch encoded by patchText)', () => encodeAnswer(review, { ...verdict.response, patch: patchText(patchBytes) })),
+    time('answer JSON (patchText, then encodeAnswer)', () => encodeAnswer(review, { ...verdict.response, patch: patchText(patchBytes) })),
     time('metrics (observeReview)', () => metrics.observeReview(record)),
     time('log line (as pino writes it, to a null stream)', () => log(record)),
   ];

@@ -53,6 +53,23 @@ describe('createLogger', () => {
     assert.deepEqual((await c.lines).map((l) => JSON.parse(l).n), [1, 2]);
   });
 
+  it('never tears a line at exit when the pipe has less room than the batch', async () => {
+    // The pipe (64 KiB on Linux, in 4 KiB pages) is filled to one free page with whole lines, then a
+    // 9 KB batch (over PIPE_BUF) is gathered and the process exits: its reader starts a second later.
+    const script = `import { writeSync } from 'node:fs'; import { createLogger } from ${LOG_MODULE};
+      const logger = createLogger('info');
+      writeSync(1, '{"filler":true}\\n'.repeat((65536 - 4096) / 16));
+      for (let n = 0; n < 40; n++) logger.info({ n, pad: 'x'.repeat(150) }, 'review');
+      process.exit(0);`;
+    const shell = `${JSON.stringify(process.execPath)} --import tsx --input-type=module -e "$SCRIPT" | (sleep 1; cat)`;
+    const proc = spawn('sh', ['-c', shell], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SCRIPT: script } });
+    const lines: string[] = [];
+    createInterface({ input: proc.stdout }).on('line', (line) => lines.push(line));
+    await new Promise((resolve) => proc.on('close', resolve));
+    assert.ok(lines.length > 3800, `${lines.length} lines arrived`);
+    for (const line of lines) assert.doesNotThrow(() => JSON.parse(line), `a torn line arrived: ${line.slice(0, 80)}`);
+  });
+
   it('keeps the event loop running and the waiting lines bounded while the reader of stdout stalls', async () => {
     // About 1.5 times the cap in lines, then a timer: it fires only if no write blocked.
     const script = `import { createLogger } from ${LOG_MODULE}; const logger = createLogger('info');

@@ -109,6 +109,10 @@ export function encodeAnswer(review: ReviewEnvelope, body: ResponseBody): string
   return text + '}}';
 }
 
+// Every field of AdmissionResponse is written by encodeAnswer: one added there fails to compile here until it is.
+const everyFieldWritten: [Exclude<keyof AdmissionResponse, 'uid' | 'allowed' | 'status' | 'patchType' | 'patch' | 'warnings' | 'auditAnnotations'>] extends [never] ? true : never = true;
+void everyFieldWritten;
+
 /**
  * A JSON patch as an answer carries it: the base64 of its bytes. The codec remembers the last
  * text it made here, and encodeAnswer writes a patch equal to it as it is: base64 holds nothing

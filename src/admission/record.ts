@@ -122,9 +122,9 @@ function millisSince(started: bigint): number {
 
 /** The log observer: one pino line per request, info for an answer, warn for a refused request, error for a fault. */
 export function logReviews(logger: Logger): ReviewObserver {
-  const answered = lineWriter(logger, 'info', REVIEW_MESSAGE);
+  const answered = lineWriter(logger, 'info', REVIEW_MESSAGE, ANSWERED_FIELDS);
   return (record) => {
-    if (record.status === undefined) answered(answeredFields(record));
+    if (record.status === undefined) answered(record);
     else if (record.status < 500) logger.warn(record, REVIEW_MESSAGE);
     else logger.error(record, REVIEW_MESSAGE);
   };
@@ -133,22 +133,7 @@ export function logReviews(logger: Logger): ReviewObserver {
 const REVIEW_MESSAGE = 'review';
 
 /**
- * The fields of an answered review's line, as pino writes the record's (every answered record has
- * these and no others; a test holds the two equal): the line of every review is written without
- * pino's generic walk over the record.
+ * The fields of an answered review's record, in the order reviewRecord makes them: its line is
+ * written from these without pino's walk over the record (a test holds it equal to pino's line).
  */
-function answeredFields(r: ReviewRecord): string {
-  return (
-    '"endpoint":' + JSON.stringify(r.endpoint) +
-    ',"uid":' + JSON.stringify(r.uid) +
-    ',"operation":' + JSON.stringify(r.operation) +
-    ',"namespace":' + JSON.stringify(r.namespace) +
-    ',"pod":' + JSON.stringify(r.pod) +
-    ',"decision":' + JSON.stringify(r.decision) +
-    ',"reason":' + JSON.stringify(r.reason) +
-    ',"templates":' + JSON.stringify(r.templates) +
-    ',"patchOps":' + r.patchOps +
-    ',"cached":' + r.cached +
-    ',"durationMs":' + r.durationMs
-  );
-}
+const ANSWERED_FIELDS = ['endpoint', 'uid', 'operation', 'namespace', 'pod', 'decision', 'reason', 'templates', 'patchOps', 'cached', 'durationMs'] as const satisfies readonly (keyof ReviewRecord)[];

@@ -11,18 +11,21 @@ export class Deadlines {
   /** The length of every deadline, in milliseconds. */
   readonly ms: number;
   readonly #tickMs: number;
+  readonly #now: () => number;
   /** Pending deadlines in the order they were set: the order they fall due. */
   readonly #pending = new Set<Deadline>();
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(ms: number) {
+  /** `now`: the clock, in milliseconds (performance.now; a test's own clock). */
+  constructor(ms: number, now: () => number = () => performance.now()) {
     this.ms = ms;
+    this.#now = now;
     this.#tickMs = Math.max(1, Math.min(MAX_LATENESS_MS, ms / 4));
   }
 
   /** Calls `expire` once `ms` have passed, unless the deadline is cancelled first. */
   set(expire: () => void): Deadline {
-    const deadline: Deadline = { at: performance.now() + this.ms, expire };
+    const deadline: Deadline = { at: this.#now() + this.ms, expire };
     this.#pending.add(deadline);
     // Unref'd: a pending deadline never keeps the process alive.
     this.#timer ??= setInterval(() => this.#check(), this.#tickMs).unref();
@@ -40,7 +43,7 @@ export class Deadlines {
   }
 
   #check(): void {
-    const now = performance.now();
+    const now = this.#now();
     for (const deadline of this.#pending) {
       if (deadline.at > now) break;
       this.#pending.delete(deadline);

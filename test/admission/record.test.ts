@@ -44,6 +44,14 @@ describe('the review record', () => {
     assert.ok(written[0]!.endsWith('\n'));
   });
 
+  it('writes through pino a logger whose lines pino shapes further (a message prefix)', () => {
+    const written: string[] = [];
+    const logger = createLogger('info', { write: (line: string) => void written.push(line) }).child({ team: 'a' }, { msgPrefix: 'webhook: ' });
+    logReviews(logger)(reviewRecord('/mutate', 'u-1', reviewOutcome({}, passed('skipped', 'not-opted-in')), true, process.hrtime.bigint()));
+    const line = JSON.parse(written[0]!);
+    assert.deepEqual([line.msg, line.team, line.uid, line.decision], ['webhook: review', 'a', 'u-1', 'skipped']);
+  });
+
   it('writes nothing for an answered review while info is off', () => {
     const written: string[] = [];
     const logger = createLogger('warn', { write: (line: string) => void written.push(line) });
