@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { checkBody, describeValue, MAX_NESTING } from '../../src/admission/codec.js';
 import { InjectorError } from '../../src/errors.js';
 
-const limits = { objectKeys: 3, nodes: 10, objectLayouts: 1000 };
+const limits = { objectKeys: 3, nodes: 10, objectLayouts: 1000, shortStrings: 1000 };
 
 function refusal(text: string): string | undefined {
   try {
@@ -23,14 +23,14 @@ describe('checkBody', () => {
   });
 
   it('counts the keys of each object apart, siblings and parents included', () => {
-    const keys = { objectKeys: 3, nodes: 1000, objectLayouts: 1000 };
+    const keys = { objectKeys: 3, nodes: 1000, objectLayouts: 1000, shortStrings: 1000 };
     assert.doesNotThrow(() => checkBody('{"a":{"x":1,"y":2,"z":3},"b":{"x":1,"y":2,"z":3},"c":3}', keys));
     assert.throws(() => checkBody('{"a":{"x":1,"y":2,"z":3},"b":1,"c":2,"d":3}', keys), /an object of more than 3 keys \(--max-object-keys\)/);
     assert.throws(() => checkBody('{"a":[{"x":1,"y":2,"z":3,"w":4}]}', keys), /more than 3 keys/);
   });
 
   it('counts every object, list, key and list item as a node, at any depth', () => {
-    const nodes = { objectKeys: 1000, nodes: 10, objectLayouts: 1000 };
+    const nodes = { objectKeys: 1000, nodes: 10, objectLayouts: 1000, shortStrings: 1000 };
     const refused = (text: string): boolean => {
       try {
         checkBody(text, nodes);
@@ -56,7 +56,7 @@ describe('checkBody', () => {
   });
 
   it('jumps over long runs of white space and digits without losing the structure after them', () => {
-    const nodes = { objectKeys: 1000, nodes: 10, objectLayouts: 1000 };
+    const nodes = { objectKeys: 1000, nodes: 10, objectLayouts: 1000, shortStrings: 1000 };
     const pad = ' '.repeat(1000);
     assert.doesNotThrow(() => checkBody(`{${pad}"a"${pad}:${pad}${'1'.repeat(1000)}${pad},"b":"[[[[[[[[[[[[${pad}"}`, nodes));
     assert.throws(() => checkBody(`[${pad}${'7'.repeat(500)}${pad}${Array(10).fill(',1').join('')}]`, nodes), /more than 10 JSON nodes/);
@@ -71,7 +71,7 @@ describe('checkBody', () => {
   });
 
   it('counts object layouts: a key name once per distinct run of keys before it in its object', () => {
-    const layouts = { objectKeys: 1000, nodes: 1000, objectLayouts: 4 };
+    const layouts = { objectKeys: 1000, nodes: 1000, objectLayouts: 4, shortStrings: 1000 };
     const refused = (text: string): boolean => {
       try {
         checkBody(text, layouts);
