@@ -138,7 +138,8 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
     // refused, ANNOTATIONS_TOO_LARGE).
     const n = ONE_MAP;
     const width = Math.floor((MetadataLimits.annotationBytes - 1024) / n);
-    const annotations = Object.fromEntries(keys(n).map((k) => [k.padEnd(width, '-'), '']));
+    const key = Math.min(width, MetadataLimits.keyName);
+    const annotations = Object.fromEntries(keys(n).map((k) => [k.padEnd(key, '-'), 'v'.repeat(width - key)]));
     return { name: 'annotations-256k', what: `${n} annotations (--max-object-keys, --max-object-layouts), 256 KiB (Kubernetes' limit): injected`, text: review(pod({ annotations }, { containers: [app] })) };
   },
   'annotations-3mib': () => {

@@ -94,6 +94,29 @@ describe('checkBody', () => {
     assert.equal(refused('[{"k:{\\"name\\":\\"A\\"}":0},{"k:{\\"name\\":\\"B\\"}":0},{"a":0},{"b":0},{"c":0}]'), true);
   });
 
+  it('counts short string values, 2 to 10 characters as written, which JSON.parse interns; never keys, shorter or longer strings', () => {
+    const short = { objectKeys: 1000, nodes: 1000, objectLayouts: 1000, shortStrings: 3 };
+    const refused = (text: string): boolean => {
+      try {
+        checkBody(text, short);
+        return false;
+      } catch (err) {
+        assert.match((err as Error).message, /more than 3 short strings \(values of 2 to 10 characters, each interned by JSON.parse; --max-short-strings\)/);
+        return true;
+      }
+    };
+    // Three values of 2 and 10 characters, in a list and in an object: at the limit; a fourth is over it.
+    assert.equal(refused('{"a":["ab","abcdefghij"],"b":"cd"}'), false);
+    assert.equal(refused('{"a":["ab","abcdefghij"],"b":"cd","c":["ef"]}'), true);
+    // Keys are not values, with white space before their colon or not; nor are strings of 0, 1 or 11 characters.
+    assert.equal(refused('{"ab":"ab","cd" :"cd","ef"\n\t:"ef","gh":["", "x", "abcdefghijk"]}'), false);
+    // The same string again is another value to intern (a lookup); counted alike.
+    assert.equal(refused('["ab","ab","ab","ab"]'), true);
+    // Escapes count as written, as V8 decides on the text: "\\n" is 2 characters, and a quote inside does not end the string.
+    assert.equal(refused('["\\n","\\\"a","a\\\"","\\u0041"]'), true);
+    assert.equal(refused('["\\u0041\\u0042","ab\\"cdefghij"]'), false);
+  });
+
   it('leaves malformed JSON to the parser', () => {
     assert.equal(refusal('{"unterminated'), undefined);
     assert.equal(refusal(']]]]'), undefined);
