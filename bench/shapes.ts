@@ -161,18 +161,18 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
   },
   'containers-over': () => {
     const text = withinNodes((n) => review(pod({}, { containers: containers(n, () => ({})) })), NODES);
-    return { name: 'containers-over', what: 'as many containers as --max-json-nodes lets through: refused (--max-containers)', text };
+    return { name: 'containers-over', what: 'as many containers as --max-json-nodes and --max-short-strings let through: refused (--max-containers)', text };
   },
   'env-limit': () => {
     const env = Array.from({ length: Options.maxEnvPerContainer.schema.default }, (_, i) => ({ name: `E${i}`, value: '' }));
     const text = withinNodes((k) => review(pod({}, { containers: containers(k, () => ({ env })) })), 100);
-    return { name: 'env-limit', what: `1000 env vars (--max-env-per-container) in each container, as many as --max-json-nodes allows: injected`, text };
+    return { name: 'env-limit', what: `1000 env vars (--max-env-per-container) in each container, as many as --max-json-nodes and --max-short-strings allow: injected`, text };
   },
   'mounts-limit': () => {
     const volumes = Array.from({ length: 998 }, (_, i) => ({ name: `v${i}`, emptyDir: {} }));
     const mounts = Array.from({ length: 998 }, (_, i) => ({ name: `v${i}`, mountPath: `/m/${i}` }));
     const text = withinNodes((k) => review(pod({}, { volumes, containers: containers(k, () => ({ volumeMounts: mounts })) })), 100);
-    return { name: 'mounts-limit', what: `998 mounts (--max-mounts-per-container) in each container, as many as --max-json-nodes allows: injected`, text };
+    return { name: 'mounts-limit', what: `998 mounts (--max-mounts-per-container) in each container, as many as --max-json-nodes and --max-short-strings allow: injected`, text };
   },
   'nodes-limit': () => {
     // Lists and objects nested to the depth limit in a field the injector never reads: the most parse work allowed.
