@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { clip, LOG_FIELD_MAX, LOG_FLUSH_MS } from '../src/log.js';
+import { clip, LOG_FIELD_MAX, LOG_FLUSH_MS, LOG_MAX_PENDING_CHARS, StdoutBatches } from '../src/log.js';
 
 const LOG_MODULE = JSON.stringify(new URL('../src/log.ts', import.meta.url).pathname);
 
@@ -48,6 +48,32 @@ describe('createLogger', () => {
     assert.deepEqual(lines.map((l) => JSON.parse(l).n), [...Array(500).keys()]);
   });
 
+  it('writes what is gathered when the process exits without flushing', async () => {
+    const c = child(`logger.info({ n: 1 }, 'review'); logger.info({ n: 2 }, 'review'); process.exit(0);`);
+    assert.deepEqual((await c.lines).map((l) => JSON.parse(l).n), [1, 2]);
+  });
+
+  it('keeps the event loop running and the waiting lines bounded while the reader of stdout stalls', async () => {
+    // About 1.5 times the cap in lines, then a timer: it fires only if no write blocked.
+    const script = `import { createLogger } from ${LOG_MODULE}; const logger = createLogger('info');
+      const pad = 'x'.repeat(1000);
+      for (let n = 0; n < ${Math.ceil((1.5 * LOG_MAX_PENDING_CHARS) / 1100)}; n++) logger.info({ n, pad }, 'review');
+      setTimeout(() => { process.stderr.write(JSON.stringify({ waiting: process.stdout.writableLength, rss: process.memoryUsage().rss })); process.exit(0); }, 100);`;
+    const proc = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // stdout is never read: the pipe fills after 64 KiB.
+    let report = '';
+    proc.stderr.on('data', (d: Buffer) => (report += d.toString()));
+    const exited = new Promise<number | null>((resolve) => proc.on('exit', resolve));
+    try {
+      assert.notEqual(await within(20000, exited), 'timeout', 'the timer never fired: a write blocked the event loop');
+    } finally {
+      proc.kill('SIGKILL');
+    }
+    const { waiting } = JSON.parse(report);
+    assert.ok(waiting <= LOG_MAX_PENDING_CHARS + 64 * 1024, `${waiting} characters waiting, over the cap`);
+    assert.ok(waiting >= LOG_MAX_PENDING_CHARS / 2, `${waiting} characters waiting: the lines did not reach stdout`);
+  });
+
   it('still exits promptly when the reader of stdout has gone away', async () => {
     const c = child(`await new Promise((r) => setTimeout(r, 1500)); for (let n = 0; n < 2000; n++) logger.info({ n }, 'review'); await flushLogs(logger); process.exit(0);`);
     c.closeStdout();
@@ -56,6 +82,59 @@ describe('createLogger', () => {
     } finally {
       c.kill();
     }
+  });
+});
+
+describe('StdoutBatches', () => {
+  /** A stdout that keeps what it is given until `take()`, and never says 'drain'. */
+  function slowStdout() {
+    const queued: { chunk: string; done?: () => void }[] = [];
+    const out = {
+      fd: -1,
+      written: [] as string[],
+      get writableLength() {
+        return queued.reduce((n, q) => n + q.chunk.length, 0);
+      },
+      write(chunk: string, done?: () => void) {
+        queued.push({ chunk, ...(done && { done }) });
+        return true;
+      },
+      on() {
+        return out;
+      },
+      take() {
+        for (const q of queued.splice(0)) {
+          out.written.push(q.chunk);
+          q.done?.();
+        }
+      },
+    };
+    return out;
+  }
+
+  it('gathers short lines into one write, and sends a full batch at once', () => {
+    const out = slowStdout();
+    const batches = new StdoutBatches(out as never);
+    batches.write('a\n');
+    batches.write('b\n');
+    out.take();
+    assert.deepEqual(out.written, [], 'a short batch waits for the timer or a flush');
+    batches.write('x'.repeat(16 * 1024) + '\n');
+    out.take();
+    assert.deepEqual(out.written.map((w: string) => w.length), [4 + 16 * 1024 + 1]);
+  });
+
+  it('calls back from flush once stdout has taken every line, though it never says drain', async () => {
+    const out = slowStdout();
+    const batches = new StdoutBatches(out as never);
+    batches.write('a\n');
+    let flushed = false;
+    batches.flush(() => (flushed = true));
+    await new Promise((r) => setImmediate(r));
+    assert.equal(flushed, false, 'flushed before stdout took the line');
+    out.take();
+    assert.equal(flushed, true);
+    assert.equal(out.written.join(''), 'a\n');
   });
 });
 

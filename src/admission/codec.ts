@@ -95,11 +95,35 @@ export interface ReviewEnvelope {
  * Serializes the answer in the version the review came in, with `response.uid` set to the
  * review's: the one place a uid is written (controller-runtime and Istio echo it in the transport,
  * never in a handler). The bytes are those of JSON.stringify of the whole AdmissionReview with the
- * uid first in `response`: AnswerHeads, the uid as a JSON string, then the body's own fields.
+ * response's fields in one order (uid, allowed, status, patchType, patch, warnings,
+ * auditAnnotations): AnswerHeads, the uid as a JSON string, then the body's own fields.
  */
 export function encodeAnswer(review: ReviewEnvelope, body: ResponseBody): string {
-  return AnswerHeads[review.apiVersion] + JSON.stringify(review.request.uid) + ',' + JSON.stringify(body).slice(1) + '}';
+  let text = AnswerHeads[review.apiVersion] + JSON.stringify(review.request.uid) + (body.allowed ? ',"allowed":true' : ',"allowed":false');
+  if (body.status !== undefined) text += ',"status":' + JSON.stringify(body.status);
+  if (body.patchType !== undefined) text += ',"patchType":' + JSON.stringify(body.patchType);
+  if (body.patch !== undefined) text += ',"patch":' + (body.patch === lastPatch ? '"' + body.patch + '"' : JSON.stringify(body.patch));
+  if (body.warnings !== undefined) text += ',"warnings":' + JSON.stringify(body.warnings);
+  if (body.auditAnnotations !== undefined) text += ',"auditAnnotations":' + JSON.stringify(body.auditAnnotations);
+  lastPatch = undefined;
+  return text + '}}';
 }
+
+/**
+ * A JSON patch as an answer carries it: the base64 of its bytes. The codec remembers the last
+ * text it made here, and encodeAnswer writes a patch equal to it as it is: base64 holds nothing
+ * JSON escapes, where JSON.stringify would scan it a character at a time (about 12 µs for the
+ * 2 KB patch of a typical pod on Node 20, as much as the whole rest of the answer). A patch made
+ * any other way is stringified; the comparison is by content, so it can only ever skip the
+ * escaping of a text that is base64.
+ */
+export function patchText(patch: Buffer): string {
+  lastPatch = patch.toString('base64');
+  return lastPatch;
+}
+
+/** The text patchText made last, until the answer that carries it is encoded (a review is handled and encoded in one synchronous call). */
+let lastPatch: string | undefined;
 
 /** How every answer begins, up to its uid: `{"apiVersion":"<version>","kind":"AdmissionReview","response":{"uid":`. */
 export const AnswerHeads: Readonly<Record<ReviewVersion, string>> = Object.freeze({

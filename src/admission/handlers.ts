@@ -7,7 +7,7 @@ import { verifyPod } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
 import { diff, encodePatch } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
-import { DefaultBodyLimits, type BodyLimits, type ReviewRequest } from './codec.js';
+import { DefaultBodyLimits, patchText, type BodyLimits, type ReviewRequest } from './codec.js';
 import { Endpoints, HandlerKind } from './endpoints.js';
 import { DefaultPodLimits, podObject, type PodLimits } from './pod.js';
 import { allowed, Decision, denied, injected, passed, type Verdict } from './verdict.js';
@@ -108,7 +108,7 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
   if (patch !== undefined && patch.length > limits.patchBytes) {
     return denied(new InjectorError('PATCH_TOO_LARGE', [patch.length, limits.patchBytes, Options.maxPatchKib.flag]), Reason.InvalidReview);
   }
-  return injected(ops.length > 0 ? Reason.Injected : Reason.AlreadyInjected, result.status.templates, ops.length, patch?.toString('base64'), result.warnings);
+  return injected(ops.length > 0 ? Reason.Injected : Reason.AlreadyInjected, result.status.templates, ops.length, patch === undefined ? undefined : patchText(patch), result.warnings);
 }
 
 /**

@@ -7,6 +7,7 @@ import { errorRecord, type ReviewObserver, type ReviewRecord } from '../admissio
 import { InjectorError } from '../errors.js';
 import { clip } from '../log.js';
 import { checkContentType, readBody, TransitBudget } from './body.js';
+import { Deadlines } from './deadlines.js';
 
 export interface AdmissionAppDeps {
   /**
@@ -60,7 +61,7 @@ export function createAdmissionApp(deps: AdmissionAppDeps): AdmissionApp {
   }
   const observers = deps.observers ?? [];
   const transit = new TransitBudget(deps.transitBytes ?? TRANSIT_BYTES);
-  const bodyTimeoutMs = (deps.bodyTimeout ?? 2) * 1000;
+  const bodyDeadlines = new Deadlines((deps.bodyTimeout ?? 2) * 1000);
   const slots = new ReviewSlots(deps.maxInflight ?? 32, (deps.answerTimeout ?? 10) * 1000);
 
   const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -72,7 +73,7 @@ export function createAdmissionApp(deps: AdmissionAppDeps): AdmissionApp {
       checkContentType(req.headers['content-type']);
       // A slot is taken only once the whole body is here: a slow client holds the bytes it sent of
       // the transit budget, never a slot (32 stalled bodies once kept every review out; issue 11).
-      const body = await readBody(req, { timeoutMs: bodyTimeoutMs, transit });
+      const body = await readBody(req, { deadlines: bodyDeadlines, transit });
       slots.hold(res);
       const reviewed = pipeline.review(body, started);
       send(res, 200, reviewed.text);
@@ -146,25 +147,24 @@ function answerError(req: IncomingMessage, res: ServerResponse, path: string, er
  */
 export class ReviewSlots {
   readonly #max: number;
-  readonly #answerTimeoutMs: number;
+  readonly #answerDeadlines: Deadlines;
   #held = 0;
 
   constructor(max: number, answerTimeoutMs: number) {
     this.#max = max;
-    this.#answerTimeoutMs = answerTimeoutMs;
+    this.#answerDeadlines = new Deadlines(answerTimeoutMs);
   }
 
   /** Takes a slot until `res` is flushed or closed; throws OVERLOADED when none is free. */
   hold(res: ServerResponse): void {
     if (this.#held >= this.#max) throw new InjectorError('OVERLOADED');
     this.#held++;
-    const timer = setTimeout(() => res.destroy(), this.#answerTimeoutMs);
-    timer.unref();
+    const deadline = this.#answerDeadlines.set(() => res.destroy());
     let released = false;
     const release = (): void => {
       if (released) return;
       released = true;
-      clearTimeout(timer);
+      this.#answerDeadlines.cancel(deadline);
       this.#held--;
     };
     res.once('finish', release).once('close', release);

@@ -1,11 +1,14 @@
 import type { IncomingMessage } from 'node:http';
 import { InjectorError } from '../errors.js';
+import type { Deadlines } from './deadlines.js';
 
 /** controller-runtime's limit: above the apiserver's own 3 MiB request limit, with room to spare. */
 export const MAX_BODY_BYTES = 7 * 1024 * 1024;
 
 /** Rejects anything but `application/json` (parameters such as charset are allowed). */
 export function checkContentType(header: string | undefined): void {
+  // What the apiserver sends, without taking it apart.
+  if (header === 'application/json') return;
   const type = (header ?? '').split(';', 1)[0]!.trim().toLowerCase();
   if (type !== 'application/json') throw new InjectorError('UNSUPPORTED_MEDIA_TYPE', [header ? JSON.stringify(header) : 'none']);
 }
@@ -46,10 +49,10 @@ export interface ReadBodyOptions {
   /** The largest body accepted (413 beyond it). */
   readonly limit?: number;
   /**
-   * Milliseconds from the end of the headers to the end of the body: the apiserver sends a whole
-   * review at once, so a body still arriving after this is dropped (408).
+   * The deadline from the end of the headers to the end of the body: the apiserver sends a whole
+   * review at once, so a body still arriving after it is dropped (408).
    */
-  readonly timeoutMs: number;
+  readonly deadlines: Deadlines;
   /** Shared bound on bytes in transit; a body that does not fit is refused (429). */
   readonly transit: TransitBudget;
 }
@@ -76,7 +79,7 @@ function collect(req: IncomingMessage, limit: number, opts: ReadBodyOptions): Pr
     const chunks: Buffer[] = [];
     let received = 0;
     const finish = (err?: InjectorError): void => {
-      clearTimeout(timer);
+      opts.deadlines.cancel(deadline);
       req.off('data', onData).off('end', onEnd).off('aborted', onAborted).off('error', onError).off('close', onAborted);
       opts.transit.give(received);
       if (err === undefined) return resolve(Buffer.concat(chunks, received));
@@ -96,7 +99,7 @@ function collect(req: IncomingMessage, limit: number, opts: ReadBodyOptions): Pr
     const onEnd = (): void => finish();
     const onAborted = (): void => finish(new InjectorError('BODY_ABORTED', ['the client closed the connection']));
     const onError = (err: Error): void => finish(new InjectorError('BODY_ABORTED', [err.message], { cause: err }));
-    const timer = setTimeout(() => finish(new InjectorError('BODY_TIMEOUT', [opts.timeoutMs / 1000])), opts.timeoutMs);
+    const deadline = opts.deadlines.set(() => finish(new InjectorError('BODY_TIMEOUT', [opts.deadlines.ms / 1000])));
     req.on('data', onData).on('end', onEnd).on('aborted', onAborted).on('error', onError).on('close', onAborted);
   });
 }

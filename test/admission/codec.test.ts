@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { checkBody, describeValue, MAX_NESTING } from '../../src/admission/codec.js';
+import { checkBody, describeValue, encodeAnswer, MAX_NESTING, patchText, ReviewVersion, type ResponseBody } from '../../src/admission/codec.js';
 import { InjectorError } from '../../src/errors.js';
 
 const limits = { objectKeys: 3, nodes: 10, objectLayouts: 1000, shortStrings: 1000 };
@@ -128,5 +128,35 @@ describe('describeValue', () => {
     assert.equal(describeValue('x'.repeat(100)), JSON.stringify(`${'x'.repeat(64)}…`));
     assert.equal(describeValue({ toString: 'x' }), 'an object');
     assert.equal(describeValue([1]), 'a list');
+  });
+});
+
+describe('encodeAnswer', () => {
+  const review = { apiVersion: ReviewVersion.V1, request: { uid: 'a"b\\c' } };
+  const asStringify = (body: ResponseBody, version: string = ReviewVersion.V1): string =>
+    JSON.stringify({ apiVersion: version, kind: 'AdmissionReview', response: { uid: review.request.uid, ...body } });
+
+  it('writes the bytes of JSON.stringify of the AdmissionReview, the uid first, for every kind of answer', () => {
+    const bodies: ResponseBody[] = [
+      { allowed: true },
+      { allowed: true, auditAnnotations: { decision: 'skipped', reason: 'not "opted" in' } },
+      { allowed: false, status: { code: 400, message: 'bad\n"pod"', reason: 'BadRequest' }, auditAnnotations: { decision: 'denied' } },
+      { allowed: true, patchType: 'JSONPatch', patch: 'W10=', warnings: ['a "warning"'], auditAnnotations: { decision: 'injected' } },
+    ];
+    for (const body of bodies) assert.equal(encodeAnswer(review, body), asStringify(body));
+    assert.equal(encodeAnswer({ ...review, apiVersion: ReviewVersion.V1Beta1 }, bodies[0]!), asStringify(bodies[0]!, ReviewVersion.V1Beta1));
+  });
+
+  it('writes a patch made by patchText as it is, and escapes any other patch text', () => {
+    const bytes = Buffer.from('[{"op":"add","path":"/metadata/labels/a~1b","value":"\u00e9\\"}]');
+    const made = { allowed: true, patchType: 'JSONPatch', patch: patchText(bytes) } as const;
+    assert.equal(made.patch, bytes.toString('base64'));
+    assert.equal(encodeAnswer(review, made), asStringify(made));
+    // Not made by patchText (the answer before was encoded): escaped as JSON.stringify would.
+    const other = { allowed: true, patchType: 'JSONPatch', patch: 'not "base64"\\' } as const;
+    assert.equal(encodeAnswer(review, other), asStringify(other));
+    const stale = { allowed: true, patchType: 'JSONPatch', patch: 'a"b' } as const;
+    patchText(Buffer.from('x'));
+    assert.equal(encodeAnswer(review, stale), asStringify(stale));
   });
 });

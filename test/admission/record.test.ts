@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { errorRecord, logReviews, reviewOutcome, reviewRecord } from '../../src/admission/record.js';
-import { passed } from '../../src/admission/verdict.js';
+import { injected, passed } from '../../src/admission/verdict.js';
 import { InjectorError } from '../../src/errors.js';
 import { createLogger, LOG_FIELD_MAX } from '../../src/log.js';
 
@@ -28,6 +28,29 @@ describe('the review record', () => {
     const { level, msg, endpoint, uid, operation, namespace, pod, decision, reason, templates, patchOps, cached, durationMs } = logged[0];
     assert.deepEqual({ level, msg, endpoint, uid, operation, namespace, pod, decision, reason, templates, patchOps, cached }, { level: 30, msg: 'review', endpoint: '/mutate', uid: 'u-1', operation: 'CREATE', namespace: 'shop', pod: 'web', decision: 'skipped', reason: 'not-opted-in', templates: [], patchOps: 0, cached: true });
     assert.equal(typeof durationMs, 'number');
+  });
+
+  it('writes an answered review as the very line pino writes for the record, escapes and all', () => {
+    const written: string[] = [];
+    const logger = createLogger('info', { write: (line: string) => void written.push(line) });
+    const outcome = reviewOutcome({ operation: 'CREATE', namespace: 'shop', object: { metadata: { name: 'we"b\\\n\u2028é' } } }, injected('injected', ['log-shipper', 'a"b'], 3, 'W10=', []));
+    const record = reviewRecord('/mutate', 'u-"1"', outcome, false, process.hrtime.bigint());
+    logReviews(logger)(record);
+    logger.info(record, 'review');
+    assert.equal(written.length, 2);
+    // The same millisecond, or the time is the only difference.
+    const untimed = written.map((l) => l.replace(/"time":"[^"]+"/, '"time":""'));
+    assert.equal(untimed[0], untimed[1]);
+    assert.ok(written[0]!.endsWith('\n'));
+  });
+
+  it('writes nothing for an answered review while info is off', () => {
+    const written: string[] = [];
+    const logger = createLogger('warn', { write: (line: string) => void written.push(line) });
+    logReviews(logger)(reviewRecord('/mutate', 'u-1', reviewOutcome({}, passed('skipped', 'not-opted-in')), true, process.hrtime.bigint()));
+    logger.level = 'info';
+    logReviews(logger)(reviewRecord('/mutate', 'u-2', reviewOutcome({}, passed('skipped', 'not-opted-in')), true, process.hrtime.bigint()));
+    assert.deepEqual(written.map((l) => JSON.parse(l).uid), ['u-2']);
   });
 
   it('of an HTTP error says error, its code and status, at warn for a client mistake and at error with the stack for a fault', () => {
