@@ -15,7 +15,7 @@ import { Agent, request } from 'node:https';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { mutating } from '../src/admission/handlers.js';
-import { checkBody, decodeBody, encodeAnswer } from '../src/admission/codec.js';
+import { checkBody, decodeBody, DefaultBodyLimits, encodeAnswer, type BodyLimits } from '../src/admission/codec.js';
 import { MetadataLimits } from '../src/kube/types.js';
 import { Options } from '../src/config/config.js';
 import { InjectorError } from '../src/errors.js';
@@ -35,6 +35,7 @@ const OPT_IN = { 'sidecar-injector.io/inject': 'true' };
 const NODES = Options.maxJsonNodes.schema.default;
 const OBJECT_KEYS = Options.maxObjectKeys.schema.default;
 const LAYOUTS = Options.maxObjectLayouts.schema.default;
+const SHORT_STRINGS = Options.maxShortStrings.schema.default;
 /** The most keys one map of a small pod may hold: --max-object-keys, or the layouts the rest of the pod leaves. */
 const ONE_MAP = Math.min(OBJECT_KEYS - 10, LAYOUTS - 64);
 
@@ -137,7 +138,8 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
     // refused, ANNOTATIONS_TOO_LARGE).
     const n = ONE_MAP;
     const width = Math.floor((MetadataLimits.annotationBytes - 1024) / n);
-    const annotations = Object.fromEntries(keys(n).map((k) => [k.padEnd(width, '-'), '']));
+    const key = Math.min(width, MetadataLimits.keyName);
+    const annotations = Object.fromEntries(keys(n).map((k) => [k.padEnd(key, '-'), 'v'.repeat(width - key)]));
     return { name: 'annotations-256k', what: `${n} annotations (--max-object-keys, --max-object-layouts), 256 KiB (Kubernetes' limit): injected`, text: review(pod({ annotations }, { containers: [app] })) };
   },
   'annotations-3mib': () => {
@@ -159,18 +161,18 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
   },
   'containers-over': () => {
     const text = withinNodes((n) => review(pod({}, { containers: containers(n, () => ({})) })), NODES);
-    return { name: 'containers-over', what: 'as many containers as --max-json-nodes lets through: refused (--max-containers)', text };
+    return { name: 'containers-over', what: 'as many containers as --max-json-nodes and --max-short-strings let through: refused (--max-containers)', text };
   },
   'env-limit': () => {
     const env = Array.from({ length: Options.maxEnvPerContainer.schema.default }, (_, i) => ({ name: `E${i}`, value: '' }));
     const text = withinNodes((k) => review(pod({}, { containers: containers(k, () => ({ env })) })), 100);
-    return { name: 'env-limit', what: `1000 env vars (--max-env-per-container) in each container, as many as --max-json-nodes allows: injected`, text };
+    return { name: 'env-limit', what: `1000 env vars (--max-env-per-container) in each container, as many as --max-json-nodes and --max-short-strings allow: injected`, text };
   },
   'mounts-limit': () => {
     const volumes = Array.from({ length: 998 }, (_, i) => ({ name: `v${i}`, emptyDir: {} }));
     const mounts = Array.from({ length: 998 }, (_, i) => ({ name: `v${i}`, mountPath: `/m/${i}` }));
     const text = withinNodes((k) => review(pod({}, { volumes, containers: containers(k, () => ({ volumeMounts: mounts })) })), 100);
-    return { name: 'mounts-limit', what: `998 mounts (--max-mounts-per-container) in each container, as many as --max-json-nodes allows: injected`, text };
+    return { name: 'mounts-limit', what: `998 mounts (--max-mounts-per-container) in each container, as many as --max-json-nodes and --max-short-strings allow: injected`, text };
   },
   'nodes-limit': () => {
     // Lists and objects nested to the depth limit in a field the injector never reads: the most parse work allowed.
@@ -220,18 +222,21 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
   },
   'layouts-and-strings': () => {
     // The costliest body allowed: keys new to V8 up to --max-object-layouts, and a container's
-    // args of short strings new to V8 up to --max-json-nodes.
+    // args of strings new to V8, short ones up to --max-short-strings, then longer ones up to
+    // --max-json-nodes.
     const layouts = Math.floor(LAYOUTS / 16) - 16;
-    const text = withinNodes(
-      (n) => review(pod({ managedFields: [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:x': distinctKeys(layouts) } }] }, { containers: [{ ...app, args: Array.from({ length: n }, (_, i) => `${SALT}s${i.toString(36)}`) }] })),
-      NODES,
-    );
-    return { name: 'layouts-and-strings', what: "keys new to V8 up to --max-object-layouts, then a container's args of short strings new to V8 up to --max-json-nodes: injected", text };
+    const text = withinNodes((n) => review(pod({ managedFields: [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:x': distinctKeys(layouts) } }] }, { containers: [{ ...app, args: newStrings(n) }] })), NODES);
+    return { name: 'layouts-and-strings', what: "keys new to V8 up to --max-object-layouts, then a container's args of strings new to V8, short ones up to --max-short-strings, longer ones up to --max-json-nodes: injected", text };
   },
   'strings-distinct': () => {
-    // Short strings V8 has never seen: JSON.parse interns each (up to 10 characters), as it does keys.
-    const text = withinNodes((n) => review(pod({}, { containers: [{ ...app, args: Array.from({ length: n }, (_, i) => `${SALT}${i.toString(36)}`) }] })), NODES);
-    return { name: 'strings-distinct', what: "a container's args of short strings new to V8, as many as --max-json-nodes allows: injected", text };
+    // Strings V8 has never seen: JSON.parse interns the short ones (up to 10 characters), as it
+    // does keys, and copies the others.
+    const text = withinNodes((n) => review(pod({}, { containers: [{ ...app, args: newStrings(n) }] })), NODES);
+    return { name: 'strings-distinct', what: "a container's args of strings new to V8, short ones up to --max-short-strings, longer ones up to --max-json-nodes: injected", text };
+  },
+  'short-strings-over': () => {
+    const text = withinNodes((n) => review(pod({}, { containers: [{ ...app, args: Array.from({ length: n }, (_, i) => `${SALT}${i.toString(36)}`) }] })), NODES, { shortStrings: NODES });
+    return { name: 'short-strings-over', what: "a container's args of short strings new to V8, as many as --max-json-nodes allows: refused before parsing (--max-short-strings)", text };
   },
   'strings-3mib': () => {
     const text = fill((n) => pod({}, { containers: [{ ...app, args: Array.from({ length: n }, (_, i) => `${SALT}${i.toString(36)}`) }] }), 600_000);
@@ -261,15 +266,24 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
 };
 
 /** The shapes `npm run soak` sends: the costliest allowed and refused ones, and a pod refused by a --max-* limit. */
-export const SoakShapes = ['keys-distinct', 'keys-reordered', 'layouts-and-strings', 'strings-distinct', 'containers-limit', 'annotations-256k', 'nodes-limit', 'whitespace-3mib', 'strings-3mib', 'nodes-over', 'containers-over'] as const;
+export const SoakShapes = ['keys-distinct', 'keys-reordered', 'layouts-and-strings', 'strings-distinct', 'containers-limit', 'annotations-256k', 'nodes-limit', 'whitespace-3mib', 'strings-3mib', 'short-strings-over', 'nodes-over', 'containers-over'] as const;
 
-/** The largest `n` up to `max` for which `build(n)` passes checkBody at the default limits (binary search). */
-function withinNodes(build: (n: number) => string, max: number): string {
+/**
+ * `n` strings new to V8: as many short ones (interned by JSON.parse) as --max-short-strings
+ * allows, a few left to the rest of the pod, then strings of 11 characters (copied, not interned).
+ */
+function newStrings(n: number): string[] {
+  const short = SHORT_STRINGS - 64;
+  return Array.from({ length: n }, (_, i) => (i < short ? `${SALT}${i.toString(36)}` : `${SALT}${i.toString(36)}`.padEnd(11, '-')));
+}
+
+/** The largest `n` up to `max` for which `build(n)` passes checkBody at the default limits, or at those changed by `limits` (binary search). */
+function withinNodes(build: (n: number) => string, max: number, limits: Partial<BodyLimits> = {}): string {
   let lo = 1;
   let hi = max;
   const fits = (n: number): boolean => {
     try {
-      checkBody(build(n));
+      checkBody(build(n), { ...DefaultBodyLimits, ...limits });
       return true;
     } catch {
       return false;

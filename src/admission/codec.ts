@@ -174,17 +174,35 @@ export interface BodyLimits {
    * object. Each is a hidden class JSON.parse may have to make. At least the distinct key names.
    */
   readonly objectLayouts: number;
+  /**
+   * String values of SHORT_STRING_MIN to SHORT_STRING_MAX characters as the text writes them
+   * (`--max-short-strings`): JSON.parse interns each, which for a string new to V8 costs about
+   * ten times what any other value does (a string-table insertion, and a dead entry each later
+   * garbage collection must clear).
+   */
+  readonly shortStrings: number;
 }
 
 export const DefaultBodyLimits: BodyLimits = Object.freeze({
   objectKeys: Options.maxObjectKeys.schema.default,
   nodes: Options.maxJsonNodes.schema.default,
   objectLayouts: Options.maxObjectLayouts.schema.default,
+  shortStrings: Options.maxShortStrings.schema.default,
 });
 
 /**
+ * The lengths, between the quotes, of the string values JSON.parse interns: V8 interns every key,
+ * and a value whose text is at most 10 characters long (`kMaxInternalizedStringValueLength` in
+ * src/json/json-parser: `length <= 10` in Node 20's V8, `< 10` in Node 24's), escapes counted as
+ * written. Shorter than 2 is the empty string or a one-character string V8 keeps ready-made.
+ */
+const SHORT_STRING_MIN = 2;
+const SHORT_STRING_MAX = 10;
+
+/**
  * Refuses a body nested deeper than MAX_NESTING, with an object of more keys, more nodes (objects,
- * lists, keys and list items) or more object layouts than `limits` allow, before JSON.parse. A scan
+ * lists, keys and list items), more short string values or more object layouts than `limits`
+ * allow, before JSON.parse. A scan
  * of the text that jumps over strings with indexOf and over long runs of anything else (numbers,
  * white space) with a regular expression, both native, so it costs a fraction of the parse;
  * malformed JSON is left for the parser. Layouts are never more than keys, so only a body of more
@@ -271,12 +289,18 @@ function scan(text: string, limits: BodyLimits): number {
   let depth = 0;
   let nodes = 0;
   let allKeys = 0;
+  let shortStrings = 0;
   let plain = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === QUOTE) {
+      const open = i;
       i = closingQuote(text, i);
       if (i < 0) return -1;
+      const length = i - open - 1;
+      if (length >= SHORT_STRING_MIN && length <= SHORT_STRING_MAX && !isKey(text, i + 1) && ++shortStrings > limits.shortStrings) {
+        throw invalid(`the body holds more than ${limits.shortStrings} short strings (values of ${SHORT_STRING_MIN} to ${SHORT_STRING_MAX} characters, each interned by JSON.parse; --${Options.maxShortStrings.flag}); no real pod holds that many`);
+      }
     } else if (c === COLON) {
       // A key (and so its value).
       if (keys[depth]! >= 0 && ++keys[depth]! > limits.objectKeys) {
@@ -311,6 +335,13 @@ function tooManyNodes(limit: number): InjectorError {
   return invalid(`the body holds more than ${limit} JSON nodes (objects, lists, keys and list items; --${Options.maxJsonNodes.flag}); no real pod holds that many`);
 }
 
+/** Whether the string that ended just before `from` is a key: the next character but white space is a colon. */
+function isKey(text: string, from: number): boolean {
+  let c = text.charCodeAt(from);
+  while (c === SPACE || c === NEWLINE || c === RETURN || c === TAB) c = text.charCodeAt(++from);
+  return c === COLON;
+}
+
 /** Characters in a row outside strings after which checkBody looks for the next one that matters. */
 const PLAIN_RUN = 32;
 const STRUCTURE = /["{}[\]:,]/g;
@@ -327,6 +358,10 @@ function skipPlainRun(text: string, from: number): number {
 }
 
 const COLON = 0x3a;
+const SPACE = 0x20;
+const NEWLINE = 0x0a;
+const RETURN = 0x0d;
+const TAB = 0x09;
 const COMMA = 0x2c;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;

@@ -26,7 +26,7 @@ export const DefaultReviewLimits: ReviewLimits = Object.freeze({ body: DefaultBo
 /** The limits the --max-* flags set. */
 export function reviewLimits(config: Config): ReviewLimits {
   return {
-    body: { objectKeys: config.maxObjectKeys, nodes: config.maxJsonNodes, objectLayouts: config.maxObjectLayouts },
+    body: { objectKeys: config.maxObjectKeys, nodes: config.maxJsonNodes, objectLayouts: config.maxObjectLayouts, shortStrings: config.maxShortStrings },
     pod: {
       containers: config.maxContainers,
       envPerContainer: config.maxEnvPerContainer,

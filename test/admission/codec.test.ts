@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { checkBody, describeValue, encodeAnswer, MAX_NESTING, patchText, ReviewVersion, type ResponseBody } from '../../src/admission/codec.js';
 import { InjectorError } from '../../src/errors.js';
 
-const limits = { objectKeys: 3, nodes: 10, objectLayouts: 1000 };
+const limits = { objectKeys: 3, nodes: 10, objectLayouts: 1000, shortStrings: 1000 };
 
 function refusal(text: string): string | undefined {
   try {
@@ -23,14 +23,14 @@ describe('checkBody', () => {
   });
 
   it('counts the keys of each object apart, siblings and parents included', () => {
-    const keys = { objectKeys: 3, nodes: 1000, objectLayouts: 1000 };
+    const keys = { objectKeys: 3, nodes: 1000, objectLayouts: 1000, shortStrings: 1000 };
     assert.doesNotThrow(() => checkBody('{"a":{"x":1,"y":2,"z":3},"b":{"x":1,"y":2,"z":3},"c":3}', keys));
     assert.throws(() => checkBody('{"a":{"x":1,"y":2,"z":3},"b":1,"c":2,"d":3}', keys), /an object of more than 3 keys \(--max-object-keys\)/);
     assert.throws(() => checkBody('{"a":[{"x":1,"y":2,"z":3,"w":4}]}', keys), /more than 3 keys/);
   });
 
   it('counts every object, list, key and list item as a node, at any depth', () => {
-    const nodes = { objectKeys: 1000, nodes: 10, objectLayouts: 1000 };
+    const nodes = { objectKeys: 1000, nodes: 10, objectLayouts: 1000, shortStrings: 1000 };
     const refused = (text: string): boolean => {
       try {
         checkBody(text, nodes);
@@ -56,7 +56,7 @@ describe('checkBody', () => {
   });
 
   it('jumps over long runs of white space and digits without losing the structure after them', () => {
-    const nodes = { objectKeys: 1000, nodes: 10, objectLayouts: 1000 };
+    const nodes = { objectKeys: 1000, nodes: 10, objectLayouts: 1000, shortStrings: 1000 };
     const pad = ' '.repeat(1000);
     assert.doesNotThrow(() => checkBody(`{${pad}"a"${pad}:${pad}${'1'.repeat(1000)}${pad},"b":"[[[[[[[[[[[[${pad}"}`, nodes));
     assert.throws(() => checkBody(`[${pad}${'7'.repeat(500)}${pad}${Array(10).fill(',1').join('')}]`, nodes), /more than 10 JSON nodes/);
@@ -71,7 +71,7 @@ describe('checkBody', () => {
   });
 
   it('counts object layouts: a key name once per distinct run of keys before it in its object', () => {
-    const layouts = { objectKeys: 1000, nodes: 1000, objectLayouts: 4 };
+    const layouts = { objectKeys: 1000, nodes: 1000, objectLayouts: 4, shortStrings: 1000 };
     const refused = (text: string): boolean => {
       try {
         checkBody(text, layouts);
@@ -92,6 +92,29 @@ describe('checkBody', () => {
     // Names are read as strings: quotes, colons and braces inside them are not structure.
     assert.equal(refused(`[${Array(20).fill('{"k:{\\"name\\":\\"A\\"}":{".":{}},"f:{x}":0}').join(',')}]`), false);
     assert.equal(refused('[{"k:{\\"name\\":\\"A\\"}":0},{"k:{\\"name\\":\\"B\\"}":0},{"a":0},{"b":0},{"c":0}]'), true);
+  });
+
+  it('counts short string values, 2 to 10 characters as written, which JSON.parse interns; never keys, shorter or longer strings', () => {
+    const short = { objectKeys: 1000, nodes: 1000, objectLayouts: 1000, shortStrings: 3 };
+    const refused = (text: string): boolean => {
+      try {
+        checkBody(text, short);
+        return false;
+      } catch (err) {
+        assert.match((err as Error).message, /more than 3 short strings \(values of 2 to 10 characters, each interned by JSON.parse; --max-short-strings\)/);
+        return true;
+      }
+    };
+    // Three values of 2 and 10 characters, in a list and in an object: at the limit; a fourth is over it.
+    assert.equal(refused('{"a":["ab","abcdefghij"],"b":"cd"}'), false);
+    assert.equal(refused('{"a":["ab","abcdefghij"],"b":"cd","c":["ef"]}'), true);
+    // Keys are not values, with white space before their colon or not; nor are strings of 0, 1 or 11 characters.
+    assert.equal(refused('{"ab":"ab","cd" :"cd","ef"\n\t:"ef","gh":["", "x", "abcdefghijk"]}'), false);
+    // The same string again is another value to intern (a lookup); counted alike.
+    assert.equal(refused('["ab","ab","ab","ab"]'), true);
+    // Escapes count as written, as V8 decides on the text: "\\n" is 2 characters, and a quote inside does not end the string.
+    assert.equal(refused('["\\n","\\\"a","a\\\"","\\u0041"]'), true);
+    assert.equal(refused('["\\u0041\\u0042","ab\\"cdefghij"]'), false);
   });
 
   it('leaves malformed JSON to the parser', () => {

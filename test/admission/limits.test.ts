@@ -151,7 +151,7 @@ describe('pods over the --max-* limits', () => {
   });
 });
 
-describe('bodies over the --max-object-keys, --max-json-nodes and --max-object-layouts limits', () => {
+describe('bodies over the --max-object-keys, --max-json-nodes, --max-short-strings and --max-object-layouts limits', () => {
   async function assertHttp400(pod: object, message: RegExp): Promise<void> {
     const started = Date.now();
     const res = await httpsRequest(`${server.url}/mutate`, JSON.stringify(podReview(pod)), { ca });
@@ -178,8 +178,10 @@ describe('bodies over the --max-object-keys, --max-json-nodes and --max-object-l
   });
 
   it("refuses more list items than --max-json-nodes (3 MiB of short strings in a container's args held the event loop for a third of a second)", async () => {
-    await assertHttp400(optedInPod({ spec: { containers: [app({ args: repeat(NODES, (i) => i.toString(36)) })] } }), nodesOver);
-    const { response } = await admit(server.url, ca, optedInPod({ spec: { containers: [app({ args: repeat(NODES - 100, (i) => i.toString(36)) })] } }));
+    // Strings of 11 characters, beyond --max-short-strings (below), which refuses shorter ones first.
+    const arg = (i: number): string => i.toString(36).padStart(11, '-');
+    await assertHttp400(optedInPod({ spec: { containers: [app({ args: repeat(NODES, arg) })] } }), nodesOver);
+    const { response } = await admit(server.url, ca, optedInPod({ spec: { containers: [app({ args: repeat(NODES - 100, arg) })] } }));
     assert.equal(response.allowed, true, JSON.stringify(response.status));
   });
 
@@ -188,6 +190,33 @@ describe('bodies over the --max-object-keys, --max-json-nodes and --max-object-l
     const pod = optedInPod();
     pod.metadata.managedFields = [{ manager: 'kubectl', operation: 'Update', fieldsType: 'FieldsV1', fieldsV1 }];
     await assertHttp400(pod, nodesOver);
+  });
+
+  const SHORT = Options.maxShortStrings.schema.default;
+  const shortOver = new RegExp(`more than ${SHORT} short strings \\(values of 2 to 10 characters, each interned by JSON.parse; --max-short-strings\\)`);
+
+  it("refuses more short strings than --max-short-strings before parsing them (each new one costs JSON.parse a string-table entry: 65 536 held the event loop for 30 to 50 ms)", async () => {
+    // Strings of 2 to 10 characters, new to V8 in every review of a test run; a small pod holds a few tens besides.
+    const salt = Math.random().toString(36).slice(2, 5);
+    const args = (n: number, width = 0): string[] => repeat(n, (i) => `${salt}${i.toString(36)}`.padEnd(width, '-'));
+    await assertHttp400(optedInPod({ spec: { containers: [app({ args: args(SHORT + 1) })] } }), shortOver);
+    const { response } = await admit(server.url, ca, optedInPod({ spec: { containers: [app({ args: args(SHORT - 100) })] } }));
+    assert.equal(response.allowed, true, JSON.stringify(response.status));
+    // Strings of 11 characters are copied, not interned: as many as --max-json-nodes allows.
+    const { response: long } = await admit(server.url, ca, optedInPod({ spec: { containers: [app({ args: args(NODES - 100, 11) })] } }));
+    assert.equal(long.allowed, true, JSON.stringify(long.status));
+  });
+
+  it('takes --max-short-strings from the flag', async () => {
+    const small = await startTestServer(['--max-short-strings', '100']);
+    try {
+      const res = await httpsRequest(`${small.url}/mutate`, JSON.stringify(podReview(optedInPod({ spec: { containers: [app({ args: repeat(101, (i) => `a${i}`) })] } }))), { ca: small.certs.ca.certPem });
+      assert.equal(res.status, 400, res.text.slice(0, 300));
+      assert.match(res.json().message, /more than 100 short strings .*--max-short-strings/);
+      await validReviewSucceeds(small);
+    } finally {
+      await small.close();
+    }
   });
 
   const LAYOUTS = Options.maxObjectLayouts.schema.default;
