@@ -66,8 +66,12 @@ describe('createLogger', () => {
     const lines: string[] = [];
     createInterface({ input: proc.stdout }).on('line', (line) => lines.push(line));
     await new Promise((resolve) => proc.on('close', resolve));
-    assert.ok(lines.length > 3800, `${lines.length} lines arrived`);
     for (const line of lines) assert.doesNotThrow(() => JSON.parse(line), `a torn line arrived: ${line.slice(0, 80)}`);
+    // The filler, then the lines of the batch that fit the free page, whole and in order from the first.
+    const logged = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'review');
+    assert.equal(lines.length - logged.length, (65536 - 4096) / 16, 'the filler did not all arrive');
+    assert.ok(logged.length >= 10 && logged.length < 40, `${logged.length} of the 40 lines arrived: the exit wrote none, or more than the free page holds`);
+    assert.deepEqual(logged.map((l) => l.n), [...Array(logged.length).keys()]);
   });
 
   it('keeps the event loop running and the waiting lines bounded while the reader of stdout stalls', async () => {

@@ -175,7 +175,7 @@ export interface BodyLimits {
    */
   readonly objectLayouts: number;
   /**
-   * String values of SHORT_STRING_MIN to SHORT_STRING_MAX characters as the text writes them
+   * String values of SHORT_STRING_MIN to SHORT_STRING_MAX characters once decoded, as V8 counts them
    * (`--max-short-strings`): JSON.parse interns each, which for a string new to V8 costs about
    * ten times what any other value does (a string-table insertion, and a dead entry each later
    * garbage collection must clear).
@@ -191,13 +191,31 @@ export const DefaultBodyLimits: BodyLimits = Object.freeze({
 });
 
 /**
- * The lengths, between the quotes, of the string values JSON.parse interns: V8 interns every key,
- * and a value whose text is at most 10 characters long (`kMaxInternalizedStringValueLength` in
- * src/json/json-parser: `length <= 10` in Node 20's V8, `< 10` in Node 24's), escapes counted as
- * written. Shorter than 2 is the empty string or a one-character string V8 keeps ready-made.
+ * The lengths of the string values JSON.parse interns: V8 interns every key, and a value at most
+ * 10 characters long once decoded (`kMaxInternalizedStringValueLength` in src/json/json-parser:
+ * `length <= 10` in Node 20's V8, `< 10` in Node 24's; escapes are decoded first, so
+ * `"\u0061"` is one character). Shorter than 2 is the empty string or a one-character string V8
+ * keeps ready-made.
  */
 const SHORT_STRING_MIN = 2;
 const SHORT_STRING_MAX = 10;
+/** The most characters a JSON escape writes for one decoded character (`\uXXXX`). */
+const ESCAPE_WIDTH = 6;
+
+/** text.indexOf(search, from), or text.length when it is not there. */
+function indexOrEnd(text: string, search: string, from: number): number {
+  const at = text.indexOf(search, from);
+  return at < 0 ? text.length : at;
+}
+
+/** The length of the string value written in text[from, to) once its escapes are decoded (UTF-16 code units, as V8 counts). */
+function decodedLength(text: string, from: number, to: number): number {
+  let length = 0;
+  for (let j = from; j < to; j++, length++) {
+    if (text.charCodeAt(j) === BACKSLASH) j += text.charCodeAt(j + 1) === LOWER_U ? 5 : 1;
+  }
+  return length;
+}
 
 /**
  * Refuses a body nested deeper than MAX_NESTING, with an object of more keys, more nodes (objects,
@@ -290,6 +308,9 @@ function scan(text: string, limits: BodyLimits): number {
   let nodes = 0;
   let allKeys = 0;
   let shortStrings = 0;
+  // The next backslash at or after the string being looked at (text.length: none), found by one
+  // forward search at a time, so finding which strings hold an escape reads the text once.
+  let nextSlash = -1;
   let plain = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
@@ -297,7 +318,13 @@ function scan(text: string, limits: BodyLimits): number {
       const open = i;
       i = closingQuote(text, i);
       if (i < 0) return -1;
-      const length = i - open - 1;
+      let length = i - open - 1;
+      // V8 decides on the decoded length: `\u003c` is one character (and Go's encoding/json
+      // writes `<`, `>` and `&` so), so up to 6 written characters per decoded one.
+      if (length >= SHORT_STRING_MIN && length <= SHORT_STRING_MAX * ESCAPE_WIDTH) {
+        if (nextSlash <= open) nextSlash = indexOrEnd(text, '\\', open + 1);
+        if (nextSlash < i) length = decodedLength(text, open + 1, i);
+      }
       if (length >= SHORT_STRING_MIN && length <= SHORT_STRING_MAX && !isKey(text, i + 1) && ++shortStrings > limits.shortStrings) {
         throw invalid(`the body holds more than ${limits.shortStrings} short strings (values of ${SHORT_STRING_MIN} to ${SHORT_STRING_MAX} characters, each interned by JSON.parse; --${Options.maxShortStrings.flag}); no real pod holds that many`);
       }
@@ -365,6 +392,7 @@ const TAB = 0x09;
 const COMMA = 0x2c;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
+const LOWER_U = 0x75;
 const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;
 const OPEN_BRACKET = 0x5b;

@@ -18,7 +18,7 @@ export interface PipelineOptions {
   readonly generation: () => unknown;
   /** Bytes of answers kept for reviews that repeat but for the uid (0 keeps none). */
   readonly answerCacheBytes: number;
-  /** What a body may hold before it is parsed (--max-object-keys, --max-json-nodes, --max-object-layouts). */
+  /** What a body may hold before it is parsed (--max-object-keys, --max-json-nodes, --max-object-layouts, --max-short-strings). */
   readonly bodyLimits?: BodyLimits;
 }
 

@@ -112,9 +112,17 @@ describe('checkBody', () => {
     assert.equal(refused('{"ab":"ab","cd" :"cd","ef"\n\t:"ef","gh":["", "x", "abcdefghijk"]}'), false);
     // The same string again is another value to intern (a lookup); counted alike.
     assert.equal(refused('["ab","ab","ab","ab"]'), true);
-    // Escapes count as written, as V8 decides on the text: "\\n" is 2 characters, and a quote inside does not end the string.
-    assert.equal(refused('["\\n","\\\"a","a\\\"","\\u0041"]'), true);
-    assert.equal(refused('["\\u0041\\u0042","ab\\"cdefghij"]'), false);
+    // Escapes are decoded first, as V8 does: "\\n" and "\\u0041" are one character (not counted), "\\"a" two, and a
+    // quote inside does not end the string.
+    assert.equal(refused('["\\n","\\u0041","\\\"a","a\\\"","b\\\""]'), false);
+    assert.equal(refused('["\\n","\\u0041","\\\"a","a\\\"","b\\\"","c\\\""]'), true);
+    // Go's encoding/json writes < > & as \\u003c \\u003e \\u0026: "<abcdefgh>" is 20 characters written, 10 decoded, and
+    // interned; "<abcdefghi>" (11) is not. Ten escapes of 6 characters each still make 10.
+    const u = (s: string): string => s.replace(/</g, '\\u003c').replace(/>/g, '\\u003e');
+    assert.equal(refused(JSON.stringify(['<abcdefgh>', '<bcdefghi>', '<cdefghij>', '<defghijk>']).replace(/[<>]/g, (m) => u(m))), true);
+    assert.equal(refused(JSON.stringify(['<abcdefghi>', '<bcdefghij>', '<cdefghijk>', '<defghijkl>']).replace(/[<>]/g, (m) => u(m))), false);
+    assert.equal(refused(`["${'\\u0061'.repeat(10)}","${'\\u0062'.repeat(10)}","${'\\u0063'.repeat(10)}","${'\\u0064'.repeat(10)}"]`), true);
+    assert.equal(refused(`["${'\\u0061'.repeat(11)}","${'\\u0062'.repeat(11)}","${'\\u0063'.repeat(11)}","${'\\u0064'.repeat(11)}"]`), false);
   });
 
   it('leaves malformed JSON to the parser', () => {
