@@ -40,9 +40,9 @@ export async function measureSteps(size: PodSize, iterations = 20000): Promise<S
   const review = decodeReview(parsed);
   const verdict = mutate(review.request);
   // The pod as the apiserver stores it after the patch, as /validate sees every opted-in pod.
-  const patched = fastJsonPatch.applyPatch(structuredClone(review.request.object), JSON.parse(Buffer.from(verdict.response.patch ?? '', 'base64').toString('utf8'))).newDocument;
-  const injected = { ...review.request, object: patched };
   const patchBytes = Buffer.from(verdict.response.patch ?? '', 'base64');
+  const patched = fastJsonPatch.applyPatch(structuredClone(review.request.object), JSON.parse(patchBytes.toString('utf8'))).newDocument;
+  const injected = { ...review.request, object: patched };
   if (validate(injected).decision !== 'allowed') throw new Error('the validating handler did not allow the injected pod');
   // A pipeline whose answer cache holds this pod's answer, confirmed as the server's is after three reviews.
   const cached = new ReviewPipeline({ endpoint: '/mutate', handle: mutate, generation: handlers.generation, answerCacheBytes: ANSWER_CACHE_BYTES });

@@ -7,7 +7,8 @@ export type { Logger };
  * Characters of log lines gathered before they are written to stdout: one write carries about 45
  * review lines. pino's own asynchronous destination (sonic-boom) costs about 6.5 µs a line in
  * process, each batch a thread-pool round trip plus copies of the batch as it grows; a batch
- * written to process.stdout costs about 1.5 (bench/_log-style loop, 4 lines per turn, to a pipe).
+ * written to process.stdout costs about 1.5 (measured in process: 300 000 review lines, 4 per turn
+ * of the event loop, stdout piped to cat).
  */
 const LOG_BATCH_CHARS = 16 * 1024;
 
