@@ -106,8 +106,13 @@ export function withTemplateKeys(own: Readonly<Record<string, string>>, entries:
   return withKeys(own, templateKeys(own, entries, onKept));
 }
 
-function withKeys(own: Readonly<Record<string, string>>, added: Readonly<Record<string, string>> | undefined): Readonly<Record<string, string>> {
-  if (added === undefined) return own;
+/** `own` plus `added` (keys `own` lacks), as a new map; `own` itself when `added` is undefined. */
+export function withKeys(own: Readonly<Record<string, string>>, added: Readonly<Record<string, string>> | undefined): Readonly<Record<string, string>> {
+  return added === undefined ? own : copyWithKeys(own, added);
+}
+
+/** A new map of `own`'s keys, then `added`'s (keys `own` lacks). */
+export function copyWithKeys(own: Readonly<Record<string, string>>, added: Readonly<Record<string, string>> | undefined): Record<string, string> {
   // A loop rather than spread: V8 copies a map of tens of thousands of keys about twice as fast.
   const out: Record<string, string> = {};
   for (const key in own) setKey(out, key, own[key]!);
@@ -122,7 +127,7 @@ function setKey(map: Record<string, string>, key: string, value: string): void {
 }
 
 /** Only the keys the templates add to `own` (undefined: none), by the rule of withTemplateKeys; never walks `own`. */
-function templateKeys(own: Readonly<Record<string, string>>, entries: TemplateKeys, onKept?: (key: string, template: string) => void): Record<string, string> | undefined {
+export function templateKeys(own: Readonly<Record<string, string>>, entries: TemplateKeys, onKept?: (key: string, template: string) => void): Record<string, string> | undefined {
   let added: Record<string, string> | undefined;
   for (const [[key, value], template] of entries) {
     const current = Object.hasOwn(own, key) ? own : added !== undefined && Object.hasOwn(added, key) ? added : undefined;
