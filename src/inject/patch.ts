@@ -1,5 +1,5 @@
 import type { Container, NamedItem, Pod, PodSpec } from '../kube/types.js';
-import { escapeToken, jsonOf, jsonString } from '../patch/diff.js';
+import { escapeToken, jsonOf, jsonStringBody } from '../patch/diff.js';
 import { Keys } from './keys.js';
 import { injectedAnnotations, injectedMetadata, injectedSpec, type Extension, type Injection } from './mutate.js';
 import { copyWithKeys } from './render.js';
@@ -41,25 +41,31 @@ export function injectionPatch(pod: Pod, injection: Injection): InjectionPatch {
   return { text: out.text(), ops: out.ops };
 }
 
+/**
+ * The patch's text, op by op. A path is given as it is written inside its JSON string: the writer
+ * builds each from constant tokens, list positions and map keys, and only a key can hold anything
+ * JSON escapes (keyToken), so no whole path is scanned for a quote it never holds.
+ */
 class PatchWriter {
   ops = 0;
   #text = '[';
 
   add(path: string, value: unknown): void {
-    this.#op('{"op":"add","path":', path, value);
+    this.#text += `${this.ops++ > 0 ? ',' : ''}{"op":"add","path":"${path}","value":${jsonOf(value)}}`;
   }
 
   replace(path: string, value: unknown): void {
-    this.#op('{"op":"replace","path":', path, value);
+    this.#text += `${this.ops++ > 0 ? ',' : ''}{"op":"replace","path":"${path}","value":${jsonOf(value)}}`;
   }
 
   text(): string {
     return `${this.#text}]`;
   }
+}
 
-  #op(head: string, path: string, value: unknown): void {
-    this.#text += `${this.ops++ > 0 ? ',' : ''}${head}${jsonString(path)},"value":${jsonOf(value)}}`;
-  }
+/** A map key as a JSON Pointer token (RFC 6901), as written inside a JSON string. */
+function keyToken(key: string): string {
+  return jsonStringBody(escapeToken(key));
 }
 
 type Meta = NonNullable<Pod['metadata']>;
@@ -100,16 +106,16 @@ function annotationOps(out: PatchWriter, own: Readonly<Record<string, string>>, 
     }
     // A template may name the status key itself; the status is what the map holds under it.
     if (key === Keys.status) statusAdded = true;
-    out.add(`/metadata/annotations/${escapeToken(key)}`, key === Keys.status ? status : added[key]);
+    out.add(`/metadata/annotations/${keyToken(key)}`, key === Keys.status ? status : added[key]);
   }
   if (!replaced) out.replace(statusPath, status);
   if (ownStatus === undefined && !statusAdded) out.add(statusPath, status);
 }
 
-const statusPath = `/metadata/annotations/${escapeToken(Keys.status)}`;
+const statusPath = `/metadata/annotations/${keyToken(Keys.status)}`;
 
 function keyOps(out: PatchWriter, path: string, added: Readonly<Record<string, string>>): void {
-  for (const key in added) out.add(`${path}/${escapeToken(key)}`, added[key]);
+  for (const key in added) out.add(`${path}/${keyToken(key)}`, added[key]);
 }
 
 /** True for a key that is an array index (ECMA-262: a canonical numeric string below 2 ** 32 - 1), which an object enumerates first. */

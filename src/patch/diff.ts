@@ -79,6 +79,11 @@ const OP_HEADS: Readonly<Record<Operation['op'], string>> = { add: '{"op":"add",
 /** What JSON.stringify escapes in a string: `"`, `\\`, control characters, and lone surrogates (ES2019's well-formed JSON.stringify). */
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
+/** The characters of JSON.stringify(text) between its quotes. */
+export function jsonStringBody(text: string): string {
+  return NEEDS_ESCAPE.test(text) ? JSON.stringify(text).slice(1, -1) : text;
+}
+
 /** JSON.stringify(text). A path is short and seldom holds anything to escape; JSON.stringify is a native call per string. */
 export function jsonString(text: string): string {
   return NEEDS_ESCAPE.test(text) ? JSON.stringify(text) : `"${text}"`;
