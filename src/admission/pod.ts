@@ -105,8 +105,6 @@ function checkKey(key: string, what: 'label' | 'annotation'): void {
   }
 }
 
-const ContainerLists = ['containers', 'initContainers', 'ephemeralContainers'] as const;
-
 // The field paths of the messages are built only for a pod that fails a check: a pod of a few
 // containers with a dozen env vars each would otherwise build some fifty strings per review.
 function checkSpec(spec: JsonObject, limits: PodLimits): void {
@@ -121,34 +119,34 @@ function checkSpec(spec: JsonObject, limits: PodLimits): void {
   const ephemeralContainers = namedList(spec['ephemeralContainers'], 'spec.', 'ephemeralContainers');
   const count = containers.length + initContainers.length + ephemeralContainers.length;
   if (count > limits.containers) throw overLimit(`${count} containers (containers, initContainers and ephemeralContainers together)`, limits.containers, Options.maxContainers.flag);
-  [containers, initContainers, ephemeralContainers].forEach((list, k) => {
-    for (let i = 0; i < list.length; i++) checkContainer(list[i]!, ContainerLists[k]!, i, limits);
-  });
+  for (let i = 0; i < containers.length; i++) checkContainer(containers[i]!, 'containers', i, limits);
+  for (let i = 0; i < initContainers.length; i++) checkContainer(initContainers[i]!, 'initContainers', i, limits);
+  for (let i = 0; i < ephemeralContainers.length; i++) checkContainer(ephemeralContainers[i]!, 'ephemeralContainers', i, limits);
 }
 
 function checkContainer(c: JsonObject, list: string, i: number, limits: PodLimits): void {
-  const at = (): string => `spec.${list}[${i}]`;
-  if (c['image'] !== undefined && typeof c['image'] !== 'string') optionalString(c['image'], `${at()}.`, 'image');
+  const at: Base = { list, i };
+  optionalString(c['image'], at, '.image');
   const env = namedList(c['env'], at, '.env');
-  if (env.length > limits.envPerContainer) throw overLimit(`${env.length} env vars in ${at()}`, limits.envPerContainer, Options.maxEnvPerContainer.flag);
+  if (env.length > limits.envPerContainer) throw overLimit(`${env.length} env vars in ${pathOf(at, '')}`, limits.envPerContainer, Options.maxEnvPerContainer.flag);
   for (let j = 0; j < env.length; j++) {
     const value = env[j]!['value'];
-    if (value !== undefined && typeof value !== 'string') optionalString(value, `${at()}.env[${j}].`, 'value');
+    if (value !== undefined && typeof value !== 'string') throw invalid(`request.object.${pathOf(at, `.env[${j}].value`)} must be a string`);
   }
   const mounts = namedList(c['volumeMounts'], at, '.volumeMounts');
-  if (mounts.length > limits.mountsPerContainer) throw overLimit(`${mounts.length} volumeMounts in ${at()}`, limits.mountsPerContainer, Options.maxMountsPerContainer.flag);
+  if (mounts.length > limits.mountsPerContainer) throw overLimit(`${mounts.length} volumeMounts in ${pathOf(at, '')}`, limits.mountsPerContainer, Options.maxMountsPerContainer.flag);
   for (let j = 0; j < mounts.length; j++) {
-    if (typeof mounts[j]!['mountPath'] !== 'string') throw invalid(`request.object.${at()}.volumeMounts[${j}].mountPath must be a string`);
+    if (typeof mounts[j]!['mountPath'] !== 'string') throw invalid(`request.object.${pathOf(at, `.volumeMounts[${j}].mountPath`)} must be a string`);
   }
   const ports = optionalList(c['ports'], at, '.ports');
-  if (ports.length > limits.portsPerContainer) throw overLimit(`${ports.length} ports in ${at()}`, limits.portsPerContainer, Options.maxPortsPerContainer.flag);
+  if (ports.length > limits.portsPerContainer) throw overLimit(`${ports.length} ports in ${pathOf(at, '')}`, limits.portsPerContainer, Options.maxPortsPerContainer.flag);
 }
 
-/** A field's path in a message: `base` (or what it returns) then `field`. */
-type Base = string | (() => string);
+/** Where a field is, for a message: a path written out, or a container of a list (`spec.<list>[<i>]`). */
+type Base = string | { readonly list: string; readonly i: number };
 
 function pathOf(base: Base, field: string): string {
-  return `${typeof base === 'string' ? base : base()}${field}`;
+  return typeof base === 'string' ? `${base}${field}` : `spec.${base.list}[${base.i}]${field}`;
 }
 
 function optionalObject(value: unknown, field: string): JsonObject | undefined {

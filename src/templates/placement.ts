@@ -35,24 +35,31 @@ export function insertPlaced<T extends { readonly name: string }>(own: readonly 
 export function placeItems<T extends { readonly name: string }>(own: readonly T[], added: readonly (readonly [T, Placement])[]): (number | T)[] {
   const list: (number | T)[] = [];
   for (let i = 0; i < own.length; i++) list.push(i);
-  const nameAt = (e: number | T): string => (typeof e === 'number' ? own[e]!.name : e.name);
   let firsts = 0; // `first` items keep their template order at the head of the list
   for (const [item, placement] of added) {
-    const at = indexFor(list, nameAt, placement, firsts);
+    const at = indexFor(list, own, placement, firsts);
     if (placement === 'first' || at < firsts) firsts++;
     list.splice(at, 0, item);
   }
   return list;
 }
 
-function indexFor<E>(list: readonly E[], nameAt: (e: E) => string, placement: Placement, firsts: number): number {
+function indexFor<T extends { readonly name: string }>(list: readonly (number | T)[], own: readonly T[], placement: Placement, firsts: number): number {
   if (placement === 'first') return firsts;
   if (placement === 'last') return list.length;
   // A missing anchor is not an error: the other injector may not have run yet (or at all).
   if ('before' in placement) {
-    const i = list.findIndex((c) => nameAt(c) === placement.before);
+    const i = indexOfName(list, own, placement.before);
     return i < 0 ? list.length : i;
   }
-  const i = list.findIndex((c) => nameAt(c) === placement.after);
+  const i = indexOfName(list, own, placement.after);
   return i < 0 ? list.length : i + 1;
+}
+
+function indexOfName<T extends { readonly name: string }>(list: readonly (number | T)[], own: readonly T[], name: string): number {
+  for (let i = 0; i < list.length; i++) {
+    const e = list[i]!;
+    if ((typeof e === 'number' ? own[e]!.name : e.name) === name) return i;
+  }
+  return -1;
 }
