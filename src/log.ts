@@ -172,10 +172,21 @@ export function lineWriter<F extends string>(logger: Logger, level: 'info' | 'wa
   const bindings = (internals[pino.symbols.chindingsSym] as string | undefined) ?? '';
   const keys = fields.map((f) => ',' + JSON.stringify(f) + ':');
   const tail = `,"${MESSAGE_KEY}":${JSON.stringify(msg)}}\n`;
+  // The text each field had on the last line, and its value: the reviews of one ReplicaSet carry
+  // the very same values (the answer cache keeps them), written once.
+  const lastValues: unknown[] = fields.map(() => undefined);
+  const lastTexts = keys.map((key) => key + jsonText(undefined));
   return (values) => {
     if (logger.levelVal > levelValue) return;
     let line = head + isoTime() + bindings;
-    for (let i = 0; i < fields.length; i++) line += keys[i]! + jsonText(values[fields[i]!]);
+    for (let i = 0; i < fields.length; i++) {
+      const value = values[fields[i]!];
+      if (value !== lastValues[i] || typeof value === 'object') {
+        lastValues[i] = value;
+        lastTexts[i] = keys[i]! + jsonText(value);
+      }
+      line += lastTexts[i]!;
+    }
     stream.write(line + tail);
   };
 }
@@ -191,7 +202,7 @@ export function jsonText(value: unknown): string {
       return PLAIN.test(value) ? '"' + value + '"' : JSON.stringify(value);
     case 'number':
       // JSON writes a finite number as Number.prototype.toString does (and -0 as 0); NaN and the infinities as null.
-      return Number.isFinite(value) ? String(value) : 'null';
+      return Number.isFinite(value) ? '' + value : 'null';
     case 'boolean':
       return value ? 'true' : 'false';
     default:
