@@ -159,7 +159,7 @@ function answerError(req: IncomingMessage, res: ServerResponse, refused: Refused
  * only when it is a short run of letters, digits and dashes closed by a quote; anything else
  * (an escape, a control character, a long run) gives ''. Never used for anything but the record.
  */
-export function claimedUid(body: string | undefined): string {
+function claimedUid(body: string | undefined): string {
   if (body === undefined) return '';
   for (const prefix of APISERVER_PREFIXES) {
     if (!body.startsWith(prefix)) continue;

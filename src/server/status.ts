@@ -37,7 +37,8 @@ export interface StatusAnswer {
  * generic "the server rejected our request for an unknown reason" (apimachinery
  * pkg/api/errors/errors.go NewGenericServerResponse). The scheme the webhook client decodes with
  * knows Status: admission/v1's addKnownTypes calls metav1.AddToGroupVersion, which registers it
- * unversioned, as `kind: Status, apiVersion: v1`.
+ * unversioned, as `kind: Status, apiVersion: v1`. Read at client-go 32ce75a7, apiserver 24a394e5,
+ * apimachinery eed236ce, api 10b39a39 (test/helpers/client-go.ts plays these steps in the tests).
  *
  * Every field has the JSON type of its Go tag (client-go fails the whole decode on a mismatch, so
  * a number in `status` would lose the message). Our stable code, for machines, is the first
