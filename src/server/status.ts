@@ -1,4 +1,4 @@
-import type { ErrorStatus } from '../errors.js';
+import type { ErrorCode, ErrorStatus } from '../errors.js';
 
 /**
  * The StatusReason Kubernetes gives each HTTP status an error of ours may have: the constants of
@@ -21,7 +21,8 @@ export const StatusReasons = {
 /** What an error answer says: the HTTP status, our stable error code and the message for a person. */
 export interface StatusAnswer {
   readonly status: ErrorStatus;
-  readonly code: string;
+  /** Our stable code, from the table of src/errors.ts. */
+  readonly code: ErrorCode;
   readonly message: string;
   /** Seconds the client should wait before it retries (a 429); the Retry-After header says the same. */
   readonly retryAfterSeconds?: number;

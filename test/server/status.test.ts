@@ -21,10 +21,10 @@ describe('encodeStatus', () => {
   it('gives every status of the error table its Kubernetes reason, in a body client-go decodes as a Failure', () => {
     const statuses = new Set(Object.values(ErrorCodes).map((e) => e.status));
     for (const status of statuses) {
-      const body = decodeStatus(encodeStatus({ status, code: 'SOME_CODE', message: 'what went wrong' }));
+      const body = decodeStatus(encodeStatus({ status, code: 'REVIEW_INVALID', message: 'what went wrong' }));
       assert.deepEqual(
         [body.kind, body.apiVersion, body.status, body.message, body.reason, body.code, body.details?.causes],
-        ['Status', 'v1', 'Failure', 'what went wrong', StatusReasons[status], status, [{ reason: 'SOME_CODE', message: 'what went wrong' }]],
+        ['Status', 'v1', 'Failure', 'what went wrong', StatusReasons[status], status, [{ reason: 'REVIEW_INVALID', message: 'what went wrong' }]],
       );
     }
   });
