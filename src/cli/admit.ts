@@ -92,12 +92,13 @@ export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Adm
 function refusedBody(site: PodSite, calls: readonly WebhookCall[], limits: BodyLimits = DefaultBodyLimits): Admission | undefined {
   const refusal = attempt(() => checkBody(apiserverReview(site), limits));
   if (refusal === undefined) return undefined;
+  // The refusal comes last: it is the line `inject` reports for a rejected pod.
   const why = `the review of this pod would be refused before it is read (HTTP 400): ${refusal.message}`;
   const closed = calls.find((call) => call.failurePolicy === 'Fail');
   if (closed === undefined) {
-    return { verdict: 'not-injected', reason: refusal.code, why: [why, 'every webhook of the injector that receives it has failurePolicy Ignore, so the pod is created without sidecars'], pod: site.pod, warnings: [] };
+    return { verdict: 'not-injected', reason: refusal.code, why: ['every webhook of the injector that receives the pod has failurePolicy Ignore, so it is created without sidecars', why], pod: site.pod, warnings: [] };
   }
-  return { verdict: 'rejected', reason: refusal.code, why: [why, `the webhook ${closed.webhook} (${closed.path}) has failurePolicy Fail, so the pod is not created`], pod: site.pod, warnings: [] };
+  return { verdict: 'rejected', reason: refusal.code, why: [`the webhook ${closed.webhook} (${closed.path}) receives the pod and has failurePolicy Fail, so it is not created`, why], pod: site.pod, warnings: [] };
 }
 
 /**

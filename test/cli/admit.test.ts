@@ -94,15 +94,15 @@ describe('admitPod with the review limits of serve', () => {
     assert.throws(() => checkBody(JSON.stringify(podReview({ ...site.pod, metadata: { ...site.pod.metadata, managedFields: [managedFieldsOf(site.pod, 'kube-controller-manager')] } }))), /--max-object-layouts/);
     const a = admitPod(site, set, shipped());
     assert.deepEqual([a.verdict, a.reason], ['rejected', 'REVIEW_INVALID'], a.why.join('; '));
-    assert.match(a.why[0] ?? '', /refused before it is read \(HTTP 400\): .*--max-object-layouts/);
-    assert.match(a.why[1] ?? '', /validate\.sidecar-injector\.io \(\/validate\) has failurePolicy Fail/);
+    assert.match(a.why[0] ?? '', /validate\.sidecar-injector\.io \(\/validate\) receives the pod and has failurePolicy Fail/);
+    assert.match(a.why.at(-1) ?? '', /refused before it is read \(HTTP 400\): .*--max-object-layouts/);
   });
 
   it('says the pod goes without sidecars when only webhooks that fail open receive it', () => {
     const mutatingOnly: Cluster = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS.filter((c) => c.kind === 'MutatingWebhookConfiguration'), namespaceLabels: {} };
     const a = admitPod(envDeployment(5, 900), set, mutatingOnly);
     assert.deepEqual([a.verdict, a.reason], ['not-injected', 'REVIEW_INVALID'], a.why.join('; '));
-    assert.match(a.why[1] ?? '', /failurePolicy Ignore, so the pod is created without sidecars/);
+    assert.match(a.why[0] ?? '', /failurePolicy Ignore, so it is created without sidecars/);
   });
 
   it('injects a pod of many env vars that stays within the limits', () => {
