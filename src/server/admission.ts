@@ -204,7 +204,9 @@ export class ReviewSlots {
       this.#answerDeadlines.cancel(deadline);
       this.#held--;
     };
-    res.once('finish', release).once('close', release);
+    // `on`, not `once`: release runs once by itself, and removing a listener leaves the response's
+    // event table in V8's dictionary mode (see collect in body.ts).
+    res.on('finish', release).on('close', release);
   }
 }
 
