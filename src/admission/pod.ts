@@ -68,13 +68,18 @@ function checkLabels(value: unknown): void {
 
 function checkAnnotations(value: unknown): void {
   const annotations = optionalObject(value, 'metadata.annotations');
-  let bytes = 0;
+  // UTF-16 units first: a unit is at most 3 bytes of UTF-8, so only a map of some 87,000
+  // characters or more can be over the limit, and only such a map is measured byte by byte.
+  let units = 0;
   for (const key in annotations) {
     const v = annotations[key];
     if (typeof v !== 'string') throw invalid(`request.object.metadata.annotations must map strings to strings; ${describeValue(key)} maps to ${describeValue(v)}`);
     checkKey(key, 'annotation');
-    bytes += utf8Length(key) + utf8Length(v);
+    units += key.length + v.length;
   }
+  if (units * 3 <= MetadataLimits.annotationBytes) return;
+  let bytes = 0;
+  for (const key in annotations) bytes += utf8Length(key) + utf8Length(annotations[key] as string);
   if (bytes > MetadataLimits.annotationBytes) {
     throw overKubernetes(`the annotations take ${bytes} bytes (keys plus values); Kubernetes allows at most ${MetadataLimits.annotationBytes} (256 KiB)`, 'ValidateAnnotationsSize');
   }
