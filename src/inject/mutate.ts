@@ -81,9 +81,9 @@ export function planInjection(pod: Pod, templates: readonly CompiledTemplate[], 
   // The pod's own maps are never copied nor walked here, only looked up: a pod may carry tens of
   // thousands of keys (issue 11).
   const ownAnnotations = meta.annotations ?? NONE;
-  const annotations = templateKeys(ownAnnotations, plan.annotations, (key, template) => void warnings.push(keptWarning('annotation', key, template)));
+  const annotations = addedKeys(ownAnnotations, plan.annotations, plan.annotationMap, 'annotation', warnings);
   checkAnnotationBytes(ownAnnotations, annotations, plan.statusText);
-  const labels = templateKeys(meta.labels ?? NONE, plan.labels, (key, template) => void warnings.push(keptWarning('label', key, template)));
+  const labels = addedKeys(meta.labels ?? NONE, plan.labels, plan.labelMap, 'label', warnings);
   return { plan, warnings, containers, initContainers, extensions, volumes, imagePullSecrets, annotations, labels };
 }
 
@@ -130,6 +130,16 @@ export function extend(c: Container, extension: Extension | undefined): Containe
   if (extension.env.length > 0) out.env = [...(c.env ?? []), ...extension.env];
   if (extension.volumeMounts.length > 0) out.volumeMounts = [...(c.volumeMounts ?? []), ...extension.volumeMounts];
   return out;
+}
+
+/**
+ * The keys the templates add to the pod's labels or annotations (templateKeys); the plan's own map
+ * (`all`) when the pod has none of its keys, as most pods have none.
+ */
+function addedKeys(own: Readonly<Record<string, string>>, entries: InjectionPlan['labels'], all: Readonly<Record<string, string>> | undefined, what: 'annotation' | 'label', warnings: string[]): Readonly<Record<string, string>> | undefined {
+  if (entries.length === 0) return undefined;
+  if (all !== undefined && !entries.some(([[key]]) => Object.hasOwn(own, key))) return all;
+  return templateKeys(own, entries, (key, template) => void warnings.push(keptWarning(what, key, template)));
 }
 
 function keptWarning(what: 'annotation' | 'label', key: string, template: string): string {

@@ -63,10 +63,22 @@ class PatchWriter {
   }
 }
 
-/** A map key as a JSON Pointer token (RFC 6901), as written inside a JSON string. */
+/**
+ * A map key as a JSON Pointer token (RFC 6901), as written inside a JSON string. Only the
+ * templates' keys come here, the same few in every review: their tokens are kept.
+ */
 function keyToken(key: string): string {
-  return jsonStringBody(escapeToken(key));
+  let token = tokens.get(key);
+  if (token === undefined) {
+    token = jsonStringBody(escapeToken(key));
+    if (tokens.size >= TOKENS_KEPT) tokens.clear();
+    tokens.set(key, token);
+  }
+  return token;
 }
+
+const tokens = new Map<string, string>();
+const TOKENS_KEPT = 1024;
 
 type Meta = NonNullable<Pod['metadata']>;
 const NONE: Readonly<Record<string, string>> = Object.freeze({});

@@ -51,6 +51,12 @@ export interface InjectionPlan {
   readonly podVolumeMounts: readonly Owned<VolumeMount>[];
   readonly labels: readonly Owned<readonly [key: string, value: string]>[];
   readonly annotations: readonly Owned<readonly [key: string, value: string]>[];
+  /**
+   * The labels and annotations a pod that has none of their keys gets, as one frozen map; undefined
+   * when two templates name one key (the first wins, and the others are warned of per pod).
+   */
+  readonly labelMap: Readonly<Record<string, string>> | undefined;
+  readonly annotationMap: Readonly<Record<string, string>> | undefined;
   /** The names (and mount paths) in those lists: what the pod's own items are looked up by. */
   readonly wanted: {
     readonly env: ReadonlySet<string>;
@@ -101,6 +107,8 @@ function makePlan(rendered: readonly RenderedTemplate[]): InjectionPlan {
   const volumes = owned((r) => r.volumes);
   const imagePullSecrets = owned((r) => r.imagePullSecrets);
   const volumeNames = names(volumes);
+  const labels = owned((r) => Object.entries(r.labels));
+  const annotations = owned((r) => Object.entries(r.annotations));
   const sidecars = sidecarsOf(rendered, volumeNames);
   const mountPaths = new Set(volumeMounts.map(([m]) => m.mountPath));
   const distinct = <T extends NamedItem>(items: readonly Owned<T>[], ...sizes: number[]): readonly T[] | undefined => (sizes.every((n) => n === items.length) ? Object.freeze(items.map(([item]) => item)) : undefined);
@@ -118,8 +126,10 @@ function makePlan(rendered: readonly RenderedTemplate[]): InjectionPlan {
     volumeItems: distinct(volumes, volumeNames.size),
     imagePullSecretItems: distinct(imagePullSecrets, names(imagePullSecrets).size),
     podVolumeMounts: volumeMounts.filter(([m]) => !volumeNames.has(m.name)),
-    labels: owned((r) => Object.entries(r.labels)),
-    annotations: owned((r) => Object.entries(r.annotations)),
+    labels,
+    annotations,
+    labelMap: keyMap(labels),
+    annotationMap: keyMap(annotations),
     wanted: {
       env: names(env),
       mountNames: names(volumeMounts),
@@ -130,6 +140,14 @@ function makePlan(rendered: readonly RenderedTemplate[]): InjectionPlan {
     status,
     statusText: encodeStatus(status),
   });
+}
+
+/** The map of `entries` when no two share a key; built as templateKeys builds one ("__proto__" stays a key). */
+function keyMap(entries: readonly Owned<readonly [key: string, value: string]>[]): Readonly<Record<string, string>> | undefined {
+  if (new Set(entries.map(([[key]]) => key)).size !== entries.length) return undefined;
+  const map: Record<string, string> = {};
+  for (const [[key, value]] of entries) Object.defineProperty(map, key, { value, enumerable: true, writable: true, configurable: true });
+  return Object.freeze(map);
 }
 
 /**
