@@ -4,7 +4,7 @@ import fjp from 'fast-json-patch';
 import type { AdmissionRequest } from '../../src/admission/codec.js';
 import { createHandlers } from '../../src/admission/handlers.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
-import { diff } from '../../src/patch/diff.js';
+import { diff, encodePatch } from '../../src/patch/diff.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { decodePatch, mutate, optedInPod, podReview, validate } from '../helpers/review.js';
 import { agent, jobOwner, locked, podWith, set, template, templates } from '../helpers/templates.js';
@@ -281,5 +281,20 @@ describe('a template reload', () => {
     // admit it; only its status, of a version this source no longer serves, vouches for it.
     assert.equal(validating(requestOf(first)).reason, 'recorded-templates');
     assert.equal(validating(requestOf(second)).reason, 'sidecars-present');
+  });
+});
+
+describe('the patch\'s bytes', () => {
+  it('are the diff\'s, byte for byte, for patches small and large, one review after another', async () => {
+    const shipped = await loadTemplateSet('templates');
+    const pods = [1, 30, 240, 2].map((n) => optedInPod({ labels: { 'app.kubernetes.io/name': 'café€😀' }, annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' }, spec: { containers: Array.from({ length: n }, (_, i) => ({ name: `app-${i}`, image: 'nginx:1.27' })) } }));
+    const answers = pods.map((pod) => mutate(requestOf(pod), shipped).response.patch);
+    pods.forEach((pod, i) => {
+      const selected = ['log-shipper', 'proxy'].map((name) => shipped.templates.get(name)!);
+      const expected = encodePatch(diff(pod, injectSidecars(pod, selected, 'default').pod));
+      assert.equal(Buffer.from(answers[i]!, 'base64').toString('utf8'), expected);
+    });
+    // The 240-container patch does not fit the kept buffer (3 bytes a character at most); the small ones after it do.
+    assert.ok(Buffer.from(answers[2]!, 'base64').length * 3 > 64 * 1024);
   });
 });
