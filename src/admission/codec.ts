@@ -232,23 +232,44 @@ export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits):
 }
 
 /**
- * Counts the distinct layouts of the body's objects as V8 builds them: an object's layout after a
- * key is the one before it plus that key (a transition tree), so a key makes a new one when the
- * pair (layout so far, name) is new. Names are compared as the text writes them (the apiserver's
- * encoding/json writes each name one way). Holds at most `limit` layouts and names: it throws past them.
+ * Objects of this many keys or more JSON.parse makes as dictionaries, with no hidden class (V8's
+ * `JSObject::kMapCacheSize`: `ObjectLiteralMapFromCache` gives them the slow-object map).
+ */
+const DICTIONARY_KEYS = 128;
+
+/**
+ * Counts the hidden classes JSON.parse may build for the body's objects, as V8 builds them: an
+ * object of n keys starts at a map kept for objects of n keys (`ObjectLiteralMapFromCache`), and
+ * each key moves it along a transition to the map of the keys so far. So a key makes a hidden
+ * class for each distinct pair (key count of its object, run of names up to it): `{"a":0}` and
+ * `{"a":0,"b":0}` are three, not two. Counting runs of names alone (one tree for every key count)
+ * let through a body of 56 000 maps (objects holding the first 1, 2, ... 127 names of a few runs)
+ * that cost JSON.parse 90 to 190 ms. Objects of DICTIONARY_KEYS keys or more make none.
+ *
+ * The runs of names are numbered in a tree of their own (a key makes a new run when the pair (run
+ * before, name) is new), and each object's runs are kept until it closes, when its key count is
+ * known. Names are compared as the text writes them (the apiserver's encoding/json writes each
+ * name one way). Holds at most `limit` runs and `limit` hidden classes: it throws past either.
  */
 function countLayouts(text: string, limit: number): void {
-  // The layout each open object has reached, by depth (0: the empty object's), and the depth;
-  // the nesting was checked by the first scan.
+  // The run each open object has reached, by depth (0: no key yet), and the depth; the nesting was
+  // checked by the first scan.
   const at = new Int32Array(MAX_NESTING + 2);
   let depth = 0;
-  // Each name seen, numbered from 1, and each layout by the pair (layout before, name) it adds,
-  // as one number (a small integer while the limit is under 2 ** 15).
+  // Each name seen, numbered from 1, and each run by the pair (run before, name) it adds, as one
+  // number (a small integer while the limit is under 2 ** 15).
   const names = new Map<string, number>();
-  const layouts = new Map<number, number>();
+  const runs = new Map<number, number>();
   const base = limit + 1;
-  // The last key taken from each layout and where it led: objects of one kind repeat their keys
-  // in the same order (a pod's env vars, managedFields), so most keys are found without a slice.
+  // Each run's run before it and its number of keys. An object's last run names all its keys, so
+  // when it closes its hidden classes are (its key count, each run up the tree), as one number;
+  // objects of one kind are counted once (`counted`).
+  const parent = new Int32Array(base + 1);
+  const length = new Int32Array(base + 1);
+  const counted = new Uint8Array(base + 1);
+  const classes = new Set<number>();
+  // The last key taken from each run and where it led: objects of one kind repeat their keys in
+  // the same order (a pod's env vars, managedFields), so most keys are found without a slice.
   const lastName: (string | undefined)[] = [];
   const lastTo = new Int32Array(base + 1);
   let stringStart = 0;
@@ -271,12 +292,12 @@ function countLayouts(text: string, limit: number): void {
         let id = names.get(name);
         if (id === undefined) names.set(name, (id = names.size + 1));
         const pair = from * base + id;
-        let to = layouts.get(pair);
+        let to = runs.get(pair);
         if (to === undefined) {
-          if (layouts.size >= limit) {
-            throw invalid(`the body holds more than ${limit} distinct object layouts (runs of key names; --${Options.maxObjectLayouts.flag}); no real pod holds that many`);
-          }
-          layouts.set(pair, (to = layouts.size + 1));
+          if (runs.size >= limit) throw tooManyLayouts(limit);
+          runs.set(pair, (to = runs.size + 1));
+          parent[to] = from;
+          length[to] = length[from]! + 1;
         }
         lastName[from] = name;
         lastTo[from] = to;
@@ -285,6 +306,13 @@ function countLayouts(text: string, limit: number): void {
     } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
       at[++depth] = 0;
     } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      const last = at[depth]!;
+      const keys = length[last]!;
+      if (counted[last] === 0 && keys > 0 && keys < DICTIONARY_KEYS) {
+        counted[last] = 1;
+        for (let run = last; run !== 0; run = parent[run]!) classes.add(keys * base + run);
+        if (classes.size > limit) throw tooManyLayouts(limit);
+      }
       depth = Math.max(0, depth - 1);
     } else if (c === COMMA) {
       // Nothing to count, but the end of a plain run, as in scan.
@@ -298,6 +326,10 @@ function countLayouts(text: string, limit: number): void {
     }
     plain = 0;
   }
+}
+
+function tooManyLayouts(limit: number): InjectorError {
+  return invalid(`the body holds more than ${limit} distinct object layouts (runs of key names; --${Options.maxObjectLayouts.flag}); no real pod holds that many`);
 }
 
 /** The scan of checkBody: throws past the limits, else returns the keys in the body (-1 when the JSON is malformed). */

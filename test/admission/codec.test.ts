@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { checkBody, describeValue, encodeAnswer, MAX_NESTING, patchText, ReviewVersion, type ResponseBody } from '../../src/admission/codec.js';
+import { checkBody, describeValue, encodeAnswer, MAX_NESTING, patchText, ReviewVersion, type BodyLimits, type ResponseBody } from '../../src/admission/codec.js';
 import { InjectorError } from '../../src/errors.js';
 
 const limits = { objectKeys: 3, nodes: 10, objectLayouts: 1000, shortStrings: 1000 };
@@ -92,6 +92,31 @@ describe('checkBody', () => {
     // Names are read as strings: quotes, colons and braces inside them are not structure.
     assert.equal(refused(`[${Array(20).fill('{"k:{\\"name\\":\\"A\\"}":{".":{}},"f:{x}":0}').join(',')}]`), false);
     assert.equal(refused('[{"k:{\\"name\\":\\"A\\"}":0},{"k:{\\"name\\":\\"B\\"}":0},{"a":0},{"b":0},{"c":0}]'), true);
+  });
+
+  it('counts a hidden class per key count and run of names, as V8 keeps a transition tree per key count; none for objects of 128 keys or more', () => {
+    const limits = (objectLayouts: number): BodyLimits => ({ objectKeys: 1000, nodes: 10_000, objectLayouts, shortStrings: 1000 });
+    const passes = (text: string, limit: number): boolean => {
+      try {
+        checkBody(text, limits(limit));
+        return true;
+      } catch (err) {
+        assert.match((err as Error).message, new RegExp(`more than ${limit} distinct object layouts`));
+        return false;
+      }
+    };
+    // Two runs of names (a, a+b) but three hidden classes: a in objects of one key, a and a+b in objects of two.
+    assert.equal(passes('[{"a":0},{"a":0,"b":0}]', 3), true);
+    assert.equal(passes('[{"a":0},{"a":0,"b":0}]', 2), false);
+    // The first 1, 2, ... 20 names of one run: 20 runs, 210 hidden classes (a body of such objects cost JSON.parse 90 to 190 ms).
+    const names = Array.from({ length: 20 }, (_, i) => `n${i}`);
+    const prefixes = `[${names.map((_, n) => `{${names.slice(0, n + 1).map((k) => `"${k}":0`).join(',')}}`).join(',')}]`;
+    assert.equal(passes(prefixes, 210), true);
+    assert.equal(passes(prefixes, 209), false);
+    // An object of 128 keys is a dictionary: its 128 runs count, its hidden classes do not (those of 127 keys do).
+    const keys = (n: number): string => `{${Array.from({ length: n }, (_, i) => `"k${i}":0`).join(',')}}`;
+    assert.equal(passes(`[${keys(128)},${keys(127)}]`, 128), true);
+    assert.equal(passes(`[${keys(127)},${keys(126)}]`, 200), false);
   });
 
   it('counts short string values, 2 to 10 characters as written, which JSON.parse interns; never keys, shorter or longer strings', () => {
