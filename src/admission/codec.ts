@@ -1,3 +1,4 @@
+import { runInContext, createContext } from 'node:vm';
 import { InjectorError } from '../errors.js';
 import { Options } from '../config/config.js';
 import { isObject } from '../kube/types.js';
@@ -224,12 +225,36 @@ function decodedLength(text: string, from: number, to: number): number {
  * of the text that jumps over strings with indexOf and over long runs of anything else (numbers,
  * white space) with a regular expression, both native, so it costs a fraction of the parse;
  * malformed JSON is left for the parser. Layouts are never more than keys, so only a body of more
- * keys than `limits.objectLayouts` (none the apiserver sends for a real pod) is scanned again to
- * count them: every other review pays nothing for that limit.
+ * keys than `limits.objectLayouts` or OWN_CONTEXT_KEYS (none the apiserver sends for a real pod
+ * but the largest) is scanned again to count them: every other review pays nothing for that limit.
+ * Returns the keys in the body (-1 when the JSON is malformed).
  */
-export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits): void {
-  if (scan(text, limits) > limits.objectLayouts) countLayouts(text, limits.objectLayouts);
+export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits): number {
+  const keys = scan(text, limits);
+  if (keys > Math.min(limits.objectLayouts, OWN_CONTEXT_KEYS)) countLayouts(text, limits.objectLayouts);
+  return keys;
 }
+
+/**
+ * The most keys of a body parsed with the process's own JSON.parse; a larger one is parsed in a
+ * V8 context of its own (parseInOwnContext). A map takes at most 1536 transitions
+ * (`TransitionArray::kMaxNumberOfTransitions`), and those of objects that died are dropped only
+ * by a major garbage collection: once reviews have filled the map V8 keeps for objects of some
+ * key count with keys new to it, every object of that count with a key new to it gets maps of
+ * its own, which the next object cannot reuse (JSON.parse takes no feedback from a map outside
+ * the transition tree), 2 to 7 µs per key. A body of this many keys pays at most about 30 ms for
+ * that; a larger one starts from empty maps.
+ */
+export const OWN_CONTEXT_KEYS = 4096;
+
+/**
+ * The most distinct keys that may follow one run of keys in objects of one key count: the
+ * transitions JSON.parse adds to one map. Below V8's 1536 (above), so a body parsed in a context
+ * of its own never fills a map itself: 1536 one-key objects of distinct names, then 20 000 of one
+ * more, cost JSON.parse 90 to 140 ms. Real pods: at most 21 in the corpus (test/fixtures/corpus,
+ * with their managedFields), the distinct first keys of its two-key objects.
+ */
+export const MAX_KEY_FANOUT = 1024;
 
 /**
  * Objects of this many keys or more JSON.parse makes as dictionaries, with no hidden class (V8's
@@ -268,6 +293,8 @@ function countLayouts(text: string, limit: number): void {
   const length = new Int32Array(base + 1);
   const counted = new Uint8Array(base + 1);
   const classes = new Set<number>();
+  // The hidden classes that follow each one (as many as the transitions V8 adds to its map).
+  const fanout = new Map<number, number>();
   // The last key taken from each run and where it led: objects of one kind repeat their keys in
   // the same order (a pod's env vars, managedFields), so most keys are found without a slice.
   const lastName: (string | undefined)[] = [];
@@ -310,7 +337,16 @@ function countLayouts(text: string, limit: number): void {
       const keys = length[last]!;
       if (counted[last] === 0 && keys > 0 && keys < DICTIONARY_KEYS) {
         counted[last] = 1;
-        for (let run = last; run !== 0; run = parent[run]!) classes.add(keys * base + run);
+        for (let run = last; run !== 0; run = parent[run]!) {
+          const size = classes.size;
+          if (classes.add(keys * base + run).size === size) break;
+          const from = keys * base + parent[run]!;
+          const next = (fanout.get(from) ?? 0) + 1;
+          if (next > MAX_KEY_FANOUT) {
+            throw invalid(`the body holds objects of ${keys} keys with more than ${MAX_KEY_FANOUT} different names for key ${length[run]!} after the same keys before it (each a transition JSON.parse adds to one map); no real pod holds that many`);
+          }
+          fanout.set(from, next);
+        }
         if (classes.size > limit) throw tooManyLayouts(limit);
       }
       depth = Math.max(0, depth - 1);
@@ -444,9 +480,35 @@ function closingQuote(text: string, open: number): number {
 
 /** Decodes a review body: the limits checked on the text (checkBody), then JSON.parse, then the envelope (decodeReview). */
 export function decodeBody(text: string, limits: BodyLimits = DefaultBodyLimits): DecodedReview {
-  checkBody(text, limits);
-  return decodeReview(parseJson(text));
+  const keys = checkBody(text, limits);
+  return decodeReview(keys > OWN_CONTEXT_KEYS ? parseInOwnContext(text) : parseJson(text));
 }
+
+/**
+ * Parses a large body with the JSON.parse of a V8 context made for it: its maps for objects of
+ * each key count are new, so no transitions left by earlier reviews can make its objects build
+ * maps of their own (OWN_CONTEXT_KEYS), and checkBody has made sure the body cannot fill one
+ * itself (MAX_KEY_FANOUT). Its objects and lists are plain JSON data of that context: the
+ * injector reads them with typeof, Array.isArray and own-property lookups, never instanceof or
+ * prototypes. The next context is made after the review (about 1 ms and 150 KB), and this one is
+ * garbage once the review is.
+ */
+function parseInOwnContext(text: string): unknown {
+  const parse = spareParse ?? contextParse();
+  spareParse = undefined;
+  setImmediate(() => (spareParse ??= contextParse()));
+  try {
+    return parse(text);
+  } catch (err) {
+    throw new InjectorError('BODY_MALFORMED', [(err as Error).message], { cause: err });
+  }
+}
+
+function contextParse(): (text: string) => unknown {
+  return runInContext('JSON.parse', createContext()) as (text: string) => unknown;
+}
+
+let spareParse: ((text: string) => unknown) | undefined;
 
 /** Parses a body read by the transport; malformed JSON is a 400. */
 export function parseJson(text: string): unknown {
