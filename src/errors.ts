@@ -50,10 +50,13 @@ export const ErrorCodes = {
 
 export type ErrorCode = keyof typeof ErrorCodes;
 
+/** The HTTP statuses of the table: the only ones an error is ever answered with. */
+export type ErrorStatus = (typeof ErrorCodes)[ErrorCode]['status'];
+
 /** An error with a stable code and an HTTP status; its message is safe to show to a client. */
 export class InjectorError extends Error {
   readonly code: ErrorCode;
-  readonly status: number;
+  readonly status: ErrorStatus;
 
   constructor(code: ErrorCode, args: readonly unknown[] = [], options?: ErrorOptions) {
     super(format(ErrorCodes[code].message, args), options);

@@ -1,8 +1,11 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { clip, LOG_FIELD_MAX, LOG_FLUSH_MS, LOG_MAX_PENDING_CHARS, StdoutBatches } from '../src/log.js';
+import { clip, isoTime, jsonText, LOG_FIELD_MAX, LOG_FLUSH_MS, LOG_MAX_PENDING_CHARS, StdoutBatches } from '../src/log.js';
 
 const LOG_MODULE = JSON.stringify(new URL('../src/log.ts', import.meta.url).pathname);
 
@@ -55,14 +58,17 @@ describe('createLogger', () => {
 
   it('never tears a line at exit when the pipe has less room than the batch', async () => {
     // The pipe (64 KiB on Linux, in 4 KiB pages) is filled to one free page with whole lines, then a
-    // 9 KB batch (over PIPE_BUF) is gathered and the process exits: its reader starts a second later.
+    // 9 KB batch (over PIPE_BUF) is gathered and the process exits: its reader starts once the process has exited.
     const script = `import { writeSync } from 'node:fs'; import { createLogger } from ${LOG_MODULE};
       const logger = createLogger('info');
       writeSync(1, '{"filler":true}\\n'.repeat((65536 - 4096) / 16));
       for (let n = 0; n < 40; n++) logger.info({ n, pad: 'x'.repeat(150) }, 'review');
       process.exit(0);`;
-    const shell = `${JSON.stringify(process.execPath)} --import tsx --input-type=module -e "$SCRIPT" | (sleep 1; cat)`;
-    const proc = spawn('sh', ['-c', shell], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SCRIPT: script } });
+    // The reader starts once the writer has exited (a marker file, not a sleep: a slow start of the
+    // writer on a loaded machine would let the reader drain the pipe first).
+    const marker = join(mkdtempSync(join(tmpdir(), 'log-exit-')), 'exited');
+    const shell = `{ ${JSON.stringify(process.execPath)} --import tsx --input-type=module -e "$SCRIPT"; touch "$MARKER"; } | (until [ -e "$MARKER" ]; do sleep 0.05; done; cat)`;
+    const proc = spawn('sh', ['-c', shell], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SCRIPT: script, MARKER: marker } });
     const lines: string[] = [];
     createInterface({ input: proc.stdout }).on('line', (line) => lines.push(line));
     await new Promise((resolve) => proc.on('close', resolve));
@@ -156,6 +162,32 @@ describe('StdoutBatches', () => {
     out.take();
     assert.equal(flushed, true);
     assert.equal(out.written.join(''), 'a\n');
+  });
+});
+
+describe('jsonText', () => {
+  it('writes every value as JSON.stringify does, the ones it writes itself and the ones it hands on', () => {
+    const values: unknown[] = [
+      '', 'web-7d4b9c', 'system:serviceaccount:kube-system:replicaset-controller', ' ~!#$%&()*+,-./[]^_`{|}',
+      'a"b', 'a\\b', 'line\nbreak', '\u0000', '\u001f', '\u007f', 'caf\u00e9', '\u2028', '\ud800', '\udc00x', '\ud83d\ude00',
+      0, -0, 1, -1, 0.1, 1e21, 1e-7, 2 ** 53 + 2, Number.MAX_VALUE, Number.MIN_VALUE, NaN, Infinity, -Infinity,
+      true, false, null,
+      [], ['logger'], ['logger', 'proxy'], ['a"b'], ['x', 1], [null], ['\u2028'],
+      { a: 1 }, {},
+    ];
+    for (const value of values) assert.equal(jsonText(value), JSON.stringify(value), `for ${JSON.stringify(value)}`);
+  });
+});
+
+describe('isoTime', () => {
+  it('writes pino\'s time field, the instant in ISO 8601, at every millisecond and across seconds and days', (t) => {
+    const instants = [0, 999, 1000, 1001, Date.UTC(2026, 10, 23, 23, 59, 59, 999), Date.UTC(2026, 10, 24), Date.UTC(2026, 10, 24, 0, 0, 0, 5), Date.UTC(2026, 10, 24, 0, 0, 0, 5), Date.UTC(2024, 1, 29, 12, 0, 0, 70), 1e12 + 10];
+    let now = 0;
+    t.mock.method(Date, 'now', () => now);
+    for (const at of instants) {
+      now = at;
+      assert.equal(isoTime(), `,"time":"${new Date(at).toISOString()}"`);
+    }
   });
 });
 

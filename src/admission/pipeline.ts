@@ -30,15 +30,14 @@ export interface Reviewed {
 
 /**
  * A fault after the review was decoded (an internal error, a template set that cannot be read):
- * answered with HTTP 500 and an AdmissionReview that echoes the uid, so the webhook's
- * failurePolicy decides and a reader can match the answer to the review; never a half-made patch.
+ * the error edge answers it with HTTP 500, so the webhook's failurePolicy decides, and a
+ * metav1.Status that carries its message to the user (server/status.ts); the record keeps the
+ * uid. Never a half-made patch.
  */
 export class ReviewFault extends Error {
   readonly review: ReviewEnvelope;
   /** The error the answer states (INTERNAL for anything that is not an InjectorError). */
   readonly error: InjectorError;
-  /** The AdmissionReview that answers the fault, encoded by the codec like every other answer. */
-  readonly text: string;
 
   constructor(review: ReviewEnvelope, err: unknown) {
     const error = err instanceof InjectorError ? err : new InjectorError('INTERNAL', [err instanceof Error ? err.message : String(err)], { cause: err });
@@ -46,7 +45,6 @@ export class ReviewFault extends Error {
     this.name = 'ReviewFault';
     this.review = review;
     this.error = error;
-    this.text = encodeAnswer(review, { allowed: false, status: { code: error.status, message: error.message, reason: error.code === 'INTERNAL' ? 'InternalError' : error.code } });
   }
 }
 

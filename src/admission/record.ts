@@ -39,7 +39,7 @@ export interface ReviewOutcome {
 export interface ReviewRecord extends ReviewOutcome {
   /** The request's path (clipped). */
   readonly endpoint: string;
-  /** request.uid, or '' when the body was refused before it had one. */
+  /** request.uid; for a body refused before it was decoded, the uid its apiserver prefix claims if clean (claimedUid in server/admission.ts), else ''. */
   readonly uid: string;
   /** True when the answer came from the answer cache. */
   readonly cached: boolean;
@@ -92,7 +92,7 @@ export function reviewRecord(endpoint: string, uid: string, outcome: ReviewOutco
   };
 }
 
-/** The record of a request answered with an HTTP error; `uid` once the review was decoded. */
+/** The record of a request answered with an HTTP error; `uid` once the review was decoded, or as a refused body claims it. */
 export function errorRecord(endpoint: string, method: string, err: InjectorError, uid: string, started: bigint): ReviewRecord {
   return {
     endpoint: clip(endpoint),

@@ -1,10 +1,11 @@
+import { checkBody, DefaultBodyLimits, type BodyLimits, type ReviewRequest } from '../admission/codec.js';
 import { validating } from '../admission/handlers.js';
-import type { ReviewRequest } from '../admission/codec.js';
 import { attempt, InjectorError } from '../errors.js';
 import { Keys } from '../inject/keys.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { OptInScope, Reason, refusalReason, selectTemplates, type Selection } from '../inject/policy.js';
 import { isOwnedByJob } from '../inject/render.js';
+import { managedFieldsOf } from '../kube/managed-fields.js';
 import { namespaceCalls, webhookCalls, type WebhookCall } from '../kube/selectors.js';
 import type { Labels, Pod, WebhookConfiguration } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
@@ -47,6 +48,8 @@ export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Adm
   const where = { namespace: site.namespace, namespaceLabels: cluster.namespaceLabels };
   const calls = webhookCalls({ ...where, podLabels: site.pod.metadata?.labels ?? {} }, cluster.configurations);
   if (calls.length === 0) return notSent(site, set, namespaceCalls(where, cluster.configurations));
+  const refused = refusedBody(site, calls);
+  if (refused !== undefined) return refused;
 
   let pod = site.pod;
   let selection: Admission['selection'];
@@ -75,6 +78,55 @@ export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Adm
   }
   if (selection === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: ['no mutating webhook of the injector receives this pod'], pod, warnings };
   return { verdict: 'injected', reason: Reason.Injected, why, pod, selection, warnings };
+}
+
+/**
+ * A review the server refuses before it reads it (HTTP 400), with its own check (checkBody) and the
+ * serve defaults of --max-object-keys, --max-json-nodes, --max-object-layouts and
+ * --max-short-strings: every webhook then fails as its failurePolicy says, so the pod is created
+ * without sidecars (the mutating webhooks fail open) unless a webhook that fails closed (the
+ * validating one) receives it too. The review is the apiserver's for the pod as the CLI sees it,
+ * with the creator's managedFields entry the apiserver adds; defaulting adds a few fields more,
+ * so a pod just under a limit may still be refused, never one that is refused here.
+ */
+function refusedBody(site: PodSite, calls: readonly WebhookCall[], limits: BodyLimits = DefaultBodyLimits): Admission | undefined {
+  const refusal = attempt(() => checkBody(apiserverReview(site), limits));
+  if (refusal === undefined) return undefined;
+  // The refusal comes last: it is the line `inject` reports for a rejected pod.
+  const why = `the review of this pod would be refused before it is read (HTTP 400): ${refusal.message}`;
+  const closed = calls.find((call) => call.failurePolicy === 'Fail');
+  if (closed === undefined) {
+    return { verdict: 'not-injected', reason: refusal.code, why: ['every webhook of the injector that receives the pod has failurePolicy Ignore, so it is created without sidecars', why], pod: site.pod, warnings: [] };
+  }
+  return { verdict: 'rejected', reason: refusal.code, why: [`the webhook ${closed.webhook} (${closed.path}) receives the pod and has failurePolicy Fail, so it is not created`, why], pod: site.pod, warnings: [] };
+}
+
+/**
+ * The AdmissionReview text the apiserver would send for the pod's CREATE: the fields of
+ * admission/v1's AdmissionRequest in its Go order, a uid of a UUID's length, and the pod with the
+ * managedFields of its creator (kube-controller-manager for a controller's pod, kubectl for a
+ * bare one).
+ */
+function apiserverReview(site: PodSite): string {
+  const manager = site.kind === 'Pod' ? 'kubectl-client-side-apply' : 'kube-controller-manager';
+  const object = { ...site.pod, metadata: { ...site.pod.metadata, managedFields: [managedFieldsOf(site.pod as Record<string, unknown>, manager)] } };
+  const gvk = { group: '', version: 'v1', kind: 'Pod' };
+  const gvr = { group: '', version: 'v1', resource: 'pods' };
+  const request = {
+    uid: '00000000-0000-0000-0000-000000000000',
+    kind: gvk,
+    resource: gvr,
+    requestKind: gvk,
+    requestResource: gvr,
+    namespace: site.namespace,
+    operation: 'CREATE',
+    userInfo: { username: `system:serviceaccount:kube-system:${manager}`, groups: ['system:serviceaccounts', 'system:authenticated'] },
+    object,
+    oldObject: null,
+    dryRun: false,
+    options: { kind: 'CreateOptions', apiVersion: 'meta.k8s.io/v1' },
+  };
+  return JSON.stringify({ kind: 'AdmissionReview', apiVersion: 'admission.k8s.io/v1', request });
 }
 
 /**

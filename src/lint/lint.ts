@@ -1,4 +1,5 @@
-import { InjectorError, TemplateSetError, type TemplateFault } from '../errors.js';
+import { podObject } from '../admission/pod.js';
+import { attempt, InjectorError, TemplateSetError, type TemplateFault } from '../errors.js';
 import { findConflicts } from '../templates/conflicts.js';
 import { jobCompletionWarning, keepsJobsRunning } from '../inject/jobs.js';
 import { injectSidecars } from '../inject/mutate.js';
@@ -108,8 +109,23 @@ function checkCombination(templates: readonly CompiledTemplate[], sample: Sample
     if (!(err instanceof InjectorError)) throw err;
     return [{ file: templates[0]?.file ?? '', path: '', message: err.message }];
   }
+  const over = overServeLimits(pod, templates, sample);
+  if (over !== undefined) return [over];
   const owners = ownersOf(renderTemplates(sample.pod, templates, 'default', { ownedByJob: sample.ownedByJob }));
   return podFaults(pod, level).map((f) => attribute(f, owners, templates, sample));
+}
+
+/**
+ * The injected pod against the pod limits of `serve` at their defaults (--max-env-per-container,
+ * --max-mounts-per-container, --max-containers, ...), with the server's own check: the validating
+ * webhook runs it on the pod as mutated (podObject, in admission/handlers.ts), so a template that
+ * takes a small sample over a limit gets every pod it is injected into refused.
+ */
+function overServeLimits(pod: Pod, templates: readonly CompiledTemplate[], sample: Sample): TemplateFault | undefined {
+  const refused = attempt(() => podObject(pod));
+  if (!(refused instanceof InjectorError)) return undefined;
+  const first = templates[0]!;
+  return { file: first.file, template: first.name, path: '/spec', message: `injected into sample pod "${sample.name}", the pod would be refused by the validating webhook: ${refused.message}` };
 }
 
 interface Owner {

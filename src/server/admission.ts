@@ -1,13 +1,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
-import type { BodyLimits } from '../admission/codec.js';
+import { ApiserverPrefixes, type BodyLimits } from '../admission/codec.js';
 import { ReviewFault, ReviewPipeline, type ReviewHandler } from '../admission/pipeline.js';
 import { errorRecord, type ReviewObserver, type ReviewRecord } from '../admission/record.js';
 import { InjectorError } from '../errors.js';
 import { clip } from '../log.js';
 import { checkContentType, readBody, TransitBudget } from './body.js';
 import { Deadlines } from './deadlines.js';
+import { encodeStatus } from './status.js';
 
 export interface AdmissionAppDeps {
   /**
@@ -68,18 +69,19 @@ export function createAdmissionApp(deps: AdmissionAppDeps): AdmissionApp {
     const started = process.hrtime.bigint();
     const path = pathOf(req.url);
     let record: ReviewRecord;
+    let body: string | undefined;
     try {
       const pipeline = route(req, res, path, pipelines);
       checkContentType(req.headers['content-type']);
       // A slot is taken only once the whole body is here: a slow client holds the bytes it sent of
       // the transit budget, never a slot (32 stalled bodies once kept every review out; issue 11).
-      const body = await readBody(req, { deadlines: bodyDeadlines, transit });
+      body = await readBody(req, { deadlines: bodyDeadlines, transit });
       slots.hold(res);
       const reviewed = pipeline.review(body, started);
       send(res, 200, reviewed.text);
       record = reviewed.record;
     } catch (err) {
-      record = answerError(req, res, path, err, started);
+      record = answerError(req, res, { path, body, started }, err);
     }
     for (const observe of observers) observe(record);
   };
@@ -114,13 +116,22 @@ function send(res: ServerResponse, status: number, text: string): void {
   res.end(text);
 }
 
+/** What the error edge knows of a request: its path, its body once read whole, when it began. */
+interface Refused {
+  readonly path: string;
+  readonly body: string | undefined;
+  readonly started: bigint;
+}
+
 /**
- * The one place that turns errors into HTTP answers: a JSON body with a stable code, or, once the
- * review is decoded, an AdmissionReview that echoes its uid (the apiserver applies failurePolicy
- * to any non-2xx answer; the uid lets a reader match the answer to the review). Returns the
- * request's record.
+ * The one place that turns errors into HTTP answers: a metav1.Status (status.ts), the body the
+ * apiserver's webhook client decodes into the error its user reads, so the message reaches them.
+ * That holds for a fault after the review was decoded too (ReviewFault): an AdmissionReview under
+ * a 500 would be read by nobody (client-go's Result.Into returns Result.Error() for any non-2xx
+ * and never decodes into the response), the user would see "an error on the server ("unknown")".
+ * The HTTP status is the failurePolicy's input and stays the error's. Returns the request's record.
  */
-function answerError(req: IncomingMessage, res: ServerResponse, path: string, err: unknown, started: bigint): ReviewRecord {
+function answerError(req: IncomingMessage, res: ServerResponse, refused: Refused, err: unknown): ReviewRecord {
   const fault = err instanceof ReviewFault ? err : undefined;
   // Anything else is a bug of ours: its message stays in the log, the client reads "internal error".
   const error = fault?.error ?? (err instanceof InjectorError ? err : new InjectorError('INTERNAL', [err instanceof Error ? err.message : String(err)], { cause: err }));
@@ -130,12 +141,38 @@ function answerError(req: IncomingMessage, res: ServerResponse, path: string, er
   // connection. A body over the size limit is discarded by the reader instead: closing at once
   // would reset the connection while the client still writes, losing the 413 (soak).
   if (code === 'BODY_ABORTED' || code === 'BODY_TIMEOUT' || (code === 'OVERLOADED' && !req.complete)) res.setHeader('Connection', 'close');
-  if (code === 'OVERLOADED') res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
-  const text = fault?.text ?? JSON.stringify({ error: code, message, status });
+  const retryAfterSeconds = code === 'OVERLOADED' ? RETRY_AFTER_SECONDS : undefined;
+  if (retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(retryAfterSeconds));
+  const text = encodeStatus(retryAfterSeconds === undefined ? { status, code, message } : { status, code, message, retryAfterSeconds });
   // The answer may be gone already (the client closed the connection under a 413).
   if (!res.headersSent && !res.destroyed) send(res, status, text);
-  return errorRecord(path, req.method ?? '', error, fault?.review.request.uid ?? '', started);
+  const uid = fault?.review.request.uid ?? claimedUid(refused.body);
+  return errorRecord(refused.path, req.method ?? '', error, uid, refused.started);
 }
+
+/**
+ * The uid a body refused before it was decoded claims, for its record (the log line) alone, so an
+ * operator can find the review in the apiserver's audit log: the kube-apiserver writes
+ * `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"` first
+ * (ApiserverPrefixes) and its uids are UUIDs (`uuid.NewUUID()` in apiserver
+ * pkg/admission/plugin/webhook/request/admissionreview.go). Nothing checked it, so it is taken
+ * only when it is a short run of letters, digits and dashes closed by a quote; anything else
+ * (an escape, a control character, a long run) gives ''. Never used for anything but the record.
+ */
+function claimedUid(body: string | undefined): string {
+  if (body === undefined) return '';
+  for (const prefix of APISERVER_PREFIXES) {
+    if (!body.startsWith(prefix)) continue;
+    CLEAN_UID.lastIndex = prefix.length;
+    return CLEAN_UID.exec(body)?.[1] ?? '';
+  }
+  return '';
+}
+
+const APISERVER_PREFIXES = Object.values(ApiserverPrefixes);
+
+/** A uid as the apiserver writes one (a UUID is 36 characters), then its closing quote. */
+const CLEAN_UID = /([0-9A-Za-z-]{1,64})"/y;
 
 /**
  * Review slots. A slot is held from the end of a review's body until its answer has been flushed
@@ -167,7 +204,9 @@ export class ReviewSlots {
       this.#answerDeadlines.cancel(deadline);
       this.#held--;
     };
-    res.once('finish', release).once('close', release);
+    // `on`, not `once`: release runs once by itself, and removing a listener leaves the response's
+    // event table in V8's dictionary mode (see collect in body.ts).
+    res.on('finish', release).on('close', release);
   }
 }
 

@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { encodeStatus, type StatusAnswer } from './status.js';
 
 /** A handler for an extra path on the health port (such as /metrics). */
 export type HealthRoute = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
@@ -53,19 +54,30 @@ export function createHealthServer(opts: HealthOptions): Server {
 
 function route(opts: HealthOptions, req: IncomingMessage, res: ServerResponse): void {
   const path = (req.url ?? '/').split('?', 1)[0];
-  if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, { error: 'METHOD_NOT_ALLOWED', message: 'use GET' });
-  if (path === '/healthz' || path === '/livez') return send(res, 200, { status: 'ok' });
-  if (path === '/readyz') return opts.isReady() ? send(res, 200, { status: 'ready' }) : send(res, 503, { status: 'not ready' });
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    res.setHeader('Allow', 'GET, HEAD');
+    return sendError(res, { status: 405, code: 'METHOD_NOT_ALLOWED', message: 'use GET' });
+  }
+  if (path === '/healthz' || path === '/livez') return send(res, 200, JSON.stringify({ status: 'ok' }));
+  if (path === '/readyz') return opts.isReady() ? send(res, 200, JSON.stringify({ status: 'ready' })) : send(res, 503, JSON.stringify({ status: 'not ready' }));
   const handler = path === undefined ? undefined : opts.routes?.get(path);
   if (handler) {
-    Promise.resolve(handler(req, res)).catch((err: unknown) => send(res, 500, { error: 'INTERNAL', message: (err as Error).message }));
+    Promise.resolve(handler(req, res)).catch((err: unknown) => {
+      // A route that failed after it began its answer can only drop the connection.
+      if (res.headersSent) return void res.destroy();
+      sendError(res, { status: 500, code: 'INTERNAL', message: err instanceof Error ? err.message : String(err) });
+    });
     return;
   }
-  send(res, 404, { error: 'NOT_FOUND', message: 'no such path; the health port serves /healthz, /readyz and /metrics' });
+  sendError(res, { status: 404, code: 'NOT_FOUND', message: 'no such path; the health port serves /healthz, /readyz and /metrics' });
 }
 
-function send(res: ServerResponse, status: number, body: object): void {
-  const text = JSON.stringify(body);
+/** An error answer, in the review port's shape (a metav1.Status with our code as its cause). */
+function sendError(res: ServerResponse, answer: StatusAnswer): void {
+  send(res, answer.status, encodeStatus(answer));
+}
+
+function send(res: ServerResponse, status: number, text: string): void {
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }

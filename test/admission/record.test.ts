@@ -44,6 +44,24 @@ describe('the review record', () => {
     assert.ok(written[0]!.endsWith('\n'));
   });
 
+  it('writes each line of a run as pino does, whichever fields repeat the last line\'s values and whichever change', () => {
+    const written: string[] = [];
+    const logger = createLogger('info', { write: (line: string) => void written.push(line) });
+    const log = logReviews(logger);
+    const kept = reviewOutcome({ operation: 'CREATE', namespace: 'shop', object: { metadata: { generateName: 'web-' } } }, injected('injected', ['log-shipper'], 3, 'W10=', []));
+    const other = reviewOutcome({ operation: 'UPDATE', namespace: 'shop', object: { metadata: { name: 'db-0' } } }, passed('skipped', 'not-opted-in'));
+    const records = [kept, kept, other, kept, reviewOutcome({ operation: 'CREATE', namespace: 'shop', object: { metadata: { generateName: 'web-' } } }, injected('injected', ['log-shipper', 'proxy'], 5, 'W10=', []))].map((outcome, i) =>
+      reviewRecord('/mutate', `u-${i}`, outcome, i % 2 === 0, process.hrtime.bigint()),
+    );
+    for (const record of records) {
+      log(record);
+      logger.info(record, 'review');
+    }
+    const untimed = written.map((l) => l.replace(/"time":"[^"]+"/, '"time":""').replace(/"durationMs":[^,}]+/, '"durationMs":0'));
+    for (let i = 0; i < records.length; i++) assert.equal(untimed[2 * i], untimed[2 * i + 1], `line ${i}`);
+    assert.deepEqual(written.filter((_, i) => i % 2 === 0).map((l) => JSON.parse(l).patchOps), [3, 3, 0, 3, 5]);
+  });
+
   it('writes through pino a logger whose lines pino shapes further (a message prefix)', () => {
     const written: string[] = [];
     const logger = createLogger('info', { write: (line: string) => void written.push(line) }).child({ team: 'a' }, { msgPrefix: 'webhook: ' });

@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
+import { checkBody } from '../../src/admission/codec.js';
 import { admitPod, type Cluster } from '../../src/cli/admit.js';
 import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { podSites } from '../../src/workload/workload.js';
+import { managedFieldsOf } from '../helpers/managed-fields.js';
+import { podReview } from '../helpers/review.js';
 
 const FIXTURES = 'test/fixtures/cli';
 let set: TemplateSet;
@@ -62,5 +65,48 @@ describe('admitPod with the shipped webhook configurations', () => {
     assert.equal(a.verdict, 'rejected');
     assert.equal(a.reason, 'sidecars-missing');
     assert.match(a.why.at(-1) ?? '', /validate\.sidecar-injector\.io \(\/validate\) would reject it: .*container "log-agent" with image repository registry\.example\.com\/log-agent/);
+  });
+});
+
+describe('admitPod with the review limits of serve', () => {
+  /** A Deployment whose containers hold `perContainer` env vars each, every name distinct. */
+  const envDeployment = (containers: number, perContainer: number): any =>
+    podSites(
+      {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'envs', namespace: 'shop' },
+        spec: {
+          selector: { matchLabels: { app: 'envs' } },
+          template: {
+            metadata: { labels: { app: 'envs', 'sidecar-injector.io/inject': 'true' } },
+            spec: { containers: Array.from({ length: containers }, (_, c) => ({ name: `c${c}`, image: 'busybox', env: Array.from({ length: perContainer }, (_, i) => ({ name: `E${c}_${i}`, value: 'v' })) })) },
+          },
+        },
+      },
+      'default',
+    )[0]!;
+
+  it('rejects a pod whose review the server refuses before reading it, counting the managedFields the apiserver adds', () => {
+    const site = envDeployment(5, 900);
+    // The pod alone fits every body limit: only the managedFields entry (one key per env var) takes it over --max-object-layouts.
+    assert.doesNotThrow(() => checkBody(JSON.stringify(podReview(site.pod))));
+    assert.throws(() => checkBody(JSON.stringify(podReview({ ...site.pod, metadata: { ...site.pod.metadata, managedFields: [managedFieldsOf(site.pod, 'kube-controller-manager')] } }))), /--max-object-layouts/);
+    const a = admitPod(site, set, shipped());
+    assert.deepEqual([a.verdict, a.reason], ['rejected', 'REVIEW_INVALID'], a.why.join('; '));
+    assert.match(a.why[0] ?? '', /validate\.sidecar-injector\.io \(\/validate\) receives the pod and has failurePolicy Fail/);
+    assert.match(a.why.at(-1) ?? '', /refused before it is read \(HTTP 400\): .*--max-object-layouts/);
+  });
+
+  it('says the pod goes without sidecars when only webhooks that fail open receive it', () => {
+    const mutatingOnly: Cluster = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS.filter((c) => c.kind === 'MutatingWebhookConfiguration'), namespaceLabels: {} };
+    const a = admitPod(envDeployment(5, 900), set, mutatingOnly);
+    assert.deepEqual([a.verdict, a.reason], ['not-injected', 'REVIEW_INVALID'], a.why.join('; '));
+    assert.match(a.why[0] ?? '', /failurePolicy Ignore, so it is created without sidecars/);
+  });
+
+  it('injects a pod of many env vars that stays within the limits', () => {
+    const a = admitPod(envDeployment(4, 500), set, shipped());
+    assert.equal(a.verdict, 'injected', a.why.join('; '));
   });
 });

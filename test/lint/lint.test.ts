@@ -78,6 +78,16 @@ describe('lint severities', () => {
     assert.ok(restricted.faults.some((f) => f.severity === Severity.Warning && /seccompProfile/.test(f.message)));
   });
 
+  it('warns about a template that takes a pod over a pod limit of serve, which the validating webhook would refuse', async () => {
+    const env = Array.from({ length: 1001 }, (_, i) => `    - { name: E${i}, value: v }\n`).join('');
+    const dir = await dirOf({ 'a.yaml': `${sidecar('a')}  env:\n${env}` });
+    const report = await lintTemplates(dir, PodSecurityLevel.None);
+    assert.equal(report.errors, 0);
+    assert.ok(report.faults.some((f) => f.severity === Severity.Warning && f.template === 'a' && /refused by the validating webhook: .*over the limit of 1000 \(--max-env-per-container\)/.test(f.message)), JSON.stringify(report.faults.slice(0, 2)));
+    const fits = await dirOf({ 'a.yaml': `${sidecar('a')}  env:\n${env.split('\n').slice(0, 999).join('\n')}\n` });
+    assert.deepEqual((await lintTemplates(fits, PodSecurityLevel.None)).faults, []);
+  });
+
   it('warns about a regular sidecar in Job pods, and not about a native one', async () => {
     const regular = await dirOf({ 'a.yaml': `${head('a')}  containers:\n    - name: agent\n      image: registry.example.com/a:1\n` });
     const report = await lintTemplates(regular, PodSecurityLevel.None);

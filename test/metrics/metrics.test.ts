@@ -8,7 +8,8 @@ import { X509Certificate } from '@peculiar/x509';
 import { certificateValidity as validityFromFiles } from '../../src/certs/source.js';
 import { errorRecord } from '../../src/admission/record.js';
 import { InjectorError } from '../../src/errors.js';
-import { CertificateKind, createMetrics, MAX_NAMESPACE_LABELS, ReloadResult } from '../../src/metrics/metrics.js';
+import { Counter, Histogram, Registry } from 'prom-client';
+import { CertificateKind, createMetrics, LATENCY_BUCKETS, MAX_NAMESPACE_LABELS, ReloadResult } from '../../src/metrics/metrics.js';
 import { Agent } from 'node:https';
 import { httpsRequest } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
@@ -186,6 +187,34 @@ describe('createMetrics', () => {
     const m = createMetrics({ processMetrics: false });
     m.setCertificateExpiry(new Date('2030-01-02T03:04:05Z'));
     assert.equal(valueOf(await scrape(m), 'sidecar_injector_certificate_expiry_timestamp_seconds'), Date.UTC(2030, 0, 2, 3, 4, 5) / 1000);
+  });
+
+  it('writes the review latency histogram and the review counters as prom-client writes them, in the scrape, as JSON and after a reset', async () => {
+    // The review path keeps these in cells of its own; prom-client's own metrics, fed the same
+    // reviews, are the reference for every line of the scrape.
+    const reviews: Array<[endpoint: string, decision: string, reason: string, ms: number]> = [
+      ['/mutate', 'injected', 'injected', 0.3], ['/mutate', 'injected', 'injected', 0.5], ['/mutate', 'skipped', 'not-opted-in', 2.5],
+      ['/validate', 'allowed', 'sidecars-present', 0.0], ['/mutate', 'injected', 'injected', 7.1], ['/mutate', 'injected', 'injected', 20_000],
+      ['/validate', 'allowed', 'sidecars-present', 1000], ['/mutate', 'skipped', 'not-opted-in', 0.1 + 0.2],
+    ];
+    const m = createMetrics({ processMetrics: false });
+    const reference = new Registry();
+    const latency = new Histogram({ name: 'sidecar_injector_review_duration_seconds', help: 'Time from the start of reading a review to its answer, by endpoint and decision', labelNames: ['endpoint', 'decision'], buckets: [...LATENCY_BUCKETS], registers: [reference] });
+    const counted = new Counter({ name: 'sidecar_injector_reviews_total', help: 'AdmissionReviews answered, by endpoint, operation, decision (injected, skipped, allowed, denied, error) and reason', labelNames: ['endpoint', 'operation', 'decision', 'reason'], registers: [reference] });
+    for (const [endpoint, decision, reason, ms] of reviews) {
+      m.observeReview({ endpoint, uid: 'u', operation: 'CREATE', namespace: 'shop', pod: 'web-', decision, reason, templates: [], patchOps: 0, cached: false, durationMs: ms });
+      latency.observe({ endpoint: endpoint.slice(1), decision }, ms / 1000);
+      counted.inc({ endpoint: endpoint.slice(1), operation: 'CREATE', decision, reason });
+    }
+    const section = (text: string, name: string): string => text.split('\n').filter((line) => line.includes(`${name}`)).join('\n');
+    const [ours, theirs] = [await m.registry.metrics(), await reference.metrics()];
+    assert.ok(section(ours, 'review_duration_seconds_bucket').split('\n').length >= 3 * LATENCY_BUCKETS.length, 'too few bucket lines');
+    assert.equal(section(ours, 'sidecar_injector_review_duration_seconds'), section(theirs, 'sidecar_injector_review_duration_seconds'));
+    assert.equal(section(ours, 'sidecar_injector_reviews_total'), section(theirs, 'sidecar_injector_reviews_total'));
+    assert.deepEqual((await m.registry.getMetricsAsJSON()).find((x) => x.name === 'sidecar_injector_review_duration_seconds'), (await reference.getMetricsAsJSON()).find((x) => x.name === 'sidecar_injector_review_duration_seconds'));
+    m.registry.resetMetrics();
+    reference.resetMetrics();
+    assert.equal(section(await m.registry.metrics(), 'review_duration_seconds'), section(await reference.metrics(), 'review_duration_seconds'));
   });
 
   it('keeps the counts of two instances apart', async () => {
