@@ -227,9 +227,13 @@ function decodedLength(text: string, from: number, to: number): number {
  * malformed JSON is left for the parser. Layouts are never more than keys, so only a body of more
  * keys than `limits.objectLayouts` or OWN_CONTEXT_KEYS (none the apiserver sends for a real pod
  * but the largest) is scanned again to count them: every other review pays nothing for that limit.
- * Returns the keys in the body (-1 when the JSON is malformed).
  */
-export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits): number {
+export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits): void {
+  checkBodyKeys(text, limits);
+}
+
+/** checkBody, returning the keys in the body (-1 when the JSON is malformed). */
+export function checkBodyKeys(text: string, limits: BodyLimits = DefaultBodyLimits): number {
   const keys = scan(text, limits);
   if (keys > Math.min(limits.objectLayouts, OWN_CONTEXT_KEYS)) countLayouts(text, limits.objectLayouts);
   return keys;
@@ -480,7 +484,7 @@ function closingQuote(text: string, open: number): number {
 
 /** Decodes a review body: the limits checked on the text (checkBody), then JSON.parse, then the envelope (decodeReview). */
 export function decodeBody(text: string, limits: BodyLimits = DefaultBodyLimits): DecodedReview {
-  const keys = checkBody(text, limits);
+  const keys = checkBodyKeys(text, limits);
   return decodeReview(keys > OWN_CONTEXT_KEYS ? parseInOwnContext(text) : parseJson(text));
 }
 
