@@ -15,7 +15,8 @@ import { Agent, request } from 'node:https';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { mutating } from '../src/admission/handlers.js';
-import { checkBody, decodeBody, DefaultBodyLimits, encodeAnswer, type BodyLimits } from '../src/admission/codec.js';
+import { readFileSync } from 'node:fs';
+import { checkBody, checkBodyKeys, decodeBody, DefaultBodyLimits, encodeAnswer, MAX_KEY_FANOUT, OWN_CONTEXT_KEYS, type BodyLimits } from '../src/admission/codec.js';
 import { MetadataLimits } from '../src/kube/types.js';
 import { Options } from '../src/config/config.js';
 import { InjectorError } from '../src/errors.js';
@@ -214,6 +215,42 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
     const text = withinNodes((n) => managedFieldsReview(fields(n)), Math.ceil(NODES / 17));
     return { name: 'keys-same', what: 'managedFields holding objects of the same 16 keys, as many as --max-json-nodes allows: injected', text };
   },
+  'layouts-by-count': () => {
+    // Objects holding the first 1, 2, ... 127 of runs of names new to V8: V8 keeps a tree of maps per
+    // key count, so each run makes 8128 hidden classes (the count of runs alone let 56 000 through).
+    const chain = (c: number): object[] => {
+      const names = Array.from({ length: 127 }, (_, j) => `${SALT}${c}-${j}`);
+      return names.map((_, n) => Object.fromEntries(names.slice(0, n + 1).map((name) => [name, 0])));
+    };
+    const text = withinNodes((n) => managedFieldsReview(Array.from({ length: n }, (_, c) => chain(c)).flat()), 16, { objectLayouts: 1 << 20 });
+    return { name: 'layouts-by-count', what: 'managedFields holding objects of the first 1 to 127 names of runs new to V8: refused before parsing (--max-object-layouts counts a hidden class per key count)', text };
+  },
+  'transitions-fill': () => {
+    // One body that fills the transitions of V8's map for one-key objects (1536 at most), then
+    // objects of one more new name, which past it would each get a map of their own.
+    const names = (n: number, first: (i: number) => string): object[] => [...Array.from({ length: 1536 }, (_, i) => ({ [first(i)]: {} })), ...Array.from({ length: n }, () => ({ [`${SALT}z`]: {} }))];
+    // As many as fit when the first 1536 share one name (the same nodes, and no names to refuse).
+    const most = withinNodes((n) => managedFieldsReview(names(n, () => `${SALT}z`)), NODES);
+    const n = (JSON.parse(most).request.object.metadata.managedFields[0].fieldsV1['f:x'] as object[]).length - 1536;
+    const text = managedFieldsReview(names(n, (i) => `${SALT}${i.toString(36)}`));
+    return { name: 'transitions-fill', what: `managedFields holding one-key objects of 1536 names new to V8, then of one more, as many as --max-json-nodes allows: refused before parsing (more than ${MAX_KEY_FANOUT} names after the same keys)`, text };
+  },
+  'transitions-small': () => {
+    // One-key objects of names new to V8, as many as a body parsed in the process's own context
+    // holds (OWN_CONTEXT_KEYS): after the first review V8's map for one-key objects is full, and
+    // each of them gets a map of its own, the most a small body can make of full maps.
+    const build = (n: number): string => managedFieldsReview(Array.from({ length: n }, (_, i) => ({ [`${SALT}${i.toString(36)}`]: {} })));
+    const small = (n: number): boolean => {
+      try {
+        return checkBodyKeys(build(n)) <= OWN_CONTEXT_KEYS;
+      } catch {
+        return false;
+      }
+    };
+    let n = OWN_CONTEXT_KEYS;
+    while (!small(n)) n--;
+    return { name: 'transitions-small', what: `managedFields holding one-key objects of names new to V8, as many as a body of ${OWN_CONTEXT_KEYS} keys (parsed in the process's own V8 context) holds: injected`, text: build(n) };
+  },
   'layouts-over': () => {
     // Objects of distinct keys just within --max-json-nodes: the layout scan reads until it has
     // held --max-object-layouts names, then refuses.
@@ -267,7 +304,7 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
 };
 
 /** The shapes `npm run soak` sends: the costliest allowed and refused ones, and a pod refused by a --max-* limit. */
-export const SoakShapes = ['keys-distinct', 'keys-reordered', 'layouts-and-strings', 'strings-distinct', 'containers-limit', 'annotations-256k', 'nodes-limit', 'whitespace-3mib', 'strings-3mib', 'short-strings-over', 'nodes-over', 'containers-over'] as const;
+export const SoakShapes = ['keys-distinct', 'keys-reordered', 'keys-same', 'transitions-small', 'layouts-and-strings', 'strings-distinct', 'containers-limit', 'annotations-256k', 'nodes-limit', 'whitespace-3mib', 'strings-3mib', 'short-strings-over', 'nodes-over', 'layouts-by-count', 'transitions-fill', 'containers-over'] as const;
 
 /**
  * `n` strings new to V8: as many short ones (interned by JSON.parse) as --max-short-strings
@@ -386,6 +423,18 @@ export interface TlsFigures {
   readonly probeIdleMs: number;
   /** The event loop measure with only the small reviews going (median over as many scrapes), ms. */
   readonly loopIdleMs: number;
+  /**
+   * CPU time of the product's main thread (its event loop) from sending a review of the shape to
+   * 30 ms after its answer, with nothing else sent, median and worst of 5 more reviews, ms (from
+   * /proc/<pid>/task/<pid>/schedstat; NaN where there is none): the body's reading, the review,
+   * the answer's writing and the garbage collection on that thread; not the collector's helper
+   * threads. On a shared machine the event loop measure above also counts the time the main thread
+   * waited for a core; this does not, so it bounds the work of the longest block.
+   */
+  readonly mainCpuMedianMs: number;
+  readonly mainCpuWorstMs: number;
+  /** Of that window, the main thread's wait for a core (schedstat's run-queue time), worst, ms. */
+  readonly runQueueWorstMs: number;
   readonly status: string;
 }
 
@@ -397,7 +446,7 @@ export interface TlsFigures {
  * it. Every body is made distinct (uid, generateName and the fresh key names of `fresh`), so the
  * answer cache never answers one and V8 has seen none of its new names.
  */
-export async function measureShapesOverTls(port: number, healthPort: number, ca: string, names: readonly string[], reviews: number): Promise<TlsFigures[]> {
+export async function measureShapesOverTls(port: number, healthPort: number, ca: string, names: readonly string[], reviews: number, pid?: number): Promise<TlsFigures[]> {
   const sender = post(port, ca, new Agent({ keepAlive: true, maxSockets: 1 }));
   const small = Shapes['typical']!().text;
   // The small review runs in a worker thread, so that this thread's own work (building, encrypting
@@ -425,6 +474,8 @@ export async function measureShapesOverTls(port: number, healthPort: number, ca:
       await ask('start');
       const times: number[] = [];
       const loops: number[] = [];
+      const cpus: number[] = [];
+      const waits: number[] = [];
       let status = '';
       for (let i = 0; i < reviews; i++) {
         const body = distinct(text);
@@ -438,11 +489,32 @@ export async function measureShapesOverTls(port: number, healthPort: number, ca:
         status = r.status;
       }
       const probeWorstMs = await ask('stop');
-      out.push({ name, medianMs: median(times), worstMs: Math.max(...times), loopMedianMs: median(loops), loopWorstMs: Math.max(...loops), probeWorstMs, probeIdleMs, loopIdleMs, status });
+      // The main thread's CPU per review with nothing else sent (the small reviews would add theirs).
+      for (let i = 0; i < Math.min(reviews, 5); i++) {
+        const body = distinct(text);
+        const before = mainThread(pid);
+        await sender(body);
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        const after = mainThread(pid);
+        cpus.push(after.cpuMs - before.cpuMs);
+        waits.push(after.waitMs - before.waitMs);
+      }
+      out.push({ name, medianMs: median(times), worstMs: Math.max(...times), loopMedianMs: median(loops), loopWorstMs: Math.max(...loops), probeWorstMs, probeIdleMs, loopIdleMs, mainCpuMedianMs: median(cpus), mainCpuWorstMs: Math.max(...cpus), runQueueWorstMs: Math.max(...waits), status });
     }
     return out;
   } finally {
     await probe.terminate();
+  }
+}
+
+/** CPU time of a process's main thread so far and its time waiting for a core, ms (NaN without a pid or /proc). */
+function mainThread(pid: number | undefined): { readonly cpuMs: number; readonly waitMs: number } {
+  if (pid === undefined) return { cpuMs: NaN, waitMs: NaN };
+  try {
+    const [cpu, wait] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ');
+    return { cpuMs: Number(cpu) / 1e6, waitMs: Number(wait) / 1e6 };
+  } catch {
+    return { cpuMs: NaN, waitMs: NaN };
   }
 }
 

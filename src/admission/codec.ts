@@ -1,3 +1,4 @@
+import { runInContext, createContext } from 'node:vm';
 import { InjectorError } from '../errors.js';
 import { Options } from '../config/config.js';
 import { isObject } from '../kube/types.js';
@@ -224,31 +225,82 @@ function decodedLength(text: string, from: number, to: number): number {
  * of the text that jumps over strings with indexOf and over long runs of anything else (numbers,
  * white space) with a regular expression, both native, so it costs a fraction of the parse;
  * malformed JSON is left for the parser. Layouts are never more than keys, so only a body of more
- * keys than `limits.objectLayouts` (none the apiserver sends for a real pod) is scanned again to
- * count them: every other review pays nothing for that limit.
+ * keys than `limits.objectLayouts` or OWN_CONTEXT_KEYS (none the apiserver sends for a real pod
+ * but the largest) is scanned again to count them: every other review pays nothing for that limit.
  */
 export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits): void {
-  if (scan(text, limits) > limits.objectLayouts) countLayouts(text, limits.objectLayouts);
+  checkBodyKeys(text, limits);
+}
+
+/** checkBody, returning the keys in the body (-1 when the JSON is malformed). */
+export function checkBodyKeys(text: string, limits: BodyLimits = DefaultBodyLimits): number {
+  const keys = scan(text, limits);
+  if (keys > Math.min(limits.objectLayouts, OWN_CONTEXT_KEYS)) countLayouts(text, limits.objectLayouts);
+  return keys;
 }
 
 /**
- * Counts the distinct layouts of the body's objects as V8 builds them: an object's layout after a
- * key is the one before it plus that key (a transition tree), so a key makes a new one when the
- * pair (layout so far, name) is new. Names are compared as the text writes them (the apiserver's
- * encoding/json writes each name one way). Holds at most `limit` layouts and names: it throws past them.
+ * The most keys of a body parsed with the process's own JSON.parse; a larger one is parsed in a
+ * V8 context of its own (parseInOwnContext). A map takes at most 1536 transitions
+ * (`TransitionArray::kMaxNumberOfTransitions`), and those of objects that died are dropped only
+ * by a major garbage collection: once reviews have filled the map V8 keeps for objects of some
+ * key count with keys new to it, every object of that count with a key new to it gets maps of
+ * its own, which the next object cannot reuse (JSON.parse takes no feedback from a map outside
+ * the transition tree), 2 to 7 µs per key. A body of this many keys pays at most about 30 ms for
+ * that; a larger one starts from empty maps.
+ */
+export const OWN_CONTEXT_KEYS = 4096;
+
+/**
+ * The most distinct keys that may follow one run of keys in objects of one key count: the
+ * transitions JSON.parse adds to one map. Below V8's 1536 (above), so a body parsed in a context
+ * of its own never fills a map itself: 1536 one-key objects of distinct names, then 20 000 of one
+ * more, cost JSON.parse 90 to 140 ms. Real pods: at most 21 in the corpus (test/fixtures/corpus,
+ * with their managedFields), the distinct first keys of its two-key objects.
+ */
+export const MAX_KEY_FANOUT = 1024;
+
+/**
+ * Objects of this many keys or more JSON.parse makes as dictionaries, with no hidden class (V8's
+ * `JSObject::kMapCacheSize`: `ObjectLiteralMapFromCache` gives them the slow-object map).
+ */
+const DICTIONARY_KEYS = 128;
+
+/**
+ * Counts the hidden classes JSON.parse may build for the body's objects, as V8 builds them: an
+ * object of n keys starts at a map kept for objects of n keys (`ObjectLiteralMapFromCache`), and
+ * each key moves it along a transition to the map of the keys so far. So a key makes a hidden
+ * class for each distinct pair (key count of its object, run of names up to it): `{"a":0}` and
+ * `{"a":0,"b":0}` are three, not two. Counting runs of names alone (one tree for every key count)
+ * let through a body of 56 000 maps (objects holding the first 1, 2, ... 127 names of a few runs)
+ * that cost JSON.parse 90 to 190 ms. Objects of DICTIONARY_KEYS keys or more make none.
+ *
+ * The runs of names are numbered in a tree of their own (a key makes a new run when the pair (run
+ * before, name) is new), and each object's runs are kept until it closes, when its key count is
+ * known. Names are compared as the text writes them (the apiserver's encoding/json writes each
+ * name one way). Holds at most `limit` runs and `limit` hidden classes: it throws past either.
  */
 function countLayouts(text: string, limit: number): void {
-  // The layout each open object has reached, by depth (0: the empty object's), and the depth;
-  // the nesting was checked by the first scan.
+  // The run each open object has reached, by depth (0: no key yet), and the depth; the nesting was
+  // checked by the first scan.
   const at = new Int32Array(MAX_NESTING + 2);
   let depth = 0;
-  // Each name seen, numbered from 1, and each layout by the pair (layout before, name) it adds,
-  // as one number (a small integer while the limit is under 2 ** 15).
+  // Each name seen, numbered from 1, and each run by the pair (run before, name) it adds, as one
+  // number (a small integer while the limit is under 2 ** 15).
   const names = new Map<string, number>();
-  const layouts = new Map<number, number>();
+  const runs = new Map<number, number>();
   const base = limit + 1;
-  // The last key taken from each layout and where it led: objects of one kind repeat their keys
-  // in the same order (a pod's env vars, managedFields), so most keys are found without a slice.
+  // Each run's run before it and its number of keys. An object's last run names all its keys, so
+  // when it closes its hidden classes are (its key count, each run up the tree), as one number;
+  // objects of one kind are counted once (`counted`).
+  const parent = new Int32Array(base + 1);
+  const length = new Int32Array(base + 1);
+  const counted = new Uint8Array(base + 1);
+  const classes = new Set<number>();
+  // The hidden classes that follow each one (as many as the transitions V8 adds to its map).
+  const fanout = new Map<number, number>();
+  // The last key taken from each run and where it led: objects of one kind repeat their keys in
+  // the same order (a pod's env vars, managedFields), so most keys are found without a slice.
   const lastName: (string | undefined)[] = [];
   const lastTo = new Int32Array(base + 1);
   let stringStart = 0;
@@ -271,12 +323,12 @@ function countLayouts(text: string, limit: number): void {
         let id = names.get(name);
         if (id === undefined) names.set(name, (id = names.size + 1));
         const pair = from * base + id;
-        let to = layouts.get(pair);
+        let to = runs.get(pair);
         if (to === undefined) {
-          if (layouts.size >= limit) {
-            throw invalid(`the body holds more than ${limit} distinct object layouts (runs of key names; --${Options.maxObjectLayouts.flag}); no real pod holds that many`);
-          }
-          layouts.set(pair, (to = layouts.size + 1));
+          if (runs.size >= limit) throw tooManyLayouts(limit);
+          runs.set(pair, (to = runs.size + 1));
+          parent[to] = from;
+          length[to] = length[from]! + 1;
         }
         lastName[from] = name;
         lastTo[from] = to;
@@ -285,6 +337,22 @@ function countLayouts(text: string, limit: number): void {
     } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
       at[++depth] = 0;
     } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      const last = at[depth]!;
+      const keys = length[last]!;
+      if (counted[last] === 0 && keys > 0 && keys < DICTIONARY_KEYS) {
+        counted[last] = 1;
+        for (let run = last; run !== 0; run = parent[run]!) {
+          const size = classes.size;
+          if (classes.add(keys * base + run).size === size) break;
+          const from = keys * base + parent[run]!;
+          const next = (fanout.get(from) ?? 0) + 1;
+          if (next > MAX_KEY_FANOUT) {
+            throw invalid(`the body holds objects of ${keys} keys with more than ${MAX_KEY_FANOUT} different names for key ${length[run]!} after the same keys before it (each a transition JSON.parse adds to one map); no real pod holds that many`);
+          }
+          fanout.set(from, next);
+        }
+        if (classes.size > limit) throw tooManyLayouts(limit);
+      }
       depth = Math.max(0, depth - 1);
     } else if (c === COMMA) {
       // Nothing to count, but the end of a plain run, as in scan.
@@ -300,10 +368,22 @@ function countLayouts(text: string, limit: number): void {
   }
 }
 
+function tooManyLayouts(limit: number): InjectorError {
+  return invalid(`the body holds more than ${limit} distinct object layouts (runs of key names; --${Options.maxObjectLayouts.flag}); no real pod holds that many`);
+}
+
 /** The scan of checkBody: throws past the limits, else returns the keys in the body (-1 when the JSON is malformed). */
+/**
+ * The scan's count per open level: -1 for a list, else the keys of the object seen so far. One
+ * array for every scan (a scan runs to its end synchronously, and sets a level's count when it
+ * opens it): a typed array made per review cost 1.3 of the scan's 18 µs for a typical pod.
+ */
+const SCAN_KEYS = new Int32Array(MAX_NESTING + 2);
+
 function scan(text: string, limits: BodyLimits): number {
-  // Per open level: -1 for a list, else the keys of the object seen so far.
-  const keys = new Int32Array(MAX_NESTING + 2);
+  const keys = SCAN_KEYS;
+  // Outside any object (malformed text only): counted from 0 as in a fresh array.
+  keys[0] = 0;
   let depth = 0;
   let nodes = 0;
   let allKeys = 0;
@@ -412,9 +492,35 @@ function closingQuote(text: string, open: number): number {
 
 /** Decodes a review body: the limits checked on the text (checkBody), then JSON.parse, then the envelope (decodeReview). */
 export function decodeBody(text: string, limits: BodyLimits = DefaultBodyLimits): DecodedReview {
-  checkBody(text, limits);
-  return decodeReview(parseJson(text));
+  const keys = checkBodyKeys(text, limits);
+  return decodeReview(keys > OWN_CONTEXT_KEYS ? parseInOwnContext(text) : parseJson(text));
 }
+
+/**
+ * Parses a large body with the JSON.parse of a V8 context made for it: its maps for objects of
+ * each key count are new, so no transitions left by earlier reviews can make its objects build
+ * maps of their own (OWN_CONTEXT_KEYS), and checkBody has made sure the body cannot fill one
+ * itself (MAX_KEY_FANOUT). Its objects and lists are plain JSON data of that context: the
+ * injector reads them with typeof, Array.isArray and own-property lookups, never instanceof or
+ * prototypes. The next context is made after the review (about 1 ms and 150 KB), and this one is
+ * garbage once the review is.
+ */
+function parseInOwnContext(text: string): unknown {
+  const parse = spareParse ?? contextParse();
+  spareParse = undefined;
+  setImmediate(() => (spareParse ??= contextParse()));
+  try {
+    return parse(text);
+  } catch (err) {
+    throw new InjectorError('BODY_MALFORMED', [(err as Error).message], { cause: err });
+  }
+}
+
+function contextParse(): (text: string) => unknown {
+  return runInContext('JSON.parse', createContext()) as (text: string) => unknown;
+}
+
+let spareParse: ((text: string) => unknown) | undefined;
 
 /** Parses a body read by the transport; malformed JSON is a 400. */
 export function parseJson(text: string): unknown {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { checkBody, describeValue, encodeAnswer, MAX_NESTING, patchText, ReviewVersion, type ResponseBody } from '../../src/admission/codec.js';
+import { checkBody, decodeBody, describeValue, encodeAnswer, MAX_KEY_FANOUT, MAX_NESTING, OWN_CONTEXT_KEYS, patchText, ReviewVersion, type BodyLimits, type ResponseBody } from '../../src/admission/codec.js';
 import { InjectorError } from '../../src/errors.js';
 
 const limits = { objectKeys: 3, nodes: 10, objectLayouts: 1000, shortStrings: 1000 };
@@ -92,6 +92,55 @@ describe('checkBody', () => {
     // Names are read as strings: quotes, colons and braces inside them are not structure.
     assert.equal(refused(`[${Array(20).fill('{"k:{\\"name\\":\\"A\\"}":{".":{}},"f:{x}":0}').join(',')}]`), false);
     assert.equal(refused('[{"k:{\\"name\\":\\"A\\"}":0},{"k:{\\"name\\":\\"B\\"}":0},{"a":0},{"b":0},{"c":0}]'), true);
+  });
+
+  it('counts a hidden class per key count and run of names, as V8 keeps a transition tree per key count; none for objects of 128 keys or more', () => {
+    const limits = (objectLayouts: number): BodyLimits => ({ objectKeys: 1000, nodes: 10_000, objectLayouts, shortStrings: 1000 });
+    const passes = (text: string, limit: number): boolean => {
+      try {
+        checkBody(text, limits(limit));
+        return true;
+      } catch (err) {
+        assert.match((err as Error).message, new RegExp(`more than ${limit} distinct object layouts`));
+        return false;
+      }
+    };
+    // Two runs of names (a, a+b) but three hidden classes: a in objects of one key, a and a+b in objects of two.
+    assert.equal(passes('[{"a":0},{"a":0,"b":0}]', 3), true);
+    assert.equal(passes('[{"a":0},{"a":0,"b":0}]', 2), false);
+    // The first 1, 2, ... 20 names of one run: 20 runs, 210 hidden classes (a body of such objects cost JSON.parse 90 to 190 ms).
+    const names = Array.from({ length: 20 }, (_, i) => `n${i}`);
+    const prefixes = `[${names.map((_, n) => `{${names.slice(0, n + 1).map((k) => `"${k}":0`).join(',')}}`).join(',')}]`;
+    assert.equal(passes(prefixes, 210), true);
+    assert.equal(passes(prefixes, 209), false);
+    // An object of 128 keys is a dictionary: its 128 runs count, its hidden classes do not (those of 127 keys do).
+    const keys = (n: number): string => `{${Array.from({ length: n }, (_, i) => `"k${i}":0`).join(',')}}`;
+    assert.equal(passes(`[${keys(128)},${keys(127)}]`, 128), true);
+    assert.equal(passes(`[${keys(127)},${keys(126)}]`, 200), false);
+  });
+
+  it(`refuses more than ${MAX_KEY_FANOUT} different names after the same keys in objects of one key count, in a body of more than ${OWN_CONTEXT_KEYS} keys`, () => {
+    const limits: BodyLimits = { objectKeys: 10_000, nodes: 100_000, objectLayouts: 10_000, shortStrings: 1000 };
+    // One-key objects of n distinct names, then copies of the first to pass OWN_CONTEXT_KEYS keys.
+    const body = (n: number): string => `[${[...Array.from({ length: n }, (_, i) => `{"n${i}":0}`), ...Array(OWN_CONTEXT_KEYS).fill('{"n0":0}')].join(',')}]`;
+    assert.doesNotThrow(() => checkBody(body(MAX_KEY_FANOUT), limits));
+    assert.throws(() => checkBody(body(MAX_KEY_FANOUT + 1), limits), new RegExp(`objects of 1 keys with more than ${MAX_KEY_FANOUT} different names for key 1 after the same keys before it`));
+    // The same after a shared first key: the names of the second key.
+    const second = `[${[...Array.from({ length: MAX_KEY_FANOUT + 1 }, (_, i) => `{"a":0,"n${i}":0}`), ...Array(OWN_CONTEXT_KEYS).fill('{"a":0,"n0":0}')].join(',')}]`;
+    assert.throws(() => checkBody(second, limits), new RegExp(`objects of 2 keys with more than ${MAX_KEY_FANOUT} different names for key 2`));
+  });
+
+  it(`parses a body of more than ${OWN_CONTEXT_KEYS} keys in a V8 context of its own, to the same data`, () => {
+    const review = (items: number): string => JSON.stringify({ kind: 'AdmissionReview', apiVersion: ReviewVersion.V1, request: { uid: 'u', object: { items: Array.from({ length: items }, (_, i) => ({ name: `n${i}`, value: [i, null, true] })) } } });
+    const large = review(OWN_CONTEXT_KEYS);
+    const decoded = decodeBody(large);
+    assert.deepEqual(JSON.parse(JSON.stringify(decoded.request)), JSON.parse(large).request);
+    // Its objects come from that context (maps of their own, whatever earlier reviews left in this one's).
+    assert.notEqual(Object.getPrototypeOf(decoded.request), Object.prototype);
+    assert.equal(Array.isArray((decoded.request.object as { items: unknown }).items), true);
+    // A smaller body is parsed here.
+    assert.equal(Object.getPrototypeOf(decodeBody(review(10)).request), Object.prototype);
+    assert.throws(() => decodeBody(large.slice(0, -1)), (err: unknown) => err instanceof InjectorError && err.code === 'BODY_MALFORMED');
   });
 
   it('counts short string values, 2 to 10 characters as written, which JSON.parse interns; never keys, shorter or longer strings', () => {

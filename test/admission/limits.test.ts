@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { MetadataLimits } from '../../src/kube/types.js';
+import { MAX_KEY_FANOUT, OWN_CONTEXT_KEYS } from '../../src/admission/codec.js';
 import { Options } from '../../src/config/config.js';
 import { admit, validatePod } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
@@ -248,6 +249,24 @@ describe('bodies over the --max-object-keys, --max-json-nodes, --max-short-strin
     await assertHttp400(withFields(repeat(Math.ceil(LAYOUTS / 8), shuffled)), layoutsOver);
     // The same number of objects of one order: one layout per key.
     const { response } = await admit(server.url, ca, withFields(repeat(Math.ceil(LAYOUTS / 8), () => Object.fromEntries(repeat(16, (j) => [`f:n${j}`, 0])))));
+    assert.equal(response.allowed, true, JSON.stringify(response.status));
+  });
+
+  it('refuses objects holding the first 1, 2, ... 127 names of one run: few runs of names, but V8 builds a hidden class per key count and run', async () => {
+    // 127 runs, 8128 hidden classes; 56 000 of them, within the old count of runs alone, cost JSON.parse 90 to 190 ms.
+    const names = repeat(127, (j) => `f:n${j}`);
+    await assertHttp400(withFields(repeat(127, (n) => Object.fromEntries(names.slice(0, n + 1).map((name) => [name, 0])))), layoutsOver);
+    // The same names in objects of one key count: 127 hidden classes.
+    const { response } = await admit(server.url, ca, withFields(repeat(127, () => Object.fromEntries(names.map((name) => [name, 0])))));
+    assert.equal(response.allowed, true, JSON.stringify(response.status));
+  });
+
+  it(`refuses more than ${MAX_KEY_FANOUT} different names after the same keys in objects of one key count (they would fill a V8 map's transitions)`, async () => {
+    // 1536 one-key objects of distinct names, then 20 000 of one more name, cost JSON.parse 90 to 140 ms: past 1536 each got maps of its own.
+    const objects = [...repeat(MAX_KEY_FANOUT + 1, (i) => ({ [`f:n${i}`]: {} })), ...repeat(OWN_CONTEXT_KEYS, () => ({ 'f:z': {} }))];
+    await assertHttp400(withFields(objects), new RegExp(`objects of 1 keys with more than ${MAX_KEY_FANOUT} different names for key 1 after the same keys before it`));
+    // 1000 names: the rest of the review has a few one-key objects of its own (userInfo, the labels).
+    const { response } = await admit(server.url, ca, withFields(objects.slice(MAX_KEY_FANOUT + 1 - 1000)));
     assert.equal(response.allowed, true, JSON.stringify(response.status));
   });
 
