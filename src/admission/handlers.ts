@@ -1,11 +1,11 @@
 import { Options, type Config } from '../config/config.js';
 import { attempt, InjectorError } from '../errors.js';
 import { Keys } from '../inject/keys.js';
-import { injectSidecars } from '../inject/mutate.js';
+import { planInjection } from '../inject/mutate.js';
+import { injectionPatch } from '../inject/patch.js';
 import { OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
 import { verifyPod } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
-import { diff, encodePatch } from '../patch/diff.js';
 import type { TemplateSet } from '../templates/load.js';
 import { DefaultBodyLimits, patchText, type BodyLimits, type ReviewRequest } from './codec.js';
 import { Endpoints, HandlerKind } from './endpoints.js';
@@ -99,17 +99,32 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
   if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate);
   if (!selection.inject) return passed(Decision.Skipped, selection.reason);
 
-  const result = attempt(() => injectSidecars(pod, selection.templates, namespace));
-  if (result instanceof InjectorError) return denied(result, refusalReason(result));
-  const ops = diff(pod, result.pod);
-  const patch = ops.length > 0 ? Buffer.from(encodePatch(ops)) : undefined;
+  const injection = attempt(() => planInjection(pod, selection.templates, namespace));
+  if (injection instanceof InjectorError) return denied(injection, refusalReason(injection));
+  // Written from the injection's decisions, byte for byte the diff of the pod and the injected pod
+  // (injectionPatch), without making that pod.
+  const { text, ops } = injectionPatch(pod, injection);
+  const patch = ops > 0 ? patchBytes(text) : undefined;
   // An answer of megabytes (a pod of many containers, each given the templates' env and mounts)
   // costs memory here and in the apiserver; the pod is refused with the size instead.
   if (patch !== undefined && patch.length > limits.patchBytes) {
     return denied(new InjectorError('PATCH_TOO_LARGE', [patch.length, limits.patchBytes, Options.maxPatchKib.flag]), Reason.InvalidReview);
   }
-  return injected(ops.length > 0 ? Reason.Injected : Reason.AlreadyInjected, result.status.templates, ops.length, patch === undefined ? undefined : patchText(patch), result.warnings);
+  return injected(ops > 0 ? Reason.Injected : Reason.AlreadyInjected, injection.plan.status.templates, ops, patch === undefined ? undefined : patchText(patch), injection.warnings);
 }
+
+/**
+ * The patch's UTF-8 bytes, for its size and its base64 (patchText), which copies them: written into
+ * one buffer kept for the purpose when they fit (at most 3 bytes a UTF-16 unit), since
+ * Buffer.from takes a 2 KB patch from Node's 8 KB pool and so allocates a new ArrayBuffer every few
+ * reviews. The view is used and dropped within the synchronous review.
+ */
+function patchBytes(text: string): Buffer {
+  if (text.length * 3 > scratch.length) return Buffer.from(text);
+  return scratch.subarray(0, scratch.write(text, 0, 'utf8'));
+}
+
+const scratch = Buffer.alloc(64 * 1024);
 
 /**
  * Verdicts that lean on the history of the sets served before (their window ends while the set

@@ -50,8 +50,8 @@ export function podObject(object: unknown, limits: PodLimits = DefaultPodLimits)
 function checkMetadata(meta: JsonObject): void {
   checkLabels(meta['labels']);
   checkAnnotations(meta['annotations']);
-  for (const field of ['name', 'generateName', 'namespace'] as const) optionalString(meta[field], `metadata.${field}`);
-  objectList(meta['ownerReferences'], 'metadata.ownerReferences');
+  for (const field of ['name', 'generateName', 'namespace'] as const) optionalString(meta[field], 'metadata.', field);
+  objectList(meta['ownerReferences'], 'metadata.', 'ownerReferences');
 }
 
 function checkLabels(value: unknown): void {
@@ -68,13 +68,18 @@ function checkLabels(value: unknown): void {
 
 function checkAnnotations(value: unknown): void {
   const annotations = optionalObject(value, 'metadata.annotations');
-  let bytes = 0;
+  // UTF-16 units first: a unit is at most 3 bytes of UTF-8, so only a map of some 87,000
+  // characters or more can be over the limit, and only such a map is measured byte by byte.
+  let units = 0;
   for (const key in annotations) {
     const v = annotations[key];
     if (typeof v !== 'string') throw invalid(`request.object.metadata.annotations must map strings to strings; ${describeValue(key)} maps to ${describeValue(v)}`);
     checkKey(key, 'annotation');
-    bytes += utf8Length(key) + utf8Length(v);
+    units += key.length + v.length;
   }
+  if (units * 3 <= MetadataLimits.annotationBytes) return;
+  let bytes = 0;
+  for (const key in annotations) bytes += utf8Length(key) + utf8Length(annotations[key] as string);
   if (bytes > MetadataLimits.annotationBytes) {
     throw overKubernetes(`the annotations take ${bytes} bytes (keys plus values); Kubernetes allows at most ${MetadataLimits.annotationBytes} (256 KiB)`, 'ValidateAnnotationsSize');
   }
@@ -105,32 +110,48 @@ function checkKey(key: string, what: 'label' | 'annotation'): void {
   }
 }
 
-const ContainerLists = ['containers', 'initContainers', 'ephemeralContainers'] as const;
-
+// The field paths of the messages are built only for a pod that fails a check: a pod of a few
+// containers with a dozen env vars each would otherwise build some fifty strings per review.
 function checkSpec(spec: JsonObject, limits: PodLimits): void {
-  for (const field of ['serviceAccountName', 'serviceAccount'] as const) optionalString(spec[field], `spec.${field}`);
-  const volumes = namedList(spec['volumes'], 'spec.volumes');
+  for (const field of ['serviceAccountName', 'serviceAccount'] as const) optionalString(spec[field], 'spec.', field);
+  const volumes = namedList(spec['volumes'], 'spec.', 'volumes');
   if (volumes.length > limits.volumes) throw overLimit(`${volumes.length} volumes`, limits.volumes, Options.maxVolumes.flag);
   // An imagePullSecret may come without a name (LocalObjectReference.name is omitempty).
-  objectList(spec['imagePullSecrets'], 'spec.imagePullSecrets').forEach((s, i) => optionalString(s['name'], `spec.imagePullSecrets[${i}].name`));
-  const lists = ContainerLists.map((field) => namedList(spec[field], `spec.${field}`));
-  const count = lists.reduce((n, list) => n + list.length, 0);
+  const secrets = objectList(spec['imagePullSecrets'], 'spec.', 'imagePullSecrets');
+  for (let i = 0; i < secrets.length; i++) optionalString(secrets[i]!['name'], `spec.imagePullSecrets[${i}].`, 'name');
+  const containers = namedList(spec['containers'], 'spec.', 'containers');
+  const initContainers = namedList(spec['initContainers'], 'spec.', 'initContainers');
+  const ephemeralContainers = namedList(spec['ephemeralContainers'], 'spec.', 'ephemeralContainers');
+  const count = containers.length + initContainers.length + ephemeralContainers.length;
   if (count > limits.containers) throw overLimit(`${count} containers (containers, initContainers and ephemeralContainers together)`, limits.containers, Options.maxContainers.flag);
-  lists.forEach((list, k) => list.forEach((c, i) => checkContainer(c, `spec.${ContainerLists[k]!}[${i}]`, limits)));
+  for (let i = 0; i < containers.length; i++) checkContainer(containers[i]!, 'containers', i, limits);
+  for (let i = 0; i < initContainers.length; i++) checkContainer(initContainers[i]!, 'initContainers', i, limits);
+  for (let i = 0; i < ephemeralContainers.length; i++) checkContainer(ephemeralContainers[i]!, 'ephemeralContainers', i, limits);
 }
 
-function checkContainer(c: JsonObject, at: string, limits: PodLimits): void {
-  optionalString(c['image'], `${at}.image`);
-  const env = namedList(c['env'], `${at}.env`);
-  if (env.length > limits.envPerContainer) throw overLimit(`${env.length} env vars in ${at}`, limits.envPerContainer, Options.maxEnvPerContainer.flag);
-  env.forEach((e, j) => optionalString(e['value'], `${at}.env[${j}].value`));
-  const mounts = namedList(c['volumeMounts'], `${at}.volumeMounts`);
-  if (mounts.length > limits.mountsPerContainer) throw overLimit(`${mounts.length} volumeMounts in ${at}`, limits.mountsPerContainer, Options.maxMountsPerContainer.flag);
-  mounts.forEach((m, j) => {
-    if (typeof m['mountPath'] !== 'string') throw invalid(`request.object.${at}.volumeMounts[${j}].mountPath must be a string`);
-  });
-  const ports = optionalList(c['ports'], `${at}.ports`);
-  if (ports.length > limits.portsPerContainer) throw overLimit(`${ports.length} ports in ${at}`, limits.portsPerContainer, Options.maxPortsPerContainer.flag);
+function checkContainer(c: JsonObject, list: string, i: number, limits: PodLimits): void {
+  const at: Base = { list, i };
+  optionalString(c['image'], at, '.image');
+  const env = namedList(c['env'], at, '.env');
+  if (env.length > limits.envPerContainer) throw overLimit(`${env.length} env vars in ${pathOf(at, '')}`, limits.envPerContainer, Options.maxEnvPerContainer.flag);
+  for (let j = 0; j < env.length; j++) {
+    const value = env[j]!['value'];
+    if (value !== undefined && typeof value !== 'string') throw invalid(`request.object.${pathOf(at, `.env[${j}].value`)} must be a string`);
+  }
+  const mounts = namedList(c['volumeMounts'], at, '.volumeMounts');
+  if (mounts.length > limits.mountsPerContainer) throw overLimit(`${mounts.length} volumeMounts in ${pathOf(at, '')}`, limits.mountsPerContainer, Options.maxMountsPerContainer.flag);
+  for (let j = 0; j < mounts.length; j++) {
+    if (typeof mounts[j]!['mountPath'] !== 'string') throw invalid(`request.object.${pathOf(at, `.volumeMounts[${j}].mountPath`)} must be a string`);
+  }
+  const ports = optionalList(c['ports'], at, '.ports');
+  if (ports.length > limits.portsPerContainer) throw overLimit(`${ports.length} ports in ${pathOf(at, '')}`, limits.portsPerContainer, Options.maxPortsPerContainer.flag);
+}
+
+/** Where a field is, for a message: a path written out, or a container of a list (`spec.<list>[<i>]`). */
+type Base = string | { readonly list: string; readonly i: number };
+
+function pathOf(base: Base, field: string): string {
+  return typeof base === 'string' ? `${base}${field}` : `spec.${base.list}[${base.i}]${field}`;
 }
 
 function optionalObject(value: unknown, field: string): JsonObject | undefined {
@@ -139,29 +160,32 @@ function optionalObject(value: unknown, field: string): JsonObject | undefined {
   return value;
 }
 
-function optionalString(value: unknown, field: string): void {
-  if (value !== undefined && typeof value !== 'string') throw invalid(`request.object.${field} must be a string`);
+function optionalString(value: unknown, base: Base, field: string): void {
+  if (value !== undefined && typeof value !== 'string') throw invalid(`request.object.${pathOf(base, field)} must be a string`);
 }
 
-function optionalList(value: unknown, field: string): readonly unknown[] {
-  if (value === undefined) return [];
-  if (!Array.isArray(value)) throw invalid(`request.object.${field} must be a list`);
+const NO_ITEMS: readonly never[] = Object.freeze([]);
+
+function optionalList(value: unknown, base: Base, field: string): readonly unknown[] {
+  if (value === undefined) return NO_ITEMS;
+  if (!Array.isArray(value)) throw invalid(`request.object.${pathOf(base, field)} must be a list`);
   return value;
 }
 
-function objectList(value: unknown, field: string): readonly JsonObject[] {
-  const list = optionalList(value, field);
-  list.forEach((item, i) => {
-    if (!isObject(item)) throw invalid(`request.object.${field}[${i}] must be an object`);
-  });
+function objectList(value: unknown, base: Base, field: string): readonly JsonObject[] {
+  const list = optionalList(value, base, field);
+  for (let i = 0; i < list.length; i++) {
+    if (!isObject(list[i])) throw invalid(`request.object.${pathOf(base, field)}[${i}] must be an object`);
+  }
   return list as readonly JsonObject[];
 }
 
-function namedList(value: unknown, field: string): readonly JsonObject[] {
-  const list = optionalList(value, field);
-  list.forEach((item, i) => {
-    if (!isObject(item) || typeof item['name'] !== 'string') throw invalid(`request.object.${field}[${i}] must be an object with a name`);
-  });
+function namedList(value: unknown, base: Base, field: string): readonly JsonObject[] {
+  const list = optionalList(value, base, field);
+  for (let i = 0; i < list.length; i++) {
+    const item = list[i];
+    if (!isObject(item) || typeof item['name'] !== 'string') throw invalid(`request.object.${pathOf(base, field)}[${i}] must be an object with a name`);
+  }
   return list as readonly JsonObject[];
 }
 

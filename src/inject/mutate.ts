@@ -2,11 +2,11 @@ import { MetadataLimits } from '../kube/types.js';
 import { InjectorError } from '../errors.js';
 import type { Container, NamedItem, Pod, PodSpec, VolumeMount } from '../kube/types.js';
 import { isSubset } from '../templates/conflicts.js';
-import { insertPlaced, type Placement } from '../templates/placement.js';
+import { placeItems, type Placement } from '../templates/placement.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { Keys } from './keys.js';
 import type { InjectionPlan, Owned, Sidecar } from './plan.js';
-import { renderForPod, withTemplateKeys, type InjectionContext } from './render.js';
+import { copyWithKeys, renderForPod, templateKeys, type InjectionContext } from './render.js';
 import type { InjectionStatus } from './status.js';
 
 export type { InjectionStatus } from './status.js';
@@ -22,6 +22,34 @@ export interface InjectionResult {
   readonly warnings: readonly string[];
 }
 
+/** What an application container of the pod gains: the templates' env vars and mounts it lacks. */
+export interface Extension {
+  readonly env: readonly NamedItem[];
+  readonly volumeMounts: readonly VolumeMount[];
+}
+
+/**
+ * What an injection changes in one pod, decided without copying any of it: the mutated pod
+ * (applyInjection) and the JSON patch (injectionPatch in patch.ts) are both written from these
+ * decisions, so they cannot disagree on what is added, nor where.
+ */
+export interface Injection {
+  readonly plan: InjectionPlan;
+  readonly warnings: readonly string[];
+  /** `spec.containers` once injected: the pod's own items by their index, the sidecars by value; undefined when no sidecar goes there. */
+  readonly containers: readonly (number | Container)[] | undefined;
+  /** Likewise for `spec.initContainers`. */
+  readonly initContainers: readonly (number | Container)[] | undefined;
+  /** By index in `spec.containers`, what each application container gains (absent: nothing). */
+  readonly extensions: readonly (Extension | undefined)[];
+  /** Appended to `spec.volumes` and `spec.imagePullSecrets`. */
+  readonly volumes: readonly NamedItem[];
+  readonly imagePullSecrets: readonly NamedItem[];
+  /** Keys the templates add to the pod's annotations (besides the status) and labels; undefined: none. */
+  readonly annotations: Readonly<Record<string, string>> | undefined;
+  readonly labels: Readonly<Record<string, string>> | undefined;
+}
+
 /**
  * Injects the rendered templates into a pod. Pure: the input is never modified, and injecting the
  * result again changes nothing, because every item is keyed by name and an item the pod already
@@ -29,32 +57,93 @@ export interface InjectionResult {
  * (see renderForPod); sidecars go where each template's `placement` says.
  */
 export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): InjectionResult {
+  const injection = planInjection(pod, templates, namespace, context);
+  return { pod: applyInjection(pod, injection), status: injection.plan.status, warnings: injection.warnings };
+}
+
+/** The decisions of injectSidecars, and its refusals (it throws what injectSidecars throws), without the mutated pod. */
+export function planInjection(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): Injection {
   const { plan, warnings: renderWarnings } = renderForPod(pod, templates, namespace, context);
   const warnings: string[] = [...renderWarnings];
   const spec: PodSpec = pod.spec ?? {};
   const meta = pod.metadata ?? {};
 
   const placed = placeSidecars(spec, plan.sidecars, warnings);
-  const ownContainers = extendContainers(spec.containers ?? [], plan, warnings);
-  const newSpec: PodSpec = { ...spec, containers: insertPlaced(ownContainers, placed.containers) ?? ownContainers };
-  setList(newSpec, 'initContainers', insertPlaced(spec.initContainers, placed.initContainers));
-  setList(newSpec, 'volumes', mergeNamed(spec.volumes, plan.volumes, plan.wanted.volumes, (n) => `volume "${n}"`, warnings));
-  setList(newSpec, 'imagePullSecrets', mergeNamed(spec.imagePullSecrets, plan.imagePullSecrets, plan.wanted.imagePullSecrets, (n) => `imagePullSecret "${n}"`, warnings));
+  const own = spec.containers ?? [];
+  const extensions = extensionsOf(own, plan, warnings);
+  const containers = placed.containers.length > 0 ? placeItems(own, placed.containers) : undefined;
+  const initContainers = placed.initContainers.length > 0 ? placeItems(spec.initContainers ?? [], placed.initContainers) : undefined;
+  const volumes = addedNamed(spec.volumes, plan.volumes, plan.volumeItems, plan.wanted.volumes, (n) => `volume "${n}"`, warnings);
+  const imagePullSecrets = addedNamed(spec.imagePullSecrets, plan.imagePullSecrets, plan.imagePullSecretItems, plan.wanted.imagePullSecrets, (n) => `imagePullSecret "${n}"`, warnings);
 
-  if (context.lenientMounts !== true) checkMounts(newSpec, placed.sidecars, plan, ownContainers.length > 0);
+  if (context.lenientMounts !== true) checkMounts(spec.volumes, volumes, placed.sidecars, plan, own.length > 0);
 
-  // The pod's own maps are copied only when something is added to them (annotations always: the
-  // status), never walked: a pod may carry tens of thousands of keys (issue 11).
+  // The pod's own maps are never copied nor walked here, only looked up: a pod may carry tens of
+  // thousands of keys (issue 11).
   const ownAnnotations = meta.annotations ?? NONE;
-  const merged = mergeMap(ownAnnotations, plan.annotations, 'annotation', warnings);
-  const annotations: Record<string, string> = merged === ownAnnotations ? { ...ownAnnotations } : (merged as Record<string, string>);
-  annotations[Keys.status] = plan.statusText;
-  checkAnnotationBytes(annotations);
-  const ownLabels = meta.labels ?? NONE;
-  const labels = mergeMap(ownLabels, plan.labels, 'label', warnings);
-  const newMeta = { ...meta, annotations };
-  if (labels !== ownLabels) newMeta.labels = labels as Record<string, string>;
-  return { pod: { ...pod, metadata: newMeta, spec: newSpec }, status: plan.status, warnings };
+  const annotations = addedKeys(ownAnnotations, plan.annotations, plan.annotationMap, 'annotation', warnings);
+  checkAnnotationBytes(ownAnnotations, annotations, plan.statusText);
+  const labels = addedKeys(meta.labels ?? NONE, plan.labels, plan.labelMap, 'label', warnings);
+  return { plan, warnings, containers, initContainers, extensions, volumes, imagePullSecrets, annotations, labels };
+}
+
+/** The pod an injection makes: a new object wherever something is added, the input's own objects everywhere else (copy-on-write). */
+export function applyInjection(pod: Pod, injection: Injection): Pod {
+  return { ...pod, metadata: injectedMetadata(pod.metadata, injection), spec: injectedSpec(pod.spec, injection) };
+}
+
+/** `metadata` once injected (a new object: the status annotation is always set). */
+export function injectedMetadata(metadata: Pod['metadata'], injection: Injection): NonNullable<Pod['metadata']> {
+  const meta = metadata ?? {};
+  const newMeta = { ...meta, annotations: injectedAnnotations(meta.annotations ?? NONE, injection) };
+  if (injection.labels !== undefined) newMeta.labels = copyWithKeys(meta.labels ?? NONE, injection.labels);
+  return newMeta;
+}
+
+/** The pod's annotations plus the templates' and the status, as a new map. */
+export function injectedAnnotations(own: Readonly<Record<string, string>>, injection: Injection): Record<string, string> {
+  const annotations = copyWithKeys(own, injection.annotations);
+  annotations[Keys.status] = injection.plan.statusText;
+  return annotations;
+}
+
+/** `spec` once injected (a new object: `containers` is always set). */
+export function injectedSpec(podSpec: PodSpec | undefined, injection: Injection): PodSpec {
+  const spec = podSpec ?? {};
+  const own = spec.containers ?? [];
+  const extended = injection.extensions.length === 0 ? own : own.map((c, i) => extend(c, injection.extensions[i]));
+  const newSpec: PodSpec = { ...spec, containers: injection.containers === undefined ? extended : fromPlaced(injection.containers, extended) };
+  if (injection.initContainers !== undefined) newSpec.initContainers = fromPlaced(injection.initContainers, spec.initContainers ?? []);
+  if (injection.volumes.length > 0) newSpec.volumes = [...(spec.volumes ?? []), ...injection.volumes];
+  if (injection.imagePullSecrets.length > 0) newSpec.imagePullSecrets = [...(spec.imagePullSecrets ?? []), ...injection.imagePullSecrets];
+  return newSpec;
+}
+
+function fromPlaced<T>(placed: readonly (number | T)[], own: readonly T[]): T[] {
+  return placed.map((e) => (typeof e === 'number' ? own[e]! : e));
+}
+
+/** An application container with what it gains. */
+export function extend(c: Container, extension: Extension | undefined): Container {
+  if (extension === undefined) return c;
+  const out: Container = { ...c };
+  if (extension.env.length > 0) out.env = [...(c.env ?? []), ...extension.env];
+  if (extension.volumeMounts.length > 0) out.volumeMounts = [...(c.volumeMounts ?? []), ...extension.volumeMounts];
+  return out;
+}
+
+/**
+ * The keys the templates add to the pod's labels or annotations (templateKeys); the plan's own map
+ * (`all`) when the pod has none of its keys, as most pods have none.
+ */
+function addedKeys(own: Readonly<Record<string, string>>, entries: InjectionPlan['labels'], all: Readonly<Record<string, string>> | undefined, what: 'annotation' | 'label', warnings: string[]): Readonly<Record<string, string>> | undefined {
+  if (entries.length === 0) return undefined;
+  if (all !== undefined && !entries.some(([[key]]) => Object.hasOwn(own, key))) return all;
+  return templateKeys(own, entries, (key, template) => void warnings.push(keptWarning(what, key, template)));
+}
+
+function keptWarning(what: 'annotation' | 'label', key: string, template: string): string {
+  return `${what} "${key}" of template "${template}" is already set on the pod; the pod's value was kept`;
 }
 
 /**
@@ -62,36 +151,54 @@ export function injectSidecars(pod: Pod, templates: readonly CompiledTemplate[],
  * keys plus values), after admission, with a message that does not name the injector: a pod just
  * under the limit goes over it with the status annotation. Refused here instead, saying why. The
  * pod's own annotations are within the limit (podObject), so only a map that could be over it, by
- * its UTF-16 length (a unit is at most 3 bytes of UTF-8), is measured byte by byte.
+ * its UTF-16 length (a unit is at most 3 bytes of UTF-8), is measured byte by byte. The map is the
+ * pod's, the templates' (`added`, keys the pod lacks) and the status, whichever value it had.
  */
-function checkAnnotationBytes(annotations: Readonly<Record<string, string>>): void {
-  let units = 0;
-  for (const key in annotations) units += key.length + annotations[key]!.length;
-  if (units * 3 <= MetadataLimits.annotationBytes) return;
-  let bytes = 0;
+function checkAnnotationBytes(own: Readonly<Record<string, string>>, added: Readonly<Record<string, string>> | undefined, statusText: string): void {
+  const status = Keys.status.length + statusText.length;
+  if ((mapSize(own, Keys.status, lengthOf) + mapSize(added, Keys.status, lengthOf) + status) * 3 <= MetadataLimits.annotationBytes) return;
   // Bytes of UTF-8, as Go's len() counts a string; only a map of some 87,000 characters or more gets here.
-  for (const key in annotations) bytes += Buffer.byteLength(key) + Buffer.byteLength(annotations[key]!);
+  const statusBytes = Buffer.byteLength(Keys.status) + Buffer.byteLength(statusText);
+  const bytes = mapSize(own, Keys.status, Buffer.byteLength) + mapSize(added, Keys.status, Buffer.byteLength) + statusBytes;
   if (bytes <= MetadataLimits.annotationBytes) return;
-  const status = Buffer.byteLength(Keys.status) + Buffer.byteLength(annotations[Keys.status] ?? '');
-  throw new InjectorError('ANNOTATIONS_TOO_LARGE', [bytes, Keys.status, status, MetadataLimits.annotationBytes]);
+  throw new InjectorError('ANNOTATIONS_TOO_LARGE', [bytes, Keys.status, statusBytes, MetadataLimits.annotationBytes]);
+}
+
+const lengthOf = (text: string): number => text.length;
+
+/** The size of a map's keys and values by `size`, leaving out the key `except`. */
+function mapSize(map: Readonly<Record<string, string>> | undefined, except: string, size: (text: string) => number): number {
+  let total = 0;
+  for (const key in map) if (key !== except) total += size(key) + size(map[key]!);
+  return total;
 }
 
 /**
  * Every mount the injection adds must name a volume of the finished pod, or the apiserver rejects the
  * pod after the patch (422, whatever the failurePolicy). A template may mount a volume the pod is
- * expected to bring; when the pod does not, the answer is a denial that names the template.
+ * expected to bring; when the pod does not, the answer is a denial that names the template. The
+ * mounts of a volume the selected templates define are there by construction (the volume is
+ * added, or the pod has one of that name): only the others (InjectionPlan.podVolumeMounts) are
+ * looked up among the pod's volumes.
  */
-function checkMounts(spec: PodSpec, placed: readonly Sidecar[], plan: InjectionPlan, hasApps: boolean): void {
-  const volumes = new Set<string>();
-  for (const v of spec.volumes ?? []) volumes.add(v.name);
+function checkMounts(ownVolumes: readonly NamedItem[] | undefined, added: readonly NamedItem[], placed: readonly Sidecar[], plan: InjectionPlan, hasApps: boolean): void {
+  let volumes: Set<string> | undefined;
+  const has = (name: string): boolean => {
+    if (volumes === undefined) {
+      volumes = new Set<string>();
+      for (const v of ownVolumes ?? []) volumes.add(v.name);
+      for (const v of added) volumes.add(v.name);
+    }
+    return volumes.has(name);
+  };
   const missing: string[] = [];
-  for (const { container: c, template } of placed) {
-    for (const m of c.volumeMounts ?? []) {
-      if (!volumes.has(m.name)) missing.push(`"${m.name}" (container "${c.name}" of template "${template}")`);
+  for (const { container: c, template, podVolumeMounts } of placed) {
+    for (const m of podVolumeMounts) {
+      if (!has(m.name)) missing.push(`"${m.name}" (container "${c.name}" of template "${template}")`);
     }
   }
-  for (const [m, template] of hasApps ? plan.volumeMounts : []) {
-    if (!volumes.has(m.name)) missing.push(`"${m.name}" (application mounts of template "${template}")`);
+  for (const [m, template] of hasApps ? plan.podVolumeMounts : []) {
+    if (!has(m.name)) missing.push(`"${m.name}" (application mounts of template "${template}")`);
   }
   if (missing.length > 0) throw new InjectorError('TEMPLATE_VOLUME_MISSING', [missing.join(', ')]);
 }
@@ -125,45 +232,60 @@ function placeSidecars(spec: PodSpec, sidecars: readonly Sidecar[], warnings: st
   return out;
 }
 
-/** The pod's containers given the templates' env and mounts (sidecars of the same name excepted); `own` itself when none changes. */
-function extendContainers(own: Container[], plan: InjectionPlan, warnings: string[]): Container[] {
-  if (plan.env.length === 0 && plan.volumeMounts.length === 0) return own;
-  let out: Container[] | undefined;
+/**
+ * What each application container gains (sidecars of the same name excepted); empty when none
+ * gains anything. Most pods lack every item the templates add, so most containers get the plan's
+ * one shared Extension.
+ */
+function extensionsOf(own: readonly Container[], plan: InjectionPlan, warnings: string[]): (Extension | undefined)[] {
+  const out: (Extension | undefined)[] = [];
+  if (plan.env.length === 0 && plan.volumeMounts.length === 0) return out;
   for (let i = 0; i < own.length; i++) {
     const c = own[i]!;
-    const extended = plan.sidecarNames.has(c.name) ? c : extendContainer(c, plan, warnings);
-    if (extended === c) continue;
-    out ??= own.slice();
-    out[i] = extended;
+    if (plan.sidecarNames.has(c.name)) continue;
+    const env = addedNamed(c.env, plan.env, plan.envItems, plan.wanted.env, (n) => `env var "${n}" in container "${c.name}"`, warnings);
+    const volumeMounts = addedMounts(c, plan, warnings);
+    if (env.length === 0 && volumeMounts.length === 0) continue;
+    out.length = i;
+    const full = (env === plan.envItems || plan.env.length === 0) && (volumeMounts === plan.volumeMountItems || plan.volumeMounts.length === 0);
+    out.push(full ? fullExtension(plan) : { env, volumeMounts });
   }
-  return out ?? own;
-}
-
-/** Adds the template env vars and mounts to one application container, keeping what it already has. */
-function extendContainer(c: Container, plan: InjectionPlan, warnings: string[]): Container {
-  const newEnv = mergeNamed(c.env, plan.env, plan.wanted.env, (n) => `env var "${n}" in container "${c.name}"`, warnings);
-  const newMounts = mergeMounts(c, plan, warnings);
-  if (newEnv === c.env && newMounts === c.volumeMounts) return c;
-  const out: Container = { ...c };
-  if (newEnv !== undefined) out.env = newEnv;
-  if (newMounts !== undefined) out.volumeMounts = newMounts;
   return out;
 }
 
-/** A mount is skipped when the container already mounts that volume or already uses that path. */
-function mergeMounts(c: Container, plan: InjectionPlan, warnings: string[]): VolumeMount[] | undefined {
-  const own = c.volumeMounts;
+const fullExtensions = new WeakMap<InjectionPlan, Extension>();
+
+function fullExtension(plan: InjectionPlan): Extension {
+  let extension = fullExtensions.get(plan);
+  if (extension === undefined) {
+    extension = Object.freeze({ env: plan.env.length === 0 ? NO_ITEMS : plan.envItems!, volumeMounts: plan.volumeMounts.length === 0 ? NO_ITEMS : plan.volumeMountItems! });
+    fullExtensions.set(plan, extension);
+  }
+  return extension;
+}
+
+const NO_ITEMS: readonly never[] = Object.freeze([]);
+
+/**
+ * The template mounts a container lacks: a mount is skipped when the container already mounts that
+ * volume or already uses that path. `plan.volumeMountItems` itself when every one is added.
+ */
+function addedMounts(c: Container, plan: InjectionPlan, warnings: string[]): readonly VolumeMount[] {
   const mounts = plan.volumeMounts;
-  if (mounts.length === 0) return own;
+  if (mounts.length === 0) return NO_ITEMS;
   // Only the pod's mounts that the templates' could clash with are indexed: a container may hold a
   // thousand mounts, and this runs for every application container (issue 11).
   const { mountNames: wantedNames, mountPaths: wantedPaths } = plan.wanted;
-  const names = new Map<string, VolumeMount>();
-  const paths = new Map<string, VolumeMount>();
-  for (const m of own ?? []) {
-    if (wantedNames.has(m.name)) names.set(m.name, m);
-    if (wantedPaths.has(m.mountPath)) paths.set(m.mountPath, m);
+  let names: Map<string, VolumeMount> | undefined;
+  let paths: Map<string, VolumeMount> | undefined;
+  for (const m of c.volumeMounts ?? []) {
+    if (wantedNames.has(m.name)) (names ??= new Map()).set(m.name, m);
+    if (wantedPaths.has(m.mountPath)) (paths ??= new Map()).set(m.mountPath, m);
   }
+  // Nothing of the container's in the way, and no two template mounts share a name or path: all go in.
+  if (names === undefined && paths === undefined && plan.volumeMountItems !== undefined) return plan.volumeMountItems;
+  names ??= new Map();
+  paths ??= new Map();
   const added: VolumeMount[] = [];
   for (const [m, template] of mounts) {
     const existing = names.get(m.name) ?? paths.get(m.mountPath);
@@ -175,16 +297,21 @@ function mergeMounts(c: Container, plan: InjectionPlan, warnings: string[]): Vol
       warnings.push(`volume mount "${m.name}" at ${m.mountPath} of template "${template}" conflicts with the mount "${existing.name}" at ${existing.mountPath} in container "${c.name}"; the pod's was kept`);
     }
   }
-  return added.length === 0 ? own : [...(own ?? []), ...added];
+  return added.length === mounts.length && plan.volumeMountItems !== undefined ? plan.volumeMountItems : added;
 }
 
-/** Appends the template's items that the pod does not have by name; returns `own` itself when nothing is new. */
-function mergeNamed<T extends NamedItem>(own: T[] | undefined, items: readonly Owned<T>[], wanted: ReadonlySet<string>, what: (name: string) => string, warnings: string[]): T[] | undefined {
-  if (items.length === 0) return own;
+/**
+ * The template items the pod's list lacks by name (to append to it); `all` (the items alone, when
+ * their names are distinct) itself when every one is added.
+ */
+function addedNamed<T extends NamedItem>(own: readonly T[] | undefined, items: readonly Owned<T>[], all: readonly T[] | undefined, wanted: ReadonlySet<string>, what: (name: string) => string, warnings: string[]): readonly T[] {
+  if (items.length === 0) return NO_ITEMS;
   // Only the pod's items with a name the templates use are indexed: a container may hold a thousand
   // env vars, and this runs for every application container (issue 11).
-  const byName = new Map<string, T>();
-  for (const i of own ?? []) if (wanted.has(i.name)) byName.set(i.name, i);
+  let byName: Map<string, T> | undefined;
+  for (const i of own ?? []) if (wanted.has(i.name)) (byName ??= new Map()).set(i.name, i);
+  if (byName === undefined && all !== undefined) return all;
+  byName ??= new Map();
   const added: T[] = [];
   for (const [item, template] of items) {
     const existing = byName.get(item.name);
@@ -195,19 +322,7 @@ function mergeNamed<T extends NamedItem>(own: T[] | undefined, items: readonly O
       warnings.push(`${what(item.name)} of template "${template}" already exists in the pod and differs; the pod's value was kept`);
     }
   }
-  return added.length === 0 ? own : [...(own ?? []), ...added];
+  return added.length === items.length && all !== undefined ? all : added;
 }
 
 const NONE: Readonly<Record<string, string>> = Object.freeze({});
-
-/**
- * Adds the templates' annotations or labels that the pod does not set, warning of each template
- * value the pod's overrode. Returns `own` itself when nothing is added, else a new map.
- */
-function mergeMap(own: Readonly<Record<string, string>>, entries: InjectionPlan['labels'], what: 'annotation' | 'label', warnings: string[]): Readonly<Record<string, string>> {
-  return withTemplateKeys(own, entries, (key, template) => void warnings.push(`${what} "${key}" of template "${template}" is already set on the pod; the pod's value was kept`));
-}
-
-function setList<K extends 'initContainers' | 'volumes' | 'imagePullSecrets'>(spec: PodSpec, key: K, value: PodSpec[K] | undefined): void {
-  if (value !== undefined) spec[key] = value;
-}

@@ -14,6 +14,11 @@ export interface Sidecar {
   /** In initContainers: a native sidecar, or a template's run-to-completion init container. */
   readonly init: boolean;
   readonly placement: Placement;
+  /**
+   * The container's mounts of a volume no selected template defines, which the pod must bring
+   * (the others are in the injected pod by construction: the volume is added, or the pod has it).
+   */
+  readonly podVolumeMounts: readonly VolumeMount[];
 }
 
 /**
@@ -34,8 +39,24 @@ export interface InjectionPlan {
   readonly volumeMounts: readonly Owned<VolumeMount>[];
   readonly volumes: readonly Owned<NamedItem>[];
   readonly imagePullSecrets: readonly Owned<NamedItem>[];
+  /**
+   * The items of those lists alone, when no two share a name (and, for mounts, a mount path):
+   * what a pod that has none of them gets, as one shared list; undefined otherwise.
+   */
+  readonly envItems: readonly NamedItem[] | undefined;
+  readonly volumeMountItems: readonly VolumeMount[] | undefined;
+  readonly volumeItems: readonly NamedItem[] | undefined;
+  readonly imagePullSecretItems: readonly NamedItem[] | undefined;
+  /** The application mounts of a volume no selected template defines (see Sidecar.podVolumeMounts). */
+  readonly podVolumeMounts: readonly Owned<VolumeMount>[];
   readonly labels: readonly Owned<readonly [key: string, value: string]>[];
   readonly annotations: readonly Owned<readonly [key: string, value: string]>[];
+  /**
+   * The labels and annotations a pod that has none of their keys gets, as one frozen map; undefined
+   * when two templates name one key (the first wins, and the others are warned of per pod).
+   */
+  readonly labelMap: Readonly<Record<string, string>> | undefined;
+  readonly annotationMap: Readonly<Record<string, string>> | undefined;
   /** The names (and mount paths) in those lists: what the pod's own items are looked up by. */
   readonly wanted: {
     readonly env: ReadonlySet<string>;
@@ -80,12 +101,17 @@ function makePlan(rendered: readonly RenderedTemplate[]): InjectionPlan {
   const conflicts = findConflicts(rendered);
   const status = statusOf(rendered);
   const owned = <T>(pick: (r: RenderedTemplate) => readonly T[]): Owned<T>[] => rendered.flatMap((r) => pick(r).map((item) => [item, r.name] as const));
-  const sidecars = sidecarsOf(rendered);
   const names = (items: readonly Owned<NamedItem>[]): ReadonlySet<string> => new Set(items.map(([item]) => item.name));
   const env = owned((r) => r.env);
   const volumeMounts = owned((r) => r.volumeMounts);
   const volumes = owned((r) => r.volumes);
   const imagePullSecrets = owned((r) => r.imagePullSecrets);
+  const volumeNames = names(volumes);
+  const labels = owned((r) => Object.entries(r.labels));
+  const annotations = owned((r) => Object.entries(r.annotations));
+  const sidecars = sidecarsOf(rendered, volumeNames);
+  const mountPaths = new Set(volumeMounts.map(([m]) => m.mountPath));
+  const distinct = <T extends NamedItem>(items: readonly Owned<T>[], ...sizes: number[]): readonly T[] | undefined => (sizes.every((n) => n === items.length) ? Object.freeze(items.map(([item]) => item)) : undefined);
   return Object.freeze({
     rendered: Object.freeze([...rendered]),
     conflict: conflicts.length > 0 ? conflicts.map((c) => c.message).join('; ') : undefined,
@@ -95,18 +121,33 @@ function makePlan(rendered: readonly RenderedTemplate[]): InjectionPlan {
     volumeMounts,
     volumes,
     imagePullSecrets,
-    labels: owned((r) => Object.entries(r.labels)),
-    annotations: owned((r) => Object.entries(r.annotations)),
+    envItems: distinct(env, names(env).size),
+    volumeMountItems: distinct(volumeMounts, names(volumeMounts).size, mountPaths.size),
+    volumeItems: distinct(volumes, volumeNames.size),
+    imagePullSecretItems: distinct(imagePullSecrets, names(imagePullSecrets).size),
+    podVolumeMounts: volumeMounts.filter(([m]) => !volumeNames.has(m.name)),
+    labels,
+    annotations,
+    labelMap: keyMap(labels),
+    annotationMap: keyMap(annotations),
     wanted: {
       env: names(env),
       mountNames: names(volumeMounts),
-      mountPaths: new Set(volumeMounts.map(([m]) => m.mountPath)),
-      volumes: names(volumes),
+      mountPaths,
+      volumes: volumeNames,
       imagePullSecrets: names(imagePullSecrets),
     },
     status,
     statusText: encodeStatus(status),
   });
+}
+
+/** The map of `entries` when no two share a key; built as templateKeys builds one ("__proto__" stays a key). */
+function keyMap(entries: readonly Owned<readonly [key: string, value: string]>[]): Readonly<Record<string, string>> | undefined {
+  if (new Set(entries.map(([[key]]) => key)).size !== entries.length) return undefined;
+  const map: Record<string, string> = {};
+  for (const [[key, value]] of entries) Object.defineProperty(map, key, { value, enumerable: true, writable: true, configurable: true });
+  return Object.freeze(map);
 }
 
 /**
@@ -116,15 +157,16 @@ function makePlan(rendered: readonly RenderedTemplate[]): InjectionPlan {
  * always go first. A name met twice keeps the first template's placement (findConflicts refuses
  * such a selection anyway).
  */
-function sidecarsOf(rendered: readonly RenderedTemplate[]): Sidecar[] {
+function sidecarsOf(rendered: readonly RenderedTemplate[], volumes: ReadonlySet<string>): Sidecar[] {
   const where = new Map<string, Placement>();
   for (const r of rendered) {
     for (const c of r.containers) if (!where.has(c.name)) where.set(c.name, r.placement ?? (r.nativeSidecar ? 'first' : 'last'));
   }
   const out: Sidecar[] = [];
+  const podVolumeMounts = (c: Container): readonly VolumeMount[] => (c.volumeMounts ?? []).filter((m) => !volumes.has(m.name));
   for (const r of rendered) {
-    for (const c of r.initContainers) out.push({ container: c, template: r.name, init: true, placement: 'first' });
-    for (const c of r.containers) out.push({ container: c, template: r.name, init: r.nativeSidecar, placement: where.get(c.name) ?? 'first' });
+    for (const c of r.initContainers) out.push({ container: c, template: r.name, init: true, placement: 'first', podVolumeMounts: podVolumeMounts(c) });
+    for (const c of r.containers) out.push({ container: c, template: r.name, init: r.nativeSidecar, placement: where.get(c.name) ?? 'first', podVolumeMounts: podVolumeMounts(c) });
   }
   return out;
 }

@@ -92,6 +92,8 @@ function namedTemplates(names: readonly string[], set: TemplateSet): CompiledTem
 
 /** Splits the templates annotation: comma-separated, blanks ignored, first mention wins. */
 export function parseNames(value: string): string[] {
+  // Most pods name no template: nothing to split.
+  if (value === '') return [];
   return [...new Set(value.split(',').map((n) => n.trim()).filter((n) => n !== ''))];
 }
 

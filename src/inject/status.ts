@@ -56,7 +56,8 @@ const records = new WeakMap<RenderedTemplate, TemplateRecord>();
 
 /** The status of an injection of these rendered templates. */
 export function statusOf(rendered: readonly RenderedTemplate[]): InjectionStatus {
-  return { templates: rendered.map((r) => r.name), injected: rendered.map(recordOf) };
+  // Frozen: the audit annotations keep one map per list of names (admission/audit.ts).
+  return { templates: Object.freeze(rendered.map((r) => r.name)), injected: rendered.map(recordOf) };
 }
 
 /** The annotation's value. */

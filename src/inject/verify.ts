@@ -1,5 +1,5 @@
 import { attempt, InjectorError } from '../errors.js';
-import type { Container, Pod } from '../kube/types.js';
+import type { Container, NamedItem, Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 import { renderValues } from '../templates/placeholders.js';
 import type { CompiledTemplate } from '../templates/template.js';
@@ -53,12 +53,22 @@ function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: Inject
   const selection = attempt(() => selectTemplates(pod, set, scope));
   if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate, []);
   if (!selection.inject) return { kind: 'skipped', reason: selection.reason };
-  const templates = selection.templates.map((t) => t.name);
+  const templates = namesOf(selection.templates);
   // A conflict or refused override denies here too, so both handlers agree on every pod.
   const missing = attempt(() => missingSidecars(pod, selection.templates, namespace, context));
   if (missing instanceof InjectorError) return denied(missing, refusalReason(missing), []);
   if (missing.length > 0) return denied(new InjectorError('SIDECARS_MISSING', [missing.join('; ')]), Reason.SidecarsMissing, templates, 'Forbidden');
   return { kind: 'allowed', reason: Reason.SidecarsPresent, templates };
+}
+
+const names = new WeakMap<readonly CompiledTemplate[], readonly string[]>();
+
+/** The names of a selection; a set's defaults (frozen, the selection of most pods) are named once, in a frozen list. */
+function namesOf(templates: readonly CompiledTemplate[]): readonly string[] {
+  if (!Object.isFrozen(templates)) return templates.map((t) => t.name);
+  let list = names.get(templates);
+  if (list === undefined) names.set(templates, (list = Object.freeze(templates.map((t) => t.name))));
+  return list;
 }
 
 /**
@@ -68,19 +78,43 @@ function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: Inject
 function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): string[] {
   // Rendered as the mutating handler renders them: an image override changes the expected repository.
   const rendered = renderTemplates(pod, templates, namespace, context);
-  const { containers, initContainers, volumes } = podParts(pod);
+  const spec = pod.spec ?? {};
+  const containers = lookupOf(spec.containers);
+  const initContainers = lookupOf(spec.initContainers);
+  const volumes = lookupOf(spec.volumes);
   const missing: string[] = [];
   for (const r of rendered) {
     for (const want of r.containers) {
-      const found = r.nativeSidecar ? initContainers.get(want.name) : containers.get(want.name);
+      const found = find(r.nativeSidecar ? initContainers : containers, want.name);
       const problem = checkContainer(want, found, r.nativeSidecar);
       if (problem !== undefined) missing.push(`${problem} (template "${r.name}")`);
     }
     for (const v of r.volumes) {
-      if (!volumes.has(v.name)) missing.push(`volume "${v.name}" (template "${r.name}")`);
+      if (find(volumes, v.name) === undefined) missing.push(`volume "${v.name}" (template "${r.name}")`);
     }
   }
   return missing;
+}
+
+/**
+ * A list of the pod's named items, to look a few names up in: the list itself when it is short
+ * (a scan allocates nothing), else a map of it, so that a pod of thousands of items is indexed once
+ * rather than scanned once per name a template wants.
+ */
+type Lookup<T extends NamedItem> = readonly T[] | ReadonlyMap<string, T>;
+const SCANNED_ITEMS = 16;
+
+function lookupOf<T extends NamedItem>(list: readonly T[] | undefined): Lookup<T> {
+  if (list === undefined || list.length <= SCANNED_ITEMS) return list ?? [];
+  return new Map(list.map((item) => [item.name, item]));
+}
+
+/** The item of that name; the last one when the pod (wrongly) has several, as a map of the list keeps it. */
+function find<T extends NamedItem>(lookup: Lookup<T>, name: string): T | undefined {
+  if (!Array.isArray(lookup)) return (lookup as ReadonlyMap<string, T>).get(name);
+  const list = lookup as readonly T[];
+  for (let i = list.length - 1; i >= 0; i--) if (list[i]!.name === name) return list[i];
+  return undefined;
 }
 
 function checkContainer(want: Container, found: Container | undefined, native: boolean): string | undefined {

@@ -79,8 +79,13 @@ const OP_HEADS: Readonly<Record<Operation['op'], string>> = { add: '{"op":"add",
 /** What JSON.stringify escapes in a string: `"`, `\\`, control characters, and lone surrogates (ES2019's well-formed JSON.stringify). */
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
-// A path is short and seldom holds anything to escape; JSON.stringify is a native call per string.
-function jsonString(text: string): string {
+/** The characters of JSON.stringify(text) between its quotes. */
+export function jsonStringBody(text: string): string {
+  return NEEDS_ESCAPE.test(text) ? JSON.stringify(text).slice(1, -1) : text;
+}
+
+/** JSON.stringify(text). A path is short and seldom holds anything to escape; JSON.stringify is a native call per string. */
+export function jsonString(text: string): string {
   return NEEDS_ESCAPE.test(text) ? JSON.stringify(text) : `"${text}"`;
 }
 
@@ -100,7 +105,7 @@ const COMPOSE_DEPTH = 2;
  * frozen is left to JSON.stringify. Only JSON values reach this (parsed pods, templates read from
  * YAML): no undefined in a list, no toJSON.
  */
-function jsonOf(value: unknown, depth = 0): string {
+export function jsonOf(value: unknown, depth = 0): string {
   if (typeof value === 'string') return stringOf(value);
   if (typeof value !== 'object' || value === null) return JSON.stringify(value);
   if (Object.isFrozen(value)) {

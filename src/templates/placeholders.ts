@@ -85,7 +85,7 @@ export function compileValue(value: unknown, path = ''): Compiled {
 function compileArray(items: unknown[], path: string): Compiled {
   const parts = items.map((item, i) => compileValue(item, `${path}/${i}`));
   if (parts.every(isStatic)) return { static: items };
-  return { render: (v) => parts.map((p) => materialize(p, v)), inputs: inputsOf(parts), reads: readsOf(parts) };
+  return { render: (v) => parts.map((p) => materialize(p, v)), inputs: partInputs(parts), reads: readsOf(parts) };
 }
 
 function compileObject(obj: Record<string, unknown>, path: string): Compiled {
@@ -98,7 +98,7 @@ function compileObject(obj: Record<string, unknown>, path: string): Compiled {
       for (let i = 0; i < keys.length; i++) out[keys[i]!] = materialize(parts[i]!, v);
       return out;
     },
-    inputs: inputsOf(parts),
+    inputs: partInputs(parts),
     reads: readsOf(parts),
   };
 }
@@ -159,7 +159,7 @@ export function materialize(c: Compiled, v: RenderValues): unknown {
   return isStatic(c) ? c.static : c.render(v);
 }
 
-function inputsOf(parts: readonly Compiled[]): Expr[] {
+function partInputs(parts: readonly Compiled[]): Expr[] {
   return parts.flatMap((p) => (isStatic(p) ? [] : p.inputs));
 }
 
@@ -186,6 +186,11 @@ export function renderKey(c: Compiled, v: RenderValues): string {
     key += `${text.length}:${text}`;
   }
   return key;
+}
+
+/** The placeholders of a compiled branch, in the order renderKey reads them (none for a static one). */
+export function inputsOf(c: Compiled): readonly ((v: RenderValues) => string)[] {
+  return isStatic(c) ? [] : c.inputs;
 }
 
 /** True when the compiled branch holds at least one placeholder. */

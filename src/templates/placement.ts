@@ -24,24 +24,42 @@ export function placementFault(value: unknown): string | undefined {
 /** Inserts `added` into `own` by each item's placement; returns `own` itself when nothing is added. */
 export function insertPlaced<T extends { readonly name: string }>(own: readonly T[] | undefined, added: readonly (readonly [T, Placement])[]): T[] | undefined {
   if (added.length === 0) return own === undefined ? undefined : (own as T[]);
-  const list = [...(own ?? [])];
+  return placeItems(own ?? [], added).map((e) => (typeof e === 'number' ? own![e]! : e));
+}
+
+/**
+ * The list insertPlaced makes, with each of `own`'s items given as its index in `own`: what the
+ * mutating handler walks to write the patch (an item is either the pod's own, at a known index, or
+ * one inserted at its place), without a copy of the pod's list of items.
+ */
+export function placeItems<T extends { readonly name: string }>(own: readonly T[], added: readonly (readonly [T, Placement])[]): (number | T)[] {
+  const list: (number | T)[] = [];
+  for (let i = 0; i < own.length; i++) list.push(i);
   let firsts = 0; // `first` items keep their template order at the head of the list
   for (const [item, placement] of added) {
-    const at = indexFor(list, placement, firsts);
+    const at = indexFor(list, own, placement, firsts);
     if (placement === 'first' || at < firsts) firsts++;
     list.splice(at, 0, item);
   }
   return list;
 }
 
-function indexFor(list: readonly { readonly name: string }[], placement: Placement, firsts: number): number {
+function indexFor<T extends { readonly name: string }>(list: readonly (number | T)[], own: readonly T[], placement: Placement, firsts: number): number {
   if (placement === 'first') return firsts;
   if (placement === 'last') return list.length;
   // A missing anchor is not an error: the other injector may not have run yet (or at all).
   if ('before' in placement) {
-    const i = list.findIndex((c) => c.name === placement.before);
+    const i = indexOfName(list, own, placement.before);
     return i < 0 ? list.length : i;
   }
-  const i = list.findIndex((c) => c.name === placement.after);
+  const i = indexOfName(list, own, placement.after);
   return i < 0 ? list.length : i + 1;
+}
+
+function indexOfName<T extends { readonly name: string }>(list: readonly (number | T)[], own: readonly T[], name: string): number {
+  for (let i = 0; i < list.length; i++) {
+    const e = list[i]!;
+    if ((typeof e === 'number' ? own[e]!.name : e.name) === name) return i;
+  }
+  return -1;
 }

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
-import { compileValue, isDynamic, keysRead, materialize, renderKey, type Compiled, type RenderValues } from './placeholders.js';
+import { compileValue, inputsOf, isDynamic, keysRead, materialize, type Compiled, type RenderValues } from './placeholders.js';
 import type { Placement } from './placement.js';
 import type { OverrideField } from './schema.js';
 
@@ -117,19 +117,52 @@ const RENDER_CACHE_KEY_MAX = 2048;
  * ReplicaSet share namespace, generateName, labels and annotations, so a busy cluster renders (and
  * hashes) each template once per workload instead of once per review. The rendering is frozen, as
  * the constant one is, since reviews share it.
+ *
+ * The renderings are found through one map per placeholder, keyed by its expanded text, in the
+ * order renderKey reads them: the same entries as a map keyed by renderKey's string (two reviews
+ * meet the same one exactly when every placeholder expands alike), but a review whose rendering is
+ * kept builds no key. The bounds are renderKey's: the entries, and the length of that key.
  */
 function memoized(compiled: Compiled, render: (v: RenderValues) => RenderedTemplate): (v: RenderValues) => RenderedTemplate {
-  const cache = new Map<string, RenderedTemplate>();
-  return (v) => {
-    const key = renderKey(compiled, v);
-    const hit = cache.get(key);
-    if (hit !== undefined) return hit;
+  const inputs = inputsOf(compiled);
+  let root: Level = new Map();
+  let entries = 0;
+  const miss = (v: RenderValues): RenderedTemplate => {
+    const texts = inputs.map((input) => input(v));
     const rendered = deepFreeze(render(v));
-    if (key.length > RENDER_CACHE_KEY_MAX) return rendered;
-    if (cache.size >= RENDER_CACHE_ENTRIES) cache.clear();
-    cache.set(key, rendered);
+    if (texts.reduce((n, text) => n + keyLength(text), 0) > RENDER_CACHE_KEY_MAX) return rendered;
+    if (entries >= RENDER_CACHE_ENTRIES) {
+      root = new Map();
+      entries = 0;
+    }
+    let level = root;
+    for (let i = 0; i < texts.length - 1; i++) {
+      let next = level.get(texts[i]!) as Level | undefined;
+      if (next === undefined) level.set(texts[i]!, (next = new Map()));
+      level = next;
+    }
+    level.set(texts[texts.length - 1] ?? '', rendered);
+    entries++;
     return rendered;
   };
+  return (v) => {
+    let level = root;
+    for (let i = 0; i < inputs.length; i++) {
+      const next = level.get(inputs[i]!(v));
+      if (next === undefined) return miss(v);
+      if (i === inputs.length - 1) return next as RenderedTemplate;
+      level = next as Level;
+    }
+    return (level.get('') as RenderedTemplate | undefined) ?? miss(v);
+  };
+}
+
+/** One level of memoized's maps: the next level by a placeholder's text, or, at the last, the rendering. */
+type Level = Map<string, Level | RenderedTemplate>;
+
+/** The characters a text takes in renderKey's key: its length, a colon, the text. */
+function keyLength(text: string): number {
+  return String(text.length).length + 1 + text.length;
 }
 
 function constant(rendered: RenderedTemplate): () => RenderedTemplate {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import fjp from 'fast-json-patch';
-import { AuditKeys } from '../../src/admission/audit.js';
+import { auditAnnotations, AuditKeys } from '../../src/admission/audit.js';
 import type { AdmissionRequest } from '../../src/admission/codec.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { httpsRequest } from '../helpers/client.js';
@@ -73,5 +73,24 @@ describe('the AdmissionReview on the wire', () => {
     assert.deepEqual(response.auditAnnotations, { decision: 'injected', reason: 'injected', templates: 'log-shipper' });
     assert.equal(response.warnings.length, 1);
     assert.match(response.warnings[0], /fluentbit\.io\/exclude/);
+  });
+});
+
+describe('auditAnnotations', () => {
+  it('gives a frozen list of names one shared, frozen map per decision and reason', () => {
+    const names = Object.freeze(['proxy', 'log-shipper']);
+    const first = auditAnnotations('injected', 'injected', names);
+    assert.equal(auditAnnotations('injected', 'injected', names), first);
+    assert.ok(Object.isFrozen(first));
+    assert.deepEqual(first, { decision: 'injected', reason: 'injected', templates: 'proxy,log-shipper' });
+    assert.deepEqual(auditAnnotations('injected', 'already-injected', names), { decision: 'injected', reason: 'already-injected', templates: 'proxy,log-shipper' });
+    assert.deepEqual(auditAnnotations('skipped', 'not-opted-in', []), { decision: 'skipped', reason: 'not-opted-in' });
+  });
+
+  it('names what a list that is not frozen holds now, though it changed since its last answer', () => {
+    const names = ['proxy'];
+    assert.equal(auditAnnotations('allowed', 'sidecars-present', names)[AuditKeys.templates], 'proxy');
+    names.push('log-shipper');
+    assert.equal(auditAnnotations('allowed', 'sidecars-present', names)[AuditKeys.templates], 'proxy,log-shipper');
   });
 });

@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import fjp from 'fast-json-patch';
 import type { AdmissionRequest } from '../../src/admission/codec.js';
+import { createHandlers } from '../../src/admission/handlers.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
-import { diff } from '../../src/patch/diff.js';
+import { diff, encodePatch } from '../../src/patch/diff.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { decodePatch, mutate, optedInPod, podReview, validate } from '../helpers/review.js';
 import { agent, jobOwner, locked, podWith, set, template, templates } from '../helpers/templates.js';
@@ -231,5 +232,69 @@ describe('warnings about the pod\'s own values (shipped templates)', () => {
   it('are not raised for a pod that set the same value as the template', () => {
     const pod = optedInPod({ annotations: { 'fluentbit.io/exclude': 'true' } });
     assert.equal(mutate(requestOf(pod), set).response.warnings, undefined);
+  });
+});
+
+describe('a template reload', () => {
+  // Everything worked out once per template set (the plan's shared lists and mounts, the renderings,
+  // the audit annotations, the names of the defaults) belongs to that set's compiled templates: the
+  // next set, even with the same names, must be answered from its own.
+  const version = (n: number): TemplateSet =>
+    set(template('agent', `  default: true
+  containers:
+    - name: agent
+      image: registry.example.com/agent:${n}.0
+      env: [{ name: POD, value: "{{ pod.name }}" }]
+      volumeMounts: [{ name: cache-${n}, mountPath: /cache }]
+  volumes: [{ name: cache-${n}, emptyDir: {} }]
+  volumeMounts: [{ name: cache-${n}, mountPath: /cache-${n} }]
+  env: [{ name: AGENT_VERSION, value: "${n}" }]
+  annotations: { example.com/agent: "v${n}" }
+`));
+
+  it('is answered from the new set\'s templates only, by both handlers', () => {
+    let current = version(1);
+    const source = { templates: () => current };
+    const mutating = createHandlers(source).byPath.get('/mutate')!;
+    const validating = createHandlers(source).byPath.get('/validate')!;
+    const pod = (): any => optedInPod({ spec: { containers: [{ name: 'app', image: 'app:1' }] } });
+    const injectedBy = (n: number): any => {
+      const verdict = mutating(requestOf(pod()));
+      assert.equal(verdict.decision, 'injected');
+      const patch = decodePatch(verdict.response);
+      const text = JSON.stringify(patch);
+      assert.ok(text.includes(`agent:${n}.0`) && text.includes(`cache-${n}`) && text.includes(`"v${n}"`), text);
+      assert.ok(!text.includes(`agent:${3 - n}.0`) && !text.includes(`cache-${3 - n}`), text);
+      assert.match(verdict.response.auditAnnotations?.['templates'] ?? '', /^agent$/);
+      // What the application container gains: the plan's shared lists, of this set's template.
+      const app = (path: string): unknown => patch.find((op: { path: string }) => op.path === path)?.value;
+      assert.deepEqual(app('/spec/containers/0/env'), [{ name: 'AGENT_VERSION', value: `${n}` }]);
+      assert.deepEqual(app('/spec/containers/0/volumeMounts'), [{ name: `cache-${n}`, mountPath: `/cache-${n}` }]);
+      return fjp.applyPatch(structuredClone(pod()), patch).newDocument;
+    };
+    const first = injectedBy(1);
+    assert.equal(validating(requestOf(first)).decision, 'allowed');
+    current = version(2);
+    const second = injectedBy(2);
+    assert.equal(validating(requestOf(second)).decision, 'allowed');
+    // The pod injected under the first set lacks the second's volume: the set in force does not
+    // admit it; only its status, of a version this source no longer serves, vouches for it.
+    assert.equal(validating(requestOf(first)).reason, 'recorded-templates');
+    assert.equal(validating(requestOf(second)).reason, 'sidecars-present');
+  });
+});
+
+describe('the patch\'s bytes', () => {
+  it('are the diff\'s, byte for byte, for patches small and large, one review after another', async () => {
+    const shipped = await loadTemplateSet('templates');
+    const pods = [1, 30, 240, 2].map((n) => optedInPod({ labels: { 'app.kubernetes.io/name': 'café€😀' }, annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' }, spec: { containers: Array.from({ length: n }, (_, i) => ({ name: `app-${i}`, image: 'nginx:1.27' })) } }));
+    const answers = pods.map((pod) => mutate(requestOf(pod), shipped).response.patch);
+    pods.forEach((pod, i) => {
+      const selected = ['log-shipper', 'proxy'].map((name) => shipped.templates.get(name)!);
+      const expected = encodePatch(diff(pod, injectSidecars(pod, selected, 'default').pod));
+      assert.equal(Buffer.from(answers[i]!, 'base64').toString('utf8'), expected);
+    });
+    // The 240-container patch does not fit the kept buffer (3 bytes a character at most); the small ones after it do.
+    assert.ok(Buffer.from(answers[2]!, 'base64').length * 3 > 64 * 1024);
   });
 });

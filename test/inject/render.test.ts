@@ -91,6 +91,16 @@ describe('rendering against the pod as it will be stored', () => {
     assert.deepEqual(twice.warnings, []);
   });
 
+  it('applies an override annotation that a selected template adds, though no template reads it', () => {
+    const pinner = template('pinner', `  annotations:
+    agent.sidecar-injector.io/image: registry.example.com/agent:2.0
+`);
+    const both = set(agent, pinner);
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'agent,pinner' } });
+    const [rendered] = renderTemplates(pod, [both.templates.get('agent')!, both.templates.get('pinner')!], 'default');
+    assert.equal(rendered!.containers[0]!.image, 'registry.example.com/agent:2.0');
+  });
+
   it('lets the pod\'s own value win over the template\'s', () => {
     const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'reader', 'reader.example.com/mode': 'debug' } });
     const once = injectSidecars(pod, [readers.templates.get('reader')!], 'default');

@@ -113,3 +113,20 @@ describe('verifyPod', () => {
     assert.deepEqual(verdictOf(pod, replica([v2])), { kind: 'skipped', reason: Reason.OptedOut });
   });
 });
+
+describe('the sidecars looked up in pods of few and of many containers', () => {
+  const s = set(shipper('registry.example.com/shipper:1'));
+  for (const apps of [1, 40]) {
+    const pod = (sidecars: readonly string[]): any => {
+      const p = optedInPod();
+      const own = Array.from({ length: apps }, (_, i) => ({ name: `app-${i}`, image: 'nginx:1.27' }));
+      return { ...p, spec: { ...p.spec, containers: [...sidecars.map((image) => ({ name: 'shipper', image })), ...own] } };
+    };
+    it(`judges the last container of a name, as the apiserver would see a duplicate (${apps} application containers)`, () => {
+      assert.equal(verdictOf(pod(['registry.example.com/shipper:2']), s).kind, 'allowed');
+      assert.equal(verdictOf(pod(['registry.example.com/shipper:2', 'registry.example.com/other:1']), s).kind, 'denied');
+      assert.equal(verdictOf(pod(['registry.example.com/other:1', 'registry.example.com/shipper:2']), s).kind, 'allowed');
+      assert.equal(verdictOf(pod([]), s).reason, Reason.SidecarsMissing);
+    });
+  }
+});

@@ -49,6 +49,16 @@ describe('compiled template rendering', () => {
     assert.equal(firstArg({ zone: 'a', rack: '\u0000x' }), '--zone=a\u0000x');
   });
 
+  it('keeps renderings apart whose placeholder values differ only in where one ends and the next begins', () => {
+    assert.deepEqual(render({ zone: 'a' }, 'bshop').containers[0]!.args, ['--zone=a', '--ns=bshop']);
+    assert.deepEqual(render({ zone: 'ab' }, 'shop').containers[0]!.args, ['--zone=ab', '--ns=shop']);
+  });
+
+  it('renders right once it has started over at its bound of 256 renderings', () => {
+    for (let i = 0; i < 300; i++) assert.equal(firstArg({ zone: `z${i}` }), `--zone=z${i}`);
+    assert.equal(render({ zone: 'z5' }), render({ zone: 'z5' }));
+  });
+
   it('gives the same rendering as a fresh one and freezes the shared result', () => {
     const labels = { zone: 'd', rack: '1' };
     const cached = render(labels);
