@@ -7,7 +7,7 @@ import { OptInScope, Reason, refusalReason, selectTemplates } from '../inject/po
 import { verifyPod } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
-import { DefaultBodyLimits, patchText, type BodyLimits, type ReviewRequest } from './codec.js';
+import { DefaultBodyLimits, encodePatch, type BodyLimits, type ReviewRequest } from './codec.js';
 import { Endpoints, HandlerKind } from './endpoints.js';
 import { DefaultPodLimits, podObject, type PodLimits } from './pod.js';
 import { allowed, Decision, denied, injected, passed, type Verdict } from './verdict.js';
@@ -104,17 +104,17 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
   // Written from the injection's decisions, byte for byte the diff of the pod and the injected pod
   // (injectionPatch), without making that pod.
   const { text, ops } = injectionPatch(pod, injection);
-  const patch = ops > 0 ? patchBytes(text) : undefined;
+  const patch = ops > 0 ? encodePatch(text, patchBytes) : undefined;
   // An answer of megabytes (a pod of many containers, each given the templates' env and mounts)
   // costs memory here and in the apiserver; the pod is refused with the size instead.
-  if (patch !== undefined && patch.length > limits.patchBytes) {
-    return denied(new InjectorError('PATCH_TOO_LARGE', [patch.length, limits.patchBytes, Options.maxPatchKib.flag]), Reason.InvalidReview);
+  if (patch !== undefined && patch.bytes > limits.patchBytes) {
+    return denied(new InjectorError('PATCH_TOO_LARGE', [patch.bytes, limits.patchBytes, Options.maxPatchKib.flag]), Reason.InvalidReview);
   }
-  return injected(ops > 0 ? Reason.Injected : Reason.AlreadyInjected, injection.plan.status.templates, ops, patch === undefined ? undefined : patchText(patch), injection.warnings);
+  return injected(ops > 0 ? Reason.Injected : Reason.AlreadyInjected, injection.plan.status.templates, ops, patch?.base64, injection.warnings);
 }
 
 /**
- * The patch's UTF-8 bytes, for its size and its base64 (patchText), which copies them: written into
+ * The patch's UTF-8 bytes, for its size and its base64 (encodePatch), which copies them: written into
  * one buffer kept for the purpose when they fit (at most 3 bytes a UTF-16 unit), since
  * Buffer.from takes a 2 KB patch from Node's 8 KB pool and so allocates a new ArrayBuffer every few
  * reviews. The view is used and dropped within the synchronous review.

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { checkBody, decodeBody, describeValue, encodeAnswer, MAX_KEY_FANOUT, MAX_NESTING, OWN_CONTEXT_KEYS, patchText, ReviewVersion, type BodyLimits, type ResponseBody } from '../../src/admission/codec.js';
+import { checkBody, decodeBody, describeValue, encodeAnswer, encodePatch, MAX_KEY_FANOUT, MAX_NESTING, OWN_CONTEXT_KEYS, patchText, ReviewVersion, type BodyLimits, type ResponseBody } from '../../src/admission/codec.js';
 import { InjectorError } from '../../src/errors.js';
 
 const limits = { objectKeys: 3, nodes: 10, objectLayouts: 1000, shortStrings: 1000 };
@@ -215,5 +215,23 @@ describe('encodeAnswer', () => {
     const stale = { allowed: true, patchType: 'JSONPatch', patch: 'a"b' } as const;
     patchText(Buffer.from('x'));
     assert.equal(encodeAnswer(review, stale), asStringify(stale));
+  });
+
+  it('encodes a patch text equal to the last one once, and writes it as it is every time', () => {
+    let made = 0;
+    const toBytes = (text: string): Buffer => (made++, Buffer.from(text));
+    const text = (value: string): string => `[{"op":"add","path":"/metadata/labels/a","value":${JSON.stringify(value)}}]`;
+    const first = encodePatch(text('caf\u00e9'), toBytes);
+    assert.deepEqual([first.base64, first.bytes], [Buffer.from(text('caf\u00e9')).toString('base64'), Buffer.byteLength(text('caf\u00e9'))]);
+    const again = encodePatch(text('caf\u00e9').slice(0), toBytes);
+    assert.equal(made, 1, 'an equal text (another string) is encoded once');
+    const body = { allowed: true, patchType: 'JSONPatch', patch: again.base64 } as const;
+    assert.equal(encodeAnswer(review, body), asStringify(body));
+    const other = encodePatch(text('cafe'), toBytes);
+    assert.equal(made, 2);
+    assert.equal(other.base64, Buffer.from(text('cafe')).toString('base64'));
+    // A text equal to the one before the last is encoded again: only the last is kept.
+    encodePatch(text('caf\u00e9'), toBytes);
+    assert.equal(made, 3);
   });
 });
