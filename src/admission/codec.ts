@@ -339,31 +339,40 @@ function countLayouts(text: string, limit: number): void {
       stringEnd = i;
     } else if (c === COLON) {
       const from = at[depth]!;
-      const last = lastName[from];
-      if (last !== undefined && last.length === stringEnd - stringStart && text.startsWith(last, stringStart)) {
-        at[depth] = lastTo[from]!;
+      // An object of DICTIONARY_KEYS keys or more (DICTIONARY) makes no hidden class, and a run
+      // that long is in no smaller object: its keys from there on are not followed. (They were,
+      // and a pod of 2100 annotations, well inside Kubernetes' 256 KiB, was refused.)
+      if (from === DICTIONARY) {
+        // Nothing to follow.
+      } else if (length[from]! + 1 >= DICTIONARY_KEYS) {
+        at[depth] = DICTIONARY;
       } else {
-        const name = text.slice(stringStart, stringEnd);
-        let id = names.get(name);
-        if (id === undefined) names.set(name, (id = names.size + 1));
-        const pair = from * base + id;
-        let to = runs.get(pair);
-        if (to === undefined) {
-          if (runs.size >= limit) throw tooManyLayouts(limit);
-          runs.set(pair, (to = runs.size + 1));
-          parent[to] = from;
-          length[to] = length[from]! + 1;
+        const last = lastName[from];
+        if (last !== undefined && last.length === stringEnd - stringStart && text.startsWith(last, stringStart)) {
+          at[depth] = lastTo[from]!;
+        } else {
+          const name = text.slice(stringStart, stringEnd);
+          let id = names.get(name);
+          if (id === undefined) names.set(name, (id = names.size + 1));
+          const pair = from * base + id;
+          let to = runs.get(pair);
+          if (to === undefined) {
+            if (runs.size >= limit) throw tooManyLayouts(limit);
+            runs.set(pair, (to = runs.size + 1));
+            parent[to] = from;
+            length[to] = length[from]! + 1;
+          }
+          lastName[from] = name;
+          lastTo[from] = to;
+          at[depth] = to;
         }
-        lastName[from] = name;
-        lastTo[from] = to;
-        at[depth] = to;
       }
     } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
       at[++depth] = 0;
     } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
       const last = at[depth]!;
-      const keys = length[last]!;
-      if (counted[last] === 0 && keys > 0 && keys < DICTIONARY_KEYS) {
+      const keys = last === DICTIONARY ? 0 : length[last]!;
+      if (keys > 0 && counted[last] === 0) {
         counted[last] = 1;
         for (let run = last; run !== 0; run = parent[run]!) {
           const size = classes.size;
@@ -391,6 +400,9 @@ function countLayouts(text: string, limit: number): void {
     plain = 0;
   }
 }
+
+/** countLayouts' mark of an open object that has reached DICTIONARY_KEYS keys. */
+const DICTIONARY = -1;
 
 function tooManyLayouts(limit: number): InjectorError {
   return invalid(`the body holds more than ${limit} distinct object layouts (runs of key names; --${Options.maxObjectLayouts.flag}); no real pod holds that many`);

@@ -113,10 +113,22 @@ describe('checkBody', () => {
     const prefixes = `[${names.map((_, n) => `{${names.slice(0, n + 1).map((k) => `"${k}":0`).join(',')}}`).join(',')}]`;
     assert.equal(passes(prefixes, 210), true);
     assert.equal(passes(prefixes, 209), false);
-    // An object of 128 keys is a dictionary: its 128 runs count, its hidden classes do not (those of 127 keys do).
-    const keys = (n: number): string => `{${Array.from({ length: n }, (_, i) => `"k${i}":0`).join(',')}}`;
+    // An object of 128 keys is a dictionary: its hidden classes do not count (those of 127 keys do),
+    // nor its runs past the 127th, which no smaller object can have.
+    const keys = (n: number, prefix = 'k'): string => `{${Array.from({ length: n }, (_, i) => `"${prefix}${i}":0`).join(',')}}`;
     assert.equal(passes(`[${keys(128)},${keys(127)}]`, 128), true);
     assert.equal(passes(`[${keys(127)},${keys(126)}]`, 200), false);
+    assert.equal(passes(`[${keys(900)},${keys(900, 'f:')}]`, 300), true);
+    assert.equal(passes(`[${keys(900)},${keys(900, 'f:')}]`, 200), false, 'the first 127 runs of each still count');
+  });
+
+  it('admits, at the default limits, a pod of 2100 annotations (about 100 KB, inside Kubernetes\' 256 KiB) with its managedFields entry', () => {
+    const annotations = Object.fromEntries(Array.from({ length: 2100 }, (_, i) => [`example.com/setting-${i}`, `value-${i}-${'x'.repeat(20)}`]));
+    const fields = Object.fromEntries(Object.keys(annotations).map((key) => [`f:${key}`, {}]));
+    const pod = { metadata: { name: 'web', annotations, managedFields: [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': { 'f:annotations': { '.': {}, ...fields } } } }] }, spec: { containers: [{ name: 'app', image: 'app' }] } };
+    const text = JSON.stringify({ kind: 'AdmissionReview', apiVersion: ReviewVersion.V1, request: { uid: 'u', object: pod } });
+    assert.doesNotThrow(() => checkBody(text));
+    assert.equal(decodeBody(text).request.uid, 'u');
   });
 
   it(`refuses more than ${MAX_KEY_FANOUT} different names after the same keys in objects of one key count, in a body of more than ${OWN_CONTEXT_KEYS} keys`, () => {
