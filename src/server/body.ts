@@ -77,38 +77,48 @@ export async function readBody(req: IncomingMessage, opts: ReadBodyOptions): Pro
  */
 function collect(req: IncomingMessage, limit: number, opts: ReadBodyOptions): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let received = 0;
-    let finished = false;
+    // What a body holds while it arrives, dropped the moment it ends. The listeners stay on the
+    // request, idle (a 'close' still comes): removing them deletes keys of the request's event
+    // table, which leaves it in V8's dictionary mode, and Node's stream code that meets such
+    // tables was deoptimized and recompiled without end (perf: about 8 µs of a review in the
+    // optimizing compiler's thread). So they reach the bytes and the promise only through this:
+    // a request lives until its answer is flushed, and its body's chunks and their joined copy
+    // must not (RSS grew round after round with 50 KB pods, and 32 answers waiting on slow
+    // readers would have held two copies of every body).
+    let body: Receiving | undefined = { chunks: [], received: 0, resolve, reject };
     const finish = (err?: InjectorError): void => {
-      if (finished) return;
-      finished = true;
+      const ended = body;
+      if (ended === undefined) return;
+      body = undefined;
       opts.deadlines.cancel(deadline);
-      // The listeners stay on the request, idle (a 'close' still comes): removing them deletes keys
-      // of the request's event table, which leaves it in V8's dictionary mode, and Node's stream
-      // code that meets such tables was deoptimized and recompiled without end (perf: about 8 µs of
-      // a review in the optimizing compiler's thread). The floor never removes its listeners either.
-      opts.transit.give(received);
-      if (err === undefined) return resolve(Buffer.concat(chunks, received));
-      chunks.length = 0;
+      opts.transit.give(ended.received);
+      if (err === undefined) return ended.resolve(Buffer.concat(ended.chunks, ended.received));
       // The rest of a body over the limit is discarded, so the 413 reaches a client still writing
       // (closing would reset the connection under it); any other refused body stops being read.
       if (err.code === 'BODY_TOO_LARGE') req.resume();
       else req.pause();
-      reject(err);
+      ended.reject(err);
     };
     const onData = (chunk: Buffer): void => {
-      if (finished) return;
-      if (received + chunk.length > limit) return finish(new InjectorError('BODY_TOO_LARGE', [limit]));
+      if (body === undefined) return;
+      if (body.received + chunk.length > limit) return finish(new InjectorError('BODY_TOO_LARGE', [limit]));
       if (!opts.transit.take(chunk.length)) return finish(new InjectorError('OVERLOADED'));
-      received += chunk.length;
-      chunks.push(chunk);
+      body.received += chunk.length;
+      body.chunks.push(chunk);
     };
     const onEnd = (): void => finish();
     // Checked before the error is made: the 'close' that ends every request comes after the body.
-    const onAborted = (): void => void (finished || finish(new InjectorError('BODY_ABORTED', ['the client closed the connection'])));
-    const onError = (err: Error): void => void (finished || finish(new InjectorError('BODY_ABORTED', [err.message], { cause: err })));
+    const onAborted = (): void => void (body && finish(new InjectorError('BODY_ABORTED', ['the client closed the connection'])));
+    const onError = (err: Error): void => void (body && finish(new InjectorError('BODY_ABORTED', [err.message], { cause: err })));
     const deadline = opts.deadlines.set(() => finish(new InjectorError('BODY_TIMEOUT', [opts.deadlines.ms / 1000])));
     req.on('data', onData).on('end', onEnd).on('aborted', onAborted).on('error', onError).on('close', onAborted);
   });
+}
+
+/** A body being received: its chunks, their bytes, and how to settle its promise. */
+interface Receiving {
+  readonly chunks: Buffer[];
+  received: number;
+  readonly resolve: (bytes: Buffer) => void;
+  readonly reject: (err: InjectorError) => void;
 }

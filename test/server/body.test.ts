@@ -2,6 +2,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import type { InjectorError } from '../../src/errors.js';
 import { readBody, TransitBudget } from '../../src/server/body.js';
 import { Deadlines } from '../../src/server/deadlines.js';
@@ -74,5 +76,32 @@ describe('readBody', () => {
     const read = readBody(req, { deadlines: new Deadlines(1000), transit: new TransitBudget(1024) });
     req.end('  ');
     await assert.rejects(read, code('BODY_EMPTY'));
+  });
+
+  it('holds none of a body once it is read, though the request lives on until its answer is flushed', async () => {
+    // The request lives as long as its answer waits for the client (res.req), and the listeners
+    // stay on it: they must not keep the chunks or their joined copy.
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const settle = async (): Promise<number> => {
+      for (let i = 0; i < 3; i++) {
+        gc();
+        await new Promise((r) => setImmediate(r));
+      }
+      return process.memoryUsage().arrayBuffers;
+    };
+    const held: IncomingMessage[] = [];
+    const before = await settle();
+    for (let i = 0; i < 16; i++) {
+      const req = request();
+      const read = readBody(req, { deadlines: new Deadlines(1000), transit: new TransitBudget(64 * 1024 * 1024) });
+      for (let c = 0; c < 16; c++) req.write(Buffer.alloc(64 * 1024, 'a'));
+      req.end();
+      assert.equal((await read).length, 1024 * 1024);
+      held.push(req);
+    }
+    const grown = (await settle()) - before;
+    assert.ok(grown < 4 * 1024 * 1024, `${(grown / 2 ** 20).toFixed(1)} MiB of 16 bodies of 1 MiB still held by their 16 requests`);
+    assert.equal(held.length, 16);
   });
 });
