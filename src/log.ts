@@ -174,8 +174,8 @@ export function lineWriter<F extends string>(logger: Logger, level: 'info' | 'wa
   const tail = `,"${MESSAGE_KEY}":${JSON.stringify(msg)}}\n`;
   // The text each field had on the last line, and its value: the reviews of one ReplicaSet carry
   // the very same values (the answer cache keeps them), written once.
-  const lastValues: unknown[] = fields.map(() => undefined);
-  const lastTexts = keys.map((key) => key + jsonText(undefined));
+  const lastValues: unknown[] = fields.map(() => NO_VALUE);
+  const lastTexts = keys.map(() => '');
   return (values) => {
     if (logger.levelVal > levelValue) return;
     let line = head + isoTime() + bindings;
@@ -220,6 +220,9 @@ const SLICE_MIN = 13;
 
 /** Characters JSON writes as they are: printable ASCII but the quote and the backslash. */
 const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
+/** No value yet: what lineWriter's memo of the last line holds before the first. */
+const NO_VALUE = Symbol('no value');
 
 /** Where pino keeps a child's msgPrefix (exported at run time, not in pino's types). */
 const MSG_PREFIX = (pino.symbols as unknown as Record<string, symbol>)['msgPrefixSym']!;

@@ -408,7 +408,6 @@ function tooManyLayouts(limit: number): InjectorError {
   return invalid(`the body holds more than ${limit} distinct object layouts (runs of key names; --${Options.maxObjectLayouts.flag}); no real pod holds that many`);
 }
 
-/** The scan of checkBody: throws past the limits, else returns the keys in the body (-1 when the JSON is malformed). */
 /**
  * The scan's count per open level: -1 for a list, else the keys of the object seen so far. One
  * array for every scan (a scan runs to its end synchronously, and sets a level's count when it
@@ -416,6 +415,7 @@ function tooManyLayouts(limit: number): InjectorError {
  */
 const SCAN_KEYS = new Int32Array(MAX_NESTING + 2);
 
+/** The scan of checkBody: throws past the limits, else returns the keys in the body (-1 when the JSON is malformed). */
 function scan(text: string, limits: BodyLimits): number {
   const keys = SCAN_KEYS;
   // Outside any object (malformed text only): counted from 0 as in a fresh array.
