@@ -182,7 +182,8 @@ export function lineWriter<F extends string>(logger: Logger, level: 'info' | 'wa
     for (let i = 0; i < fields.length; i++) {
       const value = values[fields[i]!];
       if (value !== lastValues[i] || typeof value === 'object') {
-        lastValues[i] = value;
+        // A long string may be a view of a large one (see jsonText): never kept past its line.
+        lastValues[i] = typeof value === 'string' && value.length >= SLICE_MIN ? NO_VALUE : value;
         lastTexts[i] = keys[i]! + jsonText(value);
       }
       line += lastTexts[i]!;

@@ -308,6 +308,8 @@ function countLayouts(text: string, limit: number): void {
   // The run each open object has reached, by depth (0: no key yet), and the depth; the nesting was
   // checked by the first scan.
   const at = new Int32Array(MAX_NESTING + 2);
+  // The keys of each open object that are not array indices (V8's properties).
+  const named = new Int32Array(MAX_NESTING + 2);
   let depth = 0;
   // Each name seen, numbered from 1, and each run by the pair (run before, name) it adds, as one
   // number (a small integer while the limit is under 2 ** 15).
@@ -339,14 +341,19 @@ function countLayouts(text: string, limit: number): void {
       stringEnd = i;
     } else if (c === COLON) {
       const from = at[depth]!;
-      // An object of DICTIONARY_KEYS keys or more (DICTIONARY) makes no hidden class, and a run
-      // that long is in no smaller object: its keys from there on are not followed. (They were,
-      // and a pod of 2100 annotations, well inside Kubernetes' 256 KiB, was refused.)
+      // An object of DICTIONARY_KEYS named keys or more (DICTIONARY) makes no hidden class, and a
+      // run that long is in no smaller object: its keys from there on are not followed. (They were,
+      // and a pod of 2100 annotations, well inside Kubernetes' 256 KiB, was refused.) Keys that are
+      // array indices ("0", "17") are elements, not properties: V8 counts none of them, so
+      // `{"0":…,…,"127":…, then 127 names}` still gets 127 hidden classes. They are followed as
+      // runs like any key (which counts more than V8 makes, never fewer).
+      const index = isIndexKey(text, stringStart, stringEnd);
       if (from === DICTIONARY) {
         // Nothing to follow.
-      } else if (length[from]! + 1 >= DICTIONARY_KEYS) {
+      } else if (!index && named[depth]! + 1 >= DICTIONARY_KEYS) {
         at[depth] = DICTIONARY;
       } else {
+        if (!index) named[depth]!++;
         const last = lastName[from];
         if (last !== undefined && last.length === stringEnd - stringStart && text.startsWith(last, stringStart)) {
           at[depth] = lastTo[from]!;
@@ -369,6 +376,7 @@ function countLayouts(text: string, limit: number): void {
       }
     } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
       at[++depth] = 0;
+      named[depth] = 0;
     } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
       const last = at[depth]!;
       const keys = last === DICTIONARY ? 0 : length[last]!;
@@ -401,7 +409,33 @@ function countLayouts(text: string, limit: number): void {
   }
 }
 
-/** countLayouts' mark of an open object that has reached DICTIONARY_KEYS keys. */
+/**
+ * Whether the key written in text[from, to) is an array index once its escapes are decoded
+ * (`"0"`, `"4294967294"`, `"\u0031"`; not `"01"`, `"-1"` or `"4294967295"`): V8 keeps such keys as
+ * elements, outside the object's hidden class.
+ */
+function isIndexKey(text: string, from: number, to: number): boolean {
+  const first = text.charCodeAt(from);
+  if (first !== BACKSLASH && (first < DIGIT_0 || first > DIGIT_9)) return false;
+  let name = text.slice(from, to);
+  if (first === BACKSLASH || name.includes('\\')) {
+    try {
+      name = JSON.parse(`"${name}"`) as string;
+    } catch {
+      return false;
+    }
+  }
+  return INDEX_KEY.test(name) && Number(name) < MAX_ARRAY_LENGTH;
+}
+
+const DIGIT_0 = 0x30;
+const DIGIT_9 = 0x39;
+/** An array index in canonical form: 0, or digits without a leading zero (at most 10). */
+const INDEX_KEY = /^(?:0|[1-9][0-9]{0,9})$/;
+/** 2 ** 32 - 1: the largest array index is one less. */
+const MAX_ARRAY_LENGTH = 4294967295;
+
+/** countLayouts' mark of an open object that has reached DICTIONARY_KEYS named keys. */
 const DICTIONARY = -1;
 
 function tooManyLayouts(limit: number): InjectorError {

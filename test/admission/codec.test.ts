@@ -122,6 +122,26 @@ describe('checkBody', () => {
     assert.equal(passes(`[${keys(900)},${keys(900, 'f:')}]`, 200), false, 'the first 127 runs of each still count');
   });
 
+  it('counts an object\'s named keys toward its 128, not its array-index keys, which V8 keeps as elements', () => {
+    const limits = (objectLayouts: number): BodyLimits => ({ objectKeys: 1000, nodes: 100_000, objectLayouts, shortStrings: 1000 });
+    const named = (prefix: string, n: number): string[] => Array.from({ length: n }, (_, k) => `"${prefix}${k}":0`);
+    // Keys "0" to "127", then 127 names new in each object: V8 builds 127 hidden classes for each.
+    const indexed = (i: number): string => `{${[...Array.from({ length: 128 }, (_, k) => `"${k}":0`), ...named(`o${i}n`, 127)].join(',')}}`;
+    assert.throws(() => checkBody(`[${Array.from({ length: 40 }, (_, i) => indexed(i)).join(',')}]`, limits(4096)), /more than 4096 distinct object layouts/);
+    // 127 names and one key more: a name makes the object a dictionary (its run stops at 127), an index does not.
+    const withKey = (key: string): string => `{${[...named('k', 127), `"${key}":0`].join(',')}}`;
+    const passes = (text: string): boolean => {
+      try {
+        checkBody(text, limits(127));
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    assert.deepEqual(['01', '4294967295', '-1', 'x'].map((key) => passes(withKey(key))), [true, true, true, true], 'names');
+    assert.deepEqual(['0', '4294967294', '\\u0030', '12'].map((key) => passes(withKey(key))), [false, false, false, false], 'indices');
+  });
+
   it('admits, at the default limits, a pod of 2100 annotations (about 100 KB, inside Kubernetes\' 256 KiB) with its managedFields entry', () => {
     const annotations = Object.fromEntries(Array.from({ length: 2100 }, (_, i) => [`example.com/setting-${i}`, `value-${i}-${'x'.repeat(20)}`]));
     const fields = Object.fromEntries(Object.keys(annotations).map((key) => [`f:${key}`, {}]));
