@@ -3,10 +3,9 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { memoryAfterGc } from './helpers/memory.js';
 import { clip, createLogger, isoTime, jsonText, lineWriter, LOG_FIELD_MAX, LOG_FLUSH_MS, LOG_MAX_PENDING_CHARS, StdoutBatches } from '../src/log.js';
 
 const LOG_MODULE = JSON.stringify(new URL('../src/log.ts', import.meta.url).pathname);
@@ -185,15 +184,7 @@ describe('lineWriter', () => {
   it('keeps no string a field was cut from while its line waits to be written', async () => {
     // A uid cut from a review body is a view of the whole body in V8 (a substring of 13 characters
     // or more): a line that held it would keep the body alive for as long as the line waits.
-    setFlagsFromString('--expose-gc');
-    const gc = runInNewContext('gc') as () => void;
-    const heap = async (): Promise<number> => {
-      for (let i = 0; i < 3; i++) {
-        gc();
-        await new Promise((r) => setImmediate(r));
-      }
-      return process.memoryUsage().heapUsed;
-    };
+    const heap = async (): Promise<number> => (await memoryAfterGc()).heapUsed;
     const waiting: string[] = [];
     const write = lineWriter(createLogger('info', { write: (line: string) => void waiting.push(line) }), 'info', 'review', ['uid', 'pod'] as const);
     const before = await heap();

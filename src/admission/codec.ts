@@ -418,7 +418,7 @@ function isIndexKey(text: string, from: number, to: number): boolean {
   const first = text.charCodeAt(from);
   if (first !== BACKSLASH && (first < DIGIT_0 || first > DIGIT_9)) return false;
   let name = text.slice(from, to);
-  if (first === BACKSLASH || name.includes('\\')) {
+  if (name.includes('\\')) {
     try {
       name = JSON.parse(`"${name}"`) as string;
     } catch {

@@ -2,11 +2,10 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import type { InjectorError } from '../../src/errors.js';
 import { readBody, TransitBudget } from '../../src/server/body.js';
 import { Deadlines } from '../../src/server/deadlines.js';
+import { memoryAfterGc } from '../helpers/memory.js';
 
 /** A request body stream with the headers readBody looks at. */
 function request(headers: Record<string, string> = {}): PassThrough & IncomingMessage {
@@ -81,15 +80,7 @@ describe('readBody', () => {
   it('holds none of a body once it is read, though the request lives on until its answer is flushed', async () => {
     // The request lives as long as its answer waits for the client (res.req), and the listeners
     // stay on it: they must not keep the chunks or their joined copy.
-    setFlagsFromString('--expose-gc');
-    const gc = runInNewContext('gc') as () => void;
-    const settle = async (): Promise<number> => {
-      for (let i = 0; i < 3; i++) {
-        gc();
-        await new Promise((r) => setImmediate(r));
-      }
-      return process.memoryUsage().arrayBuffers;
-    };
+    const settle = async (): Promise<number> => (await memoryAfterGc()).arrayBuffers;
     const held: IncomingMessage[] = [];
     const before = await settle();
     for (let i = 0; i < 16; i++) {
