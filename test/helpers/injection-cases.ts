@@ -35,9 +35,24 @@ export const TemplateNames = ['t0', 't1', 't2'] as const;
 /** Keys a template may set, override keys among them (a template may set another's override). */
 const templateKeys = ['example.com/a', 'example.com/b', 'team', 'sidecar-injector.io/extra', 't0.sidecar-injector.io/cpu', 't1.sidecar-injector.io/image'];
 const podKeys = ['example.com/a', 'example.com/b', 'team', 'sidecar-injector.io/extra', 'a~b', 'x/y/z', 'app', 'tier', '__proto__', 'constructor'];
-const overrideKeys = ['t0.sidecar-injector.io/image', 't0.sidecar-injector.io/cpu', 't1.sidecar-injector.io/memory', 't1.sidecar-injector.io/image', 't2.sidecar-injector.io/cpu', 't2.sidecar-injector.io/memroy'];
-/** Values valid for some override fields and not others: images, quantities, neither. */
-const overrideValues = ['nginx:1.28', 'x', 'a/b~c', '250m', ' 2 ', '0', '1Gi', 'lots', ''];
+/** Override values by field: mostly valid (applied, a limit below raised), some refused; `memroy` is no field. */
+const overrideValues: Readonly<Record<string, { readonly valid: readonly string[]; readonly invalid: readonly string[] }>> = {
+  image: { valid: ['nginx:1.28', 'registry.example.com/agent:2', 'x'], invalid: ['a/b~c', ''] },
+  cpu: { valid: ['250m', ' 2 ', '1', '5m'], invalid: ['lots', '0'] },
+  memory: { valid: ['1Gi', '64Mi', '8Mi'], invalid: ['-1Mi', '0'] },
+  memroy: { valid: ['1Gi'], invalid: [] },
+};
+const overrideArb = fc
+  .uniqueArray(fc.record({ template: fc.constantFrom('t0', 't1', 't2'), field: fc.constantFrom('image', 'cpu', 'memory', 'memory', 'cpu', 'memroy'), valid: fc.constantFrom(true, true, true, true, false), pick: fc.nat() }), { selector: (o) => `${o.template}/${o.field}`, maxLength: 4 })
+  .map((list) =>
+    Object.fromEntries(
+      list.map(({ template, field, valid, pick }) => {
+        const { valid: good, invalid: bad } = overrideValues[field]!;
+        const pool = valid || bad.length === 0 ? good : bad;
+        return [`${template}.sidecar-injector.io/${field}`, pool[pick % pool.length]!];
+      }),
+    ),
+  );
 const envValues = ['plain', '{{ pod.name }}', '{{ namespace }}', "{{ pod.labels['team'] | default 'none' }}", "{{ pod.annotations['example.com/a'] | default 'unset' }}", '{{ serviceAccountName }}'];
 const images = ['nginx:1.27', 'docker.io/library/busybox:1.36', 'registry.example.com/agent@sha256:' + 'a'.repeat(64)];
 
@@ -71,7 +86,7 @@ export const podArb: fc.Arbitrary<Pod> = fc
     name: optional(fc.constantFrom('web-0', 'api')),
     labels: optional(fc.dictionary(fc.constantFrom(...podKeys), fc.constantFrom('true', 'web', 'x', ''), { maxKeys: 3 })),
     annotations: optional(fc.dictionary(fc.constantFrom(...podKeys), fc.constantFrom('x', 'nginx:1.28', 'a/b~c'), { maxKeys: 3 })),
-    overrides: fc.option(fc.dictionary(fc.constantFrom(...overrideKeys), fc.constantFrom(...overrideValues), { maxKeys: 2 }), { nil: undefined, freq: 2 }),
+    overrides: optional(overrideArb),
     job: fc.boolean(),
     containers: named(container, 6, 1),
     initContainers: optional(named(initContainer, 2)),
@@ -115,7 +130,7 @@ export function templateArb(name: string): fc.Arbitrary<object> {
       env: optional(named(envVar, 2)),
       volumeMounts: optional(fc.uniqueArray(mount, { selector: (m) => m.mountPath, maxLength: 2 })),
       ports: optional(named(port, 2)),
-      resources: optional(fc.constantFrom({ requests: { cpu: '10m', memory: '16Mi' } }, { requests: { cpu: '10m' }, limits: { cpu: '100m', memory: '32Mi' } }, { limits: { cpu: 1, memory: '2Gi' } })),
+      resources: optional(fc.constantFrom({ requests: { cpu: '10m', memory: '16Mi' } }, { requests: { cpu: '10m' }, limits: { cpu: '100m', memory: '32Mi' } }, { limits: { cpu: 1, memory: '2Gi' } }, { limits: { cpu: '200m', memory: '32Mi' } })),
     })
     .map(dropUndefined);
   // Init containers run to completion, or are native sidecars written out (restartPolicy: Always).
