@@ -21,7 +21,9 @@ import { compileTemplateSet, type TemplateSet } from '../../src/templates/load.j
  * - template labels whose values are placeholders reading another template's annotation (the
  *   rendering settles in more than one round), env values reading labels the templates add;
  * - mounts (for the applications and in sidecars) of a volume the template does not define, which
- *   the pod may or may not bring (TEMPLATE_VOLUME_MISSING), and mounts that clash by path only.
+ *   the pod may or may not bring (TEMPLATE_VOLUME_MISSING), and mounts that clash by path only;
+ * - placeholders with text after them, and values over 2 KiB that no render cache keeps (so the
+ *   renderings and the plan are not the shared, frozen ones).
  */
 
 export const ContainerNames = ['web', 'app', 'worker', 'proxy', 'agent', 'log-shipper', 'api', 'batch'] as const;
@@ -53,7 +55,7 @@ const overrideArb = fc
       }),
     ),
   );
-const envValues = ['plain', '{{ pod.name }}', '{{ namespace }}', "{{ pod.labels['team'] | default 'none' }}", "{{ pod.annotations['example.com/a'] | default 'unset' }}", '{{ serviceAccountName }}'];
+const envValues = ['plain', 'pod-{{ pod.name }}.svc', '{{ pod.name }}', '{{ namespace }}', "{{ pod.labels['team'] | default 'none' }}", "{{ pod.annotations['example.com/a'] | default 'unset' }}", '{{ serviceAccountName }}'];
 const images = ['nginx:1.27', 'docker.io/library/busybox:1.36', 'registry.example.com/agent@sha256:' + 'a'.repeat(64)];
 
 const named = <T extends { name: string }>(arb: fc.Arbitrary<T>, maxLength: number, minLength = 0): fc.Arbitrary<T[]> =>
@@ -85,7 +87,8 @@ export const podArb: fc.Arbitrary<Pod> = fc
   .record({
     name: optional(fc.constantFrom('web-0', 'api')),
     labels: optional(fc.dictionary(fc.constantFrom(...podKeys), fc.constantFrom('true', 'web', 'x', ''), { maxKeys: 3 })),
-    annotations: optional(fc.dictionary(fc.constantFrom(...podKeys), fc.constantFrom('x', 'nginx:1.28', 'a/b~c'), { maxKeys: 3 })),
+    // A value over 2 KiB is rendered afresh for every pod (not kept by the template's render cache, nor its plan).
+    annotations: optional(fc.dictionary(fc.constantFrom(...podKeys), fc.constantFrom('x', 'nginx:1.28', 'a/b~c', 'long'.repeat(600)), { maxKeys: 3 })),
     overrides: optional(overrideArb),
     job: fc.boolean(),
     containers: named(container, 6, 1),
