@@ -77,7 +77,7 @@ export class ReviewPipeline implements ReviewSteps<ReviewOutcome> {
    * Answers one review body. Throws an InjectorError (4xx) for a body that is not a review, and a
    * ReviewFault for a fault once the review is decoded; the transport's error edge answers both.
    */
-  review(body: Buffer, started: bigint = process.hrtime.bigint()): Reviewed {
+  review(body: Buffer, started: number = performance.now()): Reviewed {
     const answer = this.#cache.answer(body, this.#currentGeneration(), this);
     return { text: answer.text, record: reviewRecord(this.#endpoint, answer.uid, answer.value, answer.cached, started) };
   }

@@ -66,7 +66,7 @@ export function createAdmissionApp(deps: AdmissionAppDeps): AdmissionApp {
   const slots = new ReviewSlots(deps.maxInflight ?? 32, (deps.answerTimeout ?? 10) * 1000);
 
   const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const started = process.hrtime.bigint();
+    const started = performance.now();
     const path = pathOf(req.url);
     let record: ReviewRecord;
     let body: Buffer | undefined;
@@ -120,7 +120,7 @@ function send(res: ServerResponse, status: number, text: string): void {
 interface Refused {
   readonly path: string;
   readonly body: Buffer | undefined;
-  readonly started: bigint;
+  readonly started: number;
 }
 
 /**
