@@ -238,7 +238,7 @@ class LineMemo {
 
   /** Remembers field `i`'s value and text; returns the text. */
   set(i: number, value: unknown, text: string): string {
-    this.#values[i] = typeof value === 'string' && value.length >= SLICE_MIN ? [value.charAt(0), value.slice(1)].join('') : value;
+    this.#values[i] = typeof value === 'string' ? owned(value) : value;
     this.#setAt[i] = ++this.#sets;
     return (this.#texts[i] = text);
   }
@@ -280,6 +280,17 @@ export function jsonText(value: unknown): string {
       if (Array.isArray(value) && value.every((item) => typeof item === 'string' && PLAIN.test(item))) return value.length === 0 ? '[]' : '["' + value.join('","') + '"]';
       return JSON.stringify(value);
   }
+}
+
+/**
+ * The string's characters in a string of their own. V8 makes a substring of 13 characters or more
+ * a view of the string it was cut from (a uid or a pod name cut from a review body by JSON.parse),
+ * and whatever keeps the view keeps the whole parent: a value kept past its review (a log line's
+ * memo, an answer kept in the cache) is kept as a copy. Array.prototype.join of two non-empty
+ * strings makes a new flat string.
+ */
+export function owned(value: string): string {
+  return value.length < SLICE_MIN ? value : [value.charAt(0), value.slice(1)].join('');
 }
 
 /** The shortest substring V8 makes as a view of its parent (`SlicedString::kMinLength`). */

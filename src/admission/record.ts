@@ -1,7 +1,7 @@
 import { ErrorCodes, type InjectorError } from '../errors.js';
 import { Reason } from '../inject/policy.js';
 import { isObject } from '../kube/types.js';
-import { clip, lineWriter, type Logger } from '../log.js';
+import { clip, lineWriter, owned, type Logger } from '../log.js';
 import type { ReviewRequest } from './codec.js';
 import { Decision, type Verdict } from './verdict.js';
 
@@ -60,10 +60,11 @@ export type ReviewObserver = (record: ReviewRecord) => void;
 export function reviewOutcome(req: ReviewRequest, verdict: Verdict): ReviewOutcome {
   const object = isObject(req.object) ? req.object : undefined;
   const meta = object !== undefined && isObject(object['metadata']) ? object['metadata'] : undefined;
+  // Copies of their own: the answer cache keeps the outcome, and a view would keep the body.
   return {
-    operation: clip(req.operation ?? ''),
-    namespace: clip(req.namespace || text(meta?.['namespace'])),
-    pod: clip(text(meta?.['name']) || text(meta?.['generateName']) || (req.name ?? '')),
+    operation: owned(clip(req.operation ?? '')),
+    namespace: owned(clip(req.namespace || text(meta?.['namespace']))),
+    pod: owned(clip(text(meta?.['name']) || text(meta?.['generateName']) || (req.name ?? ''))),
     decision: verdict.decision,
     reason: verdict.reason,
     // Frozen, so the log line may write it once for every review the answer cache answers.
