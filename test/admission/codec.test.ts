@@ -249,21 +249,52 @@ describe('encodeAnswer', () => {
     assert.equal(encodeAnswer(review, stale), asStringify(stale));
   });
 
+  const LIMIT = 1024 * 1024;
+  const patchOf = (value: string): string => `[{"op":"add","path":"/metadata/labels/a","value":${JSON.stringify(value)}}]`;
+
   it('encodes a patch text equal to the last one once, and writes it as it is every time', () => {
     let made = 0;
     const toBytes = (text: string): Buffer => (made++, Buffer.from(text));
-    const text = (value: string): string => `[{"op":"add","path":"/metadata/labels/a","value":${JSON.stringify(value)}}]`;
-    const first = encodePatch(text('caf\u00e9'), toBytes);
-    assert.deepEqual([first.base64, first.bytes], [Buffer.from(text('caf\u00e9')).toString('base64'), Buffer.byteLength(text('caf\u00e9'))]);
-    const again = encodePatch(text('caf\u00e9').slice(0), toBytes);
+    const first = encodePatch(patchOf('caf\u00e9'), toBytes, LIMIT);
+    assert.deepEqual([first.base64, first.bytes], [Buffer.from(patchOf('caf\u00e9')).toString('base64'), Buffer.byteLength(patchOf('caf\u00e9'))]);
+    const again = encodePatch(patchOf('caf\u00e9').slice(0), toBytes, LIMIT);
     assert.equal(made, 1, 'an equal text (another string) is encoded once');
+    assert.ok(again.base64 !== undefined);
     const body = { allowed: true, patchType: 'JSONPatch', patch: again.base64 } as const;
     assert.equal(encodeAnswer(review, body), asStringify(body));
-    const other = encodePatch(text('cafe'), toBytes);
+    const other = encodePatch(patchOf('cafe'), toBytes, LIMIT);
     assert.equal(made, 2);
-    assert.equal(other.base64, Buffer.from(text('cafe')).toString('base64'));
+    assert.equal(other.base64, Buffer.from(patchOf('cafe')).toString('base64'));
     // A text equal to the one before the last is encoded again: only the last is kept.
-    encodePatch(text('caf\u00e9'), toBytes);
+    encodePatch(patchOf('caf\u00e9'), toBytes, LIMIT);
     assert.equal(made, 3);
+  });
+
+  it('only measures a patch over the limit, in bytes of UTF-8: never encodes it, nor keeps it in place of the last one', () => {
+    const made: string[] = [];
+    const toBytes = (text: string): Buffer => (made.push(text), Buffer.from(text));
+    const small = patchOf('a');
+    encodePatch(small, toBytes, LIMIT);
+    // Three bytes of UTF-8 a character (the euro sign): over the limit in bytes, a third of it in characters.
+    const base = Buffer.byteLength(patchOf(''));
+    const euros = (n: number): string => patchOf('\u20ac'.repeat(n));
+    const over = euros(Math.ceil((LIMIT - base + 1) / 3));
+    assert.equal(Buffer.byteLength(over) > LIMIT && over.length < LIMIT / 2, true);
+    const refused = encodePatch(over, toBytes, LIMIT);
+    assert.deepEqual(refused, { bytes: Buffer.byteLength(over) });
+    assert.deepEqual(made, [small], 'the refused patch never reaches toBytes, nor base64');
+    // The last patch encoded is still the one kept, and written as it is.
+    const kept = encodePatch(small, toBytes, LIMIT);
+    assert.deepEqual(made, [small]);
+    const body = { allowed: true, patchType: 'JSONPatch', patch: kept.base64 ?? '' } as const;
+    assert.equal(encodeAnswer(review, body), asStringify(body));
+    // A patch of exactly the limit is encoded; one byte more is not.
+    const most = euros(Math.floor((LIMIT - base) / 3));
+    const exact = most + ' '.repeat(LIMIT - Buffer.byteLength(most));
+    assert.equal(Buffer.byteLength(exact), LIMIT);
+    assert.equal(encodePatch(exact, toBytes, LIMIT).bytes, LIMIT);
+    assert.equal(made.length, 2);
+    assert.equal(encodePatch(`${exact} `, toBytes, LIMIT).base64, undefined);
+    assert.equal(made.length, 2);
   });
 });
