@@ -11,7 +11,7 @@ import type { TemplateSet } from '../../src/templates/load.js';
 import { optedInPod, podReview } from '../helpers/review.js';
 import { set, template } from '../helpers/templates.js';
 
-const text = (pod: object, uid: string, apiVersion?: string): string => JSON.stringify(podReview(pod, { uid, ...(apiVersion !== undefined && { apiVersion }) }));
+const text = (pod: object, uid: string, apiVersion?: string): Buffer => Buffer.from(JSON.stringify(podReview(pod, { uid, ...(apiVersion !== undefined && { apiVersion }) })));
 
 /** A pipeline over one handler, with a fixed generation and room for answers. */
 function pipeline(handle: ReviewHandler, generation: () => unknown = () => 'one generation'): ReviewPipeline {
@@ -67,8 +67,8 @@ describe('ReviewPipeline', () => {
       ran++;
       return passed('skipped', 'not-opted-in');
     });
-    assert.throws(() => p.review('{not json'), (err: unknown) => err instanceof InjectorError && err.code === 'BODY_MALFORMED');
-    assert.throws(() => p.review('{"kind":"Pod"}'), (err: unknown) => err instanceof InjectorError && err.code === 'REVIEW_INVALID');
+    assert.throws(() => p.review(Buffer.from('{not json')), (err: unknown) => err instanceof InjectorError && err.code === 'BODY_MALFORMED');
+    assert.throws(() => p.review(Buffer.from('{"kind":"Pod"}')), (err: unknown) => err instanceof InjectorError && err.code === 'REVIEW_INVALID');
     assert.equal(ran, 0);
   });
 
