@@ -11,7 +11,7 @@ import { compileTemplateSet } from '../../src/templates/load.js';
 import { captureIO } from '../helpers/cli.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { admissionView } from './admission-view.js';
-import { Apiserver, corpusManifests, corpusTemplates, DefaultNamespace, PodsDir, pool, SidecarsDir, type CorpusManifest, type CorpusTemplate, type Outcome } from './corpus.js';
+import { Apiserver, corpusManifests, goYamlEscapes, corpusTemplates, DefaultNamespace, PodsDir, pool, SidecarsDir, type CorpusManifest, type CorpusTemplate, type Outcome } from './corpus.js';
 import { podValidationErrors } from './pod-validation.js';
 
 /**
@@ -45,6 +45,20 @@ const ExpectedRefusals: readonly ExpectedRefusal[] = [
     why: 'the pod (an Istio gateway) runs its own istio-proxy as a regular container; the template needs istio-proxy as a native sidecar, and a pod cannot hold two containers of one name',
   },
   {
+    pod: 'istio-proxy-override.yaml',
+    templates: 'istio-proxy',
+    stage: 'validate',
+    message: /missing: native sidecar "istio-proxy" in initContainers/,
+    why: 'the pod overrides Istio\'s proxy with its own istio-proxy as a regular container (and its own istio-init); the template needs istio-proxy as a native sidecar, and a pod cannot hold two containers of one name',
+  },
+  {
+    pod: 'istio-merge-probers.yaml',
+    templates: 'istio-proxy',
+    stage: 'validate',
+    message: /missing: native sidecar "istio-proxy" in initContainers/,
+    why: 'the pod was injected by an Istio that ran istio-proxy as a regular container; the template needs it as a native sidecar, and a pod cannot hold two containers of one name',
+  },
+  {
     pod: '*',
     templates: 'datadog-trace-agent,fluent-bit',
     stage: 'mutate',
@@ -76,7 +90,7 @@ const KnownInjectFailures: Readonly<Record<string, { readonly failure: RegExp; r
 /** The objects of a YAML text as kubectl reads them; [] when it is not YAML. */
 function readYaml11Text(text: string): unknown[] {
   try {
-    return parseAllDocuments(text, { version: '1.1' }).map((d) => d.toJS()).filter((o) => o !== null && o !== undefined);
+    return parseAllDocuments(goYamlEscapes(text), { version: '1.1' }).map((d) => d.toJS()).filter((o) => o !== null && o !== undefined);
   } catch {
     return [];
   }
