@@ -59,6 +59,27 @@ const ExpectedRefusals: readonly ExpectedRefusal[] = [
     why: 'the pod was injected by an Istio that ran istio-proxy as a regular container; the template needs it as a native sidecar, and a pod cannot hold two containers of one name',
   },
   {
+    pod: 'k8s-website-pod-level-resources.yaml',
+    templates: 'cloud-sql-proxy',
+    stage: 'mutate',
+    message: /spec\.resources would not cover its containers once the sidecars are injected: .*requests\.memory is 100Mi/,
+    why: 'the pod requests 100Mi at pod level and its container 50Mi; with the sidecar\'s cpu and memory (the proxy requests 1 cpu and 2Gi) the containers would request more than the pod, which Kubernetes refuses (validatePodResourceConsistency)',
+  },
+  {
+    pod: 'k8s-website-pod-level-resources.yaml',
+    templates: 'istio-proxy',
+    stage: 'mutate',
+    message: /spec\.resources would not cover its containers once the sidecars are injected: .*requests\.memory is 100Mi/,
+    why: 'the pod requests 100Mi at pod level and its container 50Mi; with the sidecar\'s memory (Envoy requests 128Mi) the containers would request more than the pod, which Kubernetes refuses (validatePodResourceConsistency)',
+  },
+  {
+    pod: 'k8s-website-pod-level-resources.yaml',
+    templates: 'vault-agent',
+    stage: 'mutate',
+    message: /spec\.resources would not cover its containers once the sidecars are injected: .*requests\.memory is 100Mi/,
+    why: 'the pod requests 100Mi at pod level and its container 50Mi; with the sidecar\'s memory (the agent requests 64Mi) the containers would request more than the pod, which Kubernetes refuses (validatePodResourceConsistency)',
+  },
+  {
     pod: '*',
     templates: 'datadog-trace-agent,fluent-bit',
     stage: 'mutate',
