@@ -22,18 +22,18 @@ export function checkPodResources(spec: PodSpec, before: PodContainers, after: P
   if (!isObject(own)) return;
   const problems: string[] = [];
   for (const [resource, value] of entries(own['requests'])) {
-    const allowed = parseQuantity(String(value));
+    const allowed = quantityOf(value);
     const wanted = aggregateRequest(after, resource);
     if (wanted > allowed && !(aggregateRequest(before, resource) > allowed)) {
-      problems.push(`requests.${resource} is ${String(value)}, the containers with the sidecars request ${show(resource, wanted)} together`);
+      problems.push(`requests.${resource} is ${value as string}, the containers with the sidecars request ${show(resource, wanted)} together`);
     }
   }
   for (const [resource, value] of entries(own['limits'])) {
-    const allowed = parseQuantity(String(value));
+    const allowed = quantityOf(value);
     for (const c of after.containers) {
       if (before.containers.includes(c)) continue;
       const limit = amount(c, 'limits', resource);
-      if (limit !== undefined && parseQuantity(String(limit)) > allowed) problems.push(`limits.${resource} is ${String(value)}, sidecar "${c.name}" limits it to ${String(limit)}`);
+      if (quantityOf(limit) > allowed) problems.push(`limits.${resource} is ${value as string}, sidecar "${c.name}" limits it to ${limit as string}`);
     }
   }
   if (problems.length > 0) throw new InjectorError('POD_RESOURCES_EXCEEDED', [problems.join('; ')]);
@@ -58,10 +58,17 @@ function aggregateRequest(pod: PodContainers, resource: string): number {
 }
 
 function request(c: Container, resource: string): number {
-  const value = amount(c, 'requests', resource) ?? amount(c, 'limits', resource);
-  if (value === undefined || value === null) return 0;
-  const n = parseQuantity(String(value));
+  const n = quantityOf(amount(c, 'requests', resource) ?? amount(c, 'limits', resource));
   return Number.isNaN(n) ? 0 : n;
+}
+
+/**
+ * A quantity as the apiserver sends it (a string; a number from other clients); NaN for anything
+ * else, which compares false, so a value of the wrong type never refuses a pod (nor throws).
+ */
+function quantityOf(value: unknown): number {
+  if (typeof value === 'number') return value;
+  return typeof value === 'string' ? parseQuantity(value) : Number.NaN;
 }
 
 /** A container's request or limit of a resource, as written; undefined when it sets none. */

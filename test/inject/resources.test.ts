@@ -84,6 +84,13 @@ describe('pod-level resources (spec.resources) and the injected sidecars', () =>
     assert.doesNotThrow(() => injectSidecars(podWithResources({ requests: { memory: '10Mi' } }), agent, 'ns'));
   });
 
+  it('never throws on quantities of the wrong type (another client than the apiserver): they refuse nothing', () => {
+    for (const odd of [{ toString: 'x' }, null, [], true, { memory: '1Gi' }, 'lots']) {
+      const pod = podWithResources({ requests: { memory: odd, cpu: '1' }, limits: { memory: odd } }, [{ name: 'app', image: 'nginx', resources: { requests: { memory: odd }, limits: odd } }]);
+      assert.doesNotThrow(() => injectSidecars(pod, both, 'ns'), JSON.stringify(odd));
+    }
+  });
+
   it('is denied by the mutating handler with reason pod-resources-exceeded', () => {
     const verdict = mutate(podReview(podWithResources({ requests: { memory: '100Mi' } })).request, templates);
     assert.equal(verdict.response.allowed, false);
