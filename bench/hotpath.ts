@@ -46,10 +46,11 @@ export async function measureSteps(size: PodSize, iterations = 20000): Promise<S
   if (validate(injected).decision !== 'allowed') throw new Error('the validating handler did not allow the injected pod');
   // A pipeline whose answer cache holds this pod's answer, confirmed as the server's is after three reviews.
   const cached = new ReviewPipeline({ endpoint: '/mutate', handle: mutate, generation: handlers.generation, answerCacheBytes: ANSWER_CACHE_BYTES });
-  for (const uid of ['00000000-0000-4000-8000-00000000000a', '00000000-0000-4000-8000-00000000000b', '00000000-0000-4000-8000-00000000000c']) cached.review(withUid(uid));
-  if (!cached.review(text).record.cached) throw new Error('the answer cache did not keep the pod');
+  for (const uid of ['00000000-0000-4000-8000-00000000000a', '00000000-0000-4000-8000-00000000000b', '00000000-0000-4000-8000-00000000000c']) cached.review(Buffer.from(withUid(uid)));
+  if (!cached.review(Buffer.from(text)).record.cached) throw new Error('the answer cache did not keep the pod');
   const fresh = new ReviewPipeline({ endpoint: '/mutate', handle: mutate, generation: handlers.generation, answerCacheBytes: 0 });
-  const record = fresh.review(text).record;
+  const bytes = Buffer.from(text);
+  const record = fresh.review(bytes).record;
   const time = (step: string, fn: () => unknown): Step => {
     for (let i = 0; i < Math.min(2000, iterations); i++) fn();
     const start = process.cpuUsage();
@@ -58,8 +59,8 @@ export async function measureSteps(size: PodSize, iterations = 20000): Promise<S
     return { step, micros: (used.user + used.system) / iterations };
   };
   return [
-    time('answer cache hit: the whole pipeline (lookup, answer, record), instead of every step below but the metrics and the log line', () => cached.review(text)),
-    time('the whole pipeline without the answer cache (every step below but the metrics and the log line)', () => fresh.review(text)),
+    time('answer cache hit: the whole pipeline (lookup, answer, record), instead of every step below but the metrics and the log line', () => cached.review(bytes)),
+    time('the whole pipeline without the answer cache (every step below but the metrics and the log line)', () => fresh.review(bytes)),
     time('JSON.parse of the body (the floor does this too)', () => JSON.parse(text)),
     time('envelope check (decodeReview)', () => decodeReview(parsed)),
     time('mutate: select, render, inject, diff, patch, audit', () => mutate(review.request)),

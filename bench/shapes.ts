@@ -225,6 +225,15 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
     const text = withinNodes((n) => managedFieldsReview(Array.from({ length: n }, (_, c) => chain(c)).flat()), 16, { objectLayouts: 1 << 20 });
     return { name: 'layouts-by-count', what: 'managedFields holding objects of the first 1 to 127 names of runs new to V8: refused before parsing (--max-object-layouts counts a hidden class per key count)', text };
   },
+  'layouts-index-keys': () => {
+    // Objects of keys "0" to "127" then 127 names new to V8: V8 keeps the indices as elements, so
+    // each object still gets 127 hidden classes. Counting every key toward an object's 128 took
+    // them for dictionaries, and as many as --max-json-nodes allows (about 250) passed every limit
+    // and cost decodeBody 77 to 102 ms; only named keys count now.
+    const indexed = (c: number): object => Object.fromEntries([...Array.from({ length: 128 }, (_, k) => [String(k), 0]), ...Array.from({ length: 127 }, (_, j) => [`${SALT}${c}-${j}`, 0])]);
+    const text = withinNodes((n) => managedFieldsReview(Array.from({ length: n }, (_, c) => indexed(c))), Math.ceil(NODES / 256), { objectLayouts: 1 << 20 });
+    return { name: 'layouts-index-keys', what: 'managedFields holding objects of keys "0" to "127" then 127 names new to V8, as many as --max-json-nodes allows: refused before parsing (--max-object-layouts counts only named keys toward the 128 of a dictionary)', text };
+  },
   'transitions-fill': () => {
     // One body that fills the transitions of V8's map for one-key objects (1536 at most), then
     // objects of one more new name, which past it would each get a map of their own.
@@ -304,7 +313,7 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
 };
 
 /** The shapes `npm run soak` sends: the costliest allowed and refused ones, and a pod refused by a --max-* limit. */
-export const SoakShapes = ['keys-distinct', 'keys-reordered', 'keys-same', 'transitions-small', 'layouts-and-strings', 'strings-distinct', 'containers-limit', 'annotations-256k', 'nodes-limit', 'whitespace-3mib', 'strings-3mib', 'short-strings-over', 'nodes-over', 'layouts-by-count', 'transitions-fill', 'containers-over'] as const;
+export const SoakShapes = ['keys-distinct', 'keys-reordered', 'keys-same', 'transitions-small', 'layouts-and-strings', 'strings-distinct', 'containers-limit', 'annotations-256k', 'nodes-limit', 'whitespace-3mib', 'strings-3mib', 'short-strings-over', 'nodes-over', 'layouts-by-count', 'layouts-index-keys', 'transitions-fill', 'containers-over'] as const;
 
 /**
  * `n` strings new to V8: as many short ones (interned by JSON.parse) as --max-short-strings

@@ -172,24 +172,89 @@ export function lineWriter<F extends string>(logger: Logger, level: 'info' | 'wa
   const bindings = (internals[pino.symbols.chindingsSym] as string | undefined) ?? '';
   const keys = fields.map((f) => ',' + JSON.stringify(f) + ':');
   const tail = `,"${MESSAGE_KEY}":${JSON.stringify(msg)}}\n`;
-  // The text each field had on the last line, and its value: the reviews of one ReplicaSet carry
-  // the very same values (the answer cache keeps them), written once.
-  const lastValues: unknown[] = fields.map(() => NO_VALUE);
-  const lastTexts = keys.map(() => '');
+  // The memo of the last line: each field's value and text, and the text of runs of fields that
+  // did not change, made flat once (a line of a few flat pieces is cheap to copy into the batch's
+  // write; a line of a piece a field is not). The reviews of one ReplicaSet carry the very same
+  // values but the uid and the duration (the answer cache keeps them, their arrays frozen).
+  // Array.prototype.join of two or more non-empty strings makes one flat string of its own; `+`
+  // makes a pair that points at both.
+  const memo = new LineMemo(fields.length);
+  let lineTime = '';
+  let lineHead = '';
   return (values) => {
     if (logger.levelVal > levelValue) return;
-    let line = head + isoTime() + bindings;
+    const time = isoTime();
+    if (time !== lineTime) {
+      lineTime = time;
+      lineHead = [head, time, bindings].join('');
+    }
+    let line = lineHead;
+    let run = -1;
     for (let i = 0; i < fields.length; i++) {
       const value = values[fields[i]!];
-      if (value !== lastValues[i] || typeof value === 'object') {
-        // A long string may be a view of a large one (see jsonText): never kept past its line.
-        lastValues[i] = typeof value === 'string' && value.length >= SLICE_MIN ? NO_VALUE : value;
-        lastTexts[i] = keys[i]! + jsonText(value);
+      if (memo.holds(i, value)) {
+        if (run < 0) run = i;
+        continue;
       }
-      line += lastTexts[i]!;
+      if (run >= 0) line += memo.run(run, i);
+      run = -1;
+      line += memo.set(i, value, keys[i]! + jsonText(value));
     }
+    if (run >= 0) line += memo.run(run, fields.length);
     stream.write(line + tail);
   };
+}
+
+/**
+ * What lineWriter remembers of the last line. Nothing in it is a view of a larger string: a
+ * string of 13 characters or more cut from another is one in V8 (a uid cut from a review body),
+ * and the memo would keep that whole body alive; such a string is kept as a copy of its own
+ * (joined), compared by its characters.
+ */
+class LineMemo {
+  readonly #values: unknown[];
+  readonly #texts: string[];
+  /** When each field's text was set, counting every set. */
+  readonly #setAt: number[];
+  /** The flat text of the run of fields from each index, up to #runEnds, as it was at #runMadeAt. */
+  readonly #runTexts: string[];
+  readonly #runEnds: number[];
+  readonly #runMadeAt: number[];
+  #sets = 0;
+
+  constructor(fields: number) {
+    this.#values = new Array<unknown>(fields).fill(NO_VALUE);
+    this.#texts = new Array<string>(fields).fill('');
+    this.#setAt = new Array<number>(fields).fill(0);
+    this.#runTexts = new Array<string>(fields).fill('');
+    this.#runEnds = new Array<number>(fields).fill(-1);
+    this.#runMadeAt = new Array<number>(fields).fill(-1);
+  }
+
+  /** True when field `i` has the value it had on the last line (an object only if frozen). */
+  holds(i: number, value: unknown): boolean {
+    return value === this.#values[i] && (typeof value !== 'object' || value === null || Object.isFrozen(value));
+  }
+
+  /** Remembers field `i`'s value and text; returns the text. */
+  set(i: number, value: unknown, text: string): string {
+    this.#values[i] = typeof value === 'string' ? owned(value) : value;
+    this.#setAt[i] = ++this.#sets;
+    return (this.#texts[i] = text);
+  }
+
+  /** The text of fields `from` to `to` (excluded), none changed since the last line. */
+  run(from: number, to: number): string {
+    if (this.#runEnds[from] === to && this.#unchangedSince(from, to, this.#runMadeAt[from]!)) return this.#runTexts[from]!;
+    this.#runEnds[from] = to;
+    this.#runMadeAt[from] = this.#sets;
+    return (this.#runTexts[from] = this.#texts.slice(from, to).join(''));
+  }
+
+  #unchangedSince(from: number, to: number, madeAt: number): boolean {
+    for (let i = from; i < to; i++) if (this.#setAt[i]! > madeAt) return false;
+    return true;
+  }
 }
 
 /**
@@ -200,11 +265,12 @@ export function lineWriter<F extends string>(logger: Logger, level: 'info' | 'wa
 export function jsonText(value: unknown): string {
   switch (typeof value) {
     case 'string':
-      // Only short strings are written by concatenation: V8 makes a substring of 13 characters or
-      // more a view of the string it was cut from, and the line would keep that alive while it waits
-      // in the batch (a uid cut from a 50 KB review body kept 45 bodies alive and grew the heap round
-      // after round). JSON.stringify writes a copy.
-      return value.length < SLICE_MIN && PLAIN.test(value) ? '"' + value + '"' : JSON.stringify(value);
+      // A string of 13 characters or more may be a view of the string it was cut from (V8 makes
+      // such substrings views), and the line would keep that alive while it waits in the batch (a
+      // uid cut from a 50 KB review body kept 45 bodies alive and grew the heap round after
+      // round): it is written as a copy, joined.
+      if (!PLAIN.test(value)) return JSON.stringify(value);
+      return value.length < SLICE_MIN ? '"' + value + '"' : ['"', value, '"'].join('');
     case 'number':
       // JSON writes a finite number as Number.prototype.toString does (and -0 as 0); NaN and the infinities as null.
       return Number.isFinite(value) ? '' + value : 'null';
@@ -214,6 +280,17 @@ export function jsonText(value: unknown): string {
       if (Array.isArray(value) && value.every((item) => typeof item === 'string' && PLAIN.test(item))) return value.length === 0 ? '[]' : '["' + value.join('","') + '"]';
       return JSON.stringify(value);
   }
+}
+
+/**
+ * The string's characters in a string of their own. V8 makes a substring of 13 characters or more
+ * a view of the string it was cut from (a uid or a pod name cut from a review body by JSON.parse),
+ * and whatever keeps the view keeps the whole parent: a value kept past its review (a log line's
+ * memo, an answer kept in the cache) is kept as a copy. Array.prototype.join of two non-empty
+ * strings makes a new flat string.
+ */
+export function owned(value: string): string {
+  return value.length < SLICE_MIN ? value : [value.charAt(0), value.slice(1)].join('');
 }
 
 /** The shortest substring V8 makes as a view of its parent (`SlicedString::kMinLength`). */

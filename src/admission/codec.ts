@@ -136,14 +136,30 @@ export interface EncodedPatch {
   readonly bytes: number;
 }
 
+/** A patch over the size limit: only its size in bytes, for the refusal (PATCH_TOO_LARGE). */
+export interface OversizedPatch {
+  readonly base64?: undefined;
+  readonly bytes: number;
+}
+
 /**
  * The patch of the JSON text `text`, as patchText makes it from `toBytes(text)`, its UTF-8 bytes.
  * A text equal to the last one given reuses its base64 and size: pods that differ but get the
  * same patch (the replicas of a StatefulSet, the pods of every ReplicaSet of a Deployment, any
  * pod whose templates read nothing of it) come one after another, and the patch's bytes and
  * base64 cost about a third of the mutating handler for a typical pod.
+ *
+ * A text of more than `maxBytes` bytes of UTF-8 is refused (PATCH_TOO_LARGE), so it is only
+ * measured (Buffer.byteLength, which copies nothing): it is never encoded (its base64 would be
+ * 4 * ceil(n / 3) characters more) nor kept until the next mutation. A UTF-16 unit is at most 3
+ * bytes of UTF-8, so a text of at most a third of the limit in units, every real pod's, is not
+ * even measured.
  */
-export function encodePatch(text: string, toBytes: (text: string) => Buffer): EncodedPatch {
+export function encodePatch(text: string, toBytes: (text: string) => Buffer, maxBytes: number): EncodedPatch | OversizedPatch {
+  if (text.length * 3 > maxBytes) {
+    const bytes = Buffer.byteLength(text);
+    if (bytes > maxBytes) return { bytes };
+  }
   if (text !== lastEncoded?.text) {
     const bytes = toBytes(text);
     lastEncoded = { text, bytes: bytes.length, base64: patchText(bytes) };

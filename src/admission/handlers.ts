@@ -104,7 +104,7 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
   // Written from the injection's decisions, byte for byte the diff of the pod and the injected pod
   // (injectionPatch), without making that pod.
   const { text, ops } = injectionPatch(pod, injection);
-  const patch = ops > 0 ? encodePatch(text, patchBytes) : undefined;
+  const patch = ops > 0 ? encodePatch(text, patchBytes, limits.patchBytes) : undefined;
   // An answer of megabytes (a pod of many containers, each given the templates' env and mounts)
   // costs memory here and in the apiserver; the pod is refused with the size instead.
   if (patch !== undefined && patch.bytes > limits.patchBytes) {

@@ -50,7 +50,7 @@ export class ReviewFault extends Error {
 
 /**
  * One endpoint's review pipeline, outside the HTTP server: decode -> handle -> set the uid once
- * -> encode, synchronous from the body's text to the answer's. The answer cache (behind the codec)
+ * -> encode, synchronous from the body's bytes to the answer's text. The answer cache (behind the codec)
  * answers a body it has seen but for the uid without running the other steps.
  *
  * The generation is read once, before the cache is asked; the handler reads the template set
@@ -77,7 +77,7 @@ export class ReviewPipeline implements ReviewSteps<ReviewOutcome> {
    * Answers one review body. Throws an InjectorError (4xx) for a body that is not a review, and a
    * ReviewFault for a fault once the review is decoded; the transport's error edge answers both.
    */
-  review(body: string, started: bigint = process.hrtime.bigint()): Reviewed {
+  review(body: Buffer, started: number = performance.now()): Reviewed {
     const answer = this.#cache.answer(body, this.#currentGeneration(), this);
     return { text: answer.text, record: reviewRecord(this.#endpoint, answer.uid, answer.value, answer.cached, started) };
   }
@@ -87,9 +87,9 @@ export class ReviewPipeline implements ReviewSteps<ReviewOutcome> {
     return this.#cache.size;
   }
 
-  /** The cache's first step: the body checked, parsed and its envelope checked. */
-  decode(body: string): DecodedReview {
-    return decodeBody(body, this.#bodyLimits);
+  /** The cache's first step: the body read as UTF-8, checked, parsed and its envelope checked. */
+  decode(body: Buffer): DecodedReview {
+    return decodeBody(body.toString('utf8'), this.#bodyLimits);
   }
 
   /** The cache's second step: the verdict, encoded with the review's uid. */

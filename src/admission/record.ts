@@ -1,7 +1,7 @@
 import { ErrorCodes, type InjectorError } from '../errors.js';
 import { Reason } from '../inject/policy.js';
 import { isObject } from '../kube/types.js';
-import { clip, lineWriter, type Logger } from '../log.js';
+import { clip, lineWriter, owned, type Logger } from '../log.js';
 import type { ReviewRequest } from './codec.js';
 import { Decision, type Verdict } from './verdict.js';
 
@@ -60,13 +60,15 @@ export type ReviewObserver = (record: ReviewRecord) => void;
 export function reviewOutcome(req: ReviewRequest, verdict: Verdict): ReviewOutcome {
   const object = isObject(req.object) ? req.object : undefined;
   const meta = object !== undefined && isObject(object['metadata']) ? object['metadata'] : undefined;
+  // Copies of their own: the answer cache keeps the outcome, and a view would keep the body.
   return {
-    operation: clip(req.operation ?? ''),
-    namespace: clip(req.namespace || text(meta?.['namespace'])),
-    pod: clip(text(meta?.['name']) || text(meta?.['generateName']) || (req.name ?? '')),
+    operation: owned(clip(req.operation ?? '')),
+    namespace: owned(clip(req.namespace || text(meta?.['namespace']))),
+    pod: owned(clip(text(meta?.['name']) || text(meta?.['generateName']) || (req.name ?? ''))),
     decision: verdict.decision,
     reason: verdict.reason,
-    templates: verdict.templates,
+    // Frozen, so the log line may write it once for every review the answer cache answers.
+    templates: Object.freeze([...verdict.templates]),
     patchOps: verdict.patchOps,
   };
 }
@@ -75,8 +77,10 @@ function text(value: unknown): string {
   return typeof value === 'string' ? value : '';
 }
 
+const NO_TEMPLATES: readonly string[] = Object.freeze([]);
+
 /** The record of an answered review. */
-export function reviewRecord(endpoint: string, uid: string, outcome: ReviewOutcome, cached: boolean, started: bigint): ReviewRecord {
+export function reviewRecord(endpoint: string, uid: string, outcome: ReviewOutcome, cached: boolean, started: number): ReviewRecord {
   return {
     endpoint,
     uid: clip(uid),
@@ -93,7 +97,7 @@ export function reviewRecord(endpoint: string, uid: string, outcome: ReviewOutco
 }
 
 /** The record of a request answered with an HTTP error; `uid` once the review was decoded, or as a refused body claims it. */
-export function errorRecord(endpoint: string, method: string, err: InjectorError, uid: string, started: bigint): ReviewRecord {
+export function errorRecord(endpoint: string, method: string, err: InjectorError, uid: string, started: number): ReviewRecord {
   return {
     endpoint: clip(endpoint),
     uid: clip(uid),
@@ -102,7 +106,7 @@ export function errorRecord(endpoint: string, method: string, err: InjectorError
     pod: '',
     decision: ERROR_DECISION,
     reason: err.code,
-    templates: [],
+    templates: NO_TEMPLATES,
     patchOps: 0,
     cached: false,
     durationMs: millisSince(started),
@@ -115,9 +119,9 @@ export function errorRecord(endpoint: string, method: string, err: InjectorError
   };
 }
 
-/** Milliseconds since `started` (process.hrtime.bigint()), to the microsecond. */
-function millisSince(started: bigint): number {
-  return Math.round(Number(process.hrtime.bigint() - started) / 1e3) / 1e3;
+/** Milliseconds since `started` (performance.now(): a double, where hrtime.bigint() makes BigInts to subtract), to the microsecond. */
+function millisSince(started: number): number {
+  return Math.round((performance.now() - started) * 1e3) / 1e3;
 }
 
 /** The log observer: one pino line per request, info for an answer, warn for a refused request, error for a fault. */

@@ -105,11 +105,12 @@ function refusedBody(site: PodSite, calls: readonly WebhookCall[], limits: BodyL
  * The AdmissionReview text the apiserver would send for the pod's CREATE: the fields of
  * admission/v1's AdmissionRequest in its Go order, a uid of a UUID's length, and the pod with the
  * managedFields of its creator (kube-controller-manager for a controller's pod, kubectl for a
- * bare one).
+ * bare one). With `mutated`, the review a validating webhook receives: the pod as mutated, with
+ * the managedFields of the pod as created, which the apiserver writes before mutating admission.
  */
-function apiserverReview(site: PodSite): string {
+export function apiserverReview(site: Pick<PodSite, 'kind' | 'pod' | 'namespace'>, mutated: Pod = site.pod): string {
   const manager = site.kind === 'Pod' ? 'kubectl-client-side-apply' : 'kube-controller-manager';
-  const object = { ...site.pod, metadata: { ...site.pod.metadata, managedFields: [managedFieldsOf(site.pod as Record<string, unknown>, manager)] } };
+  const object = { ...mutated, metadata: { ...mutated.metadata, managedFields: [managedFieldsOf(site.pod as Record<string, unknown>, manager)] } };
   const gvk = { group: '', version: 'v1', kind: 'Pod' };
   const gvr = { group: '', version: 'v1', resource: 'pods' };
   const request = {

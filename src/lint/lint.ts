@@ -1,13 +1,13 @@
-import { podObject } from '../admission/pod.js';
-import { attempt, InjectorError, TemplateSetError, type TemplateFault } from '../errors.js';
+import { InjectorError, TemplateSetError, type TemplateFault } from '../errors.js';
 import { findConflicts } from '../templates/conflicts.js';
 import { jobCompletionWarning, keepsJobsRunning } from '../inject/jobs.js';
-import { injectSidecars } from '../inject/mutate.js';
+import { planInjection } from '../inject/mutate.js';
 import { renderTemplates } from '../inject/render.js';
 import type { Pod } from '../kube/types.js';
 import { compileTemplateSet, positionInFiles, readTemplateDir, type TemplateSet } from '../templates/load.js';
 import { renderValues } from '../templates/placeholders.js';
 import type { CompiledTemplate } from '../templates/template.js';
+import { admitted, countOf, excesses, Webhook, type Admitted, type Excess, type Limit } from './limits.js';
 import { podFaults, type PodFault, type PodSecurityLevel } from './pod.js';
 
 /**
@@ -43,6 +43,8 @@ interface Sample {
   readonly name: string;
   readonly pod: Pod;
   readonly ownedByJob: boolean;
+  /** The kind of its controller, whose manager writes its managedFields. */
+  readonly kind: string;
 }
 
 const RESTRICTED = { runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } };
@@ -50,9 +52,9 @@ const APP = { name: 'app', image: 'registry.example.com/app:1.0', ports: [{ name
 
 /** The sample pods: each meets the restricted profile by itself, so every fault found is a template's. */
 const Samples: readonly Sample[] = [
-  { name: 'deployment-pod', ownedByJob: false, pod: { metadata: { generateName: 'web-5d8f7c9b4-', labels: { app: 'web' } }, spec: { containers: [APP], volumes: [{ name: 'app-data', emptyDir: {} }] } } },
-  { name: 'job-pod', ownedByJob: true, pod: { metadata: { generateName: 'nightly-28811520-', labels: { 'batch.kubernetes.io/job-name': 'nightly-28811520' } }, spec: { restartPolicy: 'Never', containers: [{ ...APP, name: 'main', ports: [] }], volumes: [{ name: 'app-data', emptyDir: {} }] } } },
-  { name: 'pod-with-init', ownedByJob: false, pod: { metadata: { name: 'db-0', labels: { app: 'db' } }, spec: { initContainers: [{ name: 'setup', image: 'registry.example.com/setup:1.0', securityContext: RESTRICTED }], containers: [APP], volumes: [{ name: 'app-data', emptyDir: {} }] } } },
+  { name: 'deployment-pod', kind: 'ReplicaSet', ownedByJob: false, pod: { metadata: { generateName: 'web-5d8f7c9b4-', labels: { app: 'web' } }, spec: { containers: [APP], volumes: [{ name: 'app-data', emptyDir: {} }] } } },
+  { name: 'job-pod', kind: 'Job', ownedByJob: true, pod: { metadata: { generateName: 'nightly-28811520-', labels: { 'batch.kubernetes.io/job-name': 'nightly-28811520' } }, spec: { restartPolicy: 'Never', containers: [{ ...APP, name: 'main', ports: [] }], volumes: [{ name: 'app-data', emptyDir: {} }] } } },
+  { name: 'pod-with-init', kind: 'StatefulSet', ownedByJob: false, pod: { metadata: { name: 'db-0', labels: { app: 'db' } }, spec: { initContainers: [{ name: 'setup', image: 'registry.example.com/setup:1.0', securityContext: RESTRICTED }], containers: [APP], volumes: [{ name: 'app-data', emptyDir: {} }] } } },
 ];
 
 /**
@@ -102,30 +104,83 @@ function checkCombination(templates: readonly CompiledTemplate[], sample: Sample
   if (conflicts.length > 0) {
     return conflicts.map((c) => ({ file: fileOf.get(c.template) ?? '', template: c.template, path: c.path, message: `${c.message}: the two cannot be selected together` }));
   }
-  let pod: Pod;
-  try {
-    pod = injectSidecars(sample.pod, templates, 'default', { ownedByJob: sample.ownedByJob, lenientMounts: true }).pod;
-  } catch (err) {
-    if (!(err instanceof InjectorError)) throw err;
-    return [{ file: templates[0]?.file ?? '', path: '', message: err.message }];
-  }
-  const over = overServeLimits(pod, templates, sample);
-  if (over !== undefined) return [over];
+  const injected = injectInto(templates, sample);
+  if (injected instanceof InjectorError) return refusedFaults([refusedInjection(injected)], templates, sample);
+  const over = excesses(injected);
+  if (over.length > 0) return refusedFaults(over, templates, sample);
   const owners = ownersOf(renderTemplates(sample.pod, templates, 'default', { ownedByJob: sample.ownedByJob }));
-  return podFaults(pod, level).map((f) => attribute(f, owners, templates, sample));
+  return podFaults(injected.pod, level).map((f) => attribute(f, owners, templates, sample));
 }
 
 /**
- * The injected pod against the pod limits of `serve` at their defaults (--max-env-per-container,
- * --max-mounts-per-container, --max-containers, ...), with the server's own check: the validating
- * webhook runs it on the pod as mutated (podObject, in admission/handlers.ts), so a template that
- * takes a small sample over a limit gets every pod it is injected into refused.
+ * What serve answers and receives when it injects `templates` into a sample, as lint inspects it
+ * (a mount of no volume is kept, to be reported), or the mutating webhook's refusal.
  */
-function overServeLimits(pod: Pod, templates: readonly CompiledTemplate[], sample: Sample): TemplateFault | undefined {
-  const refused = attempt(() => podObject(pod));
-  if (!(refused instanceof InjectorError)) return undefined;
-  const first = templates[0]!;
-  return { file: first.file, template: first.name, path: '/spec', message: `injected into sample pod "${sample.name}", the pod would be refused by the validating webhook: ${refused.message}` };
+function injectInto(templates: readonly CompiledTemplate[], sample: Sample): Admitted | InjectorError {
+  try {
+    return admitted(sample.pod, planInjection(sample.pod, templates, 'default', { ownedByJob: sample.ownedByJob, lenientMounts: true }), sample.kind);
+  } catch (err) {
+    if (!(err instanceof InjectorError)) throw err;
+    return err;
+  }
+}
+
+/** The mutating webhook's denial of an injection it cannot make (annotations over Kubernetes' 256 KiB, a refused override). */
+function refusedInjection(err: InjectorError): Excess {
+  return { webhook: Webhook.Mutating, refusal: err.message, code: err.code };
+}
+
+/** Every refusal serve would give an injection into a sample (none: []). */
+function refusalsOf(templates: readonly CompiledTemplate[], sample: Sample): Excess[] {
+  const injected = injectInto(templates, sample);
+  return injected instanceof InjectorError ? [refusedInjection(injected)] : excesses(injected);
+}
+
+/**
+ * Serve's refusals of a sample given `templates`, as faults of the templates that cause them: the
+ * mutating webhook denies an injection it cannot make or whose patch is over --max-patch-kib, and
+ * the validating webhook (failurePolicy Fail) a pod over a pod limit or a review over a body limit
+ * (src/lint/limits.ts counts them with the server's own checks), so every pod given the templates
+ * is refused. In a combination, a template refused alone is the one to blame, and lint reports it
+ * when it checks that template alone on the same sample, so the combination adds nothing; a
+ * refusal no template meets alone is blamed on every template of the combination, with what each
+ * holds alone.
+ */
+function refusedFaults(over: readonly Excess[], templates: readonly CompiledTemplate[], sample: Sample): TemplateFault[] {
+  const [only] = templates;
+  if (templates.length === 1 && only !== undefined) {
+    return over.map((e) => ({ file: only.file, template: only.name, path: '/spec', message: `injected into sample pod "${sample.name}", ${refusedBy(e, 'this template')}${excessText(e)}: ${e.refusal}` }));
+  }
+  const overAlone = new Set(templates.flatMap((t) => refusalsOf([t], sample).map(keyOf)));
+  return over.filter((e) => !overAlone.has(keyOf(e))).flatMap((e) => blameTogether(e, templates, sample));
+}
+
+/** What an excess is refused for: its limit, or the code of its refusal when no limit of serve's lifts it. */
+const keyOf = (e: Excess): string => e.limit?.flag ?? e.code;
+
+/** A fault for each of `templates`, which are refused only together: with what each of them holds alone of the limit. */
+function blameTogether(e: Excess, templates: readonly CompiledTemplate[], sample: Sample): TemplateFault[] {
+  const limit = e.limit;
+  const alone = (t: CompiledTemplate, of: Limit): string => {
+    const injected = injectInto([t], sample);
+    return `"${t.name}" alone ${injected instanceof InjectorError ? 'refused' : countOf(injected, of)}`;
+  };
+  const each = limit === undefined ? '' : ` (${templates.map((t) => alone(t, limit)).join(', ')})`;
+  return templates.map((t) => {
+    const others = templates.filter((o) => o !== t).map((o) => `"${o.name}"`);
+    const message = `with template${others.length > 1 ? 's' : ''} ${others.join(', ')}, injected into sample pod "${sample.name}", ${refusedBy(e, 'them together')}${excessText(e)}, which no template does alone${each}: ${e.refusal}`;
+    return { file: t.file, template: t.name, path: '/spec', message };
+  });
+}
+
+function refusedBy(e: Excess, given: string): string {
+  return `the ${e.webhook} webhook would refuse every pod given ${given}`;
+}
+
+/** How far over its limit an excess goes, naming the flag: `: 1100 env vars in one container, 100 over --max-env-per-container (1000)`. */
+function excessText(e: Excess): string {
+  if (e.limit === undefined || e.count === undefined) return '';
+  return `: ${e.count} ${e.limit.unit}, ${e.count - e.limit.limit} over --${e.limit.flag} (${e.limit.shown ?? e.limit.limit})`;
 }
 
 interface Owner {

@@ -66,10 +66,10 @@ export function createAdmissionApp(deps: AdmissionAppDeps): AdmissionApp {
   const slots = new ReviewSlots(deps.maxInflight ?? 32, (deps.answerTimeout ?? 10) * 1000);
 
   const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const started = process.hrtime.bigint();
+    const started = performance.now();
     const path = pathOf(req.url);
     let record: ReviewRecord;
-    let body: string | undefined;
+    let body: Buffer | undefined;
     try {
       const pipeline = route(req, res, path, pipelines);
       checkContentType(req.headers['content-type']);
@@ -119,8 +119,8 @@ function send(res: ServerResponse, status: number, text: string): void {
 /** What the error edge knows of a request: its path, its body once read whole, when it began. */
 interface Refused {
   readonly path: string;
-  readonly body: string | undefined;
-  readonly started: bigint;
+  readonly body: Buffer | undefined;
+  readonly started: number;
 }
 
 /**
@@ -159,12 +159,14 @@ function answerError(req: IncomingMessage, res: ServerResponse, refused: Refused
  * only when it is a short run of letters, digits and dashes closed by a quote; anything else
  * (an escape, a control character, a long run) gives ''. Never used for anything but the record.
  */
-function claimedUid(body: string | undefined): string {
+function claimedUid(body: Buffer | undefined): string {
   if (body === undefined) return '';
+  // Latin-1 reads one character a byte: the prefix and a clean uid are ASCII either way.
+  const head = body.toString('latin1', 0, Math.min(body.length, CLAIM_BYTES));
   for (const prefix of APISERVER_PREFIXES) {
-    if (!body.startsWith(prefix)) continue;
+    if (!head.startsWith(prefix)) continue;
     CLEAN_UID.lastIndex = prefix.length;
-    return CLEAN_UID.exec(body)?.[1] ?? '';
+    return CLEAN_UID.exec(head)?.[1] ?? '';
   }
   return '';
 }
@@ -173,6 +175,9 @@ const APISERVER_PREFIXES = Object.values(ApiserverPrefixes);
 
 /** A uid as the apiserver writes one (a UUID is 36 characters), then its closing quote. */
 const CLEAN_UID = /([0-9A-Za-z-]{1,64})"/y;
+
+/** Bytes of a refused body read for its uid: the longest prefix, the longest clean uid and its quote. */
+const CLAIM_BYTES = Math.max(...APISERVER_PREFIXES.map((p) => p.length)) + 65;
 
 /**
  * Review slots. A slot is held from the end of a review's body until its answer has been flushed

@@ -182,9 +182,9 @@ describe('AnswerCache', () => {
     decoded = 0;
     answered = 0;
     constructor(readonly keep = true) {}
-    decode(body: string): DecodedReview {
+    decode(body: Buffer): DecodedReview {
       this.decoded++;
-      return decodeBody(body);
+      return decodeBody(body.toString());
     }
     answer(review: DecodedReview): Answer<string> {
       this.answered++;
@@ -196,13 +196,13 @@ describe('AnswerCache', () => {
 
   /** One review through the cache; true when the cache answered it. */
   function review(cache: AnswerCache<string>, text: string, under: unknown = generation, with_: ReviewSteps<string> = steps): boolean {
-    return cache.answer(text, under, with_).cached;
+    return cache.answer(Buffer.from(text), under, with_).cached;
   }
 
   it('answers the third review of a body on from the answer kept, parsing the third to confirm the uid and nothing after', () => {
     const cache = new AnswerCache<string>(1024 * 1024);
     const counted = new Steps();
-    const answers = ['u-1', 'u-2', 'u-3', 'u-4', 'u-5'].map((uid) => cache.answer(reviewText(optedInPod(), uid), generation, counted));
+    const answers = ['u-1', 'u-2', 'u-3', 'u-4', 'u-5'].map((uid) => cache.answer(Buffer.from(reviewText(optedInPod(), uid)), generation, counted));
     assert.deepEqual(answers.map((a) => a.cached), [false, false, true, true, true]);
     assert.deepEqual([counted.decoded, counted.answered], [3, 2]);
     answers.forEach((a, i) => assert.equal(JSON.parse(a.text).response.uid, `u-${i + 1}`));
@@ -222,6 +222,31 @@ describe('AnswerCache', () => {
     assert.equal(review(cache, reviewText(pod(1), randomUUID())), false, 'an old entry was evicted');
   });
 
+  it('tells apart bodies that differ in one byte anywhere after the uid, each answered with its own answer', () => {
+    // The answer names the note, so an entry of another body would answer with the wrong one.
+    const noted: ReviewSteps<string> = {
+      decode: (body) => decodeBody(body.toString()),
+      answer: (review) => {
+        const note = String((review.request.object as { metadata: { annotations: Record<string, string> } }).metadata.annotations['note']);
+        const text = encodeAnswer(review, { allowed: true, auditAnnotations: { note } });
+        return { version: review.apiVersion, uid: review.request.uid, text, value: note, keep: true, cached: false };
+      },
+    };
+    const cache = new AnswerCache<string>(4 * 1024 * 1024);
+    // 40 000 characters: past the first 2 KiB and past the 16 KiB the hash reads at a time.
+    const base = 'a'.repeat(40_000);
+    const notes = [base, ...[0, 1, 2, 3, 2047, 2048, 16_383, 16_384, 16_385, 39_998, 39_999].map((at) => base.slice(0, at) + 'b' + base.slice(at + 1))];
+    const body = (note: string) => Buffer.from(reviewText(optedInPod({ annotations: { note } }), randomUUID()));
+    for (let round = 0; round < 3; round++) {
+      for (const note of notes) {
+        const answer = cache.answer(body(note), generation, noted);
+        assert.equal(answer.value, note);
+        assert.equal(answer.cached, round === 2, `round ${round}`);
+      }
+    }
+    assert.equal(cache.size.entries, notes.length);
+  });
+
   it('keeps an answer the second time it is computed, not the first', () => {
     const cache = new AnswerCache<string>(1024 * 1024);
     for (let i = 0; i < 100; i++) review(cache, reviewText(optedInPod({ name: `once-${i}` }), randomUUID()));
@@ -238,19 +263,19 @@ describe('AnswerCache', () => {
     assert.deepEqual([cache.size.entries, passing.answered], [0, 5]);
   });
 
-  it('counts two bytes a character for text beyond Latin-1, as V8 holds it', () => {
-    const held = (team: string): { bytes: number; keyLength: number } => {
+  it('counts the bytes of its key as they came, and two bytes a character of answer text beyond Latin-1', () => {
+    const held = (team: string): { bytes: number; keyBytes: number } => {
       const cache = new AnswerCache<string>(1024 * 1024);
       const text = () => reviewText(optedInPod({ labels: { team } }), randomUUID());
       for (let i = 0; i < 2; i++) review(cache, text());
       assert.equal(cache.size.entries, 1);
-      // The key is the text after the uid.
-      return { bytes: cache.size.bytes, keyLength: text().length - ApiserverPrefixes[ReviewVersion.V1].length - 36 };
+      // The key is the bytes after the uid; the answer (a skip) does not hold the label.
+      return { bytes: cache.size.bytes, keyBytes: Buffer.byteLength(text()) - ApiserverPrefixes[ReviewVersion.V1].length - 36 };
     };
     const narrow = held('ab'.repeat(50));
     const wide = held('日本'.repeat(50));
-    assert.equal(wide.keyLength, narrow.keyLength, 'the same text length');
-    assert.equal(wide.bytes - narrow.bytes, wide.keyLength, 'the key of two-byte text counts twice');
+    assert.equal(wide.keyBytes - narrow.keyBytes, 200, 'each 日本 is 6 bytes of UTF-8 where ab is 2');
+    assert.equal(wide.bytes - narrow.bytes, wide.keyBytes - narrow.keyBytes, 'the key counts its bytes');
   });
 
   it('keeps nothing when its budget is 0, or for a body over an eighth of it', () => {

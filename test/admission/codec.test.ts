@@ -3,23 +3,31 @@ import { describe, it } from 'node:test';
 import { checkBody, decodeBody, describeValue, encodeAnswer, encodePatch, MAX_KEY_FANOUT, MAX_NESTING, OWN_CONTEXT_KEYS, patchText, ReviewVersion, type BodyLimits, type ResponseBody } from '../../src/admission/codec.js';
 import { InjectorError } from '../../src/errors.js';
 
-const limits = { objectKeys: 3, nodes: 10, objectLayouts: 1000, shortStrings: 1000 };
-
-function refusal(text: string): string | undefined {
-  try {
-    checkBody(text, limits);
-    return undefined;
-  } catch (err) {
-    assert.ok(err instanceof InjectorError);
-    assert.equal(err.code, 'REVIEW_INVALID');
-    return err.message;
-  }
+/**
+ * Whether checkBody refuses a text under `limits`. A refusal must be REVIEW_INVALID with a message
+ * matching `reason`, so a text refused for another limit than the one a test is about fails it.
+ */
+function refusedBy(limits: BodyLimits, reason: RegExp): (text: string) => boolean {
+  return (text) => {
+    try {
+      checkBody(text, limits);
+      return false;
+    } catch (err) {
+      assert.ok(err instanceof InjectorError, String(err));
+      assert.equal(err.code, 'REVIEW_INVALID');
+      assert.match(err.message, reason);
+      return true;
+    }
+  };
 }
+
+/** Small limits, and any reason: the tests that use it expect no refusal at all. */
+const refusedAtAll = refusedBy({ objectKeys: 3, nodes: 10, objectLayouts: 1000, shortStrings: 1000 }, /./);
 
 describe('checkBody', () => {
   it('counts only the structure outside strings: brackets, colons and escaped quotes inside strings are text', () => {
-    assert.equal(refusal(JSON.stringify({ a: '[[[[{{{{:::::', b: 'say \\"[[[[\\" :::', c: '\\\\' })), undefined);
-    assert.equal(refusal(JSON.stringify({ a: '"[[[[[[[[[[[[[[' })), undefined);
+    assert.equal(refusedAtAll(JSON.stringify({ a: '[[[[{{{{:::::', b: 'say \\"[[[[\\" :::', c: '\\\\' })), false);
+    assert.equal(refusedAtAll(JSON.stringify({ a: '"[[[[[[[[[[[[[[' })), false);
   });
 
   it('counts the keys of each object apart, siblings and parents included', () => {
@@ -30,16 +38,7 @@ describe('checkBody', () => {
   });
 
   it('counts every object, list, key and list item as a node, at any depth', () => {
-    const nodes = { objectKeys: 1000, nodes: 10, objectLayouts: 1000, shortStrings: 1000 };
-    const refused = (text: string): boolean => {
-      try {
-        checkBody(text, nodes);
-        return false;
-      } catch (err) {
-        assert.match((err as Error).message, /more than 10 JSON nodes \(objects, lists, keys and list items; --max-json-nodes\)/);
-        return true;
-      }
-    };
+    const refused = refusedBy({ objectKeys: 1000, nodes: 10, objectLayouts: 1000, shortStrings: 1000 }, /more than 10 JSON nodes \(objects, lists, keys and list items; --max-json-nodes\)/);
     // An object, two keys, a list with its four items, an object and its key: 10.
     assert.equal(refused('{"a":[1,2,3,4],"b":{"c":1}}'), false);
     assert.equal(refused('{"a":[1,2,3,4,5],"b":{"c":1}}'), true);
@@ -71,16 +70,7 @@ describe('checkBody', () => {
   });
 
   it('counts object layouts: a key name once per distinct run of keys before it in its object', () => {
-    const layouts = { objectKeys: 1000, nodes: 1000, objectLayouts: 4, shortStrings: 1000 };
-    const refused = (text: string): boolean => {
-      try {
-        checkBody(text, layouts);
-        return false;
-      } catch (err) {
-        assert.match((err as Error).message, /more than 4 distinct object layouts \(runs of key names; --max-object-layouts\)/);
-        return true;
-      }
-    };
+    const refused = refusedBy({ objectKeys: 1000, nodes: 1000, objectLayouts: 4, shortStrings: 1000 }, /more than 4 distinct object layouts \(runs of key names; --max-object-layouts\)/);
     // Objects of one kind share their layouts however many there are: a, a+b.
     assert.equal(refused(`[${Array(50).fill('{"a":0,"b":0}').join(',')}]`), false);
     // The same name at every depth: one layout.
@@ -95,16 +85,7 @@ describe('checkBody', () => {
   });
 
   it('counts a hidden class per key count and run of names, as V8 keeps a transition tree per key count; none for objects of 128 keys or more', () => {
-    const limits = (objectLayouts: number): BodyLimits => ({ objectKeys: 1000, nodes: 10_000, objectLayouts, shortStrings: 1000 });
-    const passes = (text: string, limit: number): boolean => {
-      try {
-        checkBody(text, limits(limit));
-        return true;
-      } catch (err) {
-        assert.match((err as Error).message, new RegExp(`more than ${limit} distinct object layouts`));
-        return false;
-      }
-    };
+    const passes = (text: string, limit: number): boolean => !refusedBy({ objectKeys: 1000, nodes: 10_000, objectLayouts: limit, shortStrings: 1000 }, new RegExp(`more than ${limit} distinct object layouts`))(text);
     // Two runs of names (a, a+b) but three hidden classes: a in objects of one key, a and a+b in objects of two.
     assert.equal(passes('[{"a":0},{"a":0,"b":0}]', 3), true);
     assert.equal(passes('[{"a":0},{"a":0,"b":0}]', 2), false);
@@ -124,20 +105,14 @@ describe('checkBody', () => {
 
   it('counts an object\'s named keys toward its 128, not its array-index keys, which V8 keeps as elements', () => {
     const limits = (objectLayouts: number): BodyLimits => ({ objectKeys: 1000, nodes: 100_000, objectLayouts, shortStrings: 1000 });
+    const refused = (limit: number): ((text: string) => boolean) => refusedBy(limits(limit), new RegExp(`more than ${limit} distinct object layouts`));
     const named = (prefix: string, n: number): string[] => Array.from({ length: n }, (_, k) => `"${prefix}${k}":0`);
     // Keys "0" to "127", then 127 names new in each object: V8 builds 127 hidden classes for each.
     const indexed = (i: number): string => `{${[...Array.from({ length: 128 }, (_, k) => `"${k}":0`), ...named(`o${i}n`, 127)].join(',')}}`;
-    assert.throws(() => checkBody(`[${Array.from({ length: 40 }, (_, i) => indexed(i)).join(',')}]`, limits(4096)), /more than 4096 distinct object layouts/);
+    assert.equal(refused(4096)(`[${Array.from({ length: 40 }, (_, i) => indexed(i)).join(',')}]`), true);
     // 127 names and one key more: a name makes the object a dictionary (its run stops at 127), an index does not.
     const withKey = (key: string): string => `{${[...named('k', 127), `"${key}":0`].join(',')}}`;
-    const passes = (text: string): boolean => {
-      try {
-        checkBody(text, limits(127));
-        return true;
-      } catch {
-        return false;
-      }
-    };
+    const passes = (text: string): boolean => !refused(127)(text);
     assert.deepEqual(['01', '4294967295', '-1', 'x'].map((key) => passes(withKey(key))), [true, true, true, true], 'names');
     assert.deepEqual(['0', '4294967294', '\\u0030', '12'].map((key) => passes(withKey(key))), [false, false, false, false], 'indices');
   });
@@ -176,16 +151,7 @@ describe('checkBody', () => {
   });
 
   it('counts short string values, 2 to 10 characters as written, which JSON.parse interns; never keys, shorter or longer strings', () => {
-    const short = { objectKeys: 1000, nodes: 1000, objectLayouts: 1000, shortStrings: 3 };
-    const refused = (text: string): boolean => {
-      try {
-        checkBody(text, short);
-        return false;
-      } catch (err) {
-        assert.match((err as Error).message, /more than 3 short strings \(values of 2 to 10 characters, each interned by JSON.parse; --max-short-strings\)/);
-        return true;
-      }
-    };
+    const refused = refusedBy({ objectKeys: 1000, nodes: 1000, objectLayouts: 1000, shortStrings: 3 }, /more than 3 short strings \(values of 2 to 10 characters, each interned by JSON.parse; --max-short-strings\)/);
     // Three values of 2 and 10 characters, in a list and in an object: at the limit; a fourth is over it.
     assert.equal(refused('{"a":["ab","abcdefghij"],"b":"cd"}'), false);
     assert.equal(refused('{"a":["ab","abcdefghij"],"b":"cd","c":["ef"]}'), true);
@@ -207,8 +173,8 @@ describe('checkBody', () => {
   });
 
   it('leaves malformed JSON to the parser', () => {
-    assert.equal(refusal('{"unterminated'), undefined);
-    assert.equal(refusal(']]]]'), undefined);
+    assert.equal(refusedAtAll('{"unterminated'), false);
+    assert.equal(refusedAtAll(']]]]'), false);
   });
 });
 
@@ -249,21 +215,52 @@ describe('encodeAnswer', () => {
     assert.equal(encodeAnswer(review, stale), asStringify(stale));
   });
 
+  const LIMIT = 1024 * 1024;
+  const patchOf = (value: string): string => `[{"op":"add","path":"/metadata/labels/a","value":${JSON.stringify(value)}}]`;
+
   it('encodes a patch text equal to the last one once, and writes it as it is every time', () => {
     let made = 0;
     const toBytes = (text: string): Buffer => (made++, Buffer.from(text));
-    const text = (value: string): string => `[{"op":"add","path":"/metadata/labels/a","value":${JSON.stringify(value)}}]`;
-    const first = encodePatch(text('caf\u00e9'), toBytes);
-    assert.deepEqual([first.base64, first.bytes], [Buffer.from(text('caf\u00e9')).toString('base64'), Buffer.byteLength(text('caf\u00e9'))]);
-    const again = encodePatch(text('caf\u00e9').slice(0), toBytes);
+    const first = encodePatch(patchOf('caf\u00e9'), toBytes, LIMIT);
+    assert.deepEqual([first.base64, first.bytes], [Buffer.from(patchOf('caf\u00e9')).toString('base64'), Buffer.byteLength(patchOf('caf\u00e9'))]);
+    const again = encodePatch(patchOf('caf\u00e9').slice(0), toBytes, LIMIT);
     assert.equal(made, 1, 'an equal text (another string) is encoded once');
+    assert.ok(again.base64 !== undefined);
     const body = { allowed: true, patchType: 'JSONPatch', patch: again.base64 } as const;
     assert.equal(encodeAnswer(review, body), asStringify(body));
-    const other = encodePatch(text('cafe'), toBytes);
+    const other = encodePatch(patchOf('cafe'), toBytes, LIMIT);
     assert.equal(made, 2);
-    assert.equal(other.base64, Buffer.from(text('cafe')).toString('base64'));
+    assert.equal(other.base64, Buffer.from(patchOf('cafe')).toString('base64'));
     // A text equal to the one before the last is encoded again: only the last is kept.
-    encodePatch(text('caf\u00e9'), toBytes);
+    encodePatch(patchOf('caf\u00e9'), toBytes, LIMIT);
     assert.equal(made, 3);
+  });
+
+  it('only measures a patch over the limit, in bytes of UTF-8: never encodes it, nor keeps it in place of the last one', () => {
+    const made: string[] = [];
+    const toBytes = (text: string): Buffer => (made.push(text), Buffer.from(text));
+    const small = patchOf('a');
+    encodePatch(small, toBytes, LIMIT);
+    // Three bytes of UTF-8 a character (the euro sign): over the limit in bytes, a third of it in characters.
+    const base = Buffer.byteLength(patchOf(''));
+    const euros = (n: number): string => patchOf('\u20ac'.repeat(n));
+    const over = euros(Math.ceil((LIMIT - base + 1) / 3));
+    assert.equal(Buffer.byteLength(over) > LIMIT && over.length < LIMIT / 2, true);
+    const refused = encodePatch(over, toBytes, LIMIT);
+    assert.deepEqual(refused, { bytes: Buffer.byteLength(over) });
+    assert.deepEqual(made, [small], 'the refused patch never reaches toBytes, nor base64');
+    // The last patch encoded is still the one kept, and written as it is.
+    const kept = encodePatch(small, toBytes, LIMIT);
+    assert.deepEqual(made, [small]);
+    const body = { allowed: true, patchType: 'JSONPatch', patch: kept.base64 ?? '' } as const;
+    assert.equal(encodeAnswer(review, body), asStringify(body));
+    // A patch of exactly the limit is encoded; one byte more is not.
+    const most = euros(Math.floor((LIMIT - base) / 3));
+    const exact = most + ' '.repeat(LIMIT - Buffer.byteLength(most));
+    assert.equal(Buffer.byteLength(exact), LIMIT);
+    assert.equal(encodePatch(exact, toBytes, LIMIT).bytes, LIMIT);
+    assert.equal(made.length, 2);
+    assert.equal(encodePatch(`${exact} `, toBytes, LIMIT).base64, undefined);
+    assert.equal(made.length, 2);
   });
 });

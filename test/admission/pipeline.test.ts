@@ -9,9 +9,10 @@ import { InjectorError } from '../../src/errors.js';
 import type { TemplateHistory } from '../../src/templates/history.js';
 import type { TemplateSet } from '../../src/templates/load.js';
 import { optedInPod, podReview } from '../helpers/review.js';
+import { memoryAfterGc } from '../helpers/memory.js';
 import { set, template } from '../helpers/templates.js';
 
-const text = (pod: object, uid: string, apiVersion?: string): string => JSON.stringify(podReview(pod, { uid, ...(apiVersion !== undefined && { apiVersion }) }));
+const text = (pod: object, uid: string, apiVersion?: string): Buffer => Buffer.from(JSON.stringify(podReview(pod, { uid, ...(apiVersion !== undefined && { apiVersion }) })));
 
 /** A pipeline over one handler, with a fixed generation and room for answers. */
 function pipeline(handle: ReviewHandler, generation: () => unknown = () => 'one generation'): ReviewPipeline {
@@ -67,8 +68,8 @@ describe('ReviewPipeline', () => {
       ran++;
       return passed('skipped', 'not-opted-in');
     });
-    assert.throws(() => p.review('{not json'), (err: unknown) => err instanceof InjectorError && err.code === 'BODY_MALFORMED');
-    assert.throws(() => p.review('{"kind":"Pod"}'), (err: unknown) => err instanceof InjectorError && err.code === 'REVIEW_INVALID');
+    assert.throws(() => p.review(Buffer.from('{not json')), (err: unknown) => err instanceof InjectorError && err.code === 'BODY_MALFORMED');
+    assert.throws(() => p.review(Buffer.from('{"kind":"Pod"}')), (err: unknown) => err instanceof InjectorError && err.code === 'REVIEW_INVALID');
     assert.equal(ran, 0);
   });
 
@@ -85,6 +86,21 @@ describe('ReviewPipeline', () => {
       ],
     );
     assert.ok(records.every((r) => r.durationMs >= 0));
+  });
+
+  it('keeps no review text alive with the answers it keeps: their keys are counted bytes outside the heap', async () => {
+    const p = new ReviewPipeline({ endpoint: '/mutate', handle: () => passed('skipped', 'not-opted-in'), generation: () => 'one', answerCacheBytes: 64 * 1024 * 1024 });
+    // Made in a function of its own, so no register of the test keeps a body.
+    const keep = (i: number): void => {
+      const pod = optedInPod({ annotations: { note: 'x'.repeat(1024 * 1024) + i } });
+      for (const uid of ['a', 'b', 'c']) p.review(text(pod, uid));
+    };
+    const before = (await memoryAfterGc()).heapUsed;
+    for (let i = 0; i < 10; i++) keep(i);
+    const grown = (await memoryAfterGc()).heapUsed - before;
+    assert.equal(p.cacheSize.entries, 10);
+    // The keys (10 MiB of bytes) are Buffers, outside the heap; each body's text was 1 MiB in it.
+    assert.ok(grown < 4 * 1024 * 1024, `${(grown / 2 ** 20).toFixed(1)} MiB of heap held by 10 kept answers`);
   });
 
   it('keeps answers per generation: another generation computes again', () => {

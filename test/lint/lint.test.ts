@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { TemplateSetError, formatFault } from '../../src/errors.js';
-import { Severity, lintTemplates } from '../../src/lint/lint.js';
+import { Severity, lintTemplates, type LintFinding } from '../../src/lint/lint.js';
 import { PodSecurityLevel } from '../../src/lint/pod.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 
@@ -78,14 +78,75 @@ describe('lint severities', () => {
     assert.ok(restricted.faults.some((f) => f.severity === Severity.Warning && /seccompProfile/.test(f.message)));
   });
 
-  it('warns about a template that takes a pod over a pod limit of serve, which the validating webhook would refuse', async () => {
+  it('warns about a template that takes a pod over a pod limit of serve, which the validating webhook would refuse, saying how far over', async () => {
     const env = Array.from({ length: 1001 }, (_, i) => `    - { name: E${i}, value: v }\n`).join('');
     const dir = await dirOf({ 'a.yaml': `${sidecar('a')}  env:\n${env}` });
     const report = await lintTemplates(dir, PodSecurityLevel.None);
     assert.equal(report.errors, 0);
-    assert.ok(report.faults.some((f) => f.severity === Severity.Warning && f.template === 'a' && /refused by the validating webhook: .*over the limit of 1000 \(--max-env-per-container\)/.test(f.message)), JSON.stringify(report.faults.slice(0, 2)));
+    const over = /the validating webhook would refuse every pod given this template: 1001 env vars in one container, 1 over --max-env-per-container \(1000\): the pod has 1001 env vars in spec.containers\[0\], over the limit of 1000 \(--max-env-per-container\)/;
+    assert.ok(report.faults.some((f) => f.severity === Severity.Warning && f.template === 'a' && over.test(f.message)), JSON.stringify(report.faults.slice(0, 2)));
     const fits = await dirOf({ 'a.yaml': `${sidecar('a')}  env:\n${env.split('\n').slice(0, 999).join('\n')}\n` });
     assert.deepEqual((await lintTemplates(fits, PodSecurityLevel.None)).faults, []);
+  });
+
+  /** The findings of a limit's flag, by template. */
+  const byTemplate = (faults: readonly LintFinding[], flag: string): Record<string, string[]> => {
+    const out: Record<string, string[]> = {};
+    for (const f of faults.filter((f) => f.message.includes(`--${flag}`))) (out[f.template ?? ''] ??= []).push(f.message);
+    return out;
+  };
+  const envOf = (prefix: string, n: number): string => `  env:\n${Array.from({ length: n }, (_, i) => `    - { name: ${prefix}${i}, value: v }\n`).join('')}`;
+
+  it('blames the template that goes over a limit alone, never the template it is paired with (even the first one)', async () => {
+    // "a" sorts first: lint used to blame the first template of every pair that went over.
+    const dir = await dirOf({ 'a.yaml': sidecar('a'), 'z.yaml': `${sidecar('z')}${envOf('Z', 1001)}` });
+    const report = await lintTemplates(dir, PodSecurityLevel.None);
+    const blamed = byTemplate(report.faults, 'max-env-per-container');
+    assert.deepEqual(Object.keys(blamed), ['z'], JSON.stringify(report.faults));
+    assert.ok(blamed['z']!.every((m) => /given this template: 1001 env vars in one container, 1 over/.test(m)));
+  });
+
+  it('blames every template of a pair that goes over a limit only together, with what each holds alone', async () => {
+    const dir = await dirOf({ 'a.yaml': `${sidecar('a')}${envOf('A', 600)}`, 'b.yaml': `${sidecar('b')}${envOf('B', 500)}`, 'c.yaml': sidecar('c') });
+    const report = await lintTemplates(dir, PodSecurityLevel.None);
+    const blamed = byTemplate(report.faults, 'max-env-per-container');
+    assert.deepEqual(Object.keys(blamed).sort(), ['a', 'b'], JSON.stringify(report.faults));
+    for (const [template, other] of [['a', 'b'], ['b', 'a']] as const) {
+      assert.deepEqual(blamed[template]!.length, 1);
+      assert.match(blamed[template]![0]!, new RegExp(`^with template "${other}", injected into sample pod "deployment-pod", the validating webhook would refuse every pod given them together: 1100 env vars in one container, 100 over --max-env-per-container \\(1000\\), which no template does alone \\("a" alone 600, "b" alone 500\\): the pod has 1100 env vars`));
+    }
+  });
+
+  it('warns about templates whose injected pod makes a review over a body limit of serve, counted as the server counts', async () => {
+    // Short strings (2 to 10 characters) in a container's args: 5000 in each template, 10 000 together.
+    const args = (prefix: string, n: number): string => `      args: [${Array.from({ length: n }, (_, i) => `${prefix}${i}`).join(', ')}]\n`;
+    const dir = await dirOf({ 'a.yaml': `${sidecar('a')}${args('a', 5000)}`, 'b.yaml': `${sidecar('b')}${args('b', 5000)}`, 'c.yaml': `${sidecar('c')}${args('c', 9000)}` });
+    const report = await lintTemplates(dir, PodSecurityLevel.None);
+    const blamed = byTemplate(report.faults, 'max-short-strings');
+    assert.deepEqual(Object.keys(blamed).sort(), ['a', 'b', 'c'], JSON.stringify(report.faults.map((f) => f.message)));
+    // "c" alone, on each sample pod; never in its pairs, where it is the one to blame.
+    assert.equal(blamed['c']!.length, 3);
+    assert.ok(blamed['c']!.every((m) => /given this template: 9\d\d\d short strings in the review, \d+ over --max-short-strings \(8192\): not a valid AdmissionReview: the body holds more than 8192 short strings/.test(m)), blamed['c']!.join('\n'));
+    assert.equal(blamed['a']!.length, 1);
+    assert.match(blamed['a']![0]!, /^with template "b", .* given them together: 10\d\d\d short strings in the review, 1\d\d\d over --max-short-strings \(8192\), which no template does alone \("a" alone 50\d\d, "b" alone 50\d\d\)/);
+  });
+
+  it('warns about a pair whose patch goes over --max-patch-kib, which the mutating webhook denies', async () => {
+    const long = (n: number): string => `      args: ["${'x'.repeat(n)}"]\n`;
+    const dir = await dirOf({ 'a.yaml': `${sidecar('a')}${long(600_000)}`, 'b.yaml': `${sidecar('b')}${long(600_000)}` });
+    const report = await lintTemplates(dir, PodSecurityLevel.None);
+    const blamed = byTemplate(report.faults, 'max-patch-kib');
+    assert.deepEqual(Object.keys(blamed).sort(), ['a', 'b'], JSON.stringify(report.faults.map((f) => f.message.slice(0, 200))));
+    assert.match(blamed['b']![0]!, /^with template "a", .* the mutating webhook would refuse every pod given them together: 12\d{5} bytes of JSON patch, \d+ over --max-patch-kib \(1024 KiB\), which no template does alone \("a" alone 60\d{4}, "b" alone 60\d{4}\): the patch that injects the sidecars would be 12\d{5} bytes, over the limit of 1048576 \(--max-patch-kib\)/);
+  });
+
+  it('blames both templates of a pair whose injection is denied only together (annotations over Kubernetes\' 256 KiB)', async () => {
+    const annotation = (key: string): string => `  annotations:\n    example.com/${key}: "${'x'.repeat(150_000)}"\n`;
+    const dir = await dirOf({ 'a.yaml': `${sidecar('a')}${annotation('a')}`, 'b.yaml': `${sidecar('b')}${annotation('b')}` });
+    const report = await lintTemplates(dir, PodSecurityLevel.None);
+    const denied = report.faults.filter((f) => /annotations would take \d+ bytes once injected/.test(f.message));
+    assert.deepEqual(denied.map((f) => f.template).sort(), ['a', 'b'], JSON.stringify(report.faults.map((f) => f.message.slice(0, 200))));
+    assert.ok(denied.every((f) => /^with template "[ab]", injected into sample pod "deployment-pod", the mutating webhook would refuse every pod given them together, which no template does alone: /.test(f.message)));
   });
 
   it('warns about a regular sidecar in Job pods, and not about a native one', async () => {

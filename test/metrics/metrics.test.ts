@@ -220,7 +220,7 @@ describe('createMetrics', () => {
   it('keeps the counts of two instances apart', async () => {
     const a = createMetrics({ processMetrics: false });
     const b = createMetrics({ processMetrics: false });
-    a.observeReview(errorRecord('/mutate', 'POST', new InjectorError('BODY_EMPTY'), '', process.hrtime.bigint()));
+    a.observeReview(errorRecord('/mutate', 'POST', new InjectorError('BODY_EMPTY'), '', performance.now()));
     assert.equal(valueOf(await scrape(a), 'sidecar_injector_reviews_total', { reason: 'BODY_EMPTY' }), 1);
     assert.equal(valueOf(await scrape(b), 'sidecar_injector_reviews_total', { reason: 'BODY_EMPTY' }), undefined);
   });
