@@ -7,6 +7,7 @@ import type { CompiledTemplate } from '../templates/template.js';
 import { Keys } from './keys.js';
 import type { InjectionPlan, Owned, Sidecar } from './plan.js';
 import { copyWithKeys, renderForPod, templateKeys, type InjectionContext } from './render.js';
+import { checkPodResources } from './resources.js';
 import type { InjectionStatus } from './status.js';
 
 export type { InjectionStatus } from './status.js';
@@ -77,6 +78,14 @@ export function planInjection(pod: Pod, templates: readonly CompiledTemplate[], 
   const imagePullSecrets = addedNamed(spec.imagePullSecrets, plan.imagePullSecrets, plan.imagePullSecretItems, plan.wanted.imagePullSecrets, (n) => `imagePullSecret "${n}"`, warnings);
 
   if (context.lenientMounts !== true) checkMounts(spec.volumes, volumes, placed.sidecars, plan, extensions);
+  // Only a pod with pod-level resources (rare) pays for the lists once injected.
+  if (spec['resources'] !== undefined && placed.sidecars.length > 0) {
+    const ownInits = spec.initContainers ?? [];
+    checkPodResources(spec, { containers: own, initContainers: ownInits }, {
+      containers: containers === undefined ? own : fromPlaced(containers, own),
+      initContainers: initContainers === undefined ? ownInits : fromPlaced(initContainers, ownInits),
+    });
+  }
 
   // The pod's own maps are never copied nor walked here, only looked up: a pod may carry tens of
   // thousands of keys (issue 11).

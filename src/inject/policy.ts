@@ -30,6 +30,8 @@ export const Reason = {
   TemplateConflict: 'template-conflict',
   OverrideRefused: 'override-refused',
   VolumeMissing: 'volume-missing',
+  /** The pod's own spec.resources would not cover the sidecars' requests or limits. */
+  PodResourcesExceeded: 'pod-resources-exceeded',
   /** The pod's annotations would go over Kubernetes' 256 KiB once the injector adds its own. */
   AnnotationsTooLarge: 'annotations-too-large',
 } as const;
@@ -40,6 +42,7 @@ const refusalReasons: Partial<Record<InjectorError['code'], Reason>> = {
   TEMPLATE_CONFLICT: Reason.TemplateConflict,
   TEMPLATE_VOLUME_MISSING: Reason.VolumeMissing,
   ANNOTATIONS_TOO_LARGE: Reason.AnnotationsTooLarge,
+  POD_RESOURCES_EXCEEDED: Reason.PodResourcesExceeded,
 };
 
 /** The Reason for a pod refused while its templates were rendered or injected (the error code when there is none). */
