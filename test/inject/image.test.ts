@@ -178,7 +178,8 @@ describe('mirroredFrom', () => {
     [hub, 'docker.iox/fluent/fluent-bit', 'mirror.example.com/dockerhub/fluent/fluent-bit'],
     [hub, 'docker.io/fluent/fluent-bit', 'mirror.example.com/dockerhubx/fluent/fluent-bit'],
     [mirrors('docker.io=mirror.example.com'), 'docker.io/fluent/fluent-bit', 'mirror.example.comx/fluent/fluent-bit'],
-    [mirrors('docker.io/fluent=mirror.example.com/f'), 'docker.io/fluentd/fluent-bit', 'mirror.example.com/f/fluent-bit'],
+    [mirrors('docker.io/fluent=mirror.example.com/f'), 'docker.io/fluentd/fluent-bit', 'mirror.example.com/fd/fluent-bit'],
+    [mirrors('docker.io=mirror.example.com'), 'docker.iox/fluent/fluent-bit', 'mirror.example.comx/fluent/fluent-bit'],
     // Ports are part of the host.
     [mirrors('docker.io=mirror.example.com'), 'docker.io/fluent/fluent-bit', 'mirror.example.com:5000/fluent/fluent-bit'],
     [mirrors('docker.io=mirror.example.com:5000'), 'docker.io/fluent/fluent-bit', 'mirror.example.com:50001/fluent/fluent-bit'],
