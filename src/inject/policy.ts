@@ -15,6 +15,8 @@ export const Reason = {
   InvalidReview: 'invalid-review',
   /** /validate: every selected template's sidecars are in the pod. */
   SidecarsPresent: 'sidecars-present',
+  /** /validate: every selected template's sidecars are in the pod, some running their repository from a registry mirror (--image-mirror). */
+  SidecarsMirrored: 'sidecars-mirrored',
   /** /validate: the sidecars of a set this replica served within the history window (a template rollout). */
   EarlierTemplates: 'earlier-templates',
   /** /validate: what the status records of a template version this replica never served (a rollout it has not seen yet). */
