@@ -16,6 +16,8 @@ export interface PodContainers {
  * own, so a pod that fits on its own can stop fitting once injected, and the apiserver's 422 would
  * name neither the injector nor the sidecars: refused here, saying what to raise. A resource the
  * pod did not fit before injection is left to the apiserver (the sidecars did not cause it).
+ * Quantities are summed and compared exactly (Quantity.Add, Quantity.Cmp), never as doubles, and
+ * one that cannot be read refuses nothing.
  */
 export function checkPodResources(spec: PodSpec, before: PodContainers, after: PodContainers): void {
   const own = spec['resources'];
@@ -35,7 +37,7 @@ export function checkPodResources(spec: PodSpec, before: PodContainers, after: P
     // the user never wrote this figure, so say where it came from and what to write instead.
     problems.push(
       podLimits.length > 0 && had === allowed.nanos
-        ? `requests.${resource} is ${written(value)}, which the apiserver filled in from the containers' total because the pod sets only spec.resources.limits; set spec.resources.requests.${resource} explicitly to at least ${show(wanted)} (${share})`
+        ? `requests.${resource} is ${written(value)}, which the apiserver filled in from the containers' total because the pod sets only spec.resources.limits, and not recomputed after injection: set spec.resources.requests.${resource} explicitly to at least ${show(wanted)} (${share})`
         : `requests.${resource} is ${written(value)}, the containers with the sidecars request ${show(wanted)} together (${share})`,
     );
   }

@@ -102,7 +102,7 @@ describe('pod-level resources (spec.resources) and the injected sidecars', () =>
     // The pod wrote only limits; the apiserver set requests to its container's 500m / 50Mi before our webhook.
     const err = refusal(() => injectSidecars(podWithResources({ requests: { cpu: '500m', memory: '50Mi' }, limits: { cpu: '1', memory: '1Gi' } }), agent, 'ns'));
     assert.equal(err.code, 'POD_RESOURCES_EXCEEDED');
-    assert.match(err.message, /requests\.cpu is 500m, which the apiserver filled in from the containers' total because the pod sets only spec\.resources\.limits; set spec\.resources\.requests\.cpu explicitly to at least 600m \(the sidecars add 100m\)/);
+    assert.match(err.message, /requests\.cpu is 500m, which the apiserver filled in from the containers' total because the pod sets only spec\.resources\.limits, and not recomputed after injection: set spec\.resources\.requests\.cpu explicitly to at least 600m \(the sidecars add 100m\)/);
     assert.match(err.message, /requests\.memory is 50Mi, which the apiserver filled in .* to at least 114Mi \(the sidecars add 64Mi\)/);
     assert.ok(!err.message.includes('\n'), 'one line');
     // Without pod limits, or with a request the containers do not add up to, the figure is the user's own.
