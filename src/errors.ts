@@ -27,6 +27,8 @@ export const ErrorCodes = {
   POD_OVER_LIMIT: { status: 400, message: 'the pod has %s, over the limit of %s (--%s); no real workload needs that many, ask the operator to raise the flag if yours does' },
   /** The pod's annotations fit Kubernetes' limit, but not with what the injection adds (the apiserver's refusal would not name the injector). */
   ANNOTATIONS_TOO_LARGE: { status: 400, message: "the pod's annotations would take %s bytes once injected (the status annotation %s alone takes %s), over Kubernetes' limit of %s bytes (256 KiB, keys plus values); remove or shorten some of the pod's annotations" },
+  /** Pod-level resources the pod fits, but not with the sidecars' own (the apiserver's refusal would not name the injector). */
+  POD_RESOURCES_EXCEEDED: { status: 400, message: "the pod's own spec.resources would not cover its containers once the sidecars are injected: %s; Kubernetes refuses such a pod (validatePodResourceConsistency), so raise spec.resources by the sidecars' share or remove it" },
   PATCH_TOO_LARGE: { status: 400, message: 'the patch that injects the sidecars would be %s bytes, over the limit of %s (--%s)' },
   /** Start-up and reload faults. */
   TEMPLATE_INVALID: { status: 500, message: '%s' },

@@ -331,5 +331,6 @@ export const LOG_FIELD_MAX = 256;
 
 /** A value taken from a request, cut to LOG_FIELD_MAX characters, saying how many more there were. */
 export function clip(value: string, max = LOG_FIELD_MAX): string {
-  return value.length <= max ? value : `${value.slice(0, max)}...(${value.length - max} more)`;
+  // Joined: a string of its own, never a view that would keep the whole value (see owned).
+  return value.length <= max ? value : [value.slice(0, max), `...(${value.length - max} more)`].join('');
 }

@@ -6,7 +6,7 @@ import { logReviews } from './admission/record.js';
 import type { KeyPair } from './certs/pki.js';
 import { certificateValidity, makeSelfSigned, readCertDir, readClientCa, verifyClientCa, verifyServingPair } from './certs/source.js';
 import { watchCertificate, watchForChange } from './certs/watcher.js';
-import type { Config } from './config/config.js';
+import { imageMirrors, type Config } from './config/config.js';
 import { createLogger, type Logger } from './log.js';
 import { CertificateKind, createMetrics, ReloadResult, type Metrics } from './metrics/metrics.js';
 import { createAdmissionApp, createAdmissionServer, secureContextOptions } from './server/admission.js';
@@ -59,8 +59,10 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   metrics.setCertificateExpiry(certificateValidity(tls.certPem).notAfter);
   if (clientCaPem !== undefined) logger.info({ clientCa: config.clientCa }, 'mutual TLS: only clients with a certificate from the client CA are served');
   const limits = reviewLimits(config);
+  const mirrors = imageMirrors(config);
+  if (mirrors.entries.length > 0) logger.info({ imageMirrors: mirrors.entries.map((m) => `${m.source}=${m.mirror}`) }, 'image mirrors: /validate accepts sidecars running their repository from these mirrors');
   const app = createAdmissionApp({
-    handlers: createHandlers({ templates: store.current, limits }),
+    handlers: createHandlers({ templates: store.current, limits, imageMirrors: mirrors }),
     // Every request ends in one record: its log line, then its metrics.
     observers: [logReviews(logger), metrics.observeReview],
     maxInflight: config.maxInflight,

@@ -1,5 +1,6 @@
 import { Options, type Config } from '../config/config.js';
 import { attempt, InjectorError } from '../errors.js';
+import { NoImageMirrors, type ImageMirrors } from '../inject/image.js';
 import { Keys } from '../inject/keys.js';
 import { planInjection } from '../inject/mutate.js';
 import { injectionPatch } from '../inject/patch.js';
@@ -47,6 +48,8 @@ export interface HandlerSource {
   readonly templates: () => TemplateSet;
   /** What one review may hold and answer (the --max-* flags); default: their defaults. */
   readonly limits?: ReviewLimits;
+  /** The registry mirrors later webhooks rewrite sidecar images to (--image-mirror); default: none. */
+  readonly imageMirrors?: ImageMirrors;
 }
 
 /** The mutating handler: injects the selected templates and answers with the patch; `scope` says who may opt the pod in. */
@@ -64,7 +67,8 @@ export function mutating(source: HandlerSource, scope: OptInScope = OptInScope.P
 export function validating(source: HandlerSource, scope: OptInScope = OptInScope.Pod): Handler {
   const { templates } = source;
   const limits = source.limits ?? DefaultReviewLimits;
-  return (req) => validatePod(req, templates, scope, limits);
+  const mirrors = source.imageMirrors ?? NoImageMirrors;
+  return (req) => validatePod(req, templates, scope, limits, mirrors);
 }
 
 const factories: Readonly<Record<HandlerKind, typeof mutating>> = { [HandlerKind.Mutate]: mutating, [HandlerKind.Validate]: validating };
@@ -132,11 +136,11 @@ const scratch = Buffer.alloc(64 * 1024);
  */
 const HistoryReasons: ReadonlySet<string> = new Set([Reason.EarlierTemplates, Reason.RecordedTemplates, Reason.UnversionedStatus]);
 
-function validatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits): Verdict {
+function validatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, mirrors: ImageMirrors): Verdict {
   if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
   const pod = checkedPod(req, scope, limits);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
-  const verdict = verifyPod(pod, templates(), namespaceOf(req, pod), {}, scope);
+  const verdict = verifyPod(pod, templates(), namespaceOf(req, pod), {}, scope, mirrors);
   if (verdict.kind === 'skipped') return passed(Decision.Skipped, verdict.reason);
   if (verdict.kind === 'denied') return denied(verdict.error, verdict.reason, verdict.statusReason, verdict.templates);
   return allowed(verdict.reason, verdict.templates, !HistoryReasons.has(verdict.reason));

@@ -1,7 +1,7 @@
 import { ErrorCodes, type InjectorError } from '../errors.js';
 import { Reason } from '../inject/policy.js';
 import { isObject } from '../kube/types.js';
-import { clip, lineWriter, owned, type Logger } from '../log.js';
+import { clip, lineWriter, type Logger } from '../log.js';
 import type { ReviewRequest } from './codec.js';
 import { Decision, type Verdict } from './verdict.js';
 
@@ -60,15 +60,17 @@ export type ReviewObserver = (record: ReviewRecord) => void;
 export function reviewOutcome(req: ReviewRequest, verdict: Verdict): ReviewOutcome {
   const object = isObject(req.object) ? req.object : undefined;
   const meta = object !== undefined && isObject(object['metadata']) ? object['metadata'] : undefined;
-  // Copies of their own: the answer cache keeps the outcome, and a view would keep the body.
+  // The answer cache keeps the outcome: no string of it may be a view of a larger one (owned).
+  // JSON.parse gives strings of their own, and clip's cut of a long value is one too.
   return {
-    operation: owned(clip(req.operation ?? '')),
-    namespace: owned(clip(req.namespace || text(meta?.['namespace']))),
-    pod: owned(clip(text(meta?.['name']) || text(meta?.['generateName']) || (req.name ?? ''))),
+    operation: clip(req.operation ?? ''),
+    namespace: clip(req.namespace || text(meta?.['namespace'])),
+    pod: clip(text(meta?.['name']) || text(meta?.['generateName']) || (req.name ?? '')),
     decision: verdict.decision,
     reason: verdict.reason,
-    // Frozen, so the log line may write it once for every review the answer cache answers.
-    templates: Object.freeze([...verdict.templates]),
+    // Frozen (the plan's own list is), so the log line may write it once for every review the
+    // answer cache answers.
+    templates: Object.isFrozen(verdict.templates) ? verdict.templates : Object.freeze([...verdict.templates]),
     patchOps: verdict.patchOps,
   };
 }

@@ -32,7 +32,7 @@ export interface Verdict {
 
 /** The pod passes untouched (not a pod CREATE, not opted in, no templates). */
 export function passed(decision: Decision, reason: string): Verdict {
-  return { response: { allowed: true, auditAnnotations: auditAnnotations(decision, reason, []) }, decision, reason, templates: [], patchOps: 0, repeatable: true };
+  return { response: { allowed: true, auditAnnotations: auditAnnotations(decision, reason, NO_TEMPLATES) }, decision, reason, templates: NO_TEMPLATES, patchOps: 0, repeatable: true };
 }
 
 /** The mutating handler's answer: the patch (base64 JSON patch; absent when there is nothing to change) and its warnings. */
@@ -54,7 +54,7 @@ export function allowed(reason: string, templates: readonly string[], repeatable
 }
 
 /** Answers a review with allowed: false and the error's status and message. */
-export function denied(err: InjectorError, reason: string, statusReason = 'BadRequest', templates: readonly string[] = []): Verdict {
+export function denied(err: InjectorError, reason: string, statusReason = 'BadRequest', templates: readonly string[] = NO_TEMPLATES): Verdict {
   const response: ResponseBody = { allowed: false, status: { code: err.status, message: err.message, reason: statusReason }, auditAnnotations: auditAnnotations(Decision.Denied, reason, templates) };
   return { response, decision: Decision.Denied, reason, templates, patchOps: 0, repeatable: true };
 }
@@ -65,3 +65,6 @@ export function refused(err: InjectorError): Verdict {
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** No templates: one frozen list, so the record and the audit annotations treat it as one value. */
+const NO_TEMPLATES: readonly string[] = Object.freeze([]);

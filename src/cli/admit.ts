@@ -5,7 +5,7 @@ import { Keys } from '../inject/keys.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { OptInScope, Reason, refusalReason, selectTemplates, type Selection } from '../inject/policy.js';
 import { isOwnedByJob } from '../inject/render.js';
-import { managedFieldsOf } from '../kube/managed-fields.js';
+import { apiserverReview } from '../kube/apiserver-review.js';
 import { namespaceCalls, webhookCalls, type WebhookCall } from '../kube/selectors.js';
 import type { Labels, Pod, WebhookConfiguration } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
@@ -99,35 +99,6 @@ function refusedBody(site: PodSite, calls: readonly WebhookCall[], limits: BodyL
     return { verdict: 'not-injected', reason: refusal.code, why: ['every webhook of the injector that receives the pod has failurePolicy Ignore, so it is created without sidecars', why], pod: site.pod, warnings: [] };
   }
   return { verdict: 'rejected', reason: refusal.code, why: [`the webhook ${closed.webhook} (${closed.path}) receives the pod and has failurePolicy Fail, so it is not created`, why], pod: site.pod, warnings: [] };
-}
-
-/**
- * The AdmissionReview text the apiserver would send for the pod's CREATE: the fields of
- * admission/v1's AdmissionRequest in its Go order, a uid of a UUID's length, and the pod with the
- * managedFields of its creator (kube-controller-manager for a controller's pod, kubectl for a
- * bare one). With `mutated`, the review a validating webhook receives: the pod as mutated, with
- * the managedFields of the pod as created, which the apiserver writes before mutating admission.
- */
-export function apiserverReview(site: Pick<PodSite, 'kind' | 'pod' | 'namespace'>, mutated: Pod = site.pod): string {
-  const manager = site.kind === 'Pod' ? 'kubectl-client-side-apply' : 'kube-controller-manager';
-  const object = { ...mutated, metadata: { ...mutated.metadata, managedFields: [managedFieldsOf(site.pod as Record<string, unknown>, manager)] } };
-  const gvk = { group: '', version: 'v1', kind: 'Pod' };
-  const gvr = { group: '', version: 'v1', resource: 'pods' };
-  const request = {
-    uid: '00000000-0000-0000-0000-000000000000',
-    kind: gvk,
-    resource: gvr,
-    requestKind: gvk,
-    requestResource: gvr,
-    namespace: site.namespace,
-    operation: 'CREATE',
-    userInfo: { username: `system:serviceaccount:kube-system:${manager}`, groups: ['system:serviceaccounts', 'system:authenticated'] },
-    object,
-    oldObject: null,
-    dryRun: false,
-    options: { kind: 'CreateOptions', apiVersion: 'meta.k8s.io/v1' },
-  };
-  return JSON.stringify({ kind: 'AdmissionReview', apiVersion: 'admission.k8s.io/v1', request });
 }
 
 /**

@@ -216,7 +216,9 @@ function serveOptions(): Option[] {
     const value = schema.type === 'integer' ? '<n>' : '<value>';
     const choices = schema.enum === undefined ? '' : `, one of ${schema.enum.join(', ')}`;
     // No commander default: the environment variable sits between the flag and the default, and Ajv validates.
-    return new Option(`--${o.flag} ${value}`, `${o.help} (env ${o.env}${choices}, default ${JSON.stringify(schema.default)})`);
+    const option = new Option(`--${o.flag} ${value}`, `${o.help} (env ${o.env}${choices}, default ${JSON.stringify(schema.default)})`);
+    // A repeatable flag is one comma-separated list, as its environment variable writes it.
+    return 'repeatable' in o ? option.argParser((v: string, previous?: string) => (previous === undefined ? v : `${previous},${v}`)) : option;
   });
 }
 

@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 export const validate = validate10;
 export default validate10;
-const schema11 = {"type":"object","additionalProperties":false,"properties":{"port":{"type":"integer","minimum":0,"maximum":65535,"default":8443},"healthPort":{"type":"integer","minimum":0,"maximum":65535,"default":8081},"host":{"type":"string","default":"0.0.0.0"},"certDir":{"type":"string","default":""},"selfSignedDir":{"type":"string","default":".certs"},"certSecret":{"type":"string","default":""},"namespace":{"type":"string","default":""},"serviceName":{"type":"string","minLength":1,"default":"sidecar-injector"},"webhookConfig":{"type":"string","default":"sidecar-injector"},"kubeconfig":{"type":"string","default":""},"certCheckInterval":{"type":"integer","minimum":1,"maximum":3600,"default":60},"shutdownDelay":{"type":"integer","minimum":0,"maximum":300,"default":0},"drainTimeout":{"type":"integer","minimum":1,"maximum":300,"default":15},"templatesDir":{"type":"string","minLength":1,"default":"./templates"},"templatesPollSeconds":{"type":"integer","minimum":0,"maximum":3600,"default":5},"templateHistoryMinutes":{"type":"integer","minimum":0,"maximum":1440,"default":10},"logLevel":{"enum":["trace","debug","info","warn","error","fatal","silent"],"default":"info"},"clientCa":{"type":"string","default":""},"requestTimeout":{"type":"integer","minimum":1,"maximum":60,"default":10},"maxConnections":{"type":"integer","minimum":1,"maximum":65535,"default":1024},"answerCacheMb":{"type":"integer","minimum":0,"maximum":1024,"default":4},"maxContainers":{"type":"integer","minimum":1,"maximum":100000,"default":250},"maxEnvPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxMountsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxPortsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":10000},"maxVolumes":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxObjectKeys":{"type":"integer","minimum":1,"maximum":1000000,"default":4096},"maxJsonNodes":{"type":"integer","minimum":1,"maximum":10000000,"default":65536},"maxObjectLayouts":{"type":"integer","minimum":1,"maximum":10000000,"default":4096},"maxShortStrings":{"type":"integer","minimum":1,"maximum":10000000,"default":8192},"maxPatchKib":{"type":"integer","minimum":1,"maximum":65536,"default":1024},"maxInflight":{"type":"integer","minimum":1,"maximum":10000,"default":32},"bodyTimeout":{"type":"integer","minimum":1,"maximum":60,"default":2},"bodiesInTransitMb":{"type":"integer","minimum":1,"maximum":1024,"default":32}}};
+const schema11 = {"type":"object","additionalProperties":false,"properties":{"port":{"type":"integer","minimum":0,"maximum":65535,"default":8443},"healthPort":{"type":"integer","minimum":0,"maximum":65535,"default":8081},"host":{"type":"string","default":"0.0.0.0"},"certDir":{"type":"string","default":""},"selfSignedDir":{"type":"string","default":".certs"},"certSecret":{"type":"string","default":""},"namespace":{"type":"string","default":""},"serviceName":{"type":"string","minLength":1,"default":"sidecar-injector"},"webhookConfig":{"type":"string","default":"sidecar-injector"},"kubeconfig":{"type":"string","default":""},"certCheckInterval":{"type":"integer","minimum":1,"maximum":3600,"default":60},"shutdownDelay":{"type":"integer","minimum":0,"maximum":300,"default":0},"drainTimeout":{"type":"integer","minimum":1,"maximum":300,"default":15},"templatesDir":{"type":"string","minLength":1,"default":"./templates"},"templatesPollSeconds":{"type":"integer","minimum":0,"maximum":3600,"default":5},"templateHistoryMinutes":{"type":"integer","minimum":0,"maximum":1440,"default":10},"logLevel":{"enum":["trace","debug","info","warn","error","fatal","silent"],"default":"info"},"clientCa":{"type":"string","default":""},"requestTimeout":{"type":"integer","minimum":1,"maximum":60,"default":10},"maxConnections":{"type":"integer","minimum":1,"maximum":65535,"default":1024},"answerCacheMb":{"type":"integer","minimum":0,"maximum":1024,"default":4},"maxContainers":{"type":"integer","minimum":1,"maximum":100000,"default":250},"maxEnvPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxMountsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxPortsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":10000},"maxVolumes":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxObjectKeys":{"type":"integer","minimum":1,"maximum":1000000,"default":4096},"maxJsonNodes":{"type":"integer","minimum":1,"maximum":10000000,"default":65536},"maxObjectLayouts":{"type":"integer","minimum":1,"maximum":10000000,"default":4096},"maxShortStrings":{"type":"integer","minimum":1,"maximum":10000000,"default":8192},"maxPatchKib":{"type":"integer","minimum":1,"maximum":65536,"default":1024},"maxInflight":{"type":"integer","minimum":1,"maximum":10000,"default":32},"bodyTimeout":{"type":"integer","minimum":1,"maximum":60,"default":2},"bodiesInTransitMb":{"type":"integer","minimum":1,"maximum":1024,"default":32},"imageMirror":{"type":"string","default":""}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = require("ajv/dist/runtime/ucs2length").default;
 
@@ -116,6 +116,9 @@ data.bodyTimeout = 2;
 }
 if(data.bodiesInTransitMb === undefined){
 data.bodiesInTransitMb = 32;
+}
+if(data.imageMirror === undefined){
+data.imageMirror = "";
 }
 for(const key0 in data){
 if(!(func2.call(schema11.properties, key0))){
@@ -1581,14 +1584,43 @@ vErrors.push(err82);
 errors++;
 }
 }
+let data34 = data.imageMirror;
+if(typeof data34 !== "string"){
+let dataType33 = typeof data34;
+let coerced33 = undefined;
+if(!(coerced33 !== undefined)){
+if(dataType33 == "number" || dataType33 == "boolean"){
+coerced33 = "" + data34;
+}
+else if(data34 === null){
+coerced33 = "";
 }
 else {
-const err83 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err83 = {instancePath:instancePath+"/imageMirror",schemaPath:"#/properties/imageMirror/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err83];
 }
 else {
 vErrors.push(err83);
+}
+errors++;
+}
+}
+if(coerced33 !== undefined){
+data34 = coerced33;
+if(data !== undefined){
+data["imageMirror"] = coerced33;
+}
+}
+}
+}
+else {
+const err84 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err84];
+}
+else {
+vErrors.push(err84);
 }
 errors++;
 }

@@ -114,3 +114,118 @@ function digestProblem(digest: string): string | undefined {
   if (hex.length !== length) return `a ${algorithm} digest has ${length} hexadecimal digits, not ${hex.length}`;
   return undefined;
 }
+
+/**
+ * Registry mirrors the operator declared (`--image-mirror SOURCE=MIRROR`): a policy engine or a
+ * pull-through cache that runs after the injector rewrites `SOURCE/...` into `MIRROR/...`
+ * (Kyverno's "replace image registry", Gatekeeper's AssignImage, a mirror webhook), and a sidecar so
+ * rewritten still runs the template's repository. Both sides are prefixes of a normalized
+ * repository, matched on whole components, as CRI-O's registries.conf matches `prefix` and
+ * containerd's hosts.toml names a registry host: `docker.io` covers `docker.io/fluent/fluent-bit`,
+ * never `docker.iox/...`.
+ */
+export interface ImageMirror {
+  /** The repository prefix the templates name: `docker.io`, `quay.io/prometheus`, `localhost:5000`. */
+  readonly source: string;
+  /** The prefix a later webhook puts in its place: `mirror.example.com/dockerhub`. */
+  readonly mirror: string;
+}
+
+/** The mirrors, prepared once at start; looked at only for a sidecar whose repository is not the template's. */
+export interface ImageMirrors {
+  readonly entries: readonly ImageMirror[];
+}
+
+export const NoImageMirrors: ImageMirrors = Object.freeze({ entries: Object.freeze([]) });
+
+/** More than any registry layout needs; bounds the work per mismatched sidecar. */
+export const IMAGE_MIRRORS_MAX = 64;
+
+/**
+ * Reads `SOURCE=MIRROR` entries (`docker.io=mirror.example.com/dockerhub`), or says what is wrong
+ * with the first bad one. Each side is a registry host (with a dot or a port, or `localhost`, as the
+ * runtime tells a registry from a Docker Hub path), optionally followed by path components; no tag
+ * or digest. `index.docker.io` is read as `docker.io`. Never throws.
+ */
+export function parseImageMirrors(entries: readonly string[]): ImageMirrors | { readonly problem: string } {
+  if (entries.length > IMAGE_MIRRORS_MAX) return { problem: `${entries.length} mirrors, more than ${IMAGE_MIRRORS_MAX}` };
+  const out: ImageMirror[] = [];
+  for (const entry of entries) {
+    const eq = entry.indexOf('=');
+    if (eq < 0) return { problem: `"${entry}" is not SOURCE=MIRROR (e.g. docker.io=mirror.example.com/dockerhub)` };
+    const source = repositoryPrefix(entry.slice(0, eq).trim());
+    if ('problem' in source) return { problem: `"${entry}": the source ${source.problem}` };
+    const mirror = repositoryPrefix(entry.slice(eq + 1).trim());
+    if ('problem' in mirror) return { problem: `"${entry}": the mirror ${mirror.problem}` };
+    if (source.prefix === mirror.prefix) return { problem: `"${entry}" maps ${source.prefix} to itself` };
+    if (!out.some((m) => m.source === source.prefix && m.mirror === mirror.prefix)) out.push(Object.freeze({ source: source.prefix, mirror: mirror.prefix }));
+  }
+  return Object.freeze({ entries: Object.freeze(out) });
+}
+
+/** One side of a mirror entry, normalized: `host[:port]` and optional path components. */
+function repositoryPrefix(text: string): { readonly prefix: string } | { readonly problem: string } {
+  if (text === '') return { problem: 'is empty' };
+  if (text.length > NAME_MAX) return { problem: `is longer than ${NAME_MAX} characters` };
+  if (text.includes('@')) return { problem: `"${text}" has a digest; give a registry or repository prefix` };
+  const slash = text.indexOf('/');
+  const host = slash < 0 ? text : text.slice(0, slash);
+  const path = slash < 0 ? '' : text.slice(slash + 1);
+  if (path.includes(':')) return { problem: `"${text}" has a tag; give a registry or repository prefix` };
+  if (!DOMAIN.test(host)) return { problem: `"${host}" is not a valid registry host[:port]` };
+  // splitDockerDomain: without a dot, a port or `localhost`, the runtime reads the first component as a Docker Hub path.
+  if (!host.includes('.') && !host.includes(':') && host !== 'localhost') return { problem: `"${text}" does not begin with a registry host (a name with a dot or a port, or localhost); the runtime would read it as docker.io/${text}` };
+  if (path !== '' && !PATH.test(path)) return { problem: `"${path}" is not a valid repository path (lowercase letters, digits and separators . _ __ -, in components separated by /)` };
+  const domain = host === LEGACY_DEFAULT_DOMAIN ? DEFAULT_DOMAIN : host;
+  return { prefix: path === '' ? domain : `${domain}/${path}` };
+}
+
+/**
+ * The mirror entry under which the image `found` runs the repository `wanted` (normalized, as
+ * imageRepository gives it), or undefined. Only source to mirror: the mirror prefix of `found` is
+ * put back to its source and the result read as the runtime reads a name (`docker.io` +
+ * `busybox` is `docker.io/library/busybox`), so a mirror that keeps or drops Docker Hub's
+ * `library/` both match. Called only when the repositories differ; no work without mirrors.
+ */
+export function mirroredFrom(wanted: string, found: string, mirrors: ImageMirrors): ImageMirror | undefined {
+  if (mirrors.entries.length === 0) return undefined;
+  const ref = parseImage(found);
+  if ('problem' in ref) return undefined;
+  const repository = ref.repository;
+  for (const m of mirrors.entries) {
+    if (!underPrefix(repository, m.mirror)) continue;
+    if (unmirrored(m.source, repository.slice(m.mirror.length)) === wanted) return m;
+  }
+  return undefined;
+}
+
+/** True when `repository` is `prefix` or lies under it, on a component boundary. */
+function underPrefix(repository: string, prefix: string): boolean {
+  return repository.startsWith(prefix) && (repository.length === prefix.length || repository.charCodeAt(prefix.length) === SLASH);
+}
+
+const SLASH = 0x2f;
+
+/** `source` followed by the rest of a mirrored repository (`''` or `/...`), normalized as splitDomain does. */
+function unmirrored(source: string, rest: string): string {
+  const joined = source + rest;
+  if (!joined.startsWith(`${DEFAULT_DOMAIN}/`)) return joined;
+  return joined.indexOf('/', DEFAULT_DOMAIN.length + 1) < 0 ? `${DEFAULT_DOMAIN}/${OFFICIAL_PREFIX}${joined.slice(DEFAULT_DOMAIN.length + 1)}` : joined;
+}
+
+/**
+ * The `--image-mirror` entry that would admit `found` for the repository `wanted`, when `found` looks
+ * like that repository served from another registry (it ends with the same name): said in a denial
+ * so that the operator of a cluster whose policy rewrites images knows the flag. Undefined otherwise.
+ */
+export function suggestedMirror(wanted: string, found: string): string | undefined {
+  const ref = parseImage(found);
+  if ('problem' in ref) return undefined;
+  const want = wanted.split('/');
+  const have = ref.repository.split('/');
+  if (want[0] === have[0]) return undefined;
+  let shared = 0;
+  while (shared < want.length - 1 && shared < have.length - 1 && want[want.length - 1 - shared] === have[have.length - 1 - shared]) shared++;
+  if (shared === 0) return undefined;
+  return `${want.slice(0, want.length - shared).join('/')}=${have.slice(0, have.length - shared).join('/')}`;
+}

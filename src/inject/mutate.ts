@@ -7,6 +7,7 @@ import type { CompiledTemplate } from '../templates/template.js';
 import { Keys } from './keys.js';
 import type { InjectionPlan, Owned, Sidecar } from './plan.js';
 import { copyWithKeys, renderForPod, templateKeys, type InjectionContext } from './render.js';
+import { checkPodResources } from './resources.js';
 import type { InjectionStatus } from './status.js';
 
 export type { InjectionStatus } from './status.js';
@@ -76,7 +77,15 @@ export function planInjection(pod: Pod, templates: readonly CompiledTemplate[], 
   const volumes = addedNamed(spec.volumes, plan.volumes, plan.volumeItems, plan.wanted.volumes, (n) => `volume "${n}"`, warnings);
   const imagePullSecrets = addedNamed(spec.imagePullSecrets, plan.imagePullSecrets, plan.imagePullSecretItems, plan.wanted.imagePullSecrets, (n) => `imagePullSecret "${n}"`, warnings);
 
-  if (context.lenientMounts !== true) checkMounts(spec.volumes, volumes, placed.sidecars, plan, own.length > 0);
+  if (context.lenientMounts !== true) checkMounts(spec.volumes, volumes, placed.sidecars, plan, extensions);
+  // Only a pod with pod-level resources (rare) pays for the lists once injected.
+  if (spec['resources'] !== undefined && placed.sidecars.length > 0) {
+    const ownInits = spec.initContainers ?? [];
+    checkPodResources(spec, { containers: own, initContainers: ownInits }, {
+      containers: containers === undefined ? own : fromPlaced(containers, own),
+      initContainers: initContainers === undefined ? ownInits : fromPlaced(initContainers, ownInits),
+    });
+  }
 
   // The pod's own maps are never copied nor walked here, only looked up: a pod may carry tens of
   // thousands of keys (issue 11).
@@ -179,9 +188,11 @@ function mapSize(map: Readonly<Record<string, string>> | undefined, except: stri
  * expected to bring; when the pod does not, the answer is a denial that names the template. The
  * mounts of a volume the selected templates define are there by construction (the volume is
  * added, or the pod has one of that name): only the others (InjectionPlan.podVolumeMounts) are
- * looked up among the pod's volumes.
+ * looked up among the pod's volumes. A template's application mount is checked only when some
+ * application container gets it: a pod whose containers are all sidecars, or whose containers
+ * already use that mount's path, gets none, and is valid without the volume (it was denied).
  */
-function checkMounts(ownVolumes: readonly NamedItem[] | undefined, added: readonly NamedItem[], placed: readonly Sidecar[], plan: InjectionPlan, hasApps: boolean): void {
+function checkMounts(ownVolumes: readonly NamedItem[] | undefined, added: readonly NamedItem[], placed: readonly Sidecar[], plan: InjectionPlan, extensions: readonly (Extension | undefined)[]): void {
   let volumes: Set<string> | undefined;
   const has = (name: string): boolean => {
     if (volumes === undefined) {
@@ -197,8 +208,9 @@ function checkMounts(ownVolumes: readonly NamedItem[] | undefined, added: readon
       if (!has(m.name)) missing.push(`"${m.name}" (container "${c.name}" of template "${template}")`);
     }
   }
-  for (const [m, template] of hasApps ? plan.podVolumeMounts : []) {
-    if (!has(m.name)) missing.push(`"${m.name}" (application mounts of template "${template}")`);
+  for (const [m, template] of plan.podVolumeMounts) {
+    // An extension's mounts are the plan's own objects (addedMounts), so looked up by identity.
+    if (!has(m.name) && extensions.some((e) => e !== undefined && e.volumeMounts.includes(m))) missing.push(`"${m.name}" (application mounts of template "${template}")`);
   }
   if (missing.length > 0) throw new InjectorError('TEMPLATE_VOLUME_MISSING', [missing.join(', ')]);
 }

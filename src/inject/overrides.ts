@@ -191,7 +191,7 @@ const SUFFIX: Readonly<Record<string, number>> = {
 };
 
 /** The value of a resource.Quantity as a number (precise enough to compare requests and limits). */
-function parseQuantity(q: string): number {
+export function parseQuantity(q: string): number {
   const m = /^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$/.exec(q.trim());
   if (m === null) return Number.NaN;
   return Number(m[1]) * (SUFFIX[m[2] ?? ''] ?? Number.NaN);

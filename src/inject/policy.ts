@@ -15,6 +15,8 @@ export const Reason = {
   InvalidReview: 'invalid-review',
   /** /validate: every selected template's sidecars are in the pod. */
   SidecarsPresent: 'sidecars-present',
+  /** /validate: every selected template's sidecars are in the pod, some running their repository from a registry mirror (--image-mirror). */
+  SidecarsMirrored: 'sidecars-mirrored',
   /** /validate: the sidecars of a set this replica served within the history window (a template rollout). */
   EarlierTemplates: 'earlier-templates',
   /** /validate: what the status records of a template version this replica never served (a rollout it has not seen yet). */
@@ -30,6 +32,8 @@ export const Reason = {
   TemplateConflict: 'template-conflict',
   OverrideRefused: 'override-refused',
   VolumeMissing: 'volume-missing',
+  /** The pod's own spec.resources would not cover the sidecars' requests or limits. */
+  PodResourcesExceeded: 'pod-resources-exceeded',
   /** The pod's annotations would go over Kubernetes' 256 KiB once the injector adds its own. */
   AnnotationsTooLarge: 'annotations-too-large',
 } as const;
@@ -40,6 +44,7 @@ const refusalReasons: Partial<Record<InjectorError['code'], Reason>> = {
   TEMPLATE_CONFLICT: Reason.TemplateConflict,
   TEMPLATE_VOLUME_MISSING: Reason.VolumeMissing,
   ANNOTATIONS_TOO_LARGE: Reason.AnnotationsTooLarge,
+  POD_RESOURCES_EXCEEDED: Reason.PodResourcesExceeded,
 };
 
 /** The Reason for a pod refused while its templates were rendered or injected (the error code when there is none). */

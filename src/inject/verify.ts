@@ -1,9 +1,10 @@
+import { Options } from '../config/config.js';
 import { attempt, InjectorError } from '../errors.js';
 import type { Container, NamedItem, Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 import { renderValues } from '../templates/placeholders.js';
 import type { CompiledTemplate } from '../templates/template.js';
-import { imageRepository, sameRepository } from './image.js';
+import { imageRepository, mirroredFrom, NoImageMirrors, sameRepository, suggestedMirror, type ImageMirrors } from './image.js';
 import { Keys } from './keys.js';
 import { OptInScope, parseNames, Reason, refusalReason, selectTemplates } from './policy.js';
 import { renderTemplates, type InjectionContext } from './render.js';
@@ -36,29 +37,43 @@ type Denied = Extract<Verdict, { kind: 'denied' }>;
  *
  * The status is written by /mutate, which replaces whatever value the pod came with; what a forged
  * one can and cannot get through is in the README ("Template rollouts").
+ *
+ * `mirrors` (--image-mirror) are the registry mirrors a later webhook rewrites images to: a sidecar
+ * running its template's repository from a mirror holds (README, "Image matching").
  */
-export function verifyPod(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext = {}, scope: OptInScope = OptInScope.Pod): Verdict {
-  const current = checkSet(pod, set, namespace, context, scope);
+export function verifyPod(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext = {}, scope: OptInScope = OptInScope.Pod, mirrors: ImageMirrors = NoImageMirrors): Verdict {
+  const current = checkSet(pod, set, namespace, context, scope, mirrors);
   if (current.kind !== 'denied') return current;
   for (const earlier of set.history?.earlier ?? []) {
-    const verdict = checkSet(pod, earlier, namespace, context, scope);
+    const verdict = checkSet(pod, earlier, namespace, context, scope, mirrors);
     if (verdict.kind === 'allowed') return { ...verdict, reason: Reason.EarlierTemplates };
   }
-  const recorded = vouchedByStatus(pod, set, namespace, context);
+  const recorded = vouchedByStatus(pod, set, namespace, context, mirrors);
   return recorded === undefined ? current : { kind: 'allowed', reason: recorded, templates: selectedNames(pod, set) };
 }
 
 /** Steps 1 and 2: the pod against one template set. */
-function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext, scope: OptInScope): Verdict {
+function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext, scope: OptInScope, mirrors: ImageMirrors): Verdict {
   const selection = attempt(() => selectTemplates(pod, set, scope));
   if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate, []);
   if (!selection.inject) return { kind: 'skipped', reason: selection.reason };
   const templates = namesOf(selection.templates);
   // A conflict or refused override denies here too, so both handlers agree on every pod.
-  const missing = attempt(() => missingSidecars(pod, selection.templates, namespace, context));
-  if (missing instanceof InjectorError) return denied(missing, refusalReason(missing), []);
-  if (missing.length > 0) return denied(new InjectorError('SIDECARS_MISSING', [missing.join('; ')]), Reason.SidecarsMissing, templates, 'Forbidden');
-  return { kind: 'allowed', reason: Reason.SidecarsPresent, templates };
+  const check = attempt(() => missingSidecars(pod, selection.templates, namespace, context, mirrors));
+  if (check instanceof InjectorError) return denied(check, refusalReason(check), []);
+  if (check.missing.length > 0) return denied(new InjectorError('SIDECARS_MISSING', [check.missing.join('; ') + mirrorHint(check.suggestion)]), Reason.SidecarsMissing, templates, 'Forbidden');
+  // Said in the audit annotation, the log line and the metrics, so a mirror's use stays visible.
+  return { kind: 'allowed', reason: check.mirrored ? Reason.SidecarsMirrored : Reason.SidecarsPresent, templates };
+}
+
+/**
+ * The end of a denial whose sidecar runs its repository's name from another registry: the flag that
+ * would admit it. A policy that rewrites every image to a mirror otherwise refuses every opted-in
+ * pod, and the operator must learn why from the message alone.
+ */
+function mirrorHint(suggestion: string | undefined): string {
+  if (suggestion === undefined) return '';
+  return `; if a policy or webhook rewrites images to a registry mirror after the injector, start the injector with --${Options.imageMirror.flag} ${suggestion}`;
 }
 
 const names = new WeakMap<readonly CompiledTemplate[], readonly string[]>();
@@ -71,11 +86,21 @@ function namesOf(templates: readonly CompiledTemplate[]): readonly string[] {
   return list;
 }
 
+/** What the pod lacks of its templates, and how the sidecars it has run their repositories. */
+interface SidecarCheck {
+  readonly missing: string[];
+  /** Some sidecar runs its template's repository from a mirror (--image-mirror). */
+  readonly mirrored: boolean;
+  /** For the first sidecar that runs its repository's name from another registry: the --image-mirror value that would admit it. */
+  readonly suggestion: string | undefined;
+}
+
 /**
  * Lists what the selected templates require and the pod lacks: each sidecar container by name, in
- * the right list, running the template's image repository, and each template volume by name.
+ * the right list, running the template's image repository (or its mirror), and each template
+ * volume by name.
  */
-function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): string[] {
+function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext, mirrors: ImageMirrors): SidecarCheck {
   // Rendered as the mutating handler renders them: an image override changes the expected repository.
   const rendered = renderTemplates(pod, templates, namespace, context);
   const spec = pod.spec ?? {};
@@ -83,17 +108,23 @@ function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], names
   const initContainers = lookupOf(spec.initContainers);
   const volumes = lookupOf(spec.volumes);
   const missing: string[] = [];
+  let mirrored = false;
+  let suggestion: string | undefined;
   for (const r of rendered) {
     for (const want of r.containers) {
       const found = find(r.nativeSidecar ? initContainers : containers, want.name);
-      const problem = checkContainer(want, found, r.nativeSidecar);
-      if (problem !== undefined) missing.push(`${problem} (template "${r.name}")`);
+      const problem = checkContainer(want, found, r.nativeSidecar, mirrors);
+      if (problem === MIRRORED) mirrored = true;
+      else if (problem !== undefined) {
+        missing.push(`${problem} (template "${r.name}")`);
+        suggestion ??= found?.image === undefined ? undefined : suggestedMirror(imageRepository(want.image ?? ''), found.image);
+      }
     }
     for (const v of r.volumes) {
       if (find(volumes, v.name) === undefined) missing.push(`volume "${v.name}" (template "${r.name}")`);
     }
   }
-  return missing;
+  return { missing, mirrored, suggestion };
 }
 
 /**
@@ -117,34 +148,41 @@ function find<T extends NamedItem>(lookup: Lookup<T>, name: string): T | undefin
   return undefined;
 }
 
-function checkContainer(want: Container, found: Container | undefined, native: boolean): string | undefined {
+/** checkContainer's word for a sidecar that runs its template's repository from a mirror. */
+const MIRRORED = Symbol('mirrored');
+
+/** What is wrong with the pod's sidecar of that name, MIRRORED, or undefined when it is as the template wants. */
+function checkContainer(want: Container, found: Container | undefined, native: boolean, mirrors: ImageMirrors): string | typeof MIRRORED | undefined {
   const kind = native ? 'native sidecar' : 'container';
   if (found === undefined) return native ? `native sidecar "${want.name}" in initContainers` : `container "${want.name}"`;
   if (native && found.restartPolicy !== 'Always') return `restartPolicy: Always on native sidecar "${want.name}"`;
-  if (!sameRepository(want.image ?? '', found.image ?? '')) return `${kind} "${want.name}" with image repository ${imageRepository(want.image ?? '')} (it runs ${found.image ?? 'no image'})`;
-  return undefined;
+  if (sameRepository(want.image ?? '', found.image ?? '')) return undefined;
+  // Only a sidecar whose repository is not the template's pays for the mirrors.
+  const repository = imageRepository(want.image ?? '');
+  if (mirroredFrom(repository, found.image ?? '', mirrors) !== undefined) return MIRRORED;
+  return `${kind} "${want.name}" with image repository ${repository} (it runs ${found.image ?? 'no image'})`;
 }
 
 /** Steps 3 and 4: the reason the status annotation vouches for the pod, or undefined. */
-function vouchedByStatus(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext): Reason | undefined {
+function vouchedByStatus(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext, mirrors: ImageMirrors): Reason | undefined {
   const recorded = readStatus(pod);
-  if (recorded.format === StatusFormat.Versioned) return vouchedByRecord(pod, recorded.status, set, namespace, context) ? Reason.RecordedTemplates : undefined;
+  if (recorded.format === StatusFormat.Versioned) return vouchedByRecord(pod, recorded.status, set, namespace, context, mirrors) ? Reason.RecordedTemplates : undefined;
   if (recorded.format === StatusFormat.Unversioned && set.history?.acceptsUnversioned === true) {
     return vouchedByNames(pod, recorded.templates, set, namespace) ? Reason.UnversionedStatus : undefined;
   }
   return undefined;
 }
 
-function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, namespace: string, context: InjectionContext): boolean {
+function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, namespace: string, context: InjectionContext, mirrors: ImageMirrors): boolean {
   const knows = (r: TemplateRecord): boolean => set.history?.knows(r.template, r.version) ?? set.templates.get(r.template)?.version === r.version;
   // A version served here was checked in full above: the record adds nothing to that verdict.
   if (status.injected.every(knows)) return false;
   set.history?.sawUnknownVersion();
   const parts = podParts(pod);
-  if (!status.injected.every((r) => holds(parts, r))) return false;
+  if (!status.injected.every((r) => holds(parts, r, mirrors))) return false;
   // Beside a version never served, one served here must be the current one and hold as it defines
   // it, so that an entry of an unknown version never lends its trust to the others.
-  if (!status.injected.every((r) => !knows(r) || holdsCurrent(pod, r, set, namespace, context))) return false;
+  if (!status.injected.every((r) => !knows(r) || holdsCurrent(pod, r, set, namespace, context, mirrors))) return false;
   const records = new Map(status.injected.map((r) => [r.template, r]));
   const values = renderValues(pod, namespace);
   return selectedNames(pod, set).every((name) => {
@@ -157,11 +195,11 @@ function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, na
   });
 }
 
-function holdsCurrent(pod: Pod, r: TemplateRecord, set: TemplateSet, namespace: string, context: InjectionContext): boolean {
+function holdsCurrent(pod: Pod, r: TemplateRecord, set: TemplateSet, namespace: string, context: InjectionContext, mirrors: ImageMirrors): boolean {
   const t = set.templates.get(r.template);
   if (t === undefined || t.version !== r.version) return false;
-  const missing = attempt(() => missingSidecars(pod, [t], namespace, context));
-  return !(missing instanceof InjectorError) && missing.length === 0;
+  const check = attempt(() => missingSidecars(pod, [t], namespace, context, mirrors));
+  return !(check instanceof InjectorError) && check.missing.length === 0;
 }
 
 function vouchedByNames(pod: Pod, recorded: readonly string[], set: TemplateSet, namespace: string): boolean {
@@ -174,9 +212,10 @@ function vouchedByNames(pod: Pod, recorded: readonly string[], set: TemplateSet,
   });
 }
 
-/** True when the pod holds everything the record says its template put there. */
-function holds(parts: PodParts, r: TemplateRecord): boolean {
-  const same = (found: Container | undefined, repository: string): boolean => found !== undefined && sameRepository(repository, found.image ?? '');
+/** True when the pod holds everything the record says its template put there (a recorded repository may run from its mirror). */
+function holds(parts: PodParts, r: TemplateRecord, mirrors: ImageMirrors): boolean {
+  const same = (found: Container | undefined, repository: string): boolean =>
+    found !== undefined && (sameRepository(repository, found.image ?? '') || mirroredFrom(imageRepository(repository), found.image ?? '', mirrors) !== undefined);
   for (const [name, repository] of Object.entries(r.containers ?? {})) {
     if (!same(parts.containers.get(name), repository)) return false;
   }

@@ -1,7 +1,7 @@
 import { checkBody, DefaultBodyLimits, type BodyLimits } from '../admission/codec.js';
 import { DefaultReviewLimits } from '../admission/handlers.js';
 import { DefaultPodLimits, podObject, type PodLimits } from '../admission/pod.js';
-import { apiserverReview } from '../cli/admit.js';
+import { apiserverReview } from '../kube/apiserver-review.js';
 import { Options } from '../config/config.js';
 import { attempt, InjectorError, type ErrorCode } from '../errors.js';
 import { applyInjection, type Injection } from '../inject/mutate.js';

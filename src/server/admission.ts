@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
 import { ApiserverPrefixes, type BodyLimits } from '../admission/codec.js';
-import { ReviewFault, ReviewPipeline, type ReviewHandler } from '../admission/pipeline.js';
+import { ReviewFault, ReviewPipeline, type ReviewHandler, type Reviewed } from '../admission/pipeline.js';
 import { errorRecord, type ReviewObserver, type ReviewRecord } from '../admission/record.js';
 import { InjectorError } from '../errors.js';
 import { clip } from '../log.js';
@@ -65,30 +65,55 @@ export function createAdmissionApp(deps: AdmissionAppDeps): AdmissionApp {
   const bodyDeadlines = new Deadlines((deps.bodyTimeout ?? 2) * 1000);
   const slots = new ReviewSlots(deps.maxInflight ?? 32, (deps.answerTimeout ?? 10) * 1000);
 
-  const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const started = performance.now();
-    const path = pathOf(req.url);
-    let record: ReviewRecord;
-    let body: Buffer | undefined;
+  const observe = (record: ReviewRecord): void => {
+    // Every failure of a review is answered before this; what is left is an observer's bug after
+    // the answer went out, reported without taking the process down.
     try {
-      const pipeline = route(req, res, path, pipelines);
-      checkContentType(req.headers['content-type']);
-      // A slot is taken only once the whole body is here: a slow client holds the bytes it sent of
-      // the transit budget, never a slot (32 stalled bodies once kept every review out; issue 11).
-      body = await readBody(req, { deadlines: bodyDeadlines, transit });
-      slots.hold(res);
-      const reviewed = pipeline.review(body, started);
-      send(res, 200, reviewed.text);
-      record = reviewed.record;
+      for (const observer of observers) observer(record);
     } catch (err) {
-      record = answerError(req, res, { path, body, started }, err);
+      process.emitWarning(err instanceof Error ? err : new Error(String(err)), 'ReviewObserverFailed');
     }
-    for (const observe of observers) observe(record);
+  };
+  /**
+   * Answers a refused request (answerError) and observes its record. This runs from the request's
+   * events, where a throw would take the process down: should the error edge itself fail (a bug
+   * of ours), the connection goes instead.
+   */
+  const refuse = (req: IncomingMessage, res: ServerResponse, refused: Refused, err: unknown): void => {
+    let record: ReviewRecord;
+    try {
+      record = answerError(req, res, refused, err);
+    } catch (bug) {
+      process.emitWarning(bug instanceof Error ? bug : new Error(String(bug)), 'ReviewAnswerFailed');
+      res.destroy();
+      return;
+    }
+    observe(record);
   };
   return (req, res) => {
-    // Every failure of a review is answered inside serve; what is left is an observer's bug after
-    // the answer went out, reported without taking the process down.
-    serve(req, res).catch((err: unknown) => process.emitWarning(err instanceof Error ? err : new Error(String(err)), 'ReviewObserverFailed'));
+    const started = performance.now();
+    const path = pathOf(req.url);
+    let pipeline: ReviewPipeline;
+    try {
+      pipeline = route(req, res, path, pipelines);
+      checkContentType(req.headers['content-type']);
+    } catch (err) {
+      return refuse(req, res, { path, body: undefined, started }, err);
+    }
+    // A slot is taken only once the whole body is here: a slow client holds the bytes it sent of
+    // the transit budget, never a slot (32 stalled bodies once kept every review out; issue 11).
+    readBody(req, { deadlines: bodyDeadlines, transit }, (refused, body) => {
+      let reviewed: Reviewed;
+      try {
+        if (refused !== undefined) throw refused;
+        slots.hold(res);
+        reviewed = pipeline.review(body!, started);
+        send(res, 200, reviewed.text);
+      } catch (err) {
+        return refuse(req, res, { path, body, started }, err);
+      }
+      observe(reviewed.record);
+    });
   };
 }
 
@@ -209,9 +234,11 @@ export class ReviewSlots {
       this.#answerDeadlines.cancel(deadline);
       this.#held--;
     };
-    // `on`, not `once`: release runs once by itself, and removing a listener leaves the response's
-    // event table in V8's dictionary mode (see collect in body.ts).
-    res.on('finish', release).on('close', release);
+    // 'close' alone: Node emits it on every response, the tick after 'finish' (the answer handed
+    // to the socket) or when the connection goes first. `on`, not `once`: release runs once by
+    // itself, and removing a listener leaves the response's event table in V8's dictionary mode
+    // (see collect in body.ts).
+    res.on('close', release);
   }
 }
 

@@ -1,4 +1,4 @@
-import { Document, LineCounter, isMap, parseAllDocuments, visit, type Scalar } from 'yaml';
+import { Document, Lexer, LineCounter, isMap, parseAllDocuments, visit, type Scalar } from 'yaml';
 
 /**
  * YAML as kubectl reads it. kubectl and the apiserver decode YAML through sigs.k8s.io/yaml over
@@ -90,7 +90,7 @@ export interface KubectlDocument {
 
 /** Every YAML (or JSON) document of a text, read as kubectl reads it. Syntax errors stay in `doc.errors`. */
 export function parseKubectl(text: string, lineCounter: LineCounter = new LineCounter(), options: { uniqueKeys?: boolean } = {}): KubectlDocument[] {
-  const docs = parseAllDocuments(text, { schema: 'failsafe', merge: true, lineCounter, uniqueKeys: options.uniqueKeys ?? true, prettyErrors: false });
+  const docs = parseAllDocuments(goYamlEscapes(text), { schema: 'failsafe', merge: true, lineCounter, uniqueKeys: options.uniqueKeys ?? true, prettyErrors: false });
   if (!Array.isArray(docs)) return []; // only comments: no document
   return docs.map((doc) => {
     if (doc.errors.length > 0) return { doc, value: null };
@@ -103,6 +103,26 @@ export function parseKubectl(text: string, lineCounter: LineCounter = new LineCo
     });
     return { doc, value: doc.toJS() ?? null };
   });
+}
+
+/** Tokens the yaml Lexer emits that are not source text (lexer.ts: DOCUMENT, FLOW_END, SCALAR). */
+const LEXER_MARKS: ReadonlySet<string> = new Set(['\x02', '\x18', '\x1f']);
+
+/**
+ * go-yaml v2 reads `\'` in a double-quoted scalar as `'` (scannerc.go, yaml_parser_scan_flow_scalar,
+ * as libyaml does), so kubectl applies `command: ["sh", "-c", "echo \"A=\'a\'\""]` (the Kubernetes
+ * docs' envars-file-container.yaml); YAML 1.2, and so the yaml package, refuses the escape. Each `\'`
+ * of a double-quoted token becomes `'` before parsing: escapes are read in pairs, so `\\'` (a
+ * backslash, then a quote) stays. A later column on that line then reads one less.
+ */
+function goYamlEscapes(text: string): string {
+  if (!text.includes("\\'")) return text;
+  let out = '';
+  for (const token of new Lexer().lex(text)) {
+    if (LEXER_MARKS.has(token)) continue;
+    out += token.startsWith('"') ? token.replace(/\\([\s\S])/g, (escape, c: string) => (c === "'" ? "'" : escape)) : token;
+  }
+  return out;
 }
 
 /** Line and column (1-based) of a parse error, for messages. */

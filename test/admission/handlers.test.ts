@@ -3,6 +3,7 @@ import { before, describe, it } from 'node:test';
 import fjp from 'fast-json-patch';
 import { decodeBody, OWN_CONTEXT_KEYS, type AdmissionRequest } from '../../src/admission/codec.js';
 import { createHandlers } from '../../src/admission/handlers.js';
+import { parseImage, parseImageMirrors, type ImageMirrors } from '../../src/inject/image.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { diff, encodePatch } from '../../src/patch/diff.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
@@ -320,5 +321,97 @@ describe('a pod parsed in a V8 context of its own', () => {
     assert.deepEqual(second.validate[0], second.validate[1]);
     assert.equal(second.validate[0]!.decision, 'allowed');
     assert.deepEqual(second.mutate[0], second.mutate[1], 'injecting the injected pod again');
+  });
+});
+
+describe('registry mirrors (--image-mirror)', () => {
+  // A log shipper from Docker Hub and a native-sidecar proxy from Docker Hub's library.
+  const hub = set(
+    template('shipper', `  default: true
+  containers:
+    - name: shipper
+      image: docker.io/fluent/fluent-bit:3.2
+`),
+    template('proxy', `  default: true
+  nativeSidecar: true
+  containers:
+    - name: proxy
+      image: envoy:1.31
+`),
+  );
+  const mirrorsOf = (...entries: string[]) => {
+    const parsed = parseImageMirrors(entries);
+    assert.ok(!('problem' in parsed));
+    return parsed;
+  };
+  const handlers = (imageMirrors?: ImageMirrors) => createHandlers({ templates: () => hub, ...(imageMirrors && { imageMirrors }) }).byPath;
+  const withMirror = handlers(mirrorsOf('docker.io=mirror.example.com/dockerhub'));
+  const without = handlers();
+
+  /** What a policy engine after the injector does: every image from Docker Hub to the mirror, its tag or digest kept (Kyverno's replace-image-registry). */
+  const rewrite = (pod: any): any => {
+    const out = structuredClone(pod);
+    for (const c of [...(out.spec.initContainers ?? []), ...out.spec.containers]) {
+      const ref = parseImage(c.image);
+      assert.ok(!('problem' in ref));
+      if (ref.domain === 'docker.io') c.image = `mirror.example.com/dockerhub/${ref.path}${ref.digest ? `@${ref.digest}` : `:${ref.tag}`}`;
+    }
+    return out;
+  };
+
+  /** The pod as /mutate made it, then as the policy engine rewrote it. */
+  const mirroredPod = (): any => {
+    const pod = optedInPod();
+    const first = withMirror.get('/mutate')!(requestOf(pod));
+    const injected = fjp.applyPatch(structuredClone(pod), decodePatch(first.response)).newDocument;
+    return rewrite(injected);
+  };
+
+  it('admits a pod whose sidecars a later webhook moved to the mirror, and says so in the audit annotation', () => {
+    const pod = mirroredPod();
+    assert.equal(pod.spec.containers.find((c: any) => c.name === 'shipper').image, 'mirror.example.com/dockerhub/fluent/fluent-bit:3.2');
+    assert.equal(pod.spec.initContainers.find((c: any) => c.name === 'proxy').image, 'mirror.example.com/dockerhub/library/envoy:1.31');
+    const r = withMirror.get('/validate')!(requestOf(pod));
+    assert.equal(r.response.allowed, true, r.response.status?.message);
+    assert.equal(r.reason, 'sidecars-mirrored');
+    assert.equal(r.response.auditAnnotations?.['reason'], 'sidecars-mirrored');
+    // The pod as /mutate left it still says sidecars-present.
+    assert.equal(withMirror.get('/validate')!(requestOf(fjp.applyPatch(optedInPod(), decodePatch(withMirror.get('/mutate')!(requestOf(optedInPod())).response)).newDocument)).reason, 'sidecars-present');
+  });
+
+  it('refuses the mirrored pod without the flag, with a message that names the flag and the entry', () => {
+    const r = without.get('/validate')!(requestOf(mirroredPod()));
+    assert.equal(r.response.allowed, false);
+    assert.equal(r.response.status?.code, 403);
+    const message = r.response.status?.message ?? '';
+    assert.match(message, /container "shipper" with image repository docker\.io\/fluent\/fluent-bit \(it runs mirror\.example\.com\/dockerhub\/fluent\/fluent-bit:3\.2\)/);
+    assert.match(message, /start the injector with --image-mirror docker\.io=mirror\.example\.com\/dockerhub$/);
+    assert.doesNotMatch(message, /\n/);
+  });
+
+  it('still refuses, with the flag, a sidecar that runs another repository from the mirror or another registry', () => {
+    for (const image of ['mirror.example.com/dockerhub/fluent/fluentd:1.17', 'mirror.example.com/quay/fluent/fluent-bit:3.2', 'evil.example.com/fluent-bit:3.2']) {
+      const pod = mirroredPod();
+      pod.spec.containers.find((c: any) => c.name === 'shipper').image = image;
+      const r = withMirror.get('/validate')!(requestOf(pod));
+      assert.equal(r.response.allowed, false, image);
+      assert.match(r.response.status?.message ?? '', /container "shipper" with image repository docker\.io\/fluent\/fluent-bit/);
+    }
+  });
+
+  it('answers the re-invoked /mutate on the mirrored pod without a second copy, and a patch that applies', () => {
+    for (const byPath of [withMirror, without]) {
+      const pod = mirroredPod();
+      const again = byPath.get('/mutate')!(requestOf(pod));
+      assert.equal(again.response.allowed, true);
+      const ops = decodePatch(again.response);
+      assert.deepEqual(ops, [], 'the status annotation already says what was injected');
+      const after = fjp.applyPatch(structuredClone(pod), ops, true).newDocument as any;
+      assert.deepEqual(after.spec.containers.map((c: any) => c.name), pod.spec.containers.map((c: any) => c.name));
+      assert.deepEqual(after.spec.initContainers.map((c: any) => c.name), pod.spec.initContainers.map((c: any) => c.name));
+      // The mirror's image is kept; nothing is rewritten back.
+      assert.deepEqual(after.spec, pod.spec);
+      assert.equal(withMirror.get('/validate')!(requestOf(after)).response.allowed, true);
+    }
   });
 });

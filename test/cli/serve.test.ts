@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
-import { admit } from '../helpers/apiserver.js';
+import { admit, validatePod } from '../helpers/apiserver.js';
 import { CLI_ENTRY } from '../helpers/cli.js';
 import { optedInPod } from '../helpers/review.js';
 
@@ -86,6 +86,48 @@ describe('sidecar-injector serve', () => {
     } finally {
       taken.close();
     }
+  });
+
+  it('admits over TLS a pod whose sidecar a later webhook moved to the mirror given by --image-mirror (twice)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'serve-mirror-'));
+    const args = ['serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--self-signed-dir', dir, '--image-mirror', 'quay.io=mirror.example.com/quay', '--image-mirror', 'docker.io=mirror.example.com/dockerhub'];
+    const child = spawn(process.execPath, [...CLI_ENTRY, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const logs: any[] = [];
+    const started = new Promise<void>((resolve, reject) => {
+      createInterface({ input: child.stdout }).on('line', (line) => {
+        logs.push(JSON.parse(line));
+        if (logs.at(-1).port) resolve();
+      });
+      child.on('close', () => reject(new Error('the server exited before serving')));
+    });
+    try {
+      await started;
+      assert.deepEqual(logs.find((l) => l.imageMirrors)?.imageMirrors, ['quay.io=mirror.example.com/quay', 'docker.io=mirror.example.com/dockerhub']);
+      const url = `https://localhost:${logs.find((l) => l.port).port}`;
+      const ca = await readFile(join(dir, 'ca.crt'), 'utf8');
+      const { pod } = await admit(url, ca, optedInPod({ annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' } }));
+      // A policy after the injector moves Docker Hub images to the mirror, then the apiserver re-invokes /mutate.
+      const proxy = pod.spec.initContainers.find((c: any) => c.name === 'proxy');
+      proxy.image = proxy.image.replace(/^docker\.io\//, 'mirror.example.com/dockerhub/');
+      const again = await admit(url, ca, pod);
+      assert.deepEqual(again.ops, []);
+      const response = await validatePod(url, ca, again.pod);
+      assert.equal(response.allowed, true, response.status?.message);
+      assert.equal(response.auditAnnotations.reason, 'sidecars-mirrored');
+      // Without the mirror a sidecar from elsewhere is still refused.
+      proxy.image = 'elsewhere.example.com/envoyproxy/envoy:v1.32.3';
+      const refused = await validatePod(url, ca, pod);
+      assert.equal(refused.allowed, false);
+      assert.match(refused.status.message, /--image-mirror docker\.io=elsewhere\.example\.com$/);
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
+  });
+
+  it('refuses to start with an invalid --image-mirror, in one line naming the flag', async () => {
+    const { code, stderr } = await runCli(['serve', '--image-mirror', 'docker.io=mirror', '--port', '0', '--health-port', '0']);
+    assert.equal(code, 1);
+    assert.match(stderr, /^sidecar-injector: invalid configuration: --image-mirror \(SIDECAR_INJECTOR_IMAGE_MIRROR\): "docker\.io=mirror": the mirror "mirror" does not begin with a registry host[^\n]*\n$/);
   });
 
   it('refuses an invalid flag value, naming the flag', async () => {

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { InjectorError } from '../../src/errors.js';
-import { Options, loadConfig } from '../../src/config/config.js';
+import { imageMirrors, Options, loadConfig } from '../../src/config/config.js';
 
 const refused = (argv: string[], env: NodeJS.ProcessEnv, message: RegExp) =>
   assert.throws(() => loadConfig(argv, env), (err: unknown) => err instanceof InjectorError && err.code === 'CONFIG_INVALID' && message.test(err.message));
@@ -44,6 +44,19 @@ describe('loadConfig', () => {
   it('refuses an unknown flag and a positional argument', () => {
     refused(['--prot', '1'], {}, /--prot/);
     refused(['serve'], {}, /serve/);
+  });
+
+  it('takes --image-mirror repeated, or comma-separated in its variable, as one list', () => {
+    const entries = (argv: string[], env: NodeJS.ProcessEnv) => imageMirrors(loadConfig(argv, env)).entries.map((m) => `${m.source}=${m.mirror}`);
+    assert.deepEqual(entries(['--image-mirror', 'docker.io=mirror.example.com/dockerhub', '--image-mirror=quay.io=mirror.example.com/quay'], {}), ['docker.io=mirror.example.com/dockerhub', 'quay.io=mirror.example.com/quay']);
+    assert.deepEqual(entries([], { SIDECAR_INJECTOR_IMAGE_MIRROR: 'docker.io=mirror.example.com/dockerhub, quay.io=mirror.example.com/quay' }), ['docker.io=mirror.example.com/dockerhub', 'quay.io=mirror.example.com/quay']);
+    assert.deepEqual(entries(['--image-mirror', 'ghcr.io=mirror.example.com/ghcr'], { SIDECAR_INJECTOR_IMAGE_MIRROR: 'docker.io=mirror.example.com/dockerhub' }), ['ghcr.io=mirror.example.com/ghcr']);
+    assert.deepEqual(entries([], {}), []);
+  });
+
+  it('refuses an invalid --image-mirror at start, in one line naming the flag and its variable', () => {
+    refused(['--image-mirror', 'docker.io'], {}, /^invalid configuration: --image-mirror \(SIDECAR_INJECTOR_IMAGE_MIRROR\): "docker\.io" is not SOURCE=MIRROR \(e\.g\. docker\.io=mirror\.example\.com\/dockerhub\)$/);
+    refused([], { SIDECAR_INJECTOR_IMAGE_MIRROR: 'docker.io=mirror.example.com,docker.io=mirror' }, /^invalid configuration: --image-mirror \(SIDECAR_INJECTOR_IMAGE_MIRROR\): "docker\.io=mirror": the mirror "mirror" does not begin with a registry host/);
   });
 
   it("checks the settings with the generated validator: ajv's compiler never loads with the server", () => {

@@ -11,7 +11,7 @@ import { compileTemplateSet } from '../../src/templates/load.js';
 import { captureIO } from '../helpers/cli.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { admissionView } from './admission-view.js';
-import { Apiserver, corpusManifests, corpusTemplates, DefaultNamespace, PodsDir, pool, SidecarsDir, type CorpusManifest, type CorpusTemplate, type Outcome } from './corpus.js';
+import { Apiserver, corpusManifests, goYamlEscapes, corpusTemplates, DefaultNamespace, PodsDir, pool, SidecarsDir, type CorpusManifest, type CorpusTemplate, type Outcome } from './corpus.js';
 import { podValidationErrors } from './pod-validation.js';
 
 /**
@@ -45,6 +45,41 @@ const ExpectedRefusals: readonly ExpectedRefusal[] = [
     why: 'the pod (an Istio gateway) runs its own istio-proxy as a regular container; the template needs istio-proxy as a native sidecar, and a pod cannot hold two containers of one name',
   },
   {
+    pod: 'istio-proxy-override.yaml',
+    templates: 'istio-proxy',
+    stage: 'validate',
+    message: /missing: native sidecar "istio-proxy" in initContainers/,
+    why: 'the pod overrides Istio\'s proxy with its own istio-proxy as a regular container (and its own istio-init); the template needs istio-proxy as a native sidecar, and a pod cannot hold two containers of one name',
+  },
+  {
+    pod: 'istio-merge-probers.yaml',
+    templates: 'istio-proxy',
+    stage: 'validate',
+    message: /missing: native sidecar "istio-proxy" in initContainers/,
+    why: 'the pod was injected by an Istio that ran istio-proxy as a regular container; the template needs it as a native sidecar, and a pod cannot hold two containers of one name',
+  },
+  {
+    pod: 'k8s-website-pod-level-resources.yaml',
+    templates: 'cloud-sql-proxy',
+    stage: 'mutate',
+    message: /spec\.resources would not cover its containers once the sidecars are injected: .*requests\.memory is 100Mi/,
+    why: 'the pod requests 100Mi at pod level and its container 50Mi; with the sidecar\'s cpu and memory (the proxy requests 1 cpu and 2Gi) the containers would request more than the pod, which Kubernetes refuses (validatePodResourceConsistency)',
+  },
+  {
+    pod: 'k8s-website-pod-level-resources.yaml',
+    templates: 'istio-proxy',
+    stage: 'mutate',
+    message: /spec\.resources would not cover its containers once the sidecars are injected: .*requests\.memory is 100Mi/,
+    why: 'the pod requests 100Mi at pod level and its container 50Mi; with the sidecar\'s memory (Envoy requests 128Mi) the containers would request more than the pod, which Kubernetes refuses (validatePodResourceConsistency)',
+  },
+  {
+    pod: 'k8s-website-pod-level-resources.yaml',
+    templates: 'vault-agent',
+    stage: 'mutate',
+    message: /spec\.resources would not cover its containers once the sidecars are injected: .*requests\.memory is 100Mi/,
+    why: 'the pod requests 100Mi at pod level and its container 50Mi; with the sidecar\'s memory (the agent requests 64Mi) the containers would request more than the pod, which Kubernetes refuses (validatePodResourceConsistency)',
+  },
+  {
     pod: '*',
     templates: 'datadog-trace-agent,fluent-bit',
     stage: 'mutate',
@@ -76,7 +111,7 @@ const KnownInjectFailures: Readonly<Record<string, { readonly failure: RegExp; r
 /** The objects of a YAML text as kubectl reads them; [] when it is not YAML. */
 function readYaml11Text(text: string): unknown[] {
   try {
-    return parseAllDocuments(text, { version: '1.1' }).map((d) => d.toJS()).filter((o) => o !== null && o !== undefined);
+    return parseAllDocuments(goYamlEscapes(text), { version: '1.1' }).map((d) => d.toJS()).filter((o) => o !== null && o !== undefined);
   } catch {
     return [];
   }

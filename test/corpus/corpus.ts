@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { Agent } from 'node:https';
 import { join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
+import { Lexer, parseAllDocuments } from 'yaml';
 import { httpsRequest } from '../helpers/client.js';
 import { applyPatchV4 } from '../helpers/jsonpatch-v4.js';
 import { decodePatch, podReview } from '../helpers/review.js';
@@ -39,11 +39,23 @@ export interface CorpusTemplate {
 
 /** Reads YAML as kubectl does (sigs.k8s.io/yaml over go-yaml v2: YAML 1.1 octals and booleans). */
 export function readYaml11(file: string): Record<string, any>[] {
-  const docs = parseAllDocuments(readFileSync(file, 'utf8'), { version: '1.1' });
+  const docs = parseAllDocuments(goYamlEscapes(readFileSync(file, 'utf8')), { version: '1.1' });
   return docs.map((d) => {
     if (d.errors.length > 0) throw new Error(`${file}: ${d.errors[0]!.message}`);
     return d.toJS() as Record<string, any>;
   }).filter((o) => o !== null && o !== undefined);
+}
+
+/**
+ * go-yaml v2 reads `\'` in a double-quoted scalar as `'` (scannerc.go); the yaml package refuses it.
+ * Rewritten per double-quoted token, escapes read in pairs (the Lexer's marks \x02, \x18, \x1f are not text).
+ */
+export function goYamlEscapes(text: string): string {
+  if (!text.includes("\\'")) return text;
+  return [...new Lexer().lex(text)]
+    .filter((t) => !['\x02', '\x18', '\x1f'].includes(t))
+    .map((t) => (t.startsWith('"') ? t.replace(/\\([\s\S])/g, (e, c: string) => (c === "'" ? "'" : e)) : t))
+    .join('');
 }
 
 export function corpusManifests(): CorpusManifest[] {

@@ -35,7 +35,46 @@ export function podValidationErrors(pod: Obj): string[] {
     }
   }
   for (const s of spec.imagePullSecrets ?? []) if (typeof s?.name !== 'string') errs.push('spec.imagePullSecrets: name must be a string');
+  if (spec.resources != null) podResources(spec, errs);
   return errs;
+}
+
+/**
+ * validatePodResourceConsistency (pod-level resources, beta and on by default since 1.34): each
+ * pod-level request covers what the containers request together (resourcehelper.PodRequests: the
+ * regular containers and native sidecars, or an init container with the sidecars started before
+ * it, whichever is more), and no regular container's limit is above the pod-level one. A container
+ * without a request of a resource it limits requests its limit (SetDefaults_Container... defaulting).
+ */
+function podResources(spec: Obj, errs: string[]): void {
+  const requested = (c: Obj, r: string): number => quantity(c.resources?.requests?.[r] ?? c.resources?.limits?.[r]);
+  for (const r of Object.keys(spec.resources.requests ?? {})) {
+    let sidecars = 0;
+    let inits = 0;
+    for (const c of spec.initContainers ?? []) {
+      if (c.restartPolicy === 'Always') sidecars += requested(c, r);
+      else inits = Math.max(inits, sidecars + requested(c, r));
+    }
+    const aggregate = Math.max(inits, sidecars + (spec.containers ?? []).reduce((n: number, c: Obj) => n + requested(c, r), 0));
+    if (aggregate > quantity(spec.resources.requests[r])) errs.push(`spec.resources.requests[${r}]: Invalid value: ${JSON.stringify(spec.resources.requests[r])}: must be greater than or equal to aggregate container requests of ${aggregate}`);
+  }
+  for (const [r, limit] of Object.entries(spec.resources.limits ?? {})) {
+    (spec.containers ?? []).forEach((c: Obj, i: number) => {
+      const own = c.resources?.limits?.[r];
+      if (own !== undefined && quantity(own) > quantity(limit)) errs.push(`spec.resources.containers[${i}][${r}].limits: Invalid value: ${JSON.stringify(own)}: must be less than or equal to pod limits of ${JSON.stringify(limit)}`);
+    });
+  }
+}
+
+const Suffixes: Readonly<Record<string, number>> = { '': 1, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
+
+/** A resource.Quantity as a number (0 when absent); the harness' own reading, independent of src. */
+export function quantity(q: unknown): number {
+  if (q === undefined || q === null) return 0;
+  if (typeof q === 'number') return q;
+  const m = /^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/.exec(String(q));
+  if (m === null) throw new Error(`not a quantity: ${JSON.stringify(q)}`);
+  return Number(m[1]) * Suffixes[m[2] ?? '']!;
 }
 
 function container(c: Obj, at: string, role: 'init' | 'sidecar' | 'regular', errs: string[]): void {

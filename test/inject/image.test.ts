@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { imageRepository, parseImage, sameRepository } from '../../src/inject/image.js';
+import { IMAGE_MIRRORS_MAX, imageRepository, mirroredFrom, parseImage, parseImageMirrors, sameRepository, suggestedMirror, type ImageMirrors } from '../../src/inject/image.js';
 
 const SHA = 'sha256:' + 'a1'.repeat(32);
 
@@ -102,5 +102,121 @@ describe('sameRepository', () => {
 
   it('gives the text itself as the repository of an invalid reference', () => {
     assert.equal(imageRepository('Busybox'), 'Busybox');
+  });
+});
+
+/** The mirrors of these entries; the test fails if they do not parse. */
+function mirrors(...entries: string[]): ImageMirrors {
+  const parsed = parseImageMirrors(entries);
+  assert.ok(!('problem' in parsed), JSON.stringify(parsed));
+  return parsed;
+}
+
+describe('parseImageMirrors', () => {
+  it('reads SOURCE=MIRROR entries, normalizing index.docker.io and dropping exact repeats', () => {
+    assert.deepEqual(mirrors('docker.io=mirror.example.com/dockerhub', ' index.docker.io = mirror.example.com/dockerhub ', 'quay.io/prometheus=localhost:5000/prom').entries, [
+      { source: 'docker.io', mirror: 'mirror.example.com/dockerhub' },
+      { source: 'quay.io/prometheus', mirror: 'localhost:5000/prom' },
+    ]);
+  });
+
+  // [entry, what the one-line message must say]
+  const invalid: readonly (readonly [string, RegExp])[] = [
+    ['docker.io', /"docker\.io" is not SOURCE=MIRROR/],
+    ['=mirror.example.com', /the source is empty/],
+    ['docker.io=', /the mirror is empty/],
+    ['docker.io=mirror', /the mirror "mirror" does not begin with a registry host .*docker\.io\/mirror/],
+    ['library/busybox=mirror.example.com', /the source "library\/busybox" does not begin with a registry host/],
+    ['docker.io=mirror.example.com/Hub', /the mirror "Hub" is not a valid repository path/],
+    ['docker.io/busybox:1.36=mirror.example.com', /has a tag/],
+    [`docker.io/busybox@${SHA}=mirror.example.com`, /has a digest/],
+    ['docker.io=mirror_example.com', /"mirror_example\.com" is not a valid registry host/],
+    ['docker.io=index.docker.io', /maps docker\.io to itself/],
+  ];
+  for (const [entry, message] of invalid) {
+    it(`refuses ${JSON.stringify(entry)}, saying why`, () => {
+      const parsed = parseImageMirrors([entry]);
+      assert.ok('problem' in parsed, JSON.stringify(parsed));
+      assert.match(parsed.problem, message);
+      assert.doesNotMatch(parsed.problem, /\n/);
+    });
+  }
+
+  it(`refuses more than ${IMAGE_MIRRORS_MAX} entries`, () => {
+    const parsed = parseImageMirrors(Array.from({ length: IMAGE_MIRRORS_MAX + 1 }, (_, i) => `r${i}.example.com=mirror.example.com/r${i}`));
+    assert.ok('problem' in parsed);
+  });
+});
+
+describe('mirroredFrom', () => {
+  const hub = mirrors('docker.io=mirror.example.com/dockerhub');
+
+  // [mirrors, template repository (normalized), image the pod runs]
+  const matched: readonly (readonly [ImageMirrors, string, string])[] = [
+    [hub, 'docker.io/fluent/fluent-bit', 'mirror.example.com/dockerhub/fluent/fluent-bit:3.2'],
+    // busybox is docker.io/library/busybox: a mirror may keep library/ or drop it.
+    [hub, 'docker.io/library/busybox', 'mirror.example.com/dockerhub/library/busybox:1.36'],
+    [hub, 'docker.io/library/busybox', 'mirror.example.com/dockerhub/busybox:1.36'],
+    [hub, 'docker.io/fluent/fluent-bit', `mirror.example.com/dockerhub/fluent/fluent-bit@${SHA}`],
+    [hub, 'docker.io/fluent/fluent-bit', `mirror.example.com/dockerhub/fluent/fluent-bit:3.2@${SHA}`],
+    [mirrors('index.docker.io=mirror.example.com'), 'docker.io/library/busybox', 'mirror.example.com/library/busybox'],
+    [mirrors('docker.io/library=mirror.example.com/hub'), 'docker.io/library/busybox', 'mirror.example.com/hub/busybox'],
+    [mirrors('localhost:5000=mirror.example.com:8443/local'), 'localhost:5000/team/x', 'mirror.example.com:8443/local/team/x:2'],
+    [mirrors('myreg:5000/team=mirror.example.com'), 'myreg:5000/team/x', 'mirror.example.com/x'],
+    [mirrors('quay.io=mirror.example.com/quay', 'docker.io=mirror.example.com/dockerhub'), 'docker.io/fluent/fluent-bit', 'mirror.example.com/dockerhub/fluent/fluent-bit'],
+    // One source, two regional mirrors.
+    [mirrors('docker.io=eu.mirror.example.com', 'docker.io=us.mirror.example.com'), 'docker.io/fluent/fluent-bit', 'us.mirror.example.com/fluent/fluent-bit'],
+    // A whole repository mapped.
+    [mirrors('cr.fluentbit.io/fluent/fluent-bit=mirror.example.com/fluent-bit'), 'cr.fluentbit.io/fluent/fluent-bit', 'mirror.example.com/fluent-bit:3.2'],
+  ];
+  for (const [m, wanted, found] of matched) {
+    it(`takes ${found} for ${wanted} under ${m.entries.map((e) => `${e.source}=${e.mirror}`).join(',')}`, () => assert.notEqual(mirroredFrom(wanted, found, m), undefined));
+  }
+
+  const unmatched: readonly (readonly [ImageMirrors, string, string])[] = [
+    // Component boundaries, on both sides.
+    [hub, 'docker.iox/fluent/fluent-bit', 'mirror.example.com/dockerhub/fluent/fluent-bit'],
+    [hub, 'docker.io/fluent/fluent-bit', 'mirror.example.com/dockerhubx/fluent/fluent-bit'],
+    [mirrors('docker.io=mirror.example.com'), 'docker.io/fluent/fluent-bit', 'mirror.example.comx/fluent/fluent-bit'],
+    [mirrors('docker.io/fluent=mirror.example.com/f'), 'docker.io/fluentd/fluent-bit', 'mirror.example.com/fd/fluent-bit'],
+    [mirrors('docker.io=mirror.example.com'), 'docker.iox/fluent/fluent-bit', 'mirror.example.comx/fluent/fluent-bit'],
+    // Ports are part of the host.
+    [mirrors('docker.io=mirror.example.com'), 'docker.io/fluent/fluent-bit', 'mirror.example.com:5000/fluent/fluent-bit'],
+    [mirrors('docker.io=mirror.example.com:5000'), 'docker.io/fluent/fluent-bit', 'mirror.example.com:50001/fluent/fluent-bit'],
+    [mirrors('docker.io=mirror.example.com:5000'), 'docker.io/fluent/fluent-bit', 'mirror.example.com/fluent/fluent-bit'],
+    // Another repository under the mirror is still another repository.
+    [hub, 'docker.io/fluent/fluent-bit', 'mirror.example.com/dockerhub/fluent/fluentd'],
+    [hub, 'docker.io/library/busybox', 'mirror.example.com/dockerhub/other/busybox'],
+    // Only source to mirror: the template names the mirror, the pod runs the source.
+    [hub, 'mirror.example.com/dockerhub/fluent/fluent-bit', 'docker.io/fluent/fluent-bit'],
+    // No chains: a mirror of a mirror is not the source's.
+    [mirrors('docker.io=a.example.com', 'a.example.com=b.example.com'), 'docker.io/fluent/fluent-bit', 'b.example.com/fluent/fluent-bit'],
+    // The mirror's own root, and a reference the runtime refuses.
+    [hub, 'docker.io/fluent/fluent-bit', 'mirror.example.com/dockerhub'],
+    [hub, 'docker.io/fluent/fluent-bit', 'mirror.example.com/dockerhub/Fluent/fluent-bit'],
+    [mirrors(), 'docker.io/fluent/fluent-bit', 'mirror.example.com/dockerhub/fluent/fluent-bit'],
+  ];
+  for (const [m, wanted, found] of unmatched) {
+    it(`does not take ${found} for ${wanted} under ${m.entries.map((e) => `${e.source}=${e.mirror}`).join(',') || 'no mirrors'}`, () => assert.equal(mirroredFrom(wanted, found, m), undefined));
+  }
+});
+
+describe('suggestedMirror', () => {
+  it('names the entry that maps the template\'s registry to the one the pod runs, and that entry admits it', () => {
+    const cases: readonly (readonly [string, string, string])[] = [
+      ['docker.io/fluent/fluent-bit', 'mirror.example.com/dockerhub/fluent/fluent-bit:3.2', 'docker.io=mirror.example.com/dockerhub'],
+      ['docker.io/library/busybox', 'mirror.example.com/dockerhub/busybox', 'docker.io/library=mirror.example.com/dockerhub'],
+      ['k8s.gcr.io/pause', 'registry.k8s.io/pause:3.9', 'k8s.gcr.io=registry.k8s.io'],
+    ];
+    for (const [wanted, found, entry] of cases) {
+      assert.equal(suggestedMirror(wanted, found), entry);
+      assert.notEqual(mirroredFrom(wanted, found, mirrors(entry)), undefined, entry);
+    }
+  });
+
+  it('suggests nothing for another image, the same registry, or an invalid reference', () => {
+    assert.equal(suggestedMirror('docker.io/fluent/fluent-bit', 'mirror.example.com/fluent/fluentd'), undefined);
+    assert.equal(suggestedMirror('docker.io/fluent/fluent-bit', 'docker.io/someone/fluent-bit'), undefined);
+    assert.equal(suggestedMirror('docker.io/fluent/fluent-bit', 'Mirror/Fluent-Bit'), undefined);
   });
 });

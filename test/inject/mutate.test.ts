@@ -43,6 +43,50 @@ describe('injectSidecars', () => {
     );
   });
 
+  describe('application mounts of a volume the pod is to bring', () => {
+    const appMounts = compileTemplateSet(
+      [
+        {
+          file: 'app-mounts.yaml',
+          text: `apiVersion: sidecar-injector.io/v1alpha1
+kind: SidecarTemplate
+metadata:
+  name: app-mounts
+spec:
+  default: true
+  containers:
+    - { name: agent, image: busybox:1.36 }
+  volumeMounts:
+    - { name: shared-data, mountPath: /data }
+`,
+        },
+      ],
+      'test',
+    );
+    const chosen = [...appMounts.templates.values()];
+
+    it('refuses them when an application container would get the mount', () => {
+      assert.throws(
+        () => injectSidecars(optedInPod(), chosen, 'ns'),
+        (err: unknown) => err instanceof InjectorError && err.code === 'TEMPLATE_VOLUME_MISSING' && /"shared-data" \(application mounts of template "app-mounts"\)/.test(err.message),
+      );
+    });
+
+    // Found by test/inject/mutate.model.test.ts: both pods were denied, though nothing they get names the volume.
+    it('injects a pod whose only containers are the sidecars: no container gets the mount', () => {
+      const pod = optedInPod({ spec: { containers: [{ name: 'agent', image: 'busybox:1.36' }] } });
+      const { pod: out } = injectSidecars(pod, chosen, 'ns');
+      assert.deepEqual(out.spec!.containers, pod.spec.containers);
+    });
+
+    it('injects a pod whose containers already mount something at that path', () => {
+      const pod = optedInPod({ spec: { containers: [{ name: 'app', image: 'app', volumeMounts: [{ name: 'cache', mountPath: '/data' }] }], volumes: [{ name: 'cache', emptyDir: {} }] } });
+      const { pod: out } = injectSidecars(pod, chosen, 'ns');
+      assert.deepEqual(out.spec!.containers!.map((c) => [c.name, c.volumeMounts]), [['app', [{ name: 'cache', mountPath: '/data' }]], ['agent', undefined]]);
+      assert.deepEqual(out.spec!.volumes, [{ name: 'cache', emptyDir: {} }]);
+    });
+  });
+
   describe('annotations near Kubernetes\' 256 KiB', () => {
     const withVolume = (annotations: Record<string, string>): any => optedInPod({ annotations, spec: { containers: [{ name: 'app', image: 'app' }], volumes: [{ name: 'shared-data', emptyDir: {} }] } });
     // Keys plus values, in UTF-8 bytes: the apiserver's count (ValidateAnnotationsSize).

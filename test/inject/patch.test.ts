@@ -19,7 +19,7 @@ import { applyPatchV4 } from '../helpers/jsonpatch-v4.js';
 
 const RUNS = Number(process.env['PROPERTY_RUNS'] ?? 400);
 
-const containerNames = ['web', 'app', 'proxy', 'side-a'];
+const containerNames = ['web', 'app', 'proxy', 'side-a', 'worker', 'api'];
 const volumeNames = ['data', 'config', 'app-logs'];
 const mountPaths = ['/data', '/etc/config', '/var/log/app'];
 const envNames = ['LOG_DIR', 'POD_NAME', 'MODE'];
@@ -42,10 +42,11 @@ const podArb = fc
     metadata: optional(fc.record({ name: fc.constantFrom('web-0'), labels: optional(map(podKeys)), annotations: optional(map(podKeys)), status: fc.constantFrom('none', 'other', 'same') })),
     spec: optional(
       fc.record({
-        containers: optional(fc.array(container, { maxLength: 3 })),
-        initContainers: optional(fc.array(container, { maxLength: 1 })),
+        containers: optional(fc.array(container, { maxLength: 6 })),
+        initContainers: optional(fc.array(fc.tuple(container, fc.boolean()).map(([c, native]) => (native ? { ...c, restartPolicy: 'Always' } : c)), { maxLength: 2 })),
         volumes: optional(volumes),
-        imagePullSecrets: optional(fc.constant([{ name: 'regcred' }])),
+        // core/v1 allows an entry without a name (`{}`).
+        imagePullSecrets: optional(fc.constantFrom([{ name: 'regcred' }], [{}], [{}, { name: 'mirror' }])),
         restartPolicy: fc.constant('Always'),
       }),
     ),
@@ -60,12 +61,14 @@ function templateArb(name: string): fc.Arbitrary<object> {
       nativeSidecar: optional(fc.constantFrom(true, false)),
       placement: optional(fc.constantFrom('first', 'last', { before: 'app' }, { after: 'web' })),
       containers: optional(fc.constant([{ name: `${name}-side`, image: 'busybox:1.36', volumeMounts: [{ name: `${name}-vol`, mountPath: '/shared' }] }])),
+      // Init containers that run to completion, and native sidecars written out.
+      initContainers: optional(fc.subarray([{ name: `${name}-init`, image: 'busybox:1.36' }, { name: `${name}-native`, image: 'busybox:1.36', restartPolicy: 'Always' }], { minLength: 1 })),
       volumes: fc.constant([{ name: `${name}-vol`, emptyDir: {} }]),
       volumeMounts: optional(mounts.map((ms) => ms.filter((m) => m.name === 'app-logs'))),
       env: optional(env),
       annotations: optional(map(templateKeys)),
       labels: optional(map(templateKeys)),
-      imagePullSecrets: optional(fc.constant([{ name: 'mirror' }])),
+      imagePullSecrets: optional(fc.constantFrom([{ name: 'mirror' }], [{ name: 'regcred' }])),
     })
     .map((g) => {
       const spec = Object.fromEntries(Object.entries(g).filter(([, v]) => v !== undefined)) as Record<string, unknown>;

@@ -1,5 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { parseImageMirrors, type ImageMirrors } from '../../src/inject/image.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { Reason, selectTemplates } from '../../src/inject/policy.js';
 import { verifyPod } from '../../src/inject/verify.js';
@@ -129,4 +130,36 @@ describe('the sidecars looked up in pods of few and of many containers', () => {
       assert.equal(verdictOf(pod([]), s).reason, Reason.SidecarsMissing);
     });
   }
+});
+
+describe('verifyPod with registry mirrors', () => {
+  const parsed = parseImageMirrors(['k8s.gcr.io=mirror.example.com/gcr', 'registry.k8s.io=mirror.example.com/k8s', 'docker.io=mirror.example.com/hub']);
+  assert.ok(!('problem' in parsed));
+  const mirrors: ImageMirrors = parsed;
+  const v1 = set(shipper('k8s.gcr.io/shipper:1'), mesh());
+  const v2 = set(shipper('registry.k8s.io/shipper:2'), mesh());
+  /** The pod as a policy after the injector left it: every image moved to the mirror. */
+  const mirrored = (pod: any): any => {
+    for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
+      c.image = c.image.replace(/^k8s\.gcr\.io\//, 'mirror.example.com/gcr/').replace(/^registry\.k8s\.io\//, 'mirror.example.com/k8s/').replace(/^envoyproxy\//, 'mirror.example.com/hub/envoyproxy/');
+    }
+    return pod;
+  };
+  const verdict = (pod: any, s: TemplateSet, m?: ImageMirrors): { kind: string; reason: string } => {
+    const v = verifyPod(pod, s, 'default', {}, undefined, m);
+    return { kind: v.kind, reason: v.reason };
+  };
+
+  it('admits by the current set and says a mirror was used; refuses without the mirrors', () => {
+    const pod = mirrored(inject(v2));
+    assert.equal(pod.spec.containers[1].image, 'mirror.example.com/k8s/shipper:2');
+    assert.deepEqual(verdict(pod, v2, mirrors), { kind: 'allowed', reason: Reason.SidecarsMirrored });
+    assert.deepEqual(verdict(pod, v2), { kind: 'denied', reason: Reason.SidecarsMissing });
+  });
+
+  it('admits a mirrored pod of a set served within the window (step 2), and by its record (step 3)', () => {
+    assert.deepEqual(verdict(mirrored(inject(v1)), replica([v1, v2]), mirrors), { kind: 'allowed', reason: Reason.EarlierTemplates });
+    assert.deepEqual(verdict(mirrored(inject(v2)), replica([v1]), mirrors), { kind: 'allowed', reason: Reason.RecordedTemplates });
+    assert.deepEqual(verdict(mirrored(inject(v2)), replica([v1])), { kind: 'denied', reason: Reason.SidecarsMissing });
+  });
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { checkBody } from '../../src/admission/codec.js';
 import { podObject } from '../../src/admission/pod.js';
-import { apiserverReview } from '../../src/cli/admit.js';
+import { apiserverReview } from '../../src/kube/apiserver-review.js';
 import { InjectorError } from '../../src/errors.js';
 import type { Pod } from '../../src/kube/types.js';
 import { countOf, excesses, Webhook, type Admitted, type Excess } from '../../src/lint/limits.js';

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { serviceDnsNames } from '../../src/certs/bootstrap.js';
-import { loadConfig } from '../../src/config/config.js';
+import { imageMirrors, loadConfig } from '../../src/config/config.js';
 import { selectorMatches } from '../../src/kube/selectors.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { CHART } from '../../scripts/render-install.js';
@@ -101,6 +101,8 @@ describe('Helm chart', () => {
     // Helm merges maps with the defaults: null removes a default key (here the CPU limit).
     assert.deepEqual(c.resources, { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '1Gi' } });
     assert.equal(args(objects).logLevel, 'debug', 'the server accepts the extra flag');
+    const mirrored = args(helmObjects({ values: { imageMirrors: ['docker.io=mirror.example.com/dockerhub', 'quay.io=mirror.example.com/quay'] } }));
+    assert.deepEqual(imageMirrors(mirrored).entries, [{ source: 'docker.io', mirror: 'mirror.example.com/dockerhub' }, { source: 'quay.io', mirror: 'mirror.example.com/quay' }], 'one --image-mirror per entry of imageMirrors');
     const digest = `sha256:${'a'.repeat(64)}`;
     assert.equal(injector(helmObjects({ set: { 'image.digest': digest } })).image, `ghcr.io/sidecar-injector/sidecar-injector@${digest}`);
     const appVersion = /appVersion: "(.*)"/.exec(readFileSync(join(CHART, 'Chart.yaml'), 'utf8'))![1];
@@ -152,6 +154,8 @@ describe('Helm chart', () => {
       [{ image: { repository: 'x', digest: 'latest' } }, /digest/],
       [{ templates: { inline: { 'no-extension': 'x' } } }, /no-extension/],
       [{ metrics: { podMonitor: { enabled: 'yes' } } }, /podMonitor/],
+      [{ imageMirrors: ['docker.io'] }, /imageMirrors/],
+      [{ imageMirrors: 'docker.io=mirror.example.com' }, /imageMirrors/],
     ];
     for (const [values, message] of bad) assert.match(helmError({ values }) ?? 'rendered', message, JSON.stringify(values));
   });

@@ -286,6 +286,11 @@ describe('review slots', () => {
       this.destroyed = true;
       this.emit('close');
     }
+    /** The answer handed to the socket: Node emits 'finish', then 'close' on the next tick. */
+    flushed(): void {
+      this.emit('finish');
+      this.emit('close');
+    }
   }
   const fake = (): FakeResponse & ServerResponse => new FakeResponse() as FakeResponse & ServerResponse;
 
@@ -295,8 +300,8 @@ describe('review slots', () => {
     slots.hold(a);
     slots.hold(b);
     assert.throws(() => slots.hold(fake()), (err: InjectorError) => err.code === 'OVERLOADED' && err.status === 429);
-    a.emit('finish');
-    a.emit('close'); // both events come for one answer: the slot is given back once
+    a.flushed();
+    a.emit('close'); // a second 'close' (the connection going later): the slot is given back once
     slots.hold(fake());
     assert.throws(() => slots.hold(fake()), /too many reviews/);
     b.emit('close');
@@ -317,9 +322,37 @@ describe('review slots', () => {
     const slots = new ReviewSlots(1, 50);
     const read = fake();
     slots.hold(read);
-    read.emit('finish');
+    read.flushed();
     await new Promise((r) => setTimeout(r, 150));
     assert.equal(read.destroyed, false);
+  });
+});
+
+describe('the review listener over TLS', () => {
+  it('gives a slot back once each answer is flushed, and keeps answering when an observer throws', async (t) => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w.message);
+    process.on('warning', onWarning);
+    t.after(() => process.off('warning', onWarning));
+    const certs = await makeTestCerts();
+    const set = await loadTemplateSet('templates');
+    const observers = [(): void => {
+      throw new Error('an observer bug');
+    }];
+    // One slot: a slot not given back after an answer would refuse the next review with a 429.
+    const server = createAdmissionServer(createAdmissionApp({ handlers: createHandlers({ templates: () => set }), maxInflight: 1, observers }), certs.serving);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    t.after(() => {
+      server.closeAllConnections();
+      server.close();
+    });
+    const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/mutate`;
+    for (let i = 0; i < 20; i++) {
+      const res = await httpsRequest(url, JSON.stringify(podReview(optedInPod(), { uid: `u-${i}` })), { ca: certs.ca.certPem });
+      assert.equal(res.status, 200, res.text);
+    }
+    await new Promise((r) => setImmediate(r));
+    assert.ok(warnings.includes('an observer bug'), warnings.join());
   });
 });
 

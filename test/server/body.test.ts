@@ -3,13 +3,18 @@ import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
 import type { InjectorError } from '../../src/errors.js';
-import { readBody, TransitBudget } from '../../src/server/body.js';
+import { readBody as readBodyThen, TransitBudget, type ReadBodyOptions } from '../../src/server/body.js';
 import { Deadlines } from '../../src/server/deadlines.js';
 import { memoryAfterGc } from '../helpers/memory.js';
 
 /** A request body stream with the headers readBody looks at. */
 function request(headers: Record<string, string> = {}): PassThrough & IncomingMessage {
   return Object.assign(new PassThrough(), { headers }) as unknown as PassThrough & IncomingMessage;
+}
+
+/** readBody's outcome as a promise: its bytes, or its error. */
+function readBody(req: IncomingMessage, opts: ReadBodyOptions): Promise<Buffer> {
+  return new Promise((resolve, reject) => readBodyThen(req, opts, (err, bytes) => (err === undefined ? resolve(bytes!) : reject(err))));
 }
 
 const code = (expected: string) => (err: InjectorError) => err.code === expected;

@@ -48,6 +48,13 @@ describe('kubectl YAML: reading', () => {
     assert.deepEqual(parseKubectl('base: &b {mode: 0400}\nvol:\n  <<: *b\n  name: x\n')[0]!.value, { base: { mode: 256 }, vol: { mode: 256, name: 'x' } });
   });
 
+  it("reads \\' in a double-quoted scalar as ', as go-yaml v2 does (the Kubernetes docs' envars-file-container.yaml)", () => {
+    const text = `command: ['sh', '-c', "echo \\"A=\\'a\\'\\nB=\\'b\\'\\" > /data/config.env"]\nkept: "\\\\'"\nsingle: 'it''s \\'\nplain: a\\'b\n`;
+    const [doc] = parseKubectl(text);
+    assert.deepEqual(doc!.doc.errors, []);
+    assert.deepEqual(doc!.value, { command: ['sh', '-c', `echo "A='a'\nB='b'" > /data/config.env`], kept: "\\'", single: "it's \\", plain: "a\\'b" });
+  });
+
   it('keeps syntax errors on the document for the caller to report with a position', () => {
     const [doc] = parseKubectl('a: [unclosed\n');
     assert.ok(doc!.doc.errors.length > 0);
