@@ -284,12 +284,11 @@ export function jsonText(value: unknown): string {
 
 /**
  * The string's characters in a string of their own. V8 makes a substring of 13 characters or more
- * a view of the string it was cut from (a uid or a pod name cut from a review body by JSON.parse),
- * and whatever keeps the view keeps the whole parent: a value kept past its review (a log line's
- * memo, an answer kept in the cache) is kept as a copy. Array.prototype.join of two non-empty
- * strings makes a new flat string.
+ * a view of the string it was cut from (a uid cut from a review body), and whatever keeps the view
+ * keeps the whole parent: the line memo keeps values past their review, so it keeps copies.
+ * Array.prototype.join of two non-empty strings makes a new flat string.
  */
-export function owned(value: string): string {
+function owned(value: string): string {
   return value.length < SLICE_MIN ? value : [value.charAt(0), value.slice(1)].join('');
 }
 

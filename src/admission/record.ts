@@ -3,7 +3,7 @@ import { Reason } from '../inject/policy.js';
 import { isObject } from '../kube/types.js';
 import { clip, lineWriter, type Logger } from '../log.js';
 import type { ReviewRequest } from './codec.js';
-import { Decision, type Verdict } from './verdict.js';
+import { Decision, NO_TEMPLATES, type Verdict } from './verdict.js';
 
 /** The decision of a request answered with an HTTP error instead of an AdmissionResponse. */
 export const ERROR_DECISION = 'error';
@@ -78,8 +78,6 @@ export function reviewOutcome(req: ReviewRequest, verdict: Verdict): ReviewOutco
 function text(value: unknown): string {
   return typeof value === 'string' ? value : '';
 }
-
-const NO_TEMPLATES: readonly string[] = Object.freeze([]);
 
 /** The record of an answered review. */
 export function reviewRecord(endpoint: string, uid: string, outcome: ReviewOutcome, cached: boolean, started: number): ReviewRecord {

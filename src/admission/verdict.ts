@@ -3,6 +3,9 @@ import { Reason } from '../inject/policy.js';
 import { auditAnnotations } from './audit.js';
 import type { ResponseBody } from './codec.js';
 
+/** No templates: one frozen list, so the record and the audit annotations treat it as one value. */
+export const NO_TEMPLATES: readonly string[] = Object.freeze([]);
+
 /** What became of a review; one value per log line and metric sample. */
 export const Decision = {
   Injected: 'injected',
@@ -65,6 +68,3 @@ export function refused(err: InjectorError): Verdict {
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
-
-/** No templates: one frozen list, so the record and the audit annotations treat it as one value. */
-const NO_TEMPLATES: readonly string[] = Object.freeze([]);

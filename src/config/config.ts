@@ -1,7 +1,8 @@
 import { parseArgs } from 'node:util';
-import { Ajv } from 'ajv';
+import type { ValidateFunction } from 'ajv';
 import { InjectorError } from '../errors.js';
 import { parseImageMirrors, type ImageMirrors } from '../inject/image.js';
+import { validate as validateGenerated } from './config-validator.js';
 
 /**
  * Every setting in one table: its flag, its environment variable, its JSON schema (with the
@@ -52,12 +53,16 @@ type ValueOf<S extends Schema> = S extends { type: 'integer' } ? number : S exte
 /** The validated, frozen configuration. */
 export type Config = { readonly [K in keyof typeof Options]: ValueOf<(typeof Options)[K]['schema']> };
 
-const ajv = new Ajv({ useDefaults: true, coerceTypes: true, allErrors: true });
-const validateConfig = ajv.compile({
-  type: 'object',
-  additionalProperties: false,
-  properties: Object.fromEntries(Object.entries(Options).map(([k, o]) => [k, o.schema])),
-});
+/** The JSON Schema of the whole configuration: an object of the settings' schemas. */
+export function configSchema(): object {
+  return { type: 'object', additionalProperties: false, properties: Object.fromEntries(Object.entries(Options).map(([k, o]) => [k, o.schema])) };
+}
+
+// configSchema() compiled by `npm run schema` (ajv standalone code, with the schema's defaults,
+// strings coerced to integers and every error at once), as Fastify ships its config validator:
+// compiling it here would load ajv's compiler and cost ~3.5 MB of RSS in every process, the
+// server's included, for a check made once at start.
+const validateConfig = validateGenerated as unknown as ValidateFunction;
 
 /** Builds the configuration from command-line flags and the environment. Throws CONFIG_INVALID naming the flag. */
 export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Config {

@@ -132,6 +132,9 @@ export interface ImageMirror {
 }
 
 /** The mirrors, prepared once at start; looked at only for a sidecar whose repository is not the template's. */
+/** The flag that sets the mirrors (config's Options names it too; here so a refusal can name it). */
+export const IMAGE_MIRROR_FLAG = 'image-mirror';
+
 export interface ImageMirrors {
   readonly entries: readonly ImageMirror[];
 }

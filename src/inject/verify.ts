@@ -1,10 +1,9 @@
-import { Options } from '../config/config.js';
 import { attempt, InjectorError } from '../errors.js';
 import type { Container, NamedItem, Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 import { renderValues } from '../templates/placeholders.js';
 import type { CompiledTemplate } from '../templates/template.js';
-import { imageRepository, mirroredFrom, NoImageMirrors, sameRepository, suggestedMirror, type ImageMirrors } from './image.js';
+import { IMAGE_MIRROR_FLAG, imageRepository, mirroredFrom, NoImageMirrors, sameRepository, suggestedMirror, type ImageMirrors } from './image.js';
 import { Keys } from './keys.js';
 import { OptInScope, parseNames, Reason, refusalReason, selectTemplates } from './policy.js';
 import { renderTemplates, type InjectionContext } from './render.js';
@@ -73,7 +72,7 @@ function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: Inject
  */
 function mirrorHint(suggestion: string | undefined): string {
   if (suggestion === undefined) return '';
-  return `; if a policy or webhook rewrites images to a registry mirror after the injector, start the injector with --${Options.imageMirror.flag} ${suggestion}`;
+  return `; if a policy or webhook rewrites images to a registry mirror after the injector, start the injector with --${IMAGE_MIRROR_FLAG} ${suggestion}`;
 }
 
 const names = new WeakMap<readonly CompiledTemplate[], readonly string[]>();

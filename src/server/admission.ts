@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
 import { ApiserverPrefixes, type BodyLimits } from '../admission/codec.js';
@@ -76,8 +77,8 @@ export function createAdmissionApp(deps: AdmissionAppDeps): AdmissionApp {
   };
   /**
    * Answers a refused request (answerError) and observes its record. This runs from the request's
-   * events, where a throw would take the process down: should the error edge itself fail (a bug
-   * of ours), the connection goes instead.
+   * events or a timer, where a throw would take the process down: should the error edge itself
+   * fail (a bug of ours), the connection goes instead.
    */
   const refuse = (req: IncomingMessage, res: ServerResponse, refused: Refused, err: unknown): void => {
     let record: ReviewRecord;
@@ -226,7 +227,8 @@ export class ReviewSlots {
   hold(res: ServerResponse): void {
     if (this.#held >= this.#max) throw new InjectorError('OVERLOADED');
     this.#held++;
-    const deadline = this.#answerDeadlines.set(() => res.destroy());
+    const connection = res.socket ?? res.req.socket;
+    const deadline = this.#answerDeadlines.set(() => connection.destroy());
     let released = false;
     const release = (): void => {
       if (released) return;
@@ -234,11 +236,31 @@ export class ReviewSlots {
       this.#answerDeadlines.cancel(deadline);
       this.#held--;
     };
-    // 'close' alone: Node emits it on every response, the tick after 'finish' (the answer handed
-    // to the socket) or when the connection goes first. `on`, not `once`: release runs once by
-    // itself, and removing a listener leaves the response's event table in V8's dictionary mode
-    // (see collect in body.ts).
+    // 'close': Node emits it on every response that has its connection, the tick after 'finish'
+    // (the answer handed to the socket) or when the connection goes first. `on`, not `once`:
+    // release runs once by itself, and removing a listener leaves the response's event table in
+    // V8's dictionary mode (see collect in body.ts).
     res.on('close', release);
+    // An answer queued behind another on its connection (HTTP/1.1 pipelining, which the apiserver
+    // never does) has no socket yet, and if the connection goes before its turn Node emits nothing
+    // on it: its slot is given back when the connection closes (one listener a connection).
+    if (res.socket === null) this.#releaseOnClose(connection, release);
+  }
+
+  /** Answers queued on each connection, released when it closes. */
+  readonly #queued = new WeakMap<Socket, (() => void)[]>();
+
+  #releaseOnClose(connection: Socket, release: () => void): void {
+    const releases = this.#queued.get(connection);
+    if (releases !== undefined) {
+      releases.push(release);
+      return;
+    }
+    const first = [release];
+    this.#queued.set(connection, first);
+    connection.once('close', () => {
+      for (const r of first) r();
+    });
   }
 }
 

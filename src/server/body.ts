@@ -64,7 +64,8 @@ export type BodyDone = (err: InjectorError | undefined, bytes: Buffer | undefine
  * Reads a body's bytes within the size limit, the time limit and the transit budget, mapping each
  * failure to its 4xx; an empty body, or one of white space alone, is refused too. The bytes are
  * left as they came (the answer cache looks a review up without decoding it). `done` is called
- * once, from the request's events, or at once for a Content-Length over the limit: a callback,
+ * once: from the request's events, from the body deadline's timer (BODY_TIMEOUT), or at once for
+ * a Content-Length over the limit. A callback,
  * not a promise, since a review is answered from the body's last event with no turn of the
  * microtask queue in between (a promise and an await cost about 1 µs of a review in the server).
  */

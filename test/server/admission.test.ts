@@ -2,11 +2,12 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { readFile } from 'node:fs/promises';
-import { request as httpRequest, type ServerResponse } from 'node:http';
+import { createServer as createHttpServer, request as httpRequest, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { createHandlers } from '../../src/admission/handlers.js';
 import { logReviews } from '../../src/admission/record.js';
+import { injected } from '../../src/admission/verdict.js';
 import type { InjectorError } from '../../src/errors.js';
 import { createLogger, LOG_FIELD_MAX } from '../../src/log.js';
 import { createAdmissionApp, createAdmissionServer, ReviewSlots } from '../../src/server/admission.js';
@@ -14,6 +15,7 @@ import { loadTemplateSet } from '../../src/templates/load.js';
 import { admit, validatePod } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { errorCode } from '../helpers/client-go.js';
+import { openTcp } from '../helpers/raw.js';
 import { optedInPod, podReview } from '../helpers/review.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { makeTestCerts } from '../helpers/tls.js';
@@ -279,12 +281,29 @@ describe('health port', () => {
 });
 
 describe('review slots', () => {
-  /** A stand-in for a ServerResponse: the events the slots listen to, and destroy(). */
-  class FakeResponse extends EventEmitter {
+  /** A stand-in for a connection: destroy() closes it. */
+  class FakeSocket extends EventEmitter {
     destroyed = false;
     destroy(): void {
       this.destroyed = true;
       this.emit('close');
+    }
+  }
+  /**
+   * A stand-in for a ServerResponse, as Node drives one: with its connection, it emits 'close'
+   * when the connection closes; queued behind another answer (`queued`), it has no socket yet and
+   * emits nothing.
+   */
+  class FakeResponse extends EventEmitter {
+    readonly req = { socket: new FakeSocket() };
+    socket: FakeSocket | null;
+    constructor(queued = false) {
+      super();
+      this.socket = queued ? null : this.req.socket;
+      if (!queued) this.req.socket.on('close', () => this.emit('close'));
+    }
+    get destroyed(): boolean {
+      return this.req.socket.destroyed;
     }
     /** The answer handed to the socket: Node emits 'finish', then 'close' on the next tick. */
     flushed(): void {
@@ -292,7 +311,7 @@ describe('review slots', () => {
       this.emit('close');
     }
   }
-  const fake = (): FakeResponse & ServerResponse => new FakeResponse() as FakeResponse & ServerResponse;
+  const fake = (queued = false): FakeResponse & ServerResponse => new FakeResponse(queued) as unknown as FakeResponse & ServerResponse;
 
   it('holds a slot until the answer is flushed or the connection closes, and refuses one more with OVERLOADED', () => {
     const slots = new ReviewSlots(2, 60_000);
@@ -315,6 +334,20 @@ describe('review slots', () => {
     assert.throws(() => slots.hold(fake()), /too many reviews/);
     await new Promise((r) => setTimeout(r, 150));
     assert.equal(unread.destroyed, true);
+    slots.hold(fake());
+  });
+
+  it('gives back the slots of answers queued behind another on a connection (pipelining) when the connection closes', () => {
+    const slots = new ReviewSlots(2, 60_000);
+    const [first, second] = [fake(true), fake(true)];
+    // Two answers queued on one connection: Node never emits 'close' on them if it goes first.
+    (second as unknown as { req: { socket: FakeSocket } }).req.socket = first.req.socket as FakeSocket;
+    slots.hold(first);
+    slots.hold(second);
+    assert.throws(() => slots.hold(fake()), /too many reviews/);
+    assert.equal(first.req.socket.listenerCount('close'), 1, 'one listener for the connection');
+    (first.req.socket as FakeSocket).destroy();
+    slots.hold(fake());
     slots.hold(fake());
   });
 
@@ -353,6 +386,48 @@ describe('the review listener over TLS', () => {
     }
     await new Promise((r) => setImmediate(r));
     assert.ok(warnings.includes('an observer bug'), warnings.join());
+  });
+});
+
+describe('pipelined reviews', () => {
+  it('give their slots back when their client goes before the answers queued on its connection were sent', async (t) => {
+    // The first answer is large and the client does not read it, so the next two wait behind it,
+    // without a socket; then the client goes. Every slot must come back.
+    const big = 'x'.repeat(4 * 1024 * 1024);
+    const handlers = { byPath: new Map([['/mutate', () => injected('injected', [], 1, big, [])]]), generation: () => undefined };
+    const MAX = 9;
+    const server = createHttpServer(createAdmissionApp({ handlers, maxInflight: MAX }));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    t.after(() => {
+      server.closeAllConnections();
+      server.close();
+    });
+    const port = (server.address() as AddressInfo).port;
+    const body = JSON.stringify(podReview(optedInPod()));
+    const post = `POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const clients = await Promise.all([0, 1, 2].map(() => openTcp(port)));
+    for (const c of clients) {
+      c.on('error', () => {});
+      c.pause();
+      c.write(post.repeat(3));
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    for (const c of clients) c.destroy();
+    await new Promise((r) => setTimeout(r, 200));
+    // As many reviews as there are slots, each holding its slot (its client reads only the first
+    // bytes of the large answer): a slot lost above would answer one of them 429.
+    const statuses = await Promise.all(
+      Array.from({ length: MAX }, async () => {
+        const c = await openTcp(port);
+        t.after(() => c.destroy());
+        const first = new Promise<string>((resolve) => c.once('data', (chunk: Buffer) => resolve(chunk.toString('latin1', 0, 12))));
+        c.write(post);
+        const line = await first;
+        c.pause();
+        return Number(line.slice(9, 12));
+      }),
+    );
+    assert.deepEqual(statuses, Array.from({ length: MAX }, () => 200));
   });
 });
 
