@@ -1,6 +1,7 @@
 import { InjectorError } from '../errors.js';
 import type { Container } from '../kube/types.js';
 import { parseImage } from './image.js';
+import { parseQuantity, quantityOf } from './quantity.js';
 import { Overridable, QUANTITY_PATTERN, type OverrideField } from '../templates/schema.js';
 import type { CompiledTemplate, RenderedTemplate } from '../templates/template.js';
 
@@ -169,7 +170,7 @@ function quantityRule(resource: 'cpu' | 'memory', example: string): OverrideRule
   return {
     problem: (value, written, key) => {
       if (!QUANTITY.test(value) || value.startsWith('-')) return `annotation ${key}: "${written}" is not a Kubernetes quantity (for example ${example})`;
-      if (parseQuantity(value) === 0) return `annotation ${key}: ${resource} must be greater than zero`;
+      if (parseQuantity(value)?.nanos === 0n) return `annotation ${key}: ${resource} must be greater than zero`;
       return undefined;
     },
     apply: (c, value) => withRequest(c, resource, value),
@@ -180,19 +181,12 @@ function quantityRule(resource: 'cpu' | 'memory', example: string): OverrideRule
 function withRequest(c: Container, resource: 'cpu' | 'memory', quantity: string): Container {
   const resources = (c['resources'] ?? {}) as { requests?: Record<string, string>; limits?: Record<string, string> };
   const requests = { ...resources.requests, [resource]: quantity };
-  const limit = resources.limits?.[resource];
-  const limits = limit !== undefined && parseQuantity(String(limit)) < parseQuantity(quantity) ? { ...resources.limits, [resource]: quantity } : resources.limits;
+  const limits = isBelow(resources.limits?.[resource], quantity) ? { ...resources.limits, [resource]: quantity } : resources.limits;
   return { ...c, resources: { ...resources, requests, ...(limits !== undefined && { limits }) } };
 }
 
-const SUFFIX: Readonly<Record<string, number>> = {
-  n: 1e-9, u: 1e-6, m: 1e-3, '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
-  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
-};
-
-/** The value of a resource.Quantity as a number (precise enough to compare requests and limits). */
-export function parseQuantity(q: string): number {
-  const m = /^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$/.exec(q.trim());
-  if (m === null) return Number.NaN;
-  return Number(m[1]) * (SUFFIX[m[2] ?? ''] ?? Number.NaN);
+/** Whether a template's limit is below the request (exactly, as the apiserver compares them); a limit it cannot read is left alone. */
+function isBelow(limit: unknown, request: string): boolean {
+  const [l, r] = [quantityOf(limit), parseQuantity(request)];
+  return l !== undefined && r !== undefined && l.nanos < r.nanos;
 }

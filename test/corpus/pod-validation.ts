@@ -47,16 +47,17 @@ export function podValidationErrors(pod: Obj): string[] {
  * without a request of a resource it limits requests its limit (SetDefaults_Container... defaulting).
  */
 function podResources(spec: Obj, errs: string[]): void {
-  const requested = (c: Obj, r: string): number => quantity(c.resources?.requests?.[r] ?? c.resources?.limits?.[r]);
+  const requested = (c: Obj, r: string): bigint => quantity(c.resources?.requests?.[r] ?? c.resources?.limits?.[r]);
+  const max = (a: bigint, b: bigint): bigint => (a > b ? a : b);
   for (const r of Object.keys(spec.resources.requests ?? {})) {
-    let sidecars = 0;
-    let inits = 0;
+    let sidecars = 0n;
+    let inits = 0n;
     for (const c of spec.initContainers ?? []) {
       if (c.restartPolicy === 'Always') sidecars += requested(c, r);
-      else inits = Math.max(inits, sidecars + requested(c, r));
+      else inits = max(inits, sidecars + requested(c, r));
     }
-    const aggregate = Math.max(inits, sidecars + (spec.containers ?? []).reduce((n: number, c: Obj) => n + requested(c, r), 0));
-    if (aggregate > quantity(spec.resources.requests[r])) errs.push(`spec.resources.requests[${r}]: Invalid value: ${JSON.stringify(spec.resources.requests[r])}: must be greater than or equal to aggregate container requests of ${aggregate}`);
+    const aggregate = max(inits, sidecars + (spec.containers ?? []).reduce((n: bigint, c: Obj) => n + requested(c, r), 0n));
+    if (aggregate > quantity(spec.resources.requests[r])) errs.push(`spec.resources.requests[${r}]: Invalid value: ${JSON.stringify(spec.resources.requests[r])}: must be greater than or equal to aggregate container requests of ${aggregate}n`);
   }
   for (const [r, limit] of Object.entries(spec.resources.limits ?? {})) {
     (spec.containers ?? []).forEach((c: Obj, i: number) => {
@@ -66,15 +67,38 @@ function podResources(spec: Obj, errs: string[]): void {
   }
 }
 
-const Suffixes: Readonly<Record<string, number>> = { '': 1, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
+/** Each suffix as a fraction [numerator, denominator] of one unit (resource/suffix.go). */
+const Suffixes: Readonly<Record<string, readonly [bigint, bigint]>> = {
+  n: [1n, 10n ** 9n], u: [1n, 10n ** 6n], m: [1n, 1000n], '': [1n, 1n], k: [10n ** 3n, 1n], M: [10n ** 6n, 1n], G: [10n ** 9n, 1n], T: [10n ** 12n, 1n], P: [10n ** 15n, 1n], E: [10n ** 18n, 1n],
+  Ki: [1n << 10n, 1n], Mi: [1n << 20n, 1n], Gi: [1n << 30n, 1n], Ti: [1n << 40n, 1n], Pi: [1n << 50n, 1n], Ei: [1n << 60n, 1n],
+};
+const BINARY_CAP = (2n ** 63n - 1n) * 10n ** 9n;
 
-/** A resource.Quantity as a number (0 when absent); the harness' own reading, independent of src. */
-export function quantity(q: unknown): number {
-  if (q === undefined || q === null) return 0;
-  if (typeof q === 'number') return q;
-  const m = /^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/.exec(String(q));
-  if (m === null) throw new Error(`not a quantity: ${JSON.stringify(q)}`);
-  return Number(m[1]) * Suffixes[m[2] ?? '']!;
+/**
+ * A resource.Quantity in nano-units (0 when absent), exactly as the apiserver compares them: the
+ * value as a fraction, rounded away from zero to a whole nano-unit (ParseQuantity), a binary value
+ * capped at 2^63-1. The harness' own reading, independent of src; its pods hold ordinary quantities.
+ */
+export function quantity(q: unknown): bigint {
+  if (q === undefined || q === null) return 0n;
+  const m = /^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$/.exec(String(q).trim());
+  if (m === null || String(q).trim() === '') throw new Error(`not a quantity: ${JSON.stringify(q)}`);
+  const [, sign, whole = '', fraction = '', exponent, suffix = ''] = m;
+  let numerator = BigInt(`0${whole}${fraction}`);
+  let denominator = 10n ** BigInt(fraction.length);
+  if (exponent !== undefined) {
+    const e = BigInt(exponent);
+    if (e >= 0n) numerator *= 10n ** e;
+    else denominator *= 10n ** -e;
+  } else {
+    const [times, per] = Suffixes[suffix]!;
+    numerator *= times;
+    denominator *= per;
+  }
+  const scaled = numerator * 10n ** 9n;
+  let nanos = scaled / denominator + (scaled % denominator === 0n ? 0n : 1n);
+  if (suffix.endsWith('i') && nanos > BINARY_CAP) nanos = BINARY_CAP;
+  return sign === '-' ? -nanos : nanos;
 }
 
 function container(c: Obj, at: string, role: 'init' | 'sidecar' | 'regular', errs: string[]): void {

@@ -3,9 +3,11 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { renderTemplates } from '../../src/inject/render.js';
 import { admit, validatePod } from '../helpers/apiserver.js';
 import { optedInPod } from '../helpers/review.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { set, template } from '../helpers/templates.js';
 
 // Issue 10 item 1: a template `log-shipper` whose own annotations hold
 // `log-shipper.sidecar-injector.io/version` denied every opted-in pod.
@@ -75,5 +77,24 @@ describe('annotations under a template\'s prefix, through the server', () => {
     assert.equal(response.allowed, false);
     assert.match(response.status.message, /annotation log-shipper.sidecar-injector.io\/cpu: "lots" is not a Kubernetes quantity/);
     assert.equal((await validatePod(server.url, ca, pod)).allowed, false);
+  });
+});
+
+describe('a cpu or memory override and the template\'s limit', () => {
+  const limited = (limits: string) => set(template('big', `  overrides: [cpu, memory]
+  containers:
+    - name: big
+      image: registry.example.com/big:1.0
+      resources:
+        limits: ${limits}
+`)).templates.get('big')!;
+  const render = (limits: string, annotations: Record<string, string>) => renderTemplates(optedInPod({ annotations }), [limited(limits)], 'default')[0]!.containers[0]!['resources'];
+
+  it('raises a limit exactly below the request, however close (a double reads 2^53 + 1 bytes as 8Pi)', () => {
+    assert.deepEqual(render('{ memory: 8Pi }', { 'big.sidecar-injector.io/memory': '9007199254740993' }), { requests: { memory: '9007199254740993' }, limits: { memory: '9007199254740993' } });
+  });
+
+  it('keeps a limit equal to the request however each is written', () => {
+    assert.deepEqual(render('{ cpu: "0.009", memory: 1Gi }', { 'big.sidecar-injector.io/cpu': '9m', 'big.sidecar-injector.io/memory': '1073741824' }), { requests: { cpu: '9m', memory: '1073741824' }, limits: { cpu: '0.009', memory: '1Gi' } });
   });
 });

@@ -91,10 +91,84 @@ describe('pod-level resources (spec.resources) and the injected sidecars', () =>
     }
   });
 
+  it('never throws on quantity text the apiserver would not read: it refuses nothing', () => {
+    for (const odd of ['lots', '1.5.5', '1 Gi', '1KiB', '1e', '', '1'.repeat(200)]) {
+      const pod = podWithResources({ requests: { memory: odd, cpu: odd }, limits: { memory: odd, cpu: odd } }, [{ name: 'app', image: 'nginx', resources: { requests: { memory: odd, cpu: odd } } }]);
+      assert.doesNotThrow(() => injectSidecars(pod, both, 'ns'), odd);
+    }
+  });
+
+  it('tells a limits-only pod that the apiserver filled in its requests, and the amount to set instead (defaultPodRequests)', () => {
+    // The pod wrote only limits; the apiserver set requests to its container's 500m / 50Mi before our webhook.
+    const err = refusal(() => injectSidecars(podWithResources({ requests: { cpu: '500m', memory: '50Mi' }, limits: { cpu: '1', memory: '1Gi' } }), agent, 'ns'));
+    assert.equal(err.code, 'POD_RESOURCES_EXCEEDED');
+    assert.match(err.message, /requests\.cpu is 500m, which the apiserver filled in from the containers' total because the pod sets only spec\.resources\.limits, and not recomputed after injection: set spec\.resources\.requests\.cpu explicitly to at least 600m \(the sidecars add 100m\)/);
+    assert.match(err.message, /requests\.memory is 50Mi, which the apiserver filled in .* to at least 114Mi \(the sidecars add 64Mi\)/);
+    assert.ok(!err.message.includes('\n'), 'one line');
+    // Without pod limits, or with a request the containers do not add up to, the figure is the user's own.
+    assert.doesNotMatch(refusal(() => injectSidecars(podWithResources({ requests: { cpu: '500m' } }), agent, 'ns')).message, /filled in/);
+    assert.doesNotMatch(refusal(() => injectSidecars(podWithResources({ requests: { cpu: '550m' }, limits: { cpu: '1' } }), agent, 'ns')).message, /filled in/);
+  });
+
   it('is denied by the mutating handler with reason pod-resources-exceeded', () => {
     const verdict = mutate(podReview(podWithResources({ requests: { memory: '100Mi' } })).request, templates);
     assert.equal(verdict.response.allowed, false);
     assert.equal(verdict.reason, 'pod-resources-exceeded');
     assert.equal(verdict.response.status?.code, 400);
+  });
+});
+
+/** One sidecar template with the given container resources (quoted, so YAML reads every quantity as written). */
+function sidecarWith(resources: { requests?: Record<string, string>; limits?: Record<string, string> }) {
+  const map = (m: Record<string, string> | undefined): string => `{ ${Object.entries(m ?? {}).map(([k, v]) => `${k}: "${v}"`).join(', ')} }`;
+  return [set(template('side', `  containers:
+    - name: side
+      image: registry.example.com/side:1.0
+      resources:
+        requests: ${map(resources.requests)}
+        limits: ${map(resources.limits)}
+`)).templates.get('side')!];
+}
+
+/** A pod whose one container requests `app` of `resource`, with pod-level `resources`. */
+function podRequesting(resource: string, app: string, resources: object): any {
+  return podWithResources(resources, [{ name: 'app', image: 'nginx', resources: { requests: { [resource]: app } } }]);
+}
+
+describe('pod-level resources are compared as exact quantities, as the apiserver compares them', () => {
+  for (const [resource, pod, app, sidecar] of [
+    ['cpu', '300m', '100m', '200m'],
+    ['cpu', '0.3', '0.1', '0.2'],
+    ['memory', '1Gi', '512Mi', '512Mi'],
+    ['memory', '1G', '500M', '500M'],
+    ['cpu', '1e3', '1k', '0'],
+    ['cpu', '1e3', '999', '1'],
+  ] as const) {
+    it(`admits an exact fit: ${pod} = ${app} + ${sidecar}, into a pod the apiserver stores`, () => {
+      const before = podRequesting(resource, app, { requests: { [resource]: pod } });
+      const { pod: after } = injectSidecars(before, sidecarWith({ requests: { [resource]: sidecar } }), 'ns');
+      assert.deepEqual(podValidationErrors(after), []);
+    });
+  }
+
+  it('admits a sidecar limit of 9m under a pod limit of 0.009 (the same amount)', () => {
+    const before = podWithResources({ limits: { cpu: '0.009' } }, [{ name: 'app', image: 'nginx' }]);
+    const { pod: after } = injectSidecars(before, sidecarWith({ limits: { cpu: '9m' } }), 'ns');
+    assert.deepEqual(podValidationErrors(after), []);
+  });
+
+  it('still refuses a true excess, however small, with the figures as Kubernetes prints them', () => {
+    const over = refusal(() => injectSidecars(podRequesting('cpu', '100m', { requests: { cpu: '300m' } }), sidecarWith({ requests: { cpu: '201m' } }), 'ns'));
+    assert.match(over.message, /requests\.cpu is 300m, the containers with the sidecars request 301m together \(the sidecars add 201m\)/);
+    const nano = refusal(() => injectSidecars(podRequesting('cpu', '0.1', { requests: { cpu: '0.3' } }), sidecarWith({ requests: { cpu: '200000001n' } }), 'ns'));
+    assert.match(nano.message, /requests\.cpu is 0\.3, the containers with the sidecars request 300000001n together/);
+    const limit = refusal(() => injectSidecars(podWithResources({ limits: { memory: '1Gi' } }, [{ name: 'app', image: 'nginx' }]), sidecarWith({ limits: { memory: '1073741825' } }), 'ns'));
+    assert.match(limit.message, /limits\.memory is 1Gi, sidecar "side" limits it to 1073741825/);
+  });
+
+  it('rounds a request finer than a nano-unit up, as the apiserver does, so it can tip a pod over', () => {
+    const pod = () => podRequesting('cpu', '300m', { requests: { cpu: '300m' } });
+    assert.match(refusal(() => injectSidecars(pod(), sidecarWith({ requests: { cpu: '0.0000000001' } }), 'ns')).message, /request 300000001n together/);
+    assert.doesNotThrow(() => injectSidecars(podRequesting('cpu', '300m', { requests: { cpu: '300000001n' } }), sidecarWith({ requests: { cpu: '0.0000000001' } }), 'ns'));
   });
 });

@@ -55,6 +55,15 @@ describe('kubectl YAML: reading', () => {
     assert.deepEqual(doc!.value, { command: ['sh', '-c', `echo "A='a'\nB='b'" > /data/config.env`], kept: "\\'", single: "it's \\", plain: "a\\'b" });
   });
 
+  it("reads \\' the same in a document that begins with {, as kubectl 1.33+ does (a JSON syntax error falls back to YAML)", () => {
+    // kubectl up to 1.32 decoded such a file with encoding/json alone and refused the escape; since
+    // kubernetes/kubernetes#130666 (1.33) YAMLOrJSONDecoder retries it as YAML. Checked with kubectl
+    // v1.33.9 (`kubectl label --local -f pod.json a=b -o json` prints "echo 'hi'"; v1.32.4 refuses it).
+    const [doc] = parseKubectl(`{"kind": "Pod", "spec": {"containers": [{"name": "a", "command": ["echo \\'hi\\'"]}]}}\n`);
+    assert.deepEqual(doc!.doc.errors, []);
+    assert.deepEqual(doc!.value, { kind: 'Pod', spec: { containers: [{ name: 'a', command: ["echo 'hi'"] }] } });
+  });
+
   it('keeps syntax errors on the document for the caller to report with a position', () => {
     const [doc] = parseKubectl('a: [unclosed\n');
     assert.ok(doc!.doc.errors.length > 0);
