@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import type { ValidateFunction } from 'ajv';
 import { InjectorError } from '../errors.js';
-import { parseImageMirrors, type ImageMirrors } from '../inject/image.js';
+import { IMAGE_MIRROR_FLAG, parseImageMirrors, type ImageMirrors } from '../inject/image.js';
 import { validate as validateGenerated } from './config-validator.js';
 
 /**
@@ -44,7 +44,7 @@ export const Options = {
   maxInflight: { flag: 'max-inflight', env: 'SIDECAR_INJECTOR_MAX_INFLIGHT', schema: { type: 'integer', minimum: 1, maximum: 10000, default: 32 }, help: 'reviews at once from the end of their body until their answer is flushed to the client; one more is answered 429 with Retry-After: 1' },
   bodyTimeout: { flag: 'body-timeout', env: 'SIDECAR_INJECTOR_BODY_TIMEOUT', schema: { type: 'integer', minimum: 1, maximum: 60, default: 2 }, help: 'seconds from the end of the headers to the end of the body; a slower body is dropped with a 408 (the apiserver sends a review at once)' },
   bodiesInTransitMb: { flag: 'bodies-in-transit-mb', env: 'SIDECAR_INJECTOR_BODIES_IN_TRANSIT_MB', schema: { type: 'integer', minimum: 1, maximum: 1024, default: 32 }, help: 'MiB of review bodies being received at once over all connections (what each has sent so far); a body that does not fit is refused with a 429' },
-  imageMirror: { flag: 'image-mirror', env: 'SIDECAR_INJECTOR_IMAGE_MIRROR', schema: { type: 'string', default: '' }, repeatable: true, help: "registry mirror that a policy or webhook after the injector rewrites images to, as SOURCE=MIRROR (docker.io=mirror.example.com/dockerhub): /validate then accepts a sidecar running its template's repository from the mirror; repeat the flag, or separate entries with commas" },
+  imageMirror: { flag: IMAGE_MIRROR_FLAG, env: 'SIDECAR_INJECTOR_IMAGE_MIRROR', schema: { type: 'string', default: '' }, repeatable: true, help: "registry mirror that a policy or webhook after the injector rewrites images to, as SOURCE=MIRROR (docker.io=mirror.example.com/dockerhub): /validate then accepts a sidecar running its template's repository from the mirror; repeat the flag, or separate entries with commas" },
 } as const;
 
 type Schema = (typeof Options)[keyof typeof Options]['schema'];

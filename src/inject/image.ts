@@ -131,10 +131,10 @@ export interface ImageMirror {
   readonly mirror: string;
 }
 
-/** The mirrors, prepared once at start; looked at only for a sidecar whose repository is not the template's. */
-/** The flag that sets the mirrors (config's Options names it too; here so a refusal can name it). */
+/** The flag that sets the mirrors (config's Options takes its name from here, so a refusal can name it). */
 export const IMAGE_MIRROR_FLAG = 'image-mirror';
 
+/** The mirrors, prepared once at start; looked at only for a sidecar whose repository is not the template's. */
 export interface ImageMirrors {
   readonly entries: readonly ImageMirror[];
 }

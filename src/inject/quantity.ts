@@ -23,26 +23,32 @@ const BINARY_SUFFIXES: ReadonlyMap<string, number> = new Map([['Ki', 10], ['Mi',
 /**
  * parseQuantityString's grammar: a sign, digits, an optional `.` and digits (either may be empty:
  * `5.`, `.5`, even `-` is 0), then a suffix made of the letters eEinumkKMGTP, an optional sign and
- * digits, which interpret() must then recognise.
+ * digits, which interpret() must then recognise. Written so that no two ways match one text (a
+ * suffix never begins with a digit), so the match is linear in the text's length: `[a-z]*[+-]?[0-9]*`
+ * after `[0-9]*` backtracked quadratically on a long run of digits.
  */
-const GRAMMAR = /^([+-]?)([0-9]*)(?:\.([0-9]*))?([eEinumkKMGTP]*[+-]?[0-9]*)$/;
+const GRAMMAR = /^([+-]?)([0-9]*)(?:\.([0-9]*))?((?:[eEinumkKMGTP]+[+-]?|[+-])[0-9]*)?$/;
 const EXPONENT = /^[eE]([+-]?)0*([0-9]{1,19})$/;
 const INT64_MAX = 2n ** 63n - 1n;
+const ZERO = 0x30;
 const NANOS_PER_UNIT = 10n ** 9n;
 /** ParseQuantity caps a binary quantity at the largest int64 (maxAllowed). */
 const BINARY_MAX_NANOS = INT64_MAX * NANOS_PER_UNIT;
 /**
  * Bounds on the work per quantity (linear in its length): a value of more significant digits than
- * this, or of 10^this nano-units or more, is not read (and so refuses nothing); no real request
- * comes near either, and the apiserver's canonical form of one that does is as long.
+ * this, or of 10^this nano-units or more, or a text of more than MAX_TEXT characters, is not read
+ * (and so refuses nothing); no real request comes near any of them.
  */
 const MAX_DIGITS = 128;
+/** Characters of a quantity read at all: a longer text (zeros around a value) is not read. */
+const MAX_TEXT = 1024;
 
 /**
  * A quantity as the apiserver reads it (resource.ParseQuantity, after UnmarshalJSON trims the
  * spaces), or undefined for text it would refuse or that is beyond the bounds above. Never throws.
  */
 export function parseQuantity(text: string): Quantity | undefined {
+  if (text.length > MAX_TEXT) return undefined;
   const str = text.trim();
   if (str === '') return undefined;
   const m = GRAMMAR.exec(str);
@@ -51,7 +57,10 @@ export function parseQuantity(text: string): Quantity | undefined {
   const unit = interpret(suffix);
   if (unit === undefined) return undefined;
   // Leading zeros of the whole part and trailing zeros of the fraction do not change the value.
-  const fracDigits = fraction.replace(/0+$/, '');
+  // A loop, not /0+$/: that regex tries every start in a run of zeros (quadratic on `0.000…1`).
+  let fractionEnd = fraction.length;
+  while (fractionEnd > 0 && fraction.charCodeAt(fractionEnd - 1) === ZERO) fractionEnd--;
+  const fracDigits = fraction.slice(0, fractionEnd);
   const digits = (whole + fracDigits).replace(/^0+/, '');
   if (digits.length > MAX_DIGITS) return undefined;
   const magnitude = digits === '' ? 0n : unit.base === 10 ? decimalNanos(digits, unit.exponent - fracDigits.length) : binaryNanos(digits, unit.exponent, fracDigits.length);

@@ -230,11 +230,13 @@ export class ReviewSlots {
     const connection = res.socket ?? res.req.socket;
     const deadline = this.#answerDeadlines.set(() => connection.destroy());
     let released = false;
+    let waiting: Set<() => void> | undefined;
     const release = (): void => {
       if (released) return;
       released = true;
       this.#answerDeadlines.cancel(deadline);
       this.#held--;
+      waiting?.delete(release);
     };
     // 'close': Node emits it on every response that has its connection, the tick after 'finish'
     // (the answer handed to the socket) or when the connection goes first. `on`, not `once`:
@@ -243,24 +245,26 @@ export class ReviewSlots {
     res.on('close', release);
     // An answer queued behind another on its connection (HTTP/1.1 pipelining, which the apiserver
     // never does) has no socket yet, and if the connection goes before its turn Node emits nothing
-    // on it: its slot is given back when the connection closes (one listener a connection).
-    if (res.socket === null) this.#releaseOnClose(connection, release);
+    // on it: its slot is given back when the connection closes (one listener a connection), or at
+    // once if it has closed already.
+    if (res.socket !== null) return;
+    if (connection.destroyed) return release();
+    waiting = this.#waitingOn(connection);
+    waiting.add(release);
   }
 
-  /** Answers queued on each connection, released when it closes. */
-  readonly #queued = new WeakMap<Socket, (() => void)[]>();
+  /** The slots of answers queued on each connection, released when it closes. */
+  readonly #queued = new WeakMap<Socket, Set<() => void>>();
 
-  #releaseOnClose(connection: Socket, release: () => void): void {
-    const releases = this.#queued.get(connection);
-    if (releases !== undefined) {
-      releases.push(release);
-      return;
-    }
-    const first = [release];
-    this.#queued.set(connection, first);
+  #waitingOn(connection: Socket): Set<() => void> {
+    const known = this.#queued.get(connection);
+    if (known !== undefined) return known;
+    const releases = new Set<() => void>();
+    this.#queued.set(connection, releases);
     connection.once('close', () => {
-      for (const r of first) r();
+      for (const release of [...releases]) release();
     });
+    return releases;
   }
 }
 

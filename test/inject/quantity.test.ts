@@ -65,7 +65,13 @@ describe('Kubernetes quantities, read exactly', () => {
   it('leaves unread a value of more significant digits or magnitude than any request (bounded work)', () => {
     assert.equal(parseQuantity('1'.repeat(129)), undefined);
     assert.equal(parseQuantity('1e2000000000'), undefined);
-    assert.equal(nanos(`0.${'0'.repeat(100_000)}1`), 1n);
+    assert.equal(nanos(`0.${'0'.repeat(1000)}1`), 1n);
+    // Past 1024 characters nothing is read; up to them, the work is linear (a regex that was
+    // quadratic on runs of zeros or digits took seconds here).
+    const started = performance.now();
+    for (const text of [`0.${'0'.repeat(1020)}1`, `0.${'0'.repeat(200_000)}1`, `${'1'.repeat(1022)}x`, `${'1'.repeat(500)}.${'1'.repeat(500)}x`]) parseQuantity(text);
+    assert.equal(parseQuantity(`0.${'0'.repeat(200_000)}1`), undefined);
+    assert.ok(performance.now() - started < 1000, 'four hostile quantities took over a second');
     assert.equal(nanos(`1${'0'.repeat(100)}`), 10n ** 109n);
   });
 

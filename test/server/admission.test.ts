@@ -351,6 +351,21 @@ describe('review slots', () => {
     slots.hold(fake());
   });
 
+  it('gives a queued answer\'s slot back once when it is later sent, and at once when its connection is already gone', () => {
+    const slots = new ReviewSlots(1, 60_000);
+    const queued = fake(true);
+    slots.hold(queued);
+    queued.flushed(); // its turn came: Node gave it the socket, and it was sent
+    (queued.req.socket as FakeSocket).destroy(); // then the connection went: no second release
+    slots.hold(fake());
+    assert.throws(() => slots.hold(fake()), /too many reviews/);
+    const slots2 = new ReviewSlots(1, 60_000);
+    const late = fake(true);
+    (late.req.socket as FakeSocket).destroy();
+    slots2.hold(late);
+    slots2.hold(fake());
+  });
+
   it('leaves a flushed answer\'s connection open', async () => {
     const slots = new ReviewSlots(1, 50);
     const read = fake();
