@@ -1,12 +1,13 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
 import { admit, validatePod } from '../helpers/apiserver.js';
 import { CLI_ENTRY } from '../helpers/cli.js';
 import { optedInPod } from '../helpers/review.js';
@@ -24,18 +25,27 @@ function runCli(args: string[]): Promise<{ code: number | null; stdout: string; 
   });
 }
 
+/**
+ * Starts `serve` on free ports of 127.0.0.1 with `args`: its log lines as they come, and a promise
+ * kept once it logs the port it serves on (broken if it exits first).
+ */
+function startServe(args: readonly string[]): { child: ChildProcess & { stdout: Readable }; logs: any[]; started: Promise<void> } {
+  const child = spawn(process.execPath, [...CLI_ENTRY, 'serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const logs: any[] = [];
+  const started = new Promise<void>((resolve, reject) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      logs.push(JSON.parse(line));
+      if (logs.at(-1).port) resolve();
+    });
+    child.on('close', () => reject(new Error('the server exited before serving')));
+  });
+  return { child, logs, started };
+}
+
 describe('sidecar-injector serve', () => {
   it('serves the bundled templates with a self-signed certificate and exits 0 on SIGTERM', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'serve-'));
-    const child = spawn(process.execPath, [...CLI_ENTRY, 'serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--self-signed-dir', dir], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const logs: any[] = [];
-    const started = new Promise<void>((resolve, reject) => {
-      createInterface({ input: child.stdout }).on('line', (line) => {
-        logs.push(JSON.parse(line));
-        if (logs.at(-1).port) resolve();
-      });
-      child.on('close', () => reject(new Error('the server exited before serving')));
-    });
+    const { child, logs, started } = startServe(['--self-signed-dir', dir]);
     try {
       await started;
       const port: number = logs.find((l) => l.port)?.port ?? 0;
@@ -90,16 +100,7 @@ describe('sidecar-injector serve', () => {
 
   it('admits over TLS a pod whose sidecar a later webhook moved to the mirror given by --image-mirror (twice)', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'serve-mirror-'));
-    const args = ['serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--self-signed-dir', dir, '--image-mirror', 'quay.io=mirror.example.com/quay', '--image-mirror', 'docker.io=mirror.example.com/dockerhub'];
-    const child = spawn(process.execPath, [...CLI_ENTRY, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const logs: any[] = [];
-    const started = new Promise<void>((resolve, reject) => {
-      createInterface({ input: child.stdout }).on('line', (line) => {
-        logs.push(JSON.parse(line));
-        if (logs.at(-1).port) resolve();
-      });
-      child.on('close', () => reject(new Error('the server exited before serving')));
-    });
+    const { child, logs, started } = startServe(['--self-signed-dir', dir, '--image-mirror', 'quay.io=mirror.example.com/quay', '--image-mirror', 'docker.io=mirror.example.com/dockerhub']);
     try {
       await started;
       assert.deepEqual(logs.find((l) => l.imageMirrors)?.imageMirrors, ['quay.io=mirror.example.com/quay', 'docker.io=mirror.example.com/dockerhub']);
