@@ -297,7 +297,7 @@ describe('hostile connections', () => {
     // bit set and the third is 1 (1 in 512). OpenSSL then waits for the rest, and only the handshake
     // timeout closes the connection: the stalled case above. So the garbage never begins that way.
     const garbage = randomBytes(4096);
-    garbage[0] &= 0x7f;
+    garbage.writeUInt8(garbage.readUInt8(0) & 0x7f, 0);
     garbage[1] = 0x00;
     const socket = await openTcp(port);
     const r = await exchange(socket, [garbage], 4000);
