@@ -217,14 +217,19 @@ function unmirrored(source: string, rest: string): string {
 }
 
 /**
- * The `--image-mirror` entry that would admit `found` for the repository `wanted`, when `found` looks
- * like that repository served from another registry (it ends with the same name): said in a denial
- * so that the operator of a cluster whose policy rewrites images knows the flag. Undefined otherwise.
+ * The `--image-mirror` entry that would admit `found` for the template's image `wanted`, when `found`
+ * looks like that image served from another registry (its repository ends with the same name, and
+ * it keeps the tag: a mirror policy moves the registry, not the release): said in a denial so that
+ * the operator of a cluster whose policy rewrites images knows the flag. Undefined otherwise: a pod
+ * that runs its own container of the sidecar's name (Bitnami's fluent-bit chart names its container
+ * fluent-bit, at its own tag) is not told about mirrors.
  */
 export function suggestedMirror(wanted: string, found: string): string | undefined {
   const ref = parseImage(found);
-  if ('problem' in ref) return undefined;
-  const want = wanted.split('/');
+  const template = parseImage(wanted);
+  if ('problem' in ref || 'problem' in template) return undefined;
+  if (ref.tag !== undefined && template.tag !== undefined && ref.tag !== template.tag) return undefined;
+  const want = template.repository.split('/');
   const have = ref.repository.split('/');
   if (want[0] === have[0]) return undefined;
   let shared = 0;

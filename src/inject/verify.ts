@@ -116,7 +116,7 @@ function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], names
       if (problem === MIRRORED) mirrored = true;
       else if (problem !== undefined) {
         missing.push(`${problem} (template "${r.name}")`);
-        suggestion ??= found?.image === undefined ? undefined : suggestedMirror(imageRepository(want.image ?? ''), found.image);
+        suggestion ??= found?.image === undefined ? undefined : suggestedMirror(want.image ?? '', found.image);
       }
     }
     for (const v of r.volumes) {

@@ -34,6 +34,15 @@ describe('the corpus pod as admission sees it', () => {
     assert.equal(pod.spec.restartPolicy, 'OnFailure');
   });
 
+  it('drops the fields a chart rendered empty, as the apiserver\'s typed decoding does (`args:` with nothing after it)', () => {
+    const written = manifest('helm-prom-prometheus-redis-exporter.yaml');
+    assert.equal(written.spec.template.spec.containers[0].args, null, 'the manifest as kubectl sends it');
+    const { pod } = admissionView(written, ['x'], DefaultNamespace);
+    assert.equal('args' in pod.spec.containers[0], false);
+    assert.deepEqual(pod.spec.containers[0].volumeMounts.map((m: any) => m.name), [pod.spec.volumes.at(-1).name], 'only the token the ServiceAccount plugin mounts');
+    assert.equal(JSON.stringify(pod).includes('null'), false);
+  });
+
   it('applies the core/v1 defaults: a volume with no source is an emptyDir, file modes default to 0644, a YAML 1.1 octal is read as octal', () => {
     const injected = admissionView(manifest('istio-hello-injected.yaml'), ['x'], DefaultNamespace).pod;
     assert.deepEqual(injected.spec.volumes.find((v: any) => v.name === 'workload-socket'), { name: 'workload-socket', emptyDir: {} });

@@ -6,7 +6,10 @@
  *    controller_utils.go GetPodFromTemplate, and each controller's additions): the template's labels,
  *    annotations and spec; no name but a `generateName` (a StatefulSet's pod has a name); the
  *    controller's labels; an ownerReference to the controlling object.
- * 2. The apiserver decodes it with the core/v1 defaults (pkg/apis/core/v1/defaults.go), so the webhook
+ * 2. The apiserver decodes it into core/v1's Go types, so a field the manifest left empty (`args:` with
+ *    nothing after it, as Helm charts often render) is null in the JSON kubectl sends and absent from
+ *    the object the webhook receives (a nil slice, map or pointer, an empty string: all omitempty);
+ *    and it applies the core/v1 defaults (pkg/apis/core/v1/defaults.go), so the webhook
  *    sees `emptyDir: {}` where the manifest had a volume with no source or `emptyDir:` with no value,
  *    `defaultMode: 420` on configMap/secret/projected/downwardAPI volumes, probe and port defaults.
  * 3. The admission plugins that run before MutatingAdmissionWebhook add their parts: ServiceAccount
@@ -31,11 +34,19 @@ export interface AdmissionView {
 export const OptInLabel = 'sidecar-injector.io/inject';
 export const TemplatesAnnotation = 'sidecar-injector.io/templates';
 
+/** The value as the apiserver's typed decoding leaves it: every object field whose value is null dropped. */
+function withoutNulls(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutNulls);
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== null).map(([k, v]) => [k, withoutNulls(v)]));
+}
+
 /**
  * The pod the apiserver sends to the webhook for `manifest`, opted in to the given templates the way a
  * user opts in: the label and the annotation on the pod (template) metadata.
  */
-export function admissionView(manifest: Obj, templates: readonly string[], fallbackNamespace: string): AdmissionView {
+export function admissionView(written: Obj, templates: readonly string[], fallbackNamespace: string): AdmissionView {
+  const manifest = withoutNulls(written) as Obj;
   const kind = String(manifest['kind']);
   const namespace = manifest['metadata']?.namespace ?? fallbackNamespace;
   const optIn = (meta: Obj | undefined): Obj => ({

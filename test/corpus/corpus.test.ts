@@ -59,6 +59,13 @@ const ExpectedRefusals: readonly ExpectedRefusal[] = [
     why: 'the pod was injected by an Istio that ran istio-proxy as a regular container; the template needs it as a native sidecar, and a pod cannot hold two containers of one name',
   },
   {
+    pod: 'helm-bitnami-fluent-bit.yaml',
+    templates: 'fluent-bit',
+    stage: 'validate',
+    message: /missing: container "fluent-bit" with image repository cr\.fluentbit\.io\/fluent\/fluent-bit \(it runs docker\.io\/bitnami\/fluent-bit:[^)]*\) \(template "fluent-bit"\)$/,
+    why: 'the pod is Bitnami\'s fluent-bit, whose own container is named fluent-bit; the template\'s sidecar has that name too, and a pod cannot hold two containers of one name. The denial names both images and, the tags differing, suggests no registry mirror',
+  },
+  {
     pod: 'k8s-website-pod-level-resources.yaml',
     templates: 'cloud-sql-proxy',
     stage: 'mutate',

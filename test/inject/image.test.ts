@@ -204,13 +204,16 @@ describe('mirroredFrom', () => {
 describe('suggestedMirror', () => {
   it('names the entry that maps the template\'s registry to the one the pod runs, and that entry admits it', () => {
     const cases: readonly (readonly [string, string, string])[] = [
-      ['docker.io/fluent/fluent-bit', 'mirror.example.com/dockerhub/fluent/fluent-bit:3.2', 'docker.io=mirror.example.com/dockerhub'],
-      ['docker.io/library/busybox', 'mirror.example.com/dockerhub/busybox', 'docker.io/library=mirror.example.com/dockerhub'],
-      ['k8s.gcr.io/pause', 'registry.k8s.io/pause:3.9', 'k8s.gcr.io=registry.k8s.io'],
+      ['fluent/fluent-bit:3.2', 'mirror.example.com/dockerhub/fluent/fluent-bit:3.2', 'docker.io=mirror.example.com/dockerhub'],
+      ['busybox', 'mirror.example.com/dockerhub/busybox', 'docker.io/library=mirror.example.com/dockerhub'],
+      ['k8s.gcr.io/pause:3.9', 'registry.k8s.io/pause:3.9', 'k8s.gcr.io=registry.k8s.io'],
+      // A policy that also pins the digest keeps the tag, or drops it for the digest.
+      ['k8s.gcr.io/pause:3.9', `registry.k8s.io/pause:3.9@sha256:${'a'.repeat(64)}`, 'k8s.gcr.io=registry.k8s.io'],
+      ['k8s.gcr.io/pause:3.9', `registry.k8s.io/pause@sha256:${'a'.repeat(64)}`, 'k8s.gcr.io=registry.k8s.io'],
     ];
     for (const [wanted, found, entry] of cases) {
       assert.equal(suggestedMirror(wanted, found), entry);
-      assert.notEqual(mirroredFrom(wanted, found, mirrors(entry)), undefined, entry);
+      assert.notEqual(mirroredFrom(imageRepository(wanted), found, mirrors(entry)), undefined, entry);
     }
   });
 
@@ -218,5 +221,11 @@ describe('suggestedMirror', () => {
     assert.equal(suggestedMirror('docker.io/fluent/fluent-bit', 'mirror.example.com/fluent/fluentd'), undefined);
     assert.equal(suggestedMirror('docker.io/fluent/fluent-bit', 'docker.io/someone/fluent-bit'), undefined);
     assert.equal(suggestedMirror('docker.io/fluent/fluent-bit', 'Mirror/Fluent-Bit'), undefined);
+  });
+
+  it('suggests nothing for a container of the same name at another tag: the pod\'s own, not a mirrored sidecar', () => {
+    // Bitnami's fluent-bit chart runs its own container "fluent-bit"; a mirror keeps the release.
+    assert.equal(suggestedMirror('cr.fluentbit.io/fluent/fluent-bit:3.2.10', 'docker.io/bitnami/fluent-bit:4.0.8-debian-12-r0'), undefined);
+    assert.equal(suggestedMirror('cr.fluentbit.io/fluent/fluent-bit:3.2.10', 'mirror.example.com/fluent/fluent-bit:3.2.10'), 'cr.fluentbit.io=mirror.example.com');
   });
 });
