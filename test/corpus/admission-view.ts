@@ -34,7 +34,11 @@ export interface AdmissionView {
 export const OptInLabel = 'sidecar-injector.io/inject';
 export const TemplatesAnnotation = 'sidecar-injector.io/templates';
 
-/** The value as the apiserver's typed decoding leaves it: every object field whose value is null dropped. */
+/**
+ * The value as the apiserver's typed decoding leaves it: every object field whose value is null
+ * dropped. (A null map value or list item, a label's say, Go decodes to its zero value, "" for a
+ * string; kubectl-readable manifests of the corpus hold none.)
+ */
 function withoutNulls(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(withoutNulls);
   if (value === null || typeof value !== 'object') return value;
