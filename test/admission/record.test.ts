@@ -29,6 +29,8 @@ describe('the review record', () => {
     const { level, msg, endpoint, uid, operation, namespace, pod, decision, reason, templates, patchOps, cached, durationMs } = logged[0];
     assert.deepEqual({ level, msg, endpoint, uid, operation, namespace, pod, decision, reason, templates, patchOps, cached }, { level: 30, msg: 'review', endpoint: '/mutate', uid: 'u-1', operation: 'CREATE', namespace: 'shop', pod: 'web', decision: 'skipped', reason: 'not-opted-in', templates: [], patchOps: 0, cached: true });
     assert.equal(typeof durationMs, 'number');
+    // Flat values only, in this order: never a whole object (the pod, a template) at info level.
+    assert.deepEqual(Object.keys(logged[0]), ['level', 'time', 'name', 'endpoint', 'uid', 'operation', 'namespace', 'pod', 'decision', 'reason', 'templates', 'patchOps', 'cached', 'durationMs', 'msg']);
   });
 
   it('is pino\'s own line: the logger\'s options shape it (redact, mixin, a child\'s bindings)', () => {
