@@ -60,6 +60,8 @@ export type ReviewObserver = (record: ReviewRecord) => void;
 export function reviewOutcome(req: ReviewRequest, verdict: Verdict): ReviewOutcome {
   const object = isObject(req.object) ? req.object : undefined;
   const meta = object !== undefined && isObject(object['metadata']) ? object['metadata'] : undefined;
+  // The answer cache keeps the outcome: no string of it may be a view of a larger one. JSON.parse
+  // gives strings of their own, and clip's cut of a long value is one too.
   return {
     operation: clip(req.operation ?? ''),
     namespace: clip(req.namespace || text(meta?.['namespace'])),
