@@ -8,6 +8,7 @@ import { loadTemplateSet } from '../../src/templates/load.js';
 import { parseDocuments } from '../../src/workload/workload.js';
 import { parseKubectl } from '../../src/yaml/kubectl.js';
 import { cli, golden } from '../helpers/cli.js';
+import { applyPatchV4 } from '../helpers/jsonpatch-v4.js';
 import { decodePatch, mutate, podReview } from '../helpers/review.js';
 
 const FIXTURES = 'test/fixtures/cli';
@@ -150,6 +151,28 @@ describe('sidecar-injector inject', () => {
     const out = docs((await run(['-f', '-', ...TEMPLATES], `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n${template}`)).out)[0];
     assert.equal(out.spec.template.metadata.name, 'from-template', 'the output keeps the template as written');
     assert.equal(out.spec.template.metadata.ownerReferences, undefined);
+  });
+
+  it("injects Knative's storage-version-migration Job, written with only generateName, as admission does (issue 21)", async () => {
+    const args = ['-f', 'test/fixtures/yaml/knative-storage-version-migration.yaml', ...TEMPLATES, '--namespace-labels', 'sidecar-injector.io/inject=true'];
+    const r = await run(args);
+    assert.equal(r.code, 0, r.err);
+    const job = docs(r.out)[0];
+    assert.equal(job.metadata.generateName, 'storage-version-migration-serving-');
+    const agent = job.spec.template.spec.initContainers[0];
+    assert.deepEqual([agent.name, agent.restartPolicy], ['log-agent', 'Always']);
+    assert.deepEqual(agent.env[0], { name: 'POD_NAME', value: 'storage-version-migration-serving-<suffix>-' });
+    assert.equal(job.spec.template.metadata.ownerReferences, undefined, 'the template keeps its own metadata');
+    const explained = await cli(['explain', ...args]);
+    assert.equal(explained.code, 0, explained.out);
+    assert.match(explained.out, /^Job knative-serving\/storage-version-migration-serving-<suffix>: injected with log-agent \(injected\)\n/);
+  });
+
+  it('prints the pod the mutating webhook\'s own patch makes, applied as the apiserver applies it', async () => {
+    const input = await readFile(`${FIXTURES}/inputs/pod.yaml`, 'utf8');
+    const printed = docs((await run(['-f', '-', ...TEMPLATES], input)).out)[0];
+    const answer = mutate(podReview(parse(input)).request, await loadTemplateSet(`${FIXTURES}/templates`));
+    assert.deepEqual(printed, applyPatchV4(parse(input), decodePatch(answer.response)));
   });
 
   it('refuses a bad -o value and a missing -f with a usage message and exit 2, a missing file with exit 1', async () => {
