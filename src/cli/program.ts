@@ -105,7 +105,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .description('Checks every SidecarTemplate in DIR: load faults as file:line:column, each template injected into sample pods (valid pod, Pod Security level, conflicts between templates). Exit status 1 when there is any fault, for pre-commit hooks and CI.')
     .argument('[dir]', `templates directory (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`)
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
-    .addOption(new Option('--pod-security <level>', 'Pod Security Standard the injected pods must meet').choices(['none', 'baseline', 'restricted']).default('none'))
+    .addOption(new Option('--pod-security <level>', 'Pod Security Standard the injected pods must meet (none: the same as privileged)').choices(['privileged', 'baseline', 'restricted', 'none']).default('privileged'))
     .addOption(new Option('--strict', 'exit 1 on warnings too, not only on errors'))
     .addHelpText('after', examples([`${PROGRAM} lint ./templates`, `${PROGRAM} lint ./templates --pod-security restricted --strict`, `${PROGRAM} lint -o json`]))
     .action(act(async (...args) => (await Commands.lint()).lintCommand({ ...optionsOf(args, 1, { strict: false }), ...(args[0] !== undefined && { dir: args[0] as string }) }, io)));
