@@ -3,6 +3,7 @@ import { configFromFlags, Options } from '../config/config.js';
 import { bashCompletion } from './completion.js';
 import { describeError } from './errors.js';
 import { processIO, type IO } from './args.js';
+import { versionLine } from './version.js';
 
 /** The program's name, as installed by package.json `bin`. */
 const PROGRAM = 'sidecar-injector';
@@ -56,6 +57,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .description('Injects sidecar containers into pods from SidecarTemplate files, as a Kubernetes admission webhook, and explains, lints and checks what it injects.')
     .usage('<command> [options]')
     .helpOption('-h, --help', 'show help for a command')
+    .version(versionLine(), '-V, --version', 'print the version and exit')
     .helpCommand('help [command]', 'show help for a command')
     .addHelpText('after', `\nRun '${PROGRAM} <command> --help' for a command's flags and examples.\n`)
     .showSuggestionAfterError(true)
@@ -214,9 +216,10 @@ function serveOptions(): Option[] {
   return Object.values(Options).map((o) => {
     const schema: { readonly type?: string; readonly enum?: readonly string[]; readonly default: unknown } = o.schema;
     const value = schema.type === 'integer' ? '<n>' : '<value>';
-    const choices = schema.enum === undefined ? '' : `, one of ${schema.enum.join(', ')}`;
     // No commander default: the environment variable sits between the flag and the default, and Ajv validates.
-    const option = new Option(`--${o.flag} ${value}`, `${o.help} (env ${o.env}${choices}, default ${JSON.stringify(schema.default)})`);
+    const option = new Option(`--${o.flag} ${value}`, `${o.help} (env ${o.env}, default ${JSON.stringify(schema.default)})`);
+    // A flag with a fixed set of values refuses another by listing them, as every flag with choices does.
+    if (schema.enum !== undefined) option.choices(schema.enum);
     // A repeatable flag is one comma-separated list, as its environment variable writes it.
     return 'repeatable' in o ? option.argParser((v: string, previous?: string) => (previous === undefined ? v : `${previous},${v}`)) : option;
   });

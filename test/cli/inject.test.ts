@@ -187,6 +187,14 @@ describe('sidecar-injector inject', () => {
     assert.match(missing.err, /cannot read .*none\.yaml: no such file; check the -f path/);
   });
 
+  it('refuses an empty input (a pipe whose first command failed) with exit 1, as explain does', async () => {
+    for (const [command, stdin] of [['inject', ''], ['inject', '# only a comment\n---\n'], ['explain', '']]) {
+      const r = await cli([command!, '-f', '-', ...TEMPLATES], stdin);
+      assert.deepEqual([r.code, r.out], [1, ''], command);
+      assert.equal(r.err, 'sidecar-injector: cannot read standard input: it holds no Kubernetes object (it is empty, or only comments)\n');
+    }
+  });
+
   it('refuses a malformed pod with the checks the server makes, instead of crashing', async () => {
     const pod = 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n  ownerReferences: [null]\nspec:\n  containers: [{name: a, image: b}]\n';
     const r = await run(['-f', '-', ...TEMPLATES], pod);
