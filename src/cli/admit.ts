@@ -20,7 +20,7 @@ import type { PodSite } from '../workload/workload.js';
  */
 export interface Admission {
   readonly verdict: 'injected' | 'not-injected' | 'rejected';
-  /** A stable reason: the server's Reason values, plus `namespace-rule` and `not-selected`. */
+  /** A stable reason: the server's Reason values, plus `namespace-rule`, `not-selected` and `patch-not-applicable` (the apiserver could not apply the patch: a bug). */
   readonly reason: string;
   /** Why, in words. */
   readonly why: readonly string[];

@@ -14,7 +14,7 @@ interface Explanation {
   readonly object: string;
   readonly namespace: string;
   readonly verdict: 'injected' | 'not-injected' | 'rejected';
-  /** A stable reason (the server's Reason values, plus `namespace-rule` and `not-selected`). */
+  /** A stable reason (the server's Reason values, plus `namespace-rule`, `not-selected` and `patch-not-applicable`). */
   readonly reason: string;
   /** Why, in words. */
   readonly why: readonly string[];
