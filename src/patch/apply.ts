@@ -8,15 +8,18 @@ export type { Operation };
  * Applies a JSON patch to a copy of `doc` the way the kube-apiserver applies a mutating webhook's
  * answer (evanphx/json-patch v4, mutating/dispatcher.go): every operation is validated, so an `add`
  * under a missing parent, a position past the end of a list or a `replace` of nothing fails instead
- * of being guessed. `doc` is never modified. Throws PATCH_NOT_APPLICABLE, naming the operation.
+ * of being guessed. Neither `doc` nor `ops` is modified. Throws PATCH_NOT_APPLICABLE, naming the operation.
  */
 export function applyJsonPatch<T>(doc: T, ops: readonly Operation[]): T {
+  // The applied document holds the operations' values by reference, so later operations would
+  // change them: the patch is cloned first, as fast-json-patch's README says to.
+  const patch = jsonpatch.deepClone(ops) as Operation[];
   try {
-    return jsonpatch.applyPatch(doc, [...ops], true, false).newDocument;
+    return jsonpatch.applyPatch(doc, patch, true, false).newDocument;
   } catch (err) {
     if (!(err instanceof JsonPatchError)) throw err;
     // The error's own index is 0 for a failed validation (fast-json-patch 3.1); its operation is ours.
-    const index = ops.indexOf(err.operation as Operation);
+    const index = patch.indexOf(err.operation as Operation);
     throw new InjectorError('PATCH_NOT_APPLICABLE', [index >= 0 ? index : '?', `${err.operation?.op ?? ''} ${err.operation?.path ?? ''}`.trim(), `${err.name}: ${err.message.split('\n')[0] ?? ''}`], { cause: err });
   }
 }

@@ -168,6 +168,17 @@ describe('sidecar-injector inject', () => {
     assert.match(explained.out, /^Job knative-serving\/storage-version-migration-serving-<suffix>: injected with log-agent \(injected\)\n/);
   });
 
+  it('gives a pod template without metadata the metadata its patch adds into (the controller\'s pod has a name)', async () => {
+    const job = 'apiVersion: batch/v1\nkind: Job\nmetadata: {name: bare}\nspec:\n  template:\n    spec: {restartPolicy: Never, containers: [{name: m, image: busybox}]}\n';
+    const args = ['-f', '-', ...TEMPLATES, '--namespace-labels', 'sidecar-injector.io/inject=true'];
+    const r = await run(args, job);
+    assert.equal(r.code, 0, r.err);
+    assert.ok(docs(r.out)[0].spec.template.metadata.annotations['sidecar-injector.io/status']);
+    const patch = JSON.parse((await run([...args, '--patch'], job)).out);
+    assert.deepEqual(patch[0], { op: 'add', path: '/spec/template/metadata', value: {} });
+    assert.deepEqual(applyPatchV4(parse(job), patch), docs(r.out)[0]);
+  });
+
   it('prints the pod the mutating webhook\'s own patch makes, applied as the apiserver applies it', async () => {
     const input = await readFile(`${FIXTURES}/inputs/pod.yaml`, 'utf8');
     const printed = docs((await run(['-f', '-', ...TEMPLATES], input)).out)[0];

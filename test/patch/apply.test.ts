@@ -35,6 +35,12 @@ describe('applyJsonPatch', () => {
     });
   }
 
+  it('leaves the operations alone when a later one adds into the value of an earlier one', () => {
+    const ops: Operation[] = [{ op: 'add', path: '/status', value: {} }, { op: 'add', path: '/status/phase', value: 'Pending' }];
+    assert.deepEqual((applyJsonPatch(pod, ops) as { status?: unknown }).status, { phase: 'Pending' });
+    assert.deepEqual(ops[0], { op: 'add', path: '/status', value: {} });
+  });
+
   it('refuses an add under a missing parent with PATCH_NOT_APPLICABLE, naming the operation, and leaves the document alone', () => {
     const before = structuredClone(pod);
     assert.throws(
