@@ -1,8 +1,9 @@
 /**
  * The user documentation (README.md and docs/*.md) against the code it describes: every setting of
  * src/config/config.ts has its row in the settings table of docs/operating.md, with its variable
- * and default, and no row names a setting that is gone; and every relative link between the pages,
- * down to the heading, leads somewhere.
+ * and default, and no row names a setting that is gone; every metric the injector exports has its
+ * row in docs/metrics-and-logs.md, and no row names one that is gone; and every relative link
+ * between the pages, down to the heading, leads somewhere.
  */
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -10,6 +11,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Options } from '../../src/config/config.js';
+import { createMetrics, PREFIX } from '../../src/metrics/metrics.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const DOCS = join(ROOT, 'docs');
@@ -56,6 +58,12 @@ describe('the user documentation', () => {
   it('names no setting in the settings table that src/config/config.ts does not have', () => {
     const flags = new Set(Object.values(Options).map((o) => o.flag as string));
     for (const flag of settingsRows().keys()) assert.ok(flags.has(flag), `docs/operating.md, "Settings": --${flag} is not a setting`);
+  });
+
+  it('has a row in docs/metrics-and-logs.md for every metric the injector exports, and none for a metric it does not', async () => {
+    const exported = (await createMetrics().registry.getMetricsAsJSON()).map((m) => m.name).filter((n) => n.startsWith(PREFIX)).sort();
+    const documented = [...prose(join(DOCS, 'metrics-and-logs.md')).matchAll(/^\| `(sidecar_injector_[a-z_]+)` \|/gm)].map(([, name]) => name ?? '').sort();
+    assert.deepEqual(documented, exported);
   });
 
   it('links only to files and headings that exist', () => {
