@@ -2,7 +2,8 @@
  * The user documentation (README.md and docs/*.md) against the code it describes: every setting of
  * src/config/config.ts has its row in the settings table of docs/operating.md, with its variable
  * and default, and no row names a setting that is gone; every metric the injector exports has its
- * row in docs/metrics-and-logs.md, and no row names one that is gone; and every relative link
+ * row in docs/metrics-and-logs.md, and no row names one that is gone; every command of the CLI (one
+ * golden help text each, test/fixtures/cli/golden/help/) has its row in docs/cli.md; and every relative link
  * between the pages, down to the heading, leads somewhere.
  */
 import assert from 'node:assert/strict';
@@ -64,6 +65,14 @@ describe('the user documentation', () => {
     const exported = (await createMetrics().registry.getMetricsAsJSON()).map((m) => m.name).filter((n) => n.startsWith(PREFIX)).sort();
     const documented = [...prose(join(DOCS, 'metrics-and-logs.md')).matchAll(/^\| `(sidecar_injector_[a-z_]+)` \|/gm)].map(([, name]) => name ?? '').sort();
     assert.deepEqual(documented, exported);
+  });
+
+  it('has a row in the commands table of docs/cli.md for every command of the CLI', () => {
+    const commands = readdirSync(join(ROOT, 'test/fixtures/cli/golden/help')).map((f) => f.replace(/\.txt$/, '')).filter((c) => c !== 'sidecar-injector');
+    const text = prose(join(DOCS, 'cli.md'));
+    const section = text.slice(text.indexOf('\n## Commands\n'), text.indexOf('\n## ', text.indexOf('\n## Commands\n') + 1));
+    const documented = new Set([...section.matchAll(/^\| `([a-z-]+)` \|/gm)].map(([, name]) => name));
+    assert.deepEqual(commands.filter((c) => !documented.has(c)), []);
   });
 
   it('links only to files and headings that exist', () => {
