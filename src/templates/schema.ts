@@ -110,6 +110,23 @@ export function coreDefinitions(generated: Readonly<Record<string, CoreDefinitio
 const stringMap = (keyPattern: string) => ({ type: 'object', propertyNames: { pattern: keyPattern, maxLength: 316 }, additionalProperties: { type: 'string' } }) as const;
 const list = (definition: string): Schema => ({ type: 'array', items: { $ref: `#/$defs/${definition}`, type: 'object', required: ['name'] } });
 
+const containerNames: Schema = { type: 'array', items: named('dns1123-label'), uniqueItems: true };
+
+/**
+ * The object form of `serviceAccountToken`, as ValidateProjectedVolumeSource checks a
+ * serviceAccountToken projection: expirationSeconds of at least 10 minutes (and at most 2^32), a
+ * relative path with no ".." element (validateLocalDescendingPath).
+ */
+const serviceAccountTokenSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    audience: { type: 'string', minLength: 1 },
+    expirationSeconds: { type: 'integer', minimum: 600, maximum: 4294967296 },
+    path: { type: 'string', minLength: 1, pattern: '^(?!/)(?!(.*/)?\\.\\.(/|$)).*$' },
+  },
+};
+
 /**
  * The schema of a whole SidecarTemplate document, over the given core/v1 definitions. Compiled by
  * `npm run schema` into template-validator.ts (ajv standalone code), never at run time: compiling
@@ -151,6 +168,13 @@ export function sidecarTemplateSchema(core: Readonly<Record<string, CoreDefiniti
           env: list('V1EnvVar'),
           annotations: stringMap(QUALIFIED_NAME),
           labels: stringMap(QUALIFIED_NAME),
+          // true: the pod's own token volume (the ServiceAccount plugin's); an object: a projected token of the template's own.
+          serviceAccountToken: { oneOf: [{ type: 'boolean' }, serviceAccountTokenSchema] },
+          appContainers: {
+            type: 'object',
+            additionalProperties: false,
+            properties: { include: containerNames, exclude: containerNames },
+          },
         },
       },
     },
