@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { compareStatus, driftReport, podDrift, recordedStatus, rolloutCommand, StaleReason, workloadOf } from '../../src/drift/drift.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
 import type { Pod } from '../../src/kube/types.js';
 import { oldTemplates, RETIRED, runningPod, templates } from '../helpers/running-pods.js';
 
 const current = templates();
+const NO_NAMESPACE_OPT_IN = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels: new Map() };
 const web = { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-7c9f8b6d4' };
 
 describe('drift', () => {
@@ -108,13 +110,13 @@ describe('drift', () => {
       runningPod(current, { namespace: 'shop', name: 'db-0', owner: { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db' } }),
       { metadata: { name: 'plain', namespace: 'shop' } },
     ];
-    const stale = driftReport(pods, owners, current, { all: false, source: 'directory x' });
+    const stale = driftReport(pods, owners, current, { all: false, source: 'directory x', optIn: NO_NAMESPACE_OPT_IN });
     assert.deepEqual([stale.injected, stale.stale], [3, 1]);
     assert.deepEqual(
       stale.workloads.map((w) => [w.kind, w.name, w.injected, w.stale, w.pods.map((p) => p.name)]),
       [['Deployment', 'web', 2, 1, ['web-7c9f8b6d4-aaaaa']]],
     );
-    const all = driftReport(pods, owners, current, { all: true, source: 'directory x' });
+    const all = driftReport(pods, owners, current, { all: true, source: 'directory x', optIn: NO_NAMESPACE_OPT_IN });
     assert.deepEqual(
       all.workloads.map((w) => [w.kind, w.name, w.pods.map((p) => `${p.name}:${p.state}`)]),
       [
