@@ -27,6 +27,7 @@ function seed(api: FakeApiServer): void {
   const current = templates();
   const old = oldTemplates();
   const withRetired = templates(undefined, [RETIRED]);
+  for (const name of ['shop', 'billing', 'sidecar-injector']) api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: { 'kubernetes.io/metadata.name': name } } });
   api.putObject({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' }, data: Object.fromEntries(['log-agent.yaml', 'mesh.yaml'].map((f) => [f, readFileSync(join(TEMPLATES_DIR, f), 'utf8')])) });
   api.putObject(owned('ReplicaSet', 'shop', 'web-7c9f8b6d4', apps('Deployment', 'web')));
   api.putObject(owned('ReplicaSet', 'shop', 'web-5d4f9c8b7', apps('Deployment', 'web')));
@@ -128,7 +129,7 @@ describe('sidecar-injector drift (against a fake API server, through a kubeconfi
   it('says which call failed when the API server refuses', async () => {
     const r = await cli(['drift', '-n', 'shop', '--kubeconfig', await wrongTokenKubeconfig(api)]);
     assert.equal(r.code, 1);
-    assert.match(r.err, /^sidecar-injector: Kubernetes API call (list pods|list replicasets|list jobs|get configmap sidecar-injector\/sidecar-injector-templates) failed: HTTP 401: Unauthorized\n$/);
+    assert.match(r.err, /^sidecar-injector: Kubernetes API call (list pods|list replicasets|list jobs|get namespace shop|get configmap sidecar-injector\/sidecar-injector-templates) failed: HTTP 401: Unauthorized\n$/);
   });
 });
 
