@@ -42,14 +42,14 @@ export interface DriftOptions {
  * `check --proxy`). Exit status 0 whether or not pods are stale; `-o json` is for scripts.
  */
 export async function driftCommand(values: DriftOptions, io: IO = processIO, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  // --dry-run alone asks for the plan too. The flags are checked before anything is read.
+  const restart = values.restart || values.dryRun ? restartFlags(values) : undefined;
   const kube = createKubeClients({ kubeconfig: values.kubeconfig ?? '', namespace: values.namespace ?? '', env });
   // Without any kubeconfig, client-node falls back to http://localhost:8080 and fails with a TLS message.
   if (kube.source === KubeSource.default && !kubeconfigExists(env)) {
     throw new InjectorError('KUBE_CONFIG_INVALID', ['no kubeconfig found ($KUBECONFIG is not set and ~/.kube/config does not exist)']);
   }
   const scope: Scope = values.allNamespaces ? { allNamespaces: true } : { namespace: kube.namespace };
-  // --dry-run alone asks for the plan too.
-  const restart = values.restart || values.dryRun ? restartFlags(values) : undefined;
   const [{ set, source }, pods, replicaSets, jobs, namespaces] = await Promise.all([templatesFor(values, kube, env), listLivePods(kube, scope), listReplicaSets(kube, scope), listJobs(kube, scope), listNamespaces(kube, scope)]);
   const owners: Owners = new Map(
     [...replicaSets, ...jobs].flatMap((o) => {
