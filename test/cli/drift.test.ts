@@ -4,6 +4,7 @@ import { readFile, writeFile, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { parseAllDocuments } from 'yaml';
 import { oldTemplates, RETIRED, runningPod, storedPod, templates } from '../helpers/running-pods.js';
 import { kubeconfigYaml, startFakeApiServer, type FakeApiServer, type Rollout } from '../helpers/fake-apiserver.js';
 import { cli, golden } from '../helpers/cli.js';
@@ -303,6 +304,24 @@ describe('sidecar-injector drift: missing sidecars and --restart (against a fake
     }
   });
 
+  it("makes only calls that manifests/rbac/drift.yaml grants, and the server's own RBAC grants none of the restart", async () => {
+    const api = await coldStartCluster();
+    try {
+      const r = await cli(['drift', '-n', 'orders', '--restart', '--poll-interval', '10ms', '--kubeconfig', api.kubeconfig]);
+      assert.equal(r.code, 0, r.err);
+      const drift = rbacRules('manifests/rbac/drift.yaml');
+      const server = rbacRules('manifests/base/rbac.yaml');
+      const requests = api.calls.map(authorizationOf);
+      assert.ok(requests.some((q) => q.verb === 'patch' && q.resource === 'deployments'));
+      for (const q of requests) {
+        assert.ok(granted(drift, q), `manifests/rbac/drift.yaml grants ${JSON.stringify(q)}`);
+        if (q.group === 'apps' && q.verb === 'patch') assert.ok(!granted(server, q), `the server's RBAC must not grant ${JSON.stringify(q)}`);
+      }
+    } finally {
+      await api.close();
+    }
+  });
+
   it('refuses a --timeout or --max-workloads it cannot read', async () => {
     const bad = await cli(['drift', '--restart', '--timeout', '5 minutes', '--kubeconfig', '/nonexistent']);
     assert.equal(bad.code, 2);
@@ -312,6 +331,35 @@ describe('sidecar-injector drift: missing sidecars and --restart (against a fake
     assert.match(none.err, /--max-workloads must be a whole number of at least 1, got "0"/);
   });
 });
+
+interface Authorization {
+  readonly verb: string;
+  readonly group: string;
+  readonly resource: string;
+  readonly namespace: string | undefined;
+  readonly name: string | undefined;
+}
+
+/** What the apiserver's RBAC authorizer checks for a request: the verb (list for a GET of a collection) and the resource. */
+function authorizationOf(call: { method: string; path: string }): Authorization {
+  const m = /^\/(?:api\/v1|apis\/([^/]+)\/v1)(?:\/namespaces\/([^/]+))?\/([a-z]+)(?:\/([^/]+))?$/.exec(call.path);
+  assert.ok(m, call.path);
+  // /api/v1/namespaces/NAME is the namespace itself, not a collection in it.
+  const [group, namespace, resource, name] = m[3] === undefined ? [m[1], undefined, 'namespaces', m[2]] : [m[1], m[2], m[3], m[4]];
+  const verb = call.method === 'GET' ? (name === undefined ? 'list' : 'get') : call.method.toLowerCase();
+  return { verb, group: group ?? '', resource: resource!, namespace, name };
+}
+
+type Rule = { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[]; namespace?: string };
+
+function rbacRules(file: string): Rule[] {
+  const docs = parseAllDocuments(readFileSync(file, 'utf8')).map((d) => d.toJS()).filter((o) => o?.rules);
+  return docs.flatMap((o) => o.rules.map((r: Rule) => ({ ...r, ...(o.kind === 'Role' && { namespace: o.metadata.namespace }) })));
+}
+
+function granted(rules: readonly Rule[], q: Authorization): boolean {
+  return rules.some((r) => r.apiGroups.includes(q.group) && r.resources.includes(q.resource) && r.verbs.includes(q.verb) && (r.resourceNames === undefined || r.resourceNames.includes(q.name ?? '')) && (r.namespace === undefined || r.namespace === q.namespace));
+}
 
 /** Runs `fn` with these environment variables set (undefined: unset), then puts them back. */
 async function withEnv<T>(vars: Record<string, string | undefined>, fn: () => Promise<T>): Promise<T> {
