@@ -84,8 +84,9 @@ function restartFlags(values: DriftOptions): RestartFlags {
 export function durationMs(flag: string, text: string): number {
   const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
   const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
-  if (text === '' || parts.map((p) => p[0]).join('') !== text) throw new InjectorError('USAGE', [`drift: ${flag} must be a duration such as 30s, 5m or 1h, got "${text}"`]);
-  return parts.reduce((sum, p) => sum + Number(p[1]) * units[p[2]!]!, 0);
+  const ms = parts.reduce((sum, p) => sum + Number(p[1]) * units[p[2]!]!, 0);
+  if (text === '' || parts.map((p) => p[0]).join('') !== text || ms <= 0) throw new InjectorError('USAGE', [`drift: ${flag} must be a duration such as 30s, 5m or 1h, got "${text}"`]);
+  return ms;
 }
 
 /**

@@ -3,6 +3,8 @@ import { describe, it } from 'node:test';
 import { compareStatus, driftReport, MissingReason, missingSidecars, podDrift, recordedStatus, rolloutCommand, StaleReason, workloadOf } from '../../src/drift/drift.js';
 import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
 import type { Pod } from '../../src/kube/types.js';
+import { injectSidecars } from '../../src/inject/mutate.js';
+import { selectTemplates } from '../../src/inject/policy.js';
 import { oldTemplates, RETIRED, runningPod, storedPod, templates } from '../helpers/running-pods.js';
 
 const current = templates();
@@ -129,6 +131,20 @@ describe('drift', () => {
   describe('missing sidecars', () => {
     const optedInNamespace = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels: new Map([['orders', { 'sidecar-injector.io/inject': 'true' }]]) };
     const labelled = { 'sidecar-injector.io/inject': 'true' };
+
+    it('finds a pod injected as admission saw it (defaulted, with the ServiceAccount volume) up to date once stored', () => {
+      const seen = storedPod({ namespace: 'shop', generateName: 'web-7c9f8b6d4-', owner: web, labels: labelled });
+      // Admission sees generateName alone; the apiserver names the pod after the webhooks.
+      const admitted: Pod = structuredClone(seen);
+      delete admitted.metadata!.name;
+      const selection = selectTemplates(admitted, current);
+      assert.ok(selection.inject);
+      const injected = injectSidecars(admitted, selection.templates, 'shop').pod;
+      const stored: Pod = { ...injected, metadata: { ...injected.metadata, name: 'web-7c9f8b6d4-x7k2p' } };
+      assert.equal(podDrift(stored, current)?.state, 'current');
+      assert.equal(missingSidecars(stored, current, NO_NAMESPACE_OPT_IN)?.state, 'missing', 'missingSidecars alone does not read the status; driftReport asks podDrift first');
+      assert.deepEqual(driftReport([stored], new Map(), current, { all: false, source: 'x', optIn: NO_NAMESPACE_OPT_IN }).missing, 0);
+    });
 
     it('finds a pod labelled in, stored without an injection status, missing its sidecars', () => {
       const pod = storedPod({ namespace: 'shop', generateName: 'web-7c9f8b6d4-', owner: web, labels: labelled });
