@@ -6,7 +6,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { apiError, apiStatus, createKubeClients, KubeSource, type KubeClients } from '../kube/client.js';
 import { listJobs, listLivePods, listNamespaces, listReplicaSets, type Scope } from '../kube/pods.js';
-import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../kube/shipped-webhooks.js';
+import { injectorWebhooks } from '../kube/injector-webhooks.js';
 import type { Labels, Pod } from '../kube/types.js';
 import { readWorkload, restartWorkload } from '../kube/workloads.js';
 import { compileTemplateSet, type TemplateSet } from '../templates/load.js';
@@ -50,16 +50,24 @@ export async function driftCommand(values: DriftOptions, io: IO = processIO, env
     throw new InjectorError('KUBE_CONFIG_INVALID', ['no kubeconfig found ($KUBECONFIG is not set and ~/.kube/config does not exist)']);
   }
   const scope: Scope = values.allNamespaces ? { allNamespaces: true } : { namespace: kube.namespace };
-  const [{ set, source }, pods, replicaSets, jobs, namespaces] = await Promise.all([templatesFor(values, kube, env), listLivePods(kube, scope), listReplicaSets(kube, scope), listJobs(kube, scope), listNamespaces(kube, scope)]);
+  const [{ set, source }, pods, replicaSets, jobs, namespaces, webhooks] = await Promise.all([
+    templatesFor(values, kube, env),
+    listLivePods(kube, scope),
+    listReplicaSets(kube, scope),
+    listJobs(kube, scope),
+    listNamespaces(kube, scope),
+    injectorWebhooks(kube),
+  ]);
+  if (webhooks.note !== undefined) io.stderr(`note: ${webhooks.note}\n`);
   const owners: Owners = new Map(
     [...replicaSets, ...jobs].flatMap((o) => {
       const owner = controllerOf(o.metadata);
       return owner === undefined ? [] : [[`${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`, owner] as const];
     }),
   );
-  // Whether a pod is opted in is decided as the shipped webhook configurations' selectors decide it, with the namespaces' own labels.
+  // Whether a pod is opted in is decided as the webhooks' selectors decide it, with the namespaces' own labels.
   const namespaceLabels = new Map<string, Labels>(namespaces.map((n) => [n.metadata?.name ?? '', n.metadata?.labels ?? {}]));
-  const report = driftReport(pods.map(toPod), owners, set, { all: values.all, source, optIn: { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels } });
+  const report = driftReport(pods.map(toPod), owners, set, { all: values.all, source, optIn: { configurations: webhooks.configurations, source: webhooks.source, namespaceLabels } });
   const where = 'namespace' in scope ? `namespace ${scope.namespace}` : 'all namespaces';
   if (restart === undefined) {
     io.stdout(values.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : printReport(report, where));

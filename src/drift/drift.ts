@@ -79,6 +79,8 @@ export interface WorkloadDrift extends WorkloadRef {
 
 export interface DriftReport {
   readonly templates: { readonly source: string; readonly digest: string };
+  /** Where the webhooks' selectors, which decide which pods are opted in, were read. */
+  readonly webhooks: { readonly source: string };
   /** Injected pods found (every one, whether listed or not). */
   readonly injected: number;
   readonly stale: number;
@@ -164,6 +166,8 @@ export function podDrift(pod: Pod, set: TemplateSet): PodDrift | undefined {
 /** What decides whether admission would inject a pod: the webhook configurations and each namespace's labels. */
 export interface OptInView {
   readonly configurations: readonly WebhookConfiguration[];
+  /** Where the configurations were read, for the report. */
+  readonly source: string;
   /** The labels of each namespace the pods are in (a namespace absent here has none). */
   readonly namespaceLabels: ReadonlyMap<string, Labels>;
 }
@@ -312,7 +316,7 @@ export function driftReport(pods: readonly Pod[], owners: Owners, set: TemplateS
     .filter((w) => w.pods.length > 0);
   const all = [...groups.values()].flatMap((g) => g.pods);
   const count = (state: PodState): number => all.filter((p) => p.state === state).length;
-  return { templates: { source: opts.source, digest: set.digest }, injected: all.length - count(PodState.Missing), stale: count(PodState.Stale), missing: count(PodState.Missing), workloads };
+  return { templates: { source: opts.source, digest: set.digest }, webhooks: { source: opts.optIn.source }, injected: all.length - count(PodState.Missing), stale: count(PodState.Stale), missing: count(PodState.Missing), workloads };
 }
 
 function workloadDrift(ref: WorkloadRef, pods: readonly PodDrift[], all: boolean): WorkloadDrift {

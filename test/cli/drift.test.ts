@@ -6,8 +6,9 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { oldTemplates, RETIRED, runningPod, storedPod, templates } from '../helpers/running-pods.js';
-import { kubeconfigYaml, startFakeApiServer, type FakeApiServer, type Rollout } from '../helpers/fake-apiserver.js';
+import { kubeconfigYaml, startFakeApiServer, webhookConfigObject, type FakeApiServer, type Rollout } from '../helpers/fake-apiserver.js';
 import { cli, golden } from '../helpers/cli.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
 
 const TEMPLATES_DIR = 'test/fixtures/cli/templates';
 
@@ -130,9 +131,12 @@ describe('sidecar-injector drift (against a fake API server, through a kubeconfi
   it('says which call failed when the API server refuses', async () => {
     const r = await cli(['drift', '-n', 'shop', '--kubeconfig', await wrongTokenKubeconfig(api)]);
     assert.equal(r.code, 1);
-    assert.match(r.err, /^sidecar-injector: Kubernetes API call (list pods|list replicasets|list jobs|get namespace shop|get configmap sidecar-injector\/sidecar-injector-templates) failed: HTTP 401: Unauthorized\n$/);
+    assert.match(r.err, /^sidecar-injector: Kubernetes API call (list pods|list replicasets|list jobs|get namespace shop|list mutatingwebhookconfigurations|get configmap sidecar-injector\/sidecar-injector-templates) failed: HTTP 401: Unauthorized\n$/);
   });
 });
+
+/** The MutatingWebhookConfiguration `kubectl apply -k manifests/` installs: the pod-label and the namespace opt-in webhooks. */
+const MUTATING = { apiVersion: 'admissionregistration.k8s.io/v1', ...SHIPPED_WEBHOOK_CONFIGURATIONS.find((c) => c.kind === 'MutatingWebhookConfiguration')! };
 
 /**
  * A cluster where the injector was installed after the workloads (or was down when they started):
@@ -140,8 +144,9 @@ describe('sidecar-injector drift (against a fake API server, through a kubeconfi
  * Deployment api (2 pods missing their sidecars), StatefulSet ledger (1 stale pod), DaemonSet agent
  * (1 missing), a bare pod and a Job's pod (missing, never touched), a pod labelled out.
  */
-async function coldStartCluster(rollouts: Record<string, Rollout> = {}): Promise<FakeApiServer> {
+async function coldStartCluster(rollouts: Record<string, Rollout> = {}, webhooks = [MUTATING]): Promise<FakeApiServer> {
   const api = await startFakeApiServer();
+  for (const w of webhooks) api.putWebhookConfig('mutating', w);
   api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'orders', labels: { 'kubernetes.io/metadata.name': 'orders', 'sidecar-injector.io/inject': 'true' } } });
   api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'sidecar-injector', labels: { 'kubernetes.io/metadata.name': 'sidecar-injector' } } });
   api.putObject({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' }, data: Object.fromEntries(['log-agent.yaml', 'mesh.yaml'].map((f) => [f, readFileSync(join(TEMPLATES_DIR, f), 'utf8')])) });
@@ -182,8 +187,10 @@ describe('sidecar-injector drift: missing sidecars and --restart (against a fake
       assert.match(text.out, /^orders Pod\/one-off: 1 pod\(s\) missing their sidecars\n/m);
       assert.doesNotMatch(text.out, /opted-out/);
       assert.match(text.out, /1 of 1 injected pod\(s\) in namespace orders are out of date; 5 opted-in pod\(s\) run without their sidecars, in 5 workload\(s\)/);
+      assert.equal(text.err, '');
       const json = JSON.parse((await cli(['drift', '-n', 'orders', '-o', 'json', '--kubeconfig', api.kubeconfig])).out);
       assert.deepEqual([json.injected, json.stale, json.missing], [1, 1, 5]);
+      assert.deepEqual(json.webhooks, { source: 'MutatingWebhookConfiguration sidecar-injector' });
       assert.deepEqual(
         json.workloads.map((w: any) => [`${w.kind}/${w.name}`, w.stale, w.missing, w.pods.map((p: any) => `${p.name}:${p.state}:${p.reason}`)]),
         [
@@ -194,6 +201,31 @@ describe('sidecar-injector drift: missing sidecars and --restart (against a fake
           ['StatefulSet/ledger', 1, 0, ['ledger-0:stale:sidecars-changed']],
         ],
       );
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('judges the opt-in by the webhooks as installed: without the namespace opt-in webhook, unlabelled pods are not missing', async () => {
+    // A Helm release with namespaceOptIn.enabled=false installs the pod-label webhook alone.
+    const podLabelOnly = { ...MUTATING, metadata: { name: 'injector' }, webhooks: MUTATING.webhooks.filter((w) => w.name === 'inject.sidecar-injector.io') };
+    const api = await coldStartCluster({}, [podLabelOnly, { ...webhookConfigObject('mutating', 'someone-else') }]);
+    try {
+      const json = JSON.parse((await cli(['drift', '-n', 'orders', '-o', 'json', '--kubeconfig', api.kubeconfig])).out);
+      assert.deepEqual([json.injected, json.stale, json.missing], [1, 1, 0]);
+      assert.deepEqual(json.webhooks, { source: 'MutatingWebhookConfiguration injector' });
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('falls back to the shipped webhooks, and says so, when none of the injector is installed', async () => {
+    const api = await coldStartCluster({}, []);
+    try {
+      const r = await cli(['drift', '-n', 'orders', '-o', 'json', '--kubeconfig', api.kubeconfig]);
+      assert.equal(r.code, 0, r.err);
+      assert.deepEqual(JSON.parse(r.out).missing, 5);
+      assert.equal(r.err, "note: no MutatingWebhookConfiguration holds the injector's webhooks (inject.sidecar-injector.io, namespace.inject.sidecar-injector.io): judging which pods are opted in by manifests/base/webhooks.yaml\n");
     } finally {
       await api.close();
     }

@@ -8,7 +8,7 @@ import { selectTemplates } from '../../src/inject/policy.js';
 import { oldTemplates, RETIRED, runningPod, storedPod, templates } from '../helpers/running-pods.js';
 
 const current = templates();
-const NO_NAMESPACE_OPT_IN = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels: new Map() };
+const NO_NAMESPACE_OPT_IN = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, source: 'shipped', namespaceLabels: new Map() };
 const web = { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-7c9f8b6d4' };
 
 describe('drift', () => {
@@ -129,7 +129,7 @@ describe('drift', () => {
   });
 
   describe('missing sidecars', () => {
-    const optedInNamespace = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels: new Map([['orders', { 'sidecar-injector.io/inject': 'true' }]]) };
+    const optedInNamespace = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, source: 'shipped', namespaceLabels: new Map([['orders', { 'sidecar-injector.io/inject': 'true' }]]) };
     const labelled = { 'sidecar-injector.io/inject': 'true' };
 
     it('finds a pod injected as admission saw it (defaulted, with the ServiceAccount volume) up to date once stored', () => {

@@ -20,7 +20,8 @@ export interface Call {
  * A stand-in for the kube-apiserver that answers the calls the injector makes (Secrets, and the
  * two webhook configuration kinds) with the API server's semantics: 404 Status for a missing
  * object, 409 AlreadyExists on a second create, 409 Conflict on an update carrying a stale
- * resourceVersion, 422 when a JSON patch `test` fails. Over HTTPS, with a bearer token.
+ * resourceVersion, 422 when a JSON patch `test` fails. Over HTTPS, with a bearer token. The webhook
+ * configurations are listed too (what `drift` reads the injector's selectors from).
  * For `drift`: lists of Pods (with the status.phase field selector), ReplicaSets and Jobs, in one
  * namespace or all, in pages (limit and continue, as the apiserver's chunked lists), a ConfigMap,
  * Namespaces (get and list), and Deployments, StatefulSets and DaemonSets: get, and the strategic
@@ -84,6 +85,11 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     const url = new URL(req.url ?? '/', 'https://x');
     const secret = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/);
     if (secret) return secretRoute(req.method ?? '', secret[1]!, secret[2], body);
+    const hookList = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations$/);
+    if (hookList && req.method === 'GET') {
+      const items = [...hooks.entries()].filter(([key]) => key.startsWith(`${hookList[1]}/`)).map(([, obj]) => obj);
+      return [200, { kind: `${hookList[1] === 'mutating' ? 'Mutating' : 'Validating'}WebhookConfigurationList`, apiVersion: 'admissionregistration.k8s.io/v1', metadata: { resourceVersion: String(version) }, items }];
+    }
     const hook = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations\/([^/]+)$/);
     if (hook) return hookRoute(req, hook[1] as 'mutating' | 'validating', hook[2]!, body);
     const configMap = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/configmaps\/([^/]+)$/);
