@@ -46,6 +46,8 @@ export interface FakeApiServer {
   object(kind: string, namespace: string, name: string): any;
   /** How a workload's rollout goes after a patch (default `rolls`). */
   setRollout(kind: string, namespace: string, name: string, rollout: Rollout): void;
+  /** Answers every request for this path with 403 Forbidden, as RBAC does for a verb not granted. */
+  forbid(path: string): void;
   /** Every PATCH of a workload, in order: the path, the Content-Type and the body. */
   readonly patches: { readonly path: string; readonly contentType: string; readonly body: any }[];
   /** Milliseconds to hold each answer: widens the window in which replicas race. */
@@ -70,6 +72,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
   const calls: Call[] = [];
   const patches: { path: string; contentType: string; body: any }[] = [];
   const rollouts = new Map<string, { rollout: Rollout; step: number }>();
+  const forbidden = new Set<string>();
   const bundleHistory: Record<'mutating' | 'validating', string[]> = { mutating: [], validating: [] };
   let version = 100;
   const state = { latencyMs: 0 };
@@ -83,6 +86,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
   const route = async (req: IncomingMessage, body: string): Promise<[number, unknown]> => {
     if (req.headers.authorization !== `Bearer ${TOKEN}`) return status(401, 'Unauthorized', 'Unauthorized');
     const url = new URL(req.url ?? '/', 'https://x');
+    if (forbidden.has(url.pathname)) return status(403, 'Forbidden', `forbidden: User "drift" cannot ${req.method} ${url.pathname}`);
     const secret = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/);
     if (secret) return secretRoute(req.method ?? '', secret[1]!, secret[2], body);
     const hookList = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations$/);
@@ -238,6 +242,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     object: (kind, namespace, name) => objects.get(kind)?.get(`${namespace}/${name}`),
     setRollout: (kind, namespace, name, rollout) => void rollouts.set(`${kind}/${namespace}/${name}`, { rollout, step: -1 }),
     patches,
+    forbid: (path) => void forbidden.add(path),
     putWebhookConfig: (kind, obj) => {
       const stored = { ...obj, metadata: { ...obj.metadata, resourceVersion: nextVersion() } };
       hooks.set(`${kind}/${obj.metadata.name}`, stored);
