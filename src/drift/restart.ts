@@ -160,7 +160,7 @@ export function rolloutStatus(ref: WorkloadKey, w: Workload): RolloutStatus {
     case 'StatefulSet':
       return statefulSetStatus(w as StatefulSetLike);
     case 'DaemonSet':
-      return daemonSetStatus(ref.name, w as DaemonSetLike);
+      return daemonSetStatus(w as DaemonSetLike);
   }
 }
 
@@ -204,21 +204,21 @@ function statefulSetStatus(s: StatefulSetLike): RolloutStatus {
   if (!observed(s)) return waiting(OBSERVING);
   const st = s.status ?? {};
   const wanted = s.spec?.replicas;
-  if (wanted !== undefined && (st.readyReplicas ?? 0) < wanted) return waiting(`${wanted - (st.readyReplicas ?? 0)} pods to be ready`);
+  if (wanted !== undefined && (st.readyReplicas ?? 0) < wanted) return waiting(`waiting for ${wanted - (st.readyReplicas ?? 0)} pod(s) to be ready`);
   const partition = s.spec?.updateStrategy?.rollingUpdate?.partition;
   if (partition !== undefined && wanted !== undefined) {
     if (partition < wanted && (st.updatedReplicas ?? 0) < wanted - partition) return waiting(`partitioned roll out: ${st.updatedReplicas ?? 0} out of ${wanted - partition} new pods have been updated`);
     return { done: true, message: `partitioned roll out complete: ${st.updatedReplicas ?? 0} new pods have been updated` };
   }
   if (st.updateRevision !== st.currentRevision) return waiting(`rolling update to revision ${st.updateRevision ?? ''}: ${st.updatedReplicas ?? 0} pods updated`);
-  return { done: true, message: `rolling update complete ${st.readyReplicas ?? 0} pods at revision ${st.currentRevision ?? ''}` };
+  return { done: true, message: `successfully rolled out: ${st.readyReplicas ?? 0} pod(s) at revision ${st.currentRevision ?? ''}` };
 }
 
-function daemonSetStatus(name: string, d: DaemonSetLike): RolloutStatus {
+function daemonSetStatus(d: DaemonSetLike): RolloutStatus {
   if (!observed(d)) return waiting(OBSERVING);
   const s = d.status ?? {};
   const desired = s.desiredNumberScheduled ?? 0;
   if ((s.updatedNumberScheduled ?? 0) < desired) return waiting(`${s.updatedNumberScheduled ?? 0} out of ${desired} new pods have been updated`);
   if ((s.numberAvailable ?? 0) < desired) return waiting(`${s.numberAvailable ?? 0} of ${desired} updated pods are available`);
-  return { done: true, message: `daemon set "${name}" successfully rolled out` };
+  return { done: true, message: 'successfully rolled out' };
 }

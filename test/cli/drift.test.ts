@@ -274,9 +274,9 @@ describe('sidecar-injector drift: missing sidecars and --restart (against a fake
       const agentLast = order.lastIndexOf('GET daemonsets/agent');
       assert.ok(agentLast < order.indexOf('PATCH deployments/api') && order.lastIndexOf('GET deployments/api') < order.indexOf('PATCH statefulsets/ledger'), order.join('\n'));
       assert.match(r.out, /^will restart orders DaemonSet\/agent: 1 missing pod\(s\)\n/);
-      assert.match(r.out, /\norders DaemonSet\/agent: restarting\norders DaemonSet\/agent: waiting for the controller to observe the restart\norders DaemonSet\/agent: 1 out of 2 new pods have been updated\norders DaemonSet\/agent: daemon set "agent" successfully rolled out\n/);
+      assert.match(r.out, /\norders DaemonSet\/agent: restarting\norders DaemonSet\/agent: waiting for the controller to observe the restart\norders DaemonSet\/agent: 1 out of 2 new pods have been updated\norders DaemonSet\/agent: successfully rolled out\n/);
       assert.match(r.out, /\norders Deployment\/api: successfully rolled out\n/);
-      assert.match(r.out, /\norders StatefulSet\/ledger: rolling update complete 1 pods at revision ledger-new\n/);
+      assert.match(r.out, /\norders StatefulSet\/ledger: successfully rolled out: 1 pod\(s\) at revision ledger-new\n/);
       assert.match(r.out, /\nrestart: 3 restarted, 0 skipped, 0 failed, 0 not started of 3 workload\(s\)\n$/);
       // Bare pods and Jobs are never touched.
       assert.deepEqual(api.calls.filter((c) => c.method !== 'GET' && c.method !== 'PATCH'), []);
