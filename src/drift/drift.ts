@@ -9,8 +9,8 @@ import type { TemplateSet } from '../templates/load.js';
 
 /**
  * Whether a running pod's sidecars are what the templates inject now. `missing`: the pod is opted in
- * but carries no injection status, so it runs without its sidecars (created while the injector was
- * down or before it was installed; its mutating webhook fails open).
+ * but carries no injection status, so it runs without its sidecars (created before the injector was
+ * installed, or while it was down and its webhooks failed open).
  */
 export const PodState = { Current: 'current', Stale: 'stale', Missing: 'missing' } as const;
 export type PodState = (typeof PodState)[keyof typeof PodState];
@@ -67,7 +67,7 @@ export interface WorkloadRef {
 }
 
 export interface WorkloadDrift extends WorkloadRef {
-  /** The workload's injected pods: all of them with `--all`, else only the stale ones. */
+  /** The workload's injected and missing pods: all of them with `--all`, else only the stale and missing ones. */
   readonly pods: readonly PodDrift[];
   /** How many of its pods are injected, how many of those are stale, and how many opted-in pods are not injected. */
   readonly injected: number;
