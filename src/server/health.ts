@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { limitConnections } from './connections.js';
 import { encodeStatus, type StatusAnswer } from './status.js';
 
 /** A handler for an extra path on the health port (such as /metrics). */
@@ -13,16 +14,20 @@ export interface HealthOptions {
 }
 
 /**
- * The edge limits of the health port, the review port's (EdgeLimits in admission.ts) for clients
- * that are as few: the kubelet's probes (a new connection each) and a Prometheus scraper or two.
- * Before these, a client could hold the port with headers that never end (Node's default headers
- * timeout is 60 s) and open connections without bound (issue 11).
+ * The edge limits of the health port, for its few clients: the kubelet's probes (a new connection
+ * and one request each, answered within the probe's 1 s timeout by default) and a Prometheus
+ * scraper or two (a request every 15-60 s). Before these, a client could hold the port with
+ * headers that never end (Node's default headers timeout is 60 s) and open connections without
+ * bound (issue 11); and 64 idle keep-alive connections, or a slowloris at 13 connections a second,
+ * held every slot for two minutes, so the probes failed and the kubelet restarted the pod (issue 20).
  */
 export const HealthLimits = {
-  headersSeconds: 5,
-  /** Probes and scrapers keep a handful of connections; the kubelet's probe timeout is 1 s by default. */
+  /** A probe sends its headers at once. */
+  headersSeconds: 2,
+  /** Connections at once; one more closes the oldest idle one (connections.ts). */
   maxConnections: 64,
-  keepAliveSeconds: 120,
+  /** No client here reuses a connection within seconds: a scraper's next request comes 15 s or more later. */
+  keepAliveSeconds: 2,
   maxHeaderSize: 8 * 1024,
   maxHeadersCount: 64,
   idleSocketSeconds: 30,
@@ -47,7 +52,7 @@ export function createHealthServer(opts: HealthOptions): Server {
     (req, res) => route(opts, req, res),
   );
   server.maxHeadersCount = HealthLimits.maxHeadersCount;
-  server.maxConnections = HealthLimits.maxConnections;
+  limitConnections(server, HealthLimits.maxConnections);
   server.setTimeout(HealthLimits.idleSocketSeconds * 1000);
   return server;
 }
