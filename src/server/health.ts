@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import Koa from 'koa';
 import { limitConnections } from './connections.js';
 import { encodeStatus, type StatusAnswer } from './status.js';
 
@@ -35,8 +36,9 @@ export const HealthLimits = {
 } as const;
 
 /**
- * The plain-HTTP probe server: /healthz answers while the process serves, /readyz only when it can
- * answer reviews. Kept apart from the TLS port so probes never depend on the certificate.
+ * The plain-HTTP probe server, a small Koa app: /healthz answers while the process serves, /readyz
+ * only when it can answer reviews, and the extra routes (/metrics) write their own answers. Kept
+ * apart from the TLS port so probes never depend on the certificate.
  */
 export function createHealthServer(opts: HealthOptions): Server {
   const requestSeconds = opts.requestTimeout ?? 10;
@@ -49,7 +51,7 @@ export function createHealthServer(opts: HealthOptions): Server {
       maxHeaderSize: HealthLimits.maxHeaderSize,
       insecureHTTPParser: false,
     },
-    (req, res) => route(opts, req, res),
+    healthApp(opts),
   );
   server.maxHeadersCount = HealthLimits.maxHeadersCount;
   limitConnections(server, HealthLimits.maxConnections);
@@ -57,32 +59,43 @@ export function createHealthServer(opts: HealthOptions): Server {
   return server;
 }
 
-function route(opts: HealthOptions, req: IncomingMessage, res: ServerResponse): void {
-  const path = (req.url ?? '/').split('?', 1)[0];
-  if (req.method !== 'GET' && req.method !== 'HEAD') {
-    res.setHeader('Allow', 'GET, HEAD');
-    return sendError(res, { status: 405, code: 'METHOD_NOT_ALLOWED', message: 'use GET' });
-  }
-  if (path === '/healthz' || path === '/livez') return send(res, 200, JSON.stringify({ status: 'ok' }));
-  if (path === '/readyz') return opts.isReady() ? send(res, 200, JSON.stringify({ status: 'ready' })) : send(res, 503, JSON.stringify({ status: 'not ready' }));
-  const handler = path === undefined ? undefined : opts.routes?.get(path);
-  if (handler) {
-    Promise.resolve(handler(req, res)).catch((err: unknown) => {
+function healthApp(opts: HealthOptions): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+  const app = new Koa();
+  // Past the error edge: a connection gone under its request, nothing to answer.
+  app.on('error', () => {});
+  app.use(async (ctx, next) => {
+    try {
+      await next();
+    } catch (err) {
       // A route that failed after it began its answer can only drop the connection.
-      if (res.headersSent) return void res.destroy();
-      sendError(res, { status: 500, code: 'INTERNAL', message: err instanceof Error ? err.message : String(err) });
-    });
-    return;
-  }
-  sendError(res, { status: 404, code: 'NOT_FOUND', message: 'no such path; the health port serves /healthz, /readyz and /metrics' });
+      if (ctx.headerSent) return void ctx.res.destroy();
+      ctx.respond = true;
+      sendError(ctx, { status: 500, code: 'INTERNAL', message: err instanceof Error ? err.message : String(err) });
+    }
+  });
+  app.use(async (ctx) => {
+    if (ctx.method !== 'GET' && ctx.method !== 'HEAD') {
+      ctx.set('Allow', 'GET, HEAD');
+      return sendError(ctx, { status: 405, code: 'METHOD_NOT_ALLOWED', message: 'use GET' });
+    }
+    if (ctx.path === '/healthz' || ctx.path === '/livez') return send(ctx, 200, JSON.stringify({ status: 'ok' }));
+    if (ctx.path === '/readyz') return opts.isReady() ? send(ctx, 200, JSON.stringify({ status: 'ready' })) : send(ctx, 503, JSON.stringify({ status: 'not ready' }));
+    const handler = opts.routes?.get(ctx.path);
+    if (handler === undefined) return sendError(ctx, { status: 404, code: 'NOT_FOUND', message: 'no such path; the health port serves /healthz, /readyz and /metrics' });
+    // The route writes its own answer (prom-client's text).
+    ctx.respond = false;
+    await handler(ctx.req, ctx.res);
+  });
+  return app.callback();
 }
 
 /** An error answer, in the review port's shape (a metav1.Status with our code as its cause). */
-function sendError(res: ServerResponse, answer: StatusAnswer): void {
-  send(res, answer.status, encodeStatus(answer));
+function sendError(ctx: Koa.Context, answer: StatusAnswer): void {
+  send(ctx, answer.status, encodeStatus(answer));
 }
 
-function send(res: ServerResponse, status: number, text: string): void {
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
+function send(ctx: Koa.Context, status: number, text: string): void {
+  ctx.status = status;
+  ctx.set('Content-Type', 'application/json');
+  ctx.body = text;
 }
