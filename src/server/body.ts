@@ -17,8 +17,6 @@ export const CHUNK_OVERHEAD_BYTES = 512;
 
 /** Rejects anything but `application/json` (parameters such as charset are allowed). */
 export function checkContentType(header: string | undefined): void {
-  // What the apiserver sends, without taking it apart.
-  if (header === 'application/json') return;
   const type = (header ?? '').split(';', 1)[0]!.trim().toLowerCase();
   if (type !== 'application/json') throw new InjectorError('UNSUPPORTED_MEDIA_TYPE', [header ? JSON.stringify(header) : 'none']);
 }
