@@ -144,6 +144,23 @@ describe('Helm chart', () => {
     assert.equal(injector(objects).ports.find((p: Obj) => p.name === 'health').containerPort, args(objects).healthPort);
   });
 
+  it('renders no PodDisruptionBudget with one replica, where minAvailable: 1 would block every drain (issue 21)', () => {
+    assert.ok(!helmObjects({ set: { replicas: 1 } }).some((o) => o.kind === 'PodDisruptionBudget'), 'no budget for one replica');
+    const pdb = one(helmObjects({ set: { replicas: 3 } }), 'PodDisruptionBudget');
+    assert.equal(pdb.spec.minAvailable, 1, 'with more, a drain leaves one serving');
+  });
+
+  it('says one minimum Kubernetes version, the one native sidecars need, in Chart.yaml and the README (issue 21)', () => {
+    const chart = readFileSync(join(CHART, 'Chart.yaml'), 'utf8');
+    assert.equal(/^kubeVersion: "(.*)"$/m.exec(chart)?.[1], '>=1.29.0-0');
+    const readme = readFileSync('README.md', 'utf8');
+    const stated = [...readme.matchAll(/Kubernetes (1\.\d+) or newer/g)].map((m) => m[1]);
+    assert.deepEqual([...new Set(stated)], ['1.29'], 'the README states 1.29 and no other minimum');
+    assert.doesNotMatch(readme, /On 1\.27 or 1\.28/, 'and no support for older clusters');
+    assert.match(helmError({ set: { replicas: 2 } }, ['--kube-version', '1.28.5']) ?? 'rendered', /kubeVersion|incompatible|compatible/i, 'helm refuses 1.28');
+    assert.equal(helmError({}, ['--kube-version', '1.29.0']), undefined, 'and renders for 1.29');
+  });
+
   it('refuses values outside values.schema.json with a message naming the value', () => {
     const bad: [Record<string, unknown>, RegExp][] = [
       [{ certificates: { mode: 'vault' } }, /certificates\/mode/],
