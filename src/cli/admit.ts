@@ -1,9 +1,9 @@
 import { checkBody, DefaultBodyLimits, type BodyLimits, type ReviewRequest } from '../admission/codec.js';
 import { validating } from '../admission/handlers.js';
 import { attempt, InjectorError } from '../errors.js';
-import { Keys } from '../inject/keys.js';
+import { Keys, workloadKeyWarnings } from '../inject/keys.js';
 import { injectSidecars } from '../inject/mutate.js';
-import { OptInScope, Reason, refusalReason, selectTemplates, type Selection } from '../inject/policy.js';
+import { keyWarnings, OptInScope, Reason, refusalReason, selectTemplates, type Selection } from '../inject/policy.js';
 import { isOwnedByJob } from '../inject/render.js';
 import { apiserverReview } from '../kube/apiserver-review.js';
 import { namespaceCalls, webhookCalls, type WebhookCall } from '../kube/selectors.js';
@@ -43,8 +43,19 @@ const SHIPPED_WEBHOOKS = 'manifests/base/webhooks.yaml';
 const isMutating = (call: WebhookCall): boolean => call.configuration === 'MutatingWebhookConfiguration';
 const isValidating = (call: WebhookCall): boolean => call.configuration === 'ValidatingWebhookConfiguration';
 
-/** Plays the admission of one pod; never throws for a pod the server would deny (that is a `rejected` verdict). */
+/**
+ * Plays the admission of one pod; never throws for a pod the server would deny (that is a `rejected`
+ * verdict). Its warnings begin with the keys that look meant for the injector (issue 21), the
+ * workload's own included, which admission never sees.
+ */
 export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Admission {
+  const admission = admitted(site, set, cluster);
+  const workload = site.workloadMetadata === undefined ? [] : workloadKeyWarnings(site.kind, site.workloadMetadata, site.pod.metadata ?? {});
+  const keys = [...workload, ...keyWarnings(site.pod, set, admission.selection?.templates)];
+  return keys.length === 0 ? admission : { ...admission, warnings: [...keys, ...admission.warnings] };
+}
+
+function admitted(site: PodSite, set: TemplateSet, cluster: Cluster): Admission {
   const where = { namespace: site.namespace, namespaceLabels: cluster.namespaceLabels };
   const calls = webhookCalls({ ...where, podLabels: site.pod.metadata?.labels ?? {} }, cluster.configurations);
   if (calls.length === 0) return notSent(site, set, namespaceCalls(where, cluster.configurations));

@@ -35,6 +35,8 @@ export interface PodSite {
   readonly namespace: string;
   /** Pods of Jobs and CronJobs; for a bare Pod, undefined (its ownerReferences tell). */
   readonly ownedByJob: boolean | undefined;
+  /** The workload's own labels and annotations, which its pods never get; undefined for a Pod. */
+  readonly workloadMetadata?: { readonly labels?: Readonly<Record<string, string>>; readonly annotations?: Readonly<Record<string, string>> };
 }
 
 /**
@@ -72,7 +74,12 @@ export function podSites(doc: JsonObject, namespace: string, path: readonly (str
   const template = checkedPod(found, title);
   const pod = kind === 'Pod' ? template : asControllerPod(template, kind, name, doc);
   const ownedByJob = kind === 'Job' || kind === 'CronJob' ? true : kind === 'Pod' ? undefined : false;
-  return [{ title, kind, path: [...path, ...at], pod, namespace: ns, ownedByJob }];
+  const workloadMetadata = kind === 'Pod' ? undefined : { ...(isStringMap(meta['labels']) && { labels: meta['labels'] }), ...(isStringMap(meta['annotations']) && { annotations: meta['annotations'] }) };
+  return [{ title, kind, path: [...path, ...at], pod, namespace: ns, ownedByJob, ...(workloadMetadata !== undefined && { workloadMetadata }) }];
+}
+
+function isStringMap(value: unknown): value is Record<string, string> {
+  return isObject(value) && Object.values(value).every((v) => typeof v === 'string');
 }
 
 /** The same shape checks the server makes on request.object, so a malformed pod is a clear error, not a crash. */
