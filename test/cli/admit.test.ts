@@ -114,3 +114,20 @@ describe('admitPod with the review limits of serve', () => {
     assert.equal(many.verdict, 'injected', many.why.join('; '));
   });
 });
+
+describe('admitPod: keys that look meant for the injector (issue 21)', () => {
+  const deployment = (workload: Record<string, unknown>, template: Record<string, unknown>): any =>
+    podSites({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', namespace: 'shop', ...workload }, spec: { template: { metadata: template, spec: { containers: [{ name: 'app', image: 'busybox' }] } } } }, 'default')[0]!;
+
+  it('warns of the inject label set on the Deployment instead of its pod template, which admission never sees', () => {
+    const a = admitPod(deployment({ labels: { 'sidecar-injector.io/inject': 'true' } }, { labels: { app: 'web' } }), set, shipped());
+    assert.equal(a.verdict, 'not-injected');
+    assert.deepEqual(a.warnings, ['label "sidecar-injector.io/inject" is on the Deployment, not on its pod template (spec.template.metadata): its pods never get it']);
+  });
+
+  it('warns of a typo of the templates annotation in the pod template, as the mutating webhook does', () => {
+    const a = admitPod(deployment({}, { labels: { 'sidecar-injector.io/inject': 'true' }, annotations: { 'sidecar-injector.io/template': 'x' } }), set, shipped());
+    assert.equal(a.verdict, 'injected');
+    assert.equal(a.warnings[0], 'annotation "sidecar-injector.io/template" is not read by the injector; did you mean "sidecar-injector.io/templates"?');
+  });
+});
