@@ -270,7 +270,8 @@ function portWarnings(spec: PodSpec, sidecars: readonly Sidecar[], warnings: str
   if (wanted === undefined) return;
   const look = (c: Container): void => {
     for (const p of c.ports ?? []) {
-      const hits = typeof p['containerPort'] === 'number' ? wanted.get(p['containerPort']) : undefined;
+      // The pod's own lists are as the review gave them: an item may be null (podObject checks no more).
+      const hits = typeof p?.['containerPort'] === 'number' ? wanted.get(p['containerPort']) : undefined;
       for (const hit of hits ?? []) if (hit.key === `${p['containerPort']}/${protocolOf(p)}` && !hit.declaredBy.includes(c.name)) hit.declaredBy.push(c.name);
     }
   };
