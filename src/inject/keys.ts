@@ -104,23 +104,21 @@ function strayKey(key: string, where: Where, context: KeyContext, describe: bool
 function looksMeant(key: string, where: Where, context: KeyContext, describe: boolean): string | undefined {
   const slash = key.indexOf('/');
   if (slash <= 0) return undefined;
-  const name = key.slice(slash + 1);
   if (slash === KEY_PREFIX.length && key.startsWith(KEY_PREFIX)) {
     if (Contract[where].includes(key)) return undefined;
-    return describe ? unread(where, key, suggestedKey(name, where), CONTRACT) : '';
+    return describe ? unread(where, key, suggestedKey(key.slice(slash + 1), where), `its ${where} is ${Contract[where][0]}`) : '';
   }
   if (slash > TEMPLATE_SUFFIX.length && key.startsWith(TEMPLATE_SUFFIX, slash - TEMPLATE_SUFFIX.length)) {
-    return templateKey(key, key.slice(0, slash - TEMPLATE_SUFFIX.length), name, where, context, describe);
+    return templateKey(key, key.slice(0, slash - TEMPLATE_SUFFIX.length), key.slice(slash + 1), where, context, describe);
   }
   if (!mayBeNear(key, slash)) return undefined;
   const near = nearMiss(key.slice(0, slash));
   if (near === undefined) return undefined;
   if (!describe) return '';
+  const name = key.slice(slash + 1);
   if (near.template !== undefined) return unread(where, key, { where: 'annotation', key: `${near.template}${TEMPLATE_SUFFIX}/${name}` });
   return unread(where, key, suggestedKey(name, where), `its keys are under ${KEY_PREFIX}/`);
 }
-
-const CONTRACT = `its keys are ${Keys.inject} (label) and ${Keys.templates} (annotation)`;
 
 /**
  * A key under `<template>.sidecar-injector.io/`: the override annotations of a selected template

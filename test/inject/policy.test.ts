@@ -134,7 +134,7 @@ describe('keyWarnings: keys that look meant for the injector but are not its own
     ['a prefix with a dot for its dash', { 'sidecar.injector.io/inject': 'true' }, {}, /^label "sidecar\.injector\.io\/inject" is not read by the injector; did you mean "sidecar-injector\.io\/inject"\?$/],
     ['the inject label written as an annotation', {}, { 'sidecar-injector.io/inject': 'true' }, /^annotation "sidecar-injector\.io\/inject" .*did you mean the label "sidecar-injector\.io\/inject"\?$/],
     ['the templates annotation written as a label', { ...opted, 'sidecar-injector.io/templates': 'debug' }, {}, /^label "sidecar-injector\.io\/templates" .*did you mean the annotation "sidecar-injector\.io\/templates"\?$/],
-    ['an unknown key under the prefix', opted, { 'sidecar-injector.io/enabled': 'yes' }, /^annotation "sidecar-injector\.io\/enabled" is not read by the injector: its keys are/],
+    ['an unknown key under the prefix', opted, { 'sidecar-injector.io/enabled': 'yes' }, /^annotation "sidecar-injector\.io\/enabled" is not read by the injector: its annotation is sidecar-injector\.io\/templates$/],
     ['an override of a template that does not exist', opted, { 'prxy.sidecar-injector.io/cpu': '1' }, /"prxy\.sidecar-injector\.io\/cpu" is not read by the injector; did you mean "proxy\.sidecar-injector\.io\/cpu"\?/],
     ['an override written as a label', { ...opted, 'proxy.sidecar-injector.io/cpu': '1' }, {}, /^label "proxy\.sidecar-injector\.io\/cpu" .*did you mean the annotation/],
     ['an override under a near-miss prefix', opted, { 'proxy.sidecar-injector.com/memory': '1Gi' }, /did you mean "proxy\.sidecar-injector\.io\/memory"\?/],
