@@ -163,13 +163,15 @@ describe('Helm chart', () => {
     assert.equal(pdb.spec.minAvailable, 1, 'with more, a drain leaves one serving');
   });
 
-  it('says one minimum Kubernetes version, the one native sidecars need, in Chart.yaml and the README (issue 21)', () => {
+  it('says one minimum Kubernetes version, the one native sidecars need, in Chart.yaml, the README and docs/operating.md (issue 21)', () => {
     const chart = readFileSync(join(CHART, 'Chart.yaml'), 'utf8');
     assert.equal(/^kubeVersion: "(.*)"$/m.exec(chart)?.[1], '>=1.29.0-0');
-    const readme = readFileSync('README.md', 'utf8');
-    const stated = [...readme.matchAll(/Kubernetes (1\.\d+) or newer/g)].map((m) => m[1]);
-    assert.deepEqual([...new Set(stated)], ['1.29'], 'the README states 1.29 and no other minimum');
-    assert.doesNotMatch(readme, /On 1\.27 or 1\.28/, 'and no support for older clusters');
+    for (const doc of ['README.md', 'docs/operating.md']) {
+      const text = readFileSync(doc, 'utf8');
+      const stated = [...text.matchAll(/Kubernetes (1\.\d+) or newer/g)].map((m) => m[1]);
+      assert.deepEqual([...new Set(stated)], ['1.29'], `${doc} states 1.29 and no other minimum`);
+      assert.doesNotMatch(text, /(on|On) 1\.27 or 1\.28/, `${doc}: and no support for older clusters`);
+    }
     assert.match(helmError({ set: { replicas: 2 } }, ['--kube-version', '1.28.5']) ?? 'rendered', /kubeVersion|incompatible|compatible/i, 'helm refuses 1.28');
     assert.equal(helmError({}, ['--kube-version', '1.29.0']), undefined, 'and renders for 1.29');
   });
