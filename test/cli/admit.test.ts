@@ -131,3 +131,13 @@ describe('admitPod: keys that look meant for the injector (issue 21)', () => {
     assert.equal(a.warnings[0], 'annotation "sidecar-injector.io/template" is not read by the injector; did you mean "sidecar-injector.io/templates"?');
   });
 });
+
+describe('admitPod: a port a sidecar and the pod both declare (issue 21)', () => {
+  it('carries the mutating webhook\'s warning, naming both containers, for explain and inject', async () => {
+    const bundled = await loadTemplateSet('templates');
+    const site = podSites({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'shop', labels: { 'sidecar-injector.io/inject': 'true' }, annotations: { 'sidecar-injector.io/templates': 'proxy' } }, spec: { containers: [{ name: 'admin', image: 'busybox', ports: [{ containerPort: 9901 }] }] } }, 'default')[0]!;
+    const a = admitPod(site, bundled, shipped());
+    assert.equal(a.verdict, 'injected', a.why.join('; '));
+    assert.deepEqual(a.warnings, ['port 9901/TCP of sidecar "proxy" (template proxy) is also declared by container "admin"; one of them will fail to bind']);
+  });
+});
