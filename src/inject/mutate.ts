@@ -230,7 +230,7 @@ function withPodToken(spec: PodSpec, plan: InjectionPlan, warnings: string[]): r
   if (wanting.length === 0) return plan.sidecars;
   const volume = podTokenVolume(spec, new Set(plan.sidecars.map((s) => s.container.name)));
   if (volume === undefined) {
-    for (const r of wanting) warnings.push(`template "${r.name}" asks for the pod's ServiceAccount token, but the pod mounts none; its containers get none`);
+    for (const r of wanting) warnings.push(`template "${r.name}" wants the pod's ServiceAccount token, but no container of the pod mounts one (automount off?)`);
     return plan.sidecars;
   }
   const mount = tokenMount(volume);

@@ -523,7 +523,7 @@ describe('the ServiceAccount token and the application containers a template tou
     const { pod: out, warnings } = mutated(pod, set(vault));
     const sidecar = out.spec.containers.find((c: any) => c.name === 'vault-agent');
     assert.deepEqual(mountsAt(sidecar, tokenPath), []);
-    assert.deepEqual(warnings, ['template "vault-agent" asks for the pod\'s ServiceAccount token, but the pod mounts none; its containers get none']);
+    assert.deepEqual(warnings, ['template "vault-agent" wants the pod\'s ServiceAccount token, but no container of the pod mounts one (automount off?)']);
     settled(out, set(vault));
   });
 
