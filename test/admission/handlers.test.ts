@@ -576,7 +576,16 @@ describe('the ServiceAccount token and the application containers a template tou
     assert.deepEqual(got('app').env.map((e: any) => e.name), ['OTEL_EXPORTER_OTLP_ENDPOINT', 'VAULT_ADDR']);
     assert.equal(got('worker').env, undefined);
     assert.deepEqual(got('exporter').env.map((e: any) => e.name), ['VAULT_ADDR']);
-    assert.ok(warnings.includes('annotation sidecar-injector.io/app-containers names "wroker", not containers of the pod'), String(warnings));
+    assert.deepEqual(warnings, [
+      'annotation sidecar-injector.io/app-containers names "wroker", not containers of the pod',
+      'appContainers of template "otel" names "istio-proxy", not containers of the pod',
+    ]);
     settled(out, set(otel, vault));
+  });
+
+  it('suggests the app-containers annotation for a typo of it', () => {
+    const pod = admitted({ containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] }, { 'sidecar-injector.io/app-container': 'app' });
+    const { warnings } = mutated(pod, set(otel));
+    assert.ok(warnings.includes('annotation "sidecar-injector.io/app-container" is not read by the injector; did you mean "sidecar-injector.io/app-containers"?'), String(warnings));
   });
 });
