@@ -64,6 +64,8 @@ export interface RenderedTemplate {
   readonly placement?: Placement;
   /** `serviceAccountToken: true`: its containers mount the pod's own token volume (mutate.ts finds it per pod). */
   readonly podToken?: true;
+  /** The object form of `serviceAccountToken`: the name of the template's own token volume (in `volumes`, mounted by its containers). */
+  readonly tokenVolume?: string;
   /** Which application containers get `env` and `volumeMounts`; absent: all of them. */
   readonly appContainers?: AppContainers;
 }
@@ -122,6 +124,7 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
     nativeSidecar,
     ...(spec.placement !== undefined && { placement: spec.placement }),
     ...(spec.serviceAccountToken === true && { podToken: true as const }),
+    ...(token !== undefined && { tokenVolume: token.volume.name }),
     ...(spec.appContainers !== undefined && { appContainers: deepFreeze(spec.appContainers) }),
   };
   const render = isDynamic(compiled)
