@@ -164,6 +164,15 @@ export function chartValuesSchema(core?: Readonly<Record<string, CoreDefinition>
         additionalProperties: false,
         properties: { podMonitor: { $ref: '#/definitions/monitor' }, serviceMonitor: { $ref: '#/definitions/monitor' } },
       },
+      networkPolicy: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          enabled: { type: 'boolean' },
+          // Namespace names (DNS-1123 labels) whose pods may reach the health port (/metrics).
+          metricsNamespaces: { type: 'array', items: { type: 'string', pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$', maxLength: 63 }, uniqueItems: true },
+        },
+      },
     },
   };
 }
