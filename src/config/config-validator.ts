@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 export const validate = validate10;
 export default validate10;
-const schema11 = {"type":"object","additionalProperties":false,"properties":{"port":{"type":"integer","minimum":0,"maximum":65535,"default":8443},"healthPort":{"type":"integer","minimum":0,"maximum":65535,"default":8081},"host":{"type":"string","default":"0.0.0.0"},"certDir":{"type":"string","default":""},"selfSignedDir":{"type":"string","default":".certs"},"certSecret":{"type":"string","default":""},"namespace":{"type":"string","default":""},"serviceName":{"type":"string","minLength":1,"default":"sidecar-injector"},"webhookConfig":{"type":"string","default":"sidecar-injector"},"kubeconfig":{"type":"string","default":""},"certCheckInterval":{"type":"integer","minimum":1,"maximum":3600,"default":60},"shutdownDelay":{"type":"integer","minimum":0,"maximum":300,"default":0},"drainTimeout":{"type":"integer","minimum":1,"maximum":300,"default":15},"templatesDir":{"type":"string","minLength":1,"default":"./templates"},"templatesPollSeconds":{"type":"integer","minimum":0,"maximum":3600,"default":5},"templateHistoryMinutes":{"type":"integer","minimum":0,"maximum":1440,"default":10},"logLevel":{"enum":["trace","debug","info","warn","error","fatal","silent"],"default":"info"},"clientCa":{"type":"string","default":""},"requestTimeout":{"type":"integer","minimum":1,"maximum":60,"default":10},"maxConnections":{"type":"integer","minimum":1,"maximum":65535,"default":1024},"answerCacheMb":{"type":"integer","minimum":0,"maximum":1024,"default":4},"maxContainers":{"type":"integer","minimum":1,"maximum":100000,"default":250},"maxEnvPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxMountsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxPortsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":10000},"maxVolumes":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxObjectKeys":{"type":"integer","minimum":1,"maximum":1000000,"default":4096},"maxJsonNodes":{"type":"integer","minimum":1,"maximum":10000000,"default":65536},"maxObjectLayouts":{"type":"integer","minimum":1,"maximum":10000000,"default":4096},"maxShortStrings":{"type":"integer","minimum":1,"maximum":10000000,"default":8192},"maxPatchKib":{"type":"integer","minimum":1,"maximum":65536,"default":1024},"maxInflight":{"type":"integer","minimum":1,"maximum":10000,"default":32},"bodyTimeout":{"type":"integer","minimum":1,"maximum":60,"default":2},"bodiesInTransitMb":{"type":"integer","minimum":1,"maximum":1024,"default":32},"imageMirror":{"type":"string","default":""}}};
+const schema11 = {"type":"object","additionalProperties":false,"properties":{"port":{"type":"integer","minimum":0,"maximum":65535,"default":8443},"healthPort":{"type":"integer","minimum":0,"maximum":65535,"default":8081},"host":{"type":"string","default":"0.0.0.0"},"certDir":{"type":"string","default":""},"selfSignedDir":{"type":"string","default":".certs"},"certSecret":{"type":"string","default":""},"namespace":{"type":"string","default":""},"serviceName":{"type":"string","minLength":1,"default":"sidecar-injector"},"webhookConfig":{"type":"string","default":"sidecar-injector"},"kubeconfig":{"type":"string","default":""},"certCheckInterval":{"type":"integer","minimum":1,"maximum":3600,"default":60},"shutdownDelay":{"type":"integer","minimum":0,"maximum":300,"default":0},"drainTimeout":{"type":"integer","minimum":1,"maximum":300,"default":15},"templatesDir":{"type":"string","minLength":1,"default":"./templates"},"templatesPollSeconds":{"type":"integer","minimum":0,"maximum":3600,"default":5},"templateHistoryMinutes":{"type":"integer","minimum":0,"maximum":1440,"default":10},"logLevel":{"enum":["trace","debug","info","warn","error","fatal","silent"],"default":"info"},"clientCa":{"type":"string","default":""},"requestTimeout":{"type":"integer","minimum":1,"maximum":60,"default":10},"maxConnections":{"type":"integer","minimum":1,"maximum":65535,"default":1024},"answerCacheMb":{"type":"integer","minimum":0,"maximum":1024,"default":4},"maxContainers":{"type":"integer","minimum":1,"maximum":100000,"default":250},"maxEnvPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxMountsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxPortsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":10000},"maxVolumes":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxObjectKeys":{"type":"integer","minimum":1,"maximum":1000000,"default":4096},"maxJsonNodes":{"type":"integer","minimum":1,"maximum":10000000,"default":65536},"maxJsonKeys":{"type":"integer","minimum":1,"maximum":10000000,"default":32768},"maxPatchKib":{"type":"integer","minimum":1,"maximum":65536,"default":1024},"maxInflight":{"type":"integer","minimum":1,"maximum":10000,"default":32},"bodyTimeout":{"type":"integer","minimum":1,"maximum":60,"default":2},"bodiesInTransitMb":{"type":"integer","minimum":1,"maximum":1024,"default":32},"imageMirror":{"type":"string","default":""}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = require("ajv/dist/runtime/ucs2length").default;
 
@@ -99,11 +99,8 @@ data.maxObjectKeys = 4096;
 if(data.maxJsonNodes === undefined){
 data.maxJsonNodes = 65536;
 }
-if(data.maxObjectLayouts === undefined){
-data.maxObjectLayouts = 4096;
-}
-if(data.maxShortStrings === undefined){
-data.maxShortStrings = 8192;
+if(data.maxJsonKeys === undefined){
+data.maxJsonKeys = 32768;
 }
 if(data.maxPatchKib === undefined){
 data.maxPatchKib = 1024;
@@ -1290,7 +1287,7 @@ vErrors.push(err64);
 errors++;
 }
 }
-let data28 = data.maxObjectLayouts;
+let data28 = data.maxJsonKeys;
 if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
 let dataType27 = typeof data28;
 let coerced27 = undefined;
@@ -1300,7 +1297,7 @@ if(dataType27 === "boolean" || data28 === null
 coerced27 = +data28;
 }
 else {
-const err65 = {instancePath:instancePath+"/maxObjectLayouts",schemaPath:"#/properties/maxObjectLayouts/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err65 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -1313,13 +1310,13 @@ errors++;
 if(coerced27 !== undefined){
 data28 = coerced27;
 if(data !== undefined){
-data["maxObjectLayouts"] = coerced27;
+data["maxJsonKeys"] = coerced27;
 }
 }
 }
 if((typeof data28 == "number") && (isFinite(data28))){
 if(data28 > 10000000 || isNaN(data28)){
-const err66 = {instancePath:instancePath+"/maxObjectLayouts",schemaPath:"#/properties/maxObjectLayouts/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+const err66 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -1329,7 +1326,7 @@ vErrors.push(err66);
 errors++;
 }
 if(data28 < 1 || isNaN(data28)){
-const err67 = {instancePath:instancePath+"/maxObjectLayouts",schemaPath:"#/properties/maxObjectLayouts/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err67 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -1339,7 +1336,7 @@ vErrors.push(err67);
 errors++;
 }
 }
-let data29 = data.maxShortStrings;
+let data29 = data.maxPatchKib;
 if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
 let dataType28 = typeof data29;
 let coerced28 = undefined;
@@ -1349,7 +1346,7 @@ if(dataType28 === "boolean" || data29 === null
 coerced28 = +data29;
 }
 else {
-const err68 = {instancePath:instancePath+"/maxShortStrings",schemaPath:"#/properties/maxShortStrings/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err68 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -1362,13 +1359,13 @@ errors++;
 if(coerced28 !== undefined){
 data29 = coerced28;
 if(data !== undefined){
-data["maxShortStrings"] = coerced28;
+data["maxPatchKib"] = coerced28;
 }
 }
 }
 if((typeof data29 == "number") && (isFinite(data29))){
-if(data29 > 10000000 || isNaN(data29)){
-const err69 = {instancePath:instancePath+"/maxShortStrings",schemaPath:"#/properties/maxShortStrings/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+if(data29 > 65536 || isNaN(data29)){
+const err69 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65536},message:"must be <= 65536"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -1378,7 +1375,7 @@ vErrors.push(err69);
 errors++;
 }
 if(data29 < 1 || isNaN(data29)){
-const err70 = {instancePath:instancePath+"/maxShortStrings",schemaPath:"#/properties/maxShortStrings/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err70 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -1388,7 +1385,7 @@ vErrors.push(err70);
 errors++;
 }
 }
-let data30 = data.maxPatchKib;
+let data30 = data.maxInflight;
 if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
 let dataType29 = typeof data30;
 let coerced29 = undefined;
@@ -1398,7 +1395,7 @@ if(dataType29 === "boolean" || data30 === null
 coerced29 = +data30;
 }
 else {
-const err71 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err71 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -1411,13 +1408,13 @@ errors++;
 if(coerced29 !== undefined){
 data30 = coerced29;
 if(data !== undefined){
-data["maxPatchKib"] = coerced29;
+data["maxInflight"] = coerced29;
 }
 }
 }
 if((typeof data30 == "number") && (isFinite(data30))){
-if(data30 > 65536 || isNaN(data30)){
-const err72 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65536},message:"must be <= 65536"};
+if(data30 > 10000 || isNaN(data30)){
+const err72 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -1427,7 +1424,7 @@ vErrors.push(err72);
 errors++;
 }
 if(data30 < 1 || isNaN(data30)){
-const err73 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err73 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -1437,7 +1434,7 @@ vErrors.push(err73);
 errors++;
 }
 }
-let data31 = data.maxInflight;
+let data31 = data.bodyTimeout;
 if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
 let dataType30 = typeof data31;
 let coerced30 = undefined;
@@ -1447,7 +1444,7 @@ if(dataType30 === "boolean" || data31 === null
 coerced30 = +data31;
 }
 else {
-const err74 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err74 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -1460,13 +1457,13 @@ errors++;
 if(coerced30 !== undefined){
 data31 = coerced30;
 if(data !== undefined){
-data["maxInflight"] = coerced30;
+data["bodyTimeout"] = coerced30;
 }
 }
 }
 if((typeof data31 == "number") && (isFinite(data31))){
-if(data31 > 10000 || isNaN(data31)){
-const err75 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+if(data31 > 60 || isNaN(data31)){
+const err75 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -1476,7 +1473,7 @@ vErrors.push(err75);
 errors++;
 }
 if(data31 < 1 || isNaN(data31)){
-const err76 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err76 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -1486,7 +1483,7 @@ vErrors.push(err76);
 errors++;
 }
 }
-let data32 = data.bodyTimeout;
+let data32 = data.bodiesInTransitMb;
 if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
 let dataType31 = typeof data32;
 let coerced31 = undefined;
@@ -1496,7 +1493,7 @@ if(dataType31 === "boolean" || data32 === null
 coerced31 = +data32;
 }
 else {
-const err77 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err77 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -1509,13 +1506,13 @@ errors++;
 if(coerced31 !== undefined){
 data32 = coerced31;
 if(data !== undefined){
-data["bodyTimeout"] = coerced31;
+data["bodiesInTransitMb"] = coerced31;
 }
 }
 }
 if((typeof data32 == "number") && (isFinite(data32))){
-if(data32 > 60 || isNaN(data32)){
-const err78 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
+if(data32 > 1024 || isNaN(data32)){
+const err78 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -1525,7 +1522,7 @@ vErrors.push(err78);
 errors++;
 }
 if(data32 < 1 || isNaN(data32)){
-const err79 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err79 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -1535,17 +1532,19 @@ vErrors.push(err79);
 errors++;
 }
 }
-let data33 = data.bodiesInTransitMb;
-if(!(((typeof data33 == "number") && (!(data33 % 1) && !isNaN(data33))) && (isFinite(data33)))){
+let data33 = data.imageMirror;
+if(typeof data33 !== "string"){
 let dataType32 = typeof data33;
 let coerced32 = undefined;
 if(!(coerced32 !== undefined)){
-if(dataType32 === "boolean" || data33 === null
-              || (dataType32 === "string" && data33 && data33 == +data33 && !(data33 % 1))){
-coerced32 = +data33;
+if(dataType32 == "number" || dataType32 == "boolean"){
+coerced32 = "" + data33;
+}
+else if(data33 === null){
+coerced32 = "";
 }
 else {
-const err80 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err80 = {instancePath:instancePath+"/imageMirror",schemaPath:"#/properties/imageMirror/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -1558,69 +1557,18 @@ errors++;
 if(coerced32 !== undefined){
 data33 = coerced32;
 if(data !== undefined){
-data["bodiesInTransitMb"] = coerced32;
+data["imageMirror"] = coerced32;
 }
 }
 }
-if((typeof data33 == "number") && (isFinite(data33))){
-if(data33 > 1024 || isNaN(data33)){
-const err81 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
+}
+else {
+const err81 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err81];
 }
 else {
 vErrors.push(err81);
-}
-errors++;
-}
-if(data33 < 1 || isNaN(data33)){
-const err82 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err82];
-}
-else {
-vErrors.push(err82);
-}
-errors++;
-}
-}
-let data34 = data.imageMirror;
-if(typeof data34 !== "string"){
-let dataType33 = typeof data34;
-let coerced33 = undefined;
-if(!(coerced33 !== undefined)){
-if(dataType33 == "number" || dataType33 == "boolean"){
-coerced33 = "" + data34;
-}
-else if(data34 === null){
-coerced33 = "";
-}
-else {
-const err83 = {instancePath:instancePath+"/imageMirror",schemaPath:"#/properties/imageMirror/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err83];
-}
-else {
-vErrors.push(err83);
-}
-errors++;
-}
-}
-if(coerced33 !== undefined){
-data34 = coerced33;
-if(data !== undefined){
-data["imageMirror"] = coerced33;
-}
-}
-}
-}
-else {
-const err84 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err84];
-}
-else {
-vErrors.push(err84);
 }
 errors++;
 }
