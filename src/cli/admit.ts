@@ -37,7 +37,7 @@ export interface Cluster {
   readonly namespaceLabels: Labels;
 }
 
-/** Where the shipped configurations come from (src/kube/shipped-webhooks.ts is generated from it); named in messages. */
+/** Where the shipped configurations come from (src/generated/shipped-webhooks.ts is generated from it); named in messages. */
 const SHIPPED_WEBHOOKS = 'manifests/base/webhooks.yaml';
 
 const isMutating = (call: WebhookCall): boolean => call.configuration === 'MutatingWebhookConfiguration';

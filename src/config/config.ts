@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import type { ValidateFunction } from 'ajv';
 import { InjectorError } from '../errors.js';
 import { IMAGE_MIRROR_FLAG, parseImageMirrors, type ImageMirrors } from '../inject/image.js';
-import { validate as validateGenerated } from './config-validator.js';
+import { validate as validateGenerated } from '../generated/config-validator.js';
 
 /**
  * Every setting in one table: its flag, its environment variable, its JSON schema (with the

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { checkBody } from '../../src/admission/codec.js';
 import { admitPod, type Cluster } from '../../src/cli/admit.js';
-import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/generated/shipped-webhooks.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { podSites } from '../../src/workload/workload.js';
 import { managedFieldsOf } from '../helpers/managed-fields.js';
