@@ -151,10 +151,10 @@ export const MAX_NESTING = 64;
 /**
  * What a review body may hold before it is parsed. The apiserver sends up to 3 MiB (its request
  * limit), and JSON.parse of 3 MiB of small values or keys new to V8 holds the event loop for up to
- * a second; these bounds keep it, and the review after it, well under 50 ms (docs/limits-and-security.md,
- * measured by bench/shapes.ts). A key is the costliest value to parse (a new name or a new order
- * of names costs V8 about 1 µs), so keys are bounded apart from the other values (at most about
- * 0.4 µs each).
+ * a second; these bounds keep it, and the review after it, under 50 ms (measured by
+ * bench/shapes.ts; docs/limits-and-security.md). A key is the costliest value to parse (a name,
+ * or an order of names, new to V8 costs it 1 to 2 µs), so keys are bounded apart from the other
+ * values (at most about 0.6 µs each: a short string new to V8, which JSON.parse interns).
  */
 export interface BodyLimits {
   /** Keys of one JSON object (`--max-object-keys`): a map the handlers walk, such as labels or annotations. */
