@@ -3,6 +3,7 @@ import { configFromFlags, Options } from '../config/config.js';
 import { bashCompletion } from './completion.js';
 import { describeError } from './errors.js';
 import { processIO, type IO } from './args.js';
+import { versionLine } from './version.js';
 
 /** The program's name, as installed by package.json `bin`. */
 const PROGRAM = 'sidecar-injector';
@@ -56,6 +57,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .description('Injects sidecar containers into pods from SidecarTemplate files, as a Kubernetes admission webhook, and explains, lints and checks what it injects.')
     .usage('<command> [options]')
     .helpOption('-h, --help', 'show help for a command')
+    .version(versionLine(), '-V, --version', 'print the version and exit')
     .helpCommand('help [command]', 'show help for a command')
     .addHelpText('after', `\nRun '${PROGRAM} <command> --help' for a command's flags and examples.\n`)
     .showSuggestionAfterError(true)
@@ -105,7 +107,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .description('Checks every SidecarTemplate in DIR: load faults as file:line:column, each template injected into sample pods (valid pod, Pod Security level, conflicts between templates). Exit status 1 when there is any fault, for pre-commit hooks and CI.')
     .argument('[dir]', `templates directory (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`)
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
-    .addOption(new Option('--pod-security <level>', 'Pod Security Standard the injected pods must meet').choices(['none', 'baseline', 'restricted']).default('none'))
+    .addOption(new Option('--pod-security <level>', 'Pod Security Standard the injected pods must meet (none: the same as privileged)').choices(['privileged', 'baseline', 'restricted', 'none']).default('privileged'))
     .addOption(new Option('--strict', 'exit 1 on warnings too, not only on errors'))
     .addHelpText('after', examples([`${PROGRAM} lint ./templates`, `${PROGRAM} lint ./templates --pod-security restricted --strict`, `${PROGRAM} lint -o json`]))
     .action(act(async (...args) => (await Commands.lint()).lintCommand({ ...optionsOf(args, 1, { strict: false }), ...(args[0] !== undefined && { dir: args[0] as string }) }, io)));
@@ -214,9 +216,10 @@ function serveOptions(): Option[] {
   return Object.values(Options).map((o) => {
     const schema: { readonly type?: string; readonly enum?: readonly string[]; readonly default: unknown } = o.schema;
     const value = schema.type === 'integer' ? '<n>' : '<value>';
-    const choices = schema.enum === undefined ? '' : `, one of ${schema.enum.join(', ')}`;
     // No commander default: the environment variable sits between the flag and the default, and Ajv validates.
-    const option = new Option(`--${o.flag} ${value}`, `${o.help} (env ${o.env}${choices}, default ${JSON.stringify(schema.default)})`);
+    const option = new Option(`--${o.flag} ${value}`, `${o.help} (env ${o.env}, default ${JSON.stringify(schema.default)})`);
+    // A flag with a fixed set of values refuses another by listing them, as every flag with choices does.
+    if (schema.enum !== undefined) option.choices(schema.enum);
     // A repeatable flag is one comma-separated list, as its environment variable writes it.
     return 'repeatable' in o ? option.argParser((v: string, previous?: string) => (previous === undefined ? v : `${previous},${v}`)) : option;
   });

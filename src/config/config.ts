@@ -79,7 +79,9 @@ export function configFromFlags(flags: Readonly<Record<string, string | undefine
     const details = (validateConfig.errors ?? []).map((e) => {
       const key = e.instancePath.slice(1) as keyof typeof Options;
       const o = Options[key];
-      return o ? `--${o.flag} (${o.env}) ${e.message ?? 'is invalid'}: ${JSON.stringify(raw[key])}` : (e.message ?? 'invalid');
+      // Ajv's enum message does not say which values are allowed; the user needs them.
+      const message = e.keyword === 'enum' ? `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}` : (e.message ?? 'is invalid');
+      return o ? `--${o.flag} (${o.env}) ${message}: ${JSON.stringify(raw[key])}` : message;
     });
     throw new InjectorError('CONFIG_INVALID', [details.join('; ')]);
   }
