@@ -10,7 +10,7 @@
  * still refuses at start, with `sidecar-injector lint` to check it before.
  */
 import { IMAGE_MIRRORS_MAX, MIRROR_ENTRY_PATTERN } from '../src/inject/image.js';
-import type { CoreDefinition } from '../src/templates/core-v1.js';
+import type { CoreDefinition } from '../src/generated/core-v1.js';
 import { Formats, sidecarTemplateSchema, type Format } from '../src/templates/schema.js';
 
 type Schema = Record<string, unknown>;
