@@ -226,8 +226,9 @@ function checkMounts(ownVolumes: readonly NamedItem[] | undefined, added: readon
  * and no mount.
  */
 function withPodToken(spec: PodSpec, plan: InjectionPlan, warnings: string[]): readonly Sidecar[] {
+  // Most selections ask for no token: nothing is allocated for them.
+  if (!plan.rendered.some((r) => r.podToken === true)) return plan.sidecars;
   const wanting = plan.rendered.filter((r) => r.podToken === true);
-  if (wanting.length === 0) return plan.sidecars;
   const volume = podTokenVolume(spec, new Set(plan.sidecars.map((s) => s.container.name)));
   if (volume === undefined) {
     for (const r of wanting) warnings.push(`template "${r.name}" wants the pod's ServiceAccount token, but no container of the pod mounts one (automount off?)`);
@@ -258,11 +259,12 @@ type Touches = (template: string, container: string) => boolean;
  * here would otherwise silently leave the container without what it needs.
  */
 function appTargets(own: readonly Container[], plan: InjectionPlan, annotations: Readonly<Record<string, string>> | undefined, warnings: string[]): Touches | undefined {
+  if (plan.env.length === 0 && plan.volumeMounts.length === 0) return undefined;
   const value = annotations !== undefined && Object.hasOwn(annotations, Keys.appContainers) ? annotations[Keys.appContainers] : undefined;
+  // Most pods and templates narrow nothing: nothing is allocated for them.
+  if (value === undefined && !plan.rendered.some((r) => r.appContainers !== undefined)) return undefined;
   const byTemplate = new Map<string, AppContainers>();
   for (const r of plan.rendered) if (r.appContainers !== undefined) byTemplate.set(r.name, r.appContainers);
-  if (value === undefined && byTemplate.size === 0) return undefined;
-  if (plan.env.length === 0 && plan.volumeMounts.length === 0) return undefined;
   const apps = new Set(own.map((c) => c.name).filter((n) => !plan.sidecarNames.has(n)));
   const unknown = (names: readonly string[]): string[] => names.filter((n) => !apps.has(n));
   const pod = value === undefined ? undefined : parseNames(value);
