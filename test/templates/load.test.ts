@@ -51,6 +51,20 @@ describe('template loading', () => {
     assert.deepEqual(faults.map((f) => f.file), ['a.yaml', 'b.yaml', 'c.yaml', 'c.yaml', 'c.yaml', 'c.yaml']);
   });
 
+  it('refuses {{ pod.name }} in a label value at file:line: a Deployment\'s pod renders its generateName, ending in "-" (issue 21)', () => {
+    const text = `${head('owner')}spec:\n  labels:\n    owner-pod: "{{ pod.name }}"\n`;
+    const [fault, ...rest] = faultsOf([{ file: 'owner.yaml', text }]);
+    assert.deepEqual(rest, []);
+    assert.equal(fault!.path, '/spec/labels/owner-pod');
+    assert.equal(fault!.line, 7);
+    assert.match(fault!.message, /renders "web-7d9f8b6c5-", which Kubernetes refuses as a label value/);
+  });
+
+  it('refuses a static label value and image that Kubernetes refuses', () => {
+    const text = `${head('bad')}spec:\n  labels:\n    team: "payments eu"\n  containers:\n    - name: agent\n      image: "Busybox:1"\n`;
+    assert.deepEqual(faultsOf([{ file: 'bad.yaml', text }]).map((f) => [f.path, f.line]), [['/spec/labels/team', 7], ['/spec/containers/0/image', 10]]);
+  });
+
   it('rejects an unknown placeholder at load, with its path', () => {
     const text = `${head('ph')}spec:\n  containers:\n    - name: agent\n      image: busybox\n      args: ["{{ pod.spec.nodeName }}"]\n`;
     const [fault] = faultsOf([{ file: 'ph.yaml', text }]);
