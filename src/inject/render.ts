@@ -33,7 +33,8 @@ export interface Rendering {
  */
 export function renderForPod(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): Rendering {
   const { values, rendered: raw } = settle(pod, templates, namespace);
-  templates.forEach((t, i) => refuseInvalidValues(t, raw[i]!));
+  // The pod's labels win, then the first template's (withTemplateKeys): a label kept so is never the template's.
+  templates.forEach((t, i) => refuseInvalidValues(t, raw[i]!, (key) => Object.hasOwn(values.labels, key) || raw.slice(0, i).some((r) => Object.hasOwn(r.labels, key))));
   const job = context.ownedByJob ?? isOwnedByJob(pod);
   const warnings: string[] = [];
   const annotations = overrideAnnotations(values.annotations, values.addedAnnotations);
@@ -57,9 +58,9 @@ export function renderForPod(pod: Pod, templates: readonly CompiledTemplate[], n
  * value. Only the values holding a placeholder are checked (the static ones passed at load): none
  * in most templates, a few regular expressions in the others.
  */
-function refuseInvalidValues(t: CompiledTemplate, rendered: RenderedTemplate): void {
+function refuseInvalidValues(t: CompiledTemplate, rendered: RenderedTemplate, labelKept: (key: string) => boolean): void {
   if (t.checks.length === 0) return;
-  const fault = renderedFault(t.checks, rendered);
+  const fault = renderedFault(t.checks, rendered, labelKept);
   if (fault !== undefined) throw new InjectorError('TEMPLATE_VALUE_INVALID', [describeFault(t.name, fault)]);
 }
 

@@ -122,13 +122,18 @@ export interface RenderedFault {
   readonly problem: string;
 }
 
-/** The first rendered value of `rendered` (a RenderedTemplate) that breaks its rule, or undefined. */
-export function renderedFault(checks: readonly PlacedValue[], rendered: object): RenderedFault | undefined {
+/**
+ * The first rendered value of `rendered` (a RenderedTemplate) that breaks its rule, or undefined.
+ * A label for which `labelKept` holds is left out: another value wins (the pod's, or an earlier
+ * template's), so the template's never reaches the pod.
+ */
+export function renderedFault(checks: readonly PlacedValue[], rendered: object, labelKept: (key: string) => boolean = () => false): RenderedFault | undefined {
   for (const check of checks) {
     const value = valueAt(rendered, check.tokens);
     if (typeof value !== 'string') continue;
     const problem = check.rule.problem(value);
-    if (problem !== undefined) return { check, value, problem };
+    if (problem === undefined || (check.tokens[0] === 'labels' && labelKept(check.tokens[1] ?? ''))) continue;
+    return { check, value, problem };
   }
   return undefined;
 }

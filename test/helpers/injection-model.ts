@@ -98,8 +98,15 @@ function inject(pod: Obj, selected: readonly TemplateDoc[], namespace: string): 
   const parts = selected.map((t) => part(t, { namespace, meta, spec, stored }, job));
   // 5. A rendered value the apiserver would refuse where it lands denies the pod (issue 21). The
   // generated templates hold placeholders in label values, env values, args and annotations, and
-  // only label values have a rule (validation.IsValidLabelValue).
-  if (parts.some((p) => Object.values(p.labels).some((v) => !isLabelValue(String(v))))) throw new Denial('template-value-invalid');
+  // only label values have a rule (validation.IsValidLabelValue). A label value that loses to the
+  // pod's own or an earlier template's (4.) never lands.
+  const landing = new Set(Object.keys(meta.labels ?? {}));
+  for (const p of parts) {
+    for (const [key, value] of Object.entries(p.labels)) {
+      if (!landing.has(key) && !isLabelValue(String(value))) throw new Denial('template-value-invalid');
+      landing.add(key);
+    }
+  }
   overrideAll(parts, selected, stored.annotations);
   checkConflicts(parts);
 

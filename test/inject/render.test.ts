@@ -127,6 +127,14 @@ describe('rendered values Kubernetes refuses (issue 21)', () => {
     assert.equal(injectSidecars(optedInPod({ annotations: { 'example.com/team': 'payments' } }), [owner.templates.get('owner')!], 'default').pod.metadata?.labels?.['team'], 'payments');
   });
 
+  it('does not deny for a label whose value is never applied: the pod\'s value wins, then the first template\'s', () => {
+    const pod = optedInPod({ annotations: { 'example.com/team': 'payments eu' }, labels: { team: 'payments' } });
+    assert.equal(injectSidecars(pod, [owner.templates.get('owner')!], 'default').pod.metadata?.labels?.['team'], 'payments');
+    const both = set(template('core', '  labels:\n    team: core\n'), template('owner', `  labels:\n    team: "{{ pod.annotations['example.com/team'] }}"\n`));
+    const selected = [both.templates.get('core')!, both.templates.get('owner')!];
+    assert.equal(injectSidecars(optedInPod({ annotations: { 'example.com/team': 'payments eu' } }), selected, 'default').pod.metadata?.labels?.['team'], 'core');
+  });
+
   it('denies {{ pod.name }} in a label value for a controller\'s pod, rather than a patch the apiserver refuses', () => {
     // The loader refuses this template; compiled directly, as a template read before this check was.
     const t = compileTemplate('owner-pod', 'owner.yaml', { labels: { 'owner-pod': '{{ pod.name }}' } });
