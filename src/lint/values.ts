@@ -2,7 +2,7 @@ import type { TemplateFault } from '../errors.js';
 import type { Container } from '../kube/types.js';
 import { placeholdersOf } from '../templates/placeholders.js';
 import type { CompiledTemplate } from '../templates/template.js';
-import { DeploymentPod, Keys, valueFaults } from '../templates/values.js';
+import { DeploymentPod, KeysRead, valueFaults } from '../templates/values.js';
 
 /**
  * What lint says of a template's placeholders beyond what the loader refuses (issue 21): a value
@@ -13,7 +13,7 @@ import { DeploymentPod, Keys, valueFaults } from '../templates/values.js';
 /** Values Kubernetes refuses for a pod without a label or annotation a placeholder reads. */
 export function absentKeyWarnings(t: CompiledTemplate): TemplateFault[] {
   if (t.reads.labels.size === 0 && t.reads.annotations.size === 0) return [];
-  return valueFaults(t.spec, Keys.Absent).map((f) => ({ file: t.file, template: t.name, ...f }));
+  return valueFaults(t.spec, KeysRead.Absent).map((f) => ({ file: t.file, template: t.name, ...f }));
 }
 
 const POD_NAME = `{{ pod.name }} is the generateName (e.g. "${DeploymentPod.podName}") for a controller's pods, the same in every replica, not the pod's name`;

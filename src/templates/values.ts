@@ -168,8 +168,8 @@ function podNameHint(text: string): string {
 export const DeploymentPod = { namespace: 'default', podName: 'web-7d9f8b6c5-', serviceAccountName: 'default' } as const;
 
 /** What a placeholder reads from the pod, in the sample a fault is found with. */
-export const Keys = { Present: 'present', Absent: 'absent' } as const;
-export type Keys = (typeof Keys)[keyof typeof Keys];
+export const KeysRead = { Present: 'present', Absent: 'absent' } as const;
+export type KeysRead = (typeof KeysRead)[keyof typeof KeysRead];
 
 /** A static value Kubernetes refuses, or a placeholder that renders one for the sample pod. */
 export interface ValueFault {
@@ -183,12 +183,12 @@ export interface ValueFault {
  * placeholder's default, or nothing). Load reports `present` as errors: every pod of a Deployment
  * would be refused. Lint reports what only `absent` finds as warnings: the pods without the key.
  */
-export function valueFaults(spec: unknown, keys: Keys): ValueFault[] {
+export function valueFaults(spec: unknown, keys: KeysRead): ValueFault[] {
   const out: ValueFault[] = [];
   for (const placed of placedValues(spec)) {
     const dynamic = placeholdersOf(placed.text).length > 0;
     if (!dynamic) {
-      const problem = keys === Keys.Present ? placed.rule.problem(placed.text) : undefined;
+      const problem = keys === KeysRead.Present ? placed.rule.problem(placed.text) : undefined;
       if (problem !== undefined) out.push({ path: placed.path, message: `${shown(placed.text)} is not valid as ${placed.rule.what}: ${problem}` });
       continue;
     }
@@ -201,17 +201,17 @@ export function valueFaults(spec: unknown, keys: Keys): ValueFault[] {
   return out;
 }
 
-function sampleValues(reads: ReturnType<typeof keysRead>, keys: Keys): RenderValues {
+function sampleValues(reads: ReturnType<typeof keysRead>, keys: KeysRead): RenderValues {
   // "web" is a valid label value, image tag, name and path component: the fault is the template's.
   const present = (read: ReadonlySet<string>): Record<string, string> => Object.fromEntries([...read].map((k) => [k, 'web']));
-  if (keys === Keys.Absent) return { ...DeploymentPod, labels: {}, annotations: {} };
+  if (keys === KeysRead.Absent) return { ...DeploymentPod, labels: {}, annotations: {} };
   return { ...DeploymentPod, labels: present(reads.labels), annotations: present(reads.annotations) };
 }
 
-function sampleMessage(placed: PlacedValue, value: string, problem: string, compiled: ReturnType<typeof compileValue>, keys: Keys): string {
+function sampleMessage(placed: PlacedValue, value: string, problem: string, compiled: ReturnType<typeof compileValue>, keys: KeysRead): string {
   const reads = keysRead(compiled);
   const missing = [...[...reads.labels].map((k) => `label "${k}"`), ...[...reads.annotations].map((k) => `annotation "${k}"`)];
-  const pod = keys === Keys.Absent ? `a pod without ${missing.join(' or ')}` : `a Deployment's pod in namespace "${DeploymentPod.namespace}" (at admission its only name is the generateName "${DeploymentPod.podName}")`;
-  const fix = keys === Keys.Absent ? "; give the placeholder a valid default (| default '...')" : '';
+  const pod = keys === KeysRead.Absent ? `a pod without ${missing.join(' or ')}` : `a Deployment's pod in namespace "${DeploymentPod.namespace}" (at admission its only name is the generateName "${DeploymentPod.podName}")`;
+  const fix = keys === KeysRead.Absent ? "; give the placeholder a valid default (| default '...')" : '';
   return `for ${pod}, ${shown(placed.text)} renders ${shown(value)}, which Kubernetes refuses as ${placed.rule.what}: ${problem}${fix}`;
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Keys, placedValues, renderedChecks, renderedFault, ruleAt, valueFaults } from '../../src/templates/values.js';
+import { KeysRead, placedValues, renderedChecks, renderedFault, ruleAt, valueFaults } from '../../src/templates/values.js';
 
 describe('the rule where a template value lands', () => {
   const cases: [string[], string, string[], string[]][] = [
@@ -36,7 +36,7 @@ describe('the rule where a template value lands', () => {
 
 describe('values checked at load', () => {
   it('refuses {{ pod.name }} in a label value: a Deployment pod has only its generateName, ending in "-"', () => {
-    const [fault, ...rest] = valueFaults({ labels: { 'owner-pod': '{{ pod.name }}' } }, Keys.Present);
+    const [fault, ...rest] = valueFaults({ labels: { 'owner-pod': '{{ pod.name }}' } }, KeysRead.Present);
     assert.deepEqual(rest, []);
     assert.equal(fault!.path, '/spec/labels/owner-pod');
     assert.match(fault!.message, /generateName "web-7d9f8b6c5-"\), "\{\{ pod\.name \}\}" renders "web-7d9f8b6c5-", which Kubernetes refuses as a label value/);
@@ -48,18 +48,18 @@ describe('values checked at load', () => {
       annotations: { owner: '{{ pod.name }}' },
       containers: [{ name: 'agent', image: "registry.example.com/agent:{{ pod.annotations['agent/version'] | default '1.0' }}", env: [{ name: 'POD', value: '{{ pod.name }}' }] }],
     };
-    assert.deepEqual(valueFaults(spec, Keys.Present), []);
+    assert.deepEqual(valueFaults(spec, KeysRead.Present), []);
   });
 
   it('refuses static values Kubernetes refuses: a label value with a space, an image the runtime cannot parse', () => {
-    const faults = valueFaults({ labels: { team: 'payments eu' }, containers: [{ name: 'a', image: 'Registry.example.com/A:1' }] }, Keys.Present);
+    const faults = valueFaults({ labels: { team: 'payments eu' }, containers: [{ name: 'a', image: 'Registry.example.com/A:1' }] }, KeysRead.Present);
     assert.deepEqual(faults.map((f) => f.path), ['/spec/labels/team', '/spec/containers/0/image']);
   });
 
   it('finds, with the keys absent, what only pods without the label get wrong (a lint warning, not a load error)', () => {
     const spec = { containers: [{ name: 'a', image: "registry.example.com/app:{{ pod.labels['version'] }}" }] };
-    assert.deepEqual(valueFaults(spec, Keys.Present), []);
-    const [fault] = valueFaults(spec, Keys.Absent);
+    assert.deepEqual(valueFaults(spec, KeysRead.Present), []);
+    const [fault] = valueFaults(spec, KeysRead.Absent);
     assert.match(fault!.message, /for a pod without label "version", .* renders "registry\.example\.com\/app:", which Kubernetes refuses as an image/);
   });
 });
