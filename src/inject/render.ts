@@ -33,8 +33,7 @@ export interface Rendering {
  */
 export function renderForPod(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): Rendering {
   const { values, rendered: raw } = settle(pod, templates, namespace);
-  // The pod's labels win, then the first template's (withTemplateKeys): a label kept so is never the template's.
-  templates.forEach((t, i) => refuseInvalidValues(t, raw[i]!, (key) => Object.hasOwn(values.labels, key) || raw.slice(0, i).some((r) => Object.hasOwn(r.labels, key))));
+  templates.forEach((t, i) => refuseInvalidValues(t, raw[i]!, (key) => labelKept(key, values.labels, raw.slice(0, i))));
   const job = context.ownedByJob ?? isOwnedByJob(pod);
   const warnings: string[] = [];
   const annotations = overrideAnnotations(values.annotations, values.addedAnnotations);
@@ -62,6 +61,11 @@ function refuseInvalidValues(t: CompiledTemplate, rendered: RenderedTemplate, la
   if (t.checks.length === 0) return;
   const fault = renderedFault(t.checks, rendered, labelKept);
   if (fault !== undefined) throw new InjectorError('TEMPLATE_VALUE_INVALID', [describeFault(t.name, fault)]);
+}
+
+/** True when the pod's label `key` will not be a template's: the pod has it, or an earlier template sets it (withTemplateKeys' rule). */
+function labelKept(key: string, own: Readonly<Record<string, string>>, earlier: readonly RenderedTemplate[]): boolean {
+  return Object.hasOwn(own, key) || earlier.some((r) => Object.hasOwn(r.labels, key));
 }
 
 /** renderForPod without the warnings. */
