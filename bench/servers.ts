@@ -45,10 +45,14 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Spawns `node args...` and waits until `isReady` resolves true (polled every 2 ms, 10 s at most). */
-export async function startServer(name: string, args: readonly string[], port: number, isReady: () => Promise<boolean>): Promise<ServerProcess> {
+/**
+ * Spawns `node args...` and waits until `isReady` resolves true (polled every 2 ms, 10 s at most).
+ * With `core`, the server runs on that core alone (taskset execs node, so the pid is node's).
+ */
+export async function startServer(name: string, args: readonly string[], port: number, isReady: () => Promise<boolean>, core?: string): Promise<ServerProcess> {
   const started = performance.now();
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: cleanEnv() });
+  const [command, argv] = core === undefined ? [process.execPath, args] : ['taskset', ['-c', core, process.execPath, ...args]];
+  const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'inherit'], env: cleanEnv() });
   // The product logs one JSON line per review; a pipe that is read, as a container runtime reads it.
   child.stdout?.resume();
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
