@@ -31,7 +31,7 @@ EXPOSE 8443 8081
 # `args` (manifests/base/deployment.yaml: serve --cert-secret=...) are the subcommand and its flags.
 # --max-semi-space-size=4: V8's young generation grows to 2 x 16 MiB under a steady stream of
 # reviews; each review's garbage dies young, so 4 MiB semi-spaces cost no measurable CPU and keep
-# ~30 MB of RSS off the Deployment's 256 MiB limit (README, "Performance"; npm run bench starts
+# ~30 MB of RSS off the Deployment's 256 MiB limit (docs/performance.md, "Memory"; npm run bench starts
 # the product with the flags of this line).
 ENTRYPOINT ["/nodejs/bin/node", "--max-semi-space-size=4", "/app/dist/src/cli/index.js"]
 CMD ["serve"]

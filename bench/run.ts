@@ -338,7 +338,7 @@ function renderShapes(steps: readonly ShapeFigures[], overTls: readonly TlsFigur
   const lines = [
     '## Worst shapes within the apiserver\'s 3 MiB (issue 11)',
     '',
-    'Each shape is built by `bench/shapes.ts` at the limits (README, "Limits per review"); key names and short strings that',
+    'Each shape is built by `bench/shapes.ts` at the limits (docs/limits-and-security.md, "Limits per review"); key names and short strings that',
     'must be new to V8 are new in every review. Over TLS, the product\'s own measure comes first: each shape is sent',
     `${reviews} times, one review at a time, and around each review the product's \`/metrics\` is scraped; its`,
     '`nodejs_eventloop_lag_max_seconds` (prom-client\'s `monitorEventLoopDelay`, reset at every scrape) is the longest the',

@@ -325,7 +325,7 @@ async function tls(port: number, ca: string, chunks: string[], waitMs = 10_000):
  * good set kept) that the next round fixes. Each file is replaced whole (written aside, then
  * renamed), as the kubelet updates a ConfigMap volume: a file rewritten in place is empty for a
  * moment, and a reload that reads it then serves a set without that template (seen in a soak run
- * whose client was slowed by the cost shapes; README, "Proof").
+ * whose client was slowed by the cost shapes; docs/limits-and-security.md, "Proof").
  */
 async function rewriteTemplates(dir: string, originals: Map<string, string>, round: number): Promise<void> {
   const broken = round % 4 === 3;

@@ -1,5 +1,5 @@
 /**
- * The corpus beyond a plain CREATE (README, "Real-world corpus"): what the apiserver sends the two
+ * The corpus beyond a plain CREATE (docs/development.md, "Real-world corpus"): what the apiserver sends the two
  * handlers after other mutating webhooks ran after ours (reinvocationPolicy IfNeeded), for the other
  * operations and subresources of a pod, and for hostile variants of the corpus pods that only a
  * client other than the apiserver sends. In process (the handlers over the corpus templates), so

@@ -1,9 +1,9 @@
 import { imageRepository, parseImage } from '../../src/inject/image.js';
 
 /**
- * An executable model of README's injection rules ("How injection is decided", "Jobs complete",
+ * An executable model of the injection rules in docs/templates.md ("How injection is decided", "Jobs complete",
  * "Placeholders", "Fields beyond the basics", "Per-pod overrides", "Templates used together"),
- * written from the README and the Kubernetes rules it cites, not from src/inject: what /mutate must
+ * written from that documentation and the Kubernetes rules it cites, not from src/inject: what /mutate must
  * make of a pod CREATE, as the pod the apiserver stores, or which refusal. test/inject/mutate.model.test.ts
  * holds the product's answer (the handler's patch, applied the evanphx/json-patch v4 way) to it.
  *
@@ -14,7 +14,7 @@ import { imageRepository, parseImage } from '../../src/inject/image.js';
  * an image override and the repository in the status record; and the template versions, digests
  * that the loader computes (`TemplateDoc.version`).
  *
- * Where README is silent the model takes the reading a Kubernetes user would, and says so below:
+ * Where the documentation is silent the model takes the reading a Kubernetes user would, and says so below:
  * placeholders read the pod as it will be stored (its labels and annotations plus those the
  * templates add), because a re-invocation must render alike; a mount is also skipped when its path
  * is already mounted in that container (core/v1 refuses a mountPath twice); a port name shared by two
@@ -254,7 +254,7 @@ function storedMaps(meta: Obj, selected: readonly TemplateDoc[], namespace: stri
 
 const PLACEHOLDER = /\{\{\s*(namespace|serviceAccountName|pod\.name|pod\.(labels|annotations)\[\s*(?:'([^']*)'|"([^"]*)")\s*\])\s*(?:\|\s*default\s+(?:'([^']*)'|"([^"]*)")\s*)?\}\}/g;
 
-/** Placeholders expanded in every string value (never in keys): README's table; an empty value takes the `default`. */
+/** Placeholders expanded in every string value (never in keys): docs/templates.md's table; an empty value takes the `default`. */
 function render(value: unknown, input: RenderInput): any {
   if (typeof value === 'string') {
     return value.replace(PLACEHOLDER, (_m, head: string, map: string | undefined, k1?: string, k2?: string, d1?: string, d2?: string) => {
@@ -383,7 +383,7 @@ function canonical(value: unknown): string {
   return JSON.stringify(strip(value));
 }
 
-/** README's status record: each template, its version, its sidecars' image repositories (native ones as initContainers), its volumes. */
+/** The status record of docs/templates.md: each template, its version, its sidecars' image repositories (native ones as initContainers), its volumes. */
 function statusOf(parts: readonly Part[]): string {
   const injected = parts.map((p) => {
     const record: Obj = { template: p.name, version: p.version };

@@ -18,15 +18,15 @@ import { decodePatch, mutate, podReview } from '../helpers/review.js';
  * (injectionPatch); test/inject/patch.test.ts holds the patch to the diff of the same plan applied,
  * so a wrong decision in the plan passes there. Here the pod the handler's patch yields (applied with
  * evanphx/json-patch v4 semantics, as the apiserver does) must equal the pod of
- * test/helpers/injection-model.ts, an executable model of README's injection rules, written from the
- * README rather than from src/inject; and a denial must be the model's, for the model's reason.
+ * test/helpers/injection-model.ts, an executable model of the injection rules in docs/templates.md, written from the
+ * documentation rather than from src/inject; and a denial must be the model's, for the model's reason.
  *
- * Why a model from the README, not the pre-redesign injector from git history (injectSidecars at
+ * Why a model from the documentation, not the pre-redesign injector from git history (injectSidecars at
  * b5ebad4^): that injector already went through renderForPod and the injection plan (planFor,
  * sidecarsOf: which list a sidecar goes into and where, the names looked up), so a wrong decision in
  * those, and any bug of that time, would be shared by both sides. The model shares no code that
  * decides anything (only the image grammar and the templates' version digests), is short enough to
- * read against the README, and settles the README's silences in the open (its doc comment).
+ * read against the documentation, and settles its silences in the open (its doc comment).
  *
  * Over generated pods and templates (the generator of test/inject/property.test.ts, which also
  * reaches opt-out, unknown and default selections here) and over the real-world corpus: every pod

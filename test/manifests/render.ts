@@ -41,7 +41,7 @@ export function kustomizeObjects(dir = ''): Obj[] {
 
 /**
  * A kustomization of the user's own (in a temporary directory) that builds on manifests/<resource>
- * and adds manifests/<component>: how the README tells users to add a component.
+ * and adds manifests/<component>: how docs/operating.md tells users to add a component.
  */
 export function kustomizeWithComponent(resource: string, component: string): Obj[] {
   const dir = mkdtempSync(join(tmpdir(), 'kustomization-'));
