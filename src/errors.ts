@@ -9,6 +9,8 @@ export const ErrorCodes = {
   BODY_MALFORMED: { status: 400, message: 'request body is not valid JSON: %s' },
   BODY_TOO_LARGE: { status: 413, message: 'request body exceeds the limit of %s bytes' },
   BODY_ABORTED: { status: 400, message: 'request body was not received completely: %s' },
+  /** A chunked body (issue 20): the apiserver always sends Content-Length. */
+  LENGTH_REQUIRED: { status: 411, message: 'request body has no Content-Length (chunked transfer encoding); send the review whole with its length' },
   /** A body still arriving after --body-timeout (issue 11: stalled bodies must not hold the server). */
   BODY_TIMEOUT: { status: 408, message: 'request body not received within %s s; a review must be sent at once' },
   REVIEW_INVALID: { status: 400, message: 'not a valid AdmissionReview: %s' },
@@ -32,6 +34,8 @@ export const ErrorCodes = {
   /** Pod-level resources the pod fits, but not with the sidecars' own (the apiserver's refusal would not name the injector). */
   POD_RESOURCES_EXCEEDED: { status: 400, message: "the pod's own spec.resources would not cover its containers once the sidecars are injected: %s; Kubernetes refuses such a pod (validatePodResourceConsistency), so raise spec.resources by the sidecars' share or remove it" },
   PATCH_TOO_LARGE: { status: 400, message: 'the patch that injects the sidecars would be %s bytes, over the limit of %s (--%s)' },
+  /** The CLI applies /mutate's own patch as the apiserver does; a patch that does not apply fails the pod even with failurePolicy Ignore. */
+  PATCH_NOT_APPLICABLE: { status: 500, message: "the apiserver could not apply the webhook's JSON patch (operation %s, %s): %s; this is a bug in the injector, please report it" },
   /** Start-up and reload faults. */
   TEMPLATE_INVALID: { status: 500, message: '%s' },
   TEMPLATES_EMPTY: { status: 500, message: 'no sidecar templates (*.yaml, *.yml) found in %s' },

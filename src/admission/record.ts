@@ -1,7 +1,7 @@
 import { ErrorCodes, type InjectorError } from '../errors.js';
 import { Reason } from '../inject/policy.js';
 import { isObject } from '../kube/types.js';
-import { clip, lineWriter, type Logger } from '../log.js';
+import { clip, type Logger } from '../log.js';
 import type { ReviewRequest } from './codec.js';
 import { Decision, NO_TEMPLATES, type Verdict } from './verdict.js';
 
@@ -60,17 +60,15 @@ export type ReviewObserver = (record: ReviewRecord) => void;
 export function reviewOutcome(req: ReviewRequest, verdict: Verdict): ReviewOutcome {
   const object = isObject(req.object) ? req.object : undefined;
   const meta = object !== undefined && isObject(object['metadata']) ? object['metadata'] : undefined;
-  // The answer cache keeps the outcome: no string of it may be a view of a larger one (owned).
-  // JSON.parse gives strings of their own, and clip's cut of a long value is one too.
+  // The answer cache keeps the outcome: no string of it may be a view of a larger one. JSON.parse
+  // gives strings of their own, and clip's cut of a long value is one too.
   return {
     operation: clip(req.operation ?? ''),
     namespace: clip(req.namespace || text(meta?.['namespace'])),
     pod: clip(text(meta?.['name']) || text(meta?.['generateName']) || (req.name ?? '')),
     decision: verdict.decision,
     reason: verdict.reason,
-    // Frozen (the plan's own list is), so the log line may write it once for every review the
-    // answer cache answers.
-    templates: Object.isFrozen(verdict.templates) ? verdict.templates : Object.freeze([...verdict.templates]),
+    templates: verdict.templates,
     patchOps: verdict.patchOps,
   };
 }
@@ -124,20 +122,16 @@ function millisSince(started: number): number {
   return Math.round((performance.now() - started) * 1e3) / 1e3;
 }
 
-/** The log observer: one pino line per request, info for an answer, warn for a refused request, error for a fault. */
+/**
+ * The log observer: one pino line per request, its fields the record's (flat values, those from
+ * the request clipped): info for an answer, warn for a refused request, error for a fault.
+ */
 export function logReviews(logger: Logger): ReviewObserver {
-  const answered = lineWriter(logger, 'info', REVIEW_MESSAGE, ANSWERED_FIELDS);
   return (record) => {
-    if (record.status === undefined) answered(record);
+    if (record.status === undefined) logger.info(record, REVIEW_MESSAGE);
     else if (record.status < 500) logger.warn(record, REVIEW_MESSAGE);
     else logger.error(record, REVIEW_MESSAGE);
   };
 }
 
 const REVIEW_MESSAGE = 'review';
-
-/**
- * The fields of an answered review's record, in the order reviewRecord makes them: its line is
- * written from these without pino's walk over the record (a test holds it equal to pino's line).
- */
-const ANSWERED_FIELDS = ['endpoint', 'uid', 'operation', 'namespace', 'pod', 'decision', 'reason', 'templates', 'patchOps', 'cached', 'durationMs'] as const satisfies readonly (keyof ReviewRecord)[];

@@ -1,5 +1,5 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import { InjectorError } from '../errors.js';
@@ -19,19 +19,57 @@ export async function readCertDir(dir: string): Promise<KeyPair> {
   }
 }
 
+/** How long the self-signed CA and certificate are valid. */
+const SELF_SIGNED_DAYS = 30;
+/** A kept self-signed certificate is served again only while it has at least this long to run. */
+const SELF_SIGNED_MIN_LEFT_MS = 24 * 60 * 60 * 1000;
+
 /**
- * Makes a throw-away CA and a certificate for localhost and 127.0.0.1, so that a fresh clone serves
- * at once. The CA is written to `<dir>/ca.crt` for clients (curl --cacert) to trust.
+ * A CA and a certificate for localhost and 127.0.0.1, so that a fresh clone serves at once. The CA
+ * is written to `<dir>/ca.crt` for clients (curl --cacert) to trust, the serving pair beside it
+ * (tls.crt, tls.key). A pair already there that chains to ca.crt and has a day left is served
+ * again, so a second `npm start` (which then fails on the busy port) or a restart never replaces
+ * the certificate a running server serves and its clients trust (issue 21). Each file is written
+ * whole (a temporary, then a rename), so a reader never sees half of one.
  */
-export async function makeSelfSigned(dir: string): Promise<KeyPair & { readonly caFile: string }> {
+export async function makeSelfSigned(dir: string, now: Date = new Date()): Promise<KeyPair & { readonly caFile: string; readonly reused: boolean }> {
+  const caFile = resolve(dir, 'ca.crt');
+  const kept = await keptSelfSigned(dir, caFile, now);
+  if (kept !== undefined) return { ...kept, caFile, reused: true };
   // pki.js (and @peculiar/x509 behind it, ~12 MB) is loaded only when a certificate must be made.
   const { createCA, issueServingCert } = await import('./pki.js');
-  const ca = await createCA('sidecar-injector-local-ca', 30);
-  const serving = await issueServingCert(ca, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1', '::1'], validityDays: 30 });
-  const caFile = resolve(dir, 'ca.crt');
+  const ca = await createCA('sidecar-injector-local-ca', SELF_SIGNED_DAYS);
+  const serving = await issueServingCert(ca, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1', '::1'], validityDays: SELF_SIGNED_DAYS });
   await mkdir(dir, { recursive: true });
-  await writeFile(caFile, ca.certPem, { mode: 0o644 });
-  return { ...serving, caFile };
+  await writeWhole(join(dir, TLS_KEY_FILE), serving.keyPem, 0o600);
+  await writeWhole(join(dir, TLS_CERT_FILE), serving.certPem, 0o644);
+  await writeWhole(caFile, ca.certPem, 0o644);
+  return { ...serving, caFile, reused: false };
+}
+
+/** The self-signed pair kept in `dir`, when it can still serve localhost for a day and chains to its ca.crt. */
+async function keptSelfSigned(dir: string, caFile: string, now: Date): Promise<KeyPair | undefined> {
+  let pair: KeyPair;
+  let caPem: string;
+  try {
+    [pair, caPem] = await Promise.all([readCertDir(dir), readFile(caFile, 'utf8')]);
+  } catch {
+    return undefined; // none kept yet (or unreadable): make a new one
+  }
+  if (servingPairFault(pair, now) !== undefined) return undefined;
+  try {
+    const cert = new X509Certificate(pair.certPem);
+    const ok = cert.verify(new X509Certificate(caPem).publicKey) && cert.checkHost('localhost') !== undefined && Date.parse(cert.validTo) - now.getTime() >= SELF_SIGNED_MIN_LEFT_MS;
+    return ok ? pair : undefined;
+  } catch {
+    return undefined; // ca.crt is not a certificate: make a new pair
+  }
+}
+
+async function writeWhole(file: string, text: string, mode: number): Promise<void> {
+  const temporary = `${file}.${process.pid}.tmp`;
+  await writeFile(temporary, text, { mode });
+  await rename(temporary, file);
 }
 
 /**

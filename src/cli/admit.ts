@@ -1,33 +1,36 @@
 import { checkBody, DefaultBodyLimits, type BodyLimits, type ReviewRequest } from '../admission/codec.js';
-import { validating } from '../admission/handlers.js';
+import { mutating, validating } from '../admission/handlers.js';
 import { attempt, InjectorError } from '../errors.js';
 import { Keys } from '../inject/keys.js';
-import { injectSidecars } from '../inject/mutate.js';
 import { OptInScope, Reason, refusalReason, selectTemplates, type Selection } from '../inject/policy.js';
 import { isOwnedByJob } from '../inject/render.js';
 import { apiserverReview } from '../kube/apiserver-review.js';
 import { namespaceCalls, webhookCalls, type WebhookCall } from '../kube/selectors.js';
 import type { Labels, Pod, WebhookConfiguration } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
+import { applyJsonPatch, decodePatch, type Operation } from '../patch/apply.js';
 import type { PodSite } from '../workload/workload.js';
 
 /**
  * What a cluster installed from this repository does with one pod CREATE, played through the
  * server's own pieces in the apiserver's order: the webhook configurations' selectors decide which
- * paths receive the pod, the mutating path injects (selectTemplates, injectSidecars), and the
- * validating handler itself gives its verdict on the pod as mutated.
+ * paths receive the pod, the mutating handler itself answers and its JSON patch is applied as the
+ * apiserver applies it (applyJsonPatch), and the validating handler gives its verdict on the pod
+ * as patched. So the pod shown is the one the cluster would store, from the one patch generator.
  */
 export interface Admission {
   readonly verdict: 'injected' | 'not-injected' | 'rejected';
-  /** A stable reason: the server's Reason values, plus `namespace-rule` and `not-selected`. */
+  /** A stable reason: the server's Reason values, plus `namespace-rule`, `not-selected` and `patch-not-applicable` (the apiserver could not apply the patch: a bug). */
   readonly reason: string;
   /** Why, in words. */
   readonly why: readonly string[];
   /** The pod as it would be stored (the input's own pod when nothing was injected). */
   readonly pod: Pod;
+  /** The JSON patch the mutating webhooks answered, in the order they were called; empty when none. */
+  readonly patch: readonly Operation[];
   /** The mutating handler's selection, when the pod was opted in. */
   readonly selection?: Extract<Selection, { inject: true }>;
-  /** What the AdmissionResponse would warn of. */
+  /** What the AdmissionResponses would warn of. */
   readonly warnings: readonly string[];
 }
 
@@ -51,33 +54,43 @@ export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Adm
   const refused = refusedBody(site, calls);
   if (refused !== undefined) return refused;
 
+  const source = { templates: () => set };
   let pod = site.pod;
   let selection: Admission['selection'];
   const why: string[] = [];
   const warnings: string[] = [];
+  const patch: Operation[] = [];
+  const rejected = (reason: string, message: string): Admission => ({ verdict: 'rejected', reason, why: [...why, message], pod: site.pod, patch: [], ...(selection !== undefined && { selection }), warnings });
   for (const hook of calls.filter(isMutating)) {
+    // The handler decides; selectTemplates only says why, in words.
     const chosen = attempt(() => selectTemplates(pod, set, scopeOf(hook)));
-    if (chosen instanceof InjectorError) return { verdict: 'rejected', reason: Reason.UnknownTemplate, why: [chosen.message], pod: site.pod, warnings };
-    if (!chosen.inject) return { verdict: 'not-injected', reason: chosen.reason, why: [chosen.detail], pod: site.pod, warnings };
-    selection = chosen;
-    why.push(chosen.optedIn, templatesReason(chosen, pod));
-    if (site.ownedByJob ?? isOwnedByJob(pod)) why.push('the pod belongs to a Job');
-    const context = site.ownedByJob === undefined ? {} : { ownedByJob: site.ownedByJob };
-    const result = attempt(() => injectSidecars(pod, chosen.templates, site.namespace, context));
-    if (result instanceof InjectorError) return { verdict: 'rejected', reason: refusalReason(result), why: [...why, result.message], pod: site.pod, selection, warnings };
-    pod = result.pod;
-    warnings.push(...result.warnings);
+    const answer = attempt(() => mutating(source, scopeOf(hook))(podCreate(pod, site.namespace)));
+    if (answer instanceof InjectorError) return rejected(Reason.InvalidReview, answer.message);
+    warnings.push(...(answer.response.warnings ?? []));
+    if (!(chosen instanceof InjectorError) && chosen.inject) {
+      selection = chosen;
+      why.push(chosen.optedIn, templatesReason(chosen, pod));
+      if (isOwnedByJob(pod)) why.push('the pod belongs to a Job');
+    }
+    if (!answer.response.allowed) return rejected(answer.reason, answer.response.status?.message ?? 'denied');
+    if (chosen instanceof InjectorError || !chosen.inject) return { verdict: 'not-injected', reason: answer.reason, why: chosen instanceof InjectorError ? [chosen.message] : [chosen.detail], pod: site.pod, patch: [], warnings };
+    const ops = decodePatch(answer.response.patch);
+    const patched = attempt(() => applyJsonPatch(pod, ops));
+    if (patched instanceof InjectorError) return rejected('patch-not-applicable', patched.message);
+    pod = patched;
+    patch.push(...ops);
   }
   // The validating webhooks see the pod after every mutation, labels included.
   for (const hook of webhookCalls({ ...where, podLabels: pod.metadata?.labels ?? {} }, cluster.configurations).filter(isValidating)) {
-    const answer = validating({ templates: () => set }, scopeOf(hook))(podCreate(pod, site.namespace));
+    const answer = validating(source, scopeOf(hook))(podCreate(pod, site.namespace));
+    warnings.push(...(answer.response.warnings ?? []));
     if (!answer.response.allowed) {
       const message = answer.response.status?.message ?? 'denied';
-      return { verdict: 'rejected', reason: answer.reason, why: [...why, `the validating webhook ${hook.webhook} (${hook.path}) would reject it: ${message}`], pod: site.pod, ...(selection !== undefined && { selection }), warnings };
+      return rejected(answer.reason, `the validating webhook ${hook.webhook} (${hook.path}) would reject it: ${message}`);
     }
   }
-  if (selection === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: ['no mutating webhook of the injector receives this pod'], pod, warnings };
-  return { verdict: 'injected', reason: Reason.Injected, why, pod, selection, warnings };
+  if (selection === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: ['no mutating webhook of the injector receives this pod'], pod, patch, warnings };
+  return { verdict: 'injected', reason: Reason.Injected, why, pod, patch, selection, warnings };
 }
 
 /**
@@ -96,9 +109,9 @@ function refusedBody(site: PodSite, calls: readonly WebhookCall[], limits: BodyL
   const why = `the review of this pod would be refused before it is read (HTTP 400): ${refusal.message}`;
   const closed = calls.find((call) => call.failurePolicy === 'Fail');
   if (closed === undefined) {
-    return { verdict: 'not-injected', reason: refusal.code, why: ['every webhook of the injector that receives the pod has failurePolicy Ignore, so it is created without sidecars', why], pod: site.pod, warnings: [] };
+    return { verdict: 'not-injected', reason: refusal.code, why: ['every webhook of the injector that receives the pod has failurePolicy Ignore, so it is created without sidecars', why], pod: site.pod, patch: [], warnings: [] };
   }
-  return { verdict: 'rejected', reason: refusal.code, why: [`the webhook ${closed.webhook} (${closed.path}) receives the pod and has failurePolicy Fail, so it is not created`, why], pod: site.pod, warnings: [] };
+  return { verdict: 'rejected', reason: refusal.code, why: [`the webhook ${closed.webhook} (${closed.path}) receives the pod and has failurePolicy Fail, so it is not created`, why], pod: site.pod, patch: [], warnings: [] };
 }
 
 /**
@@ -107,13 +120,13 @@ function refusedBody(site: PodSite, calls: readonly WebhookCall[], limits: BodyL
  */
 function notSent(site: PodSite, set: TemplateSet, open: readonly WebhookCall[]): Admission {
   if (open.length === 0) {
-    return { verdict: 'not-injected', reason: 'namespace-rule', why: [`namespace ${site.namespace} is excluded by the namespaceSelector of every webhook in ${SHIPPED_WEBHOOKS}`], pod: site.pod, warnings: [] };
+    return { verdict: 'not-injected', reason: 'namespace-rule', why: [`namespace ${site.namespace} is excluded by the namespaceSelector of every webhook in ${SHIPPED_WEBHOOKS}`], pod: site.pod, patch: [], warnings: [] };
   }
   const scope = open.some((w) => scopeOf(w) === OptInScope.Namespace) ? OptInScope.Namespace : OptInScope.Pod;
   const chosen = attempt(() => selectTemplates(site.pod, set, scope));
   const detail = chosen instanceof InjectorError || chosen.inject ? undefined : chosen;
-  if (detail === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: [`the objectSelector of the webhooks in ${SHIPPED_WEBHOOKS} does not match the pod's labels`], pod: site.pod, warnings: [] };
-  return { verdict: 'not-injected', reason: detail.reason, why: [detail.detail], pod: site.pod, warnings: [] };
+  if (detail === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: [`the objectSelector of the webhooks in ${SHIPPED_WEBHOOKS} does not match the pod's labels`], pod: site.pod, patch: [], warnings: [] };
+  return { verdict: 'not-injected', reason: detail.reason, why: [detail.detail], pod: site.pod, patch: [], warnings: [] };
 }
 
 function templatesReason(selection: Extract<Selection, { inject: true }>, pod: Pod): string {

@@ -32,7 +32,10 @@ export async function readInputs(command: string, values: InputOptions, stdin: N
   const cluster = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels: values.namespaceLabels ?? {} };
   const text = await readInput(command, values.filename, stdin);
   const set = await loadTemplates(values.templatesDir);
-  const docs = parseDocuments(text, values.filename === '-' ? 'standard input' : (values.filename ?? ''));
+  const source = values.filename === '-' ? 'standard input' : values.filename;
+  const docs = parseDocuments(text, source);
+  // An empty input is a mistake (a pipe whose first command failed, a wrong file), never a manifest.
+  if (docs.length === 0) throw new InjectorError('INPUT_INVALID', [source, 'it holds no Kubernetes object (it is empty, or only comments)']);
   return { docs, set, cluster };
 }
 

@@ -1,7 +1,10 @@
+import { overrideAnnotations, overridesFor } from '../inject/overrides.js';
 import { renderTemplates } from '../inject/render.js';
+import type { Pod } from '../kube/types.js';
 import type { Placement } from '../templates/placement.js';
 import type { TemplateSet } from '../templates/load.js';
-import type { RenderedTemplate } from '../templates/template.js';
+import { Overridable, type OverrideField } from '../templates/schema.js';
+import type { CompiledTemplate, RenderedTemplate } from '../templates/template.js';
 import { podSites, type PodSite } from '../workload/workload.js';
 import { admitPod, type Cluster } from './admit.js';
 import { processIO, readInputs, type InputOptions, type IO } from './args.js';
@@ -11,7 +14,7 @@ interface Explanation {
   readonly object: string;
   readonly namespace: string;
   readonly verdict: 'injected' | 'not-injected' | 'rejected';
-  /** A stable reason (the server's Reason values, plus `namespace-rule` and `not-selected`). */
+  /** A stable reason (the server's Reason values, plus `namespace-rule`, `not-selected` and `patch-not-applicable`). */
   readonly reason: string;
   /** Why, in words. */
   readonly why: readonly string[];
@@ -26,14 +29,17 @@ export interface ExplainOptions extends InputOptions {
   readonly output: 'text' | 'json';
 }
 
-/** `sidecar-injector explain -f FILE|-`: for each pod, whether it would be injected, with what and why. */
+/**
+ * `sidecar-injector explain -f FILE|-`: for each pod, whether it would be injected, with what and
+ * why. Exit 1 when any pod would be rejected, as `inject` does, so a script or CI job can rely on it.
+ */
 export async function explainCommand(values: ExplainOptions, io: IO = processIO): Promise<number> {
   const format = values.output;
   const { docs, set, cluster } = await readInputs('explain', values, io.stdin);
   const found = docs.flatMap((d) => podSites(d, values.namespace ?? 'default')).map((s) => explainPod(s, set, cluster));
   io.stdout(format === 'json' ? `${JSON.stringify(found, null, 2)}\n` : found.map(printExplanation).join(''));
   if (found.length === 0) io.stderr('explain: the input holds no Pod and no workload with a pod template\n');
-  return 0;
+  return found.some((e) => e.verdict === 'rejected') ? 1 : 0;
 }
 
 /** Explains one pod as the shipped webhook configurations and the server's handlers would decide it. */
@@ -44,12 +50,31 @@ function explainPod(site: PodSite, set: TemplateSet, cluster: Cluster): Explanat
   const why = admission.why;
   const result = { ...base, verdict: admission.verdict, reason: admission.reason, why, warnings: admission.warnings };
   if (admission.verdict !== 'injected' || selection === undefined) return { ...result, templates: [] };
-  const rendered = renderTemplates(site.pod, selection.templates, site.namespace, site.ownedByJob === undefined ? {} : { ownedByJob: site.ownedByJob });
-  const templates = rendered.map((r) => ({ name: r.name, detail: describeTemplate(r, selection.templates.find((t) => t.name === r.name)?.spec.containers[0]?.image) }));
+  const rendered = renderTemplates(site.pod, selection.templates, site.namespace);
+  const overrides = overrideNotes(admission.pod, selection.templates);
+  const templates = rendered.map((r) => ({ name: r.name, detail: [describeTemplate(r), ...(overrides.get(r.name) ?? [])].join('; ') }));
   return { ...result, templates };
 }
 
-function describeTemplate(r: RenderedTemplate, templateImage: string | undefined): string {
+/**
+ * Every override the pod's annotations apply, per template, read from the pod as stored with the
+ * mutating handler's own reading (overridesFor): a pod that was injected had no refused one.
+ */
+function overrideNotes(stored: Pod, templates: readonly CompiledTemplate[]): ReadonlyMap<string, readonly string[]> {
+  const annotations = overrideAnnotations(stored.metadata?.annotations);
+  const notes = new Map<string, string[]>();
+  for (const t of templates) {
+    const { overrides } = overridesFor(t, annotations, templates);
+    const lines = Overridable.flatMap((field) => (overrides[field] === undefined ? [] : [`${OverrideWords[field]} overridden to ${overrides[field]}`]));
+    if (lines.length > 0) notes.set(t.name, lines);
+  }
+  return notes;
+}
+
+/** How each override field reads in `explain` (src/inject/overrides.ts: cpu and memory set the request, raising a lower limit). */
+const OverrideWords: Readonly<Record<OverrideField, string>> = { image: 'image', cpu: 'cpu request', memory: 'memory request' };
+
+function describeTemplate(r: RenderedTemplate): string {
   const parts: string[] = [];
   const list = r.nativeSidecar ? 'initContainers' : 'containers';
   const where = placementText(r.placement ?? (r.nativeSidecar ? 'first' : 'last'));
@@ -57,8 +82,6 @@ function describeTemplate(r: RenderedTemplate, templateImage: string | undefined
   for (const c of r.initContainers) parts.push(`init container "${c.name}", first`);
   if (r.volumes.length > 0) parts.push(`volumes ${r.volumes.map((v) => v.name).join(', ')}`);
   if (r.env.length > 0 || r.volumeMounts.length > 0) parts.push(`into each app container: ${[...r.env.map((e) => `env ${e.name}`), ...r.volumeMounts.map((m) => `mount ${m.mountPath}`)].join(', ')}`);
-  const first = r.containers[0];
-  if (first !== undefined && templateImage !== undefined && first.image !== templateImage && !templateImage.includes('{{')) parts.push(`image overridden to ${first.image ?? ''}`);
   return parts.join('; ');
 }
 

@@ -1,7 +1,7 @@
-import type { JsonObject } from '../kube/types.js';
-import { diff, type Operation } from '../patch/diff.js';
+import { isObject, type JsonObject } from '../kube/types.js';
+import { applyJsonPatch, pointerOf, underPath, type Operation } from '../patch/apply.js';
 import type { TemplateSet } from '../templates/load.js';
-import { asTemplate, getIn, podSites, setIn } from '../workload/workload.js';
+import { getIn, podSites, type PodSite } from '../workload/workload.js';
 import { stringifyKubectl } from '../yaml/kubectl.js';
 import { admitPod, type Cluster } from './admit.js';
 import { processIO, readInputs, type InputOptions, type IO } from './args.js';
@@ -43,19 +43,38 @@ export async function injectCommand(values: InjectOptions, io: IO = processIO): 
   return 0;
 }
 
-/** Injects every pod of one document as the cluster would admit it (admitPod), and diffs. */
+/**
+ * Injects every pod of one document as the cluster would admit it (admitPod): the mutating
+ * webhook's own patch, moved to where the pod sits in the document, applied as the apiserver
+ * applies it. The pod template keeps its own name fields, which the webhook never touches.
+ */
 function injectDocument(doc: JsonObject, set: TemplateSet, namespace: string, cluster: Cluster): InjectedDocument {
   let after = doc;
+  const patch: Operation[] = [];
   const warnings: string[] = [];
   const errors: string[] = [];
   for (const site of podSites(doc, namespace)) {
     const admission = admitPod(site, set, cluster);
     warnings.push(...admission.warnings.map((w) => `${site.title}: ${w}`));
     if (admission.verdict === 'rejected') errors.push(`${site.title}: ${admission.why.at(-1) ?? admission.reason}`);
-    if (admission.verdict !== 'injected') continue;
-    after = setIn(after, site.path, asTemplate(getIn(doc, site.path) as JsonObject, admission.pod));
+    if (admission.verdict !== 'injected' || admission.patch.length === 0) continue;
+    const ops = onDocument(doc, site, admission.patch);
+    after = applyJsonPatch(after, ops);
+    patch.push(...ops);
   }
-  return { before: doc, after, patch: diff(doc, after), warnings, errors };
+  return { before: doc, after, patch, warnings, errors };
+}
+
+/**
+ * The webhook's patch of a site's pod, on the document. The pod a controller makes always has
+ * metadata (its name), which a pod template may lack: the patch then adds into metadata, so the
+ * document gets an empty one first.
+ */
+function onDocument(doc: JsonObject, site: PodSite, ops: readonly Operation[]): Operation[] {
+  const moved = underPath(ops, site.path);
+  const template = getIn(doc, site.path);
+  if (!isObject(template) || isObject(template['metadata']) || !isObject(site.pod.metadata)) return moved;
+  return [{ op: 'add', path: `${pointerOf(site.path)}/metadata`, value: {} }, ...moved];
 }
 
 /**
@@ -75,8 +94,8 @@ export function printDocuments(docs: readonly JsonObject[], format: 'yaml' | 'js
 function printPatches(results: readonly InjectedDocument[]): string {
   if (results.length === 1) return `${JSON.stringify(results[0]!.patch, null, 2)}\n`;
   const entries = results.map((r) => {
-    const meta = (r.before['metadata'] ?? {}) as { name?: string; namespace?: string };
-    return { kind: r.before['kind'], ...(meta.namespace !== undefined && { namespace: meta.namespace }), name: meta.name ?? '', patch: r.patch };
+    const meta = (r.before['metadata'] ?? {}) as { name?: string; generateName?: string; namespace?: string };
+    return { kind: r.before['kind'], ...(meta.namespace !== undefined && { namespace: meta.namespace }), name: meta.name ?? meta.generateName ?? '', patch: r.patch };
   });
   return `${JSON.stringify(entries, null, 2)}\n`;
 }

@@ -3,6 +3,7 @@ import { configFromFlags, Options } from '../config/config.js';
 import { bashCompletion } from './completion.js';
 import { describeError } from './errors.js';
 import { processIO, type IO } from './args.js';
+import { versionLine } from './version.js';
 
 /** The program's name, as installed by package.json `bin`. */
 const PROGRAM = 'sidecar-injector';
@@ -56,6 +57,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .description('Injects sidecar containers into pods from SidecarTemplate files, as a Kubernetes admission webhook, and explains, lints and checks what it injects.')
     .usage('<command> [options]')
     .helpOption('-h, --help', 'show help for a command')
+    .version(versionLine(), '-V, --version', 'print the version and exit')
     .helpCommand('help [command]', 'show help for a command')
     .addHelpText('after', `\nRun '${PROGRAM} <command> --help' for a command's flags and examples.\n`)
     .showSuggestionAfterError(true)
@@ -105,13 +107,13 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .description('Checks every SidecarTemplate in DIR: load faults as file:line:column, each template injected into sample pods (valid pod, Pod Security level, conflicts between templates). Exit status 1 when there is any fault, for pre-commit hooks and CI.')
     .argument('[dir]', `templates directory (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`)
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
-    .addOption(new Option('--pod-security <level>', 'Pod Security Standard the injected pods must meet').choices(['none', 'baseline', 'restricted']).default('none'))
+    .addOption(new Option('--pod-security <level>', 'Pod Security Standard the injected pods must meet (none: the same as privileged)').choices(['privileged', 'baseline', 'restricted', 'none']).default('privileged'))
     .addOption(new Option('--strict', 'exit 1 on warnings too, not only on errors'))
     .addHelpText('after', examples([`${PROGRAM} lint ./templates`, `${PROGRAM} lint ./templates --pod-security restricted --strict`, `${PROGRAM} lint -o json`]))
     .action(act(async (...args) => (await Commands.lint()).lintCommand({ ...optionsOf(args, 1, { strict: false }), ...(args[0] !== undefined && { dir: args[0] as string }) }, io)));
 
-  command('drift', 'list running pods whose sidecars are out of date with the templates')
-    .description('Lists the running pods whose injected sidecars are out of date with the current templates (the recorded status differs from what the templates render for the pod now, or a template it used is gone), grouped by owning workload with the command that rolls each. Reads pods through the Kubernetes API with the usual kubeconfig rules.')
+  command('drift', 'list running pods whose sidecars are out of date or missing; --restart rolls them')
+    .description('Lists the running pods whose injected sidecars are out of date with the current templates (the recorded status differs from what the templates render for the pod now, or a template it used is gone), and the opted-in pods that run without sidecars, grouped by owning workload with the command that rolls each. With --restart, rolls those Deployments, StatefulSets and DaemonSets one at a time as kubectl rollout restart does. Reads pods through the Kubernetes API with the usual kubeconfig rules.')
     .addOption(templatesDirOption().conflicts('templatesConfigmap'))
     .addOption(new Option('--templates-configmap <namespace/name>', 'the installed templates ConfigMap, read through the API unless --templates-dir is given').default('sidecar-injector/sidecar-injector-templates'))
     .addOption(new Option('-n, --namespace <namespace>', "namespace to look in (default: the kubeconfig context's namespace)").conflicts('allNamespaces'))
@@ -119,8 +121,13 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(new Option('--all', 'list every injected pod, not only the stale ones'))
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addOption(new Option('--kubeconfig <file>', 'kubeconfig file (default: $KUBECONFIG, else ~/.kube/config; in a pod, its ServiceAccount)'))
-    .addHelpText('after', examples([`${PROGRAM} drift -A`, `${PROGRAM} drift -n team-a --all -o json`, `${PROGRAM} drift -A --templates-dir ./templates   # before applying a template change`]))
-    .action(act(async (...args) => (await Commands.drift()).driftCommand(optionsOf(args, 0, { all: false, allNamespaces: false }), io)));
+    .addOption(new Option('--restart', 'roll the Deployments, StatefulSets and DaemonSets of stale and missing pods, one at a time'))
+    .addOption(new Option('--dry-run', 'with --restart: print the plan only'))
+    .addOption(new Option('--timeout <duration>', 'with --restart: how long one rollout may take before the run stops').default('5m'))
+    .addOption(new Option('--max-workloads <n>', 'with --restart: roll at most this many workloads').default('10'))
+    .addOption(new Option('--poll-interval <duration>', "how often a rollout's status is read").default('2s').hideHelp())
+    .addHelpText('after', examples([`${PROGRAM} drift -A`, `${PROGRAM} drift -n team-a --all -o json`, `${PROGRAM} drift -A --templates-dir ./templates   # before applying a template change`, `${PROGRAM} drift -n team-a --restart --dry-run`]))
+    .action(act(async (...args) => (await Commands.drift()).driftCommand(optionsOf(args, 0, { all: false, allNamespaces: false, restart: false, dryRun: false }), io)));
 
   command('version', 'print the version, the git commit it was built from, and the Node.js version')
     .description('Prints the version, the git commit it was built from (when known) and the Node.js version.')
@@ -214,9 +221,10 @@ function serveOptions(): Option[] {
   return Object.values(Options).map((o) => {
     const schema: { readonly type?: string; readonly enum?: readonly string[]; readonly default: unknown } = o.schema;
     const value = schema.type === 'integer' ? '<n>' : '<value>';
-    const choices = schema.enum === undefined ? '' : `, one of ${schema.enum.join(', ')}`;
     // No commander default: the environment variable sits between the flag and the default, and Ajv validates.
-    const option = new Option(`--${o.flag} ${value}`, `${o.help} (env ${o.env}${choices}, default ${JSON.stringify(schema.default)})`);
+    const option = new Option(`--${o.flag} ${value}`, `${o.help} (env ${o.env}, default ${JSON.stringify(schema.default)})`);
+    // A flag with a fixed set of values refuses another by listing them, as every flag with choices does.
+    if (schema.enum !== undefined) option.choices(schema.enum);
     // A repeatable flag is one comma-separated list, as its environment variable writes it.
     return 'repeatable' in o ? option.argParser((v: string, previous?: string) => (previous === undefined ? v : `${previous},${v}`)) : option;
   });

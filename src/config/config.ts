@@ -29,7 +29,7 @@ export const Options = {
   logLevel: { flag: 'log-level', env: 'SIDECAR_INJECTOR_LOG_LEVEL', schema: { enum: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], default: 'info' }, help: 'pino log level' },
   clientCa: { flag: 'client-ca', env: 'SIDECAR_INJECTOR_CLIENT_CA', schema: { type: 'string', default: '' }, help: "PEM file of the CA that signs the apiserver's client certificate; when set, only clients with a certificate from it are served (mutual TLS)" },
   requestTimeout: { flag: 'request-timeout', env: 'SIDECAR_INJECTOR_REQUEST_TIMEOUT', schema: { type: 'integer', minimum: 1, maximum: 60, default: 10 }, help: 'seconds a client may take to send a whole review; the TLS handshake and the headers get at most 5 of them' },
-  maxConnections: { flag: 'max-connections', env: 'SIDECAR_INJECTOR_MAX_CONNECTIONS', schema: { type: 'integer', minimum: 1, maximum: 65535, default: 1024 }, help: 'open connections to the HTTPS port; a connection beyond this is closed at once' },
+  maxConnections: { flag: 'max-connections', env: 'SIDECAR_INJECTOR_MAX_CONNECTIONS', schema: { type: 'integer', minimum: 1, maximum: 65535, default: 1024 }, help: 'open connections to the HTTPS port; a connection beyond this closes the oldest idle one (no request in progress, a TLS handshake not done included), or is closed itself when every connection is busy' },
   answerCacheMb: { flag: 'answer-cache-mb', env: 'SIDECAR_INJECTOR_ANSWER_CACHE_MB', schema: { type: 'integer', minimum: 0, maximum: 1024, default: 4 }, help: 'MiB per endpoint of answers kept for reviews that repeat but for their uid (the pods of one ReplicaSet); 0: compute every answer' },
   maxContainers: { flag: 'max-containers', env: 'SIDECAR_INJECTOR_MAX_CONTAINERS', schema: { type: 'integer', minimum: 1, maximum: 100000, default: 250 }, help: 'containers, initContainers and ephemeralContainers of one pod; a pod with more is refused (400)' },
   maxEnvPerContainer: { flag: 'max-env-per-container', env: 'SIDECAR_INJECTOR_MAX_ENV_PER_CONTAINER', schema: { type: 'integer', minimum: 1, maximum: 100000, default: 1000 }, help: 'env vars of one container; a pod with more is refused (400)' },
@@ -80,7 +80,9 @@ export function configFromFlags(flags: Readonly<Record<string, string | undefine
     const details = (validateConfig.errors ?? []).map((e) => {
       const key = e.instancePath.slice(1) as keyof typeof Options;
       const o = Options[key];
-      return o ? `--${o.flag} (${o.env}) ${e.message ?? 'is invalid'}: ${JSON.stringify(raw[key])}` : (e.message ?? 'invalid');
+      // Ajv's enum message does not say which values are allowed; the user needs them.
+      const message = e.keyword === 'enum' ? `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}` : (e.message ?? 'is invalid');
+      return o ? `--${o.flag} (${o.env}) ${message}: ${JSON.stringify(raw[key])}` : message;
     });
     throw new InjectorError('CONFIG_INVALID', [details.join('; ')]);
   }

@@ -1,5 +1,6 @@
 import type { Container, NamedItem, Pod, PodSpec } from '../kube/types.js';
-import { escapeToken, jsonOf, jsonStringBody } from '../patch/diff.js';
+import { jsonOf, jsonStringBody } from '../patch/json.js';
+import { escapeToken } from '../patch/pointer.js';
 import { Keys } from './keys.js';
 import { injectedAnnotations, injectedMetadata, injectedSpec, type Extension, type Injection } from './mutate.js';
 import { copyWithKeys } from './render.js';
@@ -14,16 +15,18 @@ export interface InjectionPatch {
 
 /**
  * The JSON patch that turns `pod` into applyInjection(pod, injection), written from the
- * injection's decisions: byte for byte `encodePatch(diff(pod, applyInjection(pod, injection)))`
- * (test/inject/patch.test.ts holds the two together over generated pods), without a mutated copy
- * of the pod nor a walk of it. The mutating handler answers every review with one, so this is
- * written for its cost; the CLI and lint, which want the pod, diff it.
+ * injection's decisions without a mutated copy of the pod nor a walk of it. It is the one patch
+ * generator: the mutating handler answers with it, and the CLI shows the pod it makes (it applies
+ * the handler's answer). Byte for byte it is `JSON.stringify(diff(pod, applyInjection(pod,
+ * injection)))` for the name-aware diff kept in test/helpers/diff.ts as an independent reference
+ * (test/inject/patch.test.ts holds the two together over generated pods).
  *
- * It follows diff's rules (patch/diff.ts): a key the pod lacks is one `add` of its whole value,
- * anything else is changed in place, and the keys of an object are visited in its enumeration
- * order, the pod's own keys first and the added ones after, in the order they are set. So where two
- * changed keys of one object are both the pod's (`metadata` and `spec`, `env` and `volumeMounts`),
- * their order is read from the pod. `pod` is a pod as JSON.parse makes it (podObject checked it).
+ * It follows that diff's rules: a key the pod lacks is one `add` of its whole value (so no `add`
+ * has a missing parent), anything else is changed in place, and the keys of an object are visited
+ * in its enumeration order, the pod's own keys first and the added ones after, in the order they
+ * are set. So where two changed keys of one object are both the pod's (`metadata` and `spec`,
+ * `env` and `volumeMounts`), their order is read from the pod. `pod` is a pod as JSON.parse makes
+ * it (podObject checked it).
  */
 export function injectionPatch(pod: Pod, injection: Injection): InjectionPatch {
   const out = new PatchWriter();

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type CounterConfiguration, type HistogramConfiguration } from 'prom-client';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { endpointLabel, HandlerKind } from '../admission/endpoints.js';
 import { Decisions, ERROR_DECISION, Reasons, type ReviewRecord } from '../admission/record.js';
 import { Decision } from '../admission/verdict.js';
@@ -65,34 +66,41 @@ export interface Metrics {
 export interface MetricsOptions {
   /** Also export prom-client's process_* and nodejs_* metrics (CPU, RSS, event loop lag, GC). */
   readonly processMetrics?: boolean;
+  /** The clock of the event loop lag's window (tests move it). */
+  readonly now?: () => number;
 }
 
 /** Creates a registry of its own (so several servers in one process never share counts) and the metrics in it. */
 export function createMetrics(opts: MetricsOptions = {}): Metrics {
   const registry = new Registry();
-  if (opts.processMetrics ?? true) collectDefaultMetrics({ register: registry });
+  if (opts.processMetrics ?? true) {
+    collectDefaultMetrics({ register: registry });
+    // prom-client's lag max is the longest since the previous scrape by anyone: ours keeps a window.
+    registry.removeSingleMetric(LAG_MAX);
+    eventLoopLagMax(registry, opts.now ?? Date.now);
+  }
   const registers = [registry];
 
-  const reviews = new Tally({
+  const reviews = new Counter({
     name: `${PREFIX}reviews_total`,
     help: 'AdmissionReviews answered, by endpoint, operation, decision (injected, skipped, allowed, denied, error) and reason',
     labelNames: ['endpoint', 'operation', 'decision', 'reason'] as const,
     registers,
   });
-  const latency = new HistogramCells({
+  const latency = new Histogram({
     name: `${PREFIX}review_duration_seconds`,
     help: 'Time from the start of reading a review to its answer, by endpoint and decision',
     labelNames: ['endpoint', 'decision'] as const,
     buckets: [...LATENCY_BUCKETS],
     registers,
   });
-  const cacheLookups = new Tally({
+  const cacheLookups = new Counter({
     name: `${PREFIX}answer_cache_lookups_total`,
     help: 'Reviews by endpoint and answer cache result (hit: the answer to an earlier review that differed only in its uid; miss: computed)',
     labelNames: ['endpoint', 'result'] as const,
     registers,
   });
-  const injections = new Tally({
+  const injections = new Counter({
     name: `${PREFIX}injections_total`,
     help: 'Templates injected into pods (one per template per pod that received a patch)',
     labelNames: ['template'] as const,
@@ -154,20 +162,21 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
   return {
     registry,
     observeReview(record) {
-      const ep = endpointLabel(record.endpoint);
+      const endpoint = endpointLabel(record.endpoint);
+      const reason = closed(Reasons, record.reason);
       if (record.decision === ERROR_DECISION) {
-        reviews.add(ep, '', ERROR_DECISION, closed(Reasons, record.reason));
+        reviews.inc({ endpoint, operation: '', decision: ERROR_DECISION, reason });
         return;
       }
-      cacheLookups.add(ep, record.cached ? 'hit' : 'miss');
+      cacheLookups.inc({ endpoint, result: record.cached ? 'hit' : 'miss' });
       const decision = closed(Decisions, record.decision);
-      reviews.add(ep, closed(OPERATIONS, record.operation), decision, closed(Reasons, record.reason));
-      latency.add(record.durationMs / 1000, ep, decision);
+      reviews.inc({ endpoint, operation: closed(OPERATIONS, record.operation), decision, reason });
+      latency.observe({ endpoint, decision }, record.durationMs / 1000);
       if (record.decision === Decision.Injected && record.patchOps > 0) {
         // Template names are the set's own (a closed set while it serves).
-        for (const template of record.templates) injections.add(template);
+        for (const template of record.templates) injections.inc({ template });
       }
-      if (ep === HandlerKind.Validate && record.decision === Decision.Denied && record.reason === Reason.SidecarsMissing) {
+      if (endpoint === HandlerKind.Validate && record.decision === Decision.Denied && record.reason === Reason.SidecarsMissing) {
         rejections.inc({ namespace: namespaceLabel(record.namespace) });
       }
     },
@@ -190,153 +199,6 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
   };
 }
 
-/**
- * A Counter whose counts the review path keeps in plain cells, one per label values, and hands to
- * prom-client when the counter is read (its collect runs on every scrape). `counter.inc(labels)`
- * validates and hashes the labels on every call, about 1 µs each, three or four times a review;
- * here a review costs a Map lookup per label. The label values come from closed sets, so the cells
- * are bounded as the series are.
- */
-class Tally<L extends string> {
-  readonly #cells: Cells<L, { readonly labels: Partial<Record<L, string>>; count: number }>;
-
-  constructor(config: CounterConfiguration<L> & { readonly labelNames: readonly L[] }) {
-    const cells = (this.#cells = new Cells(config.labelNames, (labels) => ({ labels, count: 0 })));
-    new Counter<L>({
-      ...config,
-      collect(this: Counter<L>) {
-        for (const cell of cells.all) {
-          if (cell.count === 0) continue;
-          this.inc(cell.labels, cell.count);
-          cell.count = 0;
-        }
-      },
-    });
-  }
-
-  /** Counts one for the label values, given in the order of labelNames. */
-  add(...values: string[]): void {
-    this.#cells.of(values).count++;
-  }
-}
-
-/**
- * A Histogram whose observations the review path keeps in plain cells (a count per bucket, the sum
- * and the count, per label values): prom-client's `observe(labels, value)` validates and hashes
- * the labels on every call (about 1.3 µs in a hot loop, several times that in the server). The
- * cells are read where prom-client reads its own, in `getForPromString` (which `get` reads too),
- * and written in the form prom-client's Histogram writes: the scrape's text is the same (the
- * metrics tests read it).
- */
-class HistogramCells<L extends string> extends Histogram<L> {
-  readonly #bounds: readonly number[];
-  readonly #cells: Cells<L, HistogramCell<L>>;
-  readonly #name: string;
-  readonly #help: string;
-
-  constructor(config: HistogramConfiguration<L> & { readonly labelNames: readonly L[]; readonly buckets: readonly number[] }) {
-    super(config);
-    this.#name = config.name;
-    this.#help = config.help;
-    const bounds = (this.#bounds = [...config.buckets]);
-    this.#cells = new Cells(config.labelNames, (labels) => ({ labels, buckets: new Float64Array(bounds.length), sum: 0, count: 0 }));
-  }
-
-  /** Observes `value` for the label values, given in the order of labelNames. */
-  add(value: number, ...values: string[]): void {
-    const cell = this.#cells.of(values);
-    const bounds = this.#bounds;
-    // The first bucket whose upper bound holds the value; past the last, only +Inf (the count) does.
-    for (let i = 0; i < bounds.length; i++) {
-      if (value <= bounds[i]!) {
-        cell.buckets[i]!++;
-        break;
-      }
-    }
-    cell.sum += value;
-    cell.count++;
-  }
-
-  /** What prom-client's registry reads to write the scrape (prom-client's Histogram has this method; its types do not list it). */
-  async getForPromString(): Promise<{ name: string; help: string; type: 'histogram'; values: Series[]; aggregator: 'sum' }> {
-    const name = this.#name;
-    const values: Series[] = [];
-    for (const cell of this.#cells.all) {
-      let cumulative = 0;
-      for (let i = 0; i < this.#bounds.length; i++) {
-        cumulative += cell.buckets[i]!;
-        values.push({ labels: { le: this.#bounds[i]! }, sharedLabels: cell.labels, value: cumulative, metricName: `${name}_bucket`, exemplar: null });
-      }
-      values.push({ labels: { le: '+Inf' }, sharedLabels: cell.labels, value: cell.count, metricName: `${name}_bucket`, exemplar: null });
-      values.push({ labels: {}, sharedLabels: cell.labels, value: cell.sum, metricName: `${name}_sum`, exemplar: undefined });
-      values.push({ labels: {}, sharedLabels: cell.labels, value: cell.count, metricName: `${name}_count`, exemplar: undefined });
-    }
-    return { name, help: this.#help, type: 'histogram', values, aggregator: 'sum' };
-  }
-
-  override reset(): void {
-    // prom-client's constructor calls reset before this class has its fields.
-    if (#cells in this) this.#cells.clear();
-  }
-}
-
-/** One series as prom-client's Histogram hands it to the registry: its own labels, and the cell's as shared labels. */
-interface Series {
-  readonly labels: Readonly<Record<string, string | number>>;
-  readonly sharedLabels: Readonly<Partial<Record<string, string>>>;
-  readonly value: number;
-  readonly metricName: string;
-  /** null for a bucket, undefined for the sum and the count, as prom-client has it. */
-  readonly exemplar: null | undefined;
-}
-
-interface HistogramCell<L extends string> {
-  readonly labels: Partial<Record<L, string>>;
-  readonly buckets: Float64Array;
-  sum: number;
-  count: number;
-}
-
-/**
- * Cells by label values, found by one Map lookup per label: the values are strings the review
- * already holds (hashed once by V8), where a key joined from them would be a new string to build
- * and hash on every review.
- */
-class Cells<L extends string, C> {
-  readonly #labelNames: readonly L[];
-  readonly #make: (labels: Partial<Record<L, string>>) => C;
-  #root = new Map<string, unknown>();
-  /** Every cell, in the order they were made (the order prom-client lists series in). */
-  readonly all: C[] = [];
-
-  constructor(labelNames: readonly L[], make: (labels: Partial<Record<L, string>>) => C) {
-    this.#labelNames = labelNames;
-    this.#make = make;
-  }
-
-  /** The cell of the label values, given in the order of labelNames; made on first use. */
-  of(values: readonly string[]): C {
-    let map = this.#root;
-    const last = values.length - 1;
-    for (let i = 0; i < last; i++) {
-      let next = map.get(values[i]!) as Map<string, unknown> | undefined;
-      if (next === undefined) map.set(values[i]!, (next = new Map()));
-      map = next;
-    }
-    const cell = map.get(values[last]!) as C | undefined;
-    if (cell !== undefined) return cell;
-    const made = this.#make(Object.fromEntries(this.#labelNames.map((name, i) => [name, values[i]!])) as Partial<Record<L, string>>);
-    map.set(values[last]!, made);
-    this.all.push(made);
-    return made;
-  }
-
-  clear(): void {
-    this.#root = new Map();
-    this.all.length = 0;
-  }
-}
-
 /** `value` when it belongs to the closed set, else `other`. */
 function closed(set: ReadonlySet<string>, value: string): string {
   return set.has(value) ? value : OTHER;
@@ -355,4 +217,40 @@ function boundedLabel(max: number, wellFormed: (value: string) => boolean): (val
     seen.add(value);
     return value;
   };
+}
+
+/** prom-client's name for the longest event loop delay, kept (dashboards and alerts read it). */
+const LAG_MAX = 'nodejs_eventloop_lag_max_seconds';
+
+/** How long the lag max keeps a delay: slots of LAG_SLOT_MS, the current one and LAG_SLOTS - 1 before it. */
+export const LAG_SLOT_MS = 10_000;
+export const LAG_SLOTS = 7;
+
+/**
+ * nodejs_eventloop_lag_max_seconds as the longest event loop delay of the last 60 to 70 s.
+ * prom-client's gauge reports the longest since the previous scrape and resets it, so a client
+ * that scraped /metrics in between hid a stall from Prometheus (a 143 ms stall read as 10 ms;
+ * issue 20). Here each scrape moves what perf_hooks measured since the previous one into the
+ * current 10 s slot, and reads the largest of the last seven slots: a stall shows in every scrape
+ * for at least 60 s after it, whoever else scrapes.
+ */
+function eventLoopLagMax(registry: Registry, now: () => number): void {
+  // prom-client's own resolution (10 ms): a delay of D ms reads as D to D + 10.
+  const delays = monitorEventLoopDelay({ resolution: 10 });
+  delays.enable();
+  const slots = Array.from({ length: LAG_SLOTS }, () => ({ index: -1, maxNs: 0 }));
+  new Gauge({
+    name: LAG_MAX,
+    help: `The longest event loop delay in seconds over the last ${((LAG_SLOTS - 1) * LAG_SLOT_MS) / 1000} to ${(LAG_SLOTS * LAG_SLOT_MS) / 1000} s (a scrape does not reset it)`,
+    registers: [registry],
+    collect() {
+      const index = Math.floor(now() / LAG_SLOT_MS);
+      const slot = slots[index % LAG_SLOTS]!;
+      if (slot.index !== index) Object.assign(slot, { index, maxNs: 0 });
+      slot.maxNs = Math.max(slot.maxNs, delays.max);
+      delays.reset();
+      const recent = slots.filter((s) => s.index > index - LAG_SLOTS);
+      this.set(Math.max(...recent.map((s) => s.maxNs)) / 1e9);
+    },
+  });
 }

@@ -5,7 +5,7 @@ import { LineCounter, isNode, type Document } from 'yaml';
 import { TemplateSetError, injectorError, type TemplateFault } from '../errors.js';
 import { findConflicts } from './conflicts.js';
 import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
-import { PlaceholderError, renderValues } from './placeholders.js';
+import { PlaceholderError, placeholderFaults, renderValues } from './placeholders.js';
 import { placementFault } from './placement.js';
 import { FormatMessages, volumeSources, type Format } from './schema.js';
 import { validate as validateTemplateDocument } from './template-validator.js';
@@ -146,7 +146,10 @@ function compileFile(f: TemplateFile, faults: TemplateFault[], seen: Map<string,
       if (refused.length === 0) out.push(compiled);
     } catch (err) {
       if (!(err instanceof PlaceholderError)) throw err;
-      faults.push({ file: f.file, template: name, path: err.path, message: err.message, ...at(err.path) });
+      // Every bad placeholder of the template, not only the first compileTemplate met. `placement`
+      // names containers and is never compiled.
+      const { placement: _placement, ...compiled } = (value as { spec: SidecarTemplateSpec }).spec;
+      for (const pf of placeholderFaults(compiled, '/spec')) faults.push({ file: f.file, template: name, path: pf.path, message: pf.message, ...at(pf.path) });
     }
   }
   return out;

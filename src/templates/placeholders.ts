@@ -97,6 +97,25 @@ export function compileValue(value: unknown, path = ''): Compiled {
   return { static: value };
 }
 
+/**
+ * Every placeholder fault below `value`, the first of each string, so that lint and a refused load
+ * name them all at once instead of one per run (issue 21); compileValue stops at the first.
+ */
+export function placeholderFaults(value: unknown, path = ''): PlaceholderError[] {
+  if (typeof value === 'string') {
+    try {
+      compileString(value, path);
+      return [];
+    } catch (err) {
+      if (err instanceof PlaceholderError) return [err];
+      throw err;
+    }
+  }
+  if (Array.isArray(value)) return value.flatMap((item, i) => placeholderFaults(item, `${path}/${i}`));
+  if (typeof value === 'object' && value !== null) return Object.entries(value).flatMap(([k, v]) => placeholderFaults(v, `${path}/${escapeToken(k)}`));
+  return [];
+}
+
 function compileArray(items: unknown[], path: string): Compiled {
   const parts = items.map((item, i) => compileValue(item, `${path}/${i}`));
   if (parts.every(isStatic)) return { static: items };

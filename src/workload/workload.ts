@@ -33,8 +33,6 @@ export interface PodSite {
   /** The pod as admission would see it (a template gets the name fields its controller gives: controllerPodName). */
   readonly pod: Pod;
   readonly namespace: string;
-  /** Pods of Jobs and CronJobs; for a bare Pod, undefined (its ownerReferences tell). */
-  readonly ownedByJob: boolean | undefined;
 }
 
 /**
@@ -64,15 +62,26 @@ export function podSites(doc: JsonObject, namespace: string, path: readonly (str
   const at = PodTemplatePaths[kind];
   if (at === undefined) return [];
   const meta = isObject(doc['metadata']) ? doc['metadata'] : {};
-  const name = typeof meta['name'] === 'string' ? meta['name'] : '';
+  const name = objectName(meta);
   const ns = typeof meta['namespace'] === 'string' && meta['namespace'] !== '' ? meta['namespace'] : namespace;
   const found = getIn(doc, at);
   if (!isObject(found)) return [];
   const title = `${kind} ${ns}/${name || '(unnamed)'}`;
   const template = checkedPod(found, title);
   const pod = kind === 'Pod' ? template : asControllerPod(template, kind, name, doc);
-  const ownedByJob = kind === 'Job' || kind === 'CronJob' ? true : kind === 'Pod' ? undefined : false;
-  return [{ title, kind, path: [...path, ...at], pod, namespace: ns, ownedByJob }];
+  return [{ title, kind, path: [...path, ...at], pod, namespace: ns }];
+}
+
+/**
+ * The name an object gets when it is created: its `metadata.name`, else its `generateName` and the
+ * random suffix the apiserver appends (five characters, names.SimpleNameGenerator), written
+ * `<suffix>`. A workload written for `kubectl create` with only generateName (Knative's
+ * storage-version-migration Job) still owns its pods (issue 21).
+ */
+function objectName(meta: JsonObject): string {
+  if (typeof meta['name'] === 'string' && meta['name'] !== '') return meta['name'];
+  if (typeof meta['generateName'] === 'string' && meta['generateName'] !== '') return `${meta['generateName']}<suffix>`;
+  return '';
 }
 
 /** The same shape checks the server makes on request.object, so a malformed pod is a clear error, not a crash. */
@@ -105,7 +114,7 @@ function withoutNulls(value: JsonObject): JsonObject {
  * the template's own metadata.name and generateName never reach the pod. The pod gets
  * `generateName: <owner>-`, and the apiserver appends a random suffix after admission, so a
  * webhook sees only the prefix. Parts the CLI cannot know are written `<hash>`, `<ordinal>`,
- * `<index>` and `<time>`:
+ * `<index>`, `<time>` (and `<suffix>` in the owner's own name when it has only generateName):
  * - Deployment: its ReplicaSet is `<deployment>-<pod-template-hash>`, so `<deployment>-<hash>-`;
  * - ReplicaSet, ReplicationController, DaemonSet: `<name>-`;
  * - StatefulSet: the pod has a name, `<statefulset>-<ordinal>` (and generateName `<statefulset>-`);
@@ -155,18 +164,6 @@ function asControllerPod(template: Pod, kind: string, owner: string, workload: J
   return { ...template, metadata: { ...meta, ...naming, ...(ref !== undefined && { ownerReferences: [ref] }) } };
 }
 
-/** Undoes asControllerPod on an injected pod, so only what the injector added differs from the input. */
-export function asTemplate(original: Pod, injected: Pod): Pod {
-  const before = original.metadata ?? {};
-  const { name: _name, generateName: _generateName, ownerReferences: _refs, ...meta } = injected.metadata ?? {};
-  const kept = {
-    ...(before.name !== undefined && { name: before.name }),
-    ...(before.generateName !== undefined && { generateName: before.generateName }),
-    ...(before.ownerReferences !== undefined && { ownerReferences: before.ownerReferences }),
-  };
-  return { ...injected, metadata: { ...kept, ...meta } };
-}
-
 /** Reads the value at a path, or undefined. */
 export function getIn(value: unknown, path: readonly (string | number)[]): unknown {
   let cur = value;
@@ -175,17 +172,4 @@ export function getIn(value: unknown, path: readonly (string | number)[]): unkno
     cur = (cur as Record<string | number, unknown>)[key];
   }
   return cur;
-}
-
-/** Returns a copy of `doc` with the value at `path` replaced; every branch off the path is shared. */
-export function setIn<T>(doc: T, path: readonly (string | number)[], value: unknown): T {
-  const [head, ...rest] = path;
-  if (head === undefined) return value as T;
-  if (Array.isArray(doc)) {
-    const copy = [...doc];
-    copy[head as number] = setIn(copy[head as number], rest, value);
-    return copy as T;
-  }
-  const obj = doc as Record<string, unknown>;
-  return { ...obj, [head]: setIn(obj[head], rest, value) } as T;
 }

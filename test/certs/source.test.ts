@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -73,6 +73,30 @@ describe('certificate sources', () => {
       assert.ok(cert.verify(caCert.publicKey), 'signed by the CA written to ca.crt');
       assert.ok(cert.checkHost('localhost') !== undefined && cert.checkIP('127.0.0.1') !== undefined && cert.checkIP('::1') !== undefined, cert.subjectAltName);
       assert.doesNotThrow(() => verifyServingPair(pair));
+      assert.equal(pair.reused, false);
+      assert.equal((await stat(join(local, 'tls.key'))).mode & 0o777, 0o600, 'the key is readable by its owner only');
+    });
+
+    it('serves again the pair a running server serves, never replacing the CA its clients trust (issue 21)', async () => {
+      const local = join(dir, 'second-start');
+      const first = await makeSelfSigned(local);
+      const caPem = await readFile(first.caFile, 'utf8');
+      const second = await makeSelfSigned(local);
+      assert.deepEqual([second.reused, second.certPem, second.keyPem], [true, first.certPem, first.keyPem]);
+      assert.equal(await readFile(second.caFile, 'utf8'), caPem);
+    });
+
+    it('makes a new pair when the kept one has less than a day left, or does not chain to ca.crt', async () => {
+      const local = join(dir, 'renewed');
+      const first = await makeSelfSigned(local);
+      const nearEnd = new Date(Date.parse(new X509Certificate(first.certPem).validTo) - 60 * 60 * 1000);
+      const renewed = await makeSelfSigned(local, nearEnd);
+      assert.equal(renewed.reused, false);
+      assert.notEqual(renewed.certPem, first.certPem);
+      await writeFile(renewed.caFile, ca.certPem);
+      const rechained = await makeSelfSigned(local);
+      assert.equal(rechained.reused, false);
+      assert.ok(new X509Certificate(rechained.certPem).verify(new X509Certificate(await readFile(rechained.caFile, 'utf8')).publicKey));
     });
   });
 

@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { before, describe, it } from 'node:test';
 import { checkBody } from '../../src/admission/codec.js';
 import { admitPod, type Cluster } from '../../src/cli/admit.js';
 import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
-import { podSites } from '../../src/workload/workload.js';
+import { parseDocuments, podSites } from '../../src/workload/workload.js';
+import { applyPatchV4 } from '../helpers/jsonpatch-v4.js';
 import { managedFieldsOf } from '../helpers/managed-fields.js';
-import { podReview } from '../helpers/review.js';
+import { decodePatch, mutate, podReview, validate } from '../helpers/review.js';
 
 const FIXTURES = 'test/fixtures/cli';
 let set: TemplateSet;
@@ -112,5 +114,59 @@ describe('admitPod with the review limits of serve', () => {
     // keys count toward --max-object-layouts only up to the 127th (they once all did, and it was refused).
     const many = admitPod(envDeployment(5, 900), set, shipped());
     assert.equal(many.verdict, 'injected', many.why.join('; '));
+  });
+});
+
+/**
+ * Issue 21: the CLI's verdict is admission's for every workload kind, named or written with only
+ * generateName. The reference is built apart from src/workload: the pod each controller really
+ * creates (owner named by the apiserver, a uid), sent through the real handlers, its patch applied
+ * by the strict evanphx/json-patch v4 applier.
+ */
+describe('admitPod agrees with admission for every workload kind', () => {
+  const kinds: [string, string, string, string][] = [
+    // kind, apiVersion, the kind that owns the pods, its apiVersion
+    ['Deployment', 'apps/v1', 'ReplicaSet', 'apps/v1'],
+    ['StatefulSet', 'apps/v1', 'StatefulSet', 'apps/v1'],
+    ['DaemonSet', 'apps/v1', 'DaemonSet', 'apps/v1'],
+    ['ReplicaSet', 'apps/v1', 'ReplicaSet', 'apps/v1'],
+    ['ReplicationController', 'v1', 'ReplicationController', 'v1'],
+    ['Job', 'batch/v1', 'Job', 'batch/v1'],
+    ['CronJob', 'batch/v1', 'Job', 'batch/v1'],
+  ];
+  const template = { metadata: { labels: { app: 'w', 'sidecar-injector.io/inject': 'true' } }, spec: { restartPolicy: 'OnFailure', containers: [{ name: 'main', image: 'busybox' }] } };
+  const workload = (kind: string, apiVersion: string, meta: object): any => ({
+    apiVersion,
+    kind,
+    metadata: { ...meta, namespace: 'shop' },
+    spec: kind === 'CronJob' ? { schedule: '@daily', jobTemplate: { spec: { template } } } : { template },
+  });
+  /** What admission stores for the pod a controller makes: /mutate's patch applied, then /validate. */
+  const admission = (ownerKind: string, ownerApiVersion: string): { allowed: boolean; pod: any } => {
+    const owner = 'w-x7k2p';
+    const pod = { ...template, metadata: { ...template.metadata, generateName: `${owner}-`, ownerReferences: [{ apiVersion: ownerApiVersion, kind: ownerKind, name: owner, uid: '6f1c1c44-0d61-4c8e-9a53-7d0f0f6b8a11', controller: true, blockOwnerDeletion: true }] } };
+    const mutated = applyPatchV4(pod, decodePatch(mutate(podReview(pod, { namespace: 'shop' }).request, set).response));
+    return { allowed: validate(podReview(mutated, { namespace: 'shop' }).request, set).response.allowed, pod: mutated };
+  };
+  const lists = (pod: any): unknown => [pod.spec.initContainers?.map((c: any) => [c.name, c.restartPolicy]), pod.spec.containers.map((c: any) => c.name)];
+
+  for (const [kind, apiVersion, ownerKind, ownerApiVersion] of kinds) {
+    for (const [how, meta] of [['named', { name: 'w' }], ['written with only generateName', { generateName: 'w-' }]] as const) {
+      it(`admits the pod of a ${kind} ${how} as admission does`, () => {
+        const reference = admission(ownerKind, ownerApiVersion);
+        const a = admitPod(podSites(workload(kind, apiVersion, meta), 'default')[0]!, set, shipped());
+        assert.equal(a.verdict === 'injected', reference.allowed, a.why.join('; '));
+        assert.deepEqual(lists(a.pod), lists(reference.pod));
+      });
+    }
+  }
+
+  it("injects Knative's storage-version-migration Job (only generateName) with a native sidecar and renders {{ pod.name }}", async () => {
+    const [doc] = parseDocuments(await readFile('test/fixtures/yaml/knative-storage-version-migration.yaml', 'utf8'), 'knative');
+    const a = admitPod(podSites(doc!, 'default')[0]!, set, shipped(optedInNamespace));
+    assert.deepEqual([a.verdict, a.reason], ['injected', 'injected'], a.why.join('; '));
+    const agent = a.pod.spec?.initContainers?.find((c) => c.name === 'log-agent');
+    assert.equal(agent?.restartPolicy, 'Always');
+    assert.deepEqual(agent?.env?.find((e) => e.name === 'POD_NAME'), { name: 'POD_NAME', value: 'storage-version-migration-serving-<suffix>-' });
   });
 });

@@ -5,9 +5,10 @@ import { cli, golden } from '../helpers/cli.js';
 const FIXTURES = 'test/fixtures/cli';
 const ARGS = ['-f', `${FIXTURES}/explain.yaml`, '--templates-dir', `${FIXTURES}/templates`];
 
-async function explain(args: string[]): Promise<string> {
+/** explain's report; the fixture holds pods that would be rejected, so it exits 1. */
+async function explain(args: string[], code = 1): Promise<string> {
   const r = await cli(['explain', ...args]);
-  assert.equal(r.code, 0, r.err);
+  assert.equal(r.code, code, r.err);
   return r.out;
 }
 
@@ -21,6 +22,7 @@ describe('sidecar-injector explain', () => {
         ['Pod default/opted-out', 'not-injected', 'opted-out'],
         ['Pod default/defaults', 'injected', 'injected'],
         ['Pod default/named', 'injected', 'injected'],
+        ['Pod default/tuned', 'injected', 'injected'],
         ['Pod default/typo', 'rejected', 'unknown-template'],
         ['Pod default/refused', 'rejected', 'override-refused'],
         ['Pod default/ignored', 'injected', 'injected'],
@@ -35,7 +37,7 @@ describe('sidecar-injector explain', () => {
   });
 
   it('takes --namespace-labels into the shipped namespaceSelector (a runlevel 0 namespace is never sent)', async () => {
-    const report = JSON.parse(await explain([...ARGS, '-o', 'json', '--namespace-labels', 'runlevel=0,team=a']));
+    const report = JSON.parse(await explain([...ARGS, '-o', 'json', '--namespace-labels', 'runlevel=0,team=a'], 0));
     assert.ok(report.every((e: any) => e.reason === 'namespace-rule'), JSON.stringify(report.map((e: any) => e.reason)));
     const bad = await cli(['explain', ...ARGS, '--namespace-labels', 'runlevel']);
     assert.equal(bad.code, 2);
@@ -48,9 +50,18 @@ describe('sidecar-injector explain', () => {
     assert.match(text, /Pod default\/defaults: injected with log-agent \(injected\)\n {2}- label sidecar-injector.io\/inject="true"\n {2}- no sidecar-injector.io\/templates annotation: the default templates apply/);
     assert.match(text, /\* mesh: container "mesh-proxy" \(registry.example.com\/mesh-proxy:2.0.1\) in containers, first/);
     assert.match(text, /\* log-agent: .*image overridden to registry.example.com\/log-agent:2.0.0/);
+    assert.match(text, /Pod default\/tuned: .*\n(?: {2}- .*\n)* {2}\* log-agent: .*; cpu request overridden to 250m; memory request overridden to 128Mi\n/);
     assert.match(text, /Job default\/migrate: .*\n {2}- .*\n {2}- .*\n {2}- the pod belongs to a Job\n {2}\* log-agent: native sidecar "log-agent" .* in initContainers, first/);
     assert.match(text, /unknown sidecar template\(s\) "log-agnet"/);
     assert.match(text, /Pod default\/refused: would be REJECTED \(override-refused\)\n(?: {2}- .*\n){2} {2}- annotation mesh.sidecar-injector.io\/cpu: "lots" is not a Kubernetes quantity/);
     assert.match(text, /Pod default\/ignored: injected with mesh \(injected\)\n(?: {2}[-*] .*\n){3} {2}! warning: annotation mesh.sidecar-injector.io\/memory: template "mesh" does not allow overriding memory \(it allows cpu\); ignored/);
+  });
+
+  it('exits 1 when any pod would be rejected, as inject does, and 0 when none would', async () => {
+    const rejected = await cli(['explain', ...ARGS]);
+    assert.equal(rejected.code, 1);
+    assert.match(rejected.out, /would be REJECTED/);
+    const fine = await cli(['explain', '-f', '-', '--templates-dir', `${FIXTURES}/templates`], 'apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {sidecar-injector.io/inject: "true"}}\nspec: {containers: [{name: a, image: busybox}]}\n');
+    assert.equal(fine.code, 0, fine.err);
   });
 });

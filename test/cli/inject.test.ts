@@ -10,6 +10,7 @@ import { loadTemplateSet } from '../../src/templates/load.js';
 import { parseDocuments } from '../../src/workload/workload.js';
 import { parseKubectl } from '../../src/yaml/kubectl.js';
 import { cli, golden } from '../helpers/cli.js';
+import { applyPatchV4 } from '../helpers/jsonpatch-v4.js';
 import { decodePatch, mutate, podReview } from '../helpers/review.js';
 
 const FIXTURES = 'test/fixtures/cli';
@@ -154,6 +155,39 @@ describe('sidecar-injector inject', () => {
     assert.equal(out.spec.template.metadata.ownerReferences, undefined);
   });
 
+  it("injects Knative's storage-version-migration Job, written with only generateName, as admission does (issue 21)", async () => {
+    const args = ['-f', 'test/fixtures/yaml/knative-storage-version-migration.yaml', ...TEMPLATES, '--namespace-labels', 'sidecar-injector.io/inject=true'];
+    const r = await run(args);
+    assert.equal(r.code, 0, r.err);
+    const job = docs(r.out)[0];
+    assert.equal(job.metadata.generateName, 'storage-version-migration-serving-');
+    const agent = job.spec.template.spec.initContainers[0];
+    assert.deepEqual([agent.name, agent.restartPolicy], ['log-agent', 'Always']);
+    assert.deepEqual(agent.env[0], { name: 'POD_NAME', value: 'storage-version-migration-serving-<suffix>-' });
+    assert.equal(job.spec.template.metadata.ownerReferences, undefined, 'the template keeps its own metadata');
+    const explained = await cli(['explain', ...args]);
+    assert.equal(explained.code, 0, explained.out);
+    assert.match(explained.out, /^Job knative-serving\/storage-version-migration-serving-<suffix>: injected with log-agent \(injected\)\n/);
+  });
+
+  it('gives a pod template without metadata the metadata its patch adds into (the controller\'s pod has a name)', async () => {
+    const job = 'apiVersion: batch/v1\nkind: Job\nmetadata: {name: bare}\nspec:\n  template:\n    spec: {restartPolicy: Never, containers: [{name: m, image: busybox}]}\n';
+    const args = ['-f', '-', ...TEMPLATES, '--namespace-labels', 'sidecar-injector.io/inject=true'];
+    const r = await run(args, job);
+    assert.equal(r.code, 0, r.err);
+    assert.ok(docs(r.out)[0].spec.template.metadata.annotations['sidecar-injector.io/status']);
+    const patch = JSON.parse((await run([...args, '--patch'], job)).out);
+    assert.deepEqual(patch[0], { op: 'add', path: '/spec/template/metadata', value: {} });
+    assert.deepEqual(applyPatchV4(parse(job), patch), docs(r.out)[0]);
+  });
+
+  it('prints the pod the mutating webhook\'s own patch makes, applied as the apiserver applies it', async () => {
+    const input = await readFile(`${FIXTURES}/inputs/pod.yaml`, 'utf8');
+    const printed = docs((await run(['-f', '-', ...TEMPLATES], input)).out)[0];
+    const answer = mutate(podReview(parse(input)).request, await loadTemplateSet(`${FIXTURES}/templates`));
+    assert.deepEqual(printed, applyPatchV4(parse(input), decodePatch(answer.response)));
+  });
+
   it('refuses a bad -o value and a missing -f with a usage message and exit 2, a missing file with exit 1', async () => {
     const xml = await run(['-f', 'x.yaml', '-o', 'xml']);
     assert.deepEqual([xml.code, xml.out], [2, '']);
@@ -164,6 +198,14 @@ describe('sidecar-injector inject', () => {
     const missing = await run(['-f', `${FIXTURES}/inputs/none.yaml`, ...TEMPLATES]);
     assert.equal(missing.code, 1);
     assert.match(missing.err, /cannot read .*none\.yaml: no such file; check the -f path/);
+  });
+
+  it('refuses an empty input (a pipe whose first command failed) with exit 1, as explain does', async () => {
+    for (const [command, stdin] of [['inject', ''], ['inject', '# only a comment\n---\n'], ['explain', '']]) {
+      const r = await cli([command!, '-f', '-', ...TEMPLATES], stdin);
+      assert.deepEqual([r.code, r.out], [1, ''], command);
+      assert.equal(r.err, 'sidecar-injector: cannot read standard input: it holds no Kubernetes object (it is empty, or only comments)\n');
+    }
   });
 
   it('refuses a malformed pod with the checks the server makes, instead of crashing', async () => {

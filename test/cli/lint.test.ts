@@ -29,6 +29,8 @@ describe('sidecar-injector lint', () => {
       /faults\.yaml:17:14: error: template "misplaced": \/spec\/placement: placement must be "first", "last", \{before: CONTAINER\} or \{after: CONTAINER\}, got "middle"/,
       /faults\.yaml:27:22: error: template "overrides-nothing": \/spec\/overrides\/1: must be one of "image", "cpu", "memory", got "replicas"/,
       /faults\.yaml:39:14: error: template "bad-placeholder": \/spec\/containers\/0\/image: unknown placeholder "\{\{ pod\.uid \}\}"/,
+      // Every bad placeholder of a template at once, not one per run (issue 21).
+      /faults\.yaml:42:18: error: template "bad-placeholder": \/spec\/containers\/0\/env\/0\/value: unknown placeholder "\{\{ pod\.labels\['app'\] \| defualt 'none' \}\}"/,
       /yaml-error\.yaml:9:1: error: YAML: /,
     ];
     for (const e of expected) assert.match(r.out, e);
@@ -62,7 +64,15 @@ describe('sidecar-injector lint', () => {
     assert.match(baseline.out, /Pod Security baseline\)/);
     const lax = await lint(['--pod-security', 'lax']);
     assert.equal(lax.code, 2);
-    assert.match(lax.err, /argument 'lax' is invalid\. Allowed choices are none, baseline, restricted/);
+    assert.match(lax.err, /argument 'lax' is invalid\. Allowed choices are privileged, baseline, restricted, none/);
+  });
+
+  it('takes --pod-security privileged, the Pod Security Standards\' own name for no restrictions, as none', async () => {
+    const privileged = await lint([`${FIXTURES}/lint-pods`, '--pod-security', 'privileged']);
+    const none = await lint([`${FIXTURES}/lint-pods`, '--pod-security', 'none']);
+    assert.equal(privileged.code, 0, privileged.err);
+    assert.equal(privileged.out, none.out);
+    assert.match(privileged.out, /Pod Security privileged\)/);
   });
 
   it('prints the report as JSON with -o json', async () => {
@@ -80,6 +90,8 @@ describe('sidecar-injector lint', () => {
     assert.match(r.out, /no sidecar templates \(\*\.yaml, \*\.yml\) found in/);
     const missing = await lint([`${FIXTURES}/no-such-dir`]);
     assert.equal(missing.code, 1);
-    assert.match(missing.err, /cannot read .*no-such-dir: ENOENT/);
+    assert.equal(missing.err, `sidecar-injector: cannot read ${FIXTURES}/no-such-dir: no such directory; give lint the directory of SidecarTemplate YAML files (lint DIR)\n`);
+    const file = await lint([`${FIXTURES}/explain.yaml`]);
+    assert.match(file.err, /^sidecar-injector: cannot read .*explain\.yaml: not a directory; give lint the directory/);
   });
 });

@@ -25,4 +25,12 @@ describe('sidecar-injector version', () => {
       assert.equal(io.out(), expected);
     }
   });
+
+  it('prints the same line for --version and -V, and exits 0', async () => {
+    const line = (await cli(['version'])).out;
+    for (const flag of ['--version', '-V']) {
+      const r = await cli([flag]);
+      assert.deepEqual([r.code, r.out, r.err], [0, line, ''], flag);
+    }
+  });
 });

@@ -33,7 +33,7 @@ describe('loadConfig', () => {
 
   it('refuses an invalid value naming the flag, its variable and the value', () => {
     refused(['--port', '70000'], {}, /^invalid configuration: --port \(SIDECAR_INJECTOR_PORT\) must be <= 65535: 70000$/);
-    refused([], { SIDECAR_INJECTOR_LOG_LEVEL: 'loud' }, /--log-level \(SIDECAR_INJECTOR_LOG_LEVEL\) must be equal to one of the allowed values: "loud"/);
+    refused([], { SIDECAR_INJECTOR_LOG_LEVEL: 'loud' }, /--log-level \(SIDECAR_INJECTOR_LOG_LEVEL\) must be one of trace, debug, info, warn, error, fatal, silent: "loud"/);
     refused(['--drain-timeout', 'soon'], {}, /--drain-timeout \(SIDECAR_INJECTOR_DRAIN_TIMEOUT\) must be integer: "soon"/);
   });
 

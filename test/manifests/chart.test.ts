@@ -60,6 +60,16 @@ describe('Helm chart', () => {
     assertSameObjects(helmObjects({ set: { 'metrics.podMonitor.enabled': true, 'namespace.create': true } }), withComponent);
   });
 
+  it('renders with networkPolicy.enabled the NetworkPolicy of the kustomize component, and the health port rule from metricsNamespaces', () => {
+    const withComponent = kustomizeWithComponent('base', 'components/networkpolicy');
+    assertSameObjects(helmObjects({ set: { 'networkPolicy.enabled': true, 'namespace.create': true } }), withComponent);
+    assert.equal(helmObjects().filter((o) => o.kind === 'NetworkPolicy').length, 0, 'off by default');
+    const named = one(helmObjects({ values: { networkPolicy: { enabled: true, metricsNamespaces: ['prometheus', 'observability'] } } }), 'NetworkPolicy');
+    assert.deepEqual(named.spec.ingress[1].from[0].namespaceSelector.matchExpressions[0].values, ['prometheus', 'observability']);
+    const none = one(helmObjects({ values: { networkPolicy: { enabled: true, metricsNamespaces: [] } } }), 'NetworkPolicy');
+    assert.deepEqual(none.spec.ingress.map((r: Obj) => r.ports[0].port), ['https'], 'no namespace: the health port reached from the node alone');
+  });
+
   it('names everything after the release, consistently, and the certificate covers the Service it fronts', () => {
     for (const mode of ['self-managed', 'cert-manager']) {
       const objects = helmObjects({ release: 'mesh', namespace: 'platform', set: { 'certificates.mode': mode } });
@@ -154,6 +164,7 @@ describe('Helm chart', () => {
       [{ image: { repository: 'x', digest: 'latest' } }, /digest/],
       [{ templates: { inline: { 'no-extension': 'x' } } }, /no-extension/],
       [{ metrics: { podMonitor: { enabled: 'yes' } } }, /podMonitor/],
+      [{ networkPolicy: { metricsNamespaces: ['Not_A_Namespace'] } }, /metricsNamespaces/],
       [{ imageMirrors: ['docker.io'] }, /imageMirrors/],
       [{ imageMirrors: 'docker.io=mirror.example.com' }, /imageMirrors/],
     ];

@@ -9,7 +9,7 @@ import { certificateValidity as validityFromFiles } from '../../src/certs/source
 import { errorRecord } from '../../src/admission/record.js';
 import { InjectorError } from '../../src/errors.js';
 import { Counter, Histogram, Registry } from 'prom-client';
-import { CertificateKind, createMetrics, LATENCY_BUCKETS, MAX_NAMESPACE_LABELS, ReloadResult } from '../../src/metrics/metrics.js';
+import { CertificateKind, createMetrics, LAG_SLOT_MS, LAG_SLOTS, LATENCY_BUCKETS, MAX_NAMESPACE_LABELS, ReloadResult } from '../../src/metrics/metrics.js';
 import { Agent } from 'node:https';
 import { httpsRequest } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
@@ -190,8 +190,7 @@ describe('createMetrics', () => {
   });
 
   it('writes the review latency histogram and the review counters as prom-client writes them, in the scrape, as JSON and after a reset', async () => {
-    // The review path keeps these in cells of its own; prom-client's own metrics, fed the same
-    // reviews, are the reference for every line of the scrape.
+    // prom-client's metrics, fed the same reviews by hand, are the reference for every line of the scrape.
     const reviews: Array<[endpoint: string, decision: string, reason: string, ms: number]> = [
       ['/mutate', 'injected', 'injected', 0.3], ['/mutate', 'injected', 'injected', 0.5], ['/mutate', 'skipped', 'not-opted-in', 2.5],
       ['/validate', 'allowed', 'sidecars-present', 0.0], ['/mutate', 'injected', 'injected', 7.1], ['/mutate', 'injected', 'injected', 20_000],
@@ -215,6 +214,19 @@ describe('createMetrics', () => {
     m.registry.resetMetrics();
     reference.resetMetrics();
     assert.equal(section(await m.registry.metrics(), 'review_duration_seconds'), section(await reference.metrics(), 'review_duration_seconds'));
+  });
+
+  it('keeps the review metrics prom-client\'s own: what their API does shows in the scrape', async () => {
+    const m = createMetrics({ processMetrics: false });
+    m.observeReview({ endpoint: '/mutate', uid: 'u', operation: 'CREATE', namespace: 'shop', pod: 'web-', decision: 'injected', reason: 'injected', templates: ['log-shipper'], patchOps: 2, cached: false, durationMs: 0.3 });
+    // A series declared at zero (so rate() sees its first increase), through prom-client's own API.
+    (m.registry.getSingleMetric('sidecar_injector_review_duration_seconds') as Histogram).zero({ endpoint: 'validate', decision: 'allowed' });
+    (m.registry.getSingleMetric('sidecar_injector_reviews_total') as Counter).inc({ endpoint: 'validate', operation: 'CREATE', decision: 'allowed', reason: 'sidecars-present' }, 0);
+    const s = await scrape(m);
+    assert.equal(valueOf(s, 'sidecar_injector_review_duration_seconds_count', { endpoint: 'mutate', decision: 'injected' }), 1);
+    assert.equal(valueOf(s, 'sidecar_injector_review_duration_seconds_count', { endpoint: 'validate', decision: 'allowed' }), 0);
+    assert.equal(valueOf(s, 'sidecar_injector_reviews_total', { endpoint: 'validate', decision: 'allowed' }), 0);
+    assert.equal(valueOf(s, 'sidecar_injector_injections_total', { template: 'log-shipper' }), 1);
   });
 
   it('keeps the counts of two instances apart', async () => {
@@ -297,5 +309,39 @@ describe('build info metric', () => {
     const { version } = JSON.parse(await readFile('package.json', 'utf8'));
     const samples = parseSamples(await createMetrics({ processMetrics: false }).registry.metrics());
     assert.equal(valueOf(samples, 'sidecar_injector_build_info', { version, node: process.versions.node }), 1);
+  });
+});
+
+describe('event loop lag max', () => {
+  const lagMax = async (m: ReturnType<typeof createMetrics>): Promise<number> => valueOf(parseSamples(await m.registry.metrics()), 'nodejs_eventloop_lag_max_seconds')!;
+  /** Blocks the event loop for `ms`, once its delay monitor has ticked a few times. */
+  const stall = async (ms: number): Promise<void> => {
+    await new Promise((r) => setTimeout(r, 50));
+    const until = performance.now() + ms;
+    while (performance.now() < until);
+    // The monitor records the delay on its next tick.
+    await new Promise((r) => setTimeout(r, 30));
+  };
+
+  it('reports a stall in every scrape, not only the first after it', async () => {
+    const m = createMetrics();
+    await stall(150);
+    const first = await lagMax(m);
+    const second = await lagMax(m);
+    assert.ok(first >= 0.12, `the first scrape read ${first} s after a 150 ms stall`);
+    assert.ok(second >= 0.12, `the second scrape read ${second} s: the first one reset it`);
+  });
+
+  it('keeps a stall for at least 60 s, then lets it go', async () => {
+    let now = 5_000;
+    const m = createMetrics({ now: () => now });
+    await stall(150);
+    assert.ok((await lagMax(m)) >= 0.12);
+    // The last scrape that must still see it: 60 s after the one that first did.
+    now += (LAG_SLOTS - 1) * LAG_SLOT_MS;
+    assert.ok((await lagMax(m)) >= 0.12, 'gone before 60 s');
+    now += 2 * LAG_SLOT_MS;
+    const later = await lagMax(m);
+    assert.ok(later < 0.1, `still ${later} s ${now / 1000 - 5} s after the stall`);
   });
 });

@@ -1,15 +1,16 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import jsonpatch from 'fast-json-patch';
-import { diff, encodePatch, escapeToken } from '../../src/patch/diff.js';
-import { deepFreeze } from '../../src/templates/template.js';
+import { escapeToken } from '../../src/patch/pointer.js';
+import { diff } from './diff.js';
 
 /** Applies ops with fast-json-patch in validating mode: an add under a missing parent throws. */
 function apply(doc: unknown, ops: unknown[]): unknown {
   return jsonpatch.applyPatch(structuredClone(doc), structuredClone(ops) as jsonpatch.Operation[], true, false).newDocument;
 }
 
-describe('diff', () => {
+/** The reference diff the mutating handler's patch is held to (test/inject/patch.test.ts) must itself be right. */
+describe('diff (the tests\' reference patch)', () => {
   const cases: { name: string; before: any; after: any; ops: any[] }[] = [
     { name: 'no change gives no operation', before: { a: 1, b: [1, 2] }, after: { a: 1, b: [1, 2] }, ops: [] },
     {
@@ -95,58 +96,5 @@ describe('diff', () => {
     assert.equal(escapeToken('plain'), 'plain');
     assert.equal(escapeToken('a/b'), 'a~1b');
     assert.equal(escapeToken('~1'), '~01');
-  });
-});
-
-describe('encodePatch', () => {
-  it('writes exactly what JSON.stringify writes, for every kind of operation and value', () => {
-    const sidecar = deepFreeze({ name: 'agent', image: 'a:1', env: [{ name: 'X', value: 'q"uote\\' }], ports: [{ containerPort: 1 }] });
-    const ops = [
-      { op: 'add' as const, path: '/spec/containers/1', value: sidecar },
-      { op: 'add' as const, path: '/metadata/annotations/a~1b', value: 'v\u0000"x' },
-      { op: 'replace' as const, path: '/spec/x', value: [1, null, true, { y: 2.5 }] },
-      { op: 'replace' as const, path: '/spec/n', value: null },
-      { op: 'remove' as const, path: '/spec/gone' },
-      { op: 'add' as const, path: '/spec/again', value: sidecar },
-    ];
-    assert.equal(encodePatch(ops), JSON.stringify(ops));
-    assert.equal(encodePatch(ops), JSON.stringify(ops), 'the second encoding, from the kept JSON, is the same');
-    assert.equal(encodePatch([]), '[]');
-  });
-
-  it('escapes a path as JSON.stringify does: quotes, backslashes, control characters, lone surrogates', () => {
-    for (const key of ['a"b', 'a\\b', 'tab\there', 'nul\u0000', 'lone\ud800', 'pair\ud83d\ude00', 'del\u007f', 'plain']) {
-      const ops = [{ op: 'add' as const, path: `/metadata/annotations/${key}`, value: 'v' }];
-      assert.equal(encodePatch(ops), JSON.stringify(ops), JSON.stringify(key));
-    }
-  });
-
-  it('writes new lists and maps holding frozen items, and long strings met twice, as JSON.stringify does', () => {
-    const volume = deepFreeze({ name: 'logs', emptyDir: { sizeLimit: '1Gi' } });
-    const status = `{"templates":["a"],"note":"${'x'.repeat(100)}\\n"}`;
-    const ops = [
-      { op: 'add' as const, path: '/spec/volumes', value: [volume, { name: 'own', configMap: { name: 'c', items: [{ key: 'k', path: 'p' }] } }] },
-      { op: 'add' as const, path: '/metadata/annotations', value: { 'sidecar-injector.io/status': status, 'q"k': 'v', n: 1.5, z: null, nested: { deep: [volume, { a: [1, 'two'] }] } } },
-      { op: 'add' as const, path: '/metadata/annotations/s', value: status },
-      { op: 'replace' as const, path: '/spec/x', value: [[], {}, [volume]] },
-    ];
-    assert.equal(encodePatch(ops), JSON.stringify(ops));
-    assert.equal(encodePatch(ops), JSON.stringify(ops), 'the second encoding, from the kept JSON, is the same');
-  });
-
-  it('escapes the paths of what diff just found as JSON.stringify does, keys with quotes and backslashes included', () => {
-    const before = { metadata: { annotations: { a: '1' } }, spec: { 'x"y': { 'q\\r': [1] } } };
-    const after = { metadata: { annotations: { a: '1', 'k"e\\y': '2', 'a/b~c': '3', 'ctl\u0001': '4' } }, spec: { 'x"y': { 'q\\r': [1, 2] } } };
-    const ops = diff(before, after);
-    assert.equal(ops.length, 4);
-    assert.equal(encodePatch(ops), JSON.stringify(ops));
-  });
-
-  it('never reuses the JSON of an object that is not frozen', () => {
-    const value = { name: 'a' };
-    const op = { op: 'add' as const, path: '/x', value };
-    assert.equal(encodePatch([op]), JSON.stringify([op]));
-    value.name = 'b';
-    assert.equal(encodePatch([op]), '[{"op":"add","path":"/x","value":{"name":"b"}}]');
   });
 });
