@@ -1,11 +1,14 @@
 import { InjectorError } from '../errors.js';
-import { controllerOf, driftReport, PodState, type DriftReport, type Owners, type WorkloadDrift } from '../drift/drift.js';
+import { controllerOf, driftReport, PodState, type DriftReport, type Owners, type PodDrift, type WorkloadDrift } from '../drift/drift.js';
+import { needs, Outcome, restartPlan, restartWorkloads, type RestartPlan, type RestartResult } from '../drift/restart.js';
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { apiError, apiStatus, createKubeClients, KubeSource, type KubeClients } from '../kube/client.js';
-import { listJobs, listLivePods, listReplicaSets, type Scope } from '../kube/pods.js';
-import type { Pod } from '../kube/types.js';
+import { listJobs, listLivePods, listNamespaces, listReplicaSets, type Scope } from '../kube/pods.js';
+import { injectorWebhooks } from '../kube/injector-webhooks.js';
+import type { Labels, Pod } from '../kube/types.js';
+import { readWorkload, restartWorkload } from '../kube/workloads.js';
 import { compileTemplateSet, type TemplateSet } from '../templates/load.js';
 import { loadTemplates, processIO, templatesDir, type IO } from './args.js';
 
@@ -21,6 +24,16 @@ export interface DriftOptions {
   readonly all: boolean;
   readonly output: 'text' | 'json';
   readonly kubeconfig?: string;
+  /** Roll the Deployments, StatefulSets and DaemonSets of stale and missing pods. */
+  readonly restart: boolean;
+  /** Print the restart plan only (implies restart). */
+  readonly dryRun: boolean;
+  /** With restart: how long one rollout may take (`30s`, `5m`, `1h`). */
+  readonly timeout: string;
+  /** With restart: at most this many workloads per run. */
+  readonly maxWorkloads: string;
+  /** With restart: how often a rollout's status is read (tests shorten it). */
+  readonly pollInterval: string;
 }
 
 /**
@@ -29,22 +42,95 @@ export interface DriftOptions {
  * `check --proxy`). Exit status 0 whether or not pods are stale; `-o json` is for scripts.
  */
 export async function driftCommand(values: DriftOptions, io: IO = processIO, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  // --dry-run alone asks for the plan too. The flags are checked before anything is read.
+  const restart = values.restart || values.dryRun ? restartFlags(values) : undefined;
   const kube = createKubeClients({ kubeconfig: values.kubeconfig ?? '', namespace: values.namespace ?? '', env });
   // Without any kubeconfig, client-node falls back to http://localhost:8080 and fails with a TLS message.
   if (kube.source === KubeSource.default && !kubeconfigExists(env)) {
     throw new InjectorError('KUBE_CONFIG_INVALID', ['no kubeconfig found ($KUBECONFIG is not set and ~/.kube/config does not exist)']);
   }
   const scope: Scope = values.allNamespaces ? { allNamespaces: true } : { namespace: kube.namespace };
-  const [{ set, source }, pods, replicaSets, jobs] = await Promise.all([templatesFor(values, kube, env), listLivePods(kube, scope), listReplicaSets(kube, scope), listJobs(kube, scope)]);
+  const [{ set, source }, pods, replicaSets, jobs, namespaces, webhooks] = await Promise.all([
+    templatesFor(values, kube, env),
+    listLivePods(kube, scope),
+    listReplicaSets(kube, scope),
+    listJobs(kube, scope),
+    listNamespaces(kube, scope),
+    injectorWebhooks(kube),
+  ]);
+  if (webhooks.note !== undefined) io.stderr(`note: ${webhooks.note}\n`);
   const owners: Owners = new Map(
     [...replicaSets, ...jobs].flatMap((o) => {
       const owner = controllerOf(o.metadata);
       return owner === undefined ? [] : [[`${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`, owner] as const];
     }),
   );
-  const report = driftReport(pods.map(toPod), owners, set, { all: values.all, source });
-  io.stdout(values.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : printReport(report, 'namespace' in scope ? `namespace ${scope.namespace}` : 'all namespaces'));
-  return 0;
+  // Whether a pod is opted in is decided as the webhooks' selectors decide it, with the namespaces' own labels.
+  const namespaceLabels = new Map<string, Labels>(namespaces.map((n) => [n.metadata?.name ?? '', n.metadata?.labels ?? {}]));
+  const report = driftReport(pods.map(toPod), owners, set, { all: values.all, source, optIn: { configurations: webhooks.configurations, source: webhooks.source, namespaceLabels } });
+  const where = 'namespace' in scope ? `namespace ${scope.namespace}` : 'all namespaces';
+  if (restart === undefined) {
+    io.stdout(values.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : printReport(report, where));
+    return 0;
+  }
+  return restartCommand(report, kube, restart, values, io);
+}
+
+interface RestartFlags {
+  readonly timeoutMs: number;
+  readonly pollMs: number;
+  readonly maxWorkloads: number;
+}
+
+function restartFlags(values: DriftOptions): RestartFlags {
+  const maxWorkloads = Number(values.maxWorkloads);
+  if (!Number.isInteger(maxWorkloads) || maxWorkloads < 1) throw new InjectorError('USAGE', [`drift: --max-workloads must be a whole number of at least 1, got "${values.maxWorkloads}"`]);
+  return { timeoutMs: durationMs('--timeout', values.timeout), pollMs: durationMs('--poll-interval', values.pollInterval), maxWorkloads };
+}
+
+/** A duration as kubectl's flags take it: `300ms`, `30s`, `5m`, `1h`, `1m30s`. */
+export function durationMs(flag: string, text: string): number {
+  const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
+  const ms = parts.reduce((sum, p) => sum + Number(p[1]) * units[p[2]!]!, 0);
+  if (text === '' || parts.map((p) => p[0]).join('') !== text || ms <= 0) throw new InjectorError('USAGE', [`drift: ${flag} must be a duration such as 30s, 5m or 1h, got "${text}"`]);
+  return ms;
+}
+
+/**
+ * `drift --restart`: the plan (a line per workload), then with no --dry-run the rollouts one at a
+ * time with their progress, then a summary. Exit status 1 when a rollout failed or timed out. With
+ * `-o json` the progress goes to stderr and the report, with the plan and outcomes, to stdout.
+ */
+async function restartCommand(report: DriftReport, kube: KubeClients, flags: RestartFlags, values: DriftOptions, io: IO): Promise<number> {
+  const plan = restartPlan(report, flags.maxWorkloads);
+  const json = values.output === 'json';
+  const say = (line: string): void => (json ? io.stderr : io.stdout)(`${line}\n`);
+  for (const line of planLines(plan, values.dryRun)) say(line);
+  const results = values.dryRun || plan.restart.length === 0 ? [] : await restartWorkloads(plan, { read: (w) => readWorkload(kube, w), restart: (w, at) => restartWorkload(kube, w, at) }, { timeoutMs: flags.timeoutMs, pollMs: flags.pollMs, say });
+  if (!values.dryRun) say(summary(results));
+  if (json) io.stdout(`${JSON.stringify({ ...report, restart: { dryRun: values.dryRun, planned: plan.restart.map(ref), untouched: plan.untouched.map((u) => ({ ...ref(u.workload), why: u.why })), results } }, null, 2)}\n`);
+  const failed = results.some((r) => r.outcome === Outcome.Failed || r.outcome === Outcome.TimedOut);
+  return failed ? 1 : 0;
+}
+
+function ref(w: WorkloadDrift): { namespace: string; kind: string; name: string; stale: number; missing: number } {
+  return { namespace: w.namespace, kind: w.kind, name: w.name, stale: w.stale, missing: w.missing };
+}
+
+function planLines(plan: RestartPlan, dryRun: boolean): string[] {
+  const verb = dryRun ? 'would restart' : 'will restart';
+  const lines = [
+    ...plan.restart.map((w) => `${verb} ${w.namespace} ${w.kind}/${w.name}: ${needs(w)}`),
+    ...plan.untouched.map((u) => `leave ${u.workload.namespace} ${u.workload.kind}/${u.workload.name} (${needs(u.workload)}): ${u.why}`),
+  ];
+  return lines.length === 0 ? ['nothing to restart: no stale or missing pods'] : lines;
+}
+
+function summary(results: readonly RestartResult[]): string {
+  const count = (o: Outcome): number => results.filter((r) => r.outcome === o).length;
+  const parts = [`${count(Outcome.Restarted)} restarted`, `${count(Outcome.Skipped)} skipped`, `${count(Outcome.Failed) + count(Outcome.TimedOut)} failed`, `${count(Outcome.NotStarted)} not started`];
+  return `restart: ${parts.join(', ')} of ${results.length} workload(s)`;
 }
 
 function kubeconfigExists(env: NodeJS.ProcessEnv): boolean {
@@ -76,21 +162,30 @@ function toPod(pod: object): Pod {
   return JSON.parse(JSON.stringify(pod)) as Pod;
 }
 
-/** The report as text: per workload, its stale (or, with --all, every) pod and why, then the command that rolls it. */
+/** The report as text: per workload, its stale and missing (or, with --all, every) pod and why, then the command that rolls it. */
 function printReport(report: DriftReport, where: string): string {
   const blocks = report.workloads.map(printWorkload);
-  const summary =
-    report.injected === 0
-      ? `no injected pods in ${where}`
-      : report.stale === 0
-        ? `all ${report.injected} injected pod(s) in ${where} are up to date`
-        : `${report.stale} of ${report.injected} injected pod(s) in ${where} are out of date, in ${report.workloads.filter((w) => w.stale > 0).length} workload(s)`;
-  return `${[...blocks, `${summary} (templates: ${report.templates.source}, digest ${report.templates.digest})`].join('\n')}\n`;
+  return `${[...blocks, `${summaryLine(report, where)} (templates: ${report.templates.source}, digest ${report.templates.digest})`].join('\n')}\n`;
+}
+
+function summaryLine(report: DriftReport, where: string): string {
+  const affected = report.workloads.filter((w) => w.stale + w.missing > 0).length;
+  const missing = report.missing === 0 ? '' : `; ${report.missing} opted-in pod(s) run without their sidecars`;
+  if (report.injected === 0 && report.missing === 0) return `no injected pods in ${where}`;
+  if (report.stale === 0 && report.missing === 0) return `all ${report.injected} injected pod(s) in ${where} are up to date`;
+  if (report.stale === 0) return `all ${report.injected} injected pod(s) in ${where} are up to date${missing}, in ${affected} workload(s)`;
+  return `${report.stale} of ${report.injected} injected pod(s) in ${where} are out of date${missing}, in ${affected} workload(s)`;
 }
 
 function printWorkload(w: WorkloadDrift): string {
-  const lines = [`${w.namespace} ${w.kind}/${w.name}: ${w.stale} of ${w.injected} pod(s) out of date`];
-  for (const p of w.pods) lines.push(`  ${p.name}: ${p.state === PodState.Stale ? (p.detail ?? p.reason ?? '') : 'up to date'}`);
-  if (w.stale > 0) lines.push(`  roll: ${w.rollout}`);
+  const counts = [w.injected > 0 && `${w.stale} of ${w.injected} pod(s) out of date`, w.missing > 0 && `${w.missing} pod(s) missing their sidecars`].filter(Boolean).join(', ');
+  const lines = [`${w.namespace} ${w.kind}/${w.name}: ${counts}`];
+  for (const p of w.pods) lines.push(`  ${p.name}: ${podLine(p)}`);
+  if (w.stale + w.missing > 0) lines.push(`  roll: ${w.rollout}`);
   return `${lines.join('\n')}\n`;
+}
+
+function podLine(p: PodDrift): string {
+  if (p.state === PodState.Current) return 'up to date';
+  return p.detail ?? p.reason ?? '';
 }

@@ -112,8 +112,8 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addHelpText('after', examples([`${PROGRAM} lint ./templates`, `${PROGRAM} lint ./templates --pod-security restricted --strict`, `${PROGRAM} lint -o json`]))
     .action(act(async (...args) => (await Commands.lint()).lintCommand({ ...optionsOf(args, 1, { strict: false }), ...(args[0] !== undefined && { dir: args[0] as string }) }, io)));
 
-  command('drift', 'list running pods whose sidecars are out of date with the templates')
-    .description('Lists the running pods whose injected sidecars are out of date with the current templates (the recorded status differs from what the templates render for the pod now, or a template it used is gone), grouped by owning workload with the command that rolls each. Reads pods through the Kubernetes API with the usual kubeconfig rules.')
+  command('drift', 'list running pods whose sidecars are out of date or missing; --restart rolls them')
+    .description('Lists the running pods whose injected sidecars are out of date with the current templates (the recorded status differs from what the templates render for the pod now, or a template it used is gone), and the opted-in pods that run without sidecars, grouped by owning workload with the command that rolls each. With --restart, rolls those Deployments, StatefulSets and DaemonSets one at a time as kubectl rollout restart does. Reads pods through the Kubernetes API with the usual kubeconfig rules.')
     .addOption(templatesDirOption().conflicts('templatesConfigmap'))
     .addOption(new Option('--templates-configmap <namespace/name>', 'the installed templates ConfigMap, read through the API unless --templates-dir is given').default('sidecar-injector/sidecar-injector-templates'))
     .addOption(new Option('-n, --namespace <namespace>', "namespace to look in (default: the kubeconfig context's namespace)").conflicts('allNamespaces'))
@@ -121,8 +121,13 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(new Option('--all', 'list every injected pod, not only the stale ones'))
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addOption(new Option('--kubeconfig <file>', 'kubeconfig file (default: $KUBECONFIG, else ~/.kube/config; in a pod, its ServiceAccount)'))
-    .addHelpText('after', examples([`${PROGRAM} drift -A`, `${PROGRAM} drift -n team-a --all -o json`, `${PROGRAM} drift -A --templates-dir ./templates   # before applying a template change`]))
-    .action(act(async (...args) => (await Commands.drift()).driftCommand(optionsOf(args, 0, { all: false, allNamespaces: false }), io)));
+    .addOption(new Option('--restart', 'roll the Deployments, StatefulSets and DaemonSets of stale and missing pods, one at a time'))
+    .addOption(new Option('--dry-run', 'with --restart: print the plan only'))
+    .addOption(new Option('--timeout <duration>', 'with --restart: how long one rollout may take before the run stops').default('5m'))
+    .addOption(new Option('--max-workloads <n>', 'with --restart: roll at most this many workloads').default('10'))
+    .addOption(new Option('--poll-interval <duration>', "how often a rollout's status is read").default('2s').hideHelp())
+    .addHelpText('after', examples([`${PROGRAM} drift -A`, `${PROGRAM} drift -n team-a --all -o json`, `${PROGRAM} drift -A --templates-dir ./templates   # before applying a template change`, `${PROGRAM} drift -n team-a --restart --dry-run`]))
+    .action(act(async (...args) => (await Commands.drift()).driftCommand(optionsOf(args, 0, { all: false, allNamespaces: false, restart: false, dryRun: false }), io)));
 
   command('version', 'print the version, the git commit it was built from, and the Node.js version')
     .description('Prints the version, the git commit it was built from (when known) and the Node.js version.')

@@ -3,11 +3,16 @@ import { InjectorError } from '../errors.js';
 import { Keys } from '../inject/keys.js';
 import { injectSidecars } from '../inject/mutate.js';
 import { OptInScope, selectTemplates } from '../inject/policy.js';
-import { isObject, type Pod } from '../kube/types.js';
+import { webhookCalls } from '../kube/selectors.js';
+import { isObject, type Labels, type Pod, type WebhookConfiguration } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 
-/** Whether a running pod's sidecars are what the templates inject now. */
-export const PodState = { Current: 'current', Stale: 'stale' } as const;
+/**
+ * Whether a running pod's sidecars are what the templates inject now. `missing`: the pod is opted in
+ * but carries no injection status, so it runs without its sidecars (created before the injector was
+ * installed, or while it was down and its webhooks failed open).
+ */
+export const PodState = { Current: 'current', Stale: 'stale', Missing: 'missing' } as const;
 export type PodState = (typeof PodState)[keyof typeof PodState];
 
 /** Why a pod is stale; stable strings for `-o json`. */
@@ -27,6 +32,15 @@ export const StaleReason = {
 } as const;
 export type StaleReason = (typeof StaleReason)[keyof typeof StaleReason];
 
+/** Why a pod is missing its sidecars; stable strings for `-o json`. */
+export const MissingReason = {
+  /** Opted in, no status annotation: admission never injected it. */
+  NotInjected: 'not-injected',
+  /** Opted in and not injected, and the templates would refuse it now: a restart would leave it without pods. */
+  WouldBeRefused: 'would-be-refused',
+} as const;
+export type MissingReason = (typeof MissingReason)[keyof typeof MissingReason];
+
 /** What differs between the sidecars a pod got and the ones it would get now. */
 export interface Difference {
   readonly reason: StaleReason;
@@ -37,7 +51,7 @@ export interface Difference {
 export interface PodDrift {
   readonly name: string;
   readonly state: PodState;
-  readonly reason?: StaleReason;
+  readonly reason?: StaleReason | MissingReason;
   readonly detail?: string;
   /** The status annotation as injected. */
   readonly recorded?: RecordedStatus;
@@ -53,20 +67,25 @@ export interface WorkloadRef {
 }
 
 export interface WorkloadDrift extends WorkloadRef {
-  /** The workload's injected pods: all of them with `--all`, else only the stale ones. */
+  /** The workload's injected and missing pods: all of them with `--all`, else only the stale and missing ones. */
   readonly pods: readonly PodDrift[];
-  /** How many of its pods are injected, and how many of those are stale. */
+  /** How many of its pods are injected, how many of those are stale, and how many opted-in pods are not injected. */
   readonly injected: number;
   readonly stale: number;
+  readonly missing: number;
   /** The command line that replaces the workload's pods, or what to do when there is none. */
   readonly rollout: string;
 }
 
 export interface DriftReport {
   readonly templates: { readonly source: string; readonly digest: string };
+  /** Where the webhooks' selectors, which decide which pods are opted in, were read. */
+  readonly webhooks: { readonly source: string };
   /** Injected pods found (every one, whether listed or not). */
   readonly injected: number;
   readonly stale: number;
+  /** Opted-in pods without an injection status. */
+  readonly missing: number;
   readonly workloads: readonly WorkloadDrift[];
 }
 
@@ -142,6 +161,49 @@ export function podDrift(pod: Pod, set: TemplateSet): PodDrift | undefined {
   const difference = compareStatus(recorded, fresh.status);
   if (difference !== undefined) return stale(name, difference, recorded, fresh.status);
   return { name, state: PodState.Current, recorded, current: fresh.status };
+}
+
+/** What decides whether admission would inject a pod: the webhook configurations and each namespace's labels. */
+export interface OptInView {
+  readonly configurations: readonly WebhookConfiguration[];
+  /** Where the configurations were read, for the report. */
+  readonly source: string;
+  /** The labels of each namespace the pods are in (a namespace absent here has none). */
+  readonly namespaceLabels: ReadonlyMap<string, Labels>;
+}
+
+/**
+ * The verdict on a pod without a status annotation: `missing` when admission would inject it now,
+ * undefined when it would not (not opted in, opted out, no template applies). The selection is the
+ * webhook's own: the configurations' namespace and object selectors pick the path (webhookCalls),
+ * and the server's selectTemplates decides with that path's scope (dapr #4171, linkerd2 #3290:
+ * pods created while the injector was down or before it was installed).
+ */
+export function missingSidecars(pod: Pod, set: TemplateSet, view: OptInView): PodDrift | undefined {
+  const name = pod.metadata?.name ?? '';
+  const scope = mutatingScope(pod, view);
+  if (scope === undefined) return undefined;
+  const admitted = asAdmitted(pod);
+  try {
+    const selection = selectTemplates(admitted, set, scope);
+    if (!selection.inject) return undefined;
+    injectSidecars(admitted, selection.templates, pod.metadata?.namespace ?? 'default');
+    const names = list(selection.templates.map((t) => t.name));
+    return { name, state: PodState.Missing, reason: MissingReason.NotInjected, detail: `no sidecars: ${selection.optedIn}, would get ${names}` };
+  } catch (err) {
+    if (!(err instanceof InjectorError)) throw err;
+    return { name, state: PodState.Missing, reason: MissingReason.WouldBeRefused, detail: `no sidecars, and the templates would refuse it now: ${err.message}` };
+  }
+}
+
+/** The opt-in scope of the first mutating webhook the apiserver would call for the pod's CREATE; undefined when none would be. */
+function mutatingScope(pod: Pod, view: OptInView): OptInScope | undefined {
+  const namespace = pod.metadata?.namespace ?? 'default';
+  const where = { namespace, namespaceLabels: view.namespaceLabels.get(namespace) ?? {}, podLabels: pod.metadata?.labels ?? {} };
+  const hook = webhookCalls(where, view.configurations).find((c) => c.configuration === 'MutatingWebhookConfiguration');
+  if (hook === undefined) return undefined;
+  // The namespace opt-in's paths end in /namespace (issue 12), as src/cli/admit.ts reads them.
+  return hook.path.endsWith('/namespace') ? OptInScope.Namespace : OptInScope.Pod;
 }
 
 /**
@@ -228,22 +290,20 @@ export function rolloutCommand(w: WorkloadRef, stalePods: readonly string[]): st
 }
 
 export interface DriftOptions {
-  /** List current pods too, not only the stale ones. */
+  /** List current pods too, not only the stale and missing ones. */
   readonly all: boolean;
   /** Where the templates came from, for the report. */
   readonly source: string;
+  /** What opts a pod in, to find the pods missing their sidecars. */
+  readonly optIn: OptInView;
 }
 
-/** Judges every pod, groups the injected ones by workload (sorted by namespace, kind, name), and keeps the stale ones unless `all`. */
+/** Judges every pod, groups the injected and missing ones by workload (sorted by namespace, kind, name), and keeps the stale and missing ones unless `all`. */
 export function driftReport(pods: readonly Pod[], owners: Owners, set: TemplateSet, opts: DriftOptions): DriftReport {
   const groups = new Map<string, { ref: WorkloadRef; pods: PodDrift[] }>();
-  let injected = 0;
-  let staleCount = 0;
   for (const pod of pods) {
-    const verdict = podDrift(pod, set);
+    const verdict = podDrift(pod, set) ?? missingSidecars(pod, set, opts.optIn);
     if (verdict === undefined) continue;
-    injected++;
-    if (verdict.state === PodState.Stale) staleCount++;
     const ref = workloadOf(pod, owners);
     const key = `${ref.namespace}\u0000${ref.kind}\u0000${ref.name}`;
     const group = groups.get(key) ?? { ref, pods: [] };
@@ -252,13 +312,25 @@ export function driftReport(pods: readonly Pod[], owners: Owners, set: TemplateS
   }
   const workloads = [...groups.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([, g]) => {
-      const stalePods = g.pods.filter((p) => p.state === PodState.Stale).sort(byName);
-      const shown = opts.all ? [...g.pods].sort(byName) : stalePods;
-      return { ...g.ref, pods: shown, injected: g.pods.length, stale: stalePods.length, rollout: rolloutCommand(g.ref, stalePods.map((p) => p.name)) };
-    })
+    .map(([, g]) => workloadDrift(g.ref, g.pods, opts.all))
     .filter((w) => w.pods.length > 0);
-  return { templates: { source: opts.source, digest: set.digest }, injected, stale: staleCount, workloads };
+  const all = [...groups.values()].flatMap((g) => g.pods);
+  const count = (state: PodState): number => all.filter((p) => p.state === state).length;
+  return { templates: { source: opts.source, digest: set.digest }, webhooks: { source: opts.optIn.source }, injected: all.length - count(PodState.Missing), stale: count(PodState.Stale), missing: count(PodState.Missing), workloads };
+}
+
+function workloadDrift(ref: WorkloadRef, pods: readonly PodDrift[], all: boolean): WorkloadDrift {
+  const sorted = [...pods].sort(byName);
+  const outdated = sorted.filter((p) => p.state !== PodState.Current);
+  const count = (state: PodState): number => pods.filter((p) => p.state === state).length;
+  return {
+    ...ref,
+    pods: all ? sorted : outdated,
+    injected: pods.length - count(PodState.Missing),
+    stale: count(PodState.Stale),
+    missing: count(PodState.Missing),
+    rollout: rolloutCommand(ref, outdated.map((p) => p.name)),
+  };
 }
 
 function byName(a: PodDrift, b: PodDrift): number {

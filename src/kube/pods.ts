@@ -1,4 +1,4 @@
-import type { V1Job, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
+import type { V1Job, V1Namespace, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
 import { apiError, type KubeClients } from './client.js';
 
 /** Where to list: one namespace, or every namespace (`-A`). */
@@ -26,6 +26,17 @@ export function listReplicaSets(kube: KubeClients, scope: Scope): Promise<V1Repl
 export function listJobs(kube: KubeClients, scope: Scope): Promise<V1Job[]> {
   if ('namespace' in scope) return listAll('list jobs', (page) => kube.batch.listNamespacedJob({ namespace: scope.namespace, ...page }));
   return listAll('list jobs', (page) => kube.batch.listJobForAllNamespaces(page));
+}
+
+/** The namespaces in scope, for their labels (the namespace opt-in): the one namespace (get), or every one (list). */
+export async function listNamespaces(kube: KubeClients, scope: Scope): Promise<V1Namespace[]> {
+  if ('namespace' in scope) {
+    const one = await kube.core.readNamespace({ name: scope.namespace }).catch((err: unknown) => {
+      throw apiError(`get namespace ${scope.namespace}`, err);
+    });
+    return [one];
+  }
+  return listAll('list namespaces', (page) => kube.core.listNamespace(page));
 }
 
 interface Page {

@@ -1,10 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { compareStatus, driftReport, podDrift, recordedStatus, rolloutCommand, StaleReason, workloadOf } from '../../src/drift/drift.js';
+import { compareStatus, driftReport, MissingReason, missingSidecars, podDrift, recordedStatus, rolloutCommand, StaleReason, workloadOf } from '../../src/drift/drift.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/generated/shipped-webhooks.js';
 import type { Pod } from '../../src/kube/types.js';
-import { oldTemplates, RETIRED, runningPod, templates } from '../helpers/running-pods.js';
+import { injectSidecars } from '../../src/inject/mutate.js';
+import { selectTemplates } from '../../src/inject/policy.js';
+import { oldTemplates, RETIRED, runningPod, storedPod, templates } from '../helpers/running-pods.js';
 
 const current = templates();
+const NO_NAMESPACE_OPT_IN = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, source: 'shipped', namespaceLabels: new Map() };
 const web = { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-7c9f8b6d4' };
 
 describe('drift', () => {
@@ -108,13 +112,13 @@ describe('drift', () => {
       runningPod(current, { namespace: 'shop', name: 'db-0', owner: { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db' } }),
       { metadata: { name: 'plain', namespace: 'shop' } },
     ];
-    const stale = driftReport(pods, owners, current, { all: false, source: 'directory x' });
+    const stale = driftReport(pods, owners, current, { all: false, source: 'directory x', optIn: NO_NAMESPACE_OPT_IN });
     assert.deepEqual([stale.injected, stale.stale], [3, 1]);
     assert.deepEqual(
       stale.workloads.map((w) => [w.kind, w.name, w.injected, w.stale, w.pods.map((p) => p.name)]),
       [['Deployment', 'web', 2, 1, ['web-7c9f8b6d4-aaaaa']]],
     );
-    const all = driftReport(pods, owners, current, { all: true, source: 'directory x' });
+    const all = driftReport(pods, owners, current, { all: true, source: 'directory x', optIn: NO_NAMESPACE_OPT_IN });
     assert.deepEqual(
       all.workloads.map((w) => [w.kind, w.name, w.pods.map((p) => `${p.name}:${p.state}`)]),
       [
@@ -122,5 +126,75 @@ describe('drift', () => {
         ['StatefulSet', 'db', ['db-0:current']],
       ],
     );
+  });
+
+  describe('missing sidecars', () => {
+    const optedInNamespace = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, source: 'shipped', namespaceLabels: new Map([['orders', { 'sidecar-injector.io/inject': 'true' }]]) };
+    const labelled = { 'sidecar-injector.io/inject': 'true' };
+
+    it('finds a pod injected as admission saw it (defaulted, with the ServiceAccount volume) up to date once stored', () => {
+      const seen = storedPod({ namespace: 'shop', generateName: 'web-7c9f8b6d4-', owner: web, labels: labelled });
+      // Admission sees generateName alone; the apiserver names the pod after the webhooks.
+      const admitted: Pod = structuredClone(seen);
+      delete admitted.metadata!.name;
+      const selection = selectTemplates(admitted, current);
+      assert.ok(selection.inject);
+      const injected = injectSidecars(admitted, selection.templates, 'shop').pod;
+      const stored: Pod = { ...injected, metadata: { ...injected.metadata, name: 'web-7c9f8b6d4-x7k2p' } };
+      assert.equal(podDrift(stored, current)?.state, 'current');
+      assert.equal(missingSidecars(stored, current, NO_NAMESPACE_OPT_IN)?.state, 'missing', 'missingSidecars alone does not read the status; driftReport asks podDrift first');
+      assert.deepEqual(driftReport([stored], new Map(), current, { all: false, source: 'x', optIn: NO_NAMESPACE_OPT_IN }).missing, 0);
+    });
+
+    it('finds a pod labelled in, stored without an injection status, missing its sidecars', () => {
+      const pod = storedPod({ namespace: 'shop', generateName: 'web-7c9f8b6d4-', owner: web, labels: labelled });
+      assert.equal(podDrift(pod, current), undefined);
+      assert.deepEqual(missingSidecars(pod, current, NO_NAMESPACE_OPT_IN), {
+        name: 'web-7c9f8b6d4-x7k2p',
+        state: 'missing',
+        reason: MissingReason.NotInjected,
+        detail: 'no sidecars: label sidecar-injector.io/inject="true", would get "log-agent"',
+      });
+    });
+
+    it('finds an unlabelled pod of a namespace labelled in missing its sidecars, as /mutate/namespace would inject it', () => {
+      const pod = storedPod({ namespace: 'orders', name: 'api-0' });
+      assert.equal(missingSidecars(pod, current, optedInNamespace)?.state, 'missing');
+      assert.match(missingSidecars(pod, current, optedInNamespace)?.detail ?? '', /^no sidecars: the namespace is labelled sidecar-injector.io\/inject="true"/);
+      // The same pod in a namespace not labelled in was never to be injected.
+      assert.equal(missingSidecars(pod, current, NO_NAMESPACE_OPT_IN), undefined);
+    });
+
+    it('leaves alone the pods the webhooks would not inject: not opted in, opted out, an excluded namespace', () => {
+      assert.equal(missingSidecars(storedPod({ namespace: 'shop', name: 'plain' }), current, optedInNamespace), undefined);
+      assert.equal(missingSidecars(storedPod({ namespace: 'orders', name: 'out', labels: { 'sidecar-injector.io/inject': 'false' } }), current, optedInNamespace), undefined);
+      // The shipped namespaceSelector keeps kube-system out, whatever the pod's label says.
+      assert.equal(missingSidecars(storedPod({ namespace: 'kube-system', name: 'dns', labels: labelled }), current, optedInNamespace), undefined);
+      const noDefault = templates((t) => t.replace('default: true', 'default: false'));
+      assert.equal(missingSidecars(storedPod({ namespace: 'shop', name: 'p', labels: labelled }), noDefault, NO_NAMESPACE_OPT_IN), undefined);
+    });
+
+    it('says when the templates would refuse a missing pod (a restart would leave its workload without pods)', () => {
+      const pod = storedPod({ namespace: 'shop', name: 'p', labels: labelled, annotations: { 'sidecar-injector.io/templates': 'log-agent,nope' } });
+      const verdict = missingSidecars(pod, current, NO_NAMESPACE_OPT_IN);
+      assert.equal(verdict?.reason, MissingReason.WouldBeRefused);
+      assert.match(verdict?.detail ?? '', /^no sidecars, and the templates would refuse it now: .*"nope"/);
+    });
+
+    it('counts missing pods apart from stale ones, listed with their workload', () => {
+      const owners = new Map([['shop/web-7c9f8b6d4', { kind: 'Deployment', name: 'web' }]]);
+      const pods = [
+        runningPod(oldTemplates(), { namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'aaaaa', owner: web }),
+        storedPod({ namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'bbbbb', owner: web, labels: labelled }),
+        runningPod(current, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'ccccc', owner: web }),
+        storedPod({ namespace: 'shop', name: 'plain' }),
+      ];
+      const report = driftReport(pods, owners, current, { all: false, source: 'directory x', optIn: NO_NAMESPACE_OPT_IN });
+      assert.deepEqual([report.injected, report.stale, report.missing], [2, 1, 1]);
+      assert.deepEqual(
+        report.workloads.map((w) => [w.kind, w.name, w.injected, w.stale, w.missing, w.pods.map((p) => `${p.name}:${p.state}`), w.rollout]),
+        [['Deployment', 'web', 2, 1, 1, ['web-7c9f8b6d4-aaaaa:stale', 'web-7c9f8b6d4-bbbbb:missing'], 'kubectl -n shop rollout restart deployment/web']],
+      );
+    });
   });
 });

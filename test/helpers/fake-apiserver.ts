@@ -20,9 +20,13 @@ export interface Call {
  * A stand-in for the kube-apiserver that answers the calls the injector makes (Secrets, and the
  * two webhook configuration kinds) with the API server's semantics: 404 Status for a missing
  * object, 409 AlreadyExists on a second create, 409 Conflict on an update carrying a stale
- * resourceVersion, 422 when a JSON patch `test` fails. Over HTTPS, with a bearer token.
+ * resourceVersion, 422 when a JSON patch `test` fails. Over HTTPS, with a bearer token. The webhook
+ * configurations are listed too (what `drift` reads the injector's selectors from).
  * For `drift`: lists of Pods (with the status.phase field selector), ReplicaSets and Jobs, in one
- * namespace or all, in pages (limit and continue, as the apiserver's chunked lists), and a ConfigMap.
+ * namespace or all, in pages (limit and continue, as the apiserver's chunked lists), a ConfigMap,
+ * Namespaces (get and list), and Deployments, StatefulSets and DaemonSets: get, and the strategic
+ * merge patch of `drift --restart`, after which each get shows the controller one step further
+ * through the rollout, in the status fields the real controllers write (see `setRollout`).
  */
 export interface FakeApiServer {
   readonly url: string;
@@ -36,8 +40,16 @@ export interface FakeApiServer {
   putWebhookConfig(kind: 'mutating' | 'validating', obj: any): void;
   /** Every distinct caBundle each configuration carried, in order (base64 as stored). */
   readonly bundleHistory: Record<'mutating' | 'validating', string[]>;
-  /** Adds or replaces a Pod, ReplicaSet, Job or ConfigMap (by kind, namespace and name). */
+  /** Adds or replaces a Pod, ReplicaSet, Job, ConfigMap, Namespace, Deployment, StatefulSet or DaemonSet (by kind, namespace and name). */
   putObject(obj: any): void;
+  /** The stored object of that kind (namespace '' for a Namespace). */
+  object(kind: string, namespace: string, name: string): any;
+  /** How a workload's rollout goes after a patch (default `rolls`). */
+  setRollout(kind: string, namespace: string, name: string, rollout: Rollout): void;
+  /** Answers every request for this path with 403 Forbidden, as RBAC does for a verb not granted. */
+  forbid(path: string): void;
+  /** Every PATCH of a workload, in order: the path, the Content-Type and the body. */
+  readonly patches: { readonly path: string; readonly contentType: string; readonly body: any }[];
   /** Milliseconds to hold each answer: widens the window in which replicas race. */
   latencyMs: number;
   close(): Promise<void>;
@@ -45,12 +57,22 @@ export interface FakeApiServer {
 
 const TOKEN = 'fake-serviceaccount-token';
 
+/**
+ * A workload's rollout after a patch, one step per get: `rolls` is observed, half done, then done;
+ * `stuck` stays half done; `deadline` is observed with the Progressing condition's
+ * ProgressDeadlineExceeded reason; `forbidden` refuses the patch with 403 (no RBAC for it).
+ */
+export type Rollout = 'rolls' | 'stuck' | 'deadline' | 'forbidden';
+
 export async function startFakeApiServer(): Promise<FakeApiServer> {
   const certs = await makeTestCerts();
   const secrets = new Map<string, any>();
   const hooks = new Map<string, any>();
   const objects = new Map<string, Map<string, any>>(Object.values(Listed).map((r) => [r.kind, new Map()]));
   const calls: Call[] = [];
+  const patches: { path: string; contentType: string; body: any }[] = [];
+  const rollouts = new Map<string, { rollout: Rollout; step: number }>();
+  const forbidden = new Set<string>();
   const bundleHistory: Record<'mutating' | 'validating', string[]> = { mutating: [], validating: [] };
   let version = 100;
   const state = { latencyMs: 0 };
@@ -64,8 +86,14 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
   const route = async (req: IncomingMessage, body: string): Promise<[number, unknown]> => {
     if (req.headers.authorization !== `Bearer ${TOKEN}`) return status(401, 'Unauthorized', 'Unauthorized');
     const url = new URL(req.url ?? '/', 'https://x');
+    if (forbidden.has(url.pathname)) return status(403, 'Forbidden', `forbidden: User "drift" cannot ${req.method} ${url.pathname}`);
     const secret = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/);
     if (secret) return secretRoute(req.method ?? '', secret[1]!, secret[2], body);
+    const hookList = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations$/);
+    if (hookList && req.method === 'GET') {
+      const items = [...hooks.entries()].filter(([key]) => key.startsWith(`${hookList[1]}/`)).map(([, obj]) => obj);
+      return [200, { kind: `${hookList[1] === 'mutating' ? 'Mutating' : 'Validating'}WebhookConfigurationList`, apiVersion: 'admissionregistration.k8s.io/v1', metadata: { resourceVersion: String(version) }, items }];
+    }
     const hook = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations\/([^/]+)$/);
     if (hook) return hookRoute(req, hook[1] as 'mutating' | 'validating', hook[2]!, body);
     const configMap = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/configmaps\/([^/]+)$/);
@@ -73,6 +101,13 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
       const found = objects.get('ConfigMap')!.get(`${configMap[1]}/${configMap[2]}`);
       return found === undefined ? status(404, 'NotFound', `configmaps "${configMap[2]}" not found`) : [200, found];
     }
+    const namespace = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)$/);
+    if (namespace && req.method === 'GET') {
+      const found = objects.get('Namespace')!.get(`/${namespace[1]}`);
+      return found === undefined ? status(404, 'NotFound', `namespaces "${namespace[1]}" not found`) : [200, found];
+    }
+    const workload = url.pathname.match(/^\/apis\/apps\/v1\/namespaces\/([^/]+)\/(deployments|statefulsets|daemonsets)\/([^/]+)$/);
+    if (workload) return workloadRoute(req, url.pathname, Object.values(Listed).find((r) => r.plural === workload[2])!.kind, `${workload[1]}/${workload[3]}`, body);
     const list = url.pathname.match(/^\/(api\/v1|apis\/apps\/v1|apis\/batch\/v1)(?:\/namespaces\/([^/]+))?\/([a-z]+)$/);
     const resource = list && Object.values(Listed).find((r) => r.path === list[1] && r.plural === list[3]);
     if (list && resource && req.method === 'GET') return listRoute(resource, list[2], url.searchParams);
@@ -118,6 +153,30 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     const more = from + limit < all.length;
     const apiVersion = resource.path.replace(/^apis?\//, '');
     return [200, { kind: `${resource.kind}List`, apiVersion, metadata: { resourceVersion: String(version), ...(more && { continue: Buffer.from(String(from + limit)).toString('base64url') }) }, items }];
+  };
+
+  const workloadRoute = (req: IncomingMessage, path: string, kind: string, key: string, body: string): [number, unknown] => {
+    const current = objects.get(kind)!.get(key);
+    const plural = `${kind.toLowerCase()}s.apps`;
+    if (current === undefined) return status(404, 'NotFound', `${plural} "${key.split('/')[1]}" not found`);
+    const rollout = rollouts.get(`${kind}/${key}`) ?? { rollout: 'rolls' as const, step: -1 };
+    if (req.method === 'GET') {
+      if (rollout.step >= 0) rollout.step++;
+      rollouts.set(`${kind}/${key}`, rollout);
+      return [200, rollout.step < 0 ? current : rolledTo(current, rollout.rollout, rollout.step)];
+    }
+    if (req.method !== 'PATCH') return status(405, 'MethodNotAllowed', `${req.method} is not supported here`);
+    const contentType = String(req.headers['content-type']);
+    patches.push({ path, contentType, body: JSON.parse(body) });
+    if (rollout.rollout === 'forbidden') return status(403, 'Forbidden', `${plural} "${key.split('/')[1]}" is forbidden: User "drift" cannot patch resource "${kind.toLowerCase()}s" in API group "apps" in the namespace "${key.split('/')[0]}"`);
+    if (contentType !== 'application/strategic-merge-patch+json') return status(415, 'UnsupportedMediaType', `unexpected patch type ${contentType}`);
+    // A strategic merge patch of maps alone (restartedAt's) merges as a JSON merge patch does.
+    const patched = mergePatch(structuredClone(current), JSON.parse(body));
+    const changed = JSON.stringify(patched.spec) !== JSON.stringify(current.spec);
+    patched.metadata = { ...patched.metadata, resourceVersion: nextVersion(), generation: (current.metadata.generation ?? 1) + (changed ? 1 : 0) };
+    objects.get(kind)!.set(key, patched);
+    rollouts.set(`${kind}/${key}`, { rollout: rollout.rollout, step: 0 });
+    return [200, patched];
   };
 
   const hookRoute = (req: IncomingMessage, kind: 'mutating' | 'validating', name: string, body: string): [number, unknown] => {
@@ -178,8 +237,12 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     putObject: (obj) => {
       const kind = String(obj.kind);
       if (!objects.has(kind)) throw new Error(`the fake API server does not serve ${kind}`);
-      objects.get(kind)!.set(`${obj.metadata.namespace}/${obj.metadata.name}`, { ...obj, metadata: { ...obj.metadata, resourceVersion: nextVersion() } });
+      objects.get(kind)!.set(`${obj.metadata.namespace ?? ''}/${obj.metadata.name}`, { ...obj, metadata: { generation: 1, ...obj.metadata, resourceVersion: nextVersion() } });
     },
+    object: (kind, namespace, name) => objects.get(kind)?.get(`${namespace}/${name}`),
+    setRollout: (kind, namespace, name, rollout) => void rollouts.set(`${kind}/${namespace}/${name}`, { rollout, step: -1 }),
+    patches,
+    forbid: (path) => void forbidden.add(path),
     putWebhookConfig: (kind, obj) => {
       const stored = { ...obj, metadata: { ...obj.metadata, resourceVersion: nextVersion() } };
       hooks.set(`${kind}/${obj.metadata.name}`, stored);
@@ -199,7 +262,52 @@ const Listed = {
   replicaSets: { kind: 'ReplicaSet', path: 'apis/apps/v1', plural: 'replicasets' },
   jobs: { kind: 'Job', path: 'apis/batch/v1', plural: 'jobs' },
   configMaps: { kind: 'ConfigMap', path: 'api/v1', plural: 'configmaps' },
+  namespaces: { kind: 'Namespace', path: 'api/v1', plural: 'namespaces' },
+  deployments: { kind: 'Deployment', path: 'apis/apps/v1', plural: 'deployments' },
+  statefulSets: { kind: 'StatefulSet', path: 'apis/apps/v1', plural: 'statefulsets' },
+  daemonSets: { kind: 'DaemonSet', path: 'apis/apps/v1', plural: 'daemonsets' },
 } as const;
+
+/** RFC 7386: objects merge key by key, null deletes, anything else replaces. */
+function mergePatch(target: any, patch: any): any {
+  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
+  const out = typeof target === 'object' && target !== null && !Array.isArray(target) ? target : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
+}
+
+/**
+ * The workload as its controller reports it `step` gets after a patch (step 0: the patch's answer),
+ * in the status fields kubectl rollout status reads: not yet observed, then half rolled, then done.
+ */
+function rolledTo(obj: any, rollout: Rollout, step: number): any {
+  const generation = obj.metadata.generation;
+  const replicas = obj.spec?.replicas ?? 1;
+  // Step 1: the controller has not seen the new template: the old status, complete, of the generation before.
+  if (step === 0) return obj;
+  if (step === 1) return { ...obj, status: { ...obj.status, observedGeneration: generation - 1 } };
+  const done = rollout === 'rolls' && step >= 3;
+  const observedGeneration = generation;
+  switch (obj.kind) {
+    case 'Deployment': {
+      const conditions = rollout === 'deadline' ? [{ type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: `ReplicaSet "${obj.metadata.name}-new" has timed out progressing.` }] : [];
+      const status = done ? { replicas, updatedReplicas: replicas, readyReplicas: replicas, availableReplicas: replicas } : { replicas: replicas + 1, updatedReplicas: 1, readyReplicas: replicas, availableReplicas: replicas };
+      return { ...obj, status: { observedGeneration, ...status, conditions } };
+    }
+    case 'StatefulSet': {
+      const status = done ? { replicas, readyReplicas: replicas, updatedReplicas: replicas, currentRevision: `${obj.metadata.name}-new`, updateRevision: `${obj.metadata.name}-new` } : { replicas, readyReplicas: replicas - 1, updatedReplicas: 1, currentRevision: `${obj.metadata.name}-old`, updateRevision: `${obj.metadata.name}-new` };
+      return { ...obj, status: { observedGeneration, ...status } };
+    }
+    default: {
+      const desired = obj.status?.desiredNumberScheduled ?? 2;
+      const status = done ? { updatedNumberScheduled: desired, numberAvailable: desired, numberReady: desired } : { updatedNumberScheduled: 1, numberAvailable: desired - 1, numberReady: desired - 1 };
+      return { ...obj, status: { ...obj.status, observedGeneration, currentNumberScheduled: desired, desiredNumberScheduled: desired, ...status } };
+    }
+  }
+}
 
 /** `status.phase=X` and `status.phase!=X` terms joined by commas, as the apiserver accepts for pods; undefined for anything else. */
 function fieldMatcher(selector: string): ((obj: any) => boolean) | undefined {

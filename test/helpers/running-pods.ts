@@ -52,3 +52,69 @@ export function runningPod(set: TemplateSet, p: RunningPod): Pod & { status: { p
   const name = p.name ?? `${p.generateName ?? ''}${p.suffix ?? 'x7k2p'}`;
   return { ...injected, metadata: { ...injected.metadata, name, uid: `uid-${name}` }, status: { phase: p.phase ?? 'Running' } };
 }
+
+/**
+ * A pod admission never injected (created before the injector was installed, or while it was down
+ * and its webhook failed open), as the apiserver stores it: defaulted (pkg/apis/core/v1/defaults.go:
+ * pull policy, termination message, DNS and scheduler, the not-ready/unreachable tolerations the
+ * DefaultTolerationSeconds plugin adds), with the ServiceAccount admission plugin's projected
+ * `kube-api-access-*` volume and mount, then named and scheduled. A mutating webhook sees the same
+ * pod but for the name, uid, node and status.
+ */
+export function storedPod(p: RunningPod): Pod & { status: { phase: string } } {
+  const name = p.name ?? `${p.generateName ?? ''}${p.suffix ?? 'x7k2p'}`;
+  const token = `kube-api-access-${p.suffix ?? 'x7k2p'}`;
+  const toleration = (key: string) => ({ key, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 });
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name,
+      ...(p.generateName !== undefined && { generateName: p.generateName }),
+      namespace: p.namespace,
+      uid: `uid-${name}`,
+      ...(p.labels !== undefined && { labels: p.labels }),
+      ...(p.annotations !== undefined && { annotations: p.annotations }),
+      ...(p.owner !== undefined && { ownerReferences: [{ ...p.owner, uid: `uid-${p.owner.name}`, controller: true, blockOwnerDeletion: true }] }),
+    },
+    spec: {
+      containers: [
+        {
+          name: 'app',
+          image: 'registry.example.com/app:1',
+          imagePullPolicy: 'IfNotPresent',
+          resources: {},
+          terminationMessagePath: '/dev/termination-log',
+          terminationMessagePolicy: 'File',
+          volumeMounts: [{ name: token, mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }],
+        },
+      ],
+      dnsPolicy: 'ClusterFirst',
+      enableServiceLinks: true,
+      nodeName: 'node-1',
+      preemptionPolicy: 'PreemptLowerPriority',
+      priority: 0,
+      restartPolicy: p.owner?.kind === 'Job' ? 'Never' : 'Always',
+      schedulerName: 'default-scheduler',
+      securityContext: {},
+      serviceAccount: 'default',
+      serviceAccountName: 'default',
+      terminationGracePeriodSeconds: 30,
+      tolerations: [toleration('node.kubernetes.io/not-ready'), toleration('node.kubernetes.io/unreachable')],
+      volumes: [
+        {
+          name: token,
+          projected: {
+            defaultMode: 420,
+            sources: [
+              { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
+              { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+              { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
+            ],
+          },
+        },
+      ],
+    },
+    status: { phase: p.phase ?? 'Running' },
+  };
+}

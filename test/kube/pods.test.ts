@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { createKubeClients, type KubeClients } from '../../src/kube/client.js';
-import { listJobs, listLivePods, listReplicaSets, PAGE_SIZE } from '../../src/kube/pods.js';
+import { listJobs, listLivePods, listNamespaces, listReplicaSets, PAGE_SIZE } from '../../src/kube/pods.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
 
 const pod = (namespace: string, name: string, phase: string) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace }, spec: { containers: [{ name: 'app', image: 'busybox' }] }, status: { phase } });
@@ -31,6 +31,14 @@ describe('listing what drift reads', () => {
     assert.deepEqual(names(await listReplicaSets(kube, { namespace: 'shop' })), ['shop/web-5d4f']);
     assert.deepEqual(names(await listReplicaSets(kube, { namespace: 'billing' })), []);
     assert.deepEqual(names(await listJobs(kube, { allNamespaces: true })), ['billing/nightly-1']);
+  });
+
+  it("reads the namespaces' labels: the one namespace (get), or every one (list)", async () => {
+    api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'shop', labels: { team: 'a' } } });
+    api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'billing' } });
+    assert.deepEqual((await listNamespaces(kube, { namespace: 'shop' })).map((n) => [n.metadata?.name, n.metadata?.labels]), [['shop', { team: 'a' }]]);
+    assert.deepEqual((await listNamespaces(kube, { allNamespaces: true })).map((n) => n.metadata?.name), ['billing', 'shop']);
+    await assert.rejects(listNamespaces(kube, { namespace: 'nope' }), /Kubernetes API call get namespace nope failed: HTTP 404: namespaces "nope" not found/);
   });
 
   it('reads every page of a long list, PAGE_SIZE objects a call', async () => {
