@@ -6,6 +6,8 @@ export const Keys = {
   inject: 'sidecar-injector.io/inject',
   /** Annotation: comma-separated template names, in order; overrides the default templates. */
   templates: 'sidecar-injector.io/templates',
+  /** Annotation: comma-separated container names; only those of the pod's containers get the templates' env and volumeMounts. */
+  appContainers: 'sidecar-injector.io/app-containers',
   /** Annotation written by the injector: the injected template names and a digest of what was rendered. */
   status: 'sidecar-injector.io/status',
 } as const;
@@ -17,7 +19,7 @@ const TEMPLATE_SUFFIX = `.${KEY_PREFIX}`;
 type Where = 'label' | 'annotation';
 
 /** The contract's keys by the object they go on. */
-const Contract: Readonly<Record<Where, readonly string[]>> = { label: [Keys.inject], annotation: [Keys.templates, Keys.status] };
+const Contract: Readonly<Record<Where, readonly string[]>> = { label: [Keys.inject], annotation: [Keys.templates, Keys.appContainers, Keys.status] };
 
 /** What the check of a pod's keys knows besides the pod. */
 export interface KeyContext {

@@ -7,7 +7,7 @@ import { findConflicts } from './conflicts.js';
 import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
 import { PlaceholderError, placeholderFaults, renderValues } from './placeholders.js';
 import { placementFault } from './placement.js';
-import { FormatMessages, volumeSources, type Format } from './schema.js';
+import { FormatMessages, tokenFault, volumeSources, type Format } from './schema.js';
 import { validate as validateTemplateDocument } from '../generated/template-validator.js';
 import { compileTemplate, digestOf, type CompiledTemplate, type SidecarTemplateSpec } from './template.js';
 import { KeysRead, valueFaults } from './values.js';
@@ -190,6 +190,8 @@ function checkSemantics(spec: SidecarTemplateSpec, fault: (path: string, message
   paths.forEach((p, i) => {
     if (paths.indexOf(p) !== i) fault(`/spec/volumeMounts/${i}/mountPath`, `duplicate mountPath "${p}"`);
   });
+  const token = typeof spec.serviceAccountToken === 'object' ? tokenFault(spec.serviceAccountToken) : undefined;
+  if (token !== undefined) fault(`/spec/serviceAccountToken/${token[0]}`, token[1]);
   const placement = placementFault(spec.placement);
   if (placement !== undefined) fault('/spec/placement', placement);
   if (spec.overrides?.length && !spec.containers?.length) fault('/spec/overrides', 'overrides apply to the first of spec.containers, and the template has none');

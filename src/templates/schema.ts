@@ -110,6 +110,32 @@ export function coreDefinitions(generated: Readonly<Record<string, CoreDefinitio
 const stringMap = (keyPattern: string) => ({ type: 'object', propertyNames: { pattern: keyPattern, maxLength: 316 }, additionalProperties: { type: 'string' } }) as const;
 const list = (definition: string): Schema => ({ type: 'array', items: { $ref: `#/$defs/${definition}`, type: 'object', required: ['name'] } });
 
+const containerNames: Schema = { type: 'array', items: named('dns1123-label'), uniqueItems: true };
+
+/** `serviceAccountToken`: true, false, or a serviceAccountToken projection (its values checked by tokenFault in load.ts). */
+const serviceAccountTokenSchema: Schema = {
+  type: ['boolean', 'object'],
+  additionalProperties: false,
+  properties: {
+    audience: { type: 'string', minLength: 1 },
+    expirationSeconds: { type: 'integer' },
+    path: { type: 'string', minLength: 1 },
+  },
+};
+
+/**
+ * What ValidateProjectedVolumeSource refuses in a serviceAccountToken projection, for the object
+ * form of `serviceAccountToken`: a token valid for less than 10 minutes or more than 2^32 seconds,
+ * and a path that is absolute or has a ".." element (validateLocalDescendingPath). [path, message].
+ */
+export function tokenFault(token: { readonly expirationSeconds?: number; readonly path?: string }): [string, string] | undefined {
+  const seconds = token.expirationSeconds;
+  if (seconds !== undefined && (seconds < 600 || seconds > 2 ** 32)) return ['expirationSeconds', `must be between 600 (10 minutes, the apiserver's minimum) and 4294967296, got ${seconds}`];
+  const path = token.path;
+  if (path !== undefined && (path.startsWith('/') || path.split('/').includes('..'))) return ['path', `must be a relative path without "..", got ${JSON.stringify(path)}`];
+  return undefined;
+}
+
 /**
  * The schema of a whole SidecarTemplate document, over the given core/v1 definitions. Compiled by
  * `npm run schema` into template-validator.ts (ajv standalone code), never at run time: compiling
@@ -151,6 +177,14 @@ export function sidecarTemplateSchema(core: Readonly<Record<string, CoreDefiniti
           env: list('V1EnvVar'),
           annotations: stringMap(QUALIFIED_NAME),
           labels: stringMap(QUALIFIED_NAME),
+          // true: the pod's own token volume (the ServiceAccount plugin's); an object: a projected token of the template's own.
+          // (properties only constrain an object: true and false pass them.)
+          serviceAccountToken: serviceAccountTokenSchema,
+          appContainers: {
+            type: 'object',
+            additionalProperties: false,
+            properties: { include: containerNames, exclude: containerNames },
+          },
         },
       },
     },

@@ -5,7 +5,9 @@ import { type AdmissionRequest } from '../../src/admission/codec.js';
 import { createHandlers } from '../../src/admission/handlers.js';
 import { parseImage, parseImageMirrors, type ImageMirrors } from '../../src/inject/image.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
+import { admissionView, defaultPod } from '../corpus/admission-view.js';
 import { diff } from '../helpers/diff.js';
+import { applyPatchV4 } from '../helpers/jsonpatch-v4.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { decodePatch, mutate, optedInPod, podReview, validate } from '../helpers/review.js';
 import { agent, jobOwner, locked, podWith, set, template, templates } from '../helpers/templates.js';
@@ -421,5 +423,143 @@ describe('registry mirrors (--image-mirror)', () => {
       assert.deepEqual(after.spec, pod.spec);
       assert.equal(withMirror.get('/validate')!(requestOf(after)).response.allowed, true);
     }
+  });
+});
+
+describe('the ServiceAccount token and the application containers a template touches (issue 22)', () => {
+  const tokenPath = '/var/run/secrets/kubernetes.io/serviceaccount';
+  const vault = template('vault-agent', `  default: true
+  serviceAccountToken: true
+  containers:
+    - name: vault-agent
+      image: hashicorp/vault:1.18
+  env:
+    - { name: VAULT_ADDR, value: "http://127.0.0.1:8200" }
+`);
+  const projected = template('spire-agent', `  default: true
+  serviceAccountToken: { audience: spire, expirationSeconds: 7200 }
+  containers:
+    - name: spire-agent
+      image: ghcr.io/spiffe/spire-agent:1.11
+  initContainers:
+    - name: spire-init
+      image: ghcr.io/spiffe/spire-agent:1.11
+`);
+  const otel = template('otel', `  default: true
+  appContainers: { exclude: [istio-proxy, exporter] }
+  containers:
+    - name: otel-collector
+      image: otel/opentelemetry-collector:0.115.0
+  env:
+    - { name: OTEL_EXPORTER_OTLP_ENDPOINT, value: "http://localhost:4317" }
+  volumeMounts:
+    - { name: otel-conf, mountPath: /etc/otel }
+  volumes:
+    - { name: otel-conf, emptyDir: {} }
+`);
+
+  /** The pod the apiserver sends the webhook: defaulted, with the ServiceAccount plugin's kube-api-access volume. */
+  function admitted(spec: object, annotations: Record<string, string> = {}): any {
+    const manifest = { apiVersion: 'v1', kind: 'Pod', metadata: { generateName: 'web-7c9f8b6d4-', labels: { app: 'web' }, annotations }, spec };
+    const pod = admissionView(manifest, [], 'default').pod;
+    delete pod.metadata.annotations['sidecar-injector.io/templates'];
+    return pod;
+  }
+
+  /** /mutate's answer applied as the apiserver applies it, then defaulted, as a re-invocation and /validate see the pod. */
+  function mutated(pod: object, s: TemplateSet): { pod: any; warnings: readonly string[] } {
+    const answer = mutate(requestOf(pod), s).response;
+    assert.equal(answer.allowed, true, answer.status?.message);
+    return { pod: defaultPod(applyPatchV4(pod, decodePatch(answer))), warnings: answer.warnings ?? [] };
+  }
+
+  /** Asserts that a re-invocation patches nothing and that /validate admits the pod. */
+  function settled(pod: object, s: TemplateSet): void {
+    assert.deepEqual(decodePatch(mutate(requestOf(pod), s).response), []);
+    assert.equal(validate(requestOf(pod), s).response.allowed, true);
+  }
+
+  const mountsAt = (c: any, path: string) => (c.volumeMounts ?? []).filter((m: any) => m.mountPath === path);
+
+  it('mounts the pod\'s own token volume, read-only, into the sidecars of serviceAccountToken: true', () => {
+    const pod = admitted({ containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] });
+    const tokenVolume = pod.spec.volumes.find((v: any) => v.name.startsWith('kube-api-access-')).name;
+    const { pod: out, warnings } = mutated(pod, set(vault));
+    const sidecar = out.spec.containers.find((c: any) => c.name === 'vault-agent');
+    assert.deepEqual(mountsAt(sidecar, tokenPath), [{ name: tokenVolume, mountPath: tokenPath, readOnly: true }]);
+    assert.deepEqual(warnings, []);
+    assert.equal(out.spec.volumes.length, 1, 'no volume of its own');
+    settled(out, set(vault));
+  });
+
+  it('leaves a pod with automountServiceAccountToken: false without a token, and says so', () => {
+    const pod = admitted({ automountServiceAccountToken: false, containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] });
+    const { pod: out, warnings } = mutated(pod, set(vault));
+    const sidecar = out.spec.containers.find((c: any) => c.name === 'vault-agent');
+    assert.deepEqual(mountsAt(sidecar, tokenPath), []);
+    assert.deepEqual(warnings, ['template "vault-agent" wants the pod\'s ServiceAccount token, but no container of the pod mounts one (automount off?)']);
+    settled(out, set(vault));
+  });
+
+  it('gives the template\'s own projected token, with its audience, to each of its containers, automount or not', () => {
+    for (const automount of [true, false]) {
+      const pod = admitted({ automountServiceAccountToken: automount, containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] });
+      const { pod: out } = mutated(pod, set(projected));
+      const own = out.spec.volumes.filter((v: any) => v.projected?.sources?.[0]?.serviceAccountToken?.audience === 'spire');
+      assert.equal(own.length, 1);
+      assert.match(own[0].name, /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/);
+      assert.deepEqual(own[0].projected.sources, [{ serviceAccountToken: { audience: 'spire', expirationSeconds: 7200, path: 'token' } }]);
+      for (const name of ['spire-agent', 'spire-init']) {
+        const c = [...out.spec.containers, ...out.spec.initContainers].find((x: any) => x.name === name);
+        assert.deepEqual(mountsAt(c, tokenPath), [{ name: own[0].name, mountPath: tokenPath, readOnly: true }], name);
+      }
+      const app = out.spec.containers.find((c: any) => c.name === 'app');
+      assert.equal(mountsAt(app, tokenPath).length, automount ? 1 : 0, 'the app keeps the token it had');
+      settled(out, set(projected));
+    }
+  });
+
+  it('gives the template\'s env and mounts only to the containers appContainers allows', () => {
+    const pod = admitted({
+      containers: [
+        { name: 'app', image: 'registry.example.com/app:1.0' },
+        { name: 'worker', image: 'registry.example.com/app:1.0' },
+        { name: 'exporter', image: 'registry.example.com/exporter:1.0' },
+      ],
+    });
+    const { pod: out, warnings } = mutated(pod, set(otel));
+    const got = (name: string) => out.spec.containers.find((c: any) => c.name === name);
+    for (const name of ['app', 'worker']) {
+      assert.deepEqual(got(name).env, [{ name: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: 'http://localhost:4317' }], name);
+      assert.equal(mountsAt(got(name), '/etc/otel').length, 1, name);
+    }
+    assert.equal(got('exporter').env, undefined);
+    assert.equal(mountsAt(got('exporter'), '/etc/otel').length, 0);
+    assert.deepEqual(warnings, ['appContainers of template "otel" names "istio-proxy", not containers of the pod']);
+    settled(out, set(otel));
+  });
+
+  it('narrows them further by the pod\'s app-containers annotation, and warns of a name the pod lacks', () => {
+    const pod = admitted(
+      { containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }, { name: 'worker', image: 'registry.example.com/app:1.0' }, { name: 'exporter', image: 'registry.example.com/exporter:1.0' }] },
+      { 'sidecar-injector.io/app-containers': 'app, exporter, wroker' },
+    );
+    const { pod: out, warnings } = mutated(pod, set(otel, vault));
+    const got = (name: string) => out.spec.containers.find((c: any) => c.name === name);
+    // otel allows app and worker, the pod app and exporter: only app gets otel's; vault allows all: app and exporter get vault's.
+    assert.deepEqual(got('app').env.map((e: any) => e.name), ['OTEL_EXPORTER_OTLP_ENDPOINT', 'VAULT_ADDR']);
+    assert.equal(got('worker').env, undefined);
+    assert.deepEqual(got('exporter').env.map((e: any) => e.name), ['VAULT_ADDR']);
+    assert.deepEqual(warnings, [
+      'annotation sidecar-injector.io/app-containers names "wroker", not containers of the pod',
+      'appContainers of template "otel" names "istio-proxy", not containers of the pod',
+    ]);
+    settled(out, set(otel, vault));
+  });
+
+  it('suggests the app-containers annotation for a typo of it', () => {
+    const pod = admitted({ containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] }, { 'sidecar-injector.io/app-container': 'app' });
+    const { warnings } = mutated(pod, set(otel));
+    assert.ok(warnings.includes('annotation "sidecar-injector.io/app-container" is not read by the injector; did you mean "sidecar-injector.io/app-containers"?'), String(warnings));
   });
 });

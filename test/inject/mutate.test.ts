@@ -202,3 +202,61 @@ spec:
     });
   });
 });
+
+describe('serviceAccountToken and appContainers (issue 22)', () => {
+  const TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount';
+  const doc = (name: string, spec: string): string => `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: ${name}\nspec:\n${spec}`;
+  const compile = (...docs: string[]) => [...compileTemplateSet(docs.map((text, i) => ({ file: `t${i}.yaml`, text })), 'test').templates.values()];
+  const podToken = doc('vault', '  serviceAccountToken: true\n  containers:\n    - { name: vault-agent, image: hashicorp/vault:1.18 }\n');
+  const ownToken = doc('spire', '  serviceAccountToken: { audience: spire }\n  containers:\n    - { name: spire-agent, image: ghcr.io/spiffe/spire-agent:1.11 }\n');
+  const sidecar = (pod: any, name: string) => pod.spec.containers.find((c: any) => c.name === name);
+
+  it('keeps a mount the template\'s container already has at the token path', () => {
+    const templates = compile(doc('vault', `  serviceAccountToken: true
+  containers:
+    - name: vault-agent
+      image: hashicorp/vault:1.18
+      volumeMounts: [{ name: vault-token, mountPath: ${TOKEN} }]
+  volumes: [{ name: vault-token, emptyDir: {} }]
+`));
+    const pod = optedInPod({ spec: { containers: [{ name: 'app', image: 'app', volumeMounts: [{ name: 'kube-api-access-x2k9q', mountPath: TOKEN, readOnly: true }] }], volumes: [{ name: 'kube-api-access-x2k9q', projected: { sources: [] } }] } });
+    const { pod: out } = injectSidecars(pod, templates, 'ns');
+    assert.deepEqual(sidecar(out, 'vault-agent').volumeMounts, [{ name: 'vault-token', mountPath: TOKEN }]);
+  });
+
+  it('never takes another template\'s own token for the pod\'s, so a re-invocation changes nothing', () => {
+    const templates = compile(podToken, ownToken);
+    const pod = optedInPod({ spec: { automountServiceAccountToken: false, containers: [{ name: 'app', image: 'app' }] } });
+    const once = injectSidecars(pod, templates, 'ns');
+    assert.equal(sidecar(once.pod, 'vault-agent').volumeMounts, undefined);
+    assert.equal(sidecar(once.pod, 'spire-agent').volumeMounts[0].mountPath, TOKEN);
+    const twice = injectSidecars(once.pod, templates, 'ns');
+    assert.deepEqual(twice.pod, once.pod);
+  });
+
+  it('names the template\'s own token volume alike in every rendering, and differently per template', () => {
+    const [a] = compile(ownToken);
+    const [b] = compile(ownToken.replace('name: spire', 'name: spire-2'));
+    assert.equal(a!.spec.volumes[0]!.name, compile(ownToken)[0]!.spec.volumes[0]!.name);
+    assert.notEqual(a!.spec.volumes[0]!.name, b!.spec.volumes[0]!.name);
+  });
+
+  it('touches no container when the app-containers annotation is empty, and warns of an include naming none of the pod\'s', () => {
+    const templates = compile(doc('otel', '  appContainers: { include: [api] }\n  env: [{ name: OTEL, value: "1" }]\n  containers:\n    - { name: otel, image: otel/collector:1 }\n'));
+    const spec = { containers: [{ name: 'app', image: 'app' }, { name: 'api', image: 'api' }] };
+    const narrowed = injectSidecars(optedInPod({ spec, annotations: { 'sidecar-injector.io/app-containers': '' } }), templates, 'ns');
+    assert.deepEqual(narrowed.pod.spec!.containers!.map((c) => c.env), [undefined, undefined, undefined]);
+    const other = injectSidecars(optedInPod({ spec: { containers: [{ name: 'app', image: 'app' }] } }), templates, 'ns');
+    assert.equal(sidecar(other.pod, 'app').env, undefined);
+    assert.deepEqual(other.warnings, ['appContainers of template "otel" names "api", not containers of the pod']);
+  });
+
+  it('never gives the template\'s env to the pod\'s init containers, as before', () => {
+    const templates = compile(doc('otel', '  appContainers: { include: [setup, app] }\n  env: [{ name: OTEL, value: "1" }]\n  containers:\n    - { name: otel, image: otel/collector:1 }\n'));
+    const pod = optedInPod({ spec: { initContainers: [{ name: 'setup', image: 'setup' }], containers: [{ name: 'app', image: 'app' }] } });
+    const { pod: out, warnings } = injectSidecars(pod, templates, 'ns');
+    assert.equal(out.spec!.initContainers![0]!.env, undefined);
+    assert.deepEqual(sidecar(out, 'app').env, [{ name: 'OTEL', value: '1' }]);
+    assert.deepEqual(warnings, ['appContainers of template "otel" names "setup", not containers of the pod']);
+  });
+});

@@ -26,6 +26,7 @@ const BROKEN: Readonly<Record<string, Readonly<Record<string, string>>>> = {
   'a {{ pod.name }} label value': { 'a.yaml': `${head('a')}  labels:\n    owner-pod: "{{ pod.name }}"\n` },
   // The old issue: lint checked the template annotations, load did not; now one loader decides.
   'a template annotation key that is not a valid key': { 'a.yaml': `${head('a')}  annotations:\n    "bad key/with/slashes": "1"\n` },
+  'a token that expires in less than 10 minutes': { 'a.yaml': sidecar('a').replace('  nativeSidecar: true\n', '  serviceAccountToken: { expirationSeconds: 300 }\n') },
 };
 
 async function dirOf(files: Readonly<Record<string, string>>): Promise<string> {
@@ -62,6 +63,18 @@ describe('lint and serve agree', () => {
     assert.equal(report.errors, 0);
     assert.ok(report.warnings > 0);
     await loadTemplateSet(dir);
+  });
+});
+
+describe('lint of serviceAccountToken and appContainers (issue 22)', () => {
+  it('finds nothing wrong with either form of serviceAccountToken nor with appContainers, at the restricted level', async () => {
+    const restricted = '      securityContext: { runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: [ALL] }, seccompProfile: { type: RuntimeDefault } }\n';
+    const dir = await dirOf({
+      'a.yaml': sidecar('a', restricted).replace('  nativeSidecar: true\n', '  nativeSidecar: true\n  serviceAccountToken: true\n  appContainers: { exclude: [istio-proxy] }\n  env: [{ name: A, value: "1" }]\n'),
+      'b.yaml': sidecar('b', restricted).replace('  nativeSidecar: true\n', '  nativeSidecar: true\n  serviceAccountToken: { audience: vault, expirationSeconds: 3600, path: vault-token }\n'),
+    });
+    const report = await lintTemplates(dir, PodSecurityLevel.Restricted);
+    assert.deepEqual(report.faults.map(formatFault), []);
   });
 });
 
