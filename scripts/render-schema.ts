@@ -1,5 +1,6 @@
 /**
- * Generates three files the server reads instead of compiling anything at start:
+ * Generates three files the server reads instead of compiling anything at start, and the chart's
+ * values schema:
  *
  * src/templates/core-v1.ts, the JSON Schema of the core/v1 definitions a template may hold
  * (Container, Volume, EnvVar, VolumeMount, LocalObjectReference and everything they refer to), so
@@ -20,6 +21,10 @@
  * src/config/config.ts, the settings' table): compiling it at start loaded ajv's compiler into
  * every process, ~3.5 MB of the server's RSS.
  *
+ * charts/sidecar-injector/values.schema.json, the chart's values schema (scripts/chart-schema.ts),
+ * which holds the template schema and the --image-mirror rule, so Helm refuses at render time the
+ * values the server would refuse at start.
+ *
  *   npm run schema              # write it
  *   npm run schema -- --check   # exit 1 when it is out of date
  */
@@ -36,6 +41,7 @@ import { LocalObjectReference } from 'kubernetes-models/v1/LocalObjectReference'
 import { Volume } from 'kubernetes-models/v1/Volume';
 import { VolumeMount } from 'kubernetes-models/v1/VolumeMount';
 import { configSchema } from '../src/config/config.js';
+import { chartValuesSchema } from './chart-schema.js';
 import type { CoreDefinition } from '../src/templates/core-v1.js';
 import { Formats, sidecarTemplateSchema } from '../src/templates/schema.js';
 
@@ -45,6 +51,7 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const CORE_V1_TS = join(ROOT, 'src', 'templates', 'core-v1.ts');
 export const TEMPLATE_VALIDATOR_TS = join(ROOT, 'src', 'templates', 'template-validator.ts');
 export const CONFIG_VALIDATOR_TS = join(ROOT, 'src', 'config', 'config-validator.ts');
+export const CHART_VALUES_SCHEMA = join(ROOT, 'charts', 'sidecar-injector', 'values.schema.json');
 
 /** A kubernetes-models class: its validate() throws with ajv errors when a value breaks the OpenAPI definition. */
 type CoreModel = new (data: unknown) => { validate(): void };
@@ -231,6 +238,7 @@ export function generated(): Map<string, string> {
     [CORE_V1_TS, coreV1Module(core)],
     [TEMPLATE_VALIDATOR_TS, templateValidatorModule(core)],
     [CONFIG_VALIDATOR_TS, configValidatorModule()],
+    [CHART_VALUES_SCHEMA, `${JSON.stringify(chartValuesSchema(core), null, 2)}\n`],
   ]);
 }
 

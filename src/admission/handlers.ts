@@ -4,7 +4,7 @@ import { NoImageMirrors, type ImageMirrors } from '../inject/image.js';
 import { Keys } from '../inject/keys.js';
 import { planInjection } from '../inject/mutate.js';
 import { injectionPatch } from '../inject/patch.js';
-import { OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
+import { keyWarnings, OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
 import { verifyPod } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
@@ -101,7 +101,10 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
   const set = templates();
   const selection = attempt(() => selectTemplates(pod, set, scope));
   if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate);
-  if (!selection.inject) return passed(Decision.Skipped, selection.reason);
+  // Keys that look meant for the injector are warned of whatever it decides (issue 21): a typo is
+  // most often why a pod got the default templates, or none.
+  if (!selection.inject) return passed(Decision.Skipped, selection.reason, keyWarnings(pod, set));
+  const keys = keyWarnings(pod, set, selection.templates);
 
   const injection = attempt(() => planInjection(pod, selection.templates, namespace));
   if (injection instanceof InjectorError) return denied(injection, refusalReason(injection));
@@ -114,7 +117,8 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
   if (patch !== undefined && patch.bytes > limits.patchBytes) {
     return denied(new InjectorError('PATCH_TOO_LARGE', [patch.bytes, limits.patchBytes, Options.maxPatchKib.flag]), Reason.InvalidReview);
   }
-  return injected(ops > 0 ? Reason.Injected : Reason.AlreadyInjected, injection.plan.status.templates, ops, patch?.base64, injection.warnings);
+  const warnings = keys.length === 0 ? injection.warnings : [...keys, ...injection.warnings];
+  return injected(ops > 0 ? Reason.Injected : Reason.AlreadyInjected, injection.plan.status.templates, ops, patch?.base64, warnings);
 }
 
 /**

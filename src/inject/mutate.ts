@@ -70,6 +70,7 @@ export function planInjection(pod: Pod, templates: readonly CompiledTemplate[], 
   const meta = pod.metadata ?? {};
 
   const placed = placeSidecars(spec, plan.sidecars, warnings);
+  portWarnings(spec, placed.sidecars, warnings);
   const own = spec.containers ?? [];
   const extensions = extensionsOf(own, plan, warnings);
   const containers = placed.containers.length > 0 ? placeItems(own, placed.containers) : undefined;
@@ -243,6 +244,59 @@ function placeSidecars(spec: PodSpec, sidecars: readonly Sidecar[], warnings: st
   }
   return out;
 }
+
+/**
+ * A port of an added sidecar that a running container of the pod also declares, same number and
+ * protocol: the containers of a pod share one network namespace, so one of the two processes
+ * cannot bind it (daprd's 9090 and Tekton's controller, issue 21). Kubernetes itself only warns of
+ * it ("duplicate port definition", pkg/api/pod/warnings.go), so this is a warning, one per sidecar
+ * port, naming the first container of the pod that declares it. A run-to-completion init
+ * container (of the pod or a template) has exited before the others start: it never counts.
+ */
+function portWarnings(spec: PodSpec, sidecars: readonly Sidecar[], warnings: string[]): void {
+  // The sidecars' ports by number; the pod's ports are only looked up, never indexed (issue 11).
+  let wanted: Map<number, SidecarPort[]> | undefined;
+  for (const { container: c, template, init } of sidecars) {
+    if (init && c.restartPolicy !== 'Always') continue;
+    for (const p of c.ports ?? []) {
+      const number = p['containerPort'];
+      if (typeof number !== 'number') continue;
+      wanted ??= new Map();
+      const list = wanted.get(number) ?? [];
+      list.push({ key: `${number}/${protocolOf(p)}`, sidecar: c.name, template, declaredBy: [] });
+      wanted.set(number, list);
+    }
+  }
+  if (wanted === undefined) return;
+  const look = (c: Container): void => {
+    for (const p of c.ports ?? []) {
+      // The pod's own lists are as the review gave them: an item may be null (podObject checks no more).
+      const hits = typeof p?.['containerPort'] === 'number' ? wanted.get(p['containerPort']) : undefined;
+      for (const hit of hits ?? []) if (hit.key === `${p['containerPort']}/${protocolOf(p)}` && !hit.declaredBy.includes(c.name)) hit.declaredBy.push(c.name);
+    }
+  };
+  for (const c of spec.initContainers ?? []) if (c.restartPolicy === 'Always') look(c);
+  for (const c of spec.containers ?? []) look(c);
+  for (const hits of wanted.values()) {
+    for (const { key, sidecar, template, declaredBy } of hits) {
+      if (declaredBy.length === 0) continue;
+      const more = declaredBy.length > 1 ? ` (and ${declaredBy.length - 1} more)` : '';
+      warnings.push(`port ${key} of sidecar "${sidecar}" (template ${template}) is also declared by container "${declaredBy[0]}"${more}; one of them will fail to bind`);
+    }
+  }
+}
+
+interface SidecarPort {
+  /** `9090/TCP`. */
+  readonly key: string;
+  readonly sidecar: string;
+  readonly template: string;
+  /** The pod's running containers that declare it too. */
+  readonly declaredBy: string[];
+}
+
+// The API's default protocol (core/v1 ContainerPort).
+const protocolOf = (p: Readonly<Record<string, unknown>>): string => (typeof p['protocol'] === 'string' ? p['protocol'] : 'TCP');
 
 /**
  * What each application container gains (sidecars of the same name excepted); empty when none

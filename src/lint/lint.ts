@@ -200,12 +200,16 @@ function ownersOf(rendered: ReturnType<typeof renderTemplates>): Map<string, Own
   return owners;
 }
 
-// A fault in a sidecar points into its template; one in an application container comes from what a
-// template added to it (a mount); anything else is reported against the first template.
+// A fault in a sidecar points into its template (a fault between two containers, into the one a
+// template added: a native sidecar comes before the app); one in an application container comes
+// from what a template added to it (a mount); anything else is reported against the first template.
 function attribute(f: PodFault, owners: Map<string, Owner>, templates: readonly CompiledTemplate[], sample: Sample): TemplateFault {
   const fileOf = (name: string): string => templates.find((t) => t.name === name)?.file ?? '';
   const byContainer = f.container === undefined ? undefined : owners.get(`container:${f.container}`);
   if (byContainer !== undefined) return { file: fileOf(byContainer.template), template: byContainer.template, path: byContainer.path + f.path, message: f.message };
+  const other = f.other;
+  const byOther = other === undefined ? undefined : owners.get(`container:${other.container}`);
+  if (other !== undefined && byOther !== undefined) return { file: fileOf(byOther.template), template: byOther.template, path: byOther.path + other.path, message: f.message };
   const byVolume = f.volume === undefined ? undefined : owners.get(`volume:${f.volume}`);
   if (byVolume !== undefined) return { file: fileOf(byVolume.template), template: byVolume.template, path: byVolume.path + f.path, message: f.message };
   const byMount = f.mount === undefined ? undefined : owners.get(`mount:${f.mount}`);

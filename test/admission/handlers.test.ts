@@ -183,6 +183,40 @@ describe('warnings about overrides and Jobs', () => {
   });
 });
 
+describe('warnings about keys that look meant for the injector (issue 21)', () => {
+  it('warns of a typo of the templates annotation, naming the key it meant, while the default templates are injected', () => {
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/template': 'locked' } });
+    const r = mutate(podReview(pod).request, templates);
+    assert.equal(r.response.allowed, true);
+    assert.deepEqual(r.templates, templates.defaults.map((t) => t.name), 'the defaults, as before');
+    assert.deepEqual(r.response.warnings, ['annotation "sidecar-injector.io/template" is not read by the injector; did you mean "sidecar-injector.io/templates"?']);
+    assert.equal(validate(podReview(injectSidecars(pod, templates.defaults, 'default').pod).request, templates).response.warnings, undefined, '/validate does not say it twice');
+  });
+
+  it('warns of a pod it leaves alone too: the inject label written as an annotation, in an opted-in namespace', () => {
+    const pod = optedInPod({ labels: { 'sidecar-injector.io/inject': 'no' }, annotations: { 'sidecar-injector.io/inject': 'true' } });
+    const r = mutate(podReview(pod).request, templates, 'namespace');
+    assert.equal(r.decision, 'skipped');
+    assert.equal(r.response.patch, undefined);
+    assert.deepEqual(r.response.warnings, [
+      'label sidecar-injector.io/inject="no" leaves the pod alone: only "true" opts it in',
+      'annotation "sidecar-injector.io/inject" is not read by the injector; did you mean the label "sidecar-injector.io/inject"?',
+    ]);
+  });
+
+  it('warns of an override of a template the pod does not select, besides the overrides of those it does', () => {
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'locked', 'agent.sidecar-injector.io/image': 'x y' } });
+    assert.deepEqual(mutate(podReview(pod).request, templates).response.warnings, ['annotation "agent.sidecar-injector.io/image" is not read by the injector: template "agent" is not selected for this pod']);
+  });
+
+  it('bounds them on a pod of eight thousand such keys: five, and one line that says there are more', () => {
+    const annotations = Object.fromEntries(Array.from({ length: 8000 }, (_, i) => [`sidecar-injector.com/k${i}`, '']));
+    const warnings = mutate(podReview(optedInPod({ annotations })).request, templates).response.warnings ?? [];
+    assert.equal(warnings.length, 6);
+    assert.equal(warnings.at(-1), 'more keys of the pod look meant for the injector; only the first 5 are named');
+  });
+});
+
 describe('/validate agreeing with /mutate', () => {
   it('keeps /validate agreeing with /mutate: the overridden image is the one expected', () => {
     const pod = podWith({ 'agent.sidecar-injector.io/image': 'mirror.example.com/agent:1.0' });

@@ -117,6 +117,33 @@ describe('admitPod with the review limits of serve', () => {
   });
 });
 
+describe('admitPod: keys that look meant for the injector (issue 21)', () => {
+  const deployment = (workload: Record<string, unknown>, template: Record<string, unknown>): any =>
+    podSites({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', namespace: 'shop', ...workload }, spec: { template: { metadata: template, spec: { containers: [{ name: 'app', image: 'busybox' }] } } } }, 'default')[0]!;
+
+  it('warns of the inject label set on the Deployment instead of its pod template, which admission never sees', () => {
+    const a = admitPod(deployment({ labels: { 'sidecar-injector.io/inject': 'true' } }, { labels: { app: 'web' } }), set, shipped());
+    assert.equal(a.verdict, 'not-injected');
+    assert.deepEqual(a.warnings, ['label "sidecar-injector.io/inject" is on the Deployment, not on its pod template (spec.template.metadata): its pods never get it']);
+  });
+
+  it('warns of a typo of the templates annotation in the pod template, as the mutating webhook does', () => {
+    const a = admitPod(deployment({}, { labels: { 'sidecar-injector.io/inject': 'true' }, annotations: { 'sidecar-injector.io/template': 'x' } }), set, shipped());
+    assert.equal(a.verdict, 'injected');
+    assert.equal(a.warnings[0], 'annotation "sidecar-injector.io/template" is not read by the injector; did you mean "sidecar-injector.io/templates"?');
+  });
+});
+
+describe('admitPod: a port a sidecar and the pod both declare (issue 21)', () => {
+  it('carries the mutating webhook\'s warning, naming both containers, for explain and inject', async () => {
+    const bundled = await loadTemplateSet('templates');
+    const site = podSites({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'shop', labels: { 'sidecar-injector.io/inject': 'true' }, annotations: { 'sidecar-injector.io/templates': 'proxy' } }, spec: { containers: [{ name: 'admin', image: 'busybox', ports: [{ containerPort: 9901 }] }] } }, 'default')[0]!;
+    const a = admitPod(site, bundled, shipped());
+    assert.equal(a.verdict, 'injected', a.why.join('; '));
+    assert.deepEqual(a.warnings, ['port 9901/TCP of sidecar "proxy" (template proxy) is also declared by container "admin"; one of them will fail to bind']);
+  });
+});
+
 /**
  * Issue 21: the CLI's verdict is admission's for every workload kind, named or written with only
  * generateName. The reference is built apart from src/workload: the pod each controller really

@@ -87,6 +87,83 @@ spec:
     });
   });
 
+  describe('a port both a sidecar and the pod declare (issue 21)', () => {
+    const portSet = compileTemplateSet(
+      [
+        {
+          file: 'dapr.yaml',
+          text: `apiVersion: sidecar-injector.io/v1alpha1
+kind: SidecarTemplate
+metadata:
+  name: dapr
+spec:
+  containers:
+    - name: daprd
+      image: docker.io/daprio/daprd:1.14.4
+      ports: [{ containerPort: 9090 }, { containerPort: 50001, protocol: UDP }]
+  initContainers:
+    - name: dapr-setup
+      image: docker.io/daprio/daprd:1.14.4
+      ports: [{ containerPort: 8080 }]
+`,
+        },
+        {
+          file: 'otel.yaml',
+          text: `apiVersion: sidecar-injector.io/v1alpha1
+kind: SidecarTemplate
+metadata:
+  name: otel
+spec:
+  nativeSidecar: true
+  containers:
+    - name: otel-collector
+      image: docker.io/otel/opentelemetry-collector:0.111.0
+      ports: [{ containerPort: 4317 }]
+`,
+        },
+      ],
+      'test',
+    );
+    const dapr = [portSet.templates.get('dapr')!];
+    const otel = [portSet.templates.get('otel')!];
+    const podWith = (spec: object): any => optedInPod({ spec });
+    const bind = /fail to bind/;
+
+    it('warns, naming both containers, the port and the template, of a port an application container declares too', () => {
+      const pod = podWith({ containers: [{ name: 'controller', image: 'tekton', ports: [{ containerPort: 9090, protocol: 'TCP' }] }] });
+      const { warnings } = injectSidecars(pod, dapr, 'ns');
+      assert.deepEqual(warnings, ['port 9090/TCP of sidecar "daprd" (template dapr) is also declared by container "controller"; one of them will fail to bind']);
+    });
+
+    it('warns of a native sidecar whose port the app declares, and of a port the pod\'s own native sidecar declares', () => {
+      const app = podWith({ containers: [{ name: 'otel-demo-collector', image: 'collector', ports: [{ containerPort: 4317 }] }] });
+      assert.match(injectSidecars(app, otel, 'ns').warnings.join('\n'), /port 4317\/TCP of sidecar "otel-collector" \(template otel\) is also declared by container "otel-demo-collector"/);
+      const native = podWith({ initContainers: [{ name: 'agent', image: 'agent', restartPolicy: 'Always', ports: [{ containerPort: 4317 }] }], containers: [{ name: 'app', image: 'app' }] });
+      assert.match(injectSidecars(native, otel, 'ns').warnings.join('\n'), /also declared by container "agent"/);
+    });
+
+    it('counts the other containers that declare it, in one warning per sidecar port', () => {
+      const containers = ['a', 'b', 'c'].map((name) => ({ name, image: name, ports: [{ containerPort: 9090 }] }));
+      assert.deepEqual(injectSidecars(podWith({ containers }), dapr, 'ns').warnings, ['port 9090/TCP of sidecar "daprd" (template dapr) is also declared by container "a" (and 2 more); one of them will fail to bind']);
+    });
+
+    it('does not warn of another protocol, of an init container that has exited, or of a template\'s own init container', () => {
+      const pod = podWith({
+        initContainers: [{ name: 'migrate', image: 'migrate', ports: [{ containerPort: 9090 }] }],
+        containers: [{ name: 'app', image: 'app', ports: [{ containerPort: 9090, protocol: 'UDP' }, { containerPort: 50001 }, { containerPort: 8080 }] }],
+      });
+      assert.deepEqual(injectSidecars(pod, dapr, 'ns').warnings.filter((w) => bind.test(w)), []);
+    });
+
+    it('says it in the AdmissionResponse of /mutate, which still injects the pod', () => {
+      const pod = podWith({ containers: [{ name: 'controller', image: 'tekton', ports: [{ containerPort: 9090 }] }] });
+      const { response } = mutate(podReview({ ...pod, metadata: { ...pod.metadata, annotations: { 'sidecar-injector.io/templates': 'dapr' } } }).request, portSet);
+      assert.equal(response.allowed, true);
+      assert.ok(response.patch !== undefined);
+      assert.ok(response.warnings?.some((w) => w.includes('"daprd"') && w.includes('"controller"')), JSON.stringify(response.warnings));
+    });
+  });
+
   describe('annotations near Kubernetes\' 256 KiB', () => {
     const withVolume = (annotations: Record<string, string>): any => optedInPod({ annotations, spec: { containers: [{ name: 'app', image: 'app' }], volumes: [{ name: 'shared-data', emptyDir: {} }] } });
     // Keys plus values, in UTF-8 bytes: the apiserver's count (ValidateAnnotationsSize).

@@ -70,6 +70,20 @@ describe('lint severities', () => {
     assert.ok(report.faults.some((f) => f.severity === Severity.Warning && /port name "http" is also used by container/.test(f.message)), JSON.stringify(report.faults));
   });
 
+  it('warns, naming both containers, of a sidecar port the sample app declares too, in the template that adds it, native or not (issue 21)', async () => {
+    const port = '      ports: [{ containerPort: 8080 }]\n';
+    const files: Record<string, string> = { native: sidecar('native', port), regular: `${head('regular')}  nativeSidecar: jobs\n  containers:\n    - name: regular\n      image: registry.example.com/regular:1\n${port}` };
+    for (const [t, text] of Object.entries(files)) {
+      const report = await lintTemplates(await dirOf({ [`${t}.yaml`]: text }), PodSecurityLevel.None);
+      const [fault, ...more] = report.faults.filter((f) => /8080\/TCP/.test(f.message));
+      assert.equal(more.length, 0, JSON.stringify(report.faults));
+      assert.equal(fault?.severity, Severity.Warning);
+      assert.equal(fault?.path, '/spec/containers/0/ports/0/containerPort', JSON.stringify(fault));
+      assert.match(fault?.message ?? '', new RegExp(`container "app".*container "${t}"|container "${t}".*container "app"`));
+      assert.match(fault?.message ?? '', /fail to bind/);
+    }
+  });
+
   it('does not require the restricted profile unless asked: a template without seccompProfile has no finding at none', async () => {
     const dir = await dirOf({ 'a.yaml': sidecar('a', '      securityContext: { runAsNonRoot: true }\n') });
     assert.deepEqual((await lintTemplates(dir, PodSecurityLevel.None)).faults, []);
