@@ -53,9 +53,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
-{{/* The ConfigMap the templates are mounted from. */}}
+{{/* The ConfigMap the templates are mounted from; a revision's is <name>-templates-<revision>, as kustomize's nameSuffix makes it. */}}
 {{- define "sidecar-injector.templatesConfigMap" -}}
-{{- .Values.templates.existingConfigMap | default (printf "%s-templates" (include "sidecar-injector.fullname" .)) -}}
+{{- $generated := printf "%s-templates" (include "sidecar-injector.fullname" .) -}}
+{{- with .Values.revision -}}
+{{- $generated = printf "%s-templates-%s" (trimSuffix (printf "-%s" .) (include "sidecar-injector.fullname" $)) . -}}
+{{- end -}}
+{{- .Values.templates.existingConfigMap | default $generated -}}
 {{- end -}}
 
 {{/*
