@@ -10,7 +10,7 @@
  * still refuses at start, with `sidecar-injector lint` to check it before.
  */
 import { IMAGE_MIRRORS_MAX, MIRROR_ENTRY_PATTERN } from '../src/inject/image.js';
-import type { CoreDefinition } from '../src/templates/core-v1.js';
+import type { CoreDefinition } from '../src/generated/core-v1.js';
 import { Formats, sidecarTemplateSchema, type Format } from '../src/templates/schema.js';
 
 type Schema = Record<string, unknown>;
@@ -174,19 +174,20 @@ export function chartValuesSchema(core?: Readonly<Record<string, CoreDefinition>
           excludedNamespaces: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },
         },
       },
-      networkPolicy: {
-        type: 'object',
-        additionalProperties: false,
-        properties: {
-          enabled: { type: 'boolean' },
-          metricsNamespaces: { type: 'array', items: { type: 'string', pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$', maxLength: 63 }, uniqueItems: true },
-        },
-      },
       namespaceOptIn: { type: 'object', additionalProperties: false, properties: { enabled: { type: 'boolean' } } },
       metrics: {
         type: 'object',
         additionalProperties: false,
         properties: { podMonitor: { $ref: '#/definitions/monitor' }, serviceMonitor: { $ref: '#/definitions/monitor' } },
+      },
+      networkPolicy: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          enabled: { type: 'boolean' },
+          // Namespace names (DNS-1123 labels) whose pods may reach the health port (/metrics).
+          metricsNamespaces: { type: 'array', items: { type: 'string', pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$', maxLength: 63 }, uniqueItems: true },
+        },
       },
     },
   };

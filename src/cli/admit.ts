@@ -40,7 +40,7 @@ export interface Cluster {
   readonly namespaceLabels: Labels;
 }
 
-/** Where the shipped configurations come from (src/kube/shipped-webhooks.ts is generated from it); named in messages. */
+/** Where the shipped configurations come from (src/generated/shipped-webhooks.ts is generated from it); named in messages. */
 const SHIPPED_WEBHOOKS = 'manifests/base/webhooks.yaml';
 
 const isMutating = (call: WebhookCall): boolean => call.configuration === 'MutatingWebhookConfiguration';
@@ -105,10 +105,9 @@ function admitted(site: PodSite, set: TemplateSet, cluster: Cluster): Admission 
 
 /**
  * A review the server refuses before it reads it (HTTP 400), with its own check (checkBody) and the
- * serve defaults of --max-object-keys, --max-json-nodes, --max-object-layouts and
- * --max-short-strings: every webhook then fails as its failurePolicy says, so the pod is created
- * without sidecars (the mutating webhooks fail open) unless a webhook that fails closed (the
- * validating one) receives it too. The review is the apiserver's for the pod as the CLI sees it,
+ * serve defaults of --max-object-keys, --max-json-keys and --max-json-nodes: every webhook then
+ * fails as its failurePolicy says, so the pod is created without sidecars (the mutating webhooks
+ * fail open) unless a webhook that fails closed (the validating one) receives it too. The review is the apiserver's for the pod as the CLI sees it,
  * with the creator's managedFields entry the apiserver adds; defaulting adds a few fields more,
  * so a pod just under a limit may still be refused, never one that is refused here.
  */

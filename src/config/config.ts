@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import type { ValidateFunction } from 'ajv';
 import { InjectorError } from '../errors.js';
 import { IMAGE_MIRROR_FLAG, parseImageMirrors, type ImageMirrors } from '../inject/image.js';
-import { validate as validateGenerated } from './config-validator.js';
+import { validate as validateGenerated } from '../generated/config-validator.js';
 
 /**
  * Every setting in one table: its flag, its environment variable, its JSON schema (with the
@@ -38,9 +38,8 @@ export const Options = {
   maxPortsPerContainer: { flag: 'max-ports-per-container', env: 'SIDECAR_INJECTOR_MAX_PORTS_PER_CONTAINER', schema: { type: 'integer', minimum: 1, maximum: 100000, default: 10000 }, help: 'ports of one container; a pod with more is refused (400)' },
   maxVolumes: { flag: 'max-volumes', env: 'SIDECAR_INJECTOR_MAX_VOLUMES', schema: { type: 'integer', minimum: 1, maximum: 100000, default: 1000 }, help: 'volumes of one pod; a pod with more is refused (400)' },
   maxObjectKeys: { flag: 'max-object-keys', env: 'SIDECAR_INJECTOR_MAX_OBJECT_KEYS', schema: { type: 'integer', minimum: 1, maximum: 1000000, default: 4096 }, help: 'keys of one JSON object in a review (labels, annotations, any map); a review with more is refused (400) before it is parsed' },
-  maxJsonNodes: { flag: 'max-json-nodes', env: 'SIDECAR_INJECTOR_MAX_JSON_NODES', schema: { type: 'integer', minimum: 1, maximum: 10000000, default: 65536 }, help: 'JSON nodes in one review: objects, lists, keys and list items; a review with more is refused (400) before it is parsed' },
-  maxObjectLayouts: { flag: 'max-object-layouts', env: 'SIDECAR_INJECTOR_MAX_OBJECT_LAYOUTS', schema: { type: 'integer', minimum: 1, maximum: 10000000, default: 4096 }, help: 'distinct object layouts in one review: each key name counted once per distinct run of keys before it in its object (so at least the distinct key names); a review with more is refused (400) before it is parsed' },
-  maxShortStrings: { flag: 'max-short-strings', env: 'SIDECAR_INJECTOR_MAX_SHORT_STRINGS', schema: { type: 'integer', minimum: 1, maximum: 10000000, default: 8192 }, help: 'string values of 2 to 10 characters in one review, which JSON.parse interns; a review with more is refused (400) before it is parsed' },
+  maxJsonNodes: { flag: 'max-json-nodes', env: 'SIDECAR_INJECTOR_MAX_JSON_NODES', schema: { type: 'integer', minimum: 1, maximum: 10000000, default: 49152 }, help: 'JSON nodes in one review: objects, lists, keys and list items; a review with more is refused (400) before it is parsed' },
+  maxJsonKeys: { flag: 'max-json-keys', env: 'SIDECAR_INJECTOR_MAX_JSON_KEYS', schema: { type: 'integer', minimum: 1, maximum: 10000000, default: 20480 }, help: 'keys of all JSON objects in one review, the costliest values to parse; a review with more is refused (400) before it is parsed' },
   maxPatchKib: { flag: 'max-patch-kib', env: 'SIDECAR_INJECTOR_MAX_PATCH_KIB', schema: { type: 'integer', minimum: 1, maximum: 65536, default: 1024 }, help: 'KiB of JSON patch in one answer; a pod whose patch would be larger is refused (400) instead' },
   maxInflight: { flag: 'max-inflight', env: 'SIDECAR_INJECTOR_MAX_INFLIGHT', schema: { type: 'integer', minimum: 1, maximum: 10000, default: 32 }, help: 'reviews at once from the end of their body until their answer is flushed to the client; one more is answered 429 with Retry-After: 1' },
   bodyTimeout: { flag: 'body-timeout', env: 'SIDECAR_INJECTOR_BODY_TIMEOUT', schema: { type: 'integer', minimum: 1, maximum: 60, default: 2 }, help: 'seconds from the end of the headers to the end of the body; a slower body is dropped with a 408 (the apiserver sends a review at once)' },

@@ -34,7 +34,7 @@ export interface AdmissionAppDeps {
   readonly answerTimeout?: number;
   /** Bytes each endpoint may keep of answers to reviews that repeat but for the uid (default 4 MiB; 0 keeps none). */
   readonly answerCacheBytes?: number;
-  /** What a body may hold before it is parsed (--max-object-keys, --max-json-nodes, --max-object-layouts, --max-short-strings); default: their defaults. */
+  /** What a body may hold before it is parsed (--max-object-keys, --max-json-keys, --max-json-nodes); default: their defaults. */
   readonly bodyLimits?: BodyLimits;
   /**
    * True while the server drains (a graceful stop): every answer then says `Connection: close`,

@@ -8,7 +8,7 @@ import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
 import { PlaceholderError, placeholderFaults, renderValues } from './placeholders.js';
 import { placementFault } from './placement.js';
 import { FormatMessages, volumeSources, type Format } from './schema.js';
-import { validate as validateTemplateDocument } from './template-validator.js';
+import { validate as validateTemplateDocument } from '../generated/template-validator.js';
 import { compileTemplate, digestOf, type CompiledTemplate, type SidecarTemplateSpec } from './template.js';
 
 /** A complete, validated set of templates; replaced as a whole, never edited in place. */

@@ -1,4 +1,4 @@
-import { CORE_V1_DEFINITIONS, type CoreDefinition } from './core-v1.js';
+import { CORE_V1_DEFINITIONS, type CoreDefinition } from '../generated/core-v1.js';
 
 /**
  * JSON Schema of a SidecarTemplate document, composed from the real core/v1 definitions.
@@ -100,7 +100,7 @@ export function coreDefinitions(generated: Readonly<Record<string, CoreDefinitio
   for (const [at, rule] of Object.entries(rules)) {
     const [name, field] = at.split('.') as [string, string];
     const current = generated[name]?.properties[field];
-    if (current === undefined) throw new Error(`VALUE_RULES: ${at} is not a field of the core/v1 definitions (src/templates/core-v1.ts)`);
+    if (current === undefined) throw new Error(`VALUE_RULES: ${at} is not a field of the core/v1 definitions (src/generated/core-v1.ts)`);
     if ('enum' in current && !('enum' in rule)) throw new Error(`VALUE_RULES: ${at} would drop the core/v1 enum ${JSON.stringify(current['enum'])}`);
     (defs[name]!['properties'] as Record<string, Schema>)[field] = rule;
   }

@@ -132,17 +132,17 @@ describe('lint severities', () => {
   });
 
   it('warns about templates whose injected pod makes a review over a body limit of serve, counted as the server counts', async () => {
-    // Short strings (2 to 10 characters) in a container's args: 5000 in each template, 10 000 together.
+    // List items in a container's args, each a JSON node: 26 000 in each template, 52 000 together.
     const args = (prefix: string, n: number): string => `      args: [${Array.from({ length: n }, (_, i) => `${prefix}${i}`).join(', ')}]\n`;
-    const dir = await dirOf({ 'a.yaml': `${sidecar('a')}${args('a', 5000)}`, 'b.yaml': `${sidecar('b')}${args('b', 5000)}`, 'c.yaml': `${sidecar('c')}${args('c', 9000)}` });
+    const dir = await dirOf({ 'a.yaml': `${sidecar('a')}${args('a', 26_000)}`, 'b.yaml': `${sidecar('b')}${args('b', 26_000)}`, 'c.yaml': `${sidecar('c')}${args('c', 50_000)}` });
     const report = await lintTemplates(dir, PodSecurityLevel.None);
-    const blamed = byTemplate(report.faults, 'max-short-strings');
+    const blamed = byTemplate(report.faults, 'max-json-nodes');
     assert.deepEqual(Object.keys(blamed).sort(), ['a', 'b', 'c'], JSON.stringify(report.faults.map((f) => f.message)));
     // "c" alone, on each sample pod; never in its pairs, where it is the one to blame.
     assert.equal(blamed['c']!.length, 3);
-    assert.ok(blamed['c']!.every((m) => /given this template: 9\d\d\d short strings in the review, \d+ over --max-short-strings \(8192\): not a valid AdmissionReview: the body holds more than 8192 short strings/.test(m)), blamed['c']!.join('\n'));
+    assert.ok(blamed['c']!.every((m) => /given this template: 50\d\d\d JSON nodes in the review, \d+ over --max-json-nodes \(49152\): not a valid AdmissionReview: the body holds more than 49152 JSON nodes/.test(m)), blamed['c']!.join('\n'));
     assert.equal(blamed['a']!.length, 1);
-    assert.match(blamed['a']![0]!, /^with template "b", .* given them together: 10\d\d\d short strings in the review, 1\d\d\d over --max-short-strings \(8192\), which no template does alone \("a" alone 50\d\d, "b" alone 50\d\d\)/);
+    assert.match(blamed['a']![0]!, /^with template "b", .* given them together: 52\d\d\d JSON nodes in the review, \d+ over --max-json-nodes \(49152\), which no template does alone \("a" alone 26\d\d\d, "b" alone 26\d\d\d\)/);
   });
 
   it('warns about a pair whose patch goes over --max-patch-kib, which the mutating webhook denies', async () => {

@@ -79,7 +79,7 @@ describe('manifests', () => {
     assert.deepEqual(templateDrift(), []);
     const rendered = kustomize(tools, MANIFESTS);
     assert.equal(readFileSync(INSTALL_YAML, 'utf8'), installYaml(rendered), 'manifests/install.yaml is out of date: run make install-yaml');
-    assert.equal(readFileSync(SHIPPED_WEBHOOKS_TS, 'utf8'), shippedWebhooksModule(rendered), 'src/kube/shipped-webhooks.ts is out of date: run make install-yaml');
+    assert.equal(readFileSync(SHIPPED_WEBHOOKS_TS, 'utf8'), shippedWebhooksModule(rendered), 'src/generated/shipped-webhooks.ts is out of date: run make install-yaml');
   });
 
   it('adds the PodMonitor component to the base or the overlay: it scrapes /metrics on the health port of the injector pods', () => {
