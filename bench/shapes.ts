@@ -379,7 +379,7 @@ export interface TlsFigures {
   readonly worstMs: number;
   /**
    * The product's own measure of its event loop while it took one review of the shape: the
-   * largest `nodejs_eventloop_lag_max_seconds` (prom-client's monitorEventLoopDelay, which
+   * largest `nodejs_eventloop_lag_p99_seconds` (prom-client's monitorEventLoopDelay, which
    * /metrics resets at every scrape) in ms, median and worst over the reviews. Its timer ticks
    * every 10 ms, so it reads a block of B ms as B to B + 10 ms.
    */
@@ -491,7 +491,13 @@ function median(values: readonly number[]): number {
   return sorted[Math.floor(sorted.length / 2)] ?? 0;
 }
 
-/** The product's `nodejs_eventloop_lag_max_seconds` since the previous scrape, in ms (each scrape resets it). */
+/**
+ * The longest the product's event loop was blocked since the previous scrape, in ms: its
+ * `nodejs_eventloop_lag_p99_seconds`, which prom-client resets at every scrape. With fewer than a
+ * hundred of its 10 ms ticks between two scrapes (one review), the p99 is their maximum.
+ * (`nodejs_eventloop_lag_max_seconds` keeps the last minute's longest delay, issue 20, so it cannot
+ * isolate one review.)
+ */
 export function eventLoopMaxMs(healthPort: number): Promise<number> {
   return new Promise((resolve, reject) => {
     httpGet({ host: '127.0.0.1', port: healthPort, path: '/metrics' }, (res) => {
@@ -499,8 +505,8 @@ export function eventLoopMaxMs(healthPort: number): Promise<number> {
       res.setEncoding('utf8');
       res.on('data', (c: string) => (text += c));
       res.on('end', () => {
-        const value = /^nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(text)?.[1];
-        if (value === undefined) reject(new Error('no nodejs_eventloop_lag_max_seconds on /metrics'));
+        const value = /^nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(text)?.[1];
+        if (value === undefined) reject(new Error('no nodejs_eventloop_lag_p99_seconds on /metrics'));
         else resolve(Number(value) * 1000);
       });
     }).on('error', reject);

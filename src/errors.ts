@@ -23,6 +23,8 @@ export const ErrorCodes = {
   TEMPLATE_CONFLICT: { status: 400, message: 'the selected templates conflict: %s' },
   TEMPLATE_VOLUME_MISSING: { status: 400, message: 'the injected pod would mount volumes that neither the templates nor the pod define: %s' },
   OVERRIDE_REFUSED: { status: 400, message: '%s' },
+  /** A placeholder rendered a value Kubernetes refuses where it lands (issue 21): denied here, naming the template, never by the apiserver. */
+  TEMPLATE_VALUE_INVALID: { status: 400, message: '%s' },
   SIDECARS_MISSING: { status: 403, message: 'pod opted in to sidecar injection but is missing: %s' },
   /** Bounded cost per review (issue 11): refused before any work that grows with the pod. */
   POD_OVER_KUBERNETES_LIMIT: { status: 400, message: 'the apiserver would refuse this pod after admission: %s (%s)' },

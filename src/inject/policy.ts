@@ -31,6 +31,8 @@ export const Reason = {
   UnknownTemplate: 'unknown-template',
   TemplateConflict: 'template-conflict',
   OverrideRefused: 'override-refused',
+  /** A template's placeholder rendered a value Kubernetes refuses where it lands (issue 21). */
+  TemplateValueInvalid: 'template-value-invalid',
   VolumeMissing: 'volume-missing',
   /** The pod's own spec.resources would not cover the sidecars' requests or limits. */
   PodResourcesExceeded: 'pod-resources-exceeded',
@@ -41,6 +43,7 @@ export type Reason = (typeof Reason)[keyof typeof Reason];
 
 const refusalReasons: Partial<Record<InjectorError['code'], Reason>> = {
   OVERRIDE_REFUSED: Reason.OverrideRefused,
+  TEMPLATE_VALUE_INVALID: Reason.TemplateValueInvalid,
   TEMPLATE_CONFLICT: Reason.TemplateConflict,
   TEMPLATE_VOLUME_MISSING: Reason.VolumeMissing,
   ANNOTATIONS_TOO_LARGE: Reason.AnnotationsTooLarge,

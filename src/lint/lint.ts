@@ -9,6 +9,7 @@ import { renderValues } from '../templates/placeholders.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { admitted, countOf, excesses, Webhook, type Admitted, type Excess, type Limit } from './limits.js';
 import { podFaults, type PodFault, type PodSecurityLevel } from './pod.js';
+import { absentKeyWarnings, podNameWarnings } from './values.js';
 
 /**
  * How much a finding matters. An error is exactly what the server refuses to load (lint reports the
@@ -61,7 +62,8 @@ const Samples: readonly Sample[] = [
  * Lints a templates directory. Errors: every fault the server's loader finds (compileTemplateSet,
  * the one source of template errors). Warnings, once the set loads: each template injected alone
  * into each sample pod, and every pair of templates, each result checked as a pod (what Kubernetes
- * warns about, the Pod Security level chosen) and for conflicts between templates.
+ * warns about, the Pod Security level chosen) and for conflicts between templates; placeholders
+ * that fail pods without the key they read, and `{{ pod.name }}` read as a name (values.ts).
  */
 export async function lintTemplates(dir: string, level: PodSecurityLevel): Promise<LintReport> {
   const files = await readTemplateDir(dir).catch((err: Error) => {
@@ -80,6 +82,7 @@ export async function lintTemplates(dir: string, level: PodSecurityLevel): Promi
   const all = [...set.templates.values()].sort((a, b) => a.name.localeCompare(b.name));
   for (const t of all) for (const s of Samples) checkCombination([t], s, level).forEach(add);
   for (const t of all) jobSidecarWarnings(t).forEach(add);
+  for (const t of all) [...absentKeyWarnings(t), ...podNameWarnings(t)].forEach(add);
   const combos: CompiledTemplate[][] = [];
   all.forEach((a, i) => all.slice(i + 1).forEach((b) => combos.push([a, b])));
   for (const combo of combos) checkCombination(combo, Samples[0]!, level).forEach(add);

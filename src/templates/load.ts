@@ -10,6 +10,7 @@ import { placementFault } from './placement.js';
 import { FormatMessages, volumeSources, type Format } from './schema.js';
 import { validate as validateTemplateDocument } from '../generated/template-validator.js';
 import { compileTemplate, digestOf, type CompiledTemplate, type SidecarTemplateSpec } from './template.js';
+import { KeysRead, valueFaults } from './values.js';
 
 /** A complete, validated set of templates; replaced as a whole, never edited in place. */
 export interface TemplateSet {
@@ -137,7 +138,12 @@ function compileFile(f: TemplateFile, faults: TemplateFault[], seen: Map<string,
     }
     if (faults.length > before || name === undefined) continue;
     try {
-      out.push(compileTemplate(name, f.file, (value as { spec: SidecarTemplateSpec }).spec));
+      const spec = (value as { spec: SidecarTemplateSpec }).spec;
+      const compiled = compileTemplate(name, f.file, spec);
+      // Values Kubernetes refuses where they land, as written or as a Deployment's pod renders them.
+      const refused = valueFaults(spec, KeysRead.Present);
+      for (const vf of refused) faults.push({ file: f.file, template: name, ...vf, ...at(vf.path) });
+      if (refused.length === 0) out.push(compiled);
     } catch (err) {
       if (!(err instanceof PlaceholderError)) throw err;
       // Every bad placeholder of the template, not only the first compileTemplate met. `placement`

@@ -3,6 +3,7 @@ import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
 import { compileValue, inputsOf, isDynamic, keysRead, materialize, type Compiled, type RenderValues } from './placeholders.js';
 import type { Placement } from './placement.js';
 import type { OverrideField } from './schema.js';
+import { renderedChecks, type PlacedValue } from './values.js';
 
 /** When a template's containers are native sidecars: always, never, or only in pods owned by a Job. */
 export const NativeSidecar = { Always: 'always', Never: 'never', JobsOnly: 'jobs' } as const;
@@ -63,6 +64,8 @@ export interface CompiledTemplate {
   readonly spec: Required<Omit<SidecarTemplateSpec, 'default' | 'nativeSidecar' | 'placement' | 'overrides'>>;
   /** The pod labels and annotations its placeholders read (a rendering changes only with these, the namespace, name and service account). */
   readonly reads: { readonly labels: ReadonlySet<string>; readonly annotations: ReadonlySet<string> };
+  /** Values with a placeholder where Kubernetes has a rule (a label value, a name, an image): checked once rendered (values.ts). */
+  readonly checks: readonly PlacedValue[];
   render(values: RenderValues): RenderedTemplate;
 }
 
@@ -95,7 +98,7 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
     : constant({ ...base, ...normalized });
   const nativeMode = nativeSidecar ? NativeSidecar.Always : spec.nativeSidecar === 'jobs' ? NativeSidecar.JobsOnly : NativeSidecar.Never;
   const extras = { nativeMode, overrides: Object.freeze([...(spec.overrides ?? [])]), ...(spec.placement !== undefined && { placement: deepFreeze(spec.placement) }) };
-  return { name, file, version, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, reads: keysRead(compiled), render };
+  return { name, file, version, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, reads: keysRead(compiled), checks: renderedChecks(normalized), render };
 }
 
 /**

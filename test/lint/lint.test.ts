@@ -22,6 +22,8 @@ const BROKEN: Readonly<Record<string, Readonly<Record<string, string>>>> = {
     'a.yaml': `${head('a')}  default: true\n  volumes:\n    - name: shared\n      emptyDir: {}\n`,
     'b.yaml': `${head('b')}  default: true\n  volumes:\n    - name: shared\n      configMap: { name: c }\n`,
   },
+  // Issue 21: `lint` said "1 template(s) OK", and the apiserver refused every pod of a Deployment.
+  'a {{ pod.name }} label value': { 'a.yaml': `${head('a')}  labels:\n    owner-pod: "{{ pod.name }}"\n` },
   // The old issue: lint checked the template annotations, load did not; now one loader decides.
   'a template annotation key that is not a valid key': { 'a.yaml': `${head('a')}  annotations:\n    "bad key/with/slashes": "1"\n` },
 };
