@@ -81,6 +81,7 @@ describe('Helm chart', () => {
   it('renders with revision=canary the objects of the revision component: a second install, every name suffixed, its own selector label', () => {
     const component = kustomizeWithComponent('base', 'components/revision');
     assertSameObjects(helmObjects({ set: { revision: 'canary' } }), component);
+    assertSameObjects(helmObjects({ set: { revision: 'canary', 'namespace.create': true } }), component); // the default install owns the namespace
     const canary = helmObjects({ release: 'mesh', set: { revision: 'canary' } });
     const main = helmObjects({ release: 'mesh' });
     const names = (objects: Obj[]) => new Set(objects.filter((o) => o.kind !== 'Namespace').map(key));
