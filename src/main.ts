@@ -64,7 +64,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   // During a graceful stop every answer says Connection: close (AdmissionAppDeps.draining).
   let draining = false;
   const app = createAdmissionApp({
-    handlers: createHandlers({ templates: store.current, limits, imageMirrors: mirrors }),
+    handlers: createHandlers({ templates: store.current, limits, imageMirrors: mirrors, revision: config.revision }),
     // Every request ends in one record: its log line, then its metrics.
     observers: [logReviews(logger), metrics.observeReview],
     maxInflight: config.maxInflight,

@@ -3,6 +3,7 @@ import { attempt, InjectorError } from '../errors.js';
 import { NoImageMirrors, type ImageMirrors } from '../inject/image.js';
 import { Keys } from '../inject/keys.js';
 import { planInjection } from '../inject/mutate.js';
+import type { InjectionContext } from '../inject/render.js';
 import { injectionPatch } from '../inject/patch.js';
 import { keyWarnings, OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
 import { verifyPod } from '../inject/verify.js';
@@ -50,13 +51,16 @@ export interface HandlerSource {
   readonly limits?: ReviewLimits;
   /** The registry mirrors later webhooks rewrite sidecar images to (--image-mirror); default: none. */
   readonly imageMirrors?: ImageMirrors;
+  /** This install's revision (--revision), recorded in the status annotation of every pod it injects; default: none. */
+  readonly revision?: string;
 }
 
 /** The mutating handler: injects the selected templates and answers with the patch; `scope` says who may opt the pod in. */
 export function mutating(source: HandlerSource, scope: OptInScope = OptInScope.Pod): Handler {
   const { templates } = source;
   const limits = source.limits ?? DefaultReviewLimits;
-  return (req) => mutatePod(req, templates, scope, limits);
+  const context = { revision: source.revision ?? '' };
+  return (req) => mutatePod(req, templates, scope, limits, context);
 }
 
 /**
@@ -93,7 +97,7 @@ export function createHandlers(source: HandlerSource): Handlers {
   };
 }
 
-function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits): Verdict {
+function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, context: InjectionContext): Verdict {
   if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
   const pod = checkedPod(req, scope, limits);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
@@ -106,7 +110,7 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
   if (!selection.inject) return passed(Decision.Skipped, selection.reason, keyWarnings(pod, set));
   const keys = keyWarnings(pod, set, selection.templates);
 
-  const injection = attempt(() => planInjection(pod, selection.templates, namespace));
+  const injection = attempt(() => planInjection(pod, selection.templates, namespace, context));
   if (injection instanceof InjectorError) return denied(injection, refusalReason(injection));
   // Written from the injection's decisions, byte for byte the diff of the pod and the injected pod
   // (injectionPatch), without making that pod.

@@ -7,9 +7,10 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 export const validate = validate10;
 export default validate10;
-const schema11 = {"type":"object","additionalProperties":false,"properties":{"port":{"type":"integer","minimum":0,"maximum":65535,"default":8443},"healthPort":{"type":"integer","minimum":0,"maximum":65535,"default":8081},"host":{"type":"string","default":"0.0.0.0"},"certDir":{"type":"string","default":""},"selfSignedDir":{"type":"string","default":".certs"},"certSecret":{"type":"string","default":""},"namespace":{"type":"string","default":""},"serviceName":{"type":"string","minLength":1,"default":"sidecar-injector"},"webhookConfig":{"type":"string","default":"sidecar-injector"},"kubeconfig":{"type":"string","default":""},"certCheckInterval":{"type":"integer","minimum":1,"maximum":3600,"default":60},"shutdownDelay":{"type":"integer","minimum":0,"maximum":300,"default":0},"drainTimeout":{"type":"integer","minimum":1,"maximum":300,"default":15},"templatesDir":{"type":"string","minLength":1,"default":"./templates"},"templatesPollSeconds":{"type":"integer","minimum":0,"maximum":3600,"default":5},"templateHistoryMinutes":{"type":"integer","minimum":0,"maximum":1440,"default":10},"logLevel":{"enum":["trace","debug","info","warn","error","fatal","silent"],"default":"info"},"clientCa":{"type":"string","default":""},"requestTimeout":{"type":"integer","minimum":1,"maximum":60,"default":10},"maxConnections":{"type":"integer","minimum":1,"maximum":65535,"default":1024},"answerCacheMb":{"type":"integer","minimum":0,"maximum":1024,"default":4},"maxContainers":{"type":"integer","minimum":1,"maximum":100000,"default":250},"maxEnvPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxMountsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxPortsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":10000},"maxVolumes":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxObjectKeys":{"type":"integer","minimum":1,"maximum":1000000,"default":4096},"maxJsonNodes":{"type":"integer","minimum":1,"maximum":10000000,"default":49152},"maxJsonKeys":{"type":"integer","minimum":1,"maximum":10000000,"default":20480},"maxPatchKib":{"type":"integer","minimum":1,"maximum":65536,"default":1024},"maxInflight":{"type":"integer","minimum":1,"maximum":10000,"default":32},"bodyTimeout":{"type":"integer","minimum":1,"maximum":60,"default":2},"bodiesInTransitMb":{"type":"integer","minimum":1,"maximum":1024,"default":32},"imageMirror":{"type":"string","default":""}}};
+const schema11 = {"type":"object","additionalProperties":false,"properties":{"port":{"type":"integer","minimum":0,"maximum":65535,"default":8443},"healthPort":{"type":"integer","minimum":0,"maximum":65535,"default":8081},"host":{"type":"string","default":"0.0.0.0"},"certDir":{"type":"string","default":""},"selfSignedDir":{"type":"string","default":".certs"},"certSecret":{"type":"string","default":""},"namespace":{"type":"string","default":""},"serviceName":{"type":"string","minLength":1,"default":"sidecar-injector"},"webhookConfig":{"type":"string","default":"sidecar-injector"},"kubeconfig":{"type":"string","default":""},"certCheckInterval":{"type":"integer","minimum":1,"maximum":3600,"default":60},"shutdownDelay":{"type":"integer","minimum":0,"maximum":300,"default":0},"drainTimeout":{"type":"integer","minimum":1,"maximum":300,"default":15},"revision":{"type":"string","maxLength":63,"pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$","default":""},"templatesDir":{"type":"string","minLength":1,"default":"./templates"},"templatesPollSeconds":{"type":"integer","minimum":0,"maximum":3600,"default":5},"templateHistoryMinutes":{"type":"integer","minimum":0,"maximum":1440,"default":10},"logLevel":{"enum":["trace","debug","info","warn","error","fatal","silent"],"default":"info"},"clientCa":{"type":"string","default":""},"requestTimeout":{"type":"integer","minimum":1,"maximum":60,"default":10},"maxConnections":{"type":"integer","minimum":1,"maximum":65535,"default":1024},"answerCacheMb":{"type":"integer","minimum":0,"maximum":1024,"default":4},"maxContainers":{"type":"integer","minimum":1,"maximum":100000,"default":250},"maxEnvPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxMountsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxPortsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":10000},"maxVolumes":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxObjectKeys":{"type":"integer","minimum":1,"maximum":1000000,"default":4096},"maxJsonNodes":{"type":"integer","minimum":1,"maximum":10000000,"default":49152},"maxJsonKeys":{"type":"integer","minimum":1,"maximum":10000000,"default":20480},"maxPatchKib":{"type":"integer","minimum":1,"maximum":65536,"default":1024},"maxInflight":{"type":"integer","minimum":1,"maximum":10000,"default":32},"bodyTimeout":{"type":"integer","minimum":1,"maximum":60,"default":2},"bodiesInTransitMb":{"type":"integer","minimum":1,"maximum":1024,"default":32},"imageMirror":{"type":"string","default":""}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = require("ajv/dist/runtime/ucs2length").default;
+const pattern0 = new RegExp("^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$", "u");
 
 function validate10(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 let vErrors = null;
@@ -53,6 +54,9 @@ data.shutdownDelay = 0;
 }
 if(data.drainTimeout === undefined){
 data.drainTimeout = 15;
+}
+if(data.revision === undefined){
+data.revision = "";
 }
 if(data.templatesDir === undefined){
 data.templatesDir = "./templates";
@@ -618,7 +622,7 @@ vErrors.push(err24);
 errors++;
 }
 }
-let data13 = data.templatesDir;
+let data13 = data.revision;
 if(typeof data13 !== "string"){
 let dataType13 = typeof data13;
 let coerced13 = undefined;
@@ -630,7 +634,7 @@ else if(data13 === null){
 coerced13 = "";
 }
 else {
-const err25 = {instancePath:instancePath+"/templatesDir",schemaPath:"#/properties/templatesDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err25 = {instancePath:instancePath+"/revision",schemaPath:"#/properties/revision/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -643,13 +647,13 @@ errors++;
 if(coerced13 !== undefined){
 data13 = coerced13;
 if(data !== undefined){
-data["templatesDir"] = coerced13;
+data["revision"] = coerced13;
 }
 }
 }
 if(typeof data13 === "string"){
-if(func3(data13) < 1){
-const err26 = {instancePath:instancePath+"/templatesDir",schemaPath:"#/properties/templatesDir/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(func3(data13) > 63){
+const err26 = {instancePath:instancePath+"/revision",schemaPath:"#/properties/revision/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -658,18 +662,8 @@ vErrors.push(err26);
 }
 errors++;
 }
-}
-let data14 = data.templatesPollSeconds;
-if(!(((typeof data14 == "number") && (!(data14 % 1) && !isNaN(data14))) && (isFinite(data14)))){
-let dataType14 = typeof data14;
-let coerced14 = undefined;
-if(!(coerced14 !== undefined)){
-if(dataType14 === "boolean" || data14 === null
-              || (dataType14 === "string" && data14 && data14 == +data14 && !(data14 % 1))){
-coerced14 = +data14;
-}
-else {
-const err27 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(!pattern0.test(data13)){
+const err27 = {instancePath:instancePath+"/revision",schemaPath:"#/properties/revision/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"+"\""};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -679,16 +673,19 @@ vErrors.push(err27);
 errors++;
 }
 }
-if(coerced14 !== undefined){
-data14 = coerced14;
-if(data !== undefined){
-data["templatesPollSeconds"] = coerced14;
+let data14 = data.templatesDir;
+if(typeof data14 !== "string"){
+let dataType14 = typeof data14;
+let coerced14 = undefined;
+if(!(coerced14 !== undefined)){
+if(dataType14 == "number" || dataType14 == "boolean"){
+coerced14 = "" + data14;
 }
+else if(data14 === null){
+coerced14 = "";
 }
-}
-if((typeof data14 == "number") && (isFinite(data14))){
-if(data14 > 3600 || isNaN(data14)){
-const err28 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+else {
+const err28 = {instancePath:instancePath+"/templatesDir",schemaPath:"#/properties/templatesDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -697,8 +694,17 @@ vErrors.push(err28);
 }
 errors++;
 }
-if(data14 < 0 || isNaN(data14)){
-const err29 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(coerced14 !== undefined){
+data14 = coerced14;
+if(data !== undefined){
+data["templatesDir"] = coerced14;
+}
+}
+}
+if(typeof data14 === "string"){
+if(func3(data14) < 1){
+const err29 = {instancePath:instancePath+"/templatesDir",schemaPath:"#/properties/templatesDir/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -708,7 +714,7 @@ vErrors.push(err29);
 errors++;
 }
 }
-let data15 = data.templateHistoryMinutes;
+let data15 = data.templatesPollSeconds;
 if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
 let dataType15 = typeof data15;
 let coerced15 = undefined;
@@ -718,7 +724,7 @@ if(dataType15 === "boolean" || data15 === null
 coerced15 = +data15;
 }
 else {
-const err30 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err30 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -731,13 +737,13 @@ errors++;
 if(coerced15 !== undefined){
 data15 = coerced15;
 if(data !== undefined){
-data["templateHistoryMinutes"] = coerced15;
+data["templatesPollSeconds"] = coerced15;
 }
 }
 }
 if((typeof data15 == "number") && (isFinite(data15))){
-if(data15 > 1440 || isNaN(data15)){
-const err31 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1440},message:"must be <= 1440"};
+if(data15 > 3600 || isNaN(data15)){
+const err31 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -747,7 +753,7 @@ vErrors.push(err31);
 errors++;
 }
 if(data15 < 0 || isNaN(data15)){
-const err32 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err32 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -757,9 +763,17 @@ vErrors.push(err32);
 errors++;
 }
 }
-let data16 = data.logLevel;
-if(!(((((((data16 === "trace") || (data16 === "debug")) || (data16 === "info")) || (data16 === "warn")) || (data16 === "error")) || (data16 === "fatal")) || (data16 === "silent"))){
-const err33 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/enum",keyword:"enum",params:{allowedValues: schema11.properties.logLevel.enum},message:"must be equal to one of the allowed values"};
+let data16 = data.templateHistoryMinutes;
+if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
+let dataType16 = typeof data16;
+let coerced16 = undefined;
+if(!(coerced16 !== undefined)){
+if(dataType16 === "boolean" || data16 === null
+              || (dataType16 === "string" && data16 && data16 == +data16 && !(data16 % 1))){
+coerced16 = +data16;
+}
+else {
+const err33 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -768,19 +782,17 @@ vErrors.push(err33);
 }
 errors++;
 }
-let data17 = data.clientCa;
-if(typeof data17 !== "string"){
-let dataType16 = typeof data17;
-let coerced16 = undefined;
-if(!(coerced16 !== undefined)){
-if(dataType16 == "number" || dataType16 == "boolean"){
-coerced16 = "" + data17;
 }
-else if(data17 === null){
-coerced16 = "";
+if(coerced16 !== undefined){
+data16 = coerced16;
+if(data !== undefined){
+data["templateHistoryMinutes"] = coerced16;
 }
-else {
-const err34 = {instancePath:instancePath+"/clientCa",schemaPath:"#/properties/clientCa/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+if((typeof data16 == "number") && (isFinite(data16))){
+if(data16 > 1440 || isNaN(data16)){
+const err34 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1440},message:"must be <= 1440"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -789,25 +801,8 @@ vErrors.push(err34);
 }
 errors++;
 }
-}
-if(coerced16 !== undefined){
-data17 = coerced16;
-if(data !== undefined){
-data["clientCa"] = coerced16;
-}
-}
-}
-let data18 = data.requestTimeout;
-if(!(((typeof data18 == "number") && (!(data18 % 1) && !isNaN(data18))) && (isFinite(data18)))){
-let dataType17 = typeof data18;
-let coerced17 = undefined;
-if(!(coerced17 !== undefined)){
-if(dataType17 === "boolean" || data18 === null
-              || (dataType17 === "string" && data18 && data18 == +data18 && !(data18 % 1))){
-coerced17 = +data18;
-}
-else {
-const err35 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data16 < 0 || isNaN(data16)){
+const err35 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -817,16 +812,9 @@ vErrors.push(err35);
 errors++;
 }
 }
-if(coerced17 !== undefined){
-data18 = coerced17;
-if(data !== undefined){
-data["requestTimeout"] = coerced17;
-}
-}
-}
-if((typeof data18 == "number") && (isFinite(data18))){
-if(data18 > 60 || isNaN(data18)){
-const err36 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
+let data17 = data.logLevel;
+if(!(((((((data17 === "trace") || (data17 === "debug")) || (data17 === "info")) || (data17 === "warn")) || (data17 === "error")) || (data17 === "fatal")) || (data17 === "silent"))){
+const err36 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/enum",keyword:"enum",params:{allowedValues: schema11.properties.logLevel.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -835,8 +823,19 @@ vErrors.push(err36);
 }
 errors++;
 }
-if(data18 < 1 || isNaN(data18)){
-const err37 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+let data18 = data.clientCa;
+if(typeof data18 !== "string"){
+let dataType17 = typeof data18;
+let coerced17 = undefined;
+if(!(coerced17 !== undefined)){
+if(dataType17 == "number" || dataType17 == "boolean"){
+coerced17 = "" + data18;
+}
+else if(data18 === null){
+coerced17 = "";
+}
+else {
+const err37 = {instancePath:instancePath+"/clientCa",schemaPath:"#/properties/clientCa/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -846,7 +845,14 @@ vErrors.push(err37);
 errors++;
 }
 }
-let data19 = data.maxConnections;
+if(coerced17 !== undefined){
+data18 = coerced17;
+if(data !== undefined){
+data["clientCa"] = coerced17;
+}
+}
+}
+let data19 = data.requestTimeout;
 if(!(((typeof data19 == "number") && (!(data19 % 1) && !isNaN(data19))) && (isFinite(data19)))){
 let dataType18 = typeof data19;
 let coerced18 = undefined;
@@ -856,7 +862,7 @@ if(dataType18 === "boolean" || data19 === null
 coerced18 = +data19;
 }
 else {
-const err38 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err38 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -869,13 +875,13 @@ errors++;
 if(coerced18 !== undefined){
 data19 = coerced18;
 if(data !== undefined){
-data["maxConnections"] = coerced18;
+data["requestTimeout"] = coerced18;
 }
 }
 }
 if((typeof data19 == "number") && (isFinite(data19))){
-if(data19 > 65535 || isNaN(data19)){
-const err39 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+if(data19 > 60 || isNaN(data19)){
+const err39 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -885,7 +891,7 @@ vErrors.push(err39);
 errors++;
 }
 if(data19 < 1 || isNaN(data19)){
-const err40 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err40 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -895,7 +901,7 @@ vErrors.push(err40);
 errors++;
 }
 }
-let data20 = data.answerCacheMb;
+let data20 = data.maxConnections;
 if(!(((typeof data20 == "number") && (!(data20 % 1) && !isNaN(data20))) && (isFinite(data20)))){
 let dataType19 = typeof data20;
 let coerced19 = undefined;
@@ -905,7 +911,7 @@ if(dataType19 === "boolean" || data20 === null
 coerced19 = +data20;
 }
 else {
-const err41 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err41 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -918,13 +924,13 @@ errors++;
 if(coerced19 !== undefined){
 data20 = coerced19;
 if(data !== undefined){
-data["answerCacheMb"] = coerced19;
+data["maxConnections"] = coerced19;
 }
 }
 }
 if((typeof data20 == "number") && (isFinite(data20))){
-if(data20 > 1024 || isNaN(data20)){
-const err42 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
+if(data20 > 65535 || isNaN(data20)){
+const err42 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -933,8 +939,8 @@ vErrors.push(err42);
 }
 errors++;
 }
-if(data20 < 0 || isNaN(data20)){
-const err43 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data20 < 1 || isNaN(data20)){
+const err43 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -944,7 +950,7 @@ vErrors.push(err43);
 errors++;
 }
 }
-let data21 = data.maxContainers;
+let data21 = data.answerCacheMb;
 if(!(((typeof data21 == "number") && (!(data21 % 1) && !isNaN(data21))) && (isFinite(data21)))){
 let dataType20 = typeof data21;
 let coerced20 = undefined;
@@ -954,7 +960,7 @@ if(dataType20 === "boolean" || data21 === null
 coerced20 = +data21;
 }
 else {
-const err44 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err44 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -967,13 +973,13 @@ errors++;
 if(coerced20 !== undefined){
 data21 = coerced20;
 if(data !== undefined){
-data["maxContainers"] = coerced20;
+data["answerCacheMb"] = coerced20;
 }
 }
 }
 if((typeof data21 == "number") && (isFinite(data21))){
-if(data21 > 100000 || isNaN(data21)){
-const err45 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data21 > 1024 || isNaN(data21)){
+const err45 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -982,8 +988,8 @@ vErrors.push(err45);
 }
 errors++;
 }
-if(data21 < 1 || isNaN(data21)){
-const err46 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data21 < 0 || isNaN(data21)){
+const err46 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -993,7 +999,7 @@ vErrors.push(err46);
 errors++;
 }
 }
-let data22 = data.maxEnvPerContainer;
+let data22 = data.maxContainers;
 if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
 let dataType21 = typeof data22;
 let coerced21 = undefined;
@@ -1003,7 +1009,7 @@ if(dataType21 === "boolean" || data22 === null
 coerced21 = +data22;
 }
 else {
-const err47 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err47 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -1016,13 +1022,13 @@ errors++;
 if(coerced21 !== undefined){
 data22 = coerced21;
 if(data !== undefined){
-data["maxEnvPerContainer"] = coerced21;
+data["maxContainers"] = coerced21;
 }
 }
 }
 if((typeof data22 == "number") && (isFinite(data22))){
 if(data22 > 100000 || isNaN(data22)){
-const err48 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err48 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -1032,7 +1038,7 @@ vErrors.push(err48);
 errors++;
 }
 if(data22 < 1 || isNaN(data22)){
-const err49 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err49 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -1042,7 +1048,7 @@ vErrors.push(err49);
 errors++;
 }
 }
-let data23 = data.maxMountsPerContainer;
+let data23 = data.maxEnvPerContainer;
 if(!(((typeof data23 == "number") && (!(data23 % 1) && !isNaN(data23))) && (isFinite(data23)))){
 let dataType22 = typeof data23;
 let coerced22 = undefined;
@@ -1052,7 +1058,7 @@ if(dataType22 === "boolean" || data23 === null
 coerced22 = +data23;
 }
 else {
-const err50 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err50 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -1065,13 +1071,13 @@ errors++;
 if(coerced22 !== undefined){
 data23 = coerced22;
 if(data !== undefined){
-data["maxMountsPerContainer"] = coerced22;
+data["maxEnvPerContainer"] = coerced22;
 }
 }
 }
 if((typeof data23 == "number") && (isFinite(data23))){
 if(data23 > 100000 || isNaN(data23)){
-const err51 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err51 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -1081,7 +1087,7 @@ vErrors.push(err51);
 errors++;
 }
 if(data23 < 1 || isNaN(data23)){
-const err52 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err52 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -1091,7 +1097,7 @@ vErrors.push(err52);
 errors++;
 }
 }
-let data24 = data.maxPortsPerContainer;
+let data24 = data.maxMountsPerContainer;
 if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
 let dataType23 = typeof data24;
 let coerced23 = undefined;
@@ -1101,7 +1107,7 @@ if(dataType23 === "boolean" || data24 === null
 coerced23 = +data24;
 }
 else {
-const err53 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err53 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -1114,13 +1120,13 @@ errors++;
 if(coerced23 !== undefined){
 data24 = coerced23;
 if(data !== undefined){
-data["maxPortsPerContainer"] = coerced23;
+data["maxMountsPerContainer"] = coerced23;
 }
 }
 }
 if((typeof data24 == "number") && (isFinite(data24))){
 if(data24 > 100000 || isNaN(data24)){
-const err54 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err54 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -1130,7 +1136,7 @@ vErrors.push(err54);
 errors++;
 }
 if(data24 < 1 || isNaN(data24)){
-const err55 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err55 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -1140,7 +1146,7 @@ vErrors.push(err55);
 errors++;
 }
 }
-let data25 = data.maxVolumes;
+let data25 = data.maxPortsPerContainer;
 if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
 let dataType24 = typeof data25;
 let coerced24 = undefined;
@@ -1150,7 +1156,7 @@ if(dataType24 === "boolean" || data25 === null
 coerced24 = +data25;
 }
 else {
-const err56 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err56 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -1163,13 +1169,13 @@ errors++;
 if(coerced24 !== undefined){
 data25 = coerced24;
 if(data !== undefined){
-data["maxVolumes"] = coerced24;
+data["maxPortsPerContainer"] = coerced24;
 }
 }
 }
 if((typeof data25 == "number") && (isFinite(data25))){
 if(data25 > 100000 || isNaN(data25)){
-const err57 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err57 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -1179,7 +1185,7 @@ vErrors.push(err57);
 errors++;
 }
 if(data25 < 1 || isNaN(data25)){
-const err58 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err58 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -1189,7 +1195,7 @@ vErrors.push(err58);
 errors++;
 }
 }
-let data26 = data.maxObjectKeys;
+let data26 = data.maxVolumes;
 if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
 let dataType25 = typeof data26;
 let coerced25 = undefined;
@@ -1199,7 +1205,7 @@ if(dataType25 === "boolean" || data26 === null
 coerced25 = +data26;
 }
 else {
-const err59 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err59 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -1212,13 +1218,13 @@ errors++;
 if(coerced25 !== undefined){
 data26 = coerced25;
 if(data !== undefined){
-data["maxObjectKeys"] = coerced25;
+data["maxVolumes"] = coerced25;
 }
 }
 }
 if((typeof data26 == "number") && (isFinite(data26))){
-if(data26 > 1000000 || isNaN(data26)){
-const err60 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+if(data26 > 100000 || isNaN(data26)){
+const err60 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -1228,7 +1234,7 @@ vErrors.push(err60);
 errors++;
 }
 if(data26 < 1 || isNaN(data26)){
-const err61 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err61 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -1238,7 +1244,7 @@ vErrors.push(err61);
 errors++;
 }
 }
-let data27 = data.maxJsonNodes;
+let data27 = data.maxObjectKeys;
 if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
 let dataType26 = typeof data27;
 let coerced26 = undefined;
@@ -1248,7 +1254,7 @@ if(dataType26 === "boolean" || data27 === null
 coerced26 = +data27;
 }
 else {
-const err62 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err62 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -1261,13 +1267,13 @@ errors++;
 if(coerced26 !== undefined){
 data27 = coerced26;
 if(data !== undefined){
-data["maxJsonNodes"] = coerced26;
+data["maxObjectKeys"] = coerced26;
 }
 }
 }
 if((typeof data27 == "number") && (isFinite(data27))){
-if(data27 > 10000000 || isNaN(data27)){
-const err63 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+if(data27 > 1000000 || isNaN(data27)){
+const err63 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -1277,7 +1283,7 @@ vErrors.push(err63);
 errors++;
 }
 if(data27 < 1 || isNaN(data27)){
-const err64 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err64 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -1287,7 +1293,7 @@ vErrors.push(err64);
 errors++;
 }
 }
-let data28 = data.maxJsonKeys;
+let data28 = data.maxJsonNodes;
 if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
 let dataType27 = typeof data28;
 let coerced27 = undefined;
@@ -1297,7 +1303,7 @@ if(dataType27 === "boolean" || data28 === null
 coerced27 = +data28;
 }
 else {
-const err65 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err65 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -1310,13 +1316,13 @@ errors++;
 if(coerced27 !== undefined){
 data28 = coerced27;
 if(data !== undefined){
-data["maxJsonKeys"] = coerced27;
+data["maxJsonNodes"] = coerced27;
 }
 }
 }
 if((typeof data28 == "number") && (isFinite(data28))){
 if(data28 > 10000000 || isNaN(data28)){
-const err66 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+const err66 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -1326,7 +1332,7 @@ vErrors.push(err66);
 errors++;
 }
 if(data28 < 1 || isNaN(data28)){
-const err67 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err67 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -1336,7 +1342,7 @@ vErrors.push(err67);
 errors++;
 }
 }
-let data29 = data.maxPatchKib;
+let data29 = data.maxJsonKeys;
 if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
 let dataType28 = typeof data29;
 let coerced28 = undefined;
@@ -1346,7 +1352,7 @@ if(dataType28 === "boolean" || data29 === null
 coerced28 = +data29;
 }
 else {
-const err68 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err68 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -1359,13 +1365,13 @@ errors++;
 if(coerced28 !== undefined){
 data29 = coerced28;
 if(data !== undefined){
-data["maxPatchKib"] = coerced28;
+data["maxJsonKeys"] = coerced28;
 }
 }
 }
 if((typeof data29 == "number") && (isFinite(data29))){
-if(data29 > 65536 || isNaN(data29)){
-const err69 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65536},message:"must be <= 65536"};
+if(data29 > 10000000 || isNaN(data29)){
+const err69 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -1375,7 +1381,7 @@ vErrors.push(err69);
 errors++;
 }
 if(data29 < 1 || isNaN(data29)){
-const err70 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err70 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -1385,7 +1391,7 @@ vErrors.push(err70);
 errors++;
 }
 }
-let data30 = data.maxInflight;
+let data30 = data.maxPatchKib;
 if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
 let dataType29 = typeof data30;
 let coerced29 = undefined;
@@ -1395,7 +1401,7 @@ if(dataType29 === "boolean" || data30 === null
 coerced29 = +data30;
 }
 else {
-const err71 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err71 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -1408,13 +1414,13 @@ errors++;
 if(coerced29 !== undefined){
 data30 = coerced29;
 if(data !== undefined){
-data["maxInflight"] = coerced29;
+data["maxPatchKib"] = coerced29;
 }
 }
 }
 if((typeof data30 == "number") && (isFinite(data30))){
-if(data30 > 10000 || isNaN(data30)){
-const err72 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+if(data30 > 65536 || isNaN(data30)){
+const err72 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65536},message:"must be <= 65536"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -1424,7 +1430,7 @@ vErrors.push(err72);
 errors++;
 }
 if(data30 < 1 || isNaN(data30)){
-const err73 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err73 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -1434,7 +1440,7 @@ vErrors.push(err73);
 errors++;
 }
 }
-let data31 = data.bodyTimeout;
+let data31 = data.maxInflight;
 if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
 let dataType30 = typeof data31;
 let coerced30 = undefined;
@@ -1444,7 +1450,7 @@ if(dataType30 === "boolean" || data31 === null
 coerced30 = +data31;
 }
 else {
-const err74 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err74 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -1457,13 +1463,13 @@ errors++;
 if(coerced30 !== undefined){
 data31 = coerced30;
 if(data !== undefined){
-data["bodyTimeout"] = coerced30;
+data["maxInflight"] = coerced30;
 }
 }
 }
 if((typeof data31 == "number") && (isFinite(data31))){
-if(data31 > 60 || isNaN(data31)){
-const err75 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
+if(data31 > 10000 || isNaN(data31)){
+const err75 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -1473,7 +1479,7 @@ vErrors.push(err75);
 errors++;
 }
 if(data31 < 1 || isNaN(data31)){
-const err76 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err76 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -1483,7 +1489,7 @@ vErrors.push(err76);
 errors++;
 }
 }
-let data32 = data.bodiesInTransitMb;
+let data32 = data.bodyTimeout;
 if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
 let dataType31 = typeof data32;
 let coerced31 = undefined;
@@ -1493,7 +1499,7 @@ if(dataType31 === "boolean" || data32 === null
 coerced31 = +data32;
 }
 else {
-const err77 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err77 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -1506,13 +1512,13 @@ errors++;
 if(coerced31 !== undefined){
 data32 = coerced31;
 if(data !== undefined){
-data["bodiesInTransitMb"] = coerced31;
+data["bodyTimeout"] = coerced31;
 }
 }
 }
 if((typeof data32 == "number") && (isFinite(data32))){
-if(data32 > 1024 || isNaN(data32)){
-const err78 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
+if(data32 > 60 || isNaN(data32)){
+const err78 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -1522,7 +1528,7 @@ vErrors.push(err78);
 errors++;
 }
 if(data32 < 1 || isNaN(data32)){
-const err79 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err79 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -1532,19 +1538,17 @@ vErrors.push(err79);
 errors++;
 }
 }
-let data33 = data.imageMirror;
-if(typeof data33 !== "string"){
+let data33 = data.bodiesInTransitMb;
+if(!(((typeof data33 == "number") && (!(data33 % 1) && !isNaN(data33))) && (isFinite(data33)))){
 let dataType32 = typeof data33;
 let coerced32 = undefined;
 if(!(coerced32 !== undefined)){
-if(dataType32 == "number" || dataType32 == "boolean"){
-coerced32 = "" + data33;
-}
-else if(data33 === null){
-coerced32 = "";
+if(dataType32 === "boolean" || data33 === null
+              || (dataType32 === "string" && data33 && data33 == +data33 && !(data33 % 1))){
+coerced32 = +data33;
 }
 else {
-const err80 = {instancePath:instancePath+"/imageMirror",schemaPath:"#/properties/imageMirror/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err80 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -1557,18 +1561,69 @@ errors++;
 if(coerced32 !== undefined){
 data33 = coerced32;
 if(data !== undefined){
-data["imageMirror"] = coerced32;
+data["bodiesInTransitMb"] = coerced32;
 }
 }
 }
-}
-else {
-const err81 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data33 == "number") && (isFinite(data33))){
+if(data33 > 1024 || isNaN(data33)){
+const err81 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
 if(vErrors === null){
 vErrors = [err81];
 }
 else {
 vErrors.push(err81);
+}
+errors++;
+}
+if(data33 < 1 || isNaN(data33)){
+const err82 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err82];
+}
+else {
+vErrors.push(err82);
+}
+errors++;
+}
+}
+let data34 = data.imageMirror;
+if(typeof data34 !== "string"){
+let dataType33 = typeof data34;
+let coerced33 = undefined;
+if(!(coerced33 !== undefined)){
+if(dataType33 == "number" || dataType33 == "boolean"){
+coerced33 = "" + data34;
+}
+else if(data34 === null){
+coerced33 = "";
+}
+else {
+const err83 = {instancePath:instancePath+"/imageMirror",schemaPath:"#/properties/imageMirror/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err83];
+}
+else {
+vErrors.push(err83);
+}
+errors++;
+}
+}
+if(coerced33 !== undefined){
+data34 = coerced33;
+if(data !== undefined){
+data["imageMirror"] = coerced33;
+}
+}
+}
+}
+else {
+const err84 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err84];
+}
+else {
+vErrors.push(err84);
 }
 errors++;
 }

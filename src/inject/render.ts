@@ -13,6 +13,8 @@ export interface InjectionContext {
   readonly ownedByJob?: boolean;
   /** Build the pod even when a mount names no volume (lint inspects that pod); admission denies it. */
   readonly lenientMounts?: boolean;
+  /** The revision of the install that injects (--revision), recorded in the status annotation; default: none. */
+  readonly revision?: string;
 }
 
 /** The selected templates rendered for one pod, and what the handlers add to their answer as warnings. */
@@ -45,7 +47,7 @@ export function renderForPod(pod: Pod, templates: readonly CompiledTemplate[], n
     if (blocksJob !== undefined) warnings.push(blocksJob);
     return r;
   });
-  const plan = planFor(rendered);
+  const plan = planFor(rendered, context.revision);
   if (plan.conflict !== undefined) throw new InjectorError('TEMPLATE_CONFLICT', [plan.conflict]);
   return { templates: plan.rendered, warnings, plan };
 }
