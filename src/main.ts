@@ -127,8 +127,6 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   const healthPort = (health.address() as AddressInfo).port;
   ready = true;
   logger.info({ port, healthPort }, 'serving /mutate and /validate over HTTPS');
-  // The start-up lines go out now, not with the first batch of review lines (log.ts).
-  logger.flush();
 
   return {
     admission,
