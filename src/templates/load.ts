@@ -21,6 +21,17 @@ export interface TemplateSet {
   readonly source: string;
   /** The sets a running server served before this one (absent outside the server: CLI, tests). */
   readonly history?: TemplateHistory;
+  /**
+   * The set each namespace with SidecarTemplates of its own sees (issue 23): the cluster-wide
+   * templates overlaid by the namespace's, prepared once per change. Absent for a namespace without
+   * templates of its own, which sees this set itself; absent altogether for a directory of files.
+   */
+  readonly namespaces?: ReadonlyMap<string, TemplateSet>;
+}
+
+/** The set a pod of `namespace` is judged against: its namespace's own, else the cluster-wide one. */
+export function setFor(set: TemplateSet, namespace: string): TemplateSet {
+  return set.namespaces?.get(namespace) ?? set;
 }
 
 /**
@@ -47,6 +58,8 @@ export interface TemplateHistory {
 export interface TemplateFile {
   readonly file: string;
   readonly text: string;
+  /** The namespace of a SidecarTemplate object read from the cluster; recorded in the status annotation. */
+  readonly namespace?: string;
 }
 
 // The template schema compiled by `npm run schema` (ajv standalone code, with `allErrors` and
@@ -137,7 +150,7 @@ function compileFile(f: TemplateFile, faults: TemplateFault[], seen: Map<string,
     }
     if (faults.length > before || name === undefined) continue;
     try {
-      out.push(compileTemplate(name, f.file, (value as { spec: SidecarTemplateSpec }).spec));
+      out.push(compileTemplate(name, f.file, (value as { spec: SidecarTemplateSpec }).spec, f.namespace));
     } catch (err) {
       if (!(err instanceof PlaceholderError)) throw err;
       // Every bad placeholder of the template, not only the first compileTemplate met. `placement`

@@ -27,6 +27,8 @@ export interface SidecarTemplateSpec {
 /** What one template contributes to one pod, with every placeholder expanded. */
 export interface RenderedTemplate {
   readonly name: string;
+  /** The namespace of a SidecarTemplate object it came from (absent: a file). */
+  readonly namespace?: string;
   /** The template's version (see CompiledTemplate.version), recorded in the status annotation. */
   readonly version: string;
   /** Sidecar containers; for a native-sidecar template they carry `restartPolicy: Always`. */
@@ -47,6 +49,8 @@ export interface RenderedTemplate {
 export interface CompiledTemplate {
   readonly name: string;
   readonly file: string;
+  /** The namespace of the SidecarTemplate object it came from (absent: a file). */
+  readonly namespace?: string;
   /**
    * Digest of the template's source (name and spec as written): equal in every replica that loaded
    * the same template, different as soon as anything in it changes. Computed once at load.
@@ -75,7 +79,7 @@ export function digestOf(value: unknown): string {
  * Compiles a validated template spec. Throws PlaceholderError (with a JSON path relative to
  * `/spec`) when a string holds a placeholder outside the grammar.
  */
-export function compileTemplate(name: string, file: string, spec: SidecarTemplateSpec): CompiledTemplate {
+export function compileTemplate(name: string, file: string, spec: SidecarTemplateSpec, namespace?: string): CompiledTemplate {
   const nativeSidecar = spec.nativeSidecar === true;
   const normalized = deepFreeze({
     containers: (spec.containers ?? []).map((c) => (nativeSidecar ? { ...c, restartPolicy: 'Always' } : c)),
@@ -89,13 +93,13 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
   });
   const compiled = compileValue(normalized, '/spec');
   const version = templateVersion(name, spec);
-  const base = { name, version, nativeSidecar, ...(spec.placement !== undefined && { placement: spec.placement }) };
+  const base = { name, ...(namespace !== undefined && { namespace }), version, nativeSidecar, ...(spec.placement !== undefined && { placement: spec.placement }) };
   const render = isDynamic(compiled)
     ? memoized(compiled, (v: RenderValues): RenderedTemplate => ({ ...base, ...(materialize(compiled, v) as typeof normalized) }))
     : constant({ ...base, ...normalized });
   const nativeMode = nativeSidecar ? NativeSidecar.Always : spec.nativeSidecar === 'jobs' ? NativeSidecar.JobsOnly : NativeSidecar.Never;
   const extras = { nativeMode, overrides: Object.freeze([...(spec.overrides ?? [])]), ...(spec.placement !== undefined && { placement: deepFreeze(spec.placement) }) };
-  return { name, file, version, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, reads: keysRead(compiled), render };
+  return { name, file, ...(namespace !== undefined && { namespace }), version, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, reads: keysRead(compiled), render };
 }
 
 /**
