@@ -37,7 +37,7 @@ image: ## build the container image $(IMAGE)
 docker-push: image ## build and push the container image $(IMAGE)
 	$(DOCKER) push $(IMAGE)
 
-install-yaml: ## sync the template copies, render manifests/install.yaml and src/kube/shipped-webhooks.ts with real kustomize
+install-yaml: ## sync the template copies, render manifests/install.yaml and src/generated/shipped-webhooks.ts with real kustomize
 	npm run install-yaml
 
 deploy: ## install manifests/$(OVERLAY) with image $(IMAGE) into the current kubectl context

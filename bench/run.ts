@@ -341,7 +341,7 @@ function renderShapes(steps: readonly ShapeFigures[], overTls: readonly TlsFigur
     'Each shape is built by `bench/shapes.ts` at the limits (docs/limits-and-security.md, "Limits per review"); key names and short strings that',
     'must be new to V8 are new in every review. Over TLS, the product\'s own measure comes first: each shape is sent',
     `${reviews} times, one review at a time, and around each review the product's \`/metrics\` is scraped; its`,
-    '`nodejs_eventloop_lag_max_seconds` (prom-client\'s `monitorEventLoopDelay`, reset at every scrape) is the longest the',
+    '`nodejs_eventloop_lag_p99_seconds` (prom-client\'s `monitorEventLoopDelay`, reset at every scrape; with so few ticks its p99 is their maximum) is the longest the',
     'event loop was blocked meanwhile. Its timer ticks every 10 ms, so a block of B ms reads as B to B + 10 ms (with only small',
     `reviews going it read ${loopIdle.toFixed(1)} ms). Then the shape's own latency, and the worst latency of a small review sent`,
     `meanwhile from another thread (alone: ${idle.toFixed(1)} ms), which also counts the client's CPU on a shared machine. In process:`,

@@ -9,7 +9,7 @@
  *
  * Besides the hostile inputs of test/server/hostile.test.ts it sends the costliest shapes of
  * bench/shapes.ts (issue 11), and reports how long the server's event loop was blocked at worst
- * in each sampling window (its own nodejs_eventloop_lag_max_seconds on /metrics).
+ * in each sampling window (its own nodejs_eventloop_lag_max_seconds on /metrics: the longest delay of the last minute).
  *
  * Not part of `npm test`. Prints a summary (JSON and a Markdown table for BENCHMARKS.md); exits 1
  * when a bound is broken.
@@ -351,7 +351,7 @@ interface Sample {
   readonly t: number;
   readonly fds: number;
   readonly rssMiB: number;
-  /** The longest the server's event loop was blocked since the previous sample, ms (its nodejs_eventloop_lag_max_seconds, which each scrape resets). */
+  /** The longest the server's event loop was blocked since the previous sample, ms (its nodejs_eventloop_lag_max_seconds: the longest delay of the last minute, which no scrape resets, so a block shows in the samples of the minute after it and the max over the run is the worst block). */
   readonly loopMaxMs: number;
 }
 
@@ -392,7 +392,7 @@ function report(r: { samples: Sample[]; reloads: number; reloadMetrics: string[]
   console.log(`| template rewrites (every ${RELOAD_EVERY_MS / 1000} s, every 4th broken) | ${r.reloads} |`);
   console.log(`| open fds after warm-up / max / end | ${base.fds} / ${maxFds} / ${last.fds} |`);
   console.log(`| RSS MiB after warm-up / max / end | ${base.rssMiB} / ${maxRss} / ${last.rssMiB} |`);
-  console.log(`| event loop blocked at worst per ${SAMPLE_EVERY_MS / 1000} s window, ms: median / max (nodejs_eventloop_lag_max_seconds) | ${loop.median} / ${loop.max} |`);
+  console.log(`| event loop blocked at worst per ${SAMPLE_EVERY_MS / 1000} s sample, ms: median / max (nodejs_eventloop_lag_max_seconds, the last minute's longest) | ${loop.median} / ${loop.max} |`);
   console.log(`| /metrics bytes after warm-up / end | ${r.metricsBytes.afterWarmup} / ${r.metricsBytes.end} |`);
   const ok = Object.values(verdicts).every(Boolean);
   for (const [k, v] of Object.entries(verdicts)) console.log(`${v ? 'PASS' : 'FAIL'} ${k}`);

@@ -9,6 +9,8 @@ export const ErrorCodes = {
   BODY_MALFORMED: { status: 400, message: 'request body is not valid JSON: %s' },
   BODY_TOO_LARGE: { status: 413, message: 'request body exceeds the limit of %s bytes' },
   BODY_ABORTED: { status: 400, message: 'request body was not received completely: %s' },
+  /** A chunked body (issue 20): the apiserver always sends Content-Length. */
+  LENGTH_REQUIRED: { status: 411, message: 'request body has no Content-Length (chunked transfer encoding); send the review whole with its length' },
   /** A body still arriving after --body-timeout (issue 11: stalled bodies must not hold the server). */
   BODY_TIMEOUT: { status: 408, message: 'request body not received within %s s; a review must be sent at once' },
   REVIEW_INVALID: { status: 400, message: 'not a valid AdmissionReview: %s' },
@@ -21,6 +23,8 @@ export const ErrorCodes = {
   TEMPLATE_CONFLICT: { status: 400, message: 'the selected templates conflict: %s' },
   TEMPLATE_VOLUME_MISSING: { status: 400, message: 'the injected pod would mount volumes that neither the templates nor the pod define: %s' },
   OVERRIDE_REFUSED: { status: 400, message: '%s' },
+  /** A placeholder rendered a value Kubernetes refuses where it lands (issue 21): denied here, naming the template, never by the apiserver. */
+  TEMPLATE_VALUE_INVALID: { status: 400, message: '%s' },
   SIDECARS_MISSING: { status: 403, message: 'pod opted in to sidecar injection but is missing: %s' },
   /** Bounded cost per review (issue 11): refused before any work that grows with the pod. */
   POD_OVER_KUBERNETES_LIMIT: { status: 400, message: 'the apiserver would refuse this pod after admission: %s (%s)' },

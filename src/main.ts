@@ -54,6 +54,8 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   const limits = reviewLimits(config);
   const mirrors = imageMirrors(config);
   if (mirrors.entries.length > 0) logger.info({ imageMirrors: mirrors.entries.map((m) => `${m.source}=${m.mirror}`) }, 'image mirrors: /validate accepts sidecars running their repository from these mirrors');
+  // During a graceful stop every answer says Connection: close (AdmissionAppDeps.draining).
+  let draining = false;
   const app = createAdmissionApp({
     handlers: createHandlers({ templates: store.current, limits, imageMirrors: mirrors }),
     // Every request ends in one record: its log line, then its metrics.
@@ -65,14 +67,11 @@ export async function serve(config: Config, logger: Logger = createLogger(config
     answerTimeout: config.requestTimeout,
     answerCacheBytes: config.answerCacheMb * 1024 * 1024,
     bodyLimits: limits.body,
+    draining: () => draining,
   });
   const admission = createAdmissionServer(app, { ...tls, ...(clientCaPem !== undefined && { clientCaPem }) }, { requestTimeout: config.requestTimeout, maxConnections: config.maxConnections });
   // Readiness waits for the SidecarTemplates' first full list (issue 23): before it, pods would be judged against no templates.
   const health = createHealthServer({ isReady: () => ready && templates.synced(), routes: new Map([['/metrics', metrics.route]]), requestTimeout: config.requestTimeout });
-  let draining = false;
-  // During a graceful stop every answer says Connection: close, so the apiserver drops its pooled
-  // connections to this replica one by one instead of finding them closed under a POST.
-  admission.prependListener('request', (_req, res) => draining && res.setHeader('Connection', 'close'));
   let served = tls;
   // Built like the first context from the pair and the client CA in use, so a swap of either keeps
   // the other, the protocol floor and the ciphers; open connections keep the context they were made

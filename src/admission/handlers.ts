@@ -4,11 +4,11 @@ import { NoImageMirrors, type ImageMirrors } from '../inject/image.js';
 import { Keys } from '../inject/keys.js';
 import { planInjection } from '../inject/mutate.js';
 import { injectionPatch } from '../inject/patch.js';
-import { OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
+import { keyWarnings, OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
 import { verifyPod } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
 import { setFor, type TemplateSet } from '../templates/load.js';
-import { DefaultBodyLimits, encodePatch, type BodyLimits, type ReviewRequest } from './codec.js';
+import { DefaultBodyLimits, type BodyLimits, type ReviewRequest } from './codec.js';
 import { Endpoints, HandlerKind } from './endpoints.js';
 import { DefaultPodLimits, podObject, type PodLimits } from './pod.js';
 import { allowed, Decision, denied, injected, passed, type Verdict } from './verdict.js';
@@ -27,7 +27,7 @@ export const DefaultReviewLimits: ReviewLimits = Object.freeze({ body: DefaultBo
 /** The limits the --max-* flags set. */
 export function reviewLimits(config: Config): ReviewLimits {
   return {
-    body: { objectKeys: config.maxObjectKeys, nodes: config.maxJsonNodes, objectLayouts: config.maxObjectLayouts, shortStrings: config.maxShortStrings },
+    body: { objectKeys: config.maxObjectKeys, keys: config.maxJsonKeys, nodes: config.maxJsonNodes },
     pod: {
       containers: config.maxContainers,
       envPerContainer: config.maxEnvPerContainer,
@@ -101,34 +101,27 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
   const set = setFor(templates(), namespace);
   const selection = attempt(() => selectTemplates(pod, set, scope));
   if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate);
-  if (!selection.inject) return passed(Decision.Skipped, selection.reason);
+  // Keys that look meant for the injector are warned of whatever it decides (issue 21): a typo is
+  // most often why a pod got the default templates, or none.
+  if (!selection.inject) return passed(Decision.Skipped, selection.reason, keyWarnings(pod, set));
+  const keys = keyWarnings(pod, set, selection.templates);
 
   const injection = attempt(() => planInjection(pod, selection.templates, namespace));
   if (injection instanceof InjectorError) return denied(injection, refusalReason(injection));
   // Written from the injection's decisions, byte for byte the diff of the pod and the injected pod
   // (injectionPatch), without making that pod.
   const { text, ops } = injectionPatch(pod, injection);
-  const patch = ops > 0 ? encodePatch(text, patchBytes, limits.patchBytes) : undefined;
+  const warnings = keys.length === 0 ? injection.warnings : [...keys, ...injection.warnings];
+  if (ops === 0) return injected(Reason.AlreadyInjected, injection.plan.status.templates, 0, undefined, warnings);
   // An answer of megabytes (a pod of many containers, each given the templates' env and mounts)
   // costs memory here and in the apiserver; the pod is refused with the size instead.
-  if (patch !== undefined && patch.bytes > limits.patchBytes) {
-    return denied(new InjectorError('PATCH_TOO_LARGE', [patch.bytes, limits.patchBytes, Options.maxPatchKib.flag]), Reason.InvalidReview);
+  const bytes = Buffer.byteLength(text);
+  if (bytes > limits.patchBytes) {
+    return denied(new InjectorError('PATCH_TOO_LARGE', [bytes, limits.patchBytes, Options.maxPatchKib.flag]), Reason.InvalidReview);
   }
-  return injected(ops > 0 ? Reason.Injected : Reason.AlreadyInjected, injection.plan.status.templates, ops, patch?.base64, injection.warnings);
+  // AdmissionResponse.patch is []byte in Go: base64 in JSON.
+  return injected(Reason.Injected, injection.plan.status.templates, ops, Buffer.from(text).toString('base64'), warnings);
 }
-
-/**
- * The patch's UTF-8 bytes, for its size and its base64 (encodePatch), which copies them: written into
- * one buffer kept for the purpose when they fit (at most 3 bytes a UTF-16 unit), since
- * Buffer.from takes a 2 KB patch from Node's 8 KB pool and so allocates a new ArrayBuffer every few
- * reviews. The view is used and dropped within the synchronous review.
- */
-function patchBytes(text: string): Buffer {
-  if (text.length * 3 > scratch.length) return Buffer.from(text);
-  return scratch.subarray(0, scratch.write(text, 0, 'utf8'));
-}
-
-const scratch = Buffer.alloc(64 * 1024);
 
 /**
  * Verdicts that lean on the history of the sets served before (their window ends while the set

@@ -1,6 +1,6 @@
 import { InjectorError } from '../errors.js';
-import { AnswerCache, type Answer, type ReviewSteps } from './answers.js';
-import { decodeBody, encodeAnswer, type BodyLimits, type DecodedReview, type ReviewEnvelope, type ReviewRequest } from './codec.js';
+import { AnswerCache } from './answers.js';
+import { decodeBody, encodeAnswer, type BodyLimits, type DecodedReview, type ResponseBody, type ReviewEnvelope, type ReviewRequest } from './codec.js';
 import { reviewOutcome, reviewRecord, type ReviewOutcome, type ReviewRecord } from './record.js';
 import { refused, type Verdict } from './verdict.js';
 
@@ -18,7 +18,7 @@ export interface PipelineOptions {
   readonly generation: () => unknown;
   /** Bytes of answers kept for reviews that repeat but for the uid (0 keeps none). */
   readonly answerCacheBytes: number;
-  /** What a body may hold before it is parsed (--max-object-keys, --max-json-nodes, --max-object-layouts, --max-short-strings). */
+  /** What a body may hold before it is parsed (--max-object-keys, --max-json-keys, --max-json-nodes). */
   readonly bodyLimits?: BodyLimits;
 }
 
@@ -49,20 +49,20 @@ export class ReviewFault extends Error {
 }
 
 /**
- * One endpoint's review pipeline, outside the HTTP server: decode -> handle -> set the uid once
- * -> encode, synchronous from the body's bytes to the answer's text. The answer cache (behind the codec)
- * answers a body it has seen but for the uid without running the other steps.
+ * One endpoint's review pipeline, outside the HTTP server: decode -> handle -> encode with the uid,
+ * synchronous from the body's bytes to the answer's text. The answer cache answers a body it has
+ * seen but for the uid without parsing or handling it.
  *
  * The generation is read once, before the cache is asked; the handler reads the template set
  * itself. Because the whole review runs in one synchronous call, no template reload (an await in
  * the template store) can fall between the lookup and the handler: an answer is kept under the
  * generation it was computed in.
  */
-export class ReviewPipeline implements ReviewSteps<ReviewOutcome> {
+export class ReviewPipeline {
   readonly #endpoint: string;
   readonly #handle: ReviewHandler;
   readonly #generation: () => unknown;
-  readonly #cache: AnswerCache<ReviewOutcome>;
+  readonly #cache: AnswerCache<Kept>;
   readonly #bodyLimits: BodyLimits | undefined;
 
   constructor(options: PipelineOptions) {
@@ -78,31 +78,23 @@ export class ReviewPipeline implements ReviewSteps<ReviewOutcome> {
    * ReviewFault for a fault once the review is decoded; the transport's error edge answers both.
    */
   review(body: Buffer, started: number = performance.now()): Reviewed {
-    const answer = this.#cache.answer(body, this.#currentGeneration(), this);
-    return { text: answer.text, record: reviewRecord(this.#endpoint, answer.uid, answer.value, answer.cached, started) };
+    const slot = this.#cache.slot(body, this.#currentGeneration());
+    const kept = slot && this.#cache.get(slot);
+    if (slot !== undefined && kept !== undefined) {
+      const text = encodeAnswer({ apiVersion: slot.version, request: { uid: slot.uid } }, kept.response);
+      return { text, record: reviewRecord(this.#endpoint, slot.uid, kept.outcome, true, started) };
+    }
+    const review = decodeBody(body.toString('utf8'), this.#bodyLimits);
+    const verdict = this.#verdict(review);
+    const text = encodeAnswer(review, verdict.response);
+    const outcome = reviewOutcome(review.request, verdict);
+    if (slot !== undefined && verdict.repeatable) this.#cache.offer(slot, review, { response: verdict.response, outcome }, text.length);
+    return { text, record: reviewRecord(this.#endpoint, review.request.uid, outcome, false, started) };
   }
 
   /** Entries and bytes the answer cache holds. */
   get cacheSize(): { readonly entries: number; readonly bytes: number } {
     return this.#cache.size;
-  }
-
-  /** The cache's first step: the body read as UTF-8, checked, parsed and its envelope checked. */
-  decode(body: Buffer): DecodedReview {
-    return decodeBody(body.toString('utf8'), this.#bodyLimits);
-  }
-
-  /** The cache's second step: the verdict, encoded with the review's uid. */
-  answer(review: DecodedReview): Answer<ReviewOutcome> {
-    const verdict = this.#verdict(review);
-    return {
-      version: review.apiVersion,
-      uid: review.request.uid,
-      text: encodeAnswer(review, verdict.response),
-      value: reviewOutcome(review.request, verdict),
-      keep: verdict.repeatable,
-      cached: false,
-    };
   }
 
   #verdict(review: DecodedReview): Verdict {
@@ -124,4 +116,10 @@ export class ReviewPipeline implements ReviewSteps<ReviewOutcome> {
       return undefined;
     }
   }
+}
+
+/** What the cache keeps of a review: the handler's answer and the record's facts, the same for every review of one key. */
+interface Kept {
+  readonly response: ResponseBody;
+  readonly outcome: ReviewOutcome;
 }

@@ -33,10 +33,13 @@ export interface Verdict {
   readonly repeatable: boolean;
 }
 
-/** The pod passes untouched (not a pod CREATE, not opted in, no templates). */
-export function passed(decision: Decision, reason: string): Verdict {
-  return { response: { allowed: true, auditAnnotations: auditAnnotations(decision, reason, NO_TEMPLATES) }, decision, reason, templates: NO_TEMPLATES, patchOps: 0, repeatable: true };
+/** The pod passes untouched (not a pod CREATE, not opted in, no templates), with what to warn of (keys that look meant for the injector). */
+export function passed(decision: Decision, reason: string, warnings: readonly string[] = NO_WARNINGS): Verdict {
+  const response: ResponseBody = warnings.length === 0 ? { allowed: true, auditAnnotations: auditAnnotations(decision, reason, NO_TEMPLATES) } : { allowed: true, warnings, auditAnnotations: auditAnnotations(decision, reason, NO_TEMPLATES) };
+  return { response, decision, reason, templates: NO_TEMPLATES, patchOps: 0, repeatable: true };
 }
+
+const NO_WARNINGS: readonly string[] = Object.freeze([]);
 
 /** The mutating handler's answer: the patch (base64 JSON patch; absent when there is nothing to change) and its warnings. */
 export function injected(reason: string, templates: readonly string[], patchOps: number, patch: string | undefined, warnings: readonly string[]): Verdict {

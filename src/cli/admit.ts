@@ -1,8 +1,8 @@
 import { checkBody, DefaultBodyLimits, type BodyLimits, type ReviewRequest } from '../admission/codec.js';
 import { mutating, validating } from '../admission/handlers.js';
 import { attempt, InjectorError } from '../errors.js';
-import { Keys } from '../inject/keys.js';
-import { OptInScope, Reason, refusalReason, selectTemplates, type Selection } from '../inject/policy.js';
+import { Keys, workloadKeyWarnings } from '../inject/keys.js';
+import { keyWarnings, OptInScope, Reason, refusalReason, selectTemplates, type Selection } from '../inject/policy.js';
 import { isOwnedByJob } from '../inject/render.js';
 import { apiserverReview } from '../kube/apiserver-review.js';
 import { namespaceCalls, webhookCalls, type WebhookCall } from '../kube/selectors.js';
@@ -40,14 +40,24 @@ export interface Cluster {
   readonly namespaceLabels: Labels;
 }
 
-/** Where the shipped configurations come from (src/kube/shipped-webhooks.ts is generated from it); named in messages. */
+/** Where the shipped configurations come from (src/generated/shipped-webhooks.ts is generated from it); named in messages. */
 const SHIPPED_WEBHOOKS = 'manifests/base/webhooks.yaml';
 
 const isMutating = (call: WebhookCall): boolean => call.configuration === 'MutatingWebhookConfiguration';
 const isValidating = (call: WebhookCall): boolean => call.configuration === 'ValidatingWebhookConfiguration';
 
-/** Plays the admission of one pod; never throws for a pod the server would deny (that is a `rejected` verdict). */
+/**
+ * Plays the admission of one pod; never throws for a pod the server would deny (that is a `rejected`
+ * verdict). Its warnings begin with what only the CLI can see (issue 21): the injector's keys on a
+ * workload's own metadata, which its pods never get.
+ */
 export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Admission {
+  const admission = admitted(site, set, cluster);
+  const workload = site.workloadMetadata === undefined ? [] : workloadKeyWarnings(site.kind, site.workloadMetadata, site.pod.metadata ?? {});
+  return workload.length === 0 ? admission : { ...admission, warnings: [...workload, ...admission.warnings] };
+}
+
+function admitted(site: PodSite, set: TemplateSet, cluster: Cluster): Admission {
   const where = { namespace: site.namespace, namespaceLabels: cluster.namespaceLabels };
   const calls = webhookCalls({ ...where, podLabels: site.pod.metadata?.labels ?? {} }, cluster.configurations);
   if (calls.length === 0) return notSent(site, set, namespaceCalls(where, cluster.configurations));
@@ -95,10 +105,9 @@ export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Adm
 
 /**
  * A review the server refuses before it reads it (HTTP 400), with its own check (checkBody) and the
- * serve defaults of --max-object-keys, --max-json-nodes, --max-object-layouts and
- * --max-short-strings: every webhook then fails as its failurePolicy says, so the pod is created
- * without sidecars (the mutating webhooks fail open) unless a webhook that fails closed (the
- * validating one) receives it too. The review is the apiserver's for the pod as the CLI sees it,
+ * serve defaults of --max-object-keys, --max-json-keys and --max-json-nodes: every webhook then
+ * fails as its failurePolicy says, so the pod is created without sidecars (the mutating webhooks
+ * fail open) unless a webhook that fails closed (the validating one) receives it too. The review is the apiserver's for the pod as the CLI sees it,
  * with the creator's managedFields entry the apiserver adds; defaulting adds a few fields more,
  * so a pod just under a limit may still be refused, never one that is refused here.
  */
@@ -116,17 +125,20 @@ function refusedBody(site: PodSite, calls: readonly WebhookCall[], limits: BodyL
 
 /**
  * Why no webhook receives the pod: its namespace (no webhook is `open` to its pods), or its labels
- * (said as the server's policy says it).
+ * (said as the server's policy says it). A pod whose labels keep it from the webhooks gets the
+ * warnings /mutate would give about its keys (issue 21): the label written as an annotation, or
+ * with a typo, is most often why.
  */
 function notSent(site: PodSite, set: TemplateSet, open: readonly WebhookCall[]): Admission {
   if (open.length === 0) {
     return { verdict: 'not-injected', reason: 'namespace-rule', why: [`namespace ${site.namespace} is excluded by the namespaceSelector of every webhook in ${SHIPPED_WEBHOOKS}`], pod: site.pod, patch: [], warnings: [] };
   }
+  const warnings = keyWarnings(site.pod, set);
   const scope = open.some((w) => scopeOf(w) === OptInScope.Namespace) ? OptInScope.Namespace : OptInScope.Pod;
   const chosen = attempt(() => selectTemplates(site.pod, set, scope));
   const detail = chosen instanceof InjectorError || chosen.inject ? undefined : chosen;
-  if (detail === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: [`the objectSelector of the webhooks in ${SHIPPED_WEBHOOKS} does not match the pod's labels`], pod: site.pod, patch: [], warnings: [] };
-  return { verdict: 'not-injected', reason: detail.reason, why: [detail.detail], pod: site.pod, patch: [], warnings: [] };
+  if (detail === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: [`the objectSelector of the webhooks in ${SHIPPED_WEBHOOKS} does not match the pod's labels`], pod: site.pod, patch: [], warnings };
+  return { verdict: 'not-injected', reason: detail.reason, why: [detail.detail], pod: site.pod, patch: [], warnings };
 }
 
 function templatesReason(selection: Extract<Selection, { inject: true }>, pod: Pod): string {

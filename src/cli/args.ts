@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { Options } from '../config/config.js';
 import { InjectorError } from '../errors.js';
-import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../kube/shipped-webhooks.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../generated/shipped-webhooks.js';
 import type { JsonObject } from '../kube/types.js';
 import { loadTemplateSet, type TemplateSet } from '../templates/load.js';
 import { parseDocuments } from '../workload/workload.js';

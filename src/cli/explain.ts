@@ -1,10 +1,10 @@
 import { overrideAnnotations, overridesFor } from '../inject/overrides.js';
 import { renderTemplates } from '../inject/render.js';
-import type { Pod } from '../kube/types.js';
+import type { Container, Pod, PodSpec } from '../kube/types.js';
 import type { Placement } from '../templates/placement.js';
 import type { TemplateSet } from '../templates/load.js';
 import { Overridable, type OverrideField } from '../templates/schema.js';
-import type { CompiledTemplate, RenderedTemplate } from '../templates/template.js';
+import { SERVICE_ACCOUNT_TOKEN_PATH, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
 import { podSites, type PodSite } from '../workload/workload.js';
 import { admitPod, type Cluster } from './admit.js';
 import { processIO, readInputs, type InputOptions, type IO } from './args.js';
@@ -45,7 +45,7 @@ export async function explainCommand(values: ExplainOptions, io: IO = processIO)
 /** Explains one pod as the shipped webhook configurations and the server's handlers would decide it. */
 function explainPod(site: PodSite, set: TemplateSet, cluster: Cluster): Explanation {
   const base = { object: site.title, namespace: site.namespace };
-  const admission = admitPod(site, set, cluster);
+  const admission = admitPod({ ...site, pod: withServiceAccountToken(site.pod) }, set, cluster);
   const selection = admission.selection;
   const why = admission.why;
   const result = { ...base, verdict: admission.verdict, reason: admission.reason, why, warnings: admission.warnings };
@@ -54,6 +54,27 @@ function explainPod(site: PodSite, set: TemplateSet, cluster: Cluster): Explanat
   const overrides = overrideNotes(admission.pod, selection.templates);
   const templates = rendered.map((r) => ({ name: r.name, detail: [describeTemplate(r), ...(overrides.get(r.name) ?? [])].join('; ') }));
   return { ...result, templates };
+}
+
+/**
+ * The pod as the ServiceAccount admission plugin hands it to the webhooks: unless it sets
+ * `automountServiceAccountToken: false` or a container already mounts something at the token's
+ * path, every container mounts a projected `kube-api-access-*` volume (plugin/pkg/admission/
+ * serviceaccount). explain predicts admission, so a `serviceAccountToken: true` template is
+ * explained as the cluster treats it. inject does not add it: the manifest it writes gets it from
+ * the plugin when applied. The ServiceAccount object's own automount setting is not known offline.
+ */
+function withServiceAccountToken(pod: Pod): Pod {
+  const spec = pod.spec;
+  if (spec === undefined || spec['automountServiceAccountToken'] === false) return pod;
+  const all = [...(spec.initContainers ?? []), ...(spec.containers ?? [])];
+  if (all.some((c) => (c.volumeMounts ?? []).some((m) => m.mountPath === SERVICE_ACCOUNT_TOKEN_PATH))) return pod;
+  const name = 'kube-api-access-xxxxx';
+  const volume = { name, projected: { sources: [{ serviceAccountToken: { path: 'token' } }, { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } }] } };
+  const mounted = (c: Container): Container => ({ ...c, volumeMounts: [...(c.volumeMounts ?? []), { name, mountPath: SERVICE_ACCOUNT_TOKEN_PATH, readOnly: true }] });
+  const out: PodSpec = { ...spec, containers: (spec.containers ?? []).map(mounted), volumes: [...(spec.volumes ?? []), volume] };
+  if (spec.initContainers !== undefined) out.initContainers = spec.initContainers.map(mounted);
+  return { ...pod, spec: out };
 }
 
 /**
@@ -81,8 +102,17 @@ function describeTemplate(r: RenderedTemplate): string {
   for (const c of r.containers) parts.push(`${r.nativeSidecar ? 'native sidecar' : 'container'} "${c.name}" (${c.image ?? 'no image'}) in ${list}, ${where}`);
   for (const c of r.initContainers) parts.push(`init container "${c.name}", first`);
   if (r.volumes.length > 0) parts.push(`volumes ${r.volumes.map((v) => v.name).join(', ')}`);
-  if (r.env.length > 0 || r.volumeMounts.length > 0) parts.push(`into each app container: ${[...r.env.map((e) => `env ${e.name}`), ...r.volumeMounts.map((m) => `mount ${m.mountPath}`)].join(', ')}`);
+  if (r.env.length > 0 || r.volumeMounts.length > 0) parts.push(`into ${appScope(r)}: ${[...r.env.map((e) => `env ${e.name}`), ...r.volumeMounts.map((m) => `mount ${m.mountPath}`)].join(', ')}`);
+  if (r.podToken === true) parts.push("the pod's ServiceAccount token, where the pod mounts one");
+  if (r.tokenVolume !== undefined) parts.push(`a ServiceAccount token of its own (volume ${r.tokenVolume})`);
   return parts.join('; ');
+}
+
+/** Which app containers get the template's env and mounts, by its appContainers (the pod's annotation may narrow it further). */
+function appScope(r: RenderedTemplate): string {
+  const { include, exclude } = r.appContainers ?? {};
+  const base = include === undefined ? 'each app container' : `app containers ${include.join(', ')}`;
+  return exclude === undefined || exclude.length === 0 ? base : `${base} except ${exclude.join(', ')}`;
 }
 
 function placementText(p: Placement): string {

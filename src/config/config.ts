@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import type { ValidateFunction } from 'ajv';
 import { InjectorError } from '../errors.js';
 import { IMAGE_MIRROR_FLAG, parseImageMirrors, type ImageMirrors } from '../inject/image.js';
-import { validate as validateGenerated } from './config-validator.js';
+import { validate as validateGenerated } from '../generated/config-validator.js';
 
 /**
  * Every setting in one table: its flag, its environment variable, its JSON schema (with the
@@ -30,7 +30,7 @@ export const Options = {
   logLevel: { flag: 'log-level', env: 'SIDECAR_INJECTOR_LOG_LEVEL', schema: { enum: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], default: 'info' }, help: 'pino log level' },
   clientCa: { flag: 'client-ca', env: 'SIDECAR_INJECTOR_CLIENT_CA', schema: { type: 'string', default: '' }, help: "PEM file of the CA that signs the apiserver's client certificate; when set, only clients with a certificate from it are served (mutual TLS)" },
   requestTimeout: { flag: 'request-timeout', env: 'SIDECAR_INJECTOR_REQUEST_TIMEOUT', schema: { type: 'integer', minimum: 1, maximum: 60, default: 10 }, help: 'seconds a client may take to send a whole review; the TLS handshake and the headers get at most 5 of them' },
-  maxConnections: { flag: 'max-connections', env: 'SIDECAR_INJECTOR_MAX_CONNECTIONS', schema: { type: 'integer', minimum: 1, maximum: 65535, default: 1024 }, help: 'open connections to the HTTPS port; a connection beyond this is closed at once' },
+  maxConnections: { flag: 'max-connections', env: 'SIDECAR_INJECTOR_MAX_CONNECTIONS', schema: { type: 'integer', minimum: 1, maximum: 65535, default: 1024 }, help: 'open connections to the HTTPS port; a connection beyond this closes the oldest idle one (no request in progress, a TLS handshake not done included), or is closed itself when every connection is busy' },
   answerCacheMb: { flag: 'answer-cache-mb', env: 'SIDECAR_INJECTOR_ANSWER_CACHE_MB', schema: { type: 'integer', minimum: 0, maximum: 1024, default: 4 }, help: 'MiB per endpoint of answers kept for reviews that repeat but for their uid (the pods of one ReplicaSet); 0: compute every answer' },
   maxContainers: { flag: 'max-containers', env: 'SIDECAR_INJECTOR_MAX_CONTAINERS', schema: { type: 'integer', minimum: 1, maximum: 100000, default: 250 }, help: 'containers, initContainers and ephemeralContainers of one pod; a pod with more is refused (400)' },
   maxEnvPerContainer: { flag: 'max-env-per-container', env: 'SIDECAR_INJECTOR_MAX_ENV_PER_CONTAINER', schema: { type: 'integer', minimum: 1, maximum: 100000, default: 1000 }, help: 'env vars of one container; a pod with more is refused (400)' },
@@ -38,9 +38,8 @@ export const Options = {
   maxPortsPerContainer: { flag: 'max-ports-per-container', env: 'SIDECAR_INJECTOR_MAX_PORTS_PER_CONTAINER', schema: { type: 'integer', minimum: 1, maximum: 100000, default: 10000 }, help: 'ports of one container; a pod with more is refused (400)' },
   maxVolumes: { flag: 'max-volumes', env: 'SIDECAR_INJECTOR_MAX_VOLUMES', schema: { type: 'integer', minimum: 1, maximum: 100000, default: 1000 }, help: 'volumes of one pod; a pod with more is refused (400)' },
   maxObjectKeys: { flag: 'max-object-keys', env: 'SIDECAR_INJECTOR_MAX_OBJECT_KEYS', schema: { type: 'integer', minimum: 1, maximum: 1000000, default: 4096 }, help: 'keys of one JSON object in a review (labels, annotations, any map); a review with more is refused (400) before it is parsed' },
-  maxJsonNodes: { flag: 'max-json-nodes', env: 'SIDECAR_INJECTOR_MAX_JSON_NODES', schema: { type: 'integer', minimum: 1, maximum: 10000000, default: 65536 }, help: 'JSON nodes in one review: objects, lists, keys and list items; a review with more is refused (400) before it is parsed' },
-  maxObjectLayouts: { flag: 'max-object-layouts', env: 'SIDECAR_INJECTOR_MAX_OBJECT_LAYOUTS', schema: { type: 'integer', minimum: 1, maximum: 10000000, default: 4096 }, help: 'distinct object layouts in one review: each key name counted once per distinct run of keys before it in its object (so at least the distinct key names); a review with more is refused (400) before it is parsed' },
-  maxShortStrings: { flag: 'max-short-strings', env: 'SIDECAR_INJECTOR_MAX_SHORT_STRINGS', schema: { type: 'integer', minimum: 1, maximum: 10000000, default: 8192 }, help: 'string values of 2 to 10 characters in one review, which JSON.parse interns; a review with more is refused (400) before it is parsed' },
+  maxJsonNodes: { flag: 'max-json-nodes', env: 'SIDECAR_INJECTOR_MAX_JSON_NODES', schema: { type: 'integer', minimum: 1, maximum: 10000000, default: 49152 }, help: 'JSON nodes in one review: objects, lists, keys and list items; a review with more is refused (400) before it is parsed' },
+  maxJsonKeys: { flag: 'max-json-keys', env: 'SIDECAR_INJECTOR_MAX_JSON_KEYS', schema: { type: 'integer', minimum: 1, maximum: 10000000, default: 20480 }, help: 'keys of all JSON objects in one review, the costliest values to parse; a review with more is refused (400) before it is parsed' },
   maxPatchKib: { flag: 'max-patch-kib', env: 'SIDECAR_INJECTOR_MAX_PATCH_KIB', schema: { type: 'integer', minimum: 1, maximum: 65536, default: 1024 }, help: 'KiB of JSON patch in one answer; a pod whose patch would be larger is refused (400) instead' },
   maxInflight: { flag: 'max-inflight', env: 'SIDECAR_INJECTOR_MAX_INFLIGHT', schema: { type: 'integer', minimum: 1, maximum: 10000, default: 32 }, help: 'reviews at once from the end of their body until their answer is flushed to the client; one more is answered 429 with Retry-After: 1' },
   bodyTimeout: { flag: 'body-timeout', env: 'SIDECAR_INJECTOR_BODY_TIMEOUT', schema: { type: 'integer', minimum: 1, maximum: 60, default: 2 }, help: 'seconds from the end of the headers to the end of the body; a slower body is dropped with a 408 (the apiserver sends a review at once)' },

@@ -166,6 +166,21 @@ export function parseImageMirrors(entries: readonly string[]): ImageMirrors | { 
   return Object.freeze({ entries: Object.freeze(out) });
 }
 
+/**
+ * One `--image-mirror` entry that parseImageMirrors accepts, as a pattern in the syntax ECMAScript
+ * and Go's RE2 share: the chart's values.schema.json refuses at render time what the server would
+ * refuse at start (issue 21; Helm checks the schema with Go's regexp). Each side is a registry host
+ * with a dot or a port, or localhost, then path components. Left to the server: a side over 255
+ * characters, an entry that maps a prefix to itself; refused here though the flag takes them: two
+ * entries joined by a comma (the chart gives one flag per entry).
+ */
+export const MIRROR_ENTRY_PATTERN = (() => {
+  const host = `(?:${DOMAIN_COMPONENT}(?:\\.${DOMAIN_COMPONENT})+(?::[0-9]+)?|${DOMAIN_COMPONENT}:[0-9]+|localhost|\\[[a-fA-F0-9:]+\\](?::[0-9]+)?)`;
+  // `host/` is the host alone (repositoryPrefix reads an empty path).
+  const side = `${host}(?:(?:/${PATH_COMPONENT})+|/)?`;
+  return `^[ \\t]*${side}[ \\t]*=[ \\t]*${side}[ \\t]*$`;
+})();
+
 /** One side of a mirror entry, normalized: `host[:port]` and optional path components. */
 function repositoryPrefix(text: string): { readonly prefix: string } | { readonly problem: string } {
   if (text === '') return { problem: 'is empty' };

@@ -3,8 +3,9 @@ import { InjectorError } from '../errors.js';
 import type { Container, NamedItem, Pod, PodSpec, VolumeMount } from '../kube/types.js';
 import { isSubset } from '../templates/conflicts.js';
 import { placeItems, type Placement } from '../templates/placement.js';
-import type { CompiledTemplate } from '../templates/template.js';
+import { SERVICE_ACCOUNT_TOKEN_PATH, tokenMount, withTokenMount, type AppContainers, type CompiledTemplate } from '../templates/template.js';
 import { Keys } from './keys.js';
+import { parseNames } from './policy.js';
 import type { InjectionPlan, Owned, Sidecar } from './plan.js';
 import { copyWithKeys, renderForPod, templateKeys, type InjectionContext } from './render.js';
 import { checkPodResources } from './resources.js';
@@ -69,9 +70,10 @@ export function planInjection(pod: Pod, templates: readonly CompiledTemplate[], 
   const spec: PodSpec = pod.spec ?? {};
   const meta = pod.metadata ?? {};
 
-  const placed = placeSidecars(spec, plan.sidecars, warnings);
+  const placed = placeSidecars(spec, withPodToken(spec, plan, warnings), warnings);
+  portWarnings(spec, placed.sidecars, warnings);
   const own = spec.containers ?? [];
-  const extensions = extensionsOf(own, plan, warnings);
+  const extensions = extensionsOf(own, plan, appTargets(own, plan, meta.annotations, warnings), warnings);
   const containers = placed.containers.length > 0 ? placeItems(own, placed.containers) : undefined;
   const initContainers = placed.initContainers.length > 0 ? placeItems(spec.initContainers ?? [], placed.initContainers) : undefined;
   const volumes = addedNamed(spec.volumes, plan.volumes, plan.volumeItems, plan.wanted.volumes, (n) => `volume "${n}"`, warnings);
@@ -215,6 +217,73 @@ function checkMounts(ownVolumes: readonly NamedItem[] | undefined, added: readon
   if (missing.length > 0) throw new InjectorError('TEMPLATE_VOLUME_MISSING', [missing.join(', ')]);
 }
 
+/**
+ * The plan's sidecars, those of a `serviceAccountToken: true` template mounting the pod's token.
+ * The ServiceAccount admission plugin mounts the token into the containers that exist when it runs,
+ * before the webhooks, so a sidecar added here has none (vault-k8s #78). Its volume is found by its
+ * mount in the pod's own containers, not by its name (kube-api-access-<random>). A pod without one
+ * (automountServiceAccountToken: false, or a token mounted elsewhere) made that choice: a warning,
+ * and no mount.
+ */
+function withPodToken(spec: PodSpec, plan: InjectionPlan, warnings: string[]): readonly Sidecar[] {
+  // Most selections ask for no token: nothing is allocated for them.
+  if (!plan.rendered.some((r) => r.podToken === true)) return plan.sidecars;
+  const wanting = plan.rendered.filter((r) => r.podToken === true);
+  const volume = podTokenVolume(spec, new Set(plan.sidecars.map((s) => s.container.name)));
+  if (volume === undefined) {
+    for (const r of wanting) warnings.push(`template "${r.name}" wants the pod's ServiceAccount token, but no container of the pod mounts one (automount off?)`);
+    return plan.sidecars;
+  }
+  const mount = tokenMount(volume);
+  const names = new Set(wanting.map((r) => r.name));
+  return plan.sidecars.map((s) => (names.has(s.template) ? { ...s, container: withTokenMount(s.container, mount) } : s));
+}
+
+/** The volume mounted at the token's path in the pod's own containers (sidecars left out: one may mount a template's own token). */
+function podTokenVolume(spec: PodSpec, sidecars: ReadonlySet<string>): string | undefined {
+  for (const c of [...(spec.containers ?? []), ...(spec.initContainers ?? [])]) {
+    if (sidecars.has(c.name)) continue;
+    const m = c.volumeMounts?.find((m) => m.mountPath === SERVICE_ACCOUNT_TOKEN_PATH);
+    if (m !== undefined) return m.name;
+  }
+  return undefined;
+}
+
+/** Whether a template's env and volumeMounts go into the pod's container of that name. */
+type Touches = (template: string, container: string) => boolean;
+
+/**
+ * Which application containers each template touches, by its `appContainers` and the pod's
+ * app-containers annotation (which can only narrow it); undefined when every template touches
+ * every container, as in most pods. A name that is no container of the pod is a warning: a typo
+ * here would otherwise silently leave the container without what it needs.
+ */
+function appTargets(own: readonly Container[], plan: InjectionPlan, annotations: Readonly<Record<string, string>> | undefined, warnings: string[]): Touches | undefined {
+  if (plan.env.length === 0 && plan.volumeMounts.length === 0) return undefined;
+  const value = annotations !== undefined && Object.hasOwn(annotations, Keys.appContainers) ? annotations[Keys.appContainers] : undefined;
+  // Most pods and templates narrow nothing: nothing is allocated for them.
+  if (value === undefined && !plan.rendered.some((r) => r.appContainers !== undefined)) return undefined;
+  const byTemplate = new Map<string, AppContainers>();
+  for (const r of plan.rendered) if (r.appContainers !== undefined) byTemplate.set(r.name, r.appContainers);
+  const apps = new Set(own.map((c) => c.name).filter((n) => !plan.sidecarNames.has(n)));
+  const unknown = (names: readonly string[]): string[] => names.filter((n) => !apps.has(n));
+  const pod = value === undefined ? undefined : parseNames(value);
+  const podUnknown = unknown(pod ?? []);
+  if (podUnknown.length > 0) warnings.push(`annotation ${Keys.appContainers} names ${quoted(podUnknown)}, not containers of the pod`);
+  for (const [template, { include = [], exclude = [] }] of byTemplate) {
+    const names = unknown([...include, ...exclude]);
+    if (names.length > 0) warnings.push(`appContainers of template "${template}" names ${quoted(names)}, not containers of the pod`);
+  }
+  return (template, container) => {
+    if (pod !== undefined && !pod.includes(container)) return false;
+    const t = byTemplate.get(template);
+    if (t === undefined) return true;
+    return (t.include === undefined || t.include.includes(container)) && !(t.exclude?.includes(container) ?? false);
+  };
+}
+
+const quoted = (names: readonly string[]): string => names.map((n) => `"${n}"`).join(', ');
+
 interface Placed {
   /** The sidecars added, in the plan's order. */
   readonly sidecars: Sidecar[];
@@ -245,21 +314,78 @@ function placeSidecars(spec: PodSpec, sidecars: readonly Sidecar[], warnings: st
 }
 
 /**
- * What each application container gains (sidecars of the same name excepted); empty when none
- * gains anything. Most pods lack every item the templates add, so most containers get the plan's
- * one shared Extension.
+ * A port of an added sidecar that a running container of the pod also declares, same number and
+ * protocol: the containers of a pod share one network namespace, so one of the two processes
+ * cannot bind it (daprd's 9090 and Tekton's controller, issue 21). Kubernetes itself only warns of
+ * it ("duplicate port definition", pkg/api/pod/warnings.go), so this is a warning, one per sidecar
+ * port, naming the first container of the pod that declares it. A run-to-completion init
+ * container (of the pod or a template) has exited before the others start: it never counts.
  */
-function extensionsOf(own: readonly Container[], plan: InjectionPlan, warnings: string[]): (Extension | undefined)[] {
+function portWarnings(spec: PodSpec, sidecars: readonly Sidecar[], warnings: string[]): void {
+  // The sidecars' ports by number; the pod's ports are only looked up, never indexed (issue 11).
+  let wanted: Map<number, SidecarPort[]> | undefined;
+  for (const { container: c, template, init } of sidecars) {
+    if (init && c.restartPolicy !== 'Always') continue;
+    for (const p of c.ports ?? []) {
+      const number = p['containerPort'];
+      if (typeof number !== 'number') continue;
+      wanted ??= new Map();
+      const list = wanted.get(number) ?? [];
+      list.push({ key: `${number}/${protocolOf(p)}`, sidecar: c.name, template, declaredBy: [] });
+      wanted.set(number, list);
+    }
+  }
+  if (wanted === undefined) return;
+  const look = (c: Container): void => {
+    for (const p of c.ports ?? []) {
+      // The pod's own lists are as the review gave them: an item may be null (podObject checks no more).
+      const hits = typeof p?.['containerPort'] === 'number' ? wanted.get(p['containerPort']) : undefined;
+      for (const hit of hits ?? []) if (hit.key === `${p['containerPort']}/${protocolOf(p)}` && !hit.declaredBy.includes(c.name)) hit.declaredBy.push(c.name);
+    }
+  };
+  for (const c of spec.initContainers ?? []) if (c.restartPolicy === 'Always') look(c);
+  for (const c of spec.containers ?? []) look(c);
+  for (const hits of wanted.values()) {
+    for (const { key, sidecar, template, declaredBy } of hits) {
+      if (declaredBy.length === 0) continue;
+      const more = declaredBy.length > 1 ? ` (and ${declaredBy.length - 1} more)` : '';
+      warnings.push(`port ${key} of sidecar "${sidecar}" (template ${template}) is also declared by container "${declaredBy[0]}"${more}; one of them will fail to bind`);
+    }
+  }
+}
+
+interface SidecarPort {
+  /** `9090/TCP`. */
+  readonly key: string;
+  readonly sidecar: string;
+  readonly template: string;
+  /** The pod's running containers that declare it too. */
+  readonly declaredBy: string[];
+}
+
+// The API's default protocol (core/v1 ContainerPort).
+const protocolOf = (p: Readonly<Record<string, unknown>>): string => (typeof p['protocol'] === 'string' ? p['protocol'] : 'TCP');
+
+/**
+ * What each application container gains (sidecars of the same name excepted, and containers a
+ * template's appContainers leaves out of its items); empty when none gains anything. Most pods lack
+ * every item the templates add, so most containers get the plan's one shared Extension.
+ */
+function extensionsOf(own: readonly Container[], plan: InjectionPlan, touches: Touches | undefined, warnings: string[]): (Extension | undefined)[] {
   const out: (Extension | undefined)[] = [];
   if (plan.env.length === 0 && plan.volumeMounts.length === 0) return out;
   for (let i = 0; i < own.length; i++) {
     const c = own[i]!;
     if (plan.sidecarNames.has(c.name)) continue;
-    const env = addedNamed(c.env, plan.env, plan.envItems, plan.wanted.env, (n) => `env var "${n}" in container "${c.name}"`, warnings);
-    const volumeMounts = addedMounts(c, plan, warnings);
+    const envItems = touches === undefined ? plan.env : plan.env.filter(([, t]) => touches(t, c.name));
+    const mountItems = touches === undefined ? plan.volumeMounts : plan.volumeMounts.filter(([, t]) => touches(t, c.name));
+    // The plan's shared lists stand for its items only when the container gets every one of them.
+    const whole = envItems.length === plan.env.length && mountItems.length === plan.volumeMounts.length;
+    const env = addedNamed(c.env, envItems, whole ? plan.envItems : undefined, plan.wanted.env, (n) => `env var "${n}" in container "${c.name}"`, warnings);
+    const volumeMounts = addedMounts(c, mountItems, whole ? plan.volumeMountItems : undefined, plan, warnings);
     if (env.length === 0 && volumeMounts.length === 0) continue;
     out.length = i;
-    const full = (env === plan.envItems || plan.env.length === 0) && (volumeMounts === plan.volumeMountItems || plan.volumeMounts.length === 0);
+    const full = whole && (env === plan.envItems || plan.env.length === 0) && (volumeMounts === plan.volumeMountItems || plan.volumeMounts.length === 0);
     out.push(full ? fullExtension(plan) : { env, volumeMounts });
   }
   return out;
@@ -279,11 +405,10 @@ function fullExtension(plan: InjectionPlan): Extension {
 const NO_ITEMS: readonly never[] = Object.freeze([]);
 
 /**
- * The template mounts a container lacks: a mount is skipped when the container already mounts that
- * volume or already uses that path. `plan.volumeMountItems` itself when every one is added.
+ * The template mounts (`mounts`, of the plan's) a container lacks: a mount is skipped when the
+ * container already mounts that volume or already uses that path. `all` itself when every one is added.
  */
-function addedMounts(c: Container, plan: InjectionPlan, warnings: string[]): readonly VolumeMount[] {
-  const mounts = plan.volumeMounts;
+function addedMounts(c: Container, mounts: readonly Owned<VolumeMount>[], all: readonly VolumeMount[] | undefined, plan: InjectionPlan, warnings: string[]): readonly VolumeMount[] {
   if (mounts.length === 0) return NO_ITEMS;
   // Only the pod's mounts that the templates' could clash with are indexed: a container may hold a
   // thousand mounts, and this runs for every application container (issue 11).
@@ -295,7 +420,7 @@ function addedMounts(c: Container, plan: InjectionPlan, warnings: string[]): rea
     if (wantedPaths.has(m.mountPath)) (paths ??= new Map()).set(m.mountPath, m);
   }
   // Nothing of the container's in the way, and no two template mounts share a name or path: all go in.
-  if (names === undefined && paths === undefined && plan.volumeMountItems !== undefined) return plan.volumeMountItems;
+  if (names === undefined && paths === undefined && all !== undefined) return all;
   names ??= new Map();
   paths ??= new Map();
   const added: VolumeMount[] = [];
@@ -309,7 +434,7 @@ function addedMounts(c: Container, plan: InjectionPlan, warnings: string[]): rea
       warnings.push(`volume mount "${m.name}" at ${m.mountPath} of template "${template}" conflicts with the mount "${existing.name}" at ${existing.mountPath} in container "${c.name}"; the pod's was kept`);
     }
   }
-  return added.length === mounts.length && plan.volumeMountItems !== undefined ? plan.volumeMountItems : added;
+  return added.length === mounts.length && all !== undefined ? all : added;
 }
 
 /**

@@ -2,7 +2,7 @@ import { InjectorError } from '../errors.js';
 import type { Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
-import { Keys } from './keys.js';
+import { Keys, strayKeyWarnings, type KeyContext } from './keys.js';
 
 /** Why a pod did or did not get sidecars; stable strings, used in logs, metrics and audit annotations. */
 export const Reason = {
@@ -31,6 +31,8 @@ export const Reason = {
   UnknownTemplate: 'unknown-template',
   TemplateConflict: 'template-conflict',
   OverrideRefused: 'override-refused',
+  /** A template's placeholder rendered a value Kubernetes refuses where it lands (issue 21). */
+  TemplateValueInvalid: 'template-value-invalid',
   VolumeMissing: 'volume-missing',
   /** The pod's own spec.resources would not cover the sidecars' requests or limits. */
   PodResourcesExceeded: 'pod-resources-exceeded',
@@ -41,6 +43,7 @@ export type Reason = (typeof Reason)[keyof typeof Reason];
 
 const refusalReasons: Partial<Record<InjectorError['code'], Reason>> = {
   OVERRIDE_REFUSED: Reason.OverrideRefused,
+  TEMPLATE_VALUE_INVALID: Reason.TemplateValueInvalid,
   TEMPLATE_CONFLICT: Reason.TemplateConflict,
   TEMPLATE_VOLUME_MISSING: Reason.VolumeMissing,
   ANNOTATIONS_TOO_LARGE: Reason.AnnotationsTooLarge,
@@ -106,4 +109,35 @@ function own(map: Record<string, string> | undefined, key: string): string | und
   if (map === undefined || !Object.prototype.hasOwnProperty.call(map, key)) return undefined;
   const v = map[key];
   return typeof v === 'string' ? v : undefined;
+}
+
+/**
+ * The pod's labels and annotations that look meant for the injector but are not read by it
+ * (strayKeyWarnings: a typo of a key, a wrong prefix, a key on the wrong object), said in the
+ * AdmissionResponse of /mutate and by `explain` and `inject`; `selected`: the templates the pod
+ * gets, if any. Warnings only: the pod is decided as if the keys were not there.
+ */
+export function keyWarnings(pod: Pod, set: TemplateSet, selected?: readonly CompiledTemplate[]): readonly string[] {
+  const meta = pod.metadata;
+  if (meta === undefined || (meta.labels === undefined && meta.annotations === undefined)) return NO_WARNINGS;
+  const known = knownKeys(set);
+  return strayKeyWarnings(meta, selected === undefined ? known : { ...known, selected: selected.map((t) => t.name) });
+}
+
+const NO_WARNINGS: readonly string[] = Object.freeze([]);
+const knownKeysOf = new WeakMap<TemplateSet, KeyContext>();
+
+/** The template names of a set and the keys its templates add or read, gathered once per set. */
+function knownKeys(set: TemplateSet): KeyContext {
+  let known = knownKeysOf.get(set);
+  if (known === undefined) {
+    const expected = new Set<string>();
+    for (const t of set.templates.values()) {
+      for (const map of [t.spec.labels, t.spec.annotations]) for (const key in map) expected.add(key);
+      for (const keys of [t.reads.labels, t.reads.annotations]) for (const key of keys) expected.add(key);
+    }
+    known = { templates: new Set(set.templates.keys()), expected };
+    knownKeysOf.set(set, known);
+  }
+  return known;
 }

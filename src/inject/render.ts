@@ -2,6 +2,7 @@ import { InjectorError } from '../errors.js';
 import type { Pod } from '../kube/types.js';
 import { renderValues, type RenderValues } from '../templates/placeholders.js';
 import { deepFreeze, NativeSidecar, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
+import { describeFault, renderedFault } from '../templates/values.js';
 import { jobCompletionWarning } from './jobs.js';
 import { applyOverrides, overrideAnnotations, overridesFor } from './overrides.js';
 import { planFor, type InjectionPlan } from './plan.js';
@@ -26,11 +27,13 @@ export interface Rendering {
 /**
  * Renders the selected templates for one pod, exactly as the mutating and the validating handler
  * both need them: placeholders expanded, native sidecars decided for Job pods, per-pod overrides
- * applied. Throws OVERRIDE_REFUSED for an invalid value of an override the template allows, and
+ * applied. Throws TEMPLATE_VALUE_INVALID when a placeholder renders a value Kubernetes refuses
+ * where it lands, OVERRIDE_REFUSED for an invalid value of an override the template allows, and
  * TEMPLATE_CONFLICT when the templates cannot all go into one pod.
  */
 export function renderForPod(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): Rendering {
   const { values, rendered: raw } = settle(pod, templates, namespace);
+  templates.forEach((t, i) => refuseInvalidValues(t, raw[i]!, (key) => labelKept(key, values.labels, raw.slice(0, i))));
   const job = context.ownedByJob ?? isOwnedByJob(pod);
   const warnings: string[] = [];
   const annotations = overrideAnnotations(values.annotations, values.addedAnnotations);
@@ -45,6 +48,24 @@ export function renderForPod(pod: Pod, templates: readonly CompiledTemplate[], n
   const plan = planFor(rendered);
   if (plan.conflict !== undefined) throw new InjectorError('TEMPLATE_CONFLICT', [plan.conflict]);
   return { templates: plan.rendered, warnings, plan };
+}
+
+/**
+ * A rendered value the apiserver would refuse (a label value ending in "-") would make it refuse the
+ * pod after admission, with a message that does not name the injector, and a controller could
+ * create no pod at all (issue 21): denied here instead, naming the template, the field and the
+ * value. Only the values holding a placeholder are checked (the static ones passed at load): none
+ * in most templates, a few regular expressions in the others.
+ */
+function refuseInvalidValues(t: CompiledTemplate, rendered: RenderedTemplate, labelKept: (key: string) => boolean): void {
+  if (t.checks.length === 0) return;
+  const fault = renderedFault(t.checks, rendered, labelKept);
+  if (fault !== undefined) throw new InjectorError('TEMPLATE_VALUE_INVALID', [describeFault(t.name, fault)]);
+}
+
+/** True when the pod's label `key` will not be a template's: the pod has it, or an earlier template sets it (withTemplateKeys' rule). */
+function labelKept(key: string, own: Readonly<Record<string, string>>, earlier: readonly RenderedTemplate[]): boolean {
+  return Object.hasOwn(own, key) || earlier.some((r) => Object.hasOwn(r.labels, key));
 }
 
 /** renderForPod without the warnings. */

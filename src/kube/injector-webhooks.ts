@@ -1,5 +1,5 @@
 import { apiError, apiStatus, type KubeClients } from './client.js';
-import { SHIPPED_WEBHOOK_CONFIGURATIONS } from './shipped-webhooks.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../generated/shipped-webhooks.js';
 import type { WebhookConfiguration } from './types.js';
 
 /** The injector's mutating webhooks a cluster calls, and where they were read. */

@@ -13,7 +13,7 @@ import type { Pod } from '../kube/types.js';
  * server's own checks so that lint and serve never disagree on a count: the patch of the mutating
  * webhook's answer (--max-patch-kib), the pod as mutated (podObject: --max-containers,
  * --max-env-per-container, ...) and the review the validating webhook receives for it (checkBody:
- * --max-object-keys, --max-json-nodes, --max-object-layouts, --max-short-strings). Lint runs it on
+ * --max-object-keys, --max-json-keys, --max-json-nodes). Lint runs it on
  * sample pods.
  */
 
@@ -159,9 +159,8 @@ const PatchMeter: Meter = {
 const Meters: readonly Meter[] = [
   PatchMeter,
   onBody('objectKeys', Options.maxObjectKeys.flag, 'keys in one JSON object of the review'),
+  onBody('keys', Options.maxJsonKeys.flag, 'keys in the review'),
   onBody('nodes', Options.maxJsonNodes.flag, 'JSON nodes in the review'),
-  onBody('shortStrings', Options.maxShortStrings.flag, 'short strings in the review'),
-  onBody('objectLayouts', Options.maxObjectLayouts.flag, 'object layouts in the review'),
   onPod('volumes', Options.maxVolumes.flag, 'volumes'),
   onPod('containers', Options.maxContainers.flag, 'containers'),
   onPod('envPerContainer', Options.maxEnvPerContainer.flag, 'env vars in one container'),

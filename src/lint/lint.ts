@@ -9,6 +9,7 @@ import { renderValues } from '../templates/placeholders.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { admitted, countOf, excesses, Webhook, type Admitted, type Excess, type Limit } from './limits.js';
 import { podFaults, type PodFault, type PodSecurityLevel } from './pod.js';
+import { absentKeyWarnings, podNameWarnings } from './values.js';
 
 /**
  * How much a finding matters. An error is exactly what the server refuses to load (lint reports the
@@ -61,7 +62,8 @@ const Samples: readonly Sample[] = [
  * Lints a templates directory. Errors: every fault the server's loader finds (compileTemplateSet,
  * the one source of template errors). Warnings, once the set loads: each template injected alone
  * into each sample pod, and every pair of templates, each result checked as a pod (what Kubernetes
- * warns about, the Pod Security level chosen) and for conflicts between templates.
+ * warns about, the Pod Security level chosen) and for conflicts between templates; placeholders
+ * that fail pods without the key they read, and `{{ pod.name }}` read as a name (values.ts).
  */
 export async function lintTemplates(dir: string, level: PodSecurityLevel): Promise<LintReport> {
   const files = await readTemplateDir(dir).catch((err: Error) => {
@@ -80,6 +82,7 @@ export async function lintTemplates(dir: string, level: PodSecurityLevel): Promi
   const all = [...set.templates.values()].sort((a, b) => a.name.localeCompare(b.name));
   for (const t of all) for (const s of Samples) checkCombination([t], s, level).forEach(add);
   for (const t of all) jobSidecarWarnings(t).forEach(add);
+  for (const t of all) [...absentKeyWarnings(t), ...podNameWarnings(t)].forEach(add);
   const combos: CompiledTemplate[][] = [];
   all.forEach((a, i) => all.slice(i + 1).forEach((b) => combos.push([a, b])));
   for (const combo of combos) checkCombination(combo, Samples[0]!, level).forEach(add);
@@ -200,12 +203,16 @@ function ownersOf(rendered: ReturnType<typeof renderTemplates>): Map<string, Own
   return owners;
 }
 
-// A fault in a sidecar points into its template; one in an application container comes from what a
-// template added to it (a mount); anything else is reported against the first template.
+// A fault in a sidecar points into its template (a fault between two containers, into the one a
+// template added: a native sidecar comes before the app); one in an application container comes
+// from what a template added to it (a mount); anything else is reported against the first template.
 function attribute(f: PodFault, owners: Map<string, Owner>, templates: readonly CompiledTemplate[], sample: Sample): TemplateFault {
   const fileOf = (name: string): string => templates.find((t) => t.name === name)?.file ?? '';
   const byContainer = f.container === undefined ? undefined : owners.get(`container:${f.container}`);
   if (byContainer !== undefined) return { file: fileOf(byContainer.template), template: byContainer.template, path: byContainer.path + f.path, message: f.message };
+  const other = f.other;
+  const byOther = other === undefined ? undefined : owners.get(`container:${other.container}`);
+  if (other !== undefined && byOther !== undefined) return { file: fileOf(byOther.template), template: byOther.template, path: byOther.path + other.path, message: f.message };
   const byVolume = f.volume === undefined ? undefined : owners.get(`volume:${f.volume}`);
   if (byVolume !== undefined) return { file: fileOf(byVolume.template), template: byVolume.template, path: byVolume.path + f.path, message: f.message };
   const byMount = f.mount === undefined ? undefined : owners.get(`mount:${f.mount}`);

@@ -20,6 +20,8 @@ export interface PodFault {
   /** For a dangling mount: the volume it names. */
   readonly mount?: string;
   readonly path: string;
+  /** For a fault between two containers (a port both declare): the other one, and the pointer inside it. */
+  readonly other?: { readonly container: string; readonly path: string };
 }
 
 const BASELINE_CAPABILITIES = new Set(['AUDIT_WRITE', 'CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'MKNOD', 'NET_BIND_SERVICE', 'SETFCAP', 'SETGID', 'SETPCAP', 'SETUID', 'SYS_CHROOT']);
@@ -48,7 +50,7 @@ function validity(pod: Pod): PodFault[] {
   }
   const names = new Set<string>();
   const portNames = new Map<string, string>();
-  const portNumbers = new Map<string, string>();
+  const portNumbers = new Map<string, { readonly container: string; readonly path: string }>();
   for (const { c, init } of allContainers(pod)) {
     const at = { container: c.name };
     if (names.has(c.name)) out.push({ ...at, path: '/name', message: `duplicate container name "${c.name}" in the pod` });
@@ -60,13 +62,14 @@ function validity(pod: Pod): PodFault[] {
       if (paths.has(m.mountPath)) out.push({ ...at, mount: m.name, path: `/volumeMounts/${i}/mountPath`, message: `container "${c.name}" mounts ${m.mountPath} twice` });
       paths.add(m.mountPath);
     });
-    (c.ports ?? []).forEach((p, i) => portFaults(p, `/ports/${i}`, c.name, portNames, portNumbers, out));
+    // A run-to-completion init container has exited before the others start: its ports bind nothing then.
+    if (!init || c.restartPolicy === 'Always') (c.ports ?? []).forEach((p, i) => portFaults(p, `/ports/${i}`, c.name, portNames, portNumbers, out));
   }
   return out;
 }
 
 // Services and probes select ports by name, and all containers share one network namespace.
-function portFaults(p: JsonObject, path: string, container: string, names: Map<string, string>, numbers: Map<string, string>, out: PodFault[]): void {
+function portFaults(p: JsonObject, path: string, container: string, names: Map<string, string>, numbers: Map<string, { readonly container: string; readonly path: string }>, out: PodFault[]): void {
   const name = p['name'];
   if (typeof name === 'string') {
     const other = names.get(name);
@@ -75,9 +78,10 @@ function portFaults(p: JsonObject, path: string, container: string, names: Map<s
     else names.set(name, container);
   }
   const key = `${String(p['containerPort'])}/${typeof p['protocol'] === 'string' ? p['protocol'] : 'TCP'}`;
-  const other = numbers.get(key);
-  if (other !== undefined) out.push({ container, path: `${path}/containerPort`, message: `port ${key} is also used by container "${other}"` });
-  else numbers.set(key, container);
+  // Only a warning too ("duplicate port definition"), though one of the two processes cannot bind it (issue 21).
+  const first = numbers.get(key);
+  if (first !== undefined) out.push({ container, path: `${path}/containerPort`, other: first, message: `port ${key} is declared by both container "${first.container}" and container "${container}"; one of them will fail to bind` });
+  else numbers.set(key, { container, path: `${path}/containerPort` });
 }
 
 type SecurityContext = {

@@ -2,13 +2,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
+import Koa from 'koa';
 import { ApiserverPrefixes, type BodyLimits } from '../admission/codec.js';
-import { ReviewFault, ReviewPipeline, type ReviewHandler, type Reviewed } from '../admission/pipeline.js';
+import { ReviewFault, ReviewPipeline, type ReviewHandler } from '../admission/pipeline.js';
 import { errorRecord, type ReviewObserver, type ReviewRecord } from '../admission/record.js';
 import { InjectorError } from '../errors.js';
 import { clip } from '../log.js';
 import { checkContentType, readBody, TransitBudget } from './body.js';
-import { Deadlines } from './deadlines.js';
+import { limitConnections } from './connections.js';
 import { encodeStatus } from './status.js';
 
 export interface AdmissionAppDeps {
@@ -33,8 +34,14 @@ export interface AdmissionAppDeps {
   readonly answerTimeout?: number;
   /** Bytes each endpoint may keep of answers to reviews that repeat but for the uid (default 4 MiB; 0 keeps none). */
   readonly answerCacheBytes?: number;
-  /** What a body may hold before it is parsed (--max-object-keys, --max-json-nodes, --max-object-layouts, --max-short-strings); default: their defaults. */
+  /** What a body may hold before it is parsed (--max-object-keys, --max-json-keys, --max-json-nodes); default: their defaults. */
   readonly bodyLimits?: BodyLimits;
+  /**
+   * True while the server drains (a graceful stop): every answer then says `Connection: close`,
+   * so the apiserver drops its pooled connections to this replica one by one instead of finding
+   * them closed under a POST.
+   */
+  readonly draining?: () => boolean;
 }
 
 /** Default of `answerCacheBytes`: about 400 typical Deployment pods per endpoint. */
@@ -43,17 +50,28 @@ export const ANSWER_CACHE_BYTES = 4 * 1024 * 1024;
 /** Default of `transitBytes`: ten of the apiserver's largest requests (3 MiB) at once. */
 export const TRANSIT_BYTES = 32 * 1024 * 1024;
 
-/** What the review port runs for every request: node:https's own request listener. */
-export type AdmissionApp = (req: IncomingMessage, res: ServerResponse) => void;
+/** What the review port runs for every request: the Koa app's callback, for node:https. */
+export type AdmissionApp = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+
+/** What the middleware of one request hand on to the next, in the order they run. */
+interface ReviewState {
+  /** From the error edge: when the request began. */
+  started: number;
+  /** From routing: the pipeline of the path. */
+  pipeline?: ReviewPipeline;
+  /** From the body reader: the body's bytes, whole. */
+  body?: Buffer;
+  /** From the review: the record of the answered review. */
+  record?: ReviewRecord;
+}
+
+type Middleware = Koa.Middleware<ReviewState>;
 
 /**
- * The review port's request listener, transport only: routing to one review pipeline per path of
- * the endpoint table, the body, slot and transit limits, and the one error edge. Every request
- * ends in one record, handed to each observer.
- *
- * Plain node:http, not a framework: a review is one POST to a fixed path with one JSON answer, so
- * routing is a Map lookup; Koa's context, middleware chain and on-finished hooks cost 50-70 µs of
- * CPU per request on this hardware, a third of a bare server's whole cost per review (issue 13).
+ * The review port's Koa app, transport only: the error edge, routing to one review pipeline per
+ * path of the endpoint table, the content type, the body (size, time and transit limits), the
+ * review slots, then the pipeline, which knows nothing of HTTP. Every request ends in one record,
+ * handed to each observer.
  */
 export function createAdmissionApp(deps: AdmissionAppDeps): AdmissionApp {
   const pipelines = new Map<string, ReviewPipeline>();
@@ -61,119 +79,129 @@ export function createAdmissionApp(deps: AdmissionAppDeps): AdmissionApp {
     const options = { endpoint: path, handle, generation: deps.handlers.generation, answerCacheBytes: deps.answerCacheBytes ?? ANSWER_CACHE_BYTES };
     pipelines.set(path, new ReviewPipeline(deps.bodyLimits === undefined ? options : { ...options, bodyLimits: deps.bodyLimits }));
   }
-  const observers = deps.observers ?? [];
-  const transit = new TransitBudget(deps.transitBytes ?? TRANSIT_BYTES);
-  const bodyDeadlines = new Deadlines((deps.bodyTimeout ?? 2) * 1000);
-  const slots = new ReviewSlots(deps.maxInflight ?? 32, (deps.answerTimeout ?? 10) * 1000);
+  const app = new Koa<ReviewState>();
+  // What reaches Koa past the error edge: a connection that failed under its request (the client
+  // went away; the request's record says so), or a failure of the edge itself, a bug of ours.
+  app.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === undefined || !CLIENT_GONE.has(err.code)) process.emitWarning(err, 'ReviewAnswerFailed');
+  });
+  app.use(errorEdge(deps.observers ?? [], deps.draining ?? (() => false)));
+  app.use(route(pipelines));
+  app.use(contentType);
+  app.use(body(new TransitBudget(deps.transitBytes ?? TRANSIT_BYTES), (deps.bodyTimeout ?? 2) * 1000));
+  // After the body: a slow client holds the bytes it sent of the transit budget, never a slot (32
+  // stalled bodies once kept every review out; issue 11).
+  app.use(slot(new ReviewSlots(deps.maxInflight ?? 32, (deps.answerTimeout ?? 10) * 1000)));
+  app.use(review);
+  return app.callback();
+}
 
+/** Errors of a connection whose client has gone. */
+const CLIENT_GONE: ReadonlySet<string> = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE']);
+
+/**
+ * The one place that turns errors into HTTP answers, and hands every request's record to the
+ * observers once the rest of the chain is done.
+ */
+function errorEdge(observers: readonly ReviewObserver[], draining: () => boolean): Middleware {
   const observe = (record: ReviewRecord): void => {
-    // Every failure of a review is answered before this; what is left is an observer's bug after
-    // the answer went out, reported without taking the process down.
+    // Every failure of a review is answered before this; what is left is an observer's bug,
+    // reported without taking the process down.
     try {
       for (const observer of observers) observer(record);
     } catch (err) {
       process.emitWarning(err instanceof Error ? err : new Error(String(err)), 'ReviewObserverFailed');
     }
   };
-  /**
-   * Answers a refused request (answerError) and observes its record. This runs from the request's
-   * events or a timer, where a throw would take the process down: should the error edge itself
-   * fail (a bug of ours), the connection goes instead.
-   */
-  const refuse = (req: IncomingMessage, res: ServerResponse, refused: Refused, err: unknown): void => {
+  return async (ctx, next) => {
+    ctx.state.started = performance.now();
+    if (draining()) ctx.set('Connection', 'close');
     let record: ReviewRecord;
     try {
-      record = answerError(req, res, refused, err);
-    } catch (bug) {
-      process.emitWarning(bug instanceof Error ? bug : new Error(String(bug)), 'ReviewAnswerFailed');
-      res.destroy();
-      return;
+      await next();
+      record = ctx.state.record!;
+    } catch (err) {
+      record = answerError(ctx, err);
     }
     observe(record);
   };
-  return (req, res) => {
-    const started = performance.now();
-    const path = pathOf(req.url);
-    let pipeline: ReviewPipeline;
-    try {
-      pipeline = route(req, res, path, pipelines);
-      checkContentType(req.headers['content-type']);
-    } catch (err) {
-      return refuse(req, res, { path, body: undefined, started }, err);
+}
+
+/** The pipeline for the request's path (the query ignored: the apiserver calls `/mutate?timeout=10s`), or 404 / 405. */
+function route(pipelines: ReadonlyMap<string, ReviewPipeline>): Middleware {
+  return async (ctx, next) => {
+    const pipeline = pipelines.get(ctx.path);
+    if (pipeline === undefined) throw new InjectorError('NOT_FOUND', [clip(ctx.path)]);
+    if (ctx.method !== 'POST') {
+      ctx.set('Allow', 'POST');
+      throw new InjectorError('METHOD_NOT_ALLOWED', [clip(ctx.method), ctx.path, 'POST']);
     }
-    // A slot is taken only once the whole body is here: a slow client holds the bytes it sent of
-    // the transit budget, never a slot (32 stalled bodies once kept every review out; issue 11).
-    readBody(req, { deadlines: bodyDeadlines, transit }, (refused, body) => {
-      let reviewed: Reviewed;
-      try {
-        if (refused !== undefined) throw refused;
-        slots.hold(res);
-        reviewed = pipeline.review(body!, started);
-        send(res, 200, reviewed.text);
-      } catch (err) {
-        return refuse(req, res, { path, body, started }, err);
-      }
-      observe(reviewed.record);
-    });
+    ctx.state.pipeline = pipeline;
+    await next();
   };
 }
 
-/** The path of a request target, without its query: the apiserver calls `/mutate?timeout=10s`. */
-function pathOf(url: string | undefined): string {
-  if (url === undefined) return '';
-  const query = url.indexOf('?');
-  return query < 0 ? url : url.slice(0, query);
+/** 415 for anything but JSON. */
+const contentType: Middleware = async (ctx, next) => {
+  checkContentType(ctx.req.headers['content-type']);
+  await next();
+};
+
+/** The body, whole, within --body-timeout and --bodies-in-transit-mb (body.ts). */
+function body(transit: TransitBudget, timeoutMs: number): Middleware {
+  return async (ctx, next) => {
+    ctx.state.body = await readBody(ctx.req, { timeoutMs, transit });
+    await next();
+  };
 }
 
-/** The pipeline for the request's path and method, or the 404 / 405 that refuses it. */
-function route(req: IncomingMessage, res: ServerResponse, path: string, pipelines: ReadonlyMap<string, ReviewPipeline>): ReviewPipeline {
-  const pipeline = pipelines.get(path);
-  if (pipeline === undefined) throw new InjectorError('NOT_FOUND', [clip(path)]);
-  if (req.method !== 'POST') {
-    res.setHeader('Allow', 'POST');
-    throw new InjectorError('METHOD_NOT_ALLOWED', [clip(req.method ?? ''), path, 'POST']);
-  }
-  return pipeline;
+/** A review slot (--max-inflight) from here until the answer is flushed; 429 when none is free. */
+function slot(slots: ReviewSlots): Middleware {
+  return async (ctx, next) => {
+    slots.hold(ctx.res);
+    await next();
+  };
 }
 
-/** Writes a JSON answer whole: its length is known, so it goes out with the headers in one write. */
-function send(res: ServerResponse, status: number, text: string): void {
-  res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
-  res.end(text);
-}
+/** The review itself: the pipeline, synchronous from the body's bytes to the answer's text. */
+const review: Middleware = (ctx) => {
+  const reviewed = ctx.state.pipeline!.review(ctx.state.body!, ctx.state.started);
+  send(ctx, 200, reviewed.text);
+  ctx.state.record = reviewed.record;
+};
 
-/** What the error edge knows of a request: its path, its body once read whole, when it began. */
-interface Refused {
-  readonly path: string;
-  readonly body: Buffer | undefined;
-  readonly started: number;
+/** A JSON answer; Koa sends it whole with its Content-Length. */
+function send(ctx: Koa.ParameterizedContext<ReviewState>, status: number, text: string): void {
+  ctx.status = status;
+  ctx.set('Content-Type', 'application/json');
+  ctx.body = text;
 }
 
 /**
- * The one place that turns errors into HTTP answers: a metav1.Status (status.ts), the body the
- * apiserver's webhook client decodes into the error its user reads, so the message reaches them.
- * That holds for a fault after the review was decoded too (ReviewFault): an AdmissionReview under
- * a 500 would be read by nobody (client-go's Result.Into returns Result.Error() for any non-2xx
- * and never decodes into the response), the user would see "an error on the server ("unknown")".
- * The HTTP status is the failurePolicy's input and stays the error's. Returns the request's record.
+ * Answers an error: a metav1.Status (status.ts), the body the apiserver's webhook client decodes
+ * into the error its user reads, so the message reaches them. That holds for a fault after the
+ * review was decoded too (ReviewFault): an AdmissionReview under a 500 would be read by nobody
+ * (client-go's Result.Into returns Result.Error() for any non-2xx and never decodes into the
+ * response), the user would see "an error on the server ("unknown")". The HTTP status is the
+ * failurePolicy's input and stays the error's. Returns the request's record.
  */
-function answerError(req: IncomingMessage, res: ServerResponse, refused: Refused, err: unknown): ReviewRecord {
+function answerError(ctx: Koa.ParameterizedContext<ReviewState>, err: unknown): ReviewRecord {
   const fault = err instanceof ReviewFault ? err : undefined;
   // Anything else is a bug of ours: its message stays in the log, the client reads "internal error".
   const error = fault?.error ?? (err instanceof InjectorError ? err : new InjectorError('INTERNAL', [err instanceof Error ? err.message : String(err)], { cause: err }));
   const { status, code } = error;
   const message = fault !== undefined || err instanceof InjectorError ? error.message : 'internal error';
-  // A body left half-read (the client gone, too slow, over the transit budget) goes with its
-  // connection. A body over the size limit is discarded by the reader instead: closing at once
-  // would reset the connection while the client still writes, losing the 413 (soak).
-  if (code === 'BODY_ABORTED' || code === 'BODY_TIMEOUT' || (code === 'OVERLOADED' && !req.complete)) res.setHeader('Connection', 'close');
+  // A body left unread (refused before or while it was read: the client gone, too slow, over the
+  // transit budget, chunked, sent to a wrong path) goes with its connection, so no byte more of
+  // it is read (issue 20). A body over the size limit, refused by its Content-Length, is
+  // discarded by Node instead: closing at once would reset the connection while the client still
+  // writes, losing the 413 (soak).
+  if (!ctx.req.complete && code !== 'BODY_TOO_LARGE') ctx.set('Connection', 'close');
   const retryAfterSeconds = code === 'OVERLOADED' ? RETRY_AFTER_SECONDS : undefined;
-  if (retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(retryAfterSeconds));
-  const text = encodeStatus(retryAfterSeconds === undefined ? { status, code, message } : { status, code, message, retryAfterSeconds });
-  // The answer may be gone already (the client closed the connection under a 413).
-  if (!res.headersSent && !res.destroyed) send(res, status, text);
-  const uid = fault?.review.request.uid ?? claimedUid(refused.body);
-  return errorRecord(refused.path, req.method ?? '', error, uid, refused.started);
+  if (retryAfterSeconds !== undefined) ctx.set('Retry-After', String(retryAfterSeconds));
+  send(ctx, status, encodeStatus(retryAfterSeconds === undefined ? { status, code, message } : { status, code, message, retryAfterSeconds }));
+  const uid = fault?.review.request.uid ?? claimedUid(ctx.state.body);
+  return errorRecord(ctx.path, ctx.method, error, uid, ctx.state.started);
 }
 
 /**
@@ -215,12 +243,12 @@ const CLAIM_BYTES = Math.max(...APISERVER_PREFIXES.map((p) => p.length)) + 65;
  */
 export class ReviewSlots {
   readonly #max: number;
-  readonly #answerDeadlines: Deadlines;
+  readonly #answerTimeoutMs: number;
   #held = 0;
 
   constructor(max: number, answerTimeoutMs: number) {
     this.#max = max;
-    this.#answerDeadlines = new Deadlines(answerTimeoutMs);
+    this.#answerTimeoutMs = answerTimeoutMs;
   }
 
   /** Takes a slot until `res` is flushed or closed; throws OVERLOADED when none is free. */
@@ -228,21 +256,19 @@ export class ReviewSlots {
     if (this.#held >= this.#max) throw new InjectorError('OVERLOADED');
     this.#held++;
     const connection = res.socket ?? res.req.socket;
-    const deadline = this.#answerDeadlines.set(() => connection.destroy());
+    const timer = setTimeout(() => connection.destroy(), this.#answerTimeoutMs);
     let released = false;
     let waiting: Set<() => void> | undefined;
     const release = (): void => {
       if (released) return;
       released = true;
-      this.#answerDeadlines.cancel(deadline);
+      clearTimeout(timer);
       this.#held--;
       waiting?.delete(release);
     };
     // 'close': Node emits it on every response that has its connection, the tick after 'finish'
-    // (the answer handed to the socket) or when the connection goes first. `on`, not `once`:
-    // release runs once by itself, and removing a listener leaves the response's event table in
-    // V8's dictionary mode (see collect in body.ts).
-    res.on('close', release);
+    // (the answer handed to the socket) or when the connection goes first.
+    res.once('close', release);
     // An answer queued behind another on its connection (HTTP/1.1 pipelining, which the apiserver
     // never does) has no socket yet, and if the connection goes before its turn Node emits nothing
     // on it: its slot is given back when the connection closes (one listener a connection), or at
@@ -297,7 +323,7 @@ export const EdgeLimits = {
 export interface AdmissionServerOptions {
   /** Seconds a client may take to send a whole request (`--request-timeout`). */
   readonly requestTimeout?: number;
-  /** Open connections (`--max-connections`); one more is closed at once. */
+  /** Open connections (`--max-connections`); one more closes the oldest idle one (connections.ts). */
   readonly maxConnections?: number;
 }
 
@@ -357,7 +383,7 @@ export function createAdmissionServer(app: AdmissionApp, tls: AdmissionTls, opts
   );
   server.maxRequestsPerSocket = EdgeLimits.maxRequestsPerSocket;
   server.maxHeadersCount = EdgeLimits.maxHeadersCount;
-  server.maxConnections = opts.maxConnections ?? 1024;
+  limitConnections(server, opts.maxConnections ?? 1024);
   server.setTimeout(EdgeLimits.idleSocketSeconds * 1000);
   return server;
 }

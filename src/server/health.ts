@@ -1,4 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import Koa from 'koa';
+import { limitConnections } from './connections.js';
 import { encodeStatus, type StatusAnswer } from './status.js';
 
 /** A handler for an extra path on the health port (such as /metrics). */
@@ -13,16 +15,20 @@ export interface HealthOptions {
 }
 
 /**
- * The edge limits of the health port, the review port's (EdgeLimits in admission.ts) for clients
- * that are as few: the kubelet's probes (a new connection each) and a Prometheus scraper or two.
- * Before these, a client could hold the port with headers that never end (Node's default headers
- * timeout is 60 s) and open connections without bound (issue 11).
+ * The edge limits of the health port, for its few clients: the kubelet's probes (a new connection
+ * and one request each, answered within the probe's 1 s timeout by default) and a Prometheus
+ * scraper or two (a request every 15-60 s). Before these, a client could hold the port with
+ * headers that never end (Node's default headers timeout is 60 s) and open connections without
+ * bound (issue 11); and 64 idle keep-alive connections, or a slowloris at 13 connections a second,
+ * held every slot for two minutes, so the probes failed and the kubelet restarted the pod (issue 20).
  */
 export const HealthLimits = {
-  headersSeconds: 5,
-  /** Probes and scrapers keep a handful of connections; the kubelet's probe timeout is 1 s by default. */
+  /** A probe sends its headers at once. */
+  headersSeconds: 2,
+  /** Connections at once; one more closes the oldest idle one (connections.ts). */
   maxConnections: 64,
-  keepAliveSeconds: 120,
+  /** No client here reuses a connection within seconds: a scraper's next request comes 15 s or more later. */
+  keepAliveSeconds: 2,
   maxHeaderSize: 8 * 1024,
   maxHeadersCount: 64,
   idleSocketSeconds: 30,
@@ -30,8 +36,9 @@ export const HealthLimits = {
 } as const;
 
 /**
- * The plain-HTTP probe server: /healthz answers while the process serves, /readyz only when it can
- * answer reviews. Kept apart from the TLS port so probes never depend on the certificate.
+ * The plain-HTTP probe server, a small Koa app: /healthz answers while the process serves, /readyz
+ * only when it can answer reviews, and the extra routes (/metrics) write their own answers. Kept
+ * apart from the TLS port so probes never depend on the certificate.
  */
 export function createHealthServer(opts: HealthOptions): Server {
   const requestSeconds = opts.requestTimeout ?? 10;
@@ -44,40 +51,51 @@ export function createHealthServer(opts: HealthOptions): Server {
       maxHeaderSize: HealthLimits.maxHeaderSize,
       insecureHTTPParser: false,
     },
-    (req, res) => route(opts, req, res),
+    healthApp(opts),
   );
   server.maxHeadersCount = HealthLimits.maxHeadersCount;
-  server.maxConnections = HealthLimits.maxConnections;
+  limitConnections(server, HealthLimits.maxConnections);
   server.setTimeout(HealthLimits.idleSocketSeconds * 1000);
   return server;
 }
 
-function route(opts: HealthOptions, req: IncomingMessage, res: ServerResponse): void {
-  const path = (req.url ?? '/').split('?', 1)[0];
-  if (req.method !== 'GET' && req.method !== 'HEAD') {
-    res.setHeader('Allow', 'GET, HEAD');
-    return sendError(res, { status: 405, code: 'METHOD_NOT_ALLOWED', message: 'use GET' });
-  }
-  if (path === '/healthz' || path === '/livez') return send(res, 200, JSON.stringify({ status: 'ok' }));
-  if (path === '/readyz') return opts.isReady() ? send(res, 200, JSON.stringify({ status: 'ready' })) : send(res, 503, JSON.stringify({ status: 'not ready' }));
-  const handler = path === undefined ? undefined : opts.routes?.get(path);
-  if (handler) {
-    Promise.resolve(handler(req, res)).catch((err: unknown) => {
+function healthApp(opts: HealthOptions): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+  const app = new Koa();
+  // Past the error edge: a connection gone under its request, nothing to answer.
+  app.on('error', () => {});
+  app.use(async (ctx, next) => {
+    try {
+      await next();
+    } catch (err) {
       // A route that failed after it began its answer can only drop the connection.
-      if (res.headersSent) return void res.destroy();
-      sendError(res, { status: 500, code: 'INTERNAL', message: err instanceof Error ? err.message : String(err) });
-    });
-    return;
-  }
-  sendError(res, { status: 404, code: 'NOT_FOUND', message: 'no such path; the health port serves /healthz, /readyz and /metrics' });
+      if (ctx.headerSent) return void ctx.res.destroy();
+      ctx.respond = true;
+      sendError(ctx, { status: 500, code: 'INTERNAL', message: err instanceof Error ? err.message : String(err) });
+    }
+  });
+  app.use(async (ctx) => {
+    if (ctx.method !== 'GET' && ctx.method !== 'HEAD') {
+      ctx.set('Allow', 'GET, HEAD');
+      return sendError(ctx, { status: 405, code: 'METHOD_NOT_ALLOWED', message: 'use GET' });
+    }
+    if (ctx.path === '/healthz' || ctx.path === '/livez') return send(ctx, 200, JSON.stringify({ status: 'ok' }));
+    if (ctx.path === '/readyz') return opts.isReady() ? send(ctx, 200, JSON.stringify({ status: 'ready' })) : send(ctx, 503, JSON.stringify({ status: 'not ready' }));
+    const handler = opts.routes?.get(ctx.path);
+    if (handler === undefined) return sendError(ctx, { status: 404, code: 'NOT_FOUND', message: 'no such path; the health port serves /healthz, /readyz and /metrics' });
+    // The route writes its own answer (prom-client's text).
+    ctx.respond = false;
+    await handler(ctx.req, ctx.res);
+  });
+  return app.callback();
 }
 
 /** An error answer, in the review port's shape (a metav1.Status with our code as its cause). */
-function sendError(res: ServerResponse, answer: StatusAnswer): void {
-  send(res, answer.status, encodeStatus(answer));
+function sendError(ctx: Koa.Context, answer: StatusAnswer): void {
+  send(ctx, answer.status, encodeStatus(answer));
 }
 
-function send(res: ServerResponse, status: number, text: string): void {
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
+function send(ctx: Koa.Context, status: number, text: string): void {
+  ctx.status = status;
+  ctx.set('Content-Type', 'application/json');
+  ctx.body = text;
 }

@@ -12,6 +12,8 @@ export const StatusReasons = {
   404: 'NotFound',
   405: 'MethodNotAllowed',
   408: 'Timeout',
+  // No reason of its own either: BadRequest is "the request itself was invalid".
+  411: 'BadRequest',
   413: 'RequestEntityTooLarge',
   415: 'UnsupportedMediaType',
   429: 'TooManyRequests',

@@ -7,9 +7,10 @@ import { findConflicts } from './conflicts.js';
 import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
 import { PlaceholderError, placeholderFaults, renderValues } from './placeholders.js';
 import { placementFault } from './placement.js';
-import { FormatMessages, volumeSources, type Format } from './schema.js';
-import { validate as validateTemplateDocument } from './template-validator.js';
+import { FormatMessages, tokenFault, volumeSources, type Format } from './schema.js';
+import { validate as validateTemplateDocument } from '../generated/template-validator.js';
 import { compileTemplate, digestOf, type CompiledTemplate, type SidecarTemplateSpec } from './template.js';
+import { KeysRead, valueFaults } from './values.js';
 
 /** A complete, validated set of templates; replaced as a whole, never edited in place. */
 export interface TemplateSet {
@@ -150,7 +151,12 @@ function compileFile(f: TemplateFile, faults: TemplateFault[], seen: Map<string,
     }
     if (faults.length > before || name === undefined) continue;
     try {
-      out.push(compileTemplate(name, f.file, (value as { spec: SidecarTemplateSpec }).spec, f.namespace));
+      const spec = (value as { spec: SidecarTemplateSpec }).spec;
+      const compiled = compileTemplate(name, f.file, spec, f.namespace);
+      // Values Kubernetes refuses where they land, as written or as a Deployment's pod renders them.
+      const refused = valueFaults(spec, KeysRead.Present);
+      for (const vf of refused) faults.push({ file: f.file, template: name, ...vf, ...at(vf.path) });
+      if (refused.length === 0) out.push(compiled);
     } catch (err) {
       if (!(err instanceof PlaceholderError)) throw err;
       // Every bad placeholder of the template, not only the first compileTemplate met. `placement`
@@ -197,6 +203,8 @@ function checkSemantics(spec: SidecarTemplateSpec, fault: (path: string, message
   paths.forEach((p, i) => {
     if (paths.indexOf(p) !== i) fault(`/spec/volumeMounts/${i}/mountPath`, `duplicate mountPath "${p}"`);
   });
+  const token = typeof spec.serviceAccountToken === 'object' ? tokenFault(spec.serviceAccountToken) : undefined;
+  if (token !== undefined) fault(`/spec/serviceAccountToken/${token[0]}`, token[1]);
   const placement = placementFault(spec.placement);
   if (placement !== undefined) fault('/spec/placement', placement);
   if (spec.overrides?.length && !spec.containers?.length) fault('/spec/overrides', 'overrides apply to the first of spec.containers, and the template has none');

@@ -63,6 +63,21 @@ const EXPR = new RegExp(
     String.raw`\s*(?:\|\s*default\s+${QUOTED}\s*)?$`,
 );
 
+/**
+ * The placeholders of a text, by what they read (`namespace`, `pod.name`, `serviceAccountName`,
+ * `pod.labels`, `pod.annotations`), in order; none for a text without `{{` or not in the grammar.
+ */
+export function placeholdersOf(text: string): string[] {
+  const out: string[] = [];
+  for (let open = text.indexOf(OPEN); open >= 0; open = text.indexOf(OPEN, open + OPEN.length)) {
+    const close = text.indexOf(CLOSE, open + OPEN.length);
+    if (close < 0) break;
+    const m = EXPR.exec(text.slice(open + OPEN.length, close));
+    if (m !== null) out.push(m[2] === undefined ? m[1]! : `pod.${m[2]}`);
+  }
+  return out;
+}
+
 /** Thrown at load time for a placeholder that is not in the grammar; `path` is a JSON pointer. */
 export class PlaceholderError extends Error {
   constructor(

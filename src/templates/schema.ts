@@ -1,4 +1,4 @@
-import { CORE_V1_DEFINITIONS, type CoreDefinition } from './core-v1.js';
+import { CORE_V1_DEFINITIONS, type CoreDefinition } from '../generated/core-v1.js';
 
 /**
  * JSON Schema of a SidecarTemplate document, composed from the real core/v1 definitions.
@@ -100,7 +100,7 @@ export function coreDefinitions(generated: Readonly<Record<string, CoreDefinitio
   for (const [at, rule] of Object.entries(rules)) {
     const [name, field] = at.split('.') as [string, string];
     const current = generated[name]?.properties[field];
-    if (current === undefined) throw new Error(`VALUE_RULES: ${at} is not a field of the core/v1 definitions (src/templates/core-v1.ts)`);
+    if (current === undefined) throw new Error(`VALUE_RULES: ${at} is not a field of the core/v1 definitions (src/generated/core-v1.ts)`);
     if ('enum' in current && !('enum' in rule)) throw new Error(`VALUE_RULES: ${at} would drop the core/v1 enum ${JSON.stringify(current['enum'])}`);
     (defs[name]!['properties'] as Record<string, Schema>)[field] = rule;
   }
@@ -109,6 +109,32 @@ export function coreDefinitions(generated: Readonly<Record<string, CoreDefinitio
 
 const stringMap = (keyPattern: string) => ({ type: 'object', propertyNames: { pattern: keyPattern, maxLength: 316 }, additionalProperties: { type: 'string' } }) as const;
 const list = (definition: string): Schema => ({ type: 'array', items: { $ref: `#/$defs/${definition}`, type: 'object', required: ['name'] } });
+
+const containerNames: Schema = { type: 'array', items: named('dns1123-label'), uniqueItems: true };
+
+/** `serviceAccountToken`: true, false, or a serviceAccountToken projection (its values checked by tokenFault in load.ts). */
+const serviceAccountTokenSchema: Schema = {
+  type: ['boolean', 'object'],
+  additionalProperties: false,
+  properties: {
+    audience: { type: 'string', minLength: 1 },
+    expirationSeconds: { type: 'integer' },
+    path: { type: 'string', minLength: 1 },
+  },
+};
+
+/**
+ * What ValidateProjectedVolumeSource refuses in a serviceAccountToken projection, for the object
+ * form of `serviceAccountToken`: a token valid for less than 10 minutes or more than 2^32 seconds,
+ * and a path that is absolute or has a ".." element (validateLocalDescendingPath). [path, message].
+ */
+export function tokenFault(token: { readonly expirationSeconds?: number; readonly path?: string }): [string, string] | undefined {
+  const seconds = token.expirationSeconds;
+  if (seconds !== undefined && (seconds < 600 || seconds > 2 ** 32)) return ['expirationSeconds', `must be between 600 (10 minutes, the apiserver's minimum) and 4294967296, got ${seconds}`];
+  const path = token.path;
+  if (path !== undefined && (path.startsWith('/') || path.split('/').includes('..'))) return ['path', `must be a relative path without "..", got ${JSON.stringify(path)}`];
+  return undefined;
+}
 
 /**
  * The schema of a whole SidecarTemplate document, over the given core/v1 definitions. Compiled by
@@ -151,6 +177,14 @@ export function sidecarTemplateSchema(core: Readonly<Record<string, CoreDefiniti
           env: list('V1EnvVar'),
           annotations: stringMap(QUALIFIED_NAME),
           labels: stringMap(QUALIFIED_NAME),
+          // true: the pod's own token volume (the ServiceAccount plugin's); an object: a projected token of the template's own.
+          // (properties only constrain an object: true and false pass them.)
+          serviceAccountToken: serviceAccountTokenSchema,
+          appContainers: {
+            type: 'object',
+            additionalProperties: false,
+            properties: { include: containerNames, exclude: containerNames },
+          },
         },
       },
     },

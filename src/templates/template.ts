@@ -3,6 +3,7 @@ import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
 import { compileValue, inputsOf, isDynamic, keysRead, materialize, type Compiled, type RenderValues } from './placeholders.js';
 import type { Placement } from './placement.js';
 import type { OverrideField } from './schema.js';
+import { renderedChecks, type PlacedValue } from './values.js';
 
 /** When a template's containers are native sidecars: always, never, or only in pods owned by a Job. */
 export const NativeSidecar = { Always: 'always', Never: 'never', JobsOnly: 'jobs' } as const;
@@ -22,7 +23,28 @@ export interface SidecarTemplateSpec {
   readonly env?: readonly NamedItem[];
   readonly annotations?: Readonly<Record<string, string>>;
   readonly labels?: Readonly<Record<string, string>>;
+  readonly serviceAccountToken?: boolean | ServiceAccountTokenProjection;
+  readonly appContainers?: AppContainers;
 }
+
+/** The object form of `serviceAccountToken`: the template's own projected token (core/v1 ServiceAccountTokenProjection, `path` optional). */
+export interface ServiceAccountTokenProjection {
+  readonly audience?: string;
+  readonly expirationSeconds?: number;
+  readonly path?: string;
+}
+
+/** Which of the pod's containers get the template's env and volumeMounts: absent lists leave every one. */
+export interface AppContainers {
+  readonly include?: readonly string[];
+  readonly exclude?: readonly string[];
+}
+
+/**
+ * Where the ServiceAccount admission plugin mounts the pod's token in every container
+ * (plugin/pkg/admission/serviceaccount: DefaultAPITokenMountPath); where clients look for it.
+ */
+export const SERVICE_ACCOUNT_TOKEN_PATH = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 /** What one template contributes to one pod, with every placeholder expanded. */
 export interface RenderedTemplate {
@@ -43,6 +65,12 @@ export interface RenderedTemplate {
   readonly labels: Readonly<Record<string, string>>;
   /** Where the containers go; absent: after the pod's containers, ahead of its init containers. */
   readonly placement?: Placement;
+  /** `serviceAccountToken: true`: its containers mount the pod's own token volume (mutate.ts finds it per pod). */
+  readonly podToken?: true;
+  /** The object form of `serviceAccountToken`: the name of the template's own token volume (in `volumes`, mounted by its containers). */
+  readonly tokenVolume?: string;
+  /** Which application containers get `env` and `volumeMounts`; absent: all of them. */
+  readonly appContainers?: AppContainers;
 }
 
 /** A template validated and compiled once at load; rendering per review is cheap. */
@@ -64,9 +92,11 @@ export interface CompiledTemplate {
   /** Fields pods may override through annotations; applied to the first container. */
   readonly overrides: readonly OverrideField[];
   /** The normalized spec (native containers already carry `restartPolicy: Always`). */
-  readonly spec: Required<Omit<SidecarTemplateSpec, 'default' | 'nativeSidecar' | 'placement' | 'overrides'>>;
+  readonly spec: Required<Omit<SidecarTemplateSpec, 'default' | 'nativeSidecar' | 'placement' | 'overrides' | 'serviceAccountToken' | 'appContainers'>>;
   /** The pod labels and annotations its placeholders read (a rendering changes only with these, the namespace, name and service account). */
   readonly reads: { readonly labels: ReadonlySet<string>; readonly annotations: ReadonlySet<string> };
+  /** Values with a placeholder where Kubernetes has a rule (a label value, a name, an image): checked once rendered (values.ts). */
+  readonly checks: readonly PlacedValue[];
   render(values: RenderValues): RenderedTemplate;
 }
 
@@ -81,10 +111,12 @@ export function digestOf(value: unknown): string {
  */
 export function compileTemplate(name: string, file: string, spec: SidecarTemplateSpec, namespace?: string): CompiledTemplate {
   const nativeSidecar = spec.nativeSidecar === true;
+  const token = typeof spec.serviceAccountToken === 'object' ? ownToken(name, spec.serviceAccountToken) : undefined;
+  const withToken = (c: Container): Container => (token === undefined ? c : withTokenMount(c, token.mount));
   const normalized = deepFreeze({
-    containers: (spec.containers ?? []).map((c) => (nativeSidecar ? { ...c, restartPolicy: 'Always' } : c)),
-    initContainers: spec.initContainers ?? [],
-    volumes: spec.volumes ?? [],
+    containers: (spec.containers ?? []).map((c) => withToken(nativeSidecar ? { ...c, restartPolicy: 'Always' } : c)),
+    initContainers: (spec.initContainers ?? []).map(withToken),
+    volumes: token === undefined ? (spec.volumes ?? []) : [...(spec.volumes ?? []), token.volume],
     imagePullSecrets: spec.imagePullSecrets ?? [],
     volumeMounts: spec.volumeMounts ?? [],
     env: spec.env ?? [],
@@ -93,13 +125,44 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
   });
   const compiled = compileValue(normalized, '/spec');
   const version = templateVersion(name, spec);
-  const base = { name, ...(namespace !== undefined && { namespace }), version, nativeSidecar, ...(spec.placement !== undefined && { placement: spec.placement }) };
+  const base = {
+    name,
+    ...(namespace !== undefined && { namespace }),
+    version,
+    nativeSidecar,
+    ...(spec.placement !== undefined && { placement: spec.placement }),
+    ...(spec.serviceAccountToken === true && { podToken: true as const }),
+    ...(token !== undefined && { tokenVolume: token.volume.name }),
+    ...(spec.appContainers !== undefined && { appContainers: deepFreeze(spec.appContainers) }),
+  };
   const render = isDynamic(compiled)
     ? memoized(compiled, (v: RenderValues): RenderedTemplate => ({ ...base, ...(materialize(compiled, v) as typeof normalized) }))
     : constant({ ...base, ...normalized });
   const nativeMode = nativeSidecar ? NativeSidecar.Always : spec.nativeSidecar === 'jobs' ? NativeSidecar.JobsOnly : NativeSidecar.Never;
   const extras = { nativeMode, overrides: Object.freeze([...(spec.overrides ?? [])]), ...(spec.placement !== undefined && { placement: deepFreeze(spec.placement) }) };
-  return { name, file, ...(namespace !== undefined && { namespace }), version, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, reads: keysRead(compiled), render };
+  return { name, file, ...(namespace !== undefined && { namespace }), version, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, reads: keysRead(compiled), checks: renderedChecks(normalized), render };
+}
+
+/**
+ * The projected volume of `serviceAccountToken: {audience, expirationSeconds, path}` and its mount.
+ * Its name is a DNS label derived from the template's name alone, so it is the same at every
+ * re-invocation and in every replica, and two templates never share one.
+ */
+function ownToken(template: string, projection: ServiceAccountTokenProjection): { volume: NamedItem; mount: VolumeMount } {
+  const name = `sa-token-${digestOf(template).slice(0, 10)}`;
+  const serviceAccountToken = { ...projection, path: projection.path ?? 'token' };
+  return { volume: { name, projected: { sources: [{ serviceAccountToken }] } }, mount: tokenMount(name) };
+}
+
+/** The read-only mount of a token volume where clients look for the ServiceAccount token. */
+export function tokenMount(volume: string): VolumeMount {
+  return { name: volume, mountPath: SERVICE_ACCOUNT_TOKEN_PATH, readOnly: true };
+}
+
+/** The container with that token mount, unless it already mounts something at that path (its own choice wins). */
+export function withTokenMount(c: Container, mount: VolumeMount): Container {
+  if ((c.volumeMounts ?? []).some((m) => m.mountPath === SERVICE_ACCOUNT_TOKEN_PATH)) return c;
+  return { ...c, volumeMounts: [...(c.volumeMounts ?? []), mount] };
 }
 
 /**

@@ -33,6 +33,8 @@ export interface PodSite {
   /** The pod as admission would see it (a template gets the name fields its controller gives: controllerPodName). */
   readonly pod: Pod;
   readonly namespace: string;
+  /** The workload's own labels and annotations, which its pods never get; undefined for a Pod. */
+  readonly workloadMetadata?: { readonly labels?: Readonly<Record<string, string>>; readonly annotations?: Readonly<Record<string, string>> };
 }
 
 /**
@@ -69,7 +71,12 @@ export function podSites(doc: JsonObject, namespace: string, path: readonly (str
   const title = `${kind} ${ns}/${name || '(unnamed)'}`;
   const template = checkedPod(found, title);
   const pod = kind === 'Pod' ? template : asControllerPod(template, kind, name, doc);
-  return [{ title, kind, path: [...path, ...at], pod, namespace: ns }];
+  const workloadMetadata = kind === 'Pod' ? undefined : { ...(isStringMap(meta['labels']) && { labels: meta['labels'] }), ...(isStringMap(meta['annotations']) && { annotations: meta['annotations'] }) };
+  return [{ title, kind, path: [...path, ...at], pod, namespace: ns, ...(workloadMetadata !== undefined && { workloadMetadata }) }];
+}
+
+function isStringMap(value: unknown): value is Record<string, string> {
+  return isObject(value) && Object.values(value).every((v) => typeof v === 'string');
 }
 
 /**

@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { AnswerCache, type Answer, type ReviewSteps } from '../../src/admission/answers.js';
-import { ApiserverPrefixes, decodeBody, encodeAnswer, ReviewVersion, type DecodedReview } from '../../src/admission/codec.js';
+import { AnswerCache } from '../../src/admission/answers.js';
+import { decodeBody, ReviewVersion } from '../../src/admission/codec.js';
 import { httpsRequest, type HttpResult } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -67,7 +67,7 @@ describe('the answer cache, through the server', () => {
     const unknown = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'nope' } });
     const plain = { metadata: { generateName: 'plain-' }, spec: { containers: [{ name: 'a', image: 'a' }] } };
     const sequence: [object, string?][] = [
-      [web], [web], [web], [web], // computed, computed and kept, a hit that parses to confirm, a parse-free hit
+      [web], [web], [web], [web], // computed, computed again with another uid and kept, two hits
       [named], [named], [named],
       [web, ReviewVersion.V1Beta1], [web, ReviewVersion.V1Beta1], [web, ReviewVersion.V1Beta1], // another version, another entry
       [unknown], [unknown], [unknown], // denials repeat too
@@ -114,9 +114,8 @@ describe('the answer cache, through the server', () => {
     const text = (first: string, last: string) => reviewText(optedInPod({ labels: { shadow: 'test' } }), last).replace(`"request":{"uid":"${last}"`, `"request":{"uid":"${first}","uid":"${last}"`);
     // A first token that differs from the parsed uid is never kept.
     for (const decoy of ['decoy-1', 'decoy-2']) assert.equal((await sameAnswer('/mutate', text(decoy, 'real'))).json().response.uid, 'real');
-    // A first token equal to the parsed one is kept, but a review with another first token is
-    // parsed before the entry may answer it, and its effective uid (the last) wins.
-    // The same text twice proves nothing about the token, so it confirms nothing.
+    // A first token equal to the parsed one is seen once; the same text again proves nothing about
+    // the token, and a review with another first token parses to another uid: nothing is kept.
     for (let i = 0; i < 2; i++) assert.equal((await sameAnswer('/mutate', text('same', 'same'))).json().response.uid, 'same');
     assert.equal((await sameAnswer('/mutate', text('other', 'same'))).json().response.uid, 'same');
     assert.equal((await sameAnswer('/mutate', text('third', 'same'))).json().response.uid, 'same');
@@ -177,125 +176,96 @@ describe('the answer cache and template reloads', () => {
 
 describe('AnswerCache', () => {
   const generation = { name: 'a set' };
-  /** Review steps that count what they run; every answer is kept unless `keep` says otherwise. */
-  class Steps implements ReviewSteps<string> {
-    decoded = 0;
-    answered = 0;
-    constructor(readonly keep = true) {}
-    decode(body: Buffer): DecodedReview {
-      this.decoded++;
-      return decodeBody(body.toString());
-    }
-    answer(review: DecodedReview): Answer<string> {
-      this.answered++;
-      const text = encodeAnswer(review, { allowed: true, auditAnnotations: { decision: 'skipped', reason: 'not-opted-in' } });
-      return { version: review.apiVersion, uid: review.request.uid, text, value: 'skipped', keep: this.keep, cached: false };
-    }
-  }
-  const steps = new Steps();
 
-  /** One review through the cache; true when the cache answered it. */
-  function review(cache: AnswerCache<string>, text: string, under: unknown = generation, with_: ReviewSteps<string> = steps): boolean {
-    return cache.answer(Buffer.from(text), under, with_).cached;
+  /** One review through the cache as the pipeline runs it: the value kept, or undefined when the review was run (and `value()` offered). */
+  function review(cache: AnswerCache<string>, text: string, under: unknown = generation, value = (): string => 'kept'): string | undefined {
+    const body = Buffer.from(text);
+    const slot = cache.slot(body, under);
+    const kept = slot && cache.get(slot);
+    if (kept !== undefined) return kept;
+    const parsed = decodeBody(text);
+    if (slot !== undefined) cache.offer(slot, parsed, value(), 100);
+    return undefined;
   }
 
-  it('answers the third review of a body on from the answer kept, parsing the third to confirm the uid and nothing after', () => {
+  it('keeps a value once two reviews of one body with different uids were run, and gives it for every later one', () => {
     const cache = new AnswerCache<string>(1024 * 1024);
-    const counted = new Steps();
-    const answers = ['u-1', 'u-2', 'u-3', 'u-4', 'u-5'].map((uid) => cache.answer(Buffer.from(reviewText(optedInPod(), uid)), generation, counted));
-    assert.deepEqual(answers.map((a) => a.cached), [false, false, true, true, true]);
-    assert.deepEqual([counted.decoded, counted.answered], [3, 2]);
-    answers.forEach((a, i) => assert.equal(JSON.parse(a.text).response.uid, `u-${i + 1}`));
-    assert.equal(answers[4]!.text, new Steps().answer(decodeBody(reviewText(optedInPod(), 'u-5'))).text, 'the bytes a fresh computation gives');
+    const answers = ['u-1', 'u-2', 'u-3', 'u-4'].map((uid) => review(cache, reviewText(optedInPod(), uid)));
+    assert.deepEqual(answers.map((a) => a !== undefined), [false, false, true, true]);
+    assert.equal(cache.size.entries, 1);
+  });
+
+  it('keeps nothing for a body sent again with the same uid (a retry proves nothing about the uid)', () => {
+    const cache = new AnswerCache<string>(1024 * 1024);
+    for (let i = 0; i < 4; i++) assert.equal(review(cache, reviewText(optedInPod(), 'u-1')), undefined);
+  });
+
+  it('never keeps a value for a uid token that a later duplicate key shadows', () => {
+    const cache = new AnswerCache<string>(1024 * 1024);
+    const text = (first: string, last: string): string => reviewText(optedInPod(), last).replace(`"request":{"uid":"${last}"`, `"request":{"uid":"${first}","uid":"${last}"`);
+    for (const [first, last] of [['same', 'same'], ['other', 'same'], ['third', 'same'], ['fourth', 'same']] as const) assert.equal(review(cache, text(first, last)), undefined);
+    assert.equal(cache.size.entries, 1, 'the first sighting alone');
   });
 
   it('stays within its byte budget, least recently used out first', () => {
     const cache = new AnswerCache<string>(64 * 1024);
     const pod = (i: number) => optedInPod({ name: `web-${i}` });
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < 400; i++) {
       for (let twice = 0; twice < 2; twice++) review(cache, reviewText(pod(i), randomUUID()));
       review(cache, reviewText(pod(0), randomUUID())); // pod 0 is used all the time
       assert.ok(cache.size.bytes <= 64 * 1024, `${cache.size.bytes} bytes held`);
     }
-    assert.ok(cache.size.entries > 10 && cache.size.entries < 200, `${cache.size.entries} entries`);
-    assert.equal(review(cache, reviewText(pod(0), randomUUID())), true, 'the entry in use survived');
-    assert.equal(review(cache, reviewText(pod(1), randomUUID())), false, 'an old entry was evicted');
+    assert.ok(cache.size.entries > 10 && cache.size.entries < 400, `${cache.size.entries} entries`);
+    assert.notEqual(review(cache, reviewText(pod(0), randomUUID())), undefined, 'the entry in use survived');
+    assert.equal(review(cache, reviewText(pod(1), randomUUID())), undefined, 'an old entry was evicted');
   });
 
-  it('tells apart bodies that differ in one byte anywhere after the uid, each answered with its own answer', () => {
-    // The answer names the note, so an entry of another body would answer with the wrong one.
-    const noted: ReviewSteps<string> = {
-      decode: (body) => decodeBody(body.toString()),
-      answer: (review) => {
-        const note = String((review.request.object as { metadata: { annotations: Record<string, string> } }).metadata.annotations['note']);
-        const text = encodeAnswer(review, { allowed: true, auditAnnotations: { note } });
-        return { version: review.apiVersion, uid: review.request.uid, text, value: note, keep: true, cached: false };
-      },
-    };
+  it('tells apart bodies that differ in one byte anywhere after the uid, each answered with its own value', () => {
     const cache = new AnswerCache<string>(4 * 1024 * 1024);
-    // 40 000 characters: past the first 2 KiB and past the 16 KiB the hash reads at a time.
     const base = 'a'.repeat(40_000);
-    const notes = [base, ...[0, 1, 2, 3, 2047, 2048, 16_383, 16_384, 16_385, 39_998, 39_999].map((at) => base.slice(0, at) + 'b' + base.slice(at + 1))];
-    const body = (note: string) => Buffer.from(reviewText(optedInPod({ annotations: { note } }), randomUUID()));
+    const notes = [base, ...[0, 1, 2, 3, 2047, 2048, 16_383, 16_384, 39_998, 39_999].map((at) => base.slice(0, at) + 'b' + base.slice(at + 1))];
+    const noteOf = (text: string): string => String((JSON.parse(text) as { request: { object: { metadata: { annotations: { note: string } } } } }).request.object.metadata.annotations.note);
     for (let round = 0; round < 3; round++) {
       for (const note of notes) {
-        const answer = cache.answer(body(note), generation, noted);
-        assert.equal(answer.value, note);
-        assert.equal(answer.cached, round === 2, `round ${round}`);
+        const text = reviewText(optedInPod({ annotations: { note } }), randomUUID());
+        const kept = review(cache, text, generation, () => noteOf(text));
+        assert.equal(kept, round === 2 ? note : undefined, `round ${round}`);
       }
     }
     assert.equal(cache.size.entries, notes.length);
   });
 
-  it('keeps an answer the second time it is computed, not the first', () => {
-    const cache = new AnswerCache<string>(1024 * 1024);
-    for (let i = 0; i < 100; i++) review(cache, reviewText(optedInPod({ name: `once-${i}` }), randomUUID()));
-    assert.equal(cache.size.entries, 0, 'pods seen once cost no entry');
-    const text = () => reviewText(optedInPod({ name: 'twice' }), randomUUID());
-    assert.deepEqual([review(cache, text()), review(cache, text()), review(cache, text())], [false, false, true]);
-    assert.equal(cache.size.entries, 1);
-  });
-
-  it('never keeps an answer its steps say may change without a new generation', () => {
-    const cache = new AnswerCache<string>(1024 * 1024);
-    const passing = new Steps(false);
-    for (let i = 0; i < 5; i++) assert.equal(review(cache, reviewText(optedInPod(), randomUUID()), generation, passing), false);
-    assert.deepEqual([cache.size.entries, passing.answered], [0, 5]);
-  });
-
-  it('counts the bytes of its key as they came, and two bytes a character of answer text beyond Latin-1', () => {
-    const held = (team: string): { bytes: number; keyBytes: number } => {
-      const cache = new AnswerCache<string>(1024 * 1024);
-      const text = () => reviewText(optedInPod({ labels: { team } }), randomUUID());
-      for (let i = 0; i < 2; i++) review(cache, text());
-      assert.equal(cache.size.entries, 1);
-      // The key is the bytes after the uid; the answer (a skip) does not hold the label.
-      return { bytes: cache.size.bytes, keyBytes: Buffer.byteLength(text()) - ApiserverPrefixes[ReviewVersion.V1].length - 36 };
-    };
-    const narrow = held('ab'.repeat(50));
-    const wide = held('日本'.repeat(50));
-    assert.equal(wide.keyBytes - narrow.keyBytes, 200, 'each 日本 is 6 bytes of UTF-8 where ab is 2');
-    assert.equal(wide.bytes - narrow.bytes, wide.keyBytes - narrow.keyBytes, 'the key counts its bytes');
-  });
-
-  it('keeps nothing when its budget is 0, or for a body over an eighth of it', () => {
+  it('keeps nothing when its budget is 0, or for a value over an eighth of it', () => {
     const none = new AnswerCache<string>(0);
-    const small = new AnswerCache<string>(8 * 1024);
-    const big = optedInPod({ annotations: { note: 'x'.repeat(2000) } });
+    const small = new AnswerCache<string>(512);
     for (let i = 0; i < 3; i++) {
-      assert.equal(review(none, reviewText(optedInPod(), randomUUID())), false);
-      assert.equal(review(small, reviewText(big, randomUUID())), false);
+      assert.equal(review(none, reviewText(optedInPod(), randomUUID())), undefined);
+      assert.equal(review(small, reviewText(optedInPod(), randomUUID())), undefined);
     }
     assert.deepEqual([none.size.entries, small.size.entries], [0, 0]);
+  });
+
+  it('looks up only bodies in the apiserver encoding, with a plain uid', () => {
+    const cache = new AnswerCache<string>(1024 * 1024);
+    const r = podReview(optedInPod(), { uid: 'a' });
+    const bodies = [
+      JSON.stringify({ apiVersion: r.apiVersion, kind: r.kind, request: r.request }),
+      JSON.stringify(r, null, 1),
+      reviewText(optedInPod(), 'a\\u0041'),
+      reviewText(optedInPod(), 'a-é'),
+      reviewText(optedInPod(), 'x'.repeat(200)),
+    ];
+    for (const body of bodies) assert.equal(cache.slot(Buffer.from(body), generation), undefined, body.slice(0, 80));
+    assert.notEqual(cache.slot(Buffer.from(reviewText(optedInPod(), 'a', { apiVersion: ReviewVersion.V1Beta1 })), generation), undefined);
   });
 
   it('starts empty for another generation, and keeps nothing without one', () => {
     const cache = new AnswerCache<string>(1024 * 1024);
     const text = (uid: string) => reviewText(optedInPod(), uid);
-    for (const uid of ['u-1', 'u-2', 'u-3']) review(cache, text(uid));
-    assert.equal(review(cache, text('u-4')), true);
-    assert.equal(review(cache, text('u-5'), { ...generation }), false);
-    assert.equal(review(cache, text('u-6'), undefined), false);
-    assert.equal(review(cache, text('u-7'), undefined), false);
+    for (const uid of ['u-1', 'u-2']) review(cache, text(uid));
+    assert.notEqual(review(cache, text('u-3')), undefined);
+    assert.equal(review(cache, text('u-4'), { ...generation }), undefined);
+    assert.equal(review(cache, text('u-5'), undefined), undefined);
+    assert.equal(review(cache, text('u-6'), undefined), undefined);
   });
 });

@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import fjp from 'fast-json-patch';
-import { decodeBody, OWN_CONTEXT_KEYS, type AdmissionRequest } from '../../src/admission/codec.js';
+import { type AdmissionRequest } from '../../src/admission/codec.js';
 import { createHandlers } from '../../src/admission/handlers.js';
 import { parseImage, parseImageMirrors, type ImageMirrors } from '../../src/inject/image.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
+import { admissionView, defaultPod } from '../corpus/admission-view.js';
 import { diff } from '../helpers/diff.js';
+import { applyPatchV4 } from '../helpers/jsonpatch-v4.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { decodePatch, mutate, optedInPod, podReview, validate } from '../helpers/review.js';
 import { agent, jobOwner, locked, podWith, set, template, templates } from '../helpers/templates.js';
@@ -183,6 +185,40 @@ describe('warnings about overrides and Jobs', () => {
   });
 });
 
+describe('warnings about keys that look meant for the injector (issue 21)', () => {
+  it('warns of a typo of the templates annotation, naming the key it meant, while the default templates are injected', () => {
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/template': 'locked' } });
+    const r = mutate(podReview(pod).request, templates);
+    assert.equal(r.response.allowed, true);
+    assert.deepEqual(r.templates, templates.defaults.map((t) => t.name), 'the defaults, as before');
+    assert.deepEqual(r.response.warnings, ['annotation "sidecar-injector.io/template" is not read by the injector; did you mean "sidecar-injector.io/templates"?']);
+    assert.equal(validate(podReview(injectSidecars(pod, templates.defaults, 'default').pod).request, templates).response.warnings, undefined, '/validate does not say it twice');
+  });
+
+  it('warns of a pod it leaves alone too: the inject label written as an annotation, in an opted-in namespace', () => {
+    const pod = optedInPod({ labels: { 'sidecar-injector.io/inject': 'no' }, annotations: { 'sidecar-injector.io/inject': 'true' } });
+    const r = mutate(podReview(pod).request, templates, 'namespace');
+    assert.equal(r.decision, 'skipped');
+    assert.equal(r.response.patch, undefined);
+    assert.deepEqual(r.response.warnings, [
+      'label sidecar-injector.io/inject="no" leaves the pod alone: only "true" opts it in',
+      'annotation "sidecar-injector.io/inject" is not read by the injector; did you mean the label "sidecar-injector.io/inject"?',
+    ]);
+  });
+
+  it('warns of an override of a template the pod does not select, besides the overrides of those it does', () => {
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'locked', 'agent.sidecar-injector.io/image': 'x y' } });
+    assert.deepEqual(mutate(podReview(pod).request, templates).response.warnings, ['annotation "agent.sidecar-injector.io/image" is not read by the injector: template "agent" is not selected for this pod']);
+  });
+
+  it('bounds them on a pod of eight thousand such keys: five, and one line that says there are more', () => {
+    const annotations = Object.fromEntries(Array.from({ length: 8000 }, (_, i) => [`sidecar-injector.com/k${i}`, '']));
+    const warnings = mutate(podReview(optedInPod({ annotations })).request, templates).response.warnings ?? [];
+    assert.equal(warnings.length, 6);
+    assert.equal(warnings.at(-1), 'more keys of the pod look meant for the injector; only the first 5 are named');
+  });
+});
+
 describe('/validate agreeing with /mutate', () => {
   it('keeps /validate agreeing with /mutate: the overridden image is the one expected', () => {
     const pod = podWith({ 'agent.sidecar-injector.io/image': 'mirror.example.com/agent:1.0' });
@@ -295,32 +331,6 @@ describe('the patch\'s bytes', () => {
       const expected = JSON.stringify(diff(pod, injectSidecars(pod, selected, 'default').pod));
       assert.equal(Buffer.from(answers[i]!, 'base64').toString('utf8'), expected);
     });
-    // The 240-container patch does not fit the kept buffer (3 bytes a character at most); the small ones after it do.
-    assert.ok(Buffer.from(answers[2]!, 'base64').length * 3 > 64 * 1024);
-  });
-});
-
-describe('a pod parsed in a V8 context of its own', () => {
-  it(`(a body of more than ${OWN_CONTEXT_KEYS} keys) is answered by both handlers as one parsed in the process's own`, async () => {
-    const bundled = await loadTemplateSet('templates');
-    const handlers = createHandlers({ templates: () => bundled });
-    const pod = optedInPod({ annotations: { 'example.com/team': 'checkout' } });
-    // A managedFields entry of many small objects (keys of a few names, so few layouts) takes the body past the bound.
-    pod.metadata.managedFields = [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:spec': Object.fromEntries(Array.from({ length: 1500 }, (_, i) => [`k:{"name":"c${i}"}`, { '.': {}, 'f:name': {}, 'f:image': {} }])) } }];
-    const answers = (text: string) => {
-      const ownContext = decodeBody(text);
-      assert.notEqual(Object.getPrototypeOf(ownContext.request.object), Object.prototype, 'parsed in a context of its own');
-      const here = JSON.parse(text).request;
-      return { mutate: [handlers.byPath.get('/mutate')!(ownContext.request), handlers.byPath.get('/mutate')!(here)], validate: [handlers.byPath.get('/validate')!(ownContext.request), handlers.byPath.get('/validate')!(here)] };
-    };
-    const first = answers(JSON.stringify(podReview(pod)));
-    assert.deepEqual(first.mutate[0], first.mutate[1]);
-    assert.equal(first.mutate[0]!.decision, 'injected');
-    const injected = fjp.applyPatch(structuredClone(pod), decodePatch(first.mutate[0]!.response)).newDocument;
-    const second = answers(JSON.stringify(podReview(injected)));
-    assert.deepEqual(second.validate[0], second.validate[1]);
-    assert.equal(second.validate[0]!.decision, 'allowed');
-    assert.deepEqual(second.mutate[0], second.mutate[1], 'injecting the injected pod again');
   });
 });
 
@@ -413,5 +423,143 @@ describe('registry mirrors (--image-mirror)', () => {
       assert.deepEqual(after.spec, pod.spec);
       assert.equal(withMirror.get('/validate')!(requestOf(after)).response.allowed, true);
     }
+  });
+});
+
+describe('the ServiceAccount token and the application containers a template touches (issue 22)', () => {
+  const tokenPath = '/var/run/secrets/kubernetes.io/serviceaccount';
+  const vault = template('vault-agent', `  default: true
+  serviceAccountToken: true
+  containers:
+    - name: vault-agent
+      image: hashicorp/vault:1.18
+  env:
+    - { name: VAULT_ADDR, value: "http://127.0.0.1:8200" }
+`);
+  const projected = template('spire-agent', `  default: true
+  serviceAccountToken: { audience: spire, expirationSeconds: 7200 }
+  containers:
+    - name: spire-agent
+      image: ghcr.io/spiffe/spire-agent:1.11
+  initContainers:
+    - name: spire-init
+      image: ghcr.io/spiffe/spire-agent:1.11
+`);
+  const otel = template('otel', `  default: true
+  appContainers: { exclude: [istio-proxy, exporter] }
+  containers:
+    - name: otel-collector
+      image: otel/opentelemetry-collector:0.115.0
+  env:
+    - { name: OTEL_EXPORTER_OTLP_ENDPOINT, value: "http://localhost:4317" }
+  volumeMounts:
+    - { name: otel-conf, mountPath: /etc/otel }
+  volumes:
+    - { name: otel-conf, emptyDir: {} }
+`);
+
+  /** The pod the apiserver sends the webhook: defaulted, with the ServiceAccount plugin's kube-api-access volume. */
+  function admitted(spec: object, annotations: Record<string, string> = {}): any {
+    const manifest = { apiVersion: 'v1', kind: 'Pod', metadata: { generateName: 'web-7c9f8b6d4-', labels: { app: 'web' }, annotations }, spec };
+    const pod = admissionView(manifest, [], 'default').pod;
+    delete pod.metadata.annotations['sidecar-injector.io/templates'];
+    return pod;
+  }
+
+  /** /mutate's answer applied as the apiserver applies it, then defaulted, as a re-invocation and /validate see the pod. */
+  function mutated(pod: object, s: TemplateSet): { pod: any; warnings: readonly string[] } {
+    const answer = mutate(requestOf(pod), s).response;
+    assert.equal(answer.allowed, true, answer.status?.message);
+    return { pod: defaultPod(applyPatchV4(pod, decodePatch(answer))), warnings: answer.warnings ?? [] };
+  }
+
+  /** Asserts that a re-invocation patches nothing and that /validate admits the pod. */
+  function settled(pod: object, s: TemplateSet): void {
+    assert.deepEqual(decodePatch(mutate(requestOf(pod), s).response), []);
+    assert.equal(validate(requestOf(pod), s).response.allowed, true);
+  }
+
+  const mountsAt = (c: any, path: string) => (c.volumeMounts ?? []).filter((m: any) => m.mountPath === path);
+
+  it('mounts the pod\'s own token volume, read-only, into the sidecars of serviceAccountToken: true', () => {
+    const pod = admitted({ containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] });
+    const tokenVolume = pod.spec.volumes.find((v: any) => v.name.startsWith('kube-api-access-')).name;
+    const { pod: out, warnings } = mutated(pod, set(vault));
+    const sidecar = out.spec.containers.find((c: any) => c.name === 'vault-agent');
+    assert.deepEqual(mountsAt(sidecar, tokenPath), [{ name: tokenVolume, mountPath: tokenPath, readOnly: true }]);
+    assert.deepEqual(warnings, []);
+    assert.equal(out.spec.volumes.length, 1, 'no volume of its own');
+    settled(out, set(vault));
+  });
+
+  it('leaves a pod with automountServiceAccountToken: false without a token, and says so', () => {
+    const pod = admitted({ automountServiceAccountToken: false, containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] });
+    const { pod: out, warnings } = mutated(pod, set(vault));
+    const sidecar = out.spec.containers.find((c: any) => c.name === 'vault-agent');
+    assert.deepEqual(mountsAt(sidecar, tokenPath), []);
+    assert.deepEqual(warnings, ['template "vault-agent" wants the pod\'s ServiceAccount token, but no container of the pod mounts one (automount off?)']);
+    settled(out, set(vault));
+  });
+
+  it('gives the template\'s own projected token, with its audience, to each of its containers, automount or not', () => {
+    for (const automount of [true, false]) {
+      const pod = admitted({ automountServiceAccountToken: automount, containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] });
+      const { pod: out } = mutated(pod, set(projected));
+      const own = out.spec.volumes.filter((v: any) => v.projected?.sources?.[0]?.serviceAccountToken?.audience === 'spire');
+      assert.equal(own.length, 1);
+      assert.match(own[0].name, /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/);
+      assert.deepEqual(own[0].projected.sources, [{ serviceAccountToken: { audience: 'spire', expirationSeconds: 7200, path: 'token' } }]);
+      for (const name of ['spire-agent', 'spire-init']) {
+        const c = [...out.spec.containers, ...out.spec.initContainers].find((x: any) => x.name === name);
+        assert.deepEqual(mountsAt(c, tokenPath), [{ name: own[0].name, mountPath: tokenPath, readOnly: true }], name);
+      }
+      const app = out.spec.containers.find((c: any) => c.name === 'app');
+      assert.equal(mountsAt(app, tokenPath).length, automount ? 1 : 0, 'the app keeps the token it had');
+      settled(out, set(projected));
+    }
+  });
+
+  it('gives the template\'s env and mounts only to the containers appContainers allows', () => {
+    const pod = admitted({
+      containers: [
+        { name: 'app', image: 'registry.example.com/app:1.0' },
+        { name: 'worker', image: 'registry.example.com/app:1.0' },
+        { name: 'exporter', image: 'registry.example.com/exporter:1.0' },
+      ],
+    });
+    const { pod: out, warnings } = mutated(pod, set(otel));
+    const got = (name: string) => out.spec.containers.find((c: any) => c.name === name);
+    for (const name of ['app', 'worker']) {
+      assert.deepEqual(got(name).env, [{ name: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: 'http://localhost:4317' }], name);
+      assert.equal(mountsAt(got(name), '/etc/otel').length, 1, name);
+    }
+    assert.equal(got('exporter').env, undefined);
+    assert.equal(mountsAt(got('exporter'), '/etc/otel').length, 0);
+    assert.deepEqual(warnings, ['appContainers of template "otel" names "istio-proxy", not containers of the pod']);
+    settled(out, set(otel));
+  });
+
+  it('narrows them further by the pod\'s app-containers annotation, and warns of a name the pod lacks', () => {
+    const pod = admitted(
+      { containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }, { name: 'worker', image: 'registry.example.com/app:1.0' }, { name: 'exporter', image: 'registry.example.com/exporter:1.0' }] },
+      { 'sidecar-injector.io/app-containers': 'app, exporter, wroker' },
+    );
+    const { pod: out, warnings } = mutated(pod, set(otel, vault));
+    const got = (name: string) => out.spec.containers.find((c: any) => c.name === name);
+    // otel allows app and worker, the pod app and exporter: only app gets otel's; vault allows all: app and exporter get vault's.
+    assert.deepEqual(got('app').env.map((e: any) => e.name), ['OTEL_EXPORTER_OTLP_ENDPOINT', 'VAULT_ADDR']);
+    assert.equal(got('worker').env, undefined);
+    assert.deepEqual(got('exporter').env.map((e: any) => e.name), ['VAULT_ADDR']);
+    assert.deepEqual(warnings, [
+      'annotation sidecar-injector.io/app-containers names "wroker", not containers of the pod',
+      'appContainers of template "otel" names "istio-proxy", not containers of the pod',
+    ]);
+    settled(out, set(otel, vault));
+  });
+
+  it('suggests the app-containers annotation for a typo of it', () => {
+    const pod = admitted({ containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] }, { 'sidecar-injector.io/app-container': 'app' });
+    const { warnings } = mutated(pod, set(otel));
+    assert.ok(warnings.includes('annotation "sidecar-injector.io/app-container" is not read by the injector; did you mean "sidecar-injector.io/app-containers"?'), String(warnings));
   });
 });

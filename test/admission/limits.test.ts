@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { MetadataLimits } from '../../src/kube/types.js';
-import { MAX_KEY_FANOUT, OWN_CONTEXT_KEYS } from '../../src/admission/codec.js';
+import { createHandlers } from '../../src/admission/handlers.js';
+import { ReviewPipeline } from '../../src/admission/pipeline.js';
 import { Options } from '../../src/config/config.js';
+import { loadTemplateSet } from '../../src/templates/load.js';
 import { admit, validatePod } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { errorCode } from '../helpers/client-go.js';
@@ -153,7 +155,7 @@ describe('pods over the --max-* limits', () => {
   });
 });
 
-describe('bodies over the --max-object-keys, --max-json-nodes, --max-short-strings and --max-object-layouts limits', () => {
+describe('bodies over the --max-object-keys, --max-json-keys and --max-json-nodes limits', () => {
   async function assertHttp400(pod: object, message: RegExp): Promise<void> {
     const started = Date.now();
     const res = await httpsRequest(`${server.url}/mutate`, JSON.stringify(podReview(pod)), { ca });
@@ -165,8 +167,15 @@ describe('bodies over the --max-object-keys, --max-json-nodes, --max-short-strin
   }
 
   const OBJECT_KEYS = Options.maxObjectKeys.schema.default;
+  const KEYS = Options.maxJsonKeys.schema.default;
   const NODES = Options.maxJsonNodes.schema.default;
   const nodesOver = new RegExp(`more than ${NODES} JSON nodes \\(objects, lists, keys and list items; --max-json-nodes\\)`);
+  const keysOver = new RegExp(`more than ${KEYS} keys in all \\(--max-json-keys\\)`);
+  const withFields = (fields: object[]): any => {
+    const pod = optedInPod();
+    pod.metadata.managedFields = [{ manager: 'kubectl', operation: 'Update', fieldsType: 'FieldsV1', fieldsV1: { 'f:x': fields } }];
+    return pod;
+  };
 
   it('refuses labels of more keys than --max-object-keys before parsing them (3 MiB of labels held the event loop for a second)', async () => {
     const labels = Object.fromEntries(repeat(OBJECT_KEYS + 1, (i) => [i.toString(36), '']));
@@ -180,102 +189,39 @@ describe('bodies over the --max-object-keys, --max-json-nodes, --max-short-strin
   });
 
   it("refuses more list items than --max-json-nodes (3 MiB of short strings in a container's args held the event loop for a third of a second)", async () => {
-    // Strings of 11 characters, beyond --max-short-strings (below), which refuses shorter ones first.
     const arg = (i: number): string => i.toString(36).padStart(11, '-');
     await assertHttp400(optedInPod({ spec: { containers: [app({ args: repeat(NODES, arg) })] } }), nodesOver);
     const { response } = await admit(server.url, ca, optedInPod({ spec: { containers: [app({ args: repeat(NODES - 100, arg) })] } }));
     assert.equal(response.allowed, true, JSON.stringify(response.status));
   });
 
-  it('refuses more keys than --max-json-nodes in all (2.6 MiB of small objects with distinct keys held the event loop for half a second)', async () => {
-    const fieldsV1 = { 'f:x': repeat(NODES / 16, (i) => Object.fromEntries(repeat(16, (j) => [`f:${i}-${j}`, 0]))) };
-    const pod = optedInPod();
-    pod.metadata.managedFields = [{ manager: 'kubectl', operation: 'Update', fieldsType: 'FieldsV1', fieldsV1 }];
-    await assertHttp400(pod, nodesOver);
-  });
-
-  const SHORT = Options.maxShortStrings.schema.default;
-  const shortOver = new RegExp(`more than ${SHORT} short strings \\(values of 2 to 10 characters, each interned by JSON.parse; --max-short-strings\\)`);
-
-  it("refuses more short strings than --max-short-strings before parsing them (each new one costs JSON.parse a string-table entry: 65 536 held the event loop for 30 to 50 ms)", async () => {
-    // Strings of 2 to 10 characters, new to V8 in every review of a test run; a small pod holds a few tens besides.
-    const salt = Math.random().toString(36).slice(2, 5);
-    const args = (n: number, width = 0): string[] => repeat(n, (i) => `${salt}${i.toString(36)}`.padEnd(width, '-'));
-    await assertHttp400(optedInPod({ spec: { containers: [app({ args: args(SHORT + 1) })] } }), shortOver);
-    const { response } = await admit(server.url, ca, optedInPod({ spec: { containers: [app({ args: args(SHORT - 100) })] } }));
+  it('refuses more keys than --max-json-keys in all, far within --max-json-nodes (2.6 MiB of small objects with distinct keys held the event loop for half a second)', async () => {
+    const objects = (n: number): object[] => repeat(n, (i) => Object.fromEntries(repeat(16, (j) => [`f:${i}-${j}`, 0])));
+    await assertHttp400(withFields(objects(Math.ceil(KEYS / 16) + 1)), keysOver);
+    const { response } = await admit(server.url, ca, withFields(objects(Math.floor(KEYS / 16) - 16)));
     assert.equal(response.allowed, true, JSON.stringify(response.status));
-    // Strings of 11 characters are copied, not interned: as many as --max-json-nodes allows.
-    const { response: long } = await admit(server.url, ca, optedInPod({ spec: { containers: [app({ args: args(NODES - 100, 11) })] } }));
-    assert.equal(long.allowed, true, JSON.stringify(long.status));
   });
 
-  it('takes --max-short-strings from the flag', async () => {
-    const small = await startTestServer(['--max-short-strings', '100']);
+  it('takes --max-json-keys from the flag', async () => {
+    const small = await startTestServer(['--max-json-keys', '100']);
     try {
-      const res = await httpsRequest(`${small.url}/mutate`, JSON.stringify(podReview(optedInPod({ spec: { containers: [app({ args: repeat(101, (i) => `a${i}`) })] } }))), { ca: small.certs.ca.certPem });
+      const annotations = Object.fromEntries(repeat(120, (i) => [`example.com/a${i}`, '']));
+      const res = await httpsRequest(`${small.url}/mutate`, JSON.stringify(podReview(optedInPod({ annotations }))), { ca: small.certs.ca.certPem });
       assert.equal(res.status, 400, res.text.slice(0, 300));
-      assert.match(res.json().message, /more than 100 short strings .*--max-short-strings/);
+      assert.match(res.json().message, /more than 100 keys in all \(--max-json-keys\)/);
       await validReviewSucceeds(small);
     } finally {
       await small.close();
     }
   });
 
-  const LAYOUTS = Options.maxObjectLayouts.schema.default;
-  const layoutsOver = new RegExp(`more than ${LAYOUTS} distinct object layouts \\(runs of key names; --max-object-layouts\\)`);
-  const withFields = (fields: object[]): any => {
-    const pod = optedInPod();
-    pod.metadata.managedFields = [{ manager: 'kubectl', operation: 'Update', fieldsType: 'FieldsV1', fieldsV1: { 'f:x': fields } }];
-    return pod;
-  };
-
-  it('refuses more key names than --max-object-layouts, far within --max-json-nodes (each costs JSON.parse a new hidden class)', async () => {
-    const objects = Math.ceil(LAYOUTS / 16) + 1;
-    await assertHttp400(withFields(repeat(objects, (i) => Object.fromEntries(repeat(16, (j) => [`f:${i}-${j}`, 0])))), layoutsOver);
-  });
-
-  it('refuses known key names in more new orders than --max-object-layouts (a new order costs JSON.parse a new hidden class too)', async () => {
-    // 64 names, 16 of them per object, each object in an order of its own.
-    let seed = 7;
-    const random = (): number => (seed = (seed * 48271) % 0x7fffffff) / 0x7fffffff;
-    const shuffled = (): object => {
-      const names = repeat(64, (j) => `f:n${j}`);
-      for (let j = 0; j < 16; j++) {
-        const k = j + Math.floor(random() * (64 - j));
-        [names[j], names[k]] = [names[k]!, names[j]!];
-      }
-      return Object.fromEntries(names.slice(0, 16).map((name) => [name, 0]));
-    };
-    await assertHttp400(withFields(repeat(Math.ceil(LAYOUTS / 8), shuffled)), layoutsOver);
-    // The same number of objects of one order: one layout per key.
-    const { response } = await admit(server.url, ca, withFields(repeat(Math.ceil(LAYOUTS / 8), () => Object.fromEntries(repeat(16, (j) => [`f:n${j}`, 0])))));
-    assert.equal(response.allowed, true, JSON.stringify(response.status));
-  });
-
-  it('refuses objects holding the first 1, 2, ... 127 names of one run: few runs of names, but V8 builds a hidden class per key count and run', async () => {
-    // 127 runs, 8128 hidden classes; 56 000 of them, within the old count of runs alone, cost JSON.parse 90 to 190 ms.
-    const names = repeat(127, (j) => `f:n${j}`);
-    await assertHttp400(withFields(repeat(127, (n) => Object.fromEntries(names.slice(0, n + 1).map((name) => [name, 0])))), layoutsOver);
-    // The same names in objects of one key count: 127 hidden classes.
-    const { response } = await admit(server.url, ca, withFields(repeat(127, () => Object.fromEntries(names.map((name) => [name, 0])))));
-    assert.equal(response.allowed, true, JSON.stringify(response.status));
-  });
-
-  it(`refuses more than ${MAX_KEY_FANOUT} different names after the same keys in objects of one key count (they would fill a V8 map's transitions)`, async () => {
-    // 1536 one-key objects of distinct names, then 20 000 of one more name, cost JSON.parse 90 to 140 ms: past 1536 each got maps of its own.
-    const objects = [...repeat(MAX_KEY_FANOUT + 1, (i) => ({ [`f:n${i}`]: {} })), ...repeat(OWN_CONTEXT_KEYS, () => ({ 'f:z': {} }))];
-    await assertHttp400(withFields(objects), new RegExp(`objects of 1 keys with more than ${MAX_KEY_FANOUT} different names for key 1 after the same keys before it`));
-    // 1000 names: the rest of the review has a few one-key objects of its own (userInfo, the labels).
-    const { response } = await admit(server.url, ca, withFields(objects.slice(MAX_KEY_FANOUT + 1 - 1000)));
-    assert.equal(response.allowed, true, JSON.stringify(response.status));
-  });
-
-  // 3 containers of 300 env vars from Secrets, and a port range, with the managedFields entry that
-  // mirrors them: about 24 000 JSON nodes each, which --max-json-nodes of 16384 refused, and each
-  // env var or port a key name of its own in managedFields (k:{"name":...}, k:{"containerPort":...}).
+  // 3 containers of 300 env vars from Secrets, and port ranges, with the managedFields entry that
+  // mirrors them: about 24 000 to 30 000 JSON nodes and 12 000 to 16 000 keys each (each env var or
+  // port a key name of its own in managedFields: k:{"name":...}, k:{"containerPort":...}).
   for (const [what, spec] of [
     ['3 containers of 300 env vars from Secrets', { containers: repeat(3, (c) => app({ name: `c${c}`, env: repeat(300, (i) => ({ name: `C${c}_SETTING_${i}`, valueFrom: { secretKeyRef: { name: `app-secrets-${c}`, key: `setting-${i}` } } })) })) }],
     ['2000 ports', { containers: [app({ name: 'rtp', ports: repeat(2000, (i) => ({ containerPort: 10000 + i, protocol: 'UDP' })) })] }],
+    ['2000 named ports', { containers: [app({ name: 'rtp', ports: repeat(2000, (i) => ({ containerPort: 10000 + i, name: `rtp-${i}`, protocol: 'UDP' })) })] }],
   ] as const) {
     it(`injects a pod of ${what} with its managedFields, at the default limits`, async () => {
       const pod = optedInPod({ spec });
@@ -287,19 +233,50 @@ describe('bodies over the --max-object-keys, --max-json-nodes, --max-short-strin
       assert.ok(Date.now() - started < BOUND_MS);
     });
   }
+});
 
-  it('takes --max-object-layouts from the flag', async () => {
-    const small = await startTestServer(['--max-object-layouts', '100']);
-    try {
-      const annotations = Object.fromEntries(repeat(120, (i) => [`example.com/a${i}`, '']));
-      const res = await httpsRequest(`${small.url}/mutate`, JSON.stringify(podReview(optedInPod({ annotations }))), { ca: small.certs.ca.certPem });
-      assert.equal(res.status, 400, res.text.slice(0, 300));
-      assert.match(res.json().message, /more than 100 distinct object layouts \(runs of key names; --max-object-layouts\)/);
-      await validReviewSucceeds(small);
-    } finally {
-      await small.close();
-    }
-  });
+describe('the costliest bodies the limits let through', () => {
+  // The guarantee: no review holds the event loop for more than 50 ms (measured by bench/shapes.ts
+  // on a quiet machine, docs/limits-and-security.md). Here the synchronous review (the pipeline,
+  // from the body's bytes to the answer's text) is timed, with key names and strings new to V8
+  // each time, and the bound is loose: this machine may be shared.
+  const KEYS = Options.maxJsonKeys.schema.default;
+  const NODES = Options.maxJsonNodes.schema.default;
+  const LOOSE_MS = 500;
+  const fields = (objects: object[]): any => {
+    const pod = optedInPod();
+    pod.metadata.managedFields = [{ manager: 'kubectl', operation: 'Update', fieldsType: 'FieldsV1', fieldsV1: { 'f:x': objects } }];
+    return pod;
+  };
+  const salt = (): string => Math.random().toString(36).slice(2, 6);
+  const shapes: [string, (s: string) => object][] = [
+    // Objects of 16 keys new to V8: a new hidden class and an interned name per key.
+    ['objects of 16 keys new to V8', (s) => fields(repeat(Math.floor(KEYS / 16) - 16, (i) => Object.fromEntries(repeat(16, (j) => [`${s}${i}-${j}`, 0]))))],
+    // One-key objects of new names: past 1536 of them V8's map for one-key objects has no room
+    // for more transitions (the old MAX_KEY_FANOUT and the parse in a vm context guarded this).
+    ['one-key objects of names new to V8', (s) => fields(repeat(Math.min(KEYS, NODES / 4) - 200, (i) => ({ [`${s}${i.toString(36)}`]: {} })))],
+    // Known names in new orders, and the first 1 to 127 names of runs (the old layout counting).
+    ['objects of the first 1 to 127 names of runs', (s) => fields(repeat(Math.floor(KEYS / 8128), (c) => repeat(127, (n) => Object.fromEntries(repeat(n + 1, (j) => [`${s}${c}-${j}`, 0])))).flat())],
+    // Short strings new to V8, each interned by JSON.parse (the old --max-short-strings).
+    ['short strings new to V8 in a container\'s args', (s) => optedInPod({ spec: { containers: [app({ args: repeat(NODES - 200, (i) => `${s}${i.toString(36)}`) })] } })],
+  ];
+  for (const [what, shape] of shapes) {
+    it(`answers ${what}, as many as the limits allow, in one short synchronous review`, async (t) => {
+      const set = await loadTemplateSet('templates');
+      const handlers = createHandlers({ templates: () => set });
+      const pipeline = new ReviewPipeline({ endpoint: '/mutate', handle: handlers.byPath.get('/mutate')!, generation: handlers.generation, answerCacheBytes: 0 });
+      const times: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const body = Buffer.from(JSON.stringify(podReview(shape(salt()))));
+        const started = performance.now();
+        const { text } = pipeline.review(body);
+        times.push(performance.now() - started);
+        assert.equal(JSON.parse(text).response.allowed, true, text.slice(0, 300));
+      }
+      t.diagnostic(`review ms: ${times.map((ms) => ms.toFixed(1)).join(', ')}`);
+      assert.ok(Math.min(...times) < LOOSE_MS, `${Math.min(...times).toFixed(0)} ms`);
+    });
+  }
 });
 
 describe('a patch over --max-patch-kib', () => {

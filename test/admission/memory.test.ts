@@ -58,11 +58,11 @@ describe('memory of a review', { skip: process.platform !== 'linux' && 'reads /p
       ...Array.from({ length: 2 }, () => httpsRequest(`${url}/mutate`, huge, { ca })),
       ...Array.from({ length: 2 }, () => admit(url, ca, atLimit).then((a) => ({ status: 200, text: '', json: () => ({ response: a.response }) }))),
     ]);
-    // 90 000 containers, 360 000 JSON nodes (--max-json-nodes) of which 180 000 short strings
-    // (--max-short-strings, met first): refused before it is parsed.
+    // 90 000 containers, 270 000 keys (--max-json-keys) and 630 000 JSON nodes (--max-json-nodes):
+    // refused before it is parsed.
     for (const a of answers.slice(0, 2)) {
       assert.equal(a.status, 400);
-      assert.match(a.json().message, /more than \d+ (JSON nodes|short strings) \(.*; --max-(json-nodes|short-strings)\)/);
+      assert.match(a.json().message, /more than \d+ (JSON nodes|keys in all) \(.*--max-json-(nodes|keys)\)/);
     }
     const responses = answers.map((a) => (a.status === 200 ? a.json().response : undefined));
     for (const r of responses.slice(2)) {

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { before, describe, it } from 'node:test';
 import { checkBody } from '../../src/admission/codec.js';
 import { admitPod, type Cluster } from '../../src/cli/admit.js';
-import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/generated/shipped-webhooks.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { parseDocuments, podSites } from '../../src/workload/workload.js';
 import { applyPatchV4 } from '../helpers/jsonpatch-v4.js';
@@ -91,13 +91,13 @@ describe('admitPod with the review limits of serve', () => {
 
   it('rejects a pod whose review the server refuses before reading it, counting the managedFields the apiserver adds', () => {
     const site = envDeployment(8, 900);
-    // The pod alone fits every body limit: only the managedFields entry (an object of nodes per env var) takes it over --max-json-nodes.
+    // The pod alone fits every body limit: only the managedFields entry (an object of keys per env var) takes it over --max-json-keys.
     assert.doesNotThrow(() => checkBody(JSON.stringify(podReview(site.pod))));
-    assert.throws(() => checkBody(JSON.stringify(podReview({ ...site.pod, metadata: { ...site.pod.metadata, managedFields: [managedFieldsOf(site.pod, 'kube-controller-manager')] } }))), /--max-json-nodes/);
+    assert.throws(() => checkBody(JSON.stringify(podReview({ ...site.pod, metadata: { ...site.pod.metadata, managedFields: [managedFieldsOf(site.pod, 'kube-controller-manager')] } }))), /--max-json-keys/);
     const a = admitPod(site, set, shipped());
     assert.deepEqual([a.verdict, a.reason], ['rejected', 'REVIEW_INVALID'], a.why.join('; '));
     assert.match(a.why[0] ?? '', /validate\.sidecar-injector\.io \(\/validate\) receives the pod and has failurePolicy Fail/);
-    assert.match(a.why.at(-1) ?? '', /refused before it is read \(HTTP 400\): .*--max-json-nodes/);
+    assert.match(a.why.at(-1) ?? '', /refused before it is read \(HTTP 400\): .*--max-json-keys/);
   });
 
   it('says the pod goes without sidecars when only webhooks that fail open receive it', () => {
@@ -110,10 +110,36 @@ describe('admitPod with the review limits of serve', () => {
   it('injects a pod of many env vars that stays within the limits', () => {
     const a = admitPod(envDeployment(4, 500), set, shipped());
     assert.equal(a.verdict, 'injected', a.why.join('; '));
-    // 5 x 900 env vars: each container's managedFields object of 900 keys is a dictionary, whose
-    // keys count toward --max-object-layouts only up to the 127th (they once all did, and it was refused).
-    const many = admitPod(envDeployment(5, 900), set, shipped());
+    // 3 x 900 env vars: 16 200 keys with the managedFields entry, within --max-json-keys.
+    const many = admitPod(envDeployment(3, 900), set, shipped());
     assert.equal(many.verdict, 'injected', many.why.join('; '));
+  });
+});
+
+describe('admitPod: keys that look meant for the injector (issue 21)', () => {
+  const deployment = (workload: Record<string, unknown>, template: Record<string, unknown>): any =>
+    podSites({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', namespace: 'shop', ...workload }, spec: { template: { metadata: template, spec: { containers: [{ name: 'app', image: 'busybox' }] } } } }, 'default')[0]!;
+
+  it('warns of the inject label set on the Deployment instead of its pod template, which admission never sees', () => {
+    const a = admitPod(deployment({ labels: { 'sidecar-injector.io/inject': 'true' } }, { labels: { app: 'web' } }), set, shipped());
+    assert.equal(a.verdict, 'not-injected');
+    assert.deepEqual(a.warnings, ['label "sidecar-injector.io/inject" is on the Deployment, not on its pod template (spec.template.metadata): its pods never get it']);
+  });
+
+  it('warns of a typo of the templates annotation in the pod template, as the mutating webhook does', () => {
+    const a = admitPod(deployment({}, { labels: { 'sidecar-injector.io/inject': 'true' }, annotations: { 'sidecar-injector.io/template': 'x' } }), set, shipped());
+    assert.equal(a.verdict, 'injected');
+    assert.equal(a.warnings[0], 'annotation "sidecar-injector.io/template" is not read by the injector; did you mean "sidecar-injector.io/templates"?');
+  });
+});
+
+describe('admitPod: a port a sidecar and the pod both declare (issue 21)', () => {
+  it('carries the mutating webhook\'s warning, naming both containers, for explain and inject', async () => {
+    const bundled = await loadTemplateSet('templates');
+    const site = podSites({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'shop', labels: { 'sidecar-injector.io/inject': 'true' }, annotations: { 'sidecar-injector.io/templates': 'proxy' } }, spec: { containers: [{ name: 'admin', image: 'busybox', ports: [{ containerPort: 9901 }] }] } }, 'default')[0]!;
+    const a = admitPod(site, bundled, shipped());
+    assert.equal(a.verdict, 'injected', a.why.join('; '));
+    assert.deepEqual(a.warnings, ['port 9901/TCP of sidecar "proxy" (template proxy) is also declared by container "admin"; one of them will fail to bind']);
   });
 });
 

@@ -8,7 +8,7 @@ import { parseAllDocuments } from 'yaml';
 import { oldTemplates, RETIRED, runningPod, storedPod, templates } from '../helpers/running-pods.js';
 import { kubeconfigYaml, startFakeApiServer, webhookConfigObject, type FakeApiServer, type Rollout } from '../helpers/fake-apiserver.js';
 import { cli, golden } from '../helpers/cli.js';
-import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/generated/shipped-webhooks.js';
 
 const TEMPLATES_DIR = 'test/fixtures/cli/templates';
 

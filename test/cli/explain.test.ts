@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { cli, golden } from '../helpers/cli.js';
 
@@ -63,5 +66,58 @@ describe('sidecar-injector explain', () => {
     assert.match(rejected.out, /would be REJECTED/);
     const fine = await cli(['explain', '-f', '-', '--templates-dir', `${FIXTURES}/templates`], 'apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {sidecar-injector.io/inject: "true"}}\nspec: {containers: [{name: a, image: busybox}]}\n');
     assert.equal(fine.code, 0, fine.err);
+  });
+});
+
+describe('sidecar-injector explain: the ServiceAccount token and appContainers (issue 22)', () => {
+  const TEMPLATES = `apiVersion: sidecar-injector.io/v1alpha1
+kind: SidecarTemplate
+metadata: { name: vault-agent }
+spec:
+  serviceAccountToken: true
+  appContainers: { exclude: [istio-proxy] }
+  containers: [{ name: vault-agent, image: hashicorp/vault:1.18 }]
+  env: [{ name: VAULT_ADDR, value: "http://127.0.0.1:8200" }]
+---
+apiVersion: sidecar-injector.io/v1alpha1
+kind: SidecarTemplate
+metadata: { name: spire }
+spec:
+  serviceAccountToken: { audience: spire }
+  containers: [{ name: spire-agent, image: ghcr.io/spiffe/spire-agent:1.11 }]
+`;
+  const pod = (automount: boolean): string => `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels: { sidecar-injector.io/inject: "true" }
+  annotations: { sidecar-injector.io/templates: "vault-agent,spire" }
+spec:
+  automountServiceAccountToken: ${automount}
+  containers: [{ name: app, image: registry.example.com/app:1.0 }, { name: istio-proxy, image: istio/proxyv2:1.24 }]
+`;
+
+  async function explained(automount: boolean): Promise<any> {
+    const dir = await mkdtemp(join(tmpdir(), 'explain-token-'));
+    await mkdir(join(dir, 'templates'));
+    await writeFile(join(dir, 'templates', 't.yaml'), TEMPLATES);
+    await writeFile(join(dir, 'pod.yaml'), pod(automount));
+    const report = JSON.parse(await explain(['-f', join(dir, 'pod.yaml'), '--templates-dir', join(dir, 'templates'), '-o', 'json'], 0));
+    await rm(dir, { recursive: true });
+    return report[0];
+  }
+
+  it('explains the pod as the ServiceAccount plugin hands it to the webhook: the token is there, no warning', async () => {
+    const e = await explained(true);
+    assert.equal(e.verdict, 'injected');
+    assert.deepEqual(e.warnings, []);
+    const detail = Object.fromEntries(e.templates.map((t: any) => [t.name, t.detail]));
+    assert.match(detail['vault-agent'], /into each app container except istio-proxy: env VAULT_ADDR; the pod's ServiceAccount token, where the pod mounts one/);
+    assert.match(detail['spire'], /a ServiceAccount token of its own \(volume sa-token-[0-9a-f]{10}\)/);
+  });
+
+  it('warns when the pod opts out of its token', async () => {
+    const e = await explained(false);
+    assert.deepEqual(e.warnings, ['template "vault-agent" wants the pod\'s ServiceAccount token, but no container of the pod mounts one (automount off?)']);
   });
 });

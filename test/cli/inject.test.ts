@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
 import { printDocuments } from '../../src/cli/inject.js';
@@ -247,5 +249,21 @@ describe('inject keeps the meaning kubectl gives the input (YAML 1.1)', () => {
     const r = await cli(['inject', '-f', '-', '--templates-dir', 'templates'], 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: [unclosed\n');
     assert.equal(r.code, 1);
     assert.match(r.err, /^sidecar-injector: cannot read standard input: YAML at line \d+, column \d+: [^\n]*\n$/);
+  });
+});
+
+describe('sidecar-injector inject and explain with a value Kubernetes refuses (issue 21)', () => {
+  const team = `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: team\nspec:\n  default: true\n  labels:\n    team: "{{ pod.annotations['example.com/team'] | default 'none' }}"\n`;
+  const deployment = `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata:\n      labels: {app: web, sidecar-injector.io/inject: "true"}\n      annotations: {example.com/team: "payments eu"}\n    spec:\n      containers: [{name: web, image: nginx}]\n`;
+
+  it('prints no manifest kubectl apply would refuse: the denial, naming the template, the field and the value', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'inject-values-'));
+    await writeFile(join(dir, 'team.yaml'), team);
+    const injected = await run(['-f', '-', '--templates-dir', dir], deployment);
+    assert.equal(injected.code, 1);
+    assert.equal(injected.out, '');
+    assert.match(injected.err, /template "team" renders \/spec\/labels\/team as "payments eu" .*refuses as a label value/);
+    const explained = await cli(['explain', '-f', '-', '--templates-dir', dir], deployment);
+    assert.match(explained.out, /would be REJECTED \(template-value-invalid\)\n(?:.*\n)*.*renders \/spec\/labels\/team as "payments eu"/);
   });
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { compareStatus, driftReport, MissingReason, missingSidecars, podDrift, recordedStatus, rolloutCommand, StaleReason, workloadOf } from '../../src/drift/drift.js';
-import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/generated/shipped-webhooks.js';
 import type { Pod } from '../../src/kube/types.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { selectTemplates } from '../../src/inject/policy.js';

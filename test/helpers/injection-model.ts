@@ -36,7 +36,7 @@ export interface TemplateDoc {
 export type Expected =
   /** Left alone: not opted in, or no template to inject. */
   | { readonly outcome: 'skipped' }
-  | { readonly outcome: 'denied'; readonly reason: 'unknown-template' | 'template-conflict' | 'override-refused' | 'volume-missing' }
+  | { readonly outcome: 'denied'; readonly reason: 'unknown-template' | 'template-conflict' | 'override-refused' | 'volume-missing' | 'template-value-invalid' }
   | { readonly outcome: 'injected'; readonly pod: Obj };
 
 const INJECT = 'sidecar-injector.io/inject';
@@ -44,7 +44,7 @@ const TEMPLATES = 'sidecar-injector.io/templates';
 const STATUS = 'sidecar-injector.io/status';
 
 class Denial extends Error {
-  constructor(readonly reason: 'unknown-template' | 'template-conflict' | 'override-refused' | 'volume-missing') {
+  constructor(readonly reason: 'unknown-template' | 'template-conflict' | 'override-refused' | 'volume-missing' | 'template-value-invalid') {
     super(reason);
   }
 }
@@ -96,6 +96,17 @@ function inject(pod: Obj, selected: readonly TemplateDoc[], namespace: string): 
 
   const stored = storedMaps(meta, selected, namespace, spec);
   const parts = selected.map((t) => part(t, { namespace, meta, spec, stored }, job));
+  // 5. A rendered value the apiserver would refuse where it lands denies the pod (issue 21). The
+  // generated templates hold placeholders in label values, env values, args and annotations, and
+  // only label values have a rule (validation.IsValidLabelValue). A label value that loses to the
+  // pod's own or an earlier template's (4.) never lands.
+  const landing = new Set(Object.keys(meta.labels ?? {}));
+  for (const p of parts) {
+    for (const [key, value] of Object.entries(p.labels)) {
+      if (!landing.has(key) && !isLabelValue(String(value))) throw new Denial('template-value-invalid');
+      landing.add(key);
+    }
+  }
   overrideAll(parts, selected, stored.annotations);
   checkConflicts(parts);
 
@@ -266,6 +277,11 @@ function render(value: unknown, input: RenderInput): any {
     return out;
   }
   return value;
+}
+
+/** validation.IsValidLabelValue: at most 63 characters, empty or alphanumeric at both ends, `-_.` between. */
+function isLabelValue(v: string): boolean {
+  return v.length <= 63 && /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/.test(v);
 }
 
 /** A template rendered for the pod, with its containers native or not. */

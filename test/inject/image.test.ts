@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { IMAGE_MIRRORS_MAX, imageRepository, mirroredFrom, parseImage, parseImageMirrors, sameRepository, suggestedMirror, type ImageMirrors } from '../../src/inject/image.js';
+import { IMAGE_MIRRORS_MAX, MIRROR_ENTRY_PATTERN, imageRepository, mirroredFrom, parseImage, parseImageMirrors, sameRepository, suggestedMirror, type ImageMirrors } from '../../src/inject/image.js';
 
 const SHA = 'sha256:' + 'a1'.repeat(32);
 
@@ -145,6 +145,22 @@ describe('parseImageMirrors', () => {
   it(`refuses more than ${IMAGE_MIRRORS_MAX} entries`, () => {
     const parsed = parseImageMirrors(Array.from({ length: IMAGE_MIRRORS_MAX + 1 }, (_, i) => `r${i}.example.com=mirror.example.com/r${i}`));
     assert.ok('problem' in parsed);
+  });
+});
+
+describe('MIRROR_ENTRY_PATTERN (the chart\'s check of imageMirrors, issue 21)', () => {
+  it('accepts exactly the entries parseImageMirrors accepts, but those it leaves to the server', () => {
+    const entries = [
+      'docker.io=mirror.example.com/dockerhub', ' docker.io = mirror.example.com ', 'index.docker.io=mirror.example.com', 'localhost=mirror.example.com',
+      'localhost:5000=registry.example.com:5443/cache', '[::1]:5000=mirror.example.com', 'quay.io/prometheus=mirror.example.com/quay/prom',
+      'Registry.Example.com=mirror.example.com', 'a.b=c.d/e__f/g-h', 'docker=mirror.example.com', 'docker.io=mirror', 'docker.io=mirror.example.com:tag/x',
+      'docker.io=mirror.example.com/Upper', 'docker.io', 'docker.io=mirror.example.com@sha256:abc', '=mirror.example.com', 'docker.io=',
+      'docker.io=mirror.example.com/x:1', '-bad.io=mirror.example.com', 'docker.io=mirror.example.com/a//b', 'docker.io=mirror.example.com/', 'a.io=b.io=c.io',
+    ];
+    const pattern = new RegExp(MIRROR_ENTRY_PATTERN);
+    for (const entry of entries) assert.equal(pattern.test(entry), !('problem' in parseImageMirrors([entry])), entry);
+    // Left to the server, as the pattern's comment says: a side over 255 characters, an entry that maps a prefix to itself.
+    assert.ok(pattern.test('docker.io=docker.io') && 'problem' in parseImageMirrors(['docker.io=docker.io']));
   });
 });
 

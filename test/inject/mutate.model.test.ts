@@ -110,7 +110,7 @@ describe('the mutating handler against the model of README injection rules', () 
     t.diagnostic(`${RUNS} cases, ${sets} template sets loaded: ${tally.injected} injected, ${tally.skipped} skipped, denied ${JSON.stringify(tally.denied)}`);
     // Guards against a generator that stops reaching injections or any of the refusals.
     assert.ok(tally.injected > sets / 3, `injected ${tally.injected} of ${sets}`);
-    for (const reason of ['unknown-template', 'template-conflict', 'override-refused', 'volume-missing']) assert.ok((tally.denied[reason] ?? 0) > 0, `no case denied for ${reason}`);
+    for (const reason of ['unknown-template', 'template-conflict', 'override-refused', 'volume-missing', 'template-value-invalid']) assert.ok((tally.denied[reason] ?? 0) > 0, `no case denied for ${reason}`);
   });
 
   it('yields the model pod for every corpus pod with each sidecar and each pair of sidecars', (t) => {

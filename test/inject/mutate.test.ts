@@ -87,6 +87,83 @@ spec:
     });
   });
 
+  describe('a port both a sidecar and the pod declare (issue 21)', () => {
+    const portSet = compileTemplateSet(
+      [
+        {
+          file: 'dapr.yaml',
+          text: `apiVersion: sidecar-injector.io/v1alpha1
+kind: SidecarTemplate
+metadata:
+  name: dapr
+spec:
+  containers:
+    - name: daprd
+      image: docker.io/daprio/daprd:1.14.4
+      ports: [{ containerPort: 9090 }, { containerPort: 50001, protocol: UDP }]
+  initContainers:
+    - name: dapr-setup
+      image: docker.io/daprio/daprd:1.14.4
+      ports: [{ containerPort: 8080 }]
+`,
+        },
+        {
+          file: 'otel.yaml',
+          text: `apiVersion: sidecar-injector.io/v1alpha1
+kind: SidecarTemplate
+metadata:
+  name: otel
+spec:
+  nativeSidecar: true
+  containers:
+    - name: otel-collector
+      image: docker.io/otel/opentelemetry-collector:0.111.0
+      ports: [{ containerPort: 4317 }]
+`,
+        },
+      ],
+      'test',
+    );
+    const dapr = [portSet.templates.get('dapr')!];
+    const otel = [portSet.templates.get('otel')!];
+    const podWith = (spec: object): any => optedInPod({ spec });
+    const bind = /fail to bind/;
+
+    it('warns, naming both containers, the port and the template, of a port an application container declares too', () => {
+      const pod = podWith({ containers: [{ name: 'controller', image: 'tekton', ports: [{ containerPort: 9090, protocol: 'TCP' }] }] });
+      const { warnings } = injectSidecars(pod, dapr, 'ns');
+      assert.deepEqual(warnings, ['port 9090/TCP of sidecar "daprd" (template dapr) is also declared by container "controller"; one of them will fail to bind']);
+    });
+
+    it('warns of a native sidecar whose port the app declares, and of a port the pod\'s own native sidecar declares', () => {
+      const app = podWith({ containers: [{ name: 'otel-demo-collector', image: 'collector', ports: [{ containerPort: 4317 }] }] });
+      assert.match(injectSidecars(app, otel, 'ns').warnings.join('\n'), /port 4317\/TCP of sidecar "otel-collector" \(template otel\) is also declared by container "otel-demo-collector"/);
+      const native = podWith({ initContainers: [{ name: 'agent', image: 'agent', restartPolicy: 'Always', ports: [{ containerPort: 4317 }] }], containers: [{ name: 'app', image: 'app' }] });
+      assert.match(injectSidecars(native, otel, 'ns').warnings.join('\n'), /also declared by container "agent"/);
+    });
+
+    it('counts the other containers that declare it, in one warning per sidecar port', () => {
+      const containers = ['a', 'b', 'c'].map((name) => ({ name, image: name, ports: [{ containerPort: 9090 }] }));
+      assert.deepEqual(injectSidecars(podWith({ containers }), dapr, 'ns').warnings, ['port 9090/TCP of sidecar "daprd" (template dapr) is also declared by container "a" (and 2 more); one of them will fail to bind']);
+    });
+
+    it('does not warn of another protocol, of an init container that has exited, or of a template\'s own init container', () => {
+      const pod = podWith({
+        initContainers: [{ name: 'migrate', image: 'migrate', ports: [{ containerPort: 9090 }] }],
+        containers: [{ name: 'app', image: 'app', ports: [{ containerPort: 9090, protocol: 'UDP' }, { containerPort: 50001 }, { containerPort: 8080 }] }],
+      });
+      assert.deepEqual(injectSidecars(pod, dapr, 'ns').warnings.filter((w) => bind.test(w)), []);
+    });
+
+    it('says it in the AdmissionResponse of /mutate, which still injects the pod', () => {
+      const pod = podWith({ containers: [{ name: 'controller', image: 'tekton', ports: [{ containerPort: 9090 }] }] });
+      const { response } = mutate(podReview({ ...pod, metadata: { ...pod.metadata, annotations: { 'sidecar-injector.io/templates': 'dapr' } } }).request, portSet);
+      assert.equal(response.allowed, true);
+      assert.ok(response.patch !== undefined);
+      assert.ok(response.warnings?.some((w) => w.includes('"daprd"') && w.includes('"controller"')), JSON.stringify(response.warnings));
+    });
+  });
+
   describe('annotations near Kubernetes\' 256 KiB', () => {
     const withVolume = (annotations: Record<string, string>): any => optedInPod({ annotations, spec: { containers: [{ name: 'app', image: 'app' }], volumes: [{ name: 'shared-data', emptyDir: {} }] } });
     // Keys plus values, in UTF-8 bytes: the apiserver's count (ValidateAnnotationsSize).
@@ -123,5 +200,63 @@ spec:
       assert.equal(reason, 'annotations-too-large');
       assert.match(response.status?.message ?? '', /^the pod's annotations would take \d+ bytes once injected \(the status annotation sidecar-injector\.io\/status alone takes \d+\), over Kubernetes' limit of 262144 bytes[^\n]*$/);
     });
+  });
+});
+
+describe('serviceAccountToken and appContainers (issue 22)', () => {
+  const TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount';
+  const doc = (name: string, spec: string): string => `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: ${name}\nspec:\n${spec}`;
+  const compile = (...docs: string[]) => [...compileTemplateSet(docs.map((text, i) => ({ file: `t${i}.yaml`, text })), 'test').templates.values()];
+  const podToken = doc('vault', '  serviceAccountToken: true\n  containers:\n    - { name: vault-agent, image: hashicorp/vault:1.18 }\n');
+  const ownToken = doc('spire', '  serviceAccountToken: { audience: spire }\n  containers:\n    - { name: spire-agent, image: ghcr.io/spiffe/spire-agent:1.11 }\n');
+  const sidecar = (pod: any, name: string) => pod.spec.containers.find((c: any) => c.name === name);
+
+  it('keeps a mount the template\'s container already has at the token path', () => {
+    const templates = compile(doc('vault', `  serviceAccountToken: true
+  containers:
+    - name: vault-agent
+      image: hashicorp/vault:1.18
+      volumeMounts: [{ name: vault-token, mountPath: ${TOKEN} }]
+  volumes: [{ name: vault-token, emptyDir: {} }]
+`));
+    const pod = optedInPod({ spec: { containers: [{ name: 'app', image: 'app', volumeMounts: [{ name: 'kube-api-access-x2k9q', mountPath: TOKEN, readOnly: true }] }], volumes: [{ name: 'kube-api-access-x2k9q', projected: { sources: [] } }] } });
+    const { pod: out } = injectSidecars(pod, templates, 'ns');
+    assert.deepEqual(sidecar(out, 'vault-agent').volumeMounts, [{ name: 'vault-token', mountPath: TOKEN }]);
+  });
+
+  it('never takes another template\'s own token for the pod\'s, so a re-invocation changes nothing', () => {
+    const templates = compile(podToken, ownToken);
+    const pod = optedInPod({ spec: { automountServiceAccountToken: false, containers: [{ name: 'app', image: 'app' }] } });
+    const once = injectSidecars(pod, templates, 'ns');
+    assert.equal(sidecar(once.pod, 'vault-agent').volumeMounts, undefined);
+    assert.equal(sidecar(once.pod, 'spire-agent').volumeMounts[0].mountPath, TOKEN);
+    const twice = injectSidecars(once.pod, templates, 'ns');
+    assert.deepEqual(twice.pod, once.pod);
+  });
+
+  it('names the template\'s own token volume alike in every rendering, and differently per template', () => {
+    const [a] = compile(ownToken);
+    const [b] = compile(ownToken.replace('name: spire', 'name: spire-2'));
+    assert.equal(a!.spec.volumes[0]!.name, compile(ownToken)[0]!.spec.volumes[0]!.name);
+    assert.notEqual(a!.spec.volumes[0]!.name, b!.spec.volumes[0]!.name);
+  });
+
+  it('touches no container when the app-containers annotation is empty, and warns of an include naming none of the pod\'s', () => {
+    const templates = compile(doc('otel', '  appContainers: { include: [api] }\n  env: [{ name: OTEL, value: "1" }]\n  containers:\n    - { name: otel, image: otel/collector:1 }\n'));
+    const spec = { containers: [{ name: 'app', image: 'app' }, { name: 'api', image: 'api' }] };
+    const narrowed = injectSidecars(optedInPod({ spec, annotations: { 'sidecar-injector.io/app-containers': '' } }), templates, 'ns');
+    assert.deepEqual(narrowed.pod.spec!.containers!.map((c) => c.env), [undefined, undefined, undefined]);
+    const other = injectSidecars(optedInPod({ spec: { containers: [{ name: 'app', image: 'app' }] } }), templates, 'ns');
+    assert.equal(sidecar(other.pod, 'app').env, undefined);
+    assert.deepEqual(other.warnings, ['appContainers of template "otel" names "api", not containers of the pod']);
+  });
+
+  it('never gives the template\'s env to the pod\'s init containers, as before', () => {
+    const templates = compile(doc('otel', '  appContainers: { include: [setup, app] }\n  env: [{ name: OTEL, value: "1" }]\n  containers:\n    - { name: otel, image: otel/collector:1 }\n'));
+    const pod = optedInPod({ spec: { initContainers: [{ name: 'setup', image: 'setup' }], containers: [{ name: 'app', image: 'app' }] } });
+    const { pod: out, warnings } = injectSidecars(pod, templates, 'ns');
+    assert.equal(out.spec!.initContainers![0]!.env, undefined);
+    assert.deepEqual(sidecar(out, 'app').env, [{ name: 'OTEL', value: '1' }]);
+    assert.deepEqual(warnings, ['appContainers of template "otel" names "setup", not containers of the pod']);
   });
 });

@@ -32,7 +32,7 @@ describe('injection over generated pods and templates', () => {
         try {
           result = injectSidecars(pod, chosen, namespace);
         } catch (err) {
-          if (err instanceof InjectorError && (err.code === 'TEMPLATE_CONFLICT' || err.code === 'OVERRIDE_REFUSED' || err.code === 'TEMPLATE_VOLUME_MISSING')) {
+          if (err instanceof InjectorError && (err.code === 'TEMPLATE_CONFLICT' || err.code === 'OVERRIDE_REFUSED' || err.code === 'TEMPLATE_VOLUME_MISSING' || err.code === 'TEMPLATE_VALUE_INVALID')) {
             seen.refused++;
             return;
           }

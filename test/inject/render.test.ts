@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { isOwnedByJob, renderTemplates } from '../../src/inject/render.js';
+import { compileTemplate } from '../../src/templates/template.js';
 import { diff } from '../helpers/diff.js';
 import { optedInPod } from '../helpers/review.js';
 import { agent, jobOwner, locked, podWith, set, template, templates } from '../helpers/templates.js';
@@ -105,5 +106,40 @@ describe('rendering against the pod as it will be stored', () => {
     const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'reader', 'reader.example.com/mode': 'debug' } });
     const once = injectSidecars(pod, [readers.templates.get('reader')!], 'default');
     assert.deepEqual(once.pod.spec?.containers?.[1]?.env, [{ name: 'MODE', value: 'debug' }]);
+  });
+});
+
+describe('rendered values Kubernetes refuses (issue 21)', () => {
+  const owner = set(template('owner', `  labels:
+    team: "{{ pod.annotations['example.com/team'] | default 'none' }}"
+`));
+
+  it('denies a pod whose value renders a label value the apiserver refuses, naming the template, the field and the value', () => {
+    const pod = optedInPod({ annotations: { 'example.com/team': 'payments eu' } });
+    assert.throws(
+      () => injectSidecars(pod, [owner.templates.get('owner')!], 'default'),
+      (err: any) => {
+        assert.equal(err.code, 'TEMPLATE_VALUE_INVALID');
+        assert.match(err.message, /^template "owner" renders \/spec\/labels\/team as "payments eu" \(from "\{\{ pod\.annotations\['example\.com\/team'\] \| default 'none' \}\}"\), which Kubernetes refuses as a label value: /);
+        return true;
+      },
+    );
+    assert.equal(injectSidecars(optedInPod({ annotations: { 'example.com/team': 'payments' } }), [owner.templates.get('owner')!], 'default').pod.metadata?.labels?.['team'], 'payments');
+  });
+
+  it('does not deny for a label whose value is never applied: the pod\'s value wins, then the first template\'s', () => {
+    const pod = optedInPod({ annotations: { 'example.com/team': 'payments eu' }, labels: { team: 'payments' } });
+    assert.equal(injectSidecars(pod, [owner.templates.get('owner')!], 'default').pod.metadata?.labels?.['team'], 'payments');
+    const both = set(template('core', '  labels:\n    team: core\n'), template('owner', `  labels:\n    team: "{{ pod.annotations['example.com/team'] }}"\n`));
+    const selected = [both.templates.get('core')!, both.templates.get('owner')!];
+    assert.equal(injectSidecars(optedInPod({ annotations: { 'example.com/team': 'payments eu' } }), selected, 'default').pod.metadata?.labels?.['team'], 'core');
+  });
+
+  it('denies {{ pod.name }} in a label value for a controller\'s pod, rather than a patch the apiserver refuses', () => {
+    // The loader refuses this template; compiled directly, as a template read before this check was.
+    const t = compileTemplate('owner-pod', 'owner.yaml', { labels: { 'owner-pod': '{{ pod.name }}' } });
+    const pod = { metadata: { generateName: 'web-7d9f8b6c5-', labels: { 'sidecar-injector.io/inject': 'true' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } };
+    assert.throws(() => injectSidecars(pod, [t], 'default'), /template "owner-pod" renders \/spec\/labels\/owner-pod as "web-7d9f8b6c5-" .*\{\{ pod\.name \}\} is the generateName/);
+    assert.equal(injectSidecars({ ...pod, metadata: { ...pod.metadata, name: 'web-0' } }, [t], 'default').pod.metadata?.labels?.['owner-pod'], 'web-0');
   });
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createKubeClients, type KubeClients } from '../../src/kube/client.js';
 import { injectorWebhooks } from '../../src/kube/injector-webhooks.js';
-import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/generated/shipped-webhooks.js';
 import { startFakeApiServer, webhookConfigObject, type FakeApiServer } from '../helpers/fake-apiserver.js';
 
 const LIST = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { InjectorError } from '../../src/errors.js';
 import { namespaceCalls, selectorMatches, webhookCalls, type PodCreate } from '../../src/kube/selectors.js';
-import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/generated/shipped-webhooks.js';
 import type { LabelSelector, WebhookConfiguration } from '../../src/kube/types.js';
 
 // The cases of k8s.io/apimachinery's labels selector (LabelSelectorAsSelector and Requirement.Matches),

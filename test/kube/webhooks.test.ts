@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createKubeClients, type KubeClients } from '../../src/kube/client.js';
 import { bundleOps, BundleState, isPublished, publishCaBundle } from '../../src/kube/webhooks.js';
-import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/generated/shipped-webhooks.js';
 import { startFakeApiServer, webhookConfigObject, type FakeApiServer } from '../helpers/fake-apiserver.js';
 
 const PEM = '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n';

@@ -20,11 +20,10 @@ const refusalOf = (step: () => unknown): string => {
 };
 const summary = (found: readonly Excess[]): string[] => found.map((e) => `${e.webhook} ${e.limit?.flag ?? '-'} ${e.count ?? '-'}`);
 
-/** String values of 2 to 10 characters in a JSON value, keys not counted: what --max-short-strings bounds, counted apart from the codec. */
-function shortStrings(value: unknown): number {
-  if (typeof value === 'string') return value.length >= 2 && value.length <= 10 ? 1 : 0;
-  if (Array.isArray(value)) return value.reduce((n: number, v) => n + shortStrings(v), 0);
-  if (value !== null && typeof value === 'object') return Object.values(value).reduce((n: number, v) => n + shortStrings(v), 0);
+/** Keys of every object in a JSON value: what --max-json-keys bounds, counted apart from the codec. */
+function keysOf(value: unknown): number {
+  if (Array.isArray(value)) return value.reduce((n: number, v) => n + keysOf(v), 0);
+  if (value !== null && typeof value === 'object') return Object.values(value).reduce((n: number, v) => n + keysOf(v), Object.keys(value).length);
   return 0;
 }
 
@@ -50,15 +49,16 @@ describe('excesses', () => {
   });
 
   it('counts a body limit on the review the validating webhook receives, as an independent count does', () => {
-    const args = Array.from({ length: 9000 }, (_, i) => `s${i}`);
-    const a = admittedOf(pod([{ name: 'app', image: 'app:1', args }]));
+    // Env vars of 2 keys and 4 nodes each: past --max-json-keys before --max-json-nodes.
+    const containers = (n: number): object[] => Array.from({ length: n }, (_, c) => ({ name: `c${c}`, image: 'app:1', env: Array.from({ length: 900 }, (_, i) => ({ name: `E${i}`, value: 'v' })) }));
+    const a = admittedOf(pod(containers(12)));
     const found = excesses(a);
-    assert.deepEqual(summary(found), [`validating max-short-strings ${shortStrings(JSON.parse(a.review))}`]);
-    assert.ok(found[0]!.count! >= 9000);
+    assert.deepEqual(summary(found), [`validating max-json-keys ${keysOf(JSON.parse(a.review))}`]);
+    assert.ok(found[0]!.count! >= 12 * 900 * 2);
     assert.equal(found[0]!.refusal, refusalOf(() => checkBody(a.review)));
     // Counted whether over the limit or not.
-    const fewer = admittedOf(pod([{ name: 'app', image: 'app:1', args: args.slice(0, 100) }]));
-    assert.equal(countOf(fewer, found[0]!.limit!), shortStrings(JSON.parse(fewer.review)));
+    const fewer = admittedOf(pod(containers(1)));
+    assert.equal(countOf(fewer, found[0]!.limit!), keysOf(JSON.parse(fewer.review)));
   });
 
   it('measures the patch of the mutating answer in bytes of UTF-8', () => {

@@ -22,8 +22,11 @@ const BROKEN: Readonly<Record<string, Readonly<Record<string, string>>>> = {
     'a.yaml': `${head('a')}  default: true\n  volumes:\n    - name: shared\n      emptyDir: {}\n`,
     'b.yaml': `${head('b')}  default: true\n  volumes:\n    - name: shared\n      configMap: { name: c }\n`,
   },
+  // Issue 21: `lint` said "1 template(s) OK", and the apiserver refused every pod of a Deployment.
+  'a {{ pod.name }} label value': { 'a.yaml': `${head('a')}  labels:\n    owner-pod: "{{ pod.name }}"\n` },
   // The old issue: lint checked the template annotations, load did not; now one loader decides.
   'a template annotation key that is not a valid key': { 'a.yaml': `${head('a')}  annotations:\n    "bad key/with/slashes": "1"\n` },
+  'a token that expires in less than 10 minutes': { 'a.yaml': sidecar('a').replace('  nativeSidecar: true\n', '  serviceAccountToken: { expirationSeconds: 300 }\n') },
 };
 
 async function dirOf(files: Readonly<Record<string, string>>): Promise<string> {
@@ -63,11 +66,37 @@ describe('lint and serve agree', () => {
   });
 });
 
+describe('lint of serviceAccountToken and appContainers (issue 22)', () => {
+  it('finds nothing wrong with either form of serviceAccountToken nor with appContainers, at the restricted level', async () => {
+    const restricted = '      securityContext: { runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: [ALL] }, seccompProfile: { type: RuntimeDefault } }\n';
+    const dir = await dirOf({
+      'a.yaml': sidecar('a', restricted).replace('  nativeSidecar: true\n', '  nativeSidecar: true\n  serviceAccountToken: true\n  appContainers: { exclude: [istio-proxy] }\n  env: [{ name: A, value: "1" }]\n'),
+      'b.yaml': sidecar('b', restricted).replace('  nativeSidecar: true\n', '  nativeSidecar: true\n  serviceAccountToken: { audience: vault, expirationSeconds: 3600, path: vault-token }\n'),
+    });
+    const report = await lintTemplates(dir, PodSecurityLevel.Restricted);
+    assert.deepEqual(report.faults.map(formatFault), []);
+  });
+});
+
 describe('lint severities', () => {
   it('warns, without an error, about a real oauth2-proxy whose port name http is also on the sample pod', async () => {
     const report = await lintTemplates('test/fixtures/yaml/lint/oauth2-proxy', PodSecurityLevel.None);
     assert.equal(report.errors, 0);
     assert.ok(report.faults.some((f) => f.severity === Severity.Warning && /port name "http" is also used by container/.test(f.message)), JSON.stringify(report.faults));
+  });
+
+  it('warns, naming both containers, of a sidecar port the sample app declares too, in the template that adds it, native or not (issue 21)', async () => {
+    const port = '      ports: [{ containerPort: 8080 }]\n';
+    const files: Record<string, string> = { native: sidecar('native', port), regular: `${head('regular')}  nativeSidecar: jobs\n  containers:\n    - name: regular\n      image: registry.example.com/regular:1\n${port}` };
+    for (const [t, text] of Object.entries(files)) {
+      const report = await lintTemplates(await dirOf({ [`${t}.yaml`]: text }), PodSecurityLevel.None);
+      const [fault, ...more] = report.faults.filter((f) => /8080\/TCP/.test(f.message));
+      assert.equal(more.length, 0, JSON.stringify(report.faults));
+      assert.equal(fault?.severity, Severity.Warning);
+      assert.equal(fault?.path, '/spec/containers/0/ports/0/containerPort', JSON.stringify(fault));
+      assert.match(fault?.message ?? '', new RegExp(`container "app".*container "${t}"|container "${t}".*container "app"`));
+      assert.match(fault?.message ?? '', /fail to bind/);
+    }
   });
 
   it('does not require the restricted profile unless asked: a template without seccompProfile has no finding at none', async () => {
@@ -118,17 +147,17 @@ describe('lint severities', () => {
   });
 
   it('warns about templates whose injected pod makes a review over a body limit of serve, counted as the server counts', async () => {
-    // Short strings (2 to 10 characters) in a container's args: 5000 in each template, 10 000 together.
+    // List items in a container's args, each a JSON node: 26 000 in each template, 52 000 together.
     const args = (prefix: string, n: number): string => `      args: [${Array.from({ length: n }, (_, i) => `${prefix}${i}`).join(', ')}]\n`;
-    const dir = await dirOf({ 'a.yaml': `${sidecar('a')}${args('a', 5000)}`, 'b.yaml': `${sidecar('b')}${args('b', 5000)}`, 'c.yaml': `${sidecar('c')}${args('c', 9000)}` });
+    const dir = await dirOf({ 'a.yaml': `${sidecar('a')}${args('a', 26_000)}`, 'b.yaml': `${sidecar('b')}${args('b', 26_000)}`, 'c.yaml': `${sidecar('c')}${args('c', 50_000)}` });
     const report = await lintTemplates(dir, PodSecurityLevel.None);
-    const blamed = byTemplate(report.faults, 'max-short-strings');
+    const blamed = byTemplate(report.faults, 'max-json-nodes');
     assert.deepEqual(Object.keys(blamed).sort(), ['a', 'b', 'c'], JSON.stringify(report.faults.map((f) => f.message)));
     // "c" alone, on each sample pod; never in its pairs, where it is the one to blame.
     assert.equal(blamed['c']!.length, 3);
-    assert.ok(blamed['c']!.every((m) => /given this template: 9\d\d\d short strings in the review, \d+ over --max-short-strings \(8192\): not a valid AdmissionReview: the body holds more than 8192 short strings/.test(m)), blamed['c']!.join('\n'));
+    assert.ok(blamed['c']!.every((m) => /given this template: 50\d\d\d JSON nodes in the review, \d+ over --max-json-nodes \(49152\): not a valid AdmissionReview: the body holds more than 49152 JSON nodes/.test(m)), blamed['c']!.join('\n'));
     assert.equal(blamed['a']!.length, 1);
-    assert.match(blamed['a']![0]!, /^with template "b", .* given them together: 10\d\d\d short strings in the review, 1\d\d\d over --max-short-strings \(8192\), which no template does alone \("a" alone 50\d\d, "b" alone 50\d\d\)/);
+    assert.match(blamed['a']![0]!, /^with template "b", .* given them together: 52\d\d\d JSON nodes in the review, \d+ over --max-json-nodes \(49152\), which no template does alone \("a" alone 26\d\d\d, "b" alone 26\d\d\d\)/);
   });
 
   it('warns about a pair whose patch goes over --max-patch-kib, which the mutating webhook denies', async () => {

@@ -6,6 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { serviceDnsNames } from '../../src/certs/bootstrap.js';
 import { imageMirrors, loadConfig } from '../../src/config/config.js';
+import { parseImageMirrors } from '../../src/inject/image.js';
+import { parseKubectl } from '../../src/yaml/kubectl.js';
 import { selectorMatches } from '../../src/kube/selectors.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { CHART } from '../../scripts/render-install.js';
@@ -44,6 +46,12 @@ const args = (objects: Obj[]) => loadConfig(injector(objects).args.slice(1), {})
  */
 const templated = (objects: any[]): any[] => objects.filter((o) => o.kind !== 'CustomResourceDefinition');
 
+/** A template file as the values of templates.inline give it: the document itself, read as kubectl (and the server) read YAML. */
+function templateValue(file: string): Obj {
+  const [doc] = parseKubectl(readFileSync(file, 'utf8'));
+  return structuredClone(doc!.value) as Obj;
+}
+
 describe('Helm chart', () => {
   it('passes helm lint --strict without a single message', () => {
     const out = run(tools, 'helm', ['lint', '--strict', CHART]);
@@ -65,6 +73,16 @@ describe('Helm chart', () => {
   it('renders with metrics.podMonitor.enabled the PodMonitor of the kustomize component', () => {
     const withComponent = templated(kustomizeWithComponent('base', 'components/podmonitor'));
     assertSameObjects(helmObjects({ set: { 'metrics.podMonitor.enabled': true, 'namespace.create': true } }), withComponent);
+  });
+
+  it('renders with networkPolicy.enabled the NetworkPolicy of the kustomize component, and the health port rule from metricsNamespaces', () => {
+    const withComponent = kustomizeWithComponent('base', 'components/networkpolicy');
+    assertSameObjects(helmObjects({ set: { 'networkPolicy.enabled': true, 'namespace.create': true } }), withComponent);
+    assert.equal(helmObjects().filter((o) => o.kind === 'NetworkPolicy').length, 0, 'off by default');
+    const named = one(helmObjects({ values: { networkPolicy: { enabled: true, metricsNamespaces: ['prometheus', 'observability'] } } }), 'NetworkPolicy');
+    assert.deepEqual(named.spec.ingress[1].from[0].namespaceSelector.matchExpressions[0].values, ['prometheus', 'observability']);
+    const none = one(helmObjects({ values: { networkPolicy: { enabled: true, metricsNamespaces: [] } } }), 'NetworkPolicy');
+    assert.deepEqual(none.spec.ingress.map((r: Obj) => r.ports[0].port), ['https'], 'no namespace: the health port reached from the node alone');
   });
 
   it('names everything after the release, consistently, and the certificate covers the Service it fronts', () => {
@@ -116,19 +134,24 @@ describe('Helm chart', () => {
     assert.equal(injector(helmObjects()).image, `ghcr.io/sidecar-injector/sidecar-injector:${appVersion}`, 'the tag defaults to appVersion');
   });
 
-  it('ships inline templates as a ConfigMap the injector loads, or mounts an existing ConfigMap and renders none', async () => {
-    const template = readFileSync('templates/proxy.yaml', 'utf8');
-    const inline = helmObjects({ values: { templates: { inline: { 'only.yaml': template } } } });
-    const cm = one(inline, 'ConfigMap');
-    assert.deepEqual(Object.keys(cm.data), ['only.yaml']);
+  it('ships inline templates as a ConfigMap the injector loads, each exactly as written, or mounts an existing ConfigMap and renders none', async () => {
+    // A value YAML 1.1 reads as a boolean or an octal number must come out of toYaml as the string it was.
+    const quoted: Obj = { ...templateValue('templates/proxy.yaml'), metadata: { name: 'quoted' } };
+    quoted.spec.containers[0].args = ['--appendonly', 'no', '0644', 'on'];
+    const inline = { 'proxy.yaml': templateValue('templates/proxy.yaml'), 'log-shipper.yaml': templateValue('templates/log-shipper.yaml'), 'quoted.yaml': quoted };
+    const cm = one(helmObjects({ values: { templates: { inline } } }), 'ConfigMap');
+    assert.deepEqual(Object.keys(cm.data).sort(), ['log-shipper.yaml', 'proxy.yaml', 'quoted.yaml']);
     const dir = await mkdtemp(join(tmpdir(), 'chart-templates-'));
     for (const [name, text] of Object.entries(cm.data as Record<string, string>)) await writeFile(join(dir, name), text);
-    assert.ok((await loadTemplateSet(dir)).templates.size >= 1, 'a valid template set');
+    const loaded = await loadTemplateSet(dir);
+    const bundled = await loadTemplateSet('templates');
+    for (const name of ['proxy', 'log-shipper']) assert.deepEqual(loaded.templates.get(name)?.spec, bundled.templates.get(name)?.spec, `${name} loads as the bundled file does`);
+    assert.deepEqual(loaded.templates.get('quoted')?.spec.containers[0]?.args, ['--appendonly', 'no', '0644', 'on']);
 
     const existing = helmObjects({ set: { 'templates.existingConfigMap': 'team-sidecars' } });
     assert.ok(!existing.some((o) => o.kind === 'ConfigMap'));
     assert.equal(one(existing, 'Deployment').spec.template.spec.volumes.find((v: Obj) => v.name === 'templates').configMap.name, 'team-sidecars');
-    assert.match(helmError({ values: { templates: { inline: { 'a.yaml': template }, existingConfigMap: 'x' } } }) ?? '', /templates.inline or templates.existingConfigMap, not both/);
+    assert.match(helmError({ values: { templates: { inline: { 'a.yaml': quoted }, existingConfigMap: 'x' } } }) ?? '', /templates.inline or templates.existingConfigMap, not both/);
   });
 
   it('takes the failure policies and the timeout from values', () => {
@@ -151,6 +174,64 @@ describe('Helm chart', () => {
     assert.equal(injector(objects).ports.find((p: Obj) => p.name === 'health').containerPort, args(objects).healthPort);
   });
 
+  it('renders no PodDisruptionBudget with one replica, where minAvailable: 1 would block every drain (issue 21)', () => {
+    assert.ok(!helmObjects({ set: { replicas: 1 } }).some((o) => o.kind === 'PodDisruptionBudget'), 'no budget for one replica');
+    const pdb = one(helmObjects({ set: { replicas: 3 } }), 'PodDisruptionBudget');
+    assert.equal(pdb.spec.minAvailable, 1, 'with more, a drain leaves one serving');
+  });
+
+  it('says one minimum Kubernetes version, the one native sidecars need, in Chart.yaml, the README and docs/operating.md (issue 21)', () => {
+    const chart = readFileSync(join(CHART, 'Chart.yaml'), 'utf8');
+    assert.equal(/^kubeVersion: "(.*)"$/m.exec(chart)?.[1], '>=1.29.0-0');
+    for (const doc of ['README.md', 'docs/operating.md']) {
+      const text = readFileSync(doc, 'utf8');
+      const stated = [...text.matchAll(/Kubernetes (1\.\d+) or newer/g)].map((m) => m[1]);
+      assert.deepEqual([...new Set(stated)], ['1.29'], `${doc} states 1.29 and no other minimum`);
+      assert.doesNotMatch(text, /(on|On) 1\.27 or 1\.28/, `${doc}: and no support for older clusters`);
+    }
+    assert.match(helmError({ set: { replicas: 2 } }, ['--kube-version', '1.28.5']) ?? 'rendered', /kubeVersion|incompatible|compatible/i, 'helm refuses 1.28');
+    assert.equal(helmError({}, ['--kube-version', '1.29.0']), undefined, 'and renders for 1.29');
+  });
+
+  it('refuses at render time the inline templates the server would refuse at start, naming the field (issue 21)', () => {
+    const proxy = templateValue('templates/proxy.yaml');
+    const broken = (change: (t: Obj) => void): Obj => {
+      const t = structuredClone(proxy);
+      change(t);
+      return t;
+    };
+    const bad: [string, unknown, RegExp][] = [
+      ['a template given as YAML text', readFileSync('templates/proxy.yaml', 'utf8'), /proxy\.yaml/],
+      ['a container without an image', broken((t) => delete t.spec.containers[0].image), /image/],
+      ['an unknown field deep in a probe', broken((t) => (t.spec.containers[0].readinessProbe.httpGet.prot = 9901)), /prot/],
+      ['a pull policy Kubernetes does not have', broken((t) => (t.spec.containers[0].imagePullPolicy = 'Sometimes')), /imagePullPolicy/],
+      ['a port name with a double dash', broken((t) => (t.spec.containers[0].ports[0].name = 'proxy--admin')), /ports\/0\/name/],
+      ['a container name in capitals', broken((t) => (t.spec.containers[0].name = 'Proxy')), /containers\/0\/name/],
+      ['a quantity that is not one', broken((t) => (t.spec.containers[0].resources.requests.cpu = 'lots')), /cpu/],
+      ['a port out of range', broken((t) => (t.spec.containers[0].ports[0].containerPort = 70000)), /containerPort/],
+      ['another apiVersion', broken((t) => (t.apiVersion = 'v1')), /apiVersion/],
+      ['an unknown spec field', broken((t) => (t.spec.sidecars = [])), /sidecars/],
+    ];
+    for (const [what, template, message] of bad) {
+      const err = helmError({ values: { templates: { inline: { 'proxy.yaml': template } } } });
+      assert.match(err ?? 'rendered', message, what);
+      assert.match(err ?? '', /values don't meet the specifications of the schema|schema/i, what);
+    }
+    // A port given by number passes the port-name patterns, which apply to strings only.
+    assert.equal(helmError({ values: { templates: { inline: { 'proxy.yaml': proxy } } } }), undefined);
+  });
+
+  it('refuses at render time the imageMirrors entries the server would refuse at start, and takes those it accepts (issue 21)', () => {
+    const entries = ['docker.io=mirror.example.com/dockerhub', 'localhost:5000=registry.example.com:5443/cache', 'quay.io/prometheus=mirror.example.com/quay', 'docker=mirror.example.com', 'docker.io=mirror', 'docker.io=mirror.example.com:tag/x', 'docker.io=mirror.example.com/Upper', 'docker.io', 'docker.io=mirror.example.com@sha256:abc', '=mirror.example.com'];
+    for (const entry of entries) {
+      const accepted = !('problem' in parseImageMirrors([entry]));
+      const err = helmError({ values: { imageMirrors: [entry] } });
+      assert.equal(err === undefined, accepted, `${entry}: the server ${accepted ? 'accepts' : 'refuses'} it, helm said ${err ?? 'nothing'}`);
+      if (!accepted) assert.match(err ?? '', /imageMirrors/);
+    }
+    assert.match(helmError({ values: { imageMirrors: Array.from({ length: 65 }, (_, i) => `r${i}.example.com=mirror.example.com`) } }) ?? 'rendered', /imageMirrors/, 'more than the server takes');
+  });
+
   it('refuses values outside values.schema.json with a message naming the value', () => {
     const bad: [Record<string, unknown>, RegExp][] = [
       [{ certificates: { mode: 'vault' } }, /certificates\/mode/],
@@ -159,8 +240,9 @@ describe('Helm chart', () => {
       [{ replicas: 0 }, /replicas/],
       [{ replica: 2 }, /replica/],
       [{ image: { repository: 'x', digest: 'latest' } }, /digest/],
-      [{ templates: { inline: { 'no-extension': 'x' } } }, /no-extension/],
+      [{ templates: { inline: { 'no-extension': templateValue('templates/proxy.yaml') } } }, /no-extension/],
       [{ metrics: { podMonitor: { enabled: 'yes' } } }, /podMonitor/],
+      [{ networkPolicy: { metricsNamespaces: ['Not_A_Namespace'] } }, /metricsNamespaces/],
       [{ imageMirrors: ['docker.io'] }, /imageMirrors/],
       [{ imageMirrors: 'docker.io=mirror.example.com' }, /imageMirrors/],
     ];

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { ConfigMap, Namespace, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { MutatingWebhookConfiguration, ValidatingWebhookConfiguration } from 'kubernetes-models/admissionregistration.k8s.io/v1';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
@@ -25,6 +26,7 @@ const Models: Record<string, new (data: any) => { validate(): void }> = {
   'v1/ConfigMap': ConfigMap,
   'apps/v1/Deployment': Deployment,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'rbac.authorization.k8s.io/v1/Role': Role,
   'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,
   'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
@@ -50,7 +52,7 @@ describe('manifests', () => {
   it('builds every kustomization and component with real kustomize, and each object passes the Kubernetes schemas', () => {
     const { kustomizations: dirs, components } = kustomizations();
     assert.deepEqual(dirs.sort(), ['', 'base', 'overlays/cert-manager']);
-    assert.deepEqual(components, ['components/podmonitor']);
+    assert.deepEqual(components.sort(), ['components/networkpolicy', 'components/podmonitor']);
     const builds = [...dirs.map((d) => kustomizeObjects(d)), ...components.flatMap((c) => [kustomizeWithComponent('base', c), kustomizeWithComponent('overlays/cert-manager', c)])];
     for (const objects of builds) {
       for (const o of objects) {
@@ -74,7 +76,7 @@ describe('manifests', () => {
     assert.deepEqual(templateDrift(), []);
     const rendered = kustomize(tools, MANIFESTS);
     assert.equal(readFileSync(INSTALL_YAML, 'utf8'), installYaml(rendered), 'manifests/install.yaml is out of date: run make install-yaml');
-    assert.equal(readFileSync(SHIPPED_WEBHOOKS_TS, 'utf8'), shippedWebhooksModule(rendered), 'src/kube/shipped-webhooks.ts is out of date: run make install-yaml');
+    assert.equal(readFileSync(SHIPPED_WEBHOOKS_TS, 'utf8'), shippedWebhooksModule(rendered), 'src/generated/shipped-webhooks.ts is out of date: run make install-yaml');
   });
 
   it('adds the PodMonitor component to the base or the overlay: it scrapes /metrics on the health port of the injector pods', () => {
@@ -88,6 +90,28 @@ describe('manifests', () => {
       assert.equal(endpoint.path, '/metrics');
       const port = container(objects).ports.find((p: Obj) => p.name === endpoint.port);
       assert.equal(port?.containerPort, argsConfig(objects).healthPort, 'the port /metrics is served on');
+    }
+  });
+
+  it('adds the NetworkPolicy component to the base or the overlay: the review port open to every source, the health port to the monitoring namespace only', () => {
+    for (const objects of [kustomizeWithComponent('base', 'components/networkpolicy'), kustomizeWithComponent('overlays/cert-manager', 'components/networkpolicy')]) {
+      const policy = one(objects, 'NetworkPolicy');
+      const deployment = one(objects, 'Deployment');
+      assert.equal(policy.metadata.namespace, deployment.metadata.namespace);
+      assert.ok(selects(policy.spec.podSelector, deployment.spec.template.metadata.labels), 'it selects the injector pods');
+      assert.deepEqual(policy.spec.policyTypes, ['Ingress']);
+      const config = argsConfig(objects);
+      const portOf = (name: string): number | undefined => container(objects).ports.find((p: Obj) => p.name === name)?.containerPort;
+      const [review, health, ...more] = policy.spec.ingress;
+      assert.equal(more.length, 0);
+      assert.deepEqual(review.ports.map((p: Obj) => portOf(p.port)), [config.port], 'the review port');
+      assert.equal(review.from, undefined, 'from anywhere: the apiserver');
+      assert.deepEqual(health.ports.map((p: Obj) => portOf(p.port)), [config.healthPort], 'the health port');
+      const [peer, ...others] = health.from;
+      assert.equal(others.length, 0);
+      assert.equal(peer.podSelector, undefined);
+      assert.equal(selects(peer.namespaceSelector, nsLabels('monitoring')), true);
+      assert.equal(selects(peer.namespaceSelector, nsLabels('default')), false, 'any other namespace is kept off the health port');
     }
   });
 

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/kube/shipped-webhooks.js';
+import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/generated/shipped-webhooks.js';
 import { admissionRouter } from '../helpers/admission-routing.js';
 import { helmObjects, kustomizeObjects, type Obj } from './render.js';
 
@@ -49,7 +49,7 @@ describe('namespace opt-in, through the shipped webhook configurations', () => {
     checkMatrix(helmObjects({ set: { 'certificates.mode': 'cert-manager' } }));
   });
 
-  it('routes them the same through the typed copy the CLI uses (src/kube/shipped-webhooks.ts)', () => checkMatrix([...SHIPPED_WEBHOOK_CONFIGURATIONS]));
+  it('routes them the same through the typed copy the CLI uses (src/generated/shipped-webhooks.ts)', () => checkMatrix([...SHIPPED_WEBHOOK_CONFIGURATIONS]));
 
   it('sends each pod to one mutating and one validating webhook, the mutating one failing open and the validating one closed', () => {
     const router = admissionRouter(kustomizeObjects(''));

@@ -75,20 +75,20 @@ export function helmArgs(opts: HelmOptions = {}): { args: string[]; cleanup: () 
   return { args, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** `helm template` of the chart as objects. */
-export function helmObjects(opts: HelmOptions = {}): Obj[] {
+/** `helm template` of the chart as objects; `extra`: more arguments (`--kube-version 1.29.0`). */
+export function helmObjects(opts: HelmOptions = {}, extra: readonly string[] = []): Obj[] {
   const { args, cleanup } = helmArgs(opts);
   try {
-    return parseObjects(run(tools, 'helm', ['template', ...args]));
+    return parseObjects(run(tools, 'helm', ['template', ...args, ...extra]));
   } finally {
     cleanup();
   }
 }
 
 /** The error `helm template` fails with for `opts`, or undefined when it renders. */
-export function helmError(opts: HelmOptions): string | undefined {
+export function helmError(opts: HelmOptions, extra: readonly string[] = []): string | undefined {
   try {
-    helmObjects(opts);
+    helmObjects(opts, extra);
     return undefined;
   } catch (err) {
     return (err as Error).message;

@@ -36,7 +36,7 @@ describe('POST /mutate', () => {
     const { response, pod } = await admit(server.url, ca, optedInPod({ name: 'web' }), { namespace: 'shop' });
     assert.equal(response.allowed, true);
     assert.deepEqual(names(pod.spec.containers), ['web', 'log-shipper']);
-    assert.deepEqual(names(pod.spec.volumes), ['app-logs', 'fluent-bit-config']);
+    assert.deepEqual(names(pod.spec.volumes), ['app-logs']);
     assert.deepEqual(JSON.parse(pod.metadata.annotations['sidecar-injector.io/status']).templates, ['log-shipper']);
     assert.equal(env(pod.spec.containers[1], 'POD_NAMESPACE'), 'shop');
   });
@@ -92,7 +92,8 @@ describe('POST /mutate', () => {
     assert.equal(pod.metadata.namespace, undefined);
     const { pod: out } = await admit(server.url, ca, pod, { namespace: 'payments' });
     const sidecar = out.spec.containers.find((c: any) => c.name === 'log-shipper');
-    assert.equal(env(sidecar, 'POD_NAME'), 'web-7c9f8b6d4-');
+    // The pod's name comes from the downward API: at admission it is only the generateName (issue 21).
+    assert.deepEqual(sidecar.env.find((e: any) => e.name === 'POD_NAME').valueFrom, { fieldRef: { fieldPath: 'metadata.name' } });
     assert.equal(env(sidecar, 'POD_NAMESPACE'), 'payments');
   });
 
@@ -201,7 +202,7 @@ describe('POST /validate', () => {
     const response = await validatePod(server.url, ca, optedInPod({ annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' } }));
     assert.equal(response.allowed, false);
     assert.equal(response.status.code, 403);
-    for (const piece of ['container "log-shipper"', 'volume "app-logs"', 'volume "fluent-bit-config"', 'native sidecar "proxy"', 'volume "envoy-config"']) {
+    for (const piece of ['container "log-shipper"', 'volume "app-logs"', 'native sidecar "proxy"']) {
       assert.ok(response.status.message.includes(piece), `${piece} in ${response.status.message}`);
     }
   });

@@ -73,7 +73,7 @@ describe('error answers over TLS, read as the apiserver reads them', () => {
       handlers: { byPath, generation: handlers.generation },
       observers: [(record) => records.push(record)],
       bodyTimeout: 1,
-      bodyLimits: { objectKeys: 64, nodes: 2000, objectLayouts: 4096, shortStrings: 8192 },
+      bodyLimits: { objectKeys: 64, keys: 20480, nodes: 2000 },
     });
     server = createAdmissionServer(app, certs.serving);
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));

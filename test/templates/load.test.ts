@@ -27,6 +27,25 @@ describe('template loading', () => {
     assert.match(set.digest, /^[0-9a-f]{16}$/);
   });
 
+  it('loads bundled templates that need nothing in the pod\'s namespace, so the first injected pod of a fresh cluster runs (issue 21)', async () => {
+    const set = await loadTemplateSet('templates');
+    // What a pod waits for (ContainerCreating, CreateContainerConfigError) until someone creates it.
+    const needs = (where: string, ref: { optional?: boolean } | undefined): string[] => (ref !== undefined && ref.optional !== true ? [where] : []);
+    for (const t of set.templates.values()) {
+      const missing: string[] = [];
+      for (const v of t.spec.volumes as any[]) {
+        missing.push(...needs(`volume ${v.name}: configMap`, v.configMap), ...needs(`volume ${v.name}: secret`, v.secret));
+        if (v.persistentVolumeClaim !== undefined) missing.push(`volume ${v.name}: persistentVolumeClaim`);
+        for (const source of v.projected?.sources ?? []) missing.push(...needs(`volume ${v.name}: projected configMap`, source.configMap), ...needs(`volume ${v.name}: projected secret`, source.secret));
+      }
+      for (const c of [...t.spec.containers, ...t.spec.initContainers] as any[]) {
+        for (const e of [...(c.env ?? []), ...t.spec.env] as any[]) missing.push(...needs(`env ${e.name}: configMapKeyRef`, e.valueFrom?.configMapKeyRef), ...needs(`env ${e.name}: secretKeyRef`, e.valueFrom?.secretKeyRef));
+        for (const e of c.envFrom ?? []) missing.push(...needs(`${c.name} envFrom configMapRef`, e.configMapRef), ...needs(`${c.name} envFrom secretRef`, e.secretRef));
+      }
+      assert.deepEqual(missing, [], `template "${t.name}" needs what no install creates in the pod's namespace`);
+    }
+  });
+
   it('reports a fault with its file, template name, JSON path and line', () => {
     const text = `${head('bad')}spec:\n  containers:\n    - name: agent\n      image: 42\n`;
     const faults = faultsOf([{ file: 't/bad.yaml', text }]);
@@ -49,6 +68,20 @@ describe('template loading', () => {
       { file: 'c.yaml', text: 'apiVersion: v1\nkind: ConfigMap\n' },
     ]);
     assert.deepEqual(faults.map((f) => f.file), ['a.yaml', 'b.yaml', 'c.yaml', 'c.yaml', 'c.yaml', 'c.yaml']);
+  });
+
+  it('refuses {{ pod.name }} in a label value at file:line: a Deployment\'s pod renders its generateName, ending in "-" (issue 21)', () => {
+    const text = `${head('owner')}spec:\n  labels:\n    owner-pod: "{{ pod.name }}"\n`;
+    const [fault, ...rest] = faultsOf([{ file: 'owner.yaml', text }]);
+    assert.deepEqual(rest, []);
+    assert.equal(fault!.path, '/spec/labels/owner-pod');
+    assert.equal(fault!.line, 7);
+    assert.match(fault!.message, /renders "web-7d9f8b6c5-", which Kubernetes refuses as a label value/);
+  });
+
+  it('refuses a static label value and image that Kubernetes refuses', () => {
+    const text = `${head('bad')}spec:\n  labels:\n    team: "payments eu"\n  containers:\n    - name: agent\n      image: "Busybox:1"\n`;
+    assert.deepEqual(faultsOf([{ file: 'bad.yaml', text }]).map((f) => [f.path, f.line]), [['/spec/labels/team', 7], ['/spec/containers/0/image', 10]]);
   });
 
   it('rejects an unknown placeholder at load, with its path', () => {

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { compileValue, materialize, renderValues, PlaceholderError } from '../../src/templates/placeholders.js';
+import { compileValue, materialize, placeholdersOf, renderValues, PlaceholderError } from '../../src/templates/placeholders.js';
 
 const pod = {
   metadata: {
@@ -57,5 +57,13 @@ describe('placeholders', () => {
     for (const bad of ['{{ pod.spec }}', '{{ namespace', "{{ pod.labels[app] }}", '{{ process.env.HOME }}']) {
       assert.throws(() => compileValue(bad, '/x'), PlaceholderError, bad);
     }
+  });
+});
+
+describe('placeholdersOf', () => {
+  it('lists what each placeholder of a text reads, in order, and nothing for plain text', () => {
+    assert.deepEqual(placeholdersOf("pods/{{namespace}}/{{ pod.name }}-{{ pod.labels['app'] | default 'x' }}{{ pod.annotations[\"a\"] }}{{ serviceAccountName }}"), ['namespace', 'pod.name', 'pod.labels', 'pod.annotations', 'serviceAccountName']);
+    assert.deepEqual(placeholdersOf('plain {{ not one'), []);
+    assert.deepEqual(placeholdersOf('plain'), []);
   });
 });

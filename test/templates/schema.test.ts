@@ -39,6 +39,9 @@ const ACCEPTED: readonly [string, string][] = [
   ['env from fields, resources, secrets and configMaps', container('      env:\n        - { name: POD_IP, valueFrom: { fieldRef: { fieldPath: status.podIP } } }\n        - { name: MEM, valueFrom: { resourceFieldRef: { resource: limits.memory, divisor: 1Mi } } }\n        - { name: TOKEN, valueFrom: { secretKeyRef: { name: s, key: token, optional: true } } }\n      envFrom: [{ configMapRef: { name: settings }, prefix: APP_ }]\n')],
   ['resources written as numbers and strings', container('      resources: { limits: { cpu: 1, memory: 1Gi }, requests: { cpu: 100m, memory: "128Mi", ephemeral-storage: 1G } }\n')],
   ['fields the API leaves null', container('      command:\n      workingDir:\n      securityContext:\n')],
+  ['serviceAccountToken: true', container('  serviceAccountToken: true\n')],
+  ['a projected token of the template\'s own', container('  serviceAccountToken: { audience: vault, expirationSeconds: 600, path: vault/token }\n')],
+  ['appContainers naming containers to include and exclude', '  env: [{ name: A, value: "1" }]\n  appContainers: { include: [app, worker], exclude: [metrics-exporter] }\n'],
 ];
 
 /** Faults Kubernetes (or kubectl) would refuse, with where they must be reported and what must be said. */
@@ -62,6 +65,11 @@ const REFUSED: readonly { name: string; body: string; path: string; line: number
   { name: 'a container without an image', body: '  containers:\n    - name: agent\n', path: '/spec/containers/0', line: 7, message: /missing required field "image"/ },
   { name: 'an unquoted YAML 1.1 boolean where a string belongs', body: container('      args: [--appendonly, no]\n'), path: '/spec/containers/0/args/1', line: 9, message: /^must be a string, got false: YAML 1\.1 \(kubectl\) reads it unquoted as a boolean or number, so quote it$/ },
   { name: 'a volume with two sources', body: '  volumes:\n    - name: v\n      emptyDir: {}\n      configMap: { name: c }\n', path: '/spec/volumes/0/configMap', line: 9, message: /^volume "v" has 2 sources \(emptyDir, configMap\); a volume takes exactly one$/ },
+  { name: 'a token that expires in less than 10 minutes (the apiserver\'s minimum)', body: '  serviceAccountToken: { audience: vault, expirationSeconds: 599 }\n', path: '/spec/serviceAccountToken/expirationSeconds', line: 6, message: /^must be between 600 \(10 minutes, the apiserver's minimum\) and 4294967296, got 599$/ },
+  { name: 'a token path that climbs out of the volume', body: '  serviceAccountToken: { path: ../token }\n', path: '/spec/serviceAccountToken/path', line: 6, message: /^must be a relative path without "\.\.", got "\.\.\/token"$/ },
+  { name: 'an absolute token path', body: '  serviceAccountToken: { path: /token }\n', path: '/spec/serviceAccountToken/path', line: 6, message: /^must be a relative path without "\.\.", got "\/token"$/ },
+  { name: 'a misspelled field of the token', body: '  serviceAccountToken: { audiences: [vault] }\n', path: '/spec/serviceAccountToken/audiences', line: 6, message: /unknown field "audiences" \(did you mean "audience"\?\)/ },
+  { name: 'an appContainers name that is not a DNS-1123 label', body: '  appContainers: { exclude: [Istio_Proxy] }\n', path: '/spec/appContainers/exclude/0', line: 6, message: /must be a DNS-1123 label/ },
 ];
 
 describe('template schema from the core/v1 definitions', () => {
