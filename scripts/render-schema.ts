@@ -270,6 +270,8 @@ export function crdSchema(schema: Schema, defs: Readonly<Record<string, Schema>>
   if (typeof additional === 'object' && additional !== null) out['additionalProperties'] = crdSchema(additional as Schema, defs, depth + 1);
   const items = schema['items'];
   if (typeof items === 'object' && items !== null) out['items'] = crdSchema(items as Schema, defs, depth + 1);
+  // A node of several kinds (a boolean or an object) is kept as written, its fields unlisted.
+  if (out['type'] === undefined) for (const k of ['properties', 'additionalProperties', 'items']) delete out[k];
   // An object whose fields are not listed keeps them (labels, annotations: maps of strings).
   if (out['type'] === 'object' && properties === undefined && out['additionalProperties'] === undefined) out['x-kubernetes-preserve-unknown-fields'] = true;
   return out;

@@ -76,7 +76,7 @@ describe('Helm chart', () => {
   });
 
   it('renders with networkPolicy.enabled the NetworkPolicy of the kustomize component, and the health port rule from metricsNamespaces', () => {
-    const withComponent = kustomizeWithComponent('base', 'components/networkpolicy');
+    const withComponent = templated(kustomizeWithComponent('base', 'components/networkpolicy'));
     assertSameObjects(helmObjects({ set: { 'networkPolicy.enabled': true, 'namespace.create': true } }), withComponent);
     assert.equal(helmObjects().filter((o) => o.kind === 'NetworkPolicy').length, 0, 'off by default');
     const named = one(helmObjects({ values: { networkPolicy: { enabled: true, metricsNamespaces: ['prometheus', 'observability'] } } }), 'NetworkPolicy');
