@@ -169,3 +169,19 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     },
   };
 }
+
+/**
+ * The SidecarTemplate objects of the cluster, listed once, as the set a server would serve (the
+ * CLI's --templates-source cluster): invalid objects are left out and returned with their faults.
+ */
+export async function listClusterTemplates(kube: KubeClients, home: string): Promise<{ set: TemplateSet; invalid: { key: string; faults: readonly string[] }[] }> {
+  const found = (await kube.custom.listClusterCustomObject({ group, version, plural })) as KubernetesListObject<TemplateObject & KubernetesObject>;
+  const served = new Map<string, CompiledTemplate>();
+  const invalid: { key: string; faults: readonly string[] }[] = [];
+  for (const obj of found.items) {
+    const result = compileObject(obj);
+    if (result.ok) served.set(objectKey(obj), result.template);
+    else invalid.push({ key: objectKey(obj), faults: result.faults.map(formatFault) });
+  }
+  return { set: clusterSet(served, home), invalid };
+}
