@@ -83,6 +83,12 @@ export function chartValuesSchema(core?: Readonly<Record<string, CoreDefinition>
       global: { type: 'object' },
       nameOverride: { type: 'string', maxLength: 63 },
       fullnameOverride: { type: 'string', maxLength: 63 },
+      revision: {
+        type: 'string',
+        maxLength: 20,
+        pattern: '^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$',
+        description: "a DNS label, suffixed to every object's name and matched as the value of the sidecar-injector.io/rev label; empty: the default install",
+      },
       namespace: {
         type: 'object',
         additionalProperties: false,
@@ -104,6 +110,16 @@ export function chartValuesSchema(core?: Readonly<Record<string, CoreDefinition>
         items: { type: 'object', required: ['name'], properties: { name: { type: 'string', minLength: 1 } } },
       },
       replicas: { type: 'integer', minimum: 1, description: 'at least 2 keeps the webhook available during a rollout or a drain' },
+      autoscaling: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          enabled: { type: 'boolean' },
+          minReplicas: { type: 'integer', minimum: 2, description: 'at least 2, so the PodDisruptionBudget always lets a drain evict one' },
+          maxReplicas: { type: 'integer', minimum: 2 },
+          targetCPUUtilizationPercentage: { type: 'integer', minimum: 1, maximum: 100 },
+        },
+      },
       resources: {
         type: 'object',
         additionalProperties: false,

@@ -48,7 +48,7 @@ const BOUNDS = {
   fdGrowth: 2 * (VALID_WORKERS + HOSTILE_WORKERS + STALL_WORKERS + LABEL_WORKERS + COST_WORKERS) + 16,
   /** Resident memory growth after warm-up, in MiB. */
   rssGrowthMiB: 64,
-  /** Resident memory at any time: the Deployment's limit (manifests/deployment.yaml). */
+  /** Resident memory at any time: the Deployment's limit (manifests/base/deployment.yaml). */
   rssMaxMiB: 256,
   /** Growth of the /metrics text after warm-up, in bytes: labels from closed sets do not grow with distinct requests. */
   metricsGrowthBytes: 16 * 1024,

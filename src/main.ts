@@ -57,7 +57,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   // During a graceful stop every answer says Connection: close (AdmissionAppDeps.draining).
   let draining = false;
   const app = createAdmissionApp({
-    handlers: createHandlers({ templates: store.current, limits, imageMirrors: mirrors }),
+    handlers: createHandlers({ templates: store.current, limits, imageMirrors: mirrors, revision: config.revision }),
     // Every request ends in one record: its log line, then its metrics.
     observers: [logReviews(logger), metrics.observeReview],
     maxInflight: config.maxInflight,
@@ -121,8 +121,6 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   const healthPort = (health.address() as AddressInfo).port;
   ready = true;
   logger.info({ port, healthPort }, 'serving /mutate and /validate over HTTPS');
-  // The start-up lines go out now, not with the first batch of review lines (log.ts).
-  logger.flush();
 
   return {
     admission,

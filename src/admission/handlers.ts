@@ -1,8 +1,10 @@
+import type { ReviewHandler } from './pipeline.js';
 import { Options, type Config } from '../config/config.js';
 import { attempt, InjectorError } from '../errors.js';
 import { NoImageMirrors, type ImageMirrors } from '../inject/image.js';
 import { Keys } from '../inject/keys.js';
 import { planInjection } from '../inject/mutate.js';
+import type { InjectionContext } from '../inject/render.js';
 import { injectionPatch } from '../inject/patch.js';
 import { keyWarnings, OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
 import { verifyPod } from '../inject/verify.js';
@@ -39,8 +41,6 @@ export function reviewLimits(config: Config): ReviewLimits {
   };
 }
 
-/** A handler: a decoded review in, a verdict out. It never sees bytes, HTTP or the uid. */
-export type Handler = (request: ReviewRequest) => Verdict;
 
 /** What the handlers are built over. */
 export interface HandlerSource {
@@ -50,13 +50,16 @@ export interface HandlerSource {
   readonly limits?: ReviewLimits;
   /** The registry mirrors later webhooks rewrite sidecar images to (--image-mirror); default: none. */
   readonly imageMirrors?: ImageMirrors;
+  /** This install's revision (--revision), recorded in the status annotation of every pod it injects; default: none. */
+  readonly revision?: string;
 }
 
 /** The mutating handler: injects the selected templates and answers with the patch; `scope` says who may opt the pod in. */
-export function mutating(source: HandlerSource, scope: OptInScope = OptInScope.Pod): Handler {
+export function mutating(source: HandlerSource, scope: OptInScope = OptInScope.Pod): ReviewHandler {
   const { templates } = source;
   const limits = source.limits ?? DefaultReviewLimits;
-  return (req) => mutatePod(req, templates, scope, limits);
+  const context = { revision: source.revision ?? '' };
+  return (req) => mutatePod(req, templates, scope, limits, context);
 }
 
 /**
@@ -64,7 +67,7 @@ export function mutating(source: HandlerSource, scope: OptInScope = OptInScope.P
  * reaches the end of admission, as the current template set or one served recently defines them
  * (verifyPod: a template rollout reaches replicas at different times).
  */
-export function validating(source: HandlerSource, scope: OptInScope = OptInScope.Pod): Handler {
+export function validating(source: HandlerSource, scope: OptInScope = OptInScope.Pod): ReviewHandler {
   const { templates } = source;
   const limits = source.limits ?? DefaultReviewLimits;
   const mirrors = source.imageMirrors ?? NoImageMirrors;
@@ -76,7 +79,7 @@ const factories: Readonly<Record<HandlerKind, typeof mutating>> = { [HandlerKind
 /** The handlers of every endpoint, and the generation their verdicts belong to. */
 export interface Handlers {
   /** The handler of each path of the endpoint table (endpoints.ts). */
-  readonly byPath: ReadonlyMap<string, Handler>;
+  readonly byPath: ReadonlyMap<string, ReviewHandler>;
   /**
    * An opaque token that changes whenever a verdict could (the template set's identity: a reload,
    * or a change of its history), so the answer cache keeps answers per generation and no caller
@@ -93,7 +96,7 @@ export function createHandlers(source: HandlerSource): Handlers {
   };
 }
 
-function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits): Verdict {
+function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, context: InjectionContext): Verdict {
   if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
   const pod = checkedPod(req, scope, limits);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
@@ -106,7 +109,7 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
   if (!selection.inject) return passed(Decision.Skipped, selection.reason, keyWarnings(pod, set));
   const keys = keyWarnings(pod, set, selection.templates);
 
-  const injection = attempt(() => planInjection(pod, selection.templates, namespace));
+  const injection = attempt(() => planInjection(pod, selection.templates, namespace, context));
   if (injection instanceof InjectorError) return denied(injection, refusalReason(injection));
   // Written from the injection's decisions, byte for byte the diff of the pod and the injected pod
   // (injectionPatch), without making that pod.
@@ -117,7 +120,7 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
   // costs memory here and in the apiserver; the pod is refused with the size instead.
   const bytes = Buffer.byteLength(text);
   if (bytes > limits.patchBytes) {
-    return denied(new InjectorError('PATCH_TOO_LARGE', [bytes, limits.patchBytes, Options.maxPatchKib.flag]), Reason.InvalidReview);
+    return denied(new InjectorError('PATCH_TOO_LARGE', [bytes, limits.patchBytes, Options.maxPatchKib.flag]), Reason.PatchTooLarge);
   }
   // AdmissionResponse.patch is []byte in Go: base64 in JSON.
   return injected(Reason.Injected, injection.plan.status.templates, ops, Buffer.from(text).toString('base64'), warnings);

@@ -93,7 +93,9 @@ function admitted(site: PodSite, set: TemplateSet, cluster: Cluster): Admission 
   }
   // The validating webhooks see the pod after every mutation, labels included.
   for (const hook of webhookCalls({ ...where, podLabels: pod.metadata?.labels ?? {} }, cluster.configurations).filter(isValidating)) {
-    const answer = validating(source, scopeOf(hook))(podCreate(pod, site.namespace));
+    // As the server's pipeline does: a pod the handler cannot act on (over a --max-* limit) is refused, not a crash.
+    const answer = attempt(() => validating(source, scopeOf(hook))(podCreate(pod, site.namespace)));
+    if (answer instanceof InjectorError) return rejected(Reason.InvalidReview, answer.message);
     warnings.push(...(answer.response.warnings ?? []));
     if (!answer.response.allowed) {
       const message = answer.response.status?.message ?? 'denied';

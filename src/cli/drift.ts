@@ -17,6 +17,8 @@ export interface DriftOptions {
   readonly templatesDir?: string;
   /** `NAMESPACE/NAME` of the installed templates ConfigMap; used when templatesDir is absent. */
   readonly templatesConfigmap: string;
+  /** The install to judge (`--revision`): its templates ConfigMap, webhooks and pods; absent: the default install. */
+  readonly revision?: string;
   /** Absent: the kubeconfig context's namespace. */
   readonly namespace?: string;
   readonly allNamespaces: boolean;
@@ -56,7 +58,7 @@ export async function driftCommand(values: DriftOptions, io: IO = processIO, env
     listReplicaSets(kube, scope),
     listJobs(kube, scope),
     listNamespaces(kube, scope),
-    injectorWebhooks(kube),
+    injectorWebhooks(kube, values.revision ?? ''),
   ]);
   if (webhooks.note !== undefined) io.stderr(`note: ${webhooks.note}\n`);
   const owners: Owners = new Map(
@@ -67,8 +69,8 @@ export async function driftCommand(values: DriftOptions, io: IO = processIO, env
   );
   // Whether a pod is opted in is decided as the webhooks' selectors decide it, with the namespaces' own labels.
   const namespaceLabels = new Map<string, Labels>(namespaces.map((n) => [n.metadata?.name ?? '', n.metadata?.labels ?? {}]));
-  const report = driftReport(pods.map(toPod), owners, set, { all: values.all, source, optIn: { configurations: webhooks.configurations, source: webhooks.source, namespaceLabels } });
-  const where = 'namespace' in scope ? `namespace ${scope.namespace}` : 'all namespaces';
+  const report = driftReport(pods.map(toPod), owners, set, { all: values.all, source, optIn: { configurations: webhooks.configurations, source: webhooks.source, namespaceLabels }, ...(values.revision !== undefined && { revision: values.revision }) });
+  const where = `${'namespace' in scope ? `namespace ${scope.namespace}` : 'all namespaces'}${values.revision === undefined ? '' : ` (revision ${values.revision})`}`;
   if (restart === undefined) {
     io.stdout(values.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : printReport(report, where));
     return 0;
@@ -137,10 +139,19 @@ function kubeconfigExists(env: NodeJS.ProcessEnv): boolean {
   return (env['KUBECONFIG'] ?? '') !== '' || existsSync(join(homedir(), '.kube', 'config'));
 }
 
+/** The ConfigMap --templates-configmap names; a revision's, as components/revision and the chart name it, when the flag keeps its default. */
+function templatesConfigmap(values: DriftOptions): string {
+  if (values.revision === undefined || values.templatesConfigmap !== DEFAULT_TEMPLATES_CONFIGMAP) return values.templatesConfigmap;
+  return `${DEFAULT_TEMPLATES_CONFIGMAP}-${values.revision}`;
+}
+
+/** The templates ConfigMap of the default install (manifests/, the chart's release sidecar-injector). */
+export const DEFAULT_TEMPLATES_CONFIGMAP = 'sidecar-injector/sidecar-injector-templates';
+
 /** The templates to compare with: a directory, or the ConfigMap the injector mounts, read through the API. */
 async function templatesFor(values: DriftOptions, kube: KubeClients, env: NodeJS.ProcessEnv): Promise<{ set: TemplateSet; source: string }> {
   if (values.templatesDir !== undefined) return { set: await loadTemplates(values.templatesDir), source: `directory ${templatesDir(values.templatesDir, env)}` };
-  const [namespace, name, ...rest] = values.templatesConfigmap.split('/');
+  const [namespace, name, ...rest] = templatesConfigmap(values).split('/');
   if (namespace === undefined || namespace === '' || name === undefined || name === '' || rest.length > 0) {
     throw new InjectorError('USAGE', [`drift: --templates-configmap must be NAMESPACE/NAME, got "${values.templatesConfigmap}"`]);
   }

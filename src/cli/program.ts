@@ -124,6 +124,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(new Option('--templates-configmap <namespace/name>', 'the installed templates ConfigMap, read through the API unless --templates-dir is given').default('sidecar-injector/sidecar-injector-templates'))
     .addOption(new Option('-n, --namespace <namespace>', "namespace to look in (default: the kubeconfig context's namespace)").conflicts('allNamespaces'))
     .addOption(new Option('-A, --all-namespaces', 'look in every namespace'))
+    .addOption(new Option('--revision <name>', "judge the pods injected by the install of this revision (sidecar-injector.io/rev), against its webhooks and templates (the ConfigMap <configmap>-<name> unless --templates-configmap is given)"))
     .addOption(new Option('--all', 'list every injected pod, not only the stale ones'))
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addOption(new Option('--kubeconfig <file>', 'kubeconfig file (default: $KUBECONFIG, else ~/.kube/config; in a pod, its ServiceAccount)'))

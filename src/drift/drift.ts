@@ -78,6 +78,8 @@ export interface WorkloadDrift extends WorkloadRef {
 }
 
 export interface DriftReport {
+  /** The revision judged (`drift --revision`); absent for the default install. */
+  readonly revision?: string;
   readonly templates: { readonly source: string; readonly digest: string };
   /** Where the webhooks' selectors, which decide which pods are opted in, were read. */
   readonly webhooks: { readonly source: string };
@@ -148,15 +150,26 @@ function perTemplate(status: RecordedStatus): Map<string, unknown> | undefined {
   return new Map(injected.filter(isObject).map((r) => [String(r['template']), r]));
 }
 
+/**
+ * Whether the pod is the install of `revision`'s to judge: its status names that revision (none for
+ * the default install), or it has no readable status (a missing pod: the webhooks' selectors decide).
+ */
+function injectedBy(pod: Pod, revision: string): boolean {
+  const recorded = recordedStatus(pod);
+  if (recorded === undefined || recorded === 'unreadable') return true;
+  const named = recorded['revision'];
+  return (typeof named === 'string' ? named : '') === revision;
+}
+
 /** The verdict on one pod; undefined for a pod that was never injected (no status annotation). */
-export function podDrift(pod: Pod, set: TemplateSet): PodDrift | undefined {
+export function podDrift(pod: Pod, set: TemplateSet, revision = ''): PodDrift | undefined {
   const name = pod.metadata?.name ?? '';
   const recorded = recordedStatus(pod);
   if (recorded === undefined) return undefined;
   if (recorded === 'unreadable') return stale(name, { reason: StaleReason.StatusUnreadable, detail: `annotation ${Keys.status} is not JSON with a "templates" list` });
   const gone = recorded.templates.filter((t) => !set.templates.has(t));
   if (gone.length > 0) return stale(name, { reason: StaleReason.TemplateRemoved, detail: `template${gone.length === 1 ? '' : 's'} ${list(gone)} no longer exist${gone.length === 1 ? 's' : ''}` }, recorded);
-  const fresh = reinject(pod, set);
+  const fresh = reinject(pod, set, revision);
   if ('refused' in fresh) return stale(name, fresh.refused, recorded);
   const difference = compareStatus(recorded, fresh.status);
   if (difference !== undefined) return stale(name, difference, recorded, fresh.status);
@@ -210,7 +223,7 @@ function mutatingScope(pod: Pod, view: OptInView): OptInScope | undefined {
  * What admission would record for the pod if it were created now: the server's own selection and
  * injection (selectTemplates, injectSidecars), run on the pod as it looked when it was admitted.
  */
-function reinject(pod: Pod, set: TemplateSet): { status: RecordedStatus } | { refused: Difference } {
+function reinject(pod: Pod, set: TemplateSet, revision: string): { status: RecordedStatus } | { refused: Difference } {
   const namespace = pod.metadata?.namespace ?? 'default';
   const admitted = asAdmitted(pod);
   try {
@@ -218,7 +231,7 @@ function reinject(pod: Pod, set: TemplateSet): { status: RecordedStatus } | { re
     const selection = selectTemplates(admitted, set, OptInScope.Namespace);
     if (!selection.inject) return { refused: { reason: StaleReason.NoLongerSelected, detail: `would not be injected now: ${selection.detail}` } };
     // The annotation this injection writes, read back as any recorded one is.
-    const fresh = recordedStatus(injectSidecars(admitted, selection.templates, namespace).pod);
+    const fresh = recordedStatus(injectSidecars(admitted, selection.templates, namespace, { revision }).pod);
     if (fresh === undefined || fresh === 'unreadable') throw new Error('the injection wrote no readable status annotation');
     return { status: fresh };
   } catch (err) {
@@ -296,13 +309,20 @@ export interface DriftOptions {
   readonly source: string;
   /** What opts a pod in, to find the pods missing their sidecars. */
   readonly optIn: OptInView;
+  /**
+   * The install whose pods are judged ('' or absent: the default install): a pod whose status
+   * names another revision is that install's, and is left out (issue 22).
+   */
+  readonly revision?: string;
 }
 
 /** Judges every pod, groups the injected and missing ones by workload (sorted by namespace, kind, name), and keeps the stale and missing ones unless `all`. */
 export function driftReport(pods: readonly Pod[], owners: Owners, set: TemplateSet, opts: DriftOptions): DriftReport {
   const groups = new Map<string, { ref: WorkloadRef; pods: PodDrift[] }>();
+  const revision = opts.revision ?? '';
   for (const pod of pods) {
-    const verdict = podDrift(pod, set) ?? missingSidecars(pod, set, opts.optIn);
+    if (!injectedBy(pod, revision)) continue;
+    const verdict = podDrift(pod, set, revision) ?? missingSidecars(pod, set, opts.optIn);
     if (verdict === undefined) continue;
     const ref = workloadOf(pod, owners);
     const key = `${ref.namespace}\u0000${ref.kind}\u0000${ref.name}`;
@@ -316,7 +336,7 @@ export function driftReport(pods: readonly Pod[], owners: Owners, set: TemplateS
     .filter((w) => w.pods.length > 0);
   const all = [...groups.values()].flatMap((g) => g.pods);
   const count = (state: PodState): number => all.filter((p) => p.state === state).length;
-  return { templates: { source: opts.source, digest: set.digest }, webhooks: { source: opts.optIn.source }, injected: all.length - count(PodState.Missing), stale: count(PodState.Stale), missing: count(PodState.Missing), workloads };
+  return { ...(revision !== '' && { revision }), templates: { source: opts.source, digest: set.digest }, webhooks: { source: opts.optIn.source }, injected: all.length - count(PodState.Missing), stale: count(PodState.Stale), missing: count(PodState.Missing), workloads };
 }
 
 function workloadDrift(ref: WorkloadRef, pods: readonly PodDrift[], all: boolean): WorkloadDrift {

@@ -7,9 +7,10 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 export const validate = validate10;
 export default validate10;
-const schema11 = {"type":"object","additionalProperties":false,"properties":{"port":{"type":"integer","minimum":0,"maximum":65535,"default":8443},"healthPort":{"type":"integer","minimum":0,"maximum":65535,"default":8081},"host":{"type":"string","default":"0.0.0.0"},"certDir":{"type":"string","default":""},"selfSignedDir":{"type":"string","default":".certs"},"certSecret":{"type":"string","default":""},"namespace":{"type":"string","default":""},"serviceName":{"type":"string","minLength":1,"default":"sidecar-injector"},"webhookConfig":{"type":"string","default":"sidecar-injector"},"kubeconfig":{"type":"string","default":""},"certCheckInterval":{"type":"integer","minimum":1,"maximum":3600,"default":60},"shutdownDelay":{"type":"integer","minimum":0,"maximum":300,"default":0},"drainTimeout":{"type":"integer","minimum":1,"maximum":300,"default":15},"templatesDir":{"type":"string","minLength":1,"default":"./templates"},"templatesSource":{"enum":["dir","cluster","both"],"default":"dir"},"templatesPollSeconds":{"type":"integer","minimum":0,"maximum":3600,"default":5},"templateHistoryMinutes":{"type":"integer","minimum":0,"maximum":1440,"default":10},"logLevel":{"enum":["trace","debug","info","warn","error","fatal","silent"],"default":"info"},"clientCa":{"type":"string","default":""},"requestTimeout":{"type":"integer","minimum":1,"maximum":60,"default":10},"maxConnections":{"type":"integer","minimum":1,"maximum":65535,"default":1024},"answerCacheMb":{"type":"integer","minimum":0,"maximum":1024,"default":4},"maxContainers":{"type":"integer","minimum":1,"maximum":100000,"default":250},"maxEnvPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxMountsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxPortsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":10000},"maxVolumes":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxObjectKeys":{"type":"integer","minimum":1,"maximum":1000000,"default":4096},"maxJsonNodes":{"type":"integer","minimum":1,"maximum":10000000,"default":49152},"maxJsonKeys":{"type":"integer","minimum":1,"maximum":10000000,"default":20480},"maxPatchKib":{"type":"integer","minimum":1,"maximum":65536,"default":1024},"maxInflight":{"type":"integer","minimum":1,"maximum":10000,"default":32},"bodyTimeout":{"type":"integer","minimum":1,"maximum":60,"default":2},"bodiesInTransitMb":{"type":"integer","minimum":1,"maximum":1024,"default":32},"imageMirror":{"type":"string","default":""}}};
+const schema11 = {"type":"object","additionalProperties":false,"properties":{"port":{"type":"integer","minimum":0,"maximum":65535,"default":8443},"healthPort":{"type":"integer","minimum":0,"maximum":65535,"default":8081},"host":{"type":"string","default":"0.0.0.0"},"certDir":{"type":"string","default":""},"selfSignedDir":{"type":"string","default":".certs"},"certSecret":{"type":"string","default":""},"namespace":{"type":"string","default":""},"serviceName":{"type":"string","minLength":1,"default":"sidecar-injector"},"webhookConfig":{"type":"string","default":"sidecar-injector"},"kubeconfig":{"type":"string","default":""},"certCheckInterval":{"type":"integer","minimum":1,"maximum":3600,"default":60},"shutdownDelay":{"type":"integer","minimum":0,"maximum":300,"default":0},"drainTimeout":{"type":"integer","minimum":1,"maximum":300,"default":15},"revision":{"type":"string","maxLength":63,"pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$","default":""},"templatesDir":{"type":"string","minLength":1,"default":"./templates"},"templatesSource":{"enum":["dir","cluster","both"],"default":"dir"},"templatesPollSeconds":{"type":"integer","minimum":0,"maximum":3600,"default":5},"templateHistoryMinutes":{"type":"integer","minimum":0,"maximum":1440,"default":10},"logLevel":{"enum":["trace","debug","info","warn","error","fatal","silent"],"default":"info"},"clientCa":{"type":"string","default":""},"requestTimeout":{"type":"integer","minimum":1,"maximum":60,"default":10},"maxConnections":{"type":"integer","minimum":1,"maximum":65535,"default":1024},"answerCacheMb":{"type":"integer","minimum":0,"maximum":1024,"default":4},"maxContainers":{"type":"integer","minimum":1,"maximum":100000,"default":250},"maxEnvPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxMountsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxPortsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":10000},"maxVolumes":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxObjectKeys":{"type":"integer","minimum":1,"maximum":1000000,"default":4096},"maxJsonNodes":{"type":"integer","minimum":1,"maximum":10000000,"default":49152},"maxJsonKeys":{"type":"integer","minimum":1,"maximum":10000000,"default":20480},"maxPatchKib":{"type":"integer","minimum":1,"maximum":65536,"default":1024},"maxInflight":{"type":"integer","minimum":1,"maximum":10000,"default":32},"bodyTimeout":{"type":"integer","minimum":1,"maximum":60,"default":2},"bodiesInTransitMb":{"type":"integer","minimum":1,"maximum":1024,"default":32},"imageMirror":{"type":"string","default":""}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = require("ajv/dist/runtime/ucs2length").default;
+const pattern0 = new RegExp("^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$", "u");
 
 function validate10(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 let vErrors = null;
@@ -53,6 +54,9 @@ data.shutdownDelay = 0;
 }
 if(data.drainTimeout === undefined){
 data.drainTimeout = 15;
+}
+if(data.revision === undefined){
+data.revision = "";
 }
 if(data.templatesDir === undefined){
 data.templatesDir = "./templates";
@@ -621,7 +625,7 @@ vErrors.push(err24);
 errors++;
 }
 }
-let data13 = data.templatesDir;
+let data13 = data.revision;
 if(typeof data13 !== "string"){
 let dataType13 = typeof data13;
 let coerced13 = undefined;
@@ -633,7 +637,7 @@ else if(data13 === null){
 coerced13 = "";
 }
 else {
-const err25 = {instancePath:instancePath+"/templatesDir",schemaPath:"#/properties/templatesDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err25 = {instancePath:instancePath+"/revision",schemaPath:"#/properties/revision/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -646,13 +650,13 @@ errors++;
 if(coerced13 !== undefined){
 data13 = coerced13;
 if(data !== undefined){
-data["templatesDir"] = coerced13;
+data["revision"] = coerced13;
 }
 }
 }
 if(typeof data13 === "string"){
-if(func3(data13) < 1){
-const err26 = {instancePath:instancePath+"/templatesDir",schemaPath:"#/properties/templatesDir/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(func3(data13) > 63){
+const err26 = {instancePath:instancePath+"/revision",schemaPath:"#/properties/revision/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -661,10 +665,8 @@ vErrors.push(err26);
 }
 errors++;
 }
-}
-let data14 = data.templatesSource;
-if(!(((data14 === "dir") || (data14 === "cluster")) || (data14 === "both"))){
-const err27 = {instancePath:instancePath+"/templatesSource",schemaPath:"#/properties/templatesSource/enum",keyword:"enum",params:{allowedValues: schema11.properties.templatesSource.enum},message:"must be equal to one of the allowed values"};
+if(!pattern0.test(data13)){
+const err27 = {instancePath:instancePath+"/revision",schemaPath:"#/properties/revision/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"+"\""};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -673,17 +675,20 @@ vErrors.push(err27);
 }
 errors++;
 }
-let data15 = data.templatesPollSeconds;
-if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
-let dataType14 = typeof data15;
+}
+let data14 = data.templatesDir;
+if(typeof data14 !== "string"){
+let dataType14 = typeof data14;
 let coerced14 = undefined;
 if(!(coerced14 !== undefined)){
-if(dataType14 === "boolean" || data15 === null
-              || (dataType14 === "string" && data15 && data15 == +data15 && !(data15 % 1))){
-coerced14 = +data15;
+if(dataType14 == "number" || dataType14 == "boolean"){
+coerced14 = "" + data14;
+}
+else if(data14 === null){
+coerced14 = "";
 }
 else {
-const err28 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err28 = {instancePath:instancePath+"/templatesDir",schemaPath:"#/properties/templatesDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -694,15 +699,15 @@ errors++;
 }
 }
 if(coerced14 !== undefined){
-data15 = coerced14;
+data14 = coerced14;
 if(data !== undefined){
-data["templatesPollSeconds"] = coerced14;
+data["templatesDir"] = coerced14;
 }
 }
 }
-if((typeof data15 == "number") && (isFinite(data15))){
-if(data15 > 3600 || isNaN(data15)){
-const err29 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+if(typeof data14 === "string"){
+if(func3(data14) < 1){
+const err29 = {instancePath:instancePath+"/templatesDir",schemaPath:"#/properties/templatesDir/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -711,8 +716,10 @@ vErrors.push(err29);
 }
 errors++;
 }
-if(data15 < 0 || isNaN(data15)){
-const err30 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+let data15 = data.templatesSource;
+if(!(((data15 === "dir") || (data15 === "cluster")) || (data15 === "both"))){
+const err30 = {instancePath:instancePath+"/templatesSource",schemaPath:"#/properties/templatesSource/enum",keyword:"enum",params:{allowedValues: schema11.properties.templatesSource.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -721,8 +728,7 @@ vErrors.push(err30);
 }
 errors++;
 }
-}
-let data16 = data.templateHistoryMinutes;
+let data16 = data.templatesPollSeconds;
 if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
 let dataType15 = typeof data16;
 let coerced15 = undefined;
@@ -732,7 +738,7 @@ if(dataType15 === "boolean" || data16 === null
 coerced15 = +data16;
 }
 else {
-const err31 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err31 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -745,13 +751,13 @@ errors++;
 if(coerced15 !== undefined){
 data16 = coerced15;
 if(data !== undefined){
-data["templateHistoryMinutes"] = coerced15;
+data["templatesPollSeconds"] = coerced15;
 }
 }
 }
 if((typeof data16 == "number") && (isFinite(data16))){
-if(data16 > 1440 || isNaN(data16)){
-const err32 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1440},message:"must be <= 1440"};
+if(data16 > 3600 || isNaN(data16)){
+const err32 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -761,7 +767,7 @@ vErrors.push(err32);
 errors++;
 }
 if(data16 < 0 || isNaN(data16)){
-const err33 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err33 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -771,9 +777,17 @@ vErrors.push(err33);
 errors++;
 }
 }
-let data17 = data.logLevel;
-if(!(((((((data17 === "trace") || (data17 === "debug")) || (data17 === "info")) || (data17 === "warn")) || (data17 === "error")) || (data17 === "fatal")) || (data17 === "silent"))){
-const err34 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/enum",keyword:"enum",params:{allowedValues: schema11.properties.logLevel.enum},message:"must be equal to one of the allowed values"};
+let data17 = data.templateHistoryMinutes;
+if(!(((typeof data17 == "number") && (!(data17 % 1) && !isNaN(data17))) && (isFinite(data17)))){
+let dataType16 = typeof data17;
+let coerced16 = undefined;
+if(!(coerced16 !== undefined)){
+if(dataType16 === "boolean" || data17 === null
+              || (dataType16 === "string" && data17 && data17 == +data17 && !(data17 % 1))){
+coerced16 = +data17;
+}
+else {
+const err34 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -782,19 +796,17 @@ vErrors.push(err34);
 }
 errors++;
 }
-let data18 = data.clientCa;
-if(typeof data18 !== "string"){
-let dataType16 = typeof data18;
-let coerced16 = undefined;
-if(!(coerced16 !== undefined)){
-if(dataType16 == "number" || dataType16 == "boolean"){
-coerced16 = "" + data18;
 }
-else if(data18 === null){
-coerced16 = "";
+if(coerced16 !== undefined){
+data17 = coerced16;
+if(data !== undefined){
+data["templateHistoryMinutes"] = coerced16;
 }
-else {
-const err35 = {instancePath:instancePath+"/clientCa",schemaPath:"#/properties/clientCa/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+if((typeof data17 == "number") && (isFinite(data17))){
+if(data17 > 1440 || isNaN(data17)){
+const err35 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1440},message:"must be <= 1440"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -803,25 +815,8 @@ vErrors.push(err35);
 }
 errors++;
 }
-}
-if(coerced16 !== undefined){
-data18 = coerced16;
-if(data !== undefined){
-data["clientCa"] = coerced16;
-}
-}
-}
-let data19 = data.requestTimeout;
-if(!(((typeof data19 == "number") && (!(data19 % 1) && !isNaN(data19))) && (isFinite(data19)))){
-let dataType17 = typeof data19;
-let coerced17 = undefined;
-if(!(coerced17 !== undefined)){
-if(dataType17 === "boolean" || data19 === null
-              || (dataType17 === "string" && data19 && data19 == +data19 && !(data19 % 1))){
-coerced17 = +data19;
-}
-else {
-const err36 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data17 < 0 || isNaN(data17)){
+const err36 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -831,16 +826,9 @@ vErrors.push(err36);
 errors++;
 }
 }
-if(coerced17 !== undefined){
-data19 = coerced17;
-if(data !== undefined){
-data["requestTimeout"] = coerced17;
-}
-}
-}
-if((typeof data19 == "number") && (isFinite(data19))){
-if(data19 > 60 || isNaN(data19)){
-const err37 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
+let data18 = data.logLevel;
+if(!(((((((data18 === "trace") || (data18 === "debug")) || (data18 === "info")) || (data18 === "warn")) || (data18 === "error")) || (data18 === "fatal")) || (data18 === "silent"))){
+const err37 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/enum",keyword:"enum",params:{allowedValues: schema11.properties.logLevel.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -849,8 +837,19 @@ vErrors.push(err37);
 }
 errors++;
 }
-if(data19 < 1 || isNaN(data19)){
-const err38 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+let data19 = data.clientCa;
+if(typeof data19 !== "string"){
+let dataType17 = typeof data19;
+let coerced17 = undefined;
+if(!(coerced17 !== undefined)){
+if(dataType17 == "number" || dataType17 == "boolean"){
+coerced17 = "" + data19;
+}
+else if(data19 === null){
+coerced17 = "";
+}
+else {
+const err38 = {instancePath:instancePath+"/clientCa",schemaPath:"#/properties/clientCa/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -860,7 +859,14 @@ vErrors.push(err38);
 errors++;
 }
 }
-let data20 = data.maxConnections;
+if(coerced17 !== undefined){
+data19 = coerced17;
+if(data !== undefined){
+data["clientCa"] = coerced17;
+}
+}
+}
+let data20 = data.requestTimeout;
 if(!(((typeof data20 == "number") && (!(data20 % 1) && !isNaN(data20))) && (isFinite(data20)))){
 let dataType18 = typeof data20;
 let coerced18 = undefined;
@@ -870,7 +876,7 @@ if(dataType18 === "boolean" || data20 === null
 coerced18 = +data20;
 }
 else {
-const err39 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err39 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -883,13 +889,13 @@ errors++;
 if(coerced18 !== undefined){
 data20 = coerced18;
 if(data !== undefined){
-data["maxConnections"] = coerced18;
+data["requestTimeout"] = coerced18;
 }
 }
 }
 if((typeof data20 == "number") && (isFinite(data20))){
-if(data20 > 65535 || isNaN(data20)){
-const err40 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+if(data20 > 60 || isNaN(data20)){
+const err40 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -899,7 +905,7 @@ vErrors.push(err40);
 errors++;
 }
 if(data20 < 1 || isNaN(data20)){
-const err41 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err41 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -909,7 +915,7 @@ vErrors.push(err41);
 errors++;
 }
 }
-let data21 = data.answerCacheMb;
+let data21 = data.maxConnections;
 if(!(((typeof data21 == "number") && (!(data21 % 1) && !isNaN(data21))) && (isFinite(data21)))){
 let dataType19 = typeof data21;
 let coerced19 = undefined;
@@ -919,7 +925,7 @@ if(dataType19 === "boolean" || data21 === null
 coerced19 = +data21;
 }
 else {
-const err42 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err42 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -932,13 +938,13 @@ errors++;
 if(coerced19 !== undefined){
 data21 = coerced19;
 if(data !== undefined){
-data["answerCacheMb"] = coerced19;
+data["maxConnections"] = coerced19;
 }
 }
 }
 if((typeof data21 == "number") && (isFinite(data21))){
-if(data21 > 1024 || isNaN(data21)){
-const err43 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
+if(data21 > 65535 || isNaN(data21)){
+const err43 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -947,8 +953,8 @@ vErrors.push(err43);
 }
 errors++;
 }
-if(data21 < 0 || isNaN(data21)){
-const err44 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data21 < 1 || isNaN(data21)){
+const err44 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -958,7 +964,7 @@ vErrors.push(err44);
 errors++;
 }
 }
-let data22 = data.maxContainers;
+let data22 = data.answerCacheMb;
 if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
 let dataType20 = typeof data22;
 let coerced20 = undefined;
@@ -968,7 +974,7 @@ if(dataType20 === "boolean" || data22 === null
 coerced20 = +data22;
 }
 else {
-const err45 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err45 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -981,13 +987,13 @@ errors++;
 if(coerced20 !== undefined){
 data22 = coerced20;
 if(data !== undefined){
-data["maxContainers"] = coerced20;
+data["answerCacheMb"] = coerced20;
 }
 }
 }
 if((typeof data22 == "number") && (isFinite(data22))){
-if(data22 > 100000 || isNaN(data22)){
-const err46 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data22 > 1024 || isNaN(data22)){
+const err46 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -996,8 +1002,8 @@ vErrors.push(err46);
 }
 errors++;
 }
-if(data22 < 1 || isNaN(data22)){
-const err47 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data22 < 0 || isNaN(data22)){
+const err47 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -1007,7 +1013,7 @@ vErrors.push(err47);
 errors++;
 }
 }
-let data23 = data.maxEnvPerContainer;
+let data23 = data.maxContainers;
 if(!(((typeof data23 == "number") && (!(data23 % 1) && !isNaN(data23))) && (isFinite(data23)))){
 let dataType21 = typeof data23;
 let coerced21 = undefined;
@@ -1017,7 +1023,7 @@ if(dataType21 === "boolean" || data23 === null
 coerced21 = +data23;
 }
 else {
-const err48 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err48 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -1030,13 +1036,13 @@ errors++;
 if(coerced21 !== undefined){
 data23 = coerced21;
 if(data !== undefined){
-data["maxEnvPerContainer"] = coerced21;
+data["maxContainers"] = coerced21;
 }
 }
 }
 if((typeof data23 == "number") && (isFinite(data23))){
 if(data23 > 100000 || isNaN(data23)){
-const err49 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err49 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -1046,7 +1052,7 @@ vErrors.push(err49);
 errors++;
 }
 if(data23 < 1 || isNaN(data23)){
-const err50 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err50 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -1056,7 +1062,7 @@ vErrors.push(err50);
 errors++;
 }
 }
-let data24 = data.maxMountsPerContainer;
+let data24 = data.maxEnvPerContainer;
 if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
 let dataType22 = typeof data24;
 let coerced22 = undefined;
@@ -1066,7 +1072,7 @@ if(dataType22 === "boolean" || data24 === null
 coerced22 = +data24;
 }
 else {
-const err51 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err51 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -1079,13 +1085,13 @@ errors++;
 if(coerced22 !== undefined){
 data24 = coerced22;
 if(data !== undefined){
-data["maxMountsPerContainer"] = coerced22;
+data["maxEnvPerContainer"] = coerced22;
 }
 }
 }
 if((typeof data24 == "number") && (isFinite(data24))){
 if(data24 > 100000 || isNaN(data24)){
-const err52 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err52 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -1095,7 +1101,7 @@ vErrors.push(err52);
 errors++;
 }
 if(data24 < 1 || isNaN(data24)){
-const err53 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err53 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -1105,7 +1111,7 @@ vErrors.push(err53);
 errors++;
 }
 }
-let data25 = data.maxPortsPerContainer;
+let data25 = data.maxMountsPerContainer;
 if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
 let dataType23 = typeof data25;
 let coerced23 = undefined;
@@ -1115,7 +1121,7 @@ if(dataType23 === "boolean" || data25 === null
 coerced23 = +data25;
 }
 else {
-const err54 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err54 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -1128,13 +1134,13 @@ errors++;
 if(coerced23 !== undefined){
 data25 = coerced23;
 if(data !== undefined){
-data["maxPortsPerContainer"] = coerced23;
+data["maxMountsPerContainer"] = coerced23;
 }
 }
 }
 if((typeof data25 == "number") && (isFinite(data25))){
 if(data25 > 100000 || isNaN(data25)){
-const err55 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err55 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -1144,7 +1150,7 @@ vErrors.push(err55);
 errors++;
 }
 if(data25 < 1 || isNaN(data25)){
-const err56 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err56 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -1154,7 +1160,7 @@ vErrors.push(err56);
 errors++;
 }
 }
-let data26 = data.maxVolumes;
+let data26 = data.maxPortsPerContainer;
 if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
 let dataType24 = typeof data26;
 let coerced24 = undefined;
@@ -1164,7 +1170,7 @@ if(dataType24 === "boolean" || data26 === null
 coerced24 = +data26;
 }
 else {
-const err57 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err57 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -1177,13 +1183,13 @@ errors++;
 if(coerced24 !== undefined){
 data26 = coerced24;
 if(data !== undefined){
-data["maxVolumes"] = coerced24;
+data["maxPortsPerContainer"] = coerced24;
 }
 }
 }
 if((typeof data26 == "number") && (isFinite(data26))){
 if(data26 > 100000 || isNaN(data26)){
-const err58 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err58 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -1193,7 +1199,7 @@ vErrors.push(err58);
 errors++;
 }
 if(data26 < 1 || isNaN(data26)){
-const err59 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err59 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -1203,7 +1209,7 @@ vErrors.push(err59);
 errors++;
 }
 }
-let data27 = data.maxObjectKeys;
+let data27 = data.maxVolumes;
 if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
 let dataType25 = typeof data27;
 let coerced25 = undefined;
@@ -1213,7 +1219,7 @@ if(dataType25 === "boolean" || data27 === null
 coerced25 = +data27;
 }
 else {
-const err60 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err60 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -1226,13 +1232,13 @@ errors++;
 if(coerced25 !== undefined){
 data27 = coerced25;
 if(data !== undefined){
-data["maxObjectKeys"] = coerced25;
+data["maxVolumes"] = coerced25;
 }
 }
 }
 if((typeof data27 == "number") && (isFinite(data27))){
-if(data27 > 1000000 || isNaN(data27)){
-const err61 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+if(data27 > 100000 || isNaN(data27)){
+const err61 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -1242,7 +1248,7 @@ vErrors.push(err61);
 errors++;
 }
 if(data27 < 1 || isNaN(data27)){
-const err62 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err62 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -1252,7 +1258,7 @@ vErrors.push(err62);
 errors++;
 }
 }
-let data28 = data.maxJsonNodes;
+let data28 = data.maxObjectKeys;
 if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
 let dataType26 = typeof data28;
 let coerced26 = undefined;
@@ -1262,7 +1268,7 @@ if(dataType26 === "boolean" || data28 === null
 coerced26 = +data28;
 }
 else {
-const err63 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err63 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -1275,13 +1281,13 @@ errors++;
 if(coerced26 !== undefined){
 data28 = coerced26;
 if(data !== undefined){
-data["maxJsonNodes"] = coerced26;
+data["maxObjectKeys"] = coerced26;
 }
 }
 }
 if((typeof data28 == "number") && (isFinite(data28))){
-if(data28 > 10000000 || isNaN(data28)){
-const err64 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+if(data28 > 1000000 || isNaN(data28)){
+const err64 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -1291,7 +1297,7 @@ vErrors.push(err64);
 errors++;
 }
 if(data28 < 1 || isNaN(data28)){
-const err65 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err65 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -1301,7 +1307,7 @@ vErrors.push(err65);
 errors++;
 }
 }
-let data29 = data.maxJsonKeys;
+let data29 = data.maxJsonNodes;
 if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
 let dataType27 = typeof data29;
 let coerced27 = undefined;
@@ -1311,7 +1317,7 @@ if(dataType27 === "boolean" || data29 === null
 coerced27 = +data29;
 }
 else {
-const err66 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err66 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -1324,13 +1330,13 @@ errors++;
 if(coerced27 !== undefined){
 data29 = coerced27;
 if(data !== undefined){
-data["maxJsonKeys"] = coerced27;
+data["maxJsonNodes"] = coerced27;
 }
 }
 }
 if((typeof data29 == "number") && (isFinite(data29))){
 if(data29 > 10000000 || isNaN(data29)){
-const err67 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+const err67 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -1340,7 +1346,7 @@ vErrors.push(err67);
 errors++;
 }
 if(data29 < 1 || isNaN(data29)){
-const err68 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err68 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -1350,7 +1356,7 @@ vErrors.push(err68);
 errors++;
 }
 }
-let data30 = data.maxPatchKib;
+let data30 = data.maxJsonKeys;
 if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
 let dataType28 = typeof data30;
 let coerced28 = undefined;
@@ -1360,7 +1366,7 @@ if(dataType28 === "boolean" || data30 === null
 coerced28 = +data30;
 }
 else {
-const err69 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err69 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -1373,13 +1379,13 @@ errors++;
 if(coerced28 !== undefined){
 data30 = coerced28;
 if(data !== undefined){
-data["maxPatchKib"] = coerced28;
+data["maxJsonKeys"] = coerced28;
 }
 }
 }
 if((typeof data30 == "number") && (isFinite(data30))){
-if(data30 > 65536 || isNaN(data30)){
-const err70 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65536},message:"must be <= 65536"};
+if(data30 > 10000000 || isNaN(data30)){
+const err70 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -1389,7 +1395,7 @@ vErrors.push(err70);
 errors++;
 }
 if(data30 < 1 || isNaN(data30)){
-const err71 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err71 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -1399,7 +1405,7 @@ vErrors.push(err71);
 errors++;
 }
 }
-let data31 = data.maxInflight;
+let data31 = data.maxPatchKib;
 if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
 let dataType29 = typeof data31;
 let coerced29 = undefined;
@@ -1409,7 +1415,7 @@ if(dataType29 === "boolean" || data31 === null
 coerced29 = +data31;
 }
 else {
-const err72 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err72 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -1422,13 +1428,13 @@ errors++;
 if(coerced29 !== undefined){
 data31 = coerced29;
 if(data !== undefined){
-data["maxInflight"] = coerced29;
+data["maxPatchKib"] = coerced29;
 }
 }
 }
 if((typeof data31 == "number") && (isFinite(data31))){
-if(data31 > 10000 || isNaN(data31)){
-const err73 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+if(data31 > 65536 || isNaN(data31)){
+const err73 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65536},message:"must be <= 65536"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -1438,7 +1444,7 @@ vErrors.push(err73);
 errors++;
 }
 if(data31 < 1 || isNaN(data31)){
-const err74 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err74 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -1448,7 +1454,7 @@ vErrors.push(err74);
 errors++;
 }
 }
-let data32 = data.bodyTimeout;
+let data32 = data.maxInflight;
 if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
 let dataType30 = typeof data32;
 let coerced30 = undefined;
@@ -1458,7 +1464,7 @@ if(dataType30 === "boolean" || data32 === null
 coerced30 = +data32;
 }
 else {
-const err75 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err75 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -1471,13 +1477,13 @@ errors++;
 if(coerced30 !== undefined){
 data32 = coerced30;
 if(data !== undefined){
-data["bodyTimeout"] = coerced30;
+data["maxInflight"] = coerced30;
 }
 }
 }
 if((typeof data32 == "number") && (isFinite(data32))){
-if(data32 > 60 || isNaN(data32)){
-const err76 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
+if(data32 > 10000 || isNaN(data32)){
+const err76 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -1487,7 +1493,7 @@ vErrors.push(err76);
 errors++;
 }
 if(data32 < 1 || isNaN(data32)){
-const err77 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err77 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -1497,7 +1503,7 @@ vErrors.push(err77);
 errors++;
 }
 }
-let data33 = data.bodiesInTransitMb;
+let data33 = data.bodyTimeout;
 if(!(((typeof data33 == "number") && (!(data33 % 1) && !isNaN(data33))) && (isFinite(data33)))){
 let dataType31 = typeof data33;
 let coerced31 = undefined;
@@ -1507,7 +1513,7 @@ if(dataType31 === "boolean" || data33 === null
 coerced31 = +data33;
 }
 else {
-const err78 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err78 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -1520,13 +1526,13 @@ errors++;
 if(coerced31 !== undefined){
 data33 = coerced31;
 if(data !== undefined){
-data["bodiesInTransitMb"] = coerced31;
+data["bodyTimeout"] = coerced31;
 }
 }
 }
 if((typeof data33 == "number") && (isFinite(data33))){
-if(data33 > 1024 || isNaN(data33)){
-const err79 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
+if(data33 > 60 || isNaN(data33)){
+const err79 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -1536,7 +1542,7 @@ vErrors.push(err79);
 errors++;
 }
 if(data33 < 1 || isNaN(data33)){
-const err80 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err80 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -1546,19 +1552,17 @@ vErrors.push(err80);
 errors++;
 }
 }
-let data34 = data.imageMirror;
-if(typeof data34 !== "string"){
+let data34 = data.bodiesInTransitMb;
+if(!(((typeof data34 == "number") && (!(data34 % 1) && !isNaN(data34))) && (isFinite(data34)))){
 let dataType32 = typeof data34;
 let coerced32 = undefined;
 if(!(coerced32 !== undefined)){
-if(dataType32 == "number" || dataType32 == "boolean"){
-coerced32 = "" + data34;
-}
-else if(data34 === null){
-coerced32 = "";
+if(dataType32 === "boolean" || data34 === null
+              || (dataType32 === "string" && data34 && data34 == +data34 && !(data34 % 1))){
+coerced32 = +data34;
 }
 else {
-const err81 = {instancePath:instancePath+"/imageMirror",schemaPath:"#/properties/imageMirror/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err81 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -1571,18 +1575,69 @@ errors++;
 if(coerced32 !== undefined){
 data34 = coerced32;
 if(data !== undefined){
-data["imageMirror"] = coerced32;
+data["bodiesInTransitMb"] = coerced32;
 }
 }
 }
-}
-else {
-const err82 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data34 == "number") && (isFinite(data34))){
+if(data34 > 1024 || isNaN(data34)){
+const err82 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
 if(vErrors === null){
 vErrors = [err82];
 }
 else {
 vErrors.push(err82);
+}
+errors++;
+}
+if(data34 < 1 || isNaN(data34)){
+const err83 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err83];
+}
+else {
+vErrors.push(err83);
+}
+errors++;
+}
+}
+let data35 = data.imageMirror;
+if(typeof data35 !== "string"){
+let dataType33 = typeof data35;
+let coerced33 = undefined;
+if(!(coerced33 !== undefined)){
+if(dataType33 == "number" || dataType33 == "boolean"){
+coerced33 = "" + data35;
+}
+else if(data35 === null){
+coerced33 = "";
+}
+else {
+const err84 = {instancePath:instancePath+"/imageMirror",schemaPath:"#/properties/imageMirror/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err84];
+}
+else {
+vErrors.push(err84);
+}
+errors++;
+}
+}
+if(coerced33 !== undefined){
+data35 = coerced33;
+if(data !== undefined){
+data["imageMirror"] = coerced33;
+}
+}
+}
+}
+else {
+const err85 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err85];
+}
+else {
+vErrors.push(err85);
 }
 errors++;
 }

@@ -63,10 +63,20 @@ export const SHIPPED_WEBHOOK_CONFIGURATIONS = [
               "values": [
                 "true"
               ]
+            },
+            {
+              "key": "sidecar-injector.io/rev",
+              "operator": "DoesNotExist"
             }
           ]
         },
         "objectSelector": {
+          "matchExpressions": [
+            {
+              "key": "sidecar-injector.io/rev",
+              "operator": "DoesNotExist"
+            }
+          ],
           "matchLabels": {
             "sidecar-injector.io/inject": "true"
           }
@@ -126,6 +136,10 @@ export const SHIPPED_WEBHOOK_CONFIGURATIONS = [
               "values": [
                 "true"
               ]
+            },
+            {
+              "key": "sidecar-injector.io/rev",
+              "operator": "DoesNotExist"
             }
           ]
         },
@@ -137,6 +151,10 @@ export const SHIPPED_WEBHOOK_CONFIGURATIONS = [
               "values": [
                 "false"
               ]
+            },
+            {
+              "key": "sidecar-injector.io/rev",
+              "operator": "DoesNotExist"
             }
           ]
         },
@@ -203,10 +221,20 @@ export const SHIPPED_WEBHOOK_CONFIGURATIONS = [
               "values": [
                 "true"
               ]
+            },
+            {
+              "key": "sidecar-injector.io/rev",
+              "operator": "DoesNotExist"
             }
           ]
         },
         "objectSelector": {
+          "matchExpressions": [
+            {
+              "key": "sidecar-injector.io/rev",
+              "operator": "DoesNotExist"
+            }
+          ],
           "matchLabels": {
             "sidecar-injector.io/inject": "true"
           }
@@ -266,6 +294,10 @@ export const SHIPPED_WEBHOOK_CONFIGURATIONS = [
               "values": [
                 "true"
               ]
+            },
+            {
+              "key": "sidecar-injector.io/rev",
+              "operator": "DoesNotExist"
             }
           ]
         },
@@ -277,6 +309,10 @@ export const SHIPPED_WEBHOOK_CONFIGURATIONS = [
               "values": [
                 "false"
               ]
+            },
+            {
+              "key": "sidecar-injector.io/rev",
+              "operator": "DoesNotExist"
             }
           ]
         },

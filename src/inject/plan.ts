@@ -75,13 +75,22 @@ interface Node {
   readonly next: WeakMap<RenderedTemplate, Node>;
 }
 
-// Keyed by the rendered templates themselves, in order, so an entry lives exactly as long as the
-// renderings it was made of (template.ts keeps at most a few hundred per template).
-const plans = new WeakMap<RenderedTemplate, Node>();
+// Per revision (a process has one; tests make several), then keyed by the rendered templates
+// themselves, in order, so an entry lives exactly as long as the renderings it was made of
+// (template.ts keeps at most a few hundred per template).
+const plansByRevision = new Map<string, WeakMap<RenderedTemplate, Node>>();
 
-/** The plan of an injection of these rendered templates; kept when every one of them is frozen (shared). */
-export function planFor(rendered: readonly RenderedTemplate[]): InjectionPlan {
-  if (!rendered.every((r) => Object.isFrozen(r))) return makePlan(rendered);
+/**
+ * The plan of an injection of these rendered templates by the install of `revision` ('' for the
+ * default install); kept when every one of them is frozen (shared).
+ */
+export function planFor(rendered: readonly RenderedTemplate[], revision = ''): InjectionPlan {
+  if (!rendered.every((r) => Object.isFrozen(r))) return makePlan(rendered, revision);
+  let plans = plansByRevision.get(revision);
+  if (plans === undefined) {
+    plans = new WeakMap();
+    plansByRevision.set(revision, plans);
+  }
   let level = plans;
   let node: Node | undefined;
   for (const r of rendered) {
@@ -92,14 +101,14 @@ export function planFor(rendered: readonly RenderedTemplate[]): InjectionPlan {
     }
     level = node.next;
   }
-  if (node === undefined) return makePlan(rendered);
-  node.plan ??= makePlan(rendered);
+  if (node === undefined) return makePlan(rendered, revision);
+  node.plan ??= makePlan(rendered, revision);
   return node.plan;
 }
 
-function makePlan(rendered: readonly RenderedTemplate[]): InjectionPlan {
+function makePlan(rendered: readonly RenderedTemplate[], revision: string): InjectionPlan {
   const conflicts = findConflicts(rendered);
-  const status = statusOf(rendered);
+  const status = statusOf(rendered, revision);
   const owned = <T>(pick: (r: RenderedTemplate) => readonly T[]): Owned<T>[] => rendered.flatMap((r) => pick(r).map((item) => [item, r.name] as const));
   const names = (items: readonly Owned<NamedItem>[]): ReadonlySet<string> => new Set(items.map(([item]) => item.name));
   const env = owned((r) => r.env);

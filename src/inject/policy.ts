@@ -38,6 +38,8 @@ export const Reason = {
   PodResourcesExceeded: 'pod-resources-exceeded',
   /** The pod's annotations would go over Kubernetes' 256 KiB once the injector adds its own. */
   AnnotationsTooLarge: 'annotations-too-large',
+  /** The patch would be larger than --max-patch-kib (a pod of many containers, each given the templates' env and mounts). */
+  PatchTooLarge: 'patch-too-large',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
 

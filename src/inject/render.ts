@@ -13,6 +13,8 @@ export interface InjectionContext {
   readonly ownedByJob?: boolean;
   /** Build the pod even when a mount names no volume (lint inspects that pod); admission denies it. */
   readonly lenientMounts?: boolean;
+  /** The revision of the install that injects (--revision), recorded in the status annotation; default: none. */
+  readonly revision?: string;
 }
 
 /** The selected templates rendered for one pod, and what the handlers add to their answer as warnings. */
@@ -45,7 +47,7 @@ export function renderForPod(pod: Pod, templates: readonly CompiledTemplate[], n
     if (blocksJob !== undefined) warnings.push(blocksJob);
     return r;
   });
-  const plan = planFor(rendered);
+  const plan = planFor(rendered, context.revision);
   if (plan.conflict !== undefined) throw new InjectorError('TEMPLATE_CONFLICT', [plan.conflict]);
   return { templates: plan.rendered, warnings, plan };
 }
@@ -63,7 +65,7 @@ function refuseInvalidValues(t: CompiledTemplate, rendered: RenderedTemplate, la
   if (fault !== undefined) throw new InjectorError('TEMPLATE_VALUE_INVALID', [describeFault(t.name, fault)]);
 }
 
-/** True when the pod's label `key` will not be a template's: the pod has it, or an earlier template sets it (withTemplateKeys' rule). */
+/** True when the pod's label `key` will not be a template's: the pod has it, or an earlier template sets it (templateKeys' rule). */
 function labelKept(key: string, own: Readonly<Record<string, string>>, earlier: readonly RenderedTemplate[]): boolean {
   return Object.hasOwn(own, key) || earlier.some((r) => Object.hasOwn(r.labels, key));
 }
@@ -75,7 +77,7 @@ export function renderTemplates(pod: Pod, templates: readonly CompiledTemplate[]
 
 /**
  * Renders against the pod as it will be stored: its own labels and annotations plus those the
- * selected templates add, by withTemplateKeys, the rule injectSidecars applies.
+ * selected templates add, by templateKeys, the rule injectSidecars applies.
  * Rendering against the pod as submitted renders differently when the webhook is re-invoked on the
  * injected pod, so the re-invocation patched again and warned of a sidecar that "differs" (found by
  * test/inject/property.test.ts). A template's own labels may hold placeholders, so this repeats
@@ -145,20 +147,6 @@ const NONE: Readonly<Record<string, string>> = Object.freeze({});
 /** Template labels or annotations, `[[key, value], template]` in the templates' order (InjectionPlan.labels). */
 export type TemplateKeys = InjectionPlan['labels'];
 
-/**
- * The pod's labels or annotations plus those the templates add, by the one rule of the injection:
- * the pod's value wins, then the first template's. `onKept` hears of each template value that lost
- * to a different one. Returns `own` itself when nothing is added.
- */
-export function withTemplateKeys(own: Readonly<Record<string, string>>, entries: TemplateKeys, onKept?: (key: string, template: string) => void): Readonly<Record<string, string>> {
-  return withKeys(own, templateKeys(own, entries, onKept));
-}
-
-/** `own` plus `added` (keys `own` lacks), as a new map; `own` itself when `added` is undefined. */
-export function withKeys(own: Readonly<Record<string, string>>, added: Readonly<Record<string, string>> | undefined): Readonly<Record<string, string>> {
-  return added === undefined ? own : copyWithKeys(own, added);
-}
-
 /** A new map of `own`'s keys, then `added`'s (keys `own` lacks). */
 export function copyWithKeys(own: Readonly<Record<string, string>>, added: Readonly<Record<string, string>> | undefined): Record<string, string> {
   // A loop rather than spread: V8 copies a map of tens of thousands of keys about twice as fast.
@@ -174,7 +162,7 @@ function setKey(map: Record<string, string>, key: string, value: string): void {
   else map[key] = value;
 }
 
-/** Only the keys the templates add to `own` (undefined: none), by the rule of withTemplateKeys; never walks `own`. */
+/** Only the keys the templates add to `own` (undefined: none), by the rule injectSidecars applies (the pod's value wins, then the first template's); never walks `own`. */
 export function templateKeys(own: Readonly<Record<string, string>>, entries: TemplateKeys, onKept?: (key: string, template: string) => void): Record<string, string> | undefined {
   let added: Record<string, string> | undefined;
   for (const [[key, value], template] of entries) {

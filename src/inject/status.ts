@@ -11,6 +11,9 @@ import { Keys } from './keys.js';
  *     {"template":"log-shipper","version":"3f0c…","containers":{"log-shipper":"docker.io/fluent/fluent-bit"},"volumes":["app-logs"]},
  *     {"template":"proxy","version":"9a41…","initContainers":{"envoy":"docker.io/envoyproxy/envoy"}}]}
  *
+ * An install with a revision (--revision canary) adds `"revision":"canary"`, so `drift` and a person
+ * reading the pod can tell which install's templates it carries (issue 22).
+ *
  * `templates` keeps the field of the earlier format (`{"templates":[...],"digest":"..."}`), which
  * had no versions; `containers` and `initContainers` (native sidecars) map each sidecar's name to
  * its normalized image repository. Only /mutate writes it, replacing any value the pod came with.
@@ -18,6 +21,8 @@ import { Keys } from './keys.js';
 export interface InjectionStatus {
   readonly templates: readonly string[];
   readonly injected: readonly TemplateRecord[];
+  /** The revision of the install that injected (--revision, the pod's sidecar-injector.io/rev); absent for the default install. */
+  readonly revision?: string;
 }
 
 /** What one template put into the pod. */
@@ -56,10 +61,10 @@ export type RecordedStatus =
 // described once, not once per review.
 const records = new WeakMap<RenderedTemplate, TemplateRecord>();
 
-/** The status of an injection of these rendered templates. */
-export function statusOf(rendered: readonly RenderedTemplate[]): InjectionStatus {
+/** The status of an injection of these rendered templates by the install of `revision` ('' for the default install). */
+export function statusOf(rendered: readonly RenderedTemplate[], revision = ''): InjectionStatus {
   // Frozen: the audit annotations keep one map per list of names (admission/audit.ts).
-  return { templates: Object.freeze(rendered.map((r) => r.name)), injected: rendered.map(recordOf) };
+  return { templates: Object.freeze(rendered.map((r) => r.name)), injected: rendered.map(recordOf), ...(revision !== '' && { revision }) };
 }
 
 /** The annotation's value. */
@@ -105,7 +110,9 @@ export function readStatus(pod: Pod): RecordedStatus {
   if (!Object.hasOwn(value, 'injected')) return { format: StatusFormat.Unversioned, templates };
   const injected = value['injected'];
   if (!Array.isArray(injected) || !injected.every(isRecord)) return { format: StatusFormat.Invalid };
-  return { format: StatusFormat.Versioned, status: { templates, injected } };
+  const revision = value['revision'];
+  if (revision !== undefined && typeof revision !== 'string') return { format: StatusFormat.Invalid };
+  return { format: StatusFormat.Versioned, status: { templates, injected, ...(revision !== undefined && { revision }) } };
 }
 
 function isRecord(v: unknown): v is TemplateRecord {

@@ -1,6 +1,6 @@
 import { apiError, apiStatus, type KubeClients } from './client.js';
 import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../generated/shipped-webhooks.js';
-import type { WebhookConfiguration } from './types.js';
+import type { Webhook, WebhookConfiguration } from './types.js';
 
 /** The injector's mutating webhooks a cluster calls, and where they were read. */
 export interface InjectorWebhooks {
@@ -13,16 +13,30 @@ export interface InjectorWebhooks {
 
 const SHIPPED = 'manifests/base/webhooks.yaml';
 
-/** The names of the injector's mutating webhooks: the same in the kustomize manifests and the Helm chart. */
-const OURS: ReadonlySet<string> = new Set(SHIPPED_WEBHOOK_CONFIGURATIONS.filter((c) => c.kind === 'MutatingWebhookConfiguration').flatMap((c) => c.webhooks.map((w) => w.name)));
+/**
+ * The names of the injector's mutating webhooks: the same in the kustomize manifests and the Helm
+ * chart; a revision adds each once more, prefixed `ns-revision.` (the namespace picks the revision).
+ */
+const SHIPPED_NAMES = SHIPPED_WEBHOOK_CONFIGURATIONS.filter((c) => c.kind === 'MutatingWebhookConfiguration').flatMap((c) => c.webhooks.map((w) => w.name));
+const OURS: ReadonlySet<string> = new Set([...SHIPPED_NAMES, ...SHIPPED_NAMES.map((n) => `ns-revision.${n}`)]);
+
+const REVISION_LABEL = 'sidecar-injector.io/rev';
+
+/** The revision a webhook serves: the value its selectors require of sidecar-injector.io/rev; '' for the default install's. */
+export function webhookRevision(webhook: Webhook): string {
+  const requirements = [...(webhook.objectSelector?.matchExpressions ?? []), ...(webhook.namespaceSelector?.matchExpressions ?? [])];
+  const named = requirements.find((r) => r.key === REVISION_LABEL && r.operator === 'In');
+  return named?.values?.[0] ?? '';
+}
 
 /**
  * The installed MutatingWebhookConfigurations' webhooks that are the injector's (by webhook name),
  * with their selectors as installed: a Helm release excludes other namespaces, or leaves out the
- * namespace opt-in. Without the right to list them (HTTP 403), or with none installed, the shipped
+ * namespace opt-in. Only those of the install of `revision` ('' for the default install), told by
+ * their sidecar-injector.io/rev selector (webhookRevision). Without the right to list them (HTTP 403), or with none installed, the shipped
  * configurations stand in, and the note says so.
  */
-export async function injectorWebhooks(kube: KubeClients): Promise<InjectorWebhooks> {
+export async function injectorWebhooks(kube: KubeClients, revision = ''): Promise<InjectorWebhooks> {
   const shipped = (note: string): InjectorWebhooks => ({ configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, source: SHIPPED, note });
   const list = await kube.admission.listMutatingWebhookConfiguration().catch((err: unknown) => {
     if (apiStatus(err) === 403) return undefined;
@@ -31,8 +45,9 @@ export async function injectorWebhooks(kube: KubeClients): Promise<InjectorWebho
   if (list === undefined) return shipped(`cannot list mutatingwebhookconfigurations (HTTP 403): judging which pods are opted in by ${SHIPPED}`);
   const found = list.items
     .map((c): WebhookConfiguration => JSON.parse(JSON.stringify({ ...c, kind: 'MutatingWebhookConfiguration' })) as WebhookConfiguration)
-    .map((c) => ({ ...c, webhooks: (c.webhooks ?? []).filter((w) => OURS.has(w.name)) }))
+    // Only the webhooks of the install asked for: each install takes its own pods (issue 22).
+    .map((c) => ({ ...c, webhooks: (c.webhooks ?? []).filter((w) => OURS.has(w.name) && webhookRevision(w) === revision) }))
     .filter((c) => c.webhooks.length > 0);
-  if (found.length === 0) return shipped(`no MutatingWebhookConfiguration holds the injector's webhooks (${[...OURS].join(', ')}): judging which pods are opted in by ${SHIPPED}`);
+  if (found.length === 0) return shipped(`no MutatingWebhookConfiguration holds the injector's webhooks${revision === '' ? '' : ` of revision ${revision}`} (${SHIPPED_NAMES.join(', ')}): judging which pods are opted in by ${SHIPPED}`);
   return { configurations: found, source: found.map((c) => `MutatingWebhookConfiguration ${c.metadata.name}`).join(', ') };
 }

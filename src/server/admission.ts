@@ -80,8 +80,8 @@ export function createAdmissionApp(deps: AdmissionAppDeps): AdmissionApp {
     pipelines.set(path, new ReviewPipeline(deps.bodyLimits === undefined ? options : { ...options, bodyLimits: deps.bodyLimits }));
   }
   const app = new Koa<ReviewState>();
-  // What reaches Koa past the error edge: a connection that failed under its request (the client
-  // went away; the request's record says so), or a failure of the edge itself, a bug of ours.
+  // What reaches Koa past the error edge: a connection that failed under its answer (the client
+  // went away; nothing is left to answer), or a failure of the edge itself, a bug of ours.
   app.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code === undefined || !CLIENT_GONE.has(err.code)) process.emitWarning(err, 'ReviewAnswerFailed');
   });

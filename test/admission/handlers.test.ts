@@ -563,3 +563,16 @@ describe('the ServiceAccount token and the application containers a template tou
     assert.ok(warnings.includes('annotation "sidecar-injector.io/app-container" is not read by the injector; did you mean "sidecar-injector.io/app-containers"?'), String(warnings));
   });
 });
+
+describe('an install with a revision', () => {
+  it('records its revision (--revision) in the status annotation of the pods it injects, and its validating twin admits them', async () => {
+    const bundled = await loadTemplateSet('templates');
+    const handlers = createHandlers({ templates: () => bundled, revision: 'canary' });
+    const pod = optedInPod({ labels: { 'sidecar-injector.io/rev': 'canary' } });
+    const verdict = handlers.byPath.get('/mutate')!(podReview(pod).request);
+    assert.equal(verdict.decision, 'injected');
+    const injected = fjp.applyPatch(structuredClone(pod), decodePatch(verdict.response) as any).newDocument;
+    assert.equal(JSON.parse(injected.metadata.annotations['sidecar-injector.io/status']).revision, 'canary');
+    assert.equal(handlers.byPath.get('/validate')!(podReview(injected).request).response.allowed, true);
+  });
+});

@@ -196,3 +196,13 @@ describe('admitPod agrees with admission for every workload kind', () => {
     assert.deepEqual(agent?.env?.find((e) => e.name === 'POD_NAME'), { name: 'POD_NAME', value: 'storage-version-migration-serving-<suffix>-' });
   });
 });
+
+describe('admitPod at the limits', () => {
+  it('says rejected, as /validate answers, for a pod that goes over --max-containers once injected (it threw before)', () => {
+    const containers = Array.from({ length: 250 }, (_, i) => ({ name: `c${i}`, image: 'busybox' }));
+    const site = podSites({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'shop', labels: optedInNamespace }, spec: { containers } }, 'default')[0]!;
+    const a = admitPod(site, set, shipped());
+    assert.deepEqual([a.verdict, a.reason], ['rejected', 'invalid-review'], a.why.join('; '));
+    assert.match(a.why.join('; '), /containers/);
+  });
+});

@@ -123,6 +123,10 @@ describe('sidecar-injector drift (against a fake API server, through a kubeconfi
     const missing = await cli(['drift', '-n', 'shop', '--templates-configmap', 'sidecar-injector/nope', ...kube]);
     assert.equal(missing.code, 1);
     assert.equal(missing.err, 'sidecar-injector: ConfigMap sidecar-injector/nope not found; name the installed templates with --templates-configmap NAMESPACE/NAME, or compare with a directory with --templates-dir\n');
+    // A revision's templates are its own ConfigMap, named as components/revision and the chart name it.
+    const revision = await cli(['drift', '-n', 'shop', '--revision', 'canary', ...kube]);
+    assert.equal(revision.code, 1);
+    assert.match(revision.err, /ConfigMap sidecar-injector\/sidecar-injector-templates-canary not found/);
     const malformed = await cli(['drift', '--templates-configmap', 'nope', ...kube]);
     assert.equal(malformed.code, 2);
     assert.match(malformed.err, /--templates-configmap must be NAMESPACE\/NAME, got "nope"/);

@@ -37,6 +37,13 @@ describe('loadConfig', () => {
     refused(['--drain-timeout', 'soon'], {}, /--drain-timeout \(SIDECAR_INJECTOR_DRAIN_TIMEOUT\) must be integer: "soon"/);
   });
 
+  it('takes a revision as a DNS label, empty by default', () => {
+    assert.equal(loadConfig([], {}).revision, '');
+    assert.equal(loadConfig(['--revision=canary'], {}).revision, 'canary');
+    assert.equal(loadConfig([], { SIDECAR_INJECTOR_REVISION: 'b-2' }).revision, 'b-2');
+    refused(['--revision', 'Canary'], {}, /--revision \(SIDECAR_INJECTOR_REVISION\) must match pattern/);
+  });
+
   it('names every invalid value at once', () => {
     refused(['--port=-1', '--max-inflight', '0'], {}, /--port \(SIDECAR_INJECTOR_PORT\) must be >= 0: -1; --max-inflight \(SIDECAR_INJECTOR_MAX_INFLIGHT\) must be >= 1: 0/);
   });

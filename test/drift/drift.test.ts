@@ -197,4 +197,21 @@ describe('drift', () => {
       );
     });
   });
+
+  it('judges per revision (drift --revision): the pods an install injected against its templates, never another install\'s', () => {
+    const rs = (name: string) => ({ apiVersion: 'apps/v1', kind: 'ReplicaSet', name });
+    const pods = [
+      runningPod(current, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', owner: rs('web-7c9f8b6d4') }),
+      runningPod(current, { namespace: 'shop', generateName: 'api-5d8f9c7b6-', owner: rs('api-5d8f9c7b6'), labels: { 'sidecar-injector.io/rev': 'canary' }, revision: 'canary' }),
+    ];
+    const owners = new Map([['shop/web-7c9f8b6d4', { kind: 'Deployment', name: 'web' }], ['shop/api-5d8f9c7b6', { kind: 'Deployment', name: 'api' }]]);
+    const report = (revision?: string) => driftReport(pods, owners, current, { all: true, source: 'x', optIn: NO_NAMESPACE_OPT_IN, ...(revision !== undefined && { revision }) });
+    const byDefault = report();
+    assert.deepEqual([byDefault.injected, byDefault.stale, byDefault.revision], [1, 0, undefined]);
+    assert.deepEqual(byDefault.workloads.map((w) => w.name), ['web']);
+    const canary = report('canary');
+    assert.deepEqual([canary.injected, canary.stale, canary.revision], [1, 0, 'canary'], 'the canary pod is current with the same templates');
+    assert.deepEqual(canary.workloads.map((w) => w.name), ['api']);
+    assert.equal(report('b').injected, 0);
+  });
 });

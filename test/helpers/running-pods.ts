@@ -31,6 +31,8 @@ export interface RunningPod {
   readonly labels?: Record<string, string>;
   readonly annotations?: Record<string, string>;
   readonly phase?: string;
+  /** Injected by the install of this revision (--revision). */
+  readonly revision?: string;
 }
 
 /**
@@ -48,7 +50,7 @@ export function runningPod(set: TemplateSet, p: RunningPod): Pod & { status: { p
   const pod: Pod = { apiVersion: 'v1', kind: 'Pod', metadata, spec: { restartPolicy: p.owner?.kind === 'Job' ? 'Never' : 'Always', containers: [{ name: 'app', image: 'registry.example.com/app:1' }] } };
   const selection = selectTemplates(pod, set, OptInScope.Namespace);
   if (!selection.inject) throw new Error(`test pod not injected: ${selection.detail}`);
-  const injected = injectSidecars(pod, selection.templates, p.namespace).pod;
+  const injected = injectSidecars(pod, selection.templates, p.namespace, p.revision === undefined ? {} : { revision: p.revision }).pod;
   const name = p.name ?? `${p.generateName ?? ''}${p.suffix ?? 'x7k2p'}`;
   return { ...injected, metadata: { ...injected.metadata, name, uid: `uid-${name}` }, status: { phase: p.phase ?? 'Running' } };
 }

@@ -59,3 +59,26 @@ describe('status annotation', () => {
     assert.deepEqual(Object.keys(read.status.injected[0]!.containers!), ['__proto__']);
   });
 });
+
+describe('status annotation of a revision', () => {
+  it('records the revision of the install that injected, none for the default install, even for the same frozen templates', () => {
+    const s = set(shipper('busybox:1.36'));
+    const templates = [...s.templates.values()];
+    const status = (revision?: string) => readStatus(injectSidecars(optedInPod(), templates, 'default', revision === undefined ? {} : { revision }).pod);
+    const canary = status('canary');
+    assert.equal(canary.format, StatusFormat.Versioned);
+    assert.equal(canary.format === StatusFormat.Versioned && canary.status.revision, 'canary');
+    const plain = status();
+    assert.ok(plain.format === StatusFormat.Versioned && !('revision' in plain.status), 'the default install writes no revision');
+    // The plans are kept per rendering: another revision in the same process still gets its own.
+    const other = status('b');
+    assert.equal(other.format === StatusFormat.Versioned && other.status.revision, 'b');
+  });
+
+  it('reads a revision that is not a string as invalid', () => {
+    const text = (revision: unknown) => JSON.stringify({ templates: ['shipper'], injected: [{ template: 'shipper', version: 'v' }], revision });
+    assert.equal(readStatus(withStatus(text(7))).format, StatusFormat.Invalid);
+    const read = readStatus(withStatus(text('canary')));
+    assert.equal(read.format === StatusFormat.Versioned && read.status.revision, 'canary');
+  });
+});

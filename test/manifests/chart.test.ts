@@ -85,6 +85,47 @@ describe('Helm chart', () => {
     assert.deepEqual(none.spec.ingress.map((r: Obj) => r.ports[0].port), ['https'], 'no namespace: the health port reached from the node alone');
   });
 
+  it('renders with revision=canary the objects of the revision component: a second install, every name suffixed, its own selector label', () => {
+    const component = kustomizeWithComponent('base', 'components/revision');
+    assertSameObjects(helmObjects({ set: { revision: 'canary' } }), component);
+    assertSameObjects(helmObjects({ set: { revision: 'canary', 'namespace.create': true } }), component); // the default install owns the namespace
+    const canary = helmObjects({ release: 'mesh', set: { revision: 'canary' } });
+    const main = helmObjects({ release: 'mesh' });
+    const names = (objects: Obj[]) => new Set(objects.filter((o) => o.kind !== 'Namespace').map(key));
+    for (const k of names(canary)) assert.ok(!names(main).has(k), `${k} is not the default install's`);
+    for (const o of canary) assert.match(o.metadata.name, /^mesh-sidecar-injector-canary($|-)|^mesh-sidecar-injector-templates-canary$/, key(o));
+    // The default install's Deployment, Service and PDB never take the canary's pods, nor the other way round.
+    const podLabels = (objects: Obj[]) => one(objects, 'Deployment').spec.template.metadata.labels;
+    for (const [own, other] of [[main, canary], [canary, main]] as const) {
+      for (const o of own.filter((x) => ['Deployment', 'PodDisruptionBudget'].includes(x.kind))) assert.ok(!selectorMatches(o.spec.selector, podLabels(other)), key(o));
+      assert.ok(!selectorMatches({ matchLabels: one(own, 'Service').spec.selector }, podLabels(other)), 'Service');
+    }
+    const config = args(canary);
+    assert.equal(config.revision, 'canary', 'the server knows its revision');
+    assert.equal(config.webhookConfig, one(canary, 'MutatingWebhookConfiguration').metadata.name);
+    assert.deepEqual(one(canary, 'Role').rules[0].resourceNames, [config.certSecret]);
+    for (const bad of ['Canary', 'a_b', '-x', 'x'.repeat(21)]) assert.match(helmError({ set: { revision: bad } }) ?? 'rendered', /revision/, bad);
+  });
+
+  it('renders with autoscaling.enabled the objects of the autoscaling component: an HPA on CPU, no replicas, a PDB that evicts one at a time', () => {
+    const objects = helmObjects({ set: { 'autoscaling.enabled': true, 'namespace.create': true } });
+    assertSameObjects(objects, kustomizeWithComponent('base', 'components/autoscaling'));
+    const hpa = one(objects, 'HorizontalPodAutoscaler');
+    assert.equal(hpa.apiVersion, 'autoscaling/v2');
+    assert.deepEqual(hpa.spec.scaleTargetRef, { apiVersion: 'apps/v1', kind: 'Deployment', name: one(objects, 'Deployment').metadata.name });
+    assert.deepEqual([hpa.spec.minReplicas, hpa.spec.maxReplicas, hpa.spec.metrics[0].resource], [2, 6, { name: 'cpu', target: { type: 'Utilization', averageUtilization: 70 } }]);
+    assert.equal(one(objects, 'Deployment').spec.replicas, undefined, 'an upgrade never resets what the autoscaler chose');
+    const pdb = one(objects, 'PodDisruptionBudget');
+    assert.deepEqual([pdb.spec.maxUnavailable, pdb.spec.minAvailable], [1, undefined]);
+    // With replicas: 1 there is no PDB (it would block drains); the autoscaler keeps at least 2, so there is one.
+    assert.ok(helmObjects({ set: { 'autoscaling.enabled': true, replicas: 1 } }).some((o) => o.kind === 'PodDisruptionBudget'));
+    assert.ok(!helmObjects().some((o) => o.kind === 'HorizontalPodAutoscaler'), 'off by default');
+    const custom = one(helmObjects({ values: { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 10, targetCPUUtilizationPercentage: 50 } } }), 'HorizontalPodAutoscaler');
+    assert.deepEqual([custom.spec.minReplicas, custom.spec.maxReplicas, custom.spec.metrics[0].resource.target.averageUtilization], [3, 10, 50]);
+    assert.match(helmError({ set: { 'autoscaling.enabled': true, 'autoscaling.minReplicas': 1 } }) ?? 'rendered', /minReplicas/);
+    assert.match(helmError({ set: { 'autoscaling.enabled': true, 'autoscaling.minReplicas': 4, 'autoscaling.maxReplicas': 3 } }) ?? 'rendered', /maxReplicas \(3\) is below/);
+  });
+
   it('names everything after the release, consistently, and the certificate covers the Service it fronts', () => {
     for (const mode of ['self-managed', 'cert-manager']) {
       const objects = helmObjects({ release: 'mesh', namespace: 'platform', set: { 'certificates.mode': mode } });

@@ -8,6 +8,7 @@ import { Deployment } from 'kubernetes-models/apps/v1';
 import { ConfigMap, Namespace, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { MutatingWebhookConfiguration, ValidatingWebhookConfiguration } from 'kubernetes-models/admissionregistration.k8s.io/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
@@ -26,6 +27,7 @@ const Models: Record<string, new (data: any) => { validate(): void }> = {
   'v1/ConfigMap': ConfigMap,
   'apps/v1/Deployment': Deployment,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
   'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'rbac.authorization.k8s.io/v1/Role': Role,
   'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,
@@ -52,15 +54,18 @@ describe('manifests', () => {
   it('builds every kustomization and component with real kustomize, and each object passes the Kubernetes schemas', () => {
     const { kustomizations: dirs, components } = kustomizations();
     assert.deepEqual(dirs.sort(), ['', 'base', 'overlays/cert-manager']);
-    assert.deepEqual(components.sort(), ['components/networkpolicy', 'components/podmonitor']);
-    const builds = [...dirs.map((d) => kustomizeObjects(d)), ...components.flatMap((c) => [kustomizeWithComponent('base', c), kustomizeWithComponent('overlays/cert-manager', c)])];
+    assert.deepEqual(components.sort(), ['components/autoscaling', 'components/networkpolicy', 'components/podmonitor', 'components/revision']);
+    // The revision component builds on the base (self-managed certificates) only, and names itself.
+    const onBoth = components.filter((c) => c !== 'components/revision');
+    const builds = [...dirs.map((d) => kustomizeObjects(d)), ...onBoth.flatMap((c) => [kustomizeWithComponent('base', c), kustomizeWithComponent('overlays/cert-manager', c)]), kustomizeWithComponent('base', 'components/revision')];
     for (const objects of builds) {
+      const nameLabel = objects.some((o) => o.metadata.name.endsWith('-canary')) ? 'sidecar-injector-canary' : 'sidecar-injector';
       for (const o of objects) {
         const Model = Models[`${o.apiVersion}/${o.kind}`];
         assert.ok(Model || CUSTOM_GROUPS.includes(o.apiVersion), `a schema for ${o.apiVersion} ${o.kind}`);
         if (Model) assert.doesNotThrow(() => new Model(o).validate(), `${o.kind} ${o.metadata?.name}`);
         if (o.kind !== 'Namespace' && !o.kind.endsWith('Configuration') && !o.kind.startsWith('Cluster') && o.kind !== 'CustomResourceDefinition') assert.equal(o.metadata.namespace, 'sidecar-injector', `${o.kind} ${o.metadata.name} namespace`);
-        assert.equal(o.metadata.labels?.['app.kubernetes.io/name'], 'sidecar-injector', `${o.kind} ${o.metadata.name} carries the name label`);
+        assert.equal(o.metadata.labels?.['app.kubernetes.io/name'], nameLabel, `${o.kind} ${o.metadata.name} carries the name label`);
       }
     }
     assert.deepEqual(base.map((o) => o.kind), ['Namespace', 'CustomResourceDefinition', 'ServiceAccount', 'Role', 'ClusterRole', 'RoleBinding', 'ClusterRoleBinding', 'ConfigMap', 'Service', 'Deployment', 'PodDisruptionBudget', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']);

@@ -3,23 +3,33 @@
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* The name of every object: the release name when it already says sidecar-injector. */}}
+{{/* The name of every object: the release name when it already says sidecar-injector, then -<revision>. */}}
 {{- define "sidecar-injector.fullname" -}}
+{{- $base := "" -}}
 {{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- $base = .Values.fullnameOverride -}}
 {{- else -}}
 {{- $name := default .Chart.Name .Values.nameOverride -}}
 {{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- $base = .Release.Name -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- $base = printf "%s-%s" .Release.Name $name -}}
 {{- end -}}
+{{- end -}}
+{{- if .Values.revision -}}
+{{- printf "%s-%s" ($base | trunc (int (sub 62 (len .Values.revision))) | trimSuffix "-") .Values.revision -}}
+{{- else -}}
+{{- $base | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 
-{{/* What selectors match: the same single label as the kustomize manifests. */}}
+{{/*
+What selectors match: the same single label as the kustomize manifests. A revision's value carries
+the revision, so the default install's Deployment, Service and PDB (whose selectors are immutable
+or shared) never take a revision's pods.
+*/}}
 {{- define "sidecar-injector.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "sidecar-injector.name" . }}
+app.kubernetes.io/name: {{ include "sidecar-injector.name" . }}{{ with .Values.revision }}-{{ . }}{{ end }}
 {{- end -}}
 
 {{/* Every object's labels: the selector label plus Helm's usual ones. */}}
@@ -43,22 +53,31 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
-{{/* The ConfigMap the templates are mounted from. */}}
+{{/* The ConfigMap the templates are mounted from; a revision's is <name>-templates-<revision>, as kustomize's nameSuffix makes it. */}}
 {{- define "sidecar-injector.templatesConfigMap" -}}
-{{- .Values.templates.existingConfigMap | default (printf "%s-templates" (include "sidecar-injector.fullname" .)) -}}
+{{- $generated := printf "%s-templates" (include "sidecar-injector.fullname" .) -}}
+{{- with .Values.revision -}}
+{{- $generated = printf "%s-templates-%s" (trimSuffix (printf "-%s" .) (include "sidecar-injector.fullname" $)) . -}}
+{{- end -}}
+{{- .Values.templates.existingConfigMap | default $generated -}}
 {{- end -}}
 
 {{/*
 One webhook. Arguments: root (the chart context), name, path, failurePolicy, mutating (bool),
-scope ("pod" or "namespace"). The selectors follow manifests/base/webhooks.yaml: pod scope sends pods
-labelled "true" from namespaces that did not opt in; namespace scope sends every pod not labelled
-"false" from namespaces labelled "true". The two namespaceSelectors are complementary, so a pod
-reaches at most one webhook of each configuration.
+scope ("pod" or "namespace"), pick ("" for the default install; for a revision "pod" or "namespace").
+The opt-in selectors follow manifests/base/webhooks.yaml: pod scope sends pods labelled "true" from
+namespaces that did not opt in; namespace scope sends every pod not labelled "false" from namespaces
+labelled "true". The two namespaceSelectors are complementary, so a pod reaches at most one webhook
+of each configuration.
+The revision selectors (sidecar-injector.io/rev) make a pod's label win over its namespace's, as
+istio.io/rev does: the default install takes pods when neither names a revision; a revision takes a
+pod that names it (pick "pod"), and a pod that names none in a namespace that names it (pick
+"namespace"). So every pod reaches the webhooks of at most one install.
 */}}
 {{- define "sidecar-injector.webhook" -}}
 {{- $root := .root -}}
 {{- $v := $root.Values -}}
-- name: {{ .name }}
+- name: {{ if eq .pick "namespace" }}ns-revision.{{ end }}{{ .name }}
   admissionReviewVersions: ["v1", "v1beta1"]
   clientConfig:
     service:
@@ -83,12 +102,21 @@ reaches at most one webhook of each configuration.
   {{- if eq .scope "pod" }}
     matchLabels:
       sidecar-injector.io/inject: "true"
-  {{- else }}
+  {{- end }}
     matchExpressions:
+      {{- if ne .scope "pod" }}
       - key: sidecar-injector.io/inject
         operator: NotIn
         values: ["false"]
-  {{- end }}
+      {{- end }}
+      {{- if eq .pick "pod" }}
+      - key: sidecar-injector.io/rev
+        operator: In
+        values: [{{ $v.revision | quote }}]
+      {{- else }}
+      - key: sidecar-injector.io/rev
+        operator: DoesNotExist
+      {{- end }}
   namespaceSelector:
     matchExpressions:
       - key: kubernetes.io/metadata.name
@@ -102,4 +130,31 @@ reaches at most one webhook of each configuration.
         operator: {{ if eq .scope "pod" }}NotIn{{ else }}In{{ end }}
         values: ["true"]
       {{- end }}
+      {{- if eq .pick "namespace" }}
+      - key: sidecar-injector.io/rev
+        operator: In
+        values: [{{ $v.revision | quote }}]
+      {{- else if eq .pick "" }}
+      - key: sidecar-injector.io/rev
+        operator: DoesNotExist
+      {{- end }}
+{{- end -}}
+
+{{/*
+Every webhook of one configuration, for one kind (mutating or validating): one per opt-in scope, and
+for a revision one per way of picking it. The validating webhooks follow the same selection as their
+mutating twins, so a pod is checked against the templates of the install that injected it.
+*/}}
+{{- define "sidecar-injector.webhooks" -}}
+{{- $root := .root -}}
+{{- $picks := ternary (list "pod" "namespace") (list "") (not (empty $root.Values.revision)) -}}
+{{- $scopes := ternary (list "pod" "namespace") (list "pod") $root.Values.namespaceOptIn.enabled -}}
+{{- range $scope := $scopes }}
+{{- range $pick := $picks }}
+{{- $verb := ternary "inject" "validate" $.mutating -}}
+{{- $name := printf "%s%s.sidecar-injector.io" (ternary "namespace." "" (eq $scope "namespace")) $verb -}}
+{{- $path := printf "/%s%s" (ternary "mutate" "validate" $.mutating) (ternary "/namespace" "" (eq $scope "namespace")) }}
+{{ include "sidecar-injector.webhook" (dict "root" $root "name" $name "path" $path "failurePolicy" $.failurePolicy "mutating" $.mutating "scope" $scope "pick" $pick) }}
+{{- end }}
+{{- end }}
 {{- end -}}
