@@ -86,7 +86,7 @@ describe('Helm chart', () => {
   });
 
   it('renders with revision=canary the objects of the revision component: a second install, every name suffixed, its own selector label', () => {
-    const component = kustomizeWithComponent('base', 'components/revision');
+    const component = templated(kustomizeWithComponent('base', 'components/revision'));
     assertSameObjects(helmObjects({ set: { revision: 'canary' } }), component);
     assertSameObjects(helmObjects({ set: { revision: 'canary', 'namespace.create': true } }), component); // the default install owns the namespace
     const canary = helmObjects({ release: 'mesh', set: { revision: 'canary' } });
@@ -109,7 +109,7 @@ describe('Helm chart', () => {
 
   it('renders with autoscaling.enabled the objects of the autoscaling component: an HPA on CPU, no replicas, a PDB that evicts one at a time', () => {
     const objects = helmObjects({ set: { 'autoscaling.enabled': true, 'namespace.create': true } });
-    assertSameObjects(objects, kustomizeWithComponent('base', 'components/autoscaling'));
+    assertSameObjects(objects, templated(kustomizeWithComponent('base', 'components/autoscaling')));
     const hpa = one(objects, 'HorizontalPodAutoscaler');
     assert.equal(hpa.apiVersion, 'autoscaling/v2');
     assert.deepEqual(hpa.spec.scaleTargetRef, { apiVersion: 'apps/v1', kind: 'Deployment', name: one(objects, 'Deployment').metadata.name });
