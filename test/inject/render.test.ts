@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { isOwnedByJob, renderTemplates } from '../../src/inject/render.js';
 import { compileTemplate } from '../../src/templates/template.js';
-import { diff } from '../helpers/diff.js';
+import { diff } from '../../src/patch/diff.js';
 import { optedInPod } from '../helpers/review.js';
 import { agent, jobOwner, locked, podWith, set, template, templates } from '../helpers/templates.js';
 
