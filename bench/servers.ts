@@ -84,7 +84,7 @@ function cleanEnv(): NodeJS.ProcessEnv {
 /** True when GET http://127.0.0.1:port/path answers 200. */
 export function httpOk(port: number, path: string): Promise<boolean> {
   return new Promise((resolve) => {
-    const req = request({ host: '127.0.0.1', port, path, timeout: 500 }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, timeout: 500, agent: false }, (res) => {
       res.resume();
       resolve(res.statusCode === 200);
     });

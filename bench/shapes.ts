@@ -500,7 +500,7 @@ function median(values: readonly number[]): number {
  */
 export function eventLoopMaxMs(healthPort: number): Promise<number> {
   return new Promise((resolve, reject) => {
-    httpGet({ host: '127.0.0.1', port: healthPort, path: '/metrics' }, (res) => {
+    httpGet({ host: '127.0.0.1', port: healthPort, path: '/metrics', agent: false }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => (text += c));

@@ -28,7 +28,7 @@
  *   npm run schema              # write it
  *   npm run schema -- --check   # exit 1 when it is out of date
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,6 +40,7 @@ import { EnvVar } from 'kubernetes-models/v1/EnvVar';
 import { LocalObjectReference } from 'kubernetes-models/v1/LocalObjectReference';
 import { Volume } from 'kubernetes-models/v1/Volume';
 import { VolumeMount } from 'kubernetes-models/v1/VolumeMount';
+import { stringify } from 'yaml';
 import { configSchema } from '../src/config/config.js';
 import { chartValuesSchema } from './chart-schema.js';
 import type { CoreDefinition } from '../src/generated/core-v1.js';
@@ -52,6 +53,8 @@ export const CORE_V1_TS = join(ROOT, 'src', 'generated', 'core-v1.ts');
 export const TEMPLATE_VALIDATOR_TS = join(ROOT, 'src', 'generated', 'template-validator.ts');
 export const CONFIG_VALIDATOR_TS = join(ROOT, 'src', 'generated', 'config-validator.ts');
 export const CHART_VALUES_SCHEMA = join(ROOT, 'charts', 'sidecar-injector', 'values.schema.json');
+/** The SidecarTemplate CRD (issue 23), in the kustomize base and in the chart's crds/. */
+export const CRD_YAML = [join(ROOT, 'manifests', 'base', 'crds', 'sidecartemplates.yaml'), join(ROOT, 'charts', 'sidecar-injector', 'crds', 'sidecartemplates.yaml')];
 
 /** A kubernetes-models class: its validate() throws with ajv errors when a value breaks the OpenAPI definition. */
 type CoreModel = new (data: unknown) => { validate(): void };
@@ -231,6 +234,117 @@ export function configValidatorModule(): string {
   ].join('\n');
 }
 
+/**
+ * The template schema as a CRD's structural OpenAPI v3 schema, so the API server refuses what the
+ * loader would (mostly: the loader still checks every object) and `kubectl explain` describes each
+ * field. Structural schemas take no $ref (inlined), no type lists (`nullable`, int-or-string, or
+ * preserve-unknown-fields for a bool-or-string), no const, propertyNames, uniqueItems or custom
+ * formats (dropped: the loader keeps checking them), and no schema of metadata beyond its type.
+ * Unknown fields are not listed as refused: the API server refuses them itself on `kubectl apply`
+ * (strict field validation) with their path.
+ */
+export function crdSchema(schema: Schema, defs: Readonly<Record<string, Schema>>, depth = 0): Schema {
+  if (depth > 40) throw new Error('crdSchema: the template schema nests too deep (a $ref cycle?)');
+  const ref = schema['$ref'];
+  if (typeof ref === 'string') {
+    const { $ref: _ref, ...rest } = schema;
+    return crdSchema({ ...defs[ref.replace('#/$defs/', '')], ...rest }, defs, depth + 1);
+  }
+  const out: Schema = {};
+  const types = ('const' in schema ? [typeof schema['const']] : [schema['type']].flat()).filter((t): t is string => typeof t === 'string');
+  const kinds = types.filter((t) => t !== 'null');
+  if (types.includes('null')) out['nullable'] = true;
+  const values = Array.isArray(schema['enum']) ? (schema['enum'] as unknown[]).filter((v) => v !== null) : 'const' in schema ? [schema['const']] : undefined;
+  const enumKinds = new Set(values?.map((v) => typeof v));
+  if (kinds.length === 1) out['type'] = kinds[0] === 'number' && types.length === 1 ? 'number' : kinds[0];
+  else if (kinds.length === 2 && kinds.includes('string') && (kinds.includes('integer') || kinds.includes('number'))) out['x-kubernetes-int-or-string'] = true;
+  else if (kinds.length === 0 && enumKinds.size === 1) out['type'] = [...enumKinds][0];
+  else out['x-kubernetes-preserve-unknown-fields'] = true;
+  if (values !== undefined && enumKinds.size === 1) out['enum'] = values;
+  if (values !== undefined && enumKinds.size > 1) out['x-kubernetes-preserve-unknown-fields'] = true;
+  for (const k of ['minimum', 'maximum', 'minLength', 'maxLength', 'pattern', 'required', 'description'] as const) if (k in schema && out['type'] !== undefined) out[k] = schema[k];
+  if (out['type'] !== 'string') delete out['pattern'];
+  const properties = schema['properties'] as Record<string, Schema> | undefined;
+  if (properties !== undefined) out['properties'] = Object.fromEntries(Object.entries(properties).map(([k, v]) => [k, crdSchema(v, defs, depth + 1)]));
+  const additional = schema['additionalProperties'];
+  if (typeof additional === 'object' && additional !== null) out['additionalProperties'] = crdSchema(additional as Schema, defs, depth + 1);
+  const items = schema['items'];
+  if (typeof items === 'object' && items !== null) out['items'] = crdSchema(items as Schema, defs, depth + 1);
+  // A node of several kinds (a boolean or an object) is kept as written, its fields unlisted.
+  if (out['type'] === undefined) for (const k of ['properties', 'additionalProperties', 'items']) delete out[k];
+  // An object whose fields are not listed keeps them (labels, annotations: maps of strings).
+  if (out['type'] === 'object' && properties === undefined && out['additionalProperties'] === undefined) out['x-kubernetes-preserve-unknown-fields'] = true;
+  return out;
+}
+
+/** The text of the SidecarTemplate CustomResourceDefinition, its schema from sidecarTemplateSchema(). */
+export function crdYaml(core: Readonly<Record<string, CoreDefinition>>): string {
+  const schema = sidecarTemplateSchema(core) as unknown as Schema;
+  const defs = schema['$defs'] as Record<string, Schema>;
+  const spec = crdSchema((schema['properties'] as Record<string, Schema>)['spec']!, defs);
+  const crd = {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: 'sidecartemplates.sidecar-injector.io', labels: { 'app.kubernetes.io/name': 'sidecar-injector' } },
+    spec: {
+      group: 'sidecar-injector.io',
+      scope: 'Namespaced',
+      names: { kind: 'SidecarTemplate', listKind: 'SidecarTemplateList', plural: 'sidecartemplates', singular: 'sidecartemplate', shortNames: ['sct'] },
+      versions: [
+        {
+          name: 'v1alpha1',
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: [
+            { name: 'Default', type: 'boolean', jsonPath: '.spec.default' },
+            { name: 'Native', type: 'string', jsonPath: '.spec.nativeSidecar' },
+            { name: 'Containers', type: 'string', jsonPath: '.spec.containers[*].name' },
+            { name: 'Loaded', type: 'string', jsonPath: ".status.conditions[?(@.type=='Loaded')].status" },
+            { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+          ],
+          schema: {
+            openAPIV3Schema: {
+              type: 'object',
+              description: 'Sidecars, volumes and settings the injector adds to the pods that name this template (or to every opted-in pod, for a default one). A template in the injector\'s namespace applies to every namespace; one in another namespace to that namespace\'s pods only.',
+              required: ['spec'],
+              properties: {
+                apiVersion: { type: 'string' },
+                kind: { type: 'string' },
+                metadata: { type: 'object' },
+                spec: { ...spec, description: 'What the template injects: the fields of docs/templates.md.' },
+                status: {
+                  type: 'object',
+                  description: 'Whether the injector serves this generation of the template, and why not.',
+                  properties: {
+                    observedGeneration: { type: 'integer' },
+                    conditions: {
+                      type: 'array',
+                      items: {
+                        type: 'object',
+                        required: ['type', 'status'],
+                        properties: {
+                          type: { type: 'string' },
+                          status: { type: 'string', enum: ['True', 'False', 'Unknown'] },
+                          reason: { type: 'string' },
+                          message: { type: 'string' },
+                          observedGeneration: { type: 'integer' },
+                          lastTransitionTime: { type: 'string', format: 'date-time' },
+                        },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        },
+      ],
+    },
+  };
+  return ['# Generated by `npm run schema` (scripts/render-schema.ts) from sidecarTemplateSchema() (src/templates/schema.ts). Do not edit.', stringify(crd, { lineWidth: 0 })].join('\n');
+}
+
 /** Every generated file's wanted text, by path. */
 export function generated(): Map<string, string> {
   const core = coreDefinitions() as unknown as Record<string, CoreDefinition>;
@@ -239,6 +353,7 @@ export function generated(): Map<string, string> {
     [TEMPLATE_VALIDATOR_TS, templateValidatorModule(core)],
     [CONFIG_VALIDATOR_TS, configValidatorModule()],
     [CHART_VALUES_SCHEMA, `${JSON.stringify(chartValuesSchema(core), null, 2)}\n`],
+    ...CRD_YAML.map((path) => [path, crdYaml(core)] as [string, string]),
   ]);
 }
 
@@ -257,6 +372,7 @@ function main(argv: readonly string[]): number {
     return 1;
   }
   for (const [path, text] of files) {
+    mkdirSync(dirname(path), { recursive: true });
     writeFileSync(path, text);
     process.stdout.write(`wrote ${path.slice(ROOT.length + 1)}\n`);
   }

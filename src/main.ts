@@ -8,10 +8,10 @@ import { certificateValidity, makeSelfSigned, readCertDir, readClientCa, verifyC
 import { watchCertificate, watchForChange } from './certs/watcher.js';
 import { imageMirrors, type Config } from './config/config.js';
 import { createLogger, type Logger } from './log.js';
-import { CertificateKind, createMetrics, ReloadResult, type Metrics } from './metrics/metrics.js';
+import { CertificateKind, createMetrics, ReloadResult as CertificateReload, type Metrics } from './metrics/metrics.js';
 import { createAdmissionApp, createAdmissionServer, secureContextOptions } from './server/admission.js';
 import { createHealthServer } from './server/health.js';
-import { openTemplateStore } from './templates/watch.js';
+import { openTemplateStore, type ReloadResult, type TemplateStore } from './templates/watch.js';
 
 /** A running injector: its two servers and how to stop them. */
 export interface Running {
@@ -41,15 +41,8 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   // Read before anything is opened that a failed start would have to close.
   let clientCaPem = config.clientCa === '' ? undefined : await readClientCa(config.clientCa);
   const metrics = createMetrics();
-  const store = await openTemplateStore(config.templatesDir, {
-    logger,
-    pollIntervalMs: config.templatesPollSeconds * 1000,
-    historyWindowMs: config.templateHistoryMinutes * 60 * 1000,
-    onReload: (r) => metrics.recordReload(r.ok ? 'success' : 'failure', r.ok ? r.digest : undefined),
-  });
-  const templates = store.current();
-  metrics.setTemplateSet(templates.digest);
-  logger.info({ dir: config.templatesDir, templates: [...templates.templates.keys()], defaults: templates.defaults.map((t) => t.name), digest: templates.digest }, 'templates loaded');
+  const templates = await openTemplates(config, logger, metrics);
+  const store = templates.store;
 
   const certs = await openCertificateSource(config, logger).catch(async (err: unknown) => {
     await store.close();
@@ -77,7 +70,8 @@ export async function serve(config: Config, logger: Logger = createLogger(config
     draining: () => draining,
   });
   const admission = createAdmissionServer(app, { ...tls, ...(clientCaPem !== undefined && { clientCaPem }) }, { requestTimeout: config.requestTimeout, maxConnections: config.maxConnections });
-  const health = createHealthServer({ isReady: () => ready, routes: new Map([['/metrics', metrics.route]]), requestTimeout: config.requestTimeout });
+  // Readiness waits for the SidecarTemplates' first full list (issue 23): before it, pods would be judged against no templates.
+  const health = createHealthServer({ isReady: () => ready && templates.synced(), routes: new Map([['/metrics', metrics.route]]), requestTimeout: config.requestTimeout });
   let served = tls;
   // Built like the first context from the pair and the client CA in use, so a swap of either keeps
   // the other, the protocol floor and the ciphers; open connections keep the context they were made
@@ -91,7 +85,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
     metrics.setCertificateExpiry(notAfter);
     logger.info({ notAfter }, 'serving certificate swapped');
   };
-  const countReload = (certificate: CertificateKind) => (swapped: boolean) => metrics.recordCertificateReload(certificate, swapped ? ReloadResult.Success : ReloadResult.Failure);
+  const countReload = (certificate: CertificateKind) => (swapped: boolean) => metrics.recordCertificateReload(certificate, swapped ? CertificateReload.Success : CertificateReload.Failure);
   const intervalMs = config.certCheckInterval * 1000;
   const watchers = [
     certs.load && watchCertificate({ initial: tls, load: certs.load, intervalMs, logger, onChange: swapCertificate, onResult: countReload(CertificateKind.Serving) }),
@@ -151,6 +145,47 @@ export async function serve(config: Config, logger: Logger = createLogger(config
       await Promise.all([closeServer(admission), closeServer(health), store.close()]);
     },
   };
+}
+
+/**
+ * The template store of --templates-source: the directory (a mounted ConfigMap), the cluster's
+ * SidecarTemplate objects (issue 23), or both, the directory's templates then being cluster-wide
+ * beneath the objects of the injector's namespace. `synced` is false until the objects are listed.
+ */
+async function openTemplates(config: Config, logger: Logger, metrics: Metrics): Promise<{ store: TemplateStore; synced: () => boolean }> {
+  const onReload = (r: ReloadResult): void => metrics.recordReload(r.ok ? 'success' : 'failure', r.ok ? r.digest : undefined);
+  let changed = (): void => undefined;
+  const dir =
+    config.templatesSource === 'cluster'
+      ? undefined
+      : await openTemplateStore(config.templatesDir, {
+          logger,
+          pollIntervalMs: config.templatesPollSeconds * 1000,
+          historyWindowMs: config.templateHistoryMinutes * 60 * 1000,
+          // With both sources the directory's change is the cluster store's to publish.
+          onReload: (r) => (config.templatesSource === 'both' ? changed() : onReload(r)),
+        });
+  if (dir !== undefined) {
+    const set = dir.current();
+    metrics.setTemplateSet(set.digest);
+    logger.info({ dir: config.templatesDir, templates: [...set.templates.keys()], defaults: set.defaults.map((t) => t.name), digest: set.digest }, 'templates loaded');
+  }
+  if (dir !== undefined && config.templatesSource === 'dir') return { store: dir, synced: () => true };
+  // Loaded only here, as for --cert-secret: client-node's import is costly.
+  const [{ createKubeClients }, { openClusterTemplateStore }] = await Promise.all([import('./kube/client.js'), import('./kube/sidecartemplates.js')]);
+  const kube = createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace });
+  const historyWindowMs = config.templateHistoryMinutes * 60 * 1000;
+  const cluster = openClusterTemplateStore(kube, { logger, historyWindowMs, onReload, ...(dir !== undefined && { base: dir.current }) });
+  changed = cluster.refresh;
+  logger.info({ namespace: kube.namespace, api: kube.server, via: kube.source, withDir: dir !== undefined }, 'watching sidecartemplates: those in the namespace are cluster-wide, the others apply to their namespace');
+  const store: TemplateStore = {
+    current: cluster.current,
+    reload: () => dir?.reload() ?? cluster.reload(),
+    close: async () => {
+      await Promise.all([cluster.close(), dir?.close()]);
+    },
+  };
+  return { store, synced: cluster.synced };
 }
 
 /** Where the serving certificate comes from, and how to fetch it again (absent: it never changes). */

@@ -9,7 +9,7 @@ import { keyWarnings, OptInScope, Reason, refusalReason, selectTemplates } from 
 import { verifyPod } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
 import { diff } from '../patch/diff.js';
-import type { TemplateSet } from '../templates/load.js';
+import { setFor, type TemplateSet } from '../templates/load.js';
 import { DefaultBodyLimits, type BodyLimits, type ReviewRequest } from './codec.js';
 import { Endpoints, HandlerKind } from './endpoints.js';
 import { DefaultPodLimits, podObject, type PodLimits } from './pod.js';
@@ -101,7 +101,7 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
   const pod = checkedPod(req, scope, limits);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
   const namespace = namespaceOf(req, pod);
-  const set = templates();
+  const set = setFor(templates(), namespace);
   const selection = attempt(() => selectTemplates(pod, set, scope));
   if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate);
   // Keys that look meant for the injector are warned of whatever it decides (issue 21): a typo is
@@ -136,7 +136,8 @@ function validatePod(req: ReviewRequest, templates: () => TemplateSet, scope: Op
   if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
   const pod = checkedPod(req, scope, limits);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
-  const verdict = verifyPod(pod, templates(), namespaceOf(req, pod), {}, scope, mirrors);
+  const namespace = namespaceOf(req, pod);
+  const verdict = verifyPod(pod, setFor(templates(), namespace), namespace, {}, scope, mirrors);
   if (verdict.kind === 'skipped') return passed(Decision.Skipped, verdict.reason);
   if (verdict.kind === 'denied') return denied(verdict.error, verdict.reason, verdict.statusReason, verdict.templates);
   return allowed(verdict.reason, verdict.templates, !HistoryReasons.has(verdict.reason));

@@ -7,7 +7,7 @@ import { isOwnedByJob } from '../inject/render.js';
 import { apiserverReview } from '../kube/apiserver-review.js';
 import { namespaceCalls, webhookCalls, type WebhookCall } from '../kube/selectors.js';
 import type { Labels, Pod, WebhookConfiguration } from '../kube/types.js';
-import type { TemplateSet } from '../templates/load.js';
+import { setFor, type TemplateSet } from '../templates/load.js';
 import { applyJsonPatch, decodePatch, type Operation } from '../patch/apply.js';
 import type { PodSite } from '../workload/workload.js';
 
@@ -52,7 +52,8 @@ const isValidating = (call: WebhookCall): boolean => call.configuration === 'Val
  * workload's own metadata, which its pods never get.
  */
 export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Admission {
-  const admission = admitted(site, set, cluster);
+  // SidecarTemplates of the pod's namespace overlay the cluster-wide ones (issue 23), as in the server.
+  const admission = admitted(site, setFor(set, site.namespace), cluster);
   const workload = site.workloadMetadata === undefined ? [] : workloadKeyWarnings(site.kind, site.workloadMetadata, site.pod.metadata ?? {});
   return workload.length === 0 ? admission : { ...admission, warnings: [...workload, ...admission.warnings] };
 }

@@ -13,6 +13,11 @@ export interface InputOptions {
   /** `-f`: a file, or `-` for standard input. */
   readonly filename: string;
   readonly templatesDir?: string;
+  /** `--templates-source cluster`: the cluster's SidecarTemplate objects instead of a directory (issue 23). */
+  readonly templatesSource?: string;
+  /** With `--templates-source cluster`: the injector's namespace, whose templates are cluster-wide. */
+  readonly templatesNamespace?: string;
+  readonly kubeconfig?: string;
   /** `-n`: the namespace of objects that do not name one. */
   readonly namespace: string;
   /** `--namespace-labels`: the labels of the pods' namespace, when given. */
@@ -28,10 +33,10 @@ export interface Inputs {
 }
 
 /** Reads what inject and explain share: the input documents, the template set and the cluster. */
-export async function readInputs(command: string, values: InputOptions, stdin: NodeJS.ReadableStream): Promise<Inputs> {
+export async function readInputs(command: string, values: InputOptions, stdin: NodeJS.ReadableStream, stderr: (text: string) => void = (t) => process.stderr.write(t)): Promise<Inputs> {
   const cluster = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels: values.namespaceLabels ?? {} };
   const text = await readInput(command, values.filename, stdin);
-  const set = await loadTemplates(values.templatesDir);
+  const set = values.templatesSource === 'cluster' ? await clusterTemplates(values, (line) => stderr(`${line}\n`)) : await loadTemplates(values.templatesDir);
   const source = values.filename === '-' ? 'standard input' : values.filename;
   const docs = parseDocuments(text, source);
   // An empty input is a mistake (a pipe whose first command failed, a wrong file), never a manifest.
@@ -58,6 +63,19 @@ async function readInput(command: string, file: string | undefined, stdin: NodeJ
 /** The templates directory as `serve` resolves it: the flag, else the environment variable, else the default. */
 export function templatesDir(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
   return flag || env[Options.templatesDir.env] || Options.templatesDir.schema.default;
+}
+
+/** The cluster's SidecarTemplates as a server would serve them; an invalid object is named on standard error and left out, as the server leaves it. */
+export async function clusterTemplates(values: Pick<InputOptions, 'kubeconfig' | 'templatesNamespace'>, warn: (line: string) => void): Promise<TemplateSet> {
+  const [{ createKubeClients, apiError }, { listClusterTemplates }] = await Promise.all([import('../kube/client.js'), import('../kube/sidecartemplates.js')]);
+  const kube = createKubeClients({ kubeconfig: values.kubeconfig ?? '', namespace: values.templatesNamespace ?? 'sidecar-injector' });
+  try {
+    const { set, invalid } = await listClusterTemplates(kube, kube.namespace);
+    for (const i of invalid) warn(`sidecartemplate ${i.key} is invalid and not served: ${i.faults.join('; ')}`);
+    return set;
+  } catch (err) {
+    throw apiError('list sidecartemplates.sidecar-injector.io', err);
+  }
 }
 
 /** Loads the template set the server would load from that directory. */

@@ -35,7 +35,7 @@ export interface ExplainOptions extends InputOptions {
  */
 export async function explainCommand(values: ExplainOptions, io: IO = processIO): Promise<number> {
   const format = values.output;
-  const { docs, set, cluster } = await readInputs('explain', values, io.stdin);
+  const { docs, set, cluster } = await readInputs('explain', values, io.stdin, io.stderr);
   const found = docs.flatMap((d) => podSites(d, values.namespace ?? 'default')).map((s) => explainPod(s, set, cluster));
   io.stdout(format === 'json' ? `${JSON.stringify(found, null, 2)}\n` : found.map(printExplanation).join(''));
   if (found.length === 0) io.stderr('explain: the input holds no Pod and no workload with a pod template\n');

@@ -31,7 +31,7 @@ export interface InjectOptions extends InputOptions {
  */
 export async function injectCommand(values: InjectOptions, io: IO = processIO): Promise<number> {
   const format = values.output;
-  const { docs, set, cluster } = await readInputs('inject', values, io.stdin);
+  const { docs, set, cluster } = await readInputs('inject', values, io.stdin, io.stderr);
   const results = docs.map((d) => injectDocument(d, set, values.namespace ?? 'default', cluster));
   for (const w of results.flatMap((r) => r.warnings)) io.stderr(`warning: ${w}\n`);
   const errors = results.flatMap((r) => r.errors);

@@ -89,6 +89,9 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(namespaceOption())
     .addOption(new Option('-o, --output <format>', 'output format').choices(['yaml', 'json']).default('yaml'))
     .addOption(new Option('--patch', 'print the JSON patch instead of the injected manifests'))
+    .addOption(templatesSourceOption())
+    .addOption(templatesNamespaceOption())
+    .addOption(templatesKubeconfigOption())
     .addOption(namespaceLabelsOption())
     .addHelpText('after', examples([`${PROGRAM} inject -f deployment.yaml | kubectl apply -f -`, `kubectl get pod web-0 -o yaml | ${PROGRAM} inject -f - --patch`, `${PROGRAM} inject -f app.yaml -n team-a --templates-dir ./templates -o json`]))
     .action(act(async (...args) => (await Commands.inject()).injectCommand(optionsOf(args, 0, { patch: false }), io)));
@@ -100,6 +103,9 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(namespaceOption())
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addOption(namespaceLabelsOption())
+    .addOption(templatesSourceOption())
+    .addOption(templatesNamespaceOption())
+    .addOption(templatesKubeconfigOption())
     .addHelpText('after', examples([`${PROGRAM} explain -f deployment.yaml`, `kubectl get deploy web -o yaml | ${PROGRAM} explain -f - --namespace-labels sidecar-injector.io/inject=true`, `${PROGRAM} explain -f app.yaml -o json`]))
     .action(act(async (...args) => (await Commands.explain()).explainCommand(optionsOf(args), io)));
 
@@ -192,6 +198,19 @@ function examples(lines: readonly string[]): string {
 
 function filenameOption(): Option {
   return new Option('-f, --filename <file>', 'manifest file to read; - reads standard input').makeOptionMandatory();
+}
+
+/** --templates-source cluster (issue 23): the cluster's SidecarTemplate objects, as the pods' namespace sees them. */
+function templatesSourceOption(): Option {
+  return new Option('--templates-source <source>', 'dir: --templates-dir; cluster: the SidecarTemplate objects of the cluster, those of the pod\'s namespace over the cluster-wide ones').choices(['dir', 'cluster']).default('dir');
+}
+
+function templatesNamespaceOption(): Option {
+  return new Option('--templates-namespace <namespace>', 'with --templates-source cluster: the injector\'s namespace, whose templates are cluster-wide').default('sidecar-injector');
+}
+
+function templatesKubeconfigOption(): Option {
+  return new Option('--kubeconfig <file>', 'with --templates-source cluster: kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)');
 }
 
 function templatesDirOption(): Option {

@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 export const validate = validate10;
 export default validate10;
-const schema11 = {"type":"object","additionalProperties":false,"properties":{"port":{"type":"integer","minimum":0,"maximum":65535,"default":8443},"healthPort":{"type":"integer","minimum":0,"maximum":65535,"default":8081},"host":{"type":"string","default":"0.0.0.0"},"certDir":{"type":"string","default":""},"selfSignedDir":{"type":"string","default":".certs"},"certSecret":{"type":"string","default":""},"namespace":{"type":"string","default":""},"serviceName":{"type":"string","minLength":1,"default":"sidecar-injector"},"webhookConfig":{"type":"string","default":"sidecar-injector"},"kubeconfig":{"type":"string","default":""},"certCheckInterval":{"type":"integer","minimum":1,"maximum":3600,"default":60},"shutdownDelay":{"type":"integer","minimum":0,"maximum":300,"default":0},"drainTimeout":{"type":"integer","minimum":1,"maximum":300,"default":15},"revision":{"type":"string","maxLength":63,"pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$","default":""},"templatesDir":{"type":"string","minLength":1,"default":"./templates"},"templatesPollSeconds":{"type":"integer","minimum":0,"maximum":3600,"default":5},"templateHistoryMinutes":{"type":"integer","minimum":0,"maximum":1440,"default":10},"logLevel":{"enum":["trace","debug","info","warn","error","fatal","silent"],"default":"info"},"clientCa":{"type":"string","default":""},"requestTimeout":{"type":"integer","minimum":1,"maximum":60,"default":10},"maxConnections":{"type":"integer","minimum":1,"maximum":65535,"default":1024},"answerCacheMb":{"type":"integer","minimum":0,"maximum":1024,"default":4},"maxContainers":{"type":"integer","minimum":1,"maximum":100000,"default":250},"maxEnvPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxMountsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxPortsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":10000},"maxVolumes":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxObjectKeys":{"type":"integer","minimum":1,"maximum":1000000,"default":4096},"maxJsonNodes":{"type":"integer","minimum":1,"maximum":10000000,"default":49152},"maxJsonKeys":{"type":"integer","minimum":1,"maximum":10000000,"default":20480},"maxPatchKib":{"type":"integer","minimum":1,"maximum":65536,"default":1024},"maxInflight":{"type":"integer","minimum":1,"maximum":10000,"default":32},"bodyTimeout":{"type":"integer","minimum":1,"maximum":60,"default":2},"bodiesInTransitMb":{"type":"integer","minimum":1,"maximum":1024,"default":32},"imageMirror":{"type":"string","default":""}}};
+const schema11 = {"type":"object","additionalProperties":false,"properties":{"port":{"type":"integer","minimum":0,"maximum":65535,"default":8443},"healthPort":{"type":"integer","minimum":0,"maximum":65535,"default":8081},"host":{"type":"string","default":"0.0.0.0"},"certDir":{"type":"string","default":""},"selfSignedDir":{"type":"string","default":".certs"},"certSecret":{"type":"string","default":""},"namespace":{"type":"string","default":""},"serviceName":{"type":"string","minLength":1,"default":"sidecar-injector"},"webhookConfig":{"type":"string","default":"sidecar-injector"},"kubeconfig":{"type":"string","default":""},"certCheckInterval":{"type":"integer","minimum":1,"maximum":3600,"default":60},"shutdownDelay":{"type":"integer","minimum":0,"maximum":300,"default":0},"drainTimeout":{"type":"integer","minimum":1,"maximum":300,"default":15},"revision":{"type":"string","maxLength":63,"pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$","default":""},"templatesDir":{"type":"string","minLength":1,"default":"./templates"},"templatesSource":{"enum":["dir","cluster","both"],"default":"dir"},"templatesPollSeconds":{"type":"integer","minimum":0,"maximum":3600,"default":5},"templateHistoryMinutes":{"type":"integer","minimum":0,"maximum":1440,"default":10},"logLevel":{"enum":["trace","debug","info","warn","error","fatal","silent"],"default":"info"},"clientCa":{"type":"string","default":""},"requestTimeout":{"type":"integer","minimum":1,"maximum":60,"default":10},"maxConnections":{"type":"integer","minimum":1,"maximum":65535,"default":1024},"answerCacheMb":{"type":"integer","minimum":0,"maximum":1024,"default":4},"maxContainers":{"type":"integer","minimum":1,"maximum":100000,"default":250},"maxEnvPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxMountsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxPortsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":10000},"maxVolumes":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxObjectKeys":{"type":"integer","minimum":1,"maximum":1000000,"default":4096},"maxJsonNodes":{"type":"integer","minimum":1,"maximum":10000000,"default":49152},"maxJsonKeys":{"type":"integer","minimum":1,"maximum":10000000,"default":20480},"maxPatchKib":{"type":"integer","minimum":1,"maximum":65536,"default":1024},"maxInflight":{"type":"integer","minimum":1,"maximum":10000,"default":32},"bodyTimeout":{"type":"integer","minimum":1,"maximum":60,"default":2},"bodiesInTransitMb":{"type":"integer","minimum":1,"maximum":1024,"default":32},"imageMirror":{"type":"string","default":""}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = require("ajv/dist/runtime/ucs2length").default;
 const pattern0 = new RegExp("^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$", "u");
@@ -60,6 +60,9 @@ data.revision = "";
 }
 if(data.templatesDir === undefined){
 data.templatesDir = "./templates";
+}
+if(data.templatesSource === undefined){
+data.templatesSource = "dir";
 }
 if(data.templatesPollSeconds === undefined){
 data.templatesPollSeconds = 5;
@@ -714,17 +717,9 @@ vErrors.push(err29);
 errors++;
 }
 }
-let data15 = data.templatesPollSeconds;
-if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
-let dataType15 = typeof data15;
-let coerced15 = undefined;
-if(!(coerced15 !== undefined)){
-if(dataType15 === "boolean" || data15 === null
-              || (dataType15 === "string" && data15 && data15 == +data15 && !(data15 % 1))){
-coerced15 = +data15;
-}
-else {
-const err30 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data15 = data.templatesSource;
+if(!(((data15 === "dir") || (data15 === "cluster")) || (data15 === "both"))){
+const err30 = {instancePath:instancePath+"/templatesSource",schemaPath:"#/properties/templatesSource/enum",keyword:"enum",params:{allowedValues: schema11.properties.templatesSource.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -733,17 +728,17 @@ vErrors.push(err30);
 }
 errors++;
 }
+let data16 = data.templatesPollSeconds;
+if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
+let dataType15 = typeof data16;
+let coerced15 = undefined;
+if(!(coerced15 !== undefined)){
+if(dataType15 === "boolean" || data16 === null
+              || (dataType15 === "string" && data16 && data16 == +data16 && !(data16 % 1))){
+coerced15 = +data16;
 }
-if(coerced15 !== undefined){
-data15 = coerced15;
-if(data !== undefined){
-data["templatesPollSeconds"] = coerced15;
-}
-}
-}
-if((typeof data15 == "number") && (isFinite(data15))){
-if(data15 > 3600 || isNaN(data15)){
-const err31 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+else {
+const err31 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -752,8 +747,17 @@ vErrors.push(err31);
 }
 errors++;
 }
-if(data15 < 0 || isNaN(data15)){
-const err32 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(coerced15 !== undefined){
+data16 = coerced15;
+if(data !== undefined){
+data["templatesPollSeconds"] = coerced15;
+}
+}
+}
+if((typeof data16 == "number") && (isFinite(data16))){
+if(data16 > 3600 || isNaN(data16)){
+const err32 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -762,18 +766,8 @@ vErrors.push(err32);
 }
 errors++;
 }
-}
-let data16 = data.templateHistoryMinutes;
-if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
-let dataType16 = typeof data16;
-let coerced16 = undefined;
-if(!(coerced16 !== undefined)){
-if(dataType16 === "boolean" || data16 === null
-              || (dataType16 === "string" && data16 && data16 == +data16 && !(data16 % 1))){
-coerced16 = +data16;
-}
-else {
-const err33 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data16 < 0 || isNaN(data16)){
+const err33 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -783,16 +777,17 @@ vErrors.push(err33);
 errors++;
 }
 }
-if(coerced16 !== undefined){
-data16 = coerced16;
-if(data !== undefined){
-data["templateHistoryMinutes"] = coerced16;
+let data17 = data.templateHistoryMinutes;
+if(!(((typeof data17 == "number") && (!(data17 % 1) && !isNaN(data17))) && (isFinite(data17)))){
+let dataType16 = typeof data17;
+let coerced16 = undefined;
+if(!(coerced16 !== undefined)){
+if(dataType16 === "boolean" || data17 === null
+              || (dataType16 === "string" && data17 && data17 == +data17 && !(data17 % 1))){
+coerced16 = +data17;
 }
-}
-}
-if((typeof data16 == "number") && (isFinite(data16))){
-if(data16 > 1440 || isNaN(data16)){
-const err34 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1440},message:"must be <= 1440"};
+else {
+const err34 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -801,8 +796,17 @@ vErrors.push(err34);
 }
 errors++;
 }
-if(data16 < 0 || isNaN(data16)){
-const err35 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(coerced16 !== undefined){
+data17 = coerced16;
+if(data !== undefined){
+data["templateHistoryMinutes"] = coerced16;
+}
+}
+}
+if((typeof data17 == "number") && (isFinite(data17))){
+if(data17 > 1440 || isNaN(data17)){
+const err35 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1440},message:"must be <= 1440"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -811,10 +815,8 @@ vErrors.push(err35);
 }
 errors++;
 }
-}
-let data17 = data.logLevel;
-if(!(((((((data17 === "trace") || (data17 === "debug")) || (data17 === "info")) || (data17 === "warn")) || (data17 === "error")) || (data17 === "fatal")) || (data17 === "silent"))){
-const err36 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/enum",keyword:"enum",params:{allowedValues: schema11.properties.logLevel.enum},message:"must be equal to one of the allowed values"};
+if(data17 < 0 || isNaN(data17)){
+const err36 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -823,19 +825,10 @@ vErrors.push(err36);
 }
 errors++;
 }
-let data18 = data.clientCa;
-if(typeof data18 !== "string"){
-let dataType17 = typeof data18;
-let coerced17 = undefined;
-if(!(coerced17 !== undefined)){
-if(dataType17 == "number" || dataType17 == "boolean"){
-coerced17 = "" + data18;
 }
-else if(data18 === null){
-coerced17 = "";
-}
-else {
-const err37 = {instancePath:instancePath+"/clientCa",schemaPath:"#/properties/clientCa/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data18 = data.logLevel;
+if(!(((((((data18 === "trace") || (data18 === "debug")) || (data18 === "info")) || (data18 === "warn")) || (data18 === "error")) || (data18 === "fatal")) || (data18 === "silent"))){
+const err37 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/enum",keyword:"enum",params:{allowedValues: schema11.properties.logLevel.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -844,25 +837,19 @@ vErrors.push(err37);
 }
 errors++;
 }
+let data19 = data.clientCa;
+if(typeof data19 !== "string"){
+let dataType17 = typeof data19;
+let coerced17 = undefined;
+if(!(coerced17 !== undefined)){
+if(dataType17 == "number" || dataType17 == "boolean"){
+coerced17 = "" + data19;
 }
-if(coerced17 !== undefined){
-data18 = coerced17;
-if(data !== undefined){
-data["clientCa"] = coerced17;
-}
-}
-}
-let data19 = data.requestTimeout;
-if(!(((typeof data19 == "number") && (!(data19 % 1) && !isNaN(data19))) && (isFinite(data19)))){
-let dataType18 = typeof data19;
-let coerced18 = undefined;
-if(!(coerced18 !== undefined)){
-if(dataType18 === "boolean" || data19 === null
-              || (dataType18 === "string" && data19 && data19 == +data19 && !(data19 % 1))){
-coerced18 = +data19;
+else if(data19 === null){
+coerced17 = "";
 }
 else {
-const err38 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err38 = {instancePath:instancePath+"/clientCa",schemaPath:"#/properties/clientCa/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -872,16 +859,24 @@ vErrors.push(err38);
 errors++;
 }
 }
-if(coerced18 !== undefined){
-data19 = coerced18;
+if(coerced17 !== undefined){
+data19 = coerced17;
 if(data !== undefined){
-data["requestTimeout"] = coerced18;
+data["clientCa"] = coerced17;
 }
 }
 }
-if((typeof data19 == "number") && (isFinite(data19))){
-if(data19 > 60 || isNaN(data19)){
-const err39 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
+let data20 = data.requestTimeout;
+if(!(((typeof data20 == "number") && (!(data20 % 1) && !isNaN(data20))) && (isFinite(data20)))){
+let dataType18 = typeof data20;
+let coerced18 = undefined;
+if(!(coerced18 !== undefined)){
+if(dataType18 === "boolean" || data20 === null
+              || (dataType18 === "string" && data20 && data20 == +data20 && !(data20 % 1))){
+coerced18 = +data20;
+}
+else {
+const err39 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -890,8 +885,17 @@ vErrors.push(err39);
 }
 errors++;
 }
-if(data19 < 1 || isNaN(data19)){
-const err40 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced18 !== undefined){
+data20 = coerced18;
+if(data !== undefined){
+data["requestTimeout"] = coerced18;
+}
+}
+}
+if((typeof data20 == "number") && (isFinite(data20))){
+if(data20 > 60 || isNaN(data20)){
+const err40 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -900,18 +904,8 @@ vErrors.push(err40);
 }
 errors++;
 }
-}
-let data20 = data.maxConnections;
-if(!(((typeof data20 == "number") && (!(data20 % 1) && !isNaN(data20))) && (isFinite(data20)))){
-let dataType19 = typeof data20;
-let coerced19 = undefined;
-if(!(coerced19 !== undefined)){
-if(dataType19 === "boolean" || data20 === null
-              || (dataType19 === "string" && data20 && data20 == +data20 && !(data20 % 1))){
-coerced19 = +data20;
-}
-else {
-const err41 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data20 < 1 || isNaN(data20)){
+const err41 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -921,16 +915,17 @@ vErrors.push(err41);
 errors++;
 }
 }
-if(coerced19 !== undefined){
-data20 = coerced19;
-if(data !== undefined){
-data["maxConnections"] = coerced19;
+let data21 = data.maxConnections;
+if(!(((typeof data21 == "number") && (!(data21 % 1) && !isNaN(data21))) && (isFinite(data21)))){
+let dataType19 = typeof data21;
+let coerced19 = undefined;
+if(!(coerced19 !== undefined)){
+if(dataType19 === "boolean" || data21 === null
+              || (dataType19 === "string" && data21 && data21 == +data21 && !(data21 % 1))){
+coerced19 = +data21;
 }
-}
-}
-if((typeof data20 == "number") && (isFinite(data20))){
-if(data20 > 65535 || isNaN(data20)){
-const err42 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+else {
+const err42 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -939,8 +934,17 @@ vErrors.push(err42);
 }
 errors++;
 }
-if(data20 < 1 || isNaN(data20)){
-const err43 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced19 !== undefined){
+data21 = coerced19;
+if(data !== undefined){
+data["maxConnections"] = coerced19;
+}
+}
+}
+if((typeof data21 == "number") && (isFinite(data21))){
+if(data21 > 65535 || isNaN(data21)){
+const err43 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -949,18 +953,8 @@ vErrors.push(err43);
 }
 errors++;
 }
-}
-let data21 = data.answerCacheMb;
-if(!(((typeof data21 == "number") && (!(data21 % 1) && !isNaN(data21))) && (isFinite(data21)))){
-let dataType20 = typeof data21;
-let coerced20 = undefined;
-if(!(coerced20 !== undefined)){
-if(dataType20 === "boolean" || data21 === null
-              || (dataType20 === "string" && data21 && data21 == +data21 && !(data21 % 1))){
-coerced20 = +data21;
-}
-else {
-const err44 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data21 < 1 || isNaN(data21)){
+const err44 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -970,16 +964,17 @@ vErrors.push(err44);
 errors++;
 }
 }
-if(coerced20 !== undefined){
-data21 = coerced20;
-if(data !== undefined){
-data["answerCacheMb"] = coerced20;
+let data22 = data.answerCacheMb;
+if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
+let dataType20 = typeof data22;
+let coerced20 = undefined;
+if(!(coerced20 !== undefined)){
+if(dataType20 === "boolean" || data22 === null
+              || (dataType20 === "string" && data22 && data22 == +data22 && !(data22 % 1))){
+coerced20 = +data22;
 }
-}
-}
-if((typeof data21 == "number") && (isFinite(data21))){
-if(data21 > 1024 || isNaN(data21)){
-const err45 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
+else {
+const err45 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -988,8 +983,17 @@ vErrors.push(err45);
 }
 errors++;
 }
-if(data21 < 0 || isNaN(data21)){
-const err46 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(coerced20 !== undefined){
+data22 = coerced20;
+if(data !== undefined){
+data["answerCacheMb"] = coerced20;
+}
+}
+}
+if((typeof data22 == "number") && (isFinite(data22))){
+if(data22 > 1024 || isNaN(data22)){
+const err46 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -998,18 +1002,8 @@ vErrors.push(err46);
 }
 errors++;
 }
-}
-let data22 = data.maxContainers;
-if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
-let dataType21 = typeof data22;
-let coerced21 = undefined;
-if(!(coerced21 !== undefined)){
-if(dataType21 === "boolean" || data22 === null
-              || (dataType21 === "string" && data22 && data22 == +data22 && !(data22 % 1))){
-coerced21 = +data22;
-}
-else {
-const err47 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data22 < 0 || isNaN(data22)){
+const err47 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -1019,16 +1013,17 @@ vErrors.push(err47);
 errors++;
 }
 }
-if(coerced21 !== undefined){
-data22 = coerced21;
-if(data !== undefined){
-data["maxContainers"] = coerced21;
+let data23 = data.maxContainers;
+if(!(((typeof data23 == "number") && (!(data23 % 1) && !isNaN(data23))) && (isFinite(data23)))){
+let dataType21 = typeof data23;
+let coerced21 = undefined;
+if(!(coerced21 !== undefined)){
+if(dataType21 === "boolean" || data23 === null
+              || (dataType21 === "string" && data23 && data23 == +data23 && !(data23 % 1))){
+coerced21 = +data23;
 }
-}
-}
-if((typeof data22 == "number") && (isFinite(data22))){
-if(data22 > 100000 || isNaN(data22)){
-const err48 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+else {
+const err48 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -1037,8 +1032,17 @@ vErrors.push(err48);
 }
 errors++;
 }
-if(data22 < 1 || isNaN(data22)){
-const err49 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced21 !== undefined){
+data23 = coerced21;
+if(data !== undefined){
+data["maxContainers"] = coerced21;
+}
+}
+}
+if((typeof data23 == "number") && (isFinite(data23))){
+if(data23 > 100000 || isNaN(data23)){
+const err49 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -1047,18 +1051,8 @@ vErrors.push(err49);
 }
 errors++;
 }
-}
-let data23 = data.maxEnvPerContainer;
-if(!(((typeof data23 == "number") && (!(data23 % 1) && !isNaN(data23))) && (isFinite(data23)))){
-let dataType22 = typeof data23;
-let coerced22 = undefined;
-if(!(coerced22 !== undefined)){
-if(dataType22 === "boolean" || data23 === null
-              || (dataType22 === "string" && data23 && data23 == +data23 && !(data23 % 1))){
-coerced22 = +data23;
-}
-else {
-const err50 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data23 < 1 || isNaN(data23)){
+const err50 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -1068,16 +1062,17 @@ vErrors.push(err50);
 errors++;
 }
 }
-if(coerced22 !== undefined){
-data23 = coerced22;
-if(data !== undefined){
-data["maxEnvPerContainer"] = coerced22;
+let data24 = data.maxEnvPerContainer;
+if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
+let dataType22 = typeof data24;
+let coerced22 = undefined;
+if(!(coerced22 !== undefined)){
+if(dataType22 === "boolean" || data24 === null
+              || (dataType22 === "string" && data24 && data24 == +data24 && !(data24 % 1))){
+coerced22 = +data24;
 }
-}
-}
-if((typeof data23 == "number") && (isFinite(data23))){
-if(data23 > 100000 || isNaN(data23)){
-const err51 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+else {
+const err51 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -1086,8 +1081,17 @@ vErrors.push(err51);
 }
 errors++;
 }
-if(data23 < 1 || isNaN(data23)){
-const err52 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced22 !== undefined){
+data24 = coerced22;
+if(data !== undefined){
+data["maxEnvPerContainer"] = coerced22;
+}
+}
+}
+if((typeof data24 == "number") && (isFinite(data24))){
+if(data24 > 100000 || isNaN(data24)){
+const err52 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -1096,18 +1100,8 @@ vErrors.push(err52);
 }
 errors++;
 }
-}
-let data24 = data.maxMountsPerContainer;
-if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
-let dataType23 = typeof data24;
-let coerced23 = undefined;
-if(!(coerced23 !== undefined)){
-if(dataType23 === "boolean" || data24 === null
-              || (dataType23 === "string" && data24 && data24 == +data24 && !(data24 % 1))){
-coerced23 = +data24;
-}
-else {
-const err53 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data24 < 1 || isNaN(data24)){
+const err53 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -1117,16 +1111,17 @@ vErrors.push(err53);
 errors++;
 }
 }
-if(coerced23 !== undefined){
-data24 = coerced23;
-if(data !== undefined){
-data["maxMountsPerContainer"] = coerced23;
+let data25 = data.maxMountsPerContainer;
+if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
+let dataType23 = typeof data25;
+let coerced23 = undefined;
+if(!(coerced23 !== undefined)){
+if(dataType23 === "boolean" || data25 === null
+              || (dataType23 === "string" && data25 && data25 == +data25 && !(data25 % 1))){
+coerced23 = +data25;
 }
-}
-}
-if((typeof data24 == "number") && (isFinite(data24))){
-if(data24 > 100000 || isNaN(data24)){
-const err54 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+else {
+const err54 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -1135,8 +1130,17 @@ vErrors.push(err54);
 }
 errors++;
 }
-if(data24 < 1 || isNaN(data24)){
-const err55 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced23 !== undefined){
+data25 = coerced23;
+if(data !== undefined){
+data["maxMountsPerContainer"] = coerced23;
+}
+}
+}
+if((typeof data25 == "number") && (isFinite(data25))){
+if(data25 > 100000 || isNaN(data25)){
+const err55 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -1145,18 +1149,8 @@ vErrors.push(err55);
 }
 errors++;
 }
-}
-let data25 = data.maxPortsPerContainer;
-if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
-let dataType24 = typeof data25;
-let coerced24 = undefined;
-if(!(coerced24 !== undefined)){
-if(dataType24 === "boolean" || data25 === null
-              || (dataType24 === "string" && data25 && data25 == +data25 && !(data25 % 1))){
-coerced24 = +data25;
-}
-else {
-const err56 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data25 < 1 || isNaN(data25)){
+const err56 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -1166,16 +1160,17 @@ vErrors.push(err56);
 errors++;
 }
 }
-if(coerced24 !== undefined){
-data25 = coerced24;
-if(data !== undefined){
-data["maxPortsPerContainer"] = coerced24;
+let data26 = data.maxPortsPerContainer;
+if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
+let dataType24 = typeof data26;
+let coerced24 = undefined;
+if(!(coerced24 !== undefined)){
+if(dataType24 === "boolean" || data26 === null
+              || (dataType24 === "string" && data26 && data26 == +data26 && !(data26 % 1))){
+coerced24 = +data26;
 }
-}
-}
-if((typeof data25 == "number") && (isFinite(data25))){
-if(data25 > 100000 || isNaN(data25)){
-const err57 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+else {
+const err57 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -1184,8 +1179,17 @@ vErrors.push(err57);
 }
 errors++;
 }
-if(data25 < 1 || isNaN(data25)){
-const err58 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced24 !== undefined){
+data26 = coerced24;
+if(data !== undefined){
+data["maxPortsPerContainer"] = coerced24;
+}
+}
+}
+if((typeof data26 == "number") && (isFinite(data26))){
+if(data26 > 100000 || isNaN(data26)){
+const err58 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -1194,18 +1198,8 @@ vErrors.push(err58);
 }
 errors++;
 }
-}
-let data26 = data.maxVolumes;
-if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
-let dataType25 = typeof data26;
-let coerced25 = undefined;
-if(!(coerced25 !== undefined)){
-if(dataType25 === "boolean" || data26 === null
-              || (dataType25 === "string" && data26 && data26 == +data26 && !(data26 % 1))){
-coerced25 = +data26;
-}
-else {
-const err59 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data26 < 1 || isNaN(data26)){
+const err59 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -1215,16 +1209,17 @@ vErrors.push(err59);
 errors++;
 }
 }
-if(coerced25 !== undefined){
-data26 = coerced25;
-if(data !== undefined){
-data["maxVolumes"] = coerced25;
+let data27 = data.maxVolumes;
+if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
+let dataType25 = typeof data27;
+let coerced25 = undefined;
+if(!(coerced25 !== undefined)){
+if(dataType25 === "boolean" || data27 === null
+              || (dataType25 === "string" && data27 && data27 == +data27 && !(data27 % 1))){
+coerced25 = +data27;
 }
-}
-}
-if((typeof data26 == "number") && (isFinite(data26))){
-if(data26 > 100000 || isNaN(data26)){
-const err60 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+else {
+const err60 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -1233,8 +1228,17 @@ vErrors.push(err60);
 }
 errors++;
 }
-if(data26 < 1 || isNaN(data26)){
-const err61 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced25 !== undefined){
+data27 = coerced25;
+if(data !== undefined){
+data["maxVolumes"] = coerced25;
+}
+}
+}
+if((typeof data27 == "number") && (isFinite(data27))){
+if(data27 > 100000 || isNaN(data27)){
+const err61 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -1243,18 +1247,8 @@ vErrors.push(err61);
 }
 errors++;
 }
-}
-let data27 = data.maxObjectKeys;
-if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
-let dataType26 = typeof data27;
-let coerced26 = undefined;
-if(!(coerced26 !== undefined)){
-if(dataType26 === "boolean" || data27 === null
-              || (dataType26 === "string" && data27 && data27 == +data27 && !(data27 % 1))){
-coerced26 = +data27;
-}
-else {
-const err62 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data27 < 1 || isNaN(data27)){
+const err62 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -1264,16 +1258,17 @@ vErrors.push(err62);
 errors++;
 }
 }
-if(coerced26 !== undefined){
-data27 = coerced26;
-if(data !== undefined){
-data["maxObjectKeys"] = coerced26;
+let data28 = data.maxObjectKeys;
+if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
+let dataType26 = typeof data28;
+let coerced26 = undefined;
+if(!(coerced26 !== undefined)){
+if(dataType26 === "boolean" || data28 === null
+              || (dataType26 === "string" && data28 && data28 == +data28 && !(data28 % 1))){
+coerced26 = +data28;
 }
-}
-}
-if((typeof data27 == "number") && (isFinite(data27))){
-if(data27 > 1000000 || isNaN(data27)){
-const err63 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+else {
+const err63 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -1282,8 +1277,17 @@ vErrors.push(err63);
 }
 errors++;
 }
-if(data27 < 1 || isNaN(data27)){
-const err64 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced26 !== undefined){
+data28 = coerced26;
+if(data !== undefined){
+data["maxObjectKeys"] = coerced26;
+}
+}
+}
+if((typeof data28 == "number") && (isFinite(data28))){
+if(data28 > 1000000 || isNaN(data28)){
+const err64 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -1292,18 +1296,8 @@ vErrors.push(err64);
 }
 errors++;
 }
-}
-let data28 = data.maxJsonNodes;
-if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
-let dataType27 = typeof data28;
-let coerced27 = undefined;
-if(!(coerced27 !== undefined)){
-if(dataType27 === "boolean" || data28 === null
-              || (dataType27 === "string" && data28 && data28 == +data28 && !(data28 % 1))){
-coerced27 = +data28;
-}
-else {
-const err65 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data28 < 1 || isNaN(data28)){
+const err65 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -1313,16 +1307,17 @@ vErrors.push(err65);
 errors++;
 }
 }
-if(coerced27 !== undefined){
-data28 = coerced27;
-if(data !== undefined){
-data["maxJsonNodes"] = coerced27;
+let data29 = data.maxJsonNodes;
+if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
+let dataType27 = typeof data29;
+let coerced27 = undefined;
+if(!(coerced27 !== undefined)){
+if(dataType27 === "boolean" || data29 === null
+              || (dataType27 === "string" && data29 && data29 == +data29 && !(data29 % 1))){
+coerced27 = +data29;
 }
-}
-}
-if((typeof data28 == "number") && (isFinite(data28))){
-if(data28 > 10000000 || isNaN(data28)){
-const err66 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+else {
+const err66 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -1331,8 +1326,17 @@ vErrors.push(err66);
 }
 errors++;
 }
-if(data28 < 1 || isNaN(data28)){
-const err67 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced27 !== undefined){
+data29 = coerced27;
+if(data !== undefined){
+data["maxJsonNodes"] = coerced27;
+}
+}
+}
+if((typeof data29 == "number") && (isFinite(data29))){
+if(data29 > 10000000 || isNaN(data29)){
+const err67 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -1341,18 +1345,8 @@ vErrors.push(err67);
 }
 errors++;
 }
-}
-let data29 = data.maxJsonKeys;
-if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
-let dataType28 = typeof data29;
-let coerced28 = undefined;
-if(!(coerced28 !== undefined)){
-if(dataType28 === "boolean" || data29 === null
-              || (dataType28 === "string" && data29 && data29 == +data29 && !(data29 % 1))){
-coerced28 = +data29;
-}
-else {
-const err68 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data29 < 1 || isNaN(data29)){
+const err68 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -1362,16 +1356,17 @@ vErrors.push(err68);
 errors++;
 }
 }
-if(coerced28 !== undefined){
-data29 = coerced28;
-if(data !== undefined){
-data["maxJsonKeys"] = coerced28;
+let data30 = data.maxJsonKeys;
+if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
+let dataType28 = typeof data30;
+let coerced28 = undefined;
+if(!(coerced28 !== undefined)){
+if(dataType28 === "boolean" || data30 === null
+              || (dataType28 === "string" && data30 && data30 == +data30 && !(data30 % 1))){
+coerced28 = +data30;
 }
-}
-}
-if((typeof data29 == "number") && (isFinite(data29))){
-if(data29 > 10000000 || isNaN(data29)){
-const err69 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+else {
+const err69 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -1380,8 +1375,17 @@ vErrors.push(err69);
 }
 errors++;
 }
-if(data29 < 1 || isNaN(data29)){
-const err70 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced28 !== undefined){
+data30 = coerced28;
+if(data !== undefined){
+data["maxJsonKeys"] = coerced28;
+}
+}
+}
+if((typeof data30 == "number") && (isFinite(data30))){
+if(data30 > 10000000 || isNaN(data30)){
+const err70 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -1390,18 +1394,8 @@ vErrors.push(err70);
 }
 errors++;
 }
-}
-let data30 = data.maxPatchKib;
-if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
-let dataType29 = typeof data30;
-let coerced29 = undefined;
-if(!(coerced29 !== undefined)){
-if(dataType29 === "boolean" || data30 === null
-              || (dataType29 === "string" && data30 && data30 == +data30 && !(data30 % 1))){
-coerced29 = +data30;
-}
-else {
-const err71 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data30 < 1 || isNaN(data30)){
+const err71 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -1411,16 +1405,17 @@ vErrors.push(err71);
 errors++;
 }
 }
-if(coerced29 !== undefined){
-data30 = coerced29;
-if(data !== undefined){
-data["maxPatchKib"] = coerced29;
+let data31 = data.maxPatchKib;
+if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
+let dataType29 = typeof data31;
+let coerced29 = undefined;
+if(!(coerced29 !== undefined)){
+if(dataType29 === "boolean" || data31 === null
+              || (dataType29 === "string" && data31 && data31 == +data31 && !(data31 % 1))){
+coerced29 = +data31;
 }
-}
-}
-if((typeof data30 == "number") && (isFinite(data30))){
-if(data30 > 65536 || isNaN(data30)){
-const err72 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65536},message:"must be <= 65536"};
+else {
+const err72 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -1429,8 +1424,17 @@ vErrors.push(err72);
 }
 errors++;
 }
-if(data30 < 1 || isNaN(data30)){
-const err73 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced29 !== undefined){
+data31 = coerced29;
+if(data !== undefined){
+data["maxPatchKib"] = coerced29;
+}
+}
+}
+if((typeof data31 == "number") && (isFinite(data31))){
+if(data31 > 65536 || isNaN(data31)){
+const err73 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65536},message:"must be <= 65536"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -1439,18 +1443,8 @@ vErrors.push(err73);
 }
 errors++;
 }
-}
-let data31 = data.maxInflight;
-if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
-let dataType30 = typeof data31;
-let coerced30 = undefined;
-if(!(coerced30 !== undefined)){
-if(dataType30 === "boolean" || data31 === null
-              || (dataType30 === "string" && data31 && data31 == +data31 && !(data31 % 1))){
-coerced30 = +data31;
-}
-else {
-const err74 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data31 < 1 || isNaN(data31)){
+const err74 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -1460,16 +1454,17 @@ vErrors.push(err74);
 errors++;
 }
 }
-if(coerced30 !== undefined){
-data31 = coerced30;
-if(data !== undefined){
-data["maxInflight"] = coerced30;
+let data32 = data.maxInflight;
+if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
+let dataType30 = typeof data32;
+let coerced30 = undefined;
+if(!(coerced30 !== undefined)){
+if(dataType30 === "boolean" || data32 === null
+              || (dataType30 === "string" && data32 && data32 == +data32 && !(data32 % 1))){
+coerced30 = +data32;
 }
-}
-}
-if((typeof data31 == "number") && (isFinite(data31))){
-if(data31 > 10000 || isNaN(data31)){
-const err75 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+else {
+const err75 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -1478,8 +1473,17 @@ vErrors.push(err75);
 }
 errors++;
 }
-if(data31 < 1 || isNaN(data31)){
-const err76 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced30 !== undefined){
+data32 = coerced30;
+if(data !== undefined){
+data["maxInflight"] = coerced30;
+}
+}
+}
+if((typeof data32 == "number") && (isFinite(data32))){
+if(data32 > 10000 || isNaN(data32)){
+const err76 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -1488,18 +1492,8 @@ vErrors.push(err76);
 }
 errors++;
 }
-}
-let data32 = data.bodyTimeout;
-if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
-let dataType31 = typeof data32;
-let coerced31 = undefined;
-if(!(coerced31 !== undefined)){
-if(dataType31 === "boolean" || data32 === null
-              || (dataType31 === "string" && data32 && data32 == +data32 && !(data32 % 1))){
-coerced31 = +data32;
-}
-else {
-const err77 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data32 < 1 || isNaN(data32)){
+const err77 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -1509,16 +1503,17 @@ vErrors.push(err77);
 errors++;
 }
 }
-if(coerced31 !== undefined){
-data32 = coerced31;
-if(data !== undefined){
-data["bodyTimeout"] = coerced31;
+let data33 = data.bodyTimeout;
+if(!(((typeof data33 == "number") && (!(data33 % 1) && !isNaN(data33))) && (isFinite(data33)))){
+let dataType31 = typeof data33;
+let coerced31 = undefined;
+if(!(coerced31 !== undefined)){
+if(dataType31 === "boolean" || data33 === null
+              || (dataType31 === "string" && data33 && data33 == +data33 && !(data33 % 1))){
+coerced31 = +data33;
 }
-}
-}
-if((typeof data32 == "number") && (isFinite(data32))){
-if(data32 > 60 || isNaN(data32)){
-const err78 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
+else {
+const err78 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -1527,8 +1522,17 @@ vErrors.push(err78);
 }
 errors++;
 }
-if(data32 < 1 || isNaN(data32)){
-const err79 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced31 !== undefined){
+data33 = coerced31;
+if(data !== undefined){
+data["bodyTimeout"] = coerced31;
+}
+}
+}
+if((typeof data33 == "number") && (isFinite(data33))){
+if(data33 > 60 || isNaN(data33)){
+const err79 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -1537,18 +1541,8 @@ vErrors.push(err79);
 }
 errors++;
 }
-}
-let data33 = data.bodiesInTransitMb;
-if(!(((typeof data33 == "number") && (!(data33 % 1) && !isNaN(data33))) && (isFinite(data33)))){
-let dataType32 = typeof data33;
-let coerced32 = undefined;
-if(!(coerced32 !== undefined)){
-if(dataType32 === "boolean" || data33 === null
-              || (dataType32 === "string" && data33 && data33 == +data33 && !(data33 % 1))){
-coerced32 = +data33;
-}
-else {
-const err80 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data33 < 1 || isNaN(data33)){
+const err80 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -1558,16 +1552,17 @@ vErrors.push(err80);
 errors++;
 }
 }
-if(coerced32 !== undefined){
-data33 = coerced32;
-if(data !== undefined){
-data["bodiesInTransitMb"] = coerced32;
+let data34 = data.bodiesInTransitMb;
+if(!(((typeof data34 == "number") && (!(data34 % 1) && !isNaN(data34))) && (isFinite(data34)))){
+let dataType32 = typeof data34;
+let coerced32 = undefined;
+if(!(coerced32 !== undefined)){
+if(dataType32 === "boolean" || data34 === null
+              || (dataType32 === "string" && data34 && data34 == +data34 && !(data34 % 1))){
+coerced32 = +data34;
 }
-}
-}
-if((typeof data33 == "number") && (isFinite(data33))){
-if(data33 > 1024 || isNaN(data33)){
-const err81 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
+else {
+const err81 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -1576,8 +1571,17 @@ vErrors.push(err81);
 }
 errors++;
 }
-if(data33 < 1 || isNaN(data33)){
-const err82 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced32 !== undefined){
+data34 = coerced32;
+if(data !== undefined){
+data["bodiesInTransitMb"] = coerced32;
+}
+}
+}
+if((typeof data34 == "number") && (isFinite(data34))){
+if(data34 > 1024 || isNaN(data34)){
+const err82 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -1586,20 +1590,8 @@ vErrors.push(err82);
 }
 errors++;
 }
-}
-let data34 = data.imageMirror;
-if(typeof data34 !== "string"){
-let dataType33 = typeof data34;
-let coerced33 = undefined;
-if(!(coerced33 !== undefined)){
-if(dataType33 == "number" || dataType33 == "boolean"){
-coerced33 = "" + data34;
-}
-else if(data34 === null){
-coerced33 = "";
-}
-else {
-const err83 = {instancePath:instancePath+"/imageMirror",schemaPath:"#/properties/imageMirror/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data34 < 1 || isNaN(data34)){
+const err83 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -1609,8 +1601,30 @@ vErrors.push(err83);
 errors++;
 }
 }
+let data35 = data.imageMirror;
+if(typeof data35 !== "string"){
+let dataType33 = typeof data35;
+let coerced33 = undefined;
+if(!(coerced33 !== undefined)){
+if(dataType33 == "number" || dataType33 == "boolean"){
+coerced33 = "" + data35;
+}
+else if(data35 === null){
+coerced33 = "";
+}
+else {
+const err84 = {instancePath:instancePath+"/imageMirror",schemaPath:"#/properties/imageMirror/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err84];
+}
+else {
+vErrors.push(err84);
+}
+errors++;
+}
+}
 if(coerced33 !== undefined){
-data34 = coerced33;
+data35 = coerced33;
 if(data !== undefined){
 data["imageMirror"] = coerced33;
 }
@@ -1618,12 +1632,12 @@ data["imageMirror"] = coerced33;
 }
 }
 else {
-const err84 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err85 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err84];
+vErrors = [err85];
 }
 else {
-vErrors.push(err84);
+vErrors.push(err85);
 }
 errors++;
 }

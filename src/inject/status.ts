@@ -28,6 +28,8 @@ export interface InjectionStatus {
 /** What one template put into the pod. */
 export interface TemplateRecord {
   readonly template: string;
+  /** The namespace of the SidecarTemplate object (issue 23); absent for a template read from files. */
+  readonly namespace?: string;
   /** The template's version (CompiledTemplate.version). */
   readonly version: string;
   /** Regular sidecar containers: name -> image repository. */
@@ -76,6 +78,7 @@ function recordOf(r: RenderedTemplate): TemplateRecord {
   const sidecars = repositories(r.containers);
   const record: TemplateRecord = {
     template: r.name,
+    ...(r.namespace !== undefined && { namespace: r.namespace }),
     version: r.version,
     ...(r.containers.length > 0 && (r.nativeSidecar ? { initContainers: sidecars } : { containers: sidecars })),
     ...(r.volumes.length > 0 && { volumes: r.volumes.map((v) => v.name) }),
@@ -114,7 +117,7 @@ export function readStatus(pod: Pod): RecordedStatus {
 
 function isRecord(v: unknown): v is TemplateRecord {
   if (!isObject(v) || typeof v['template'] !== 'string' || typeof v['version'] !== 'string') return false;
-  return optional(v['containers'], isStringMap) && optional(v['initContainers'], isStringMap) && optional(v['volumes'], isStringList);
+  return optional(v['namespace'], (n) => typeof n === 'string') && optional(v['containers'], isStringMap) && optional(v['initContainers'], isStringMap) && optional(v['volumes'], isStringList);
 }
 
 function optional(v: unknown, check: (v: unknown) => boolean): boolean {

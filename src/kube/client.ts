@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
-import { AdmissionregistrationV1Api, AppsV1Api, BatchV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, AppsV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { InjectorError } from '../errors.js';
 
 /** Where the kubelet mounts a pod's ServiceAccount token, CA and namespace. */
@@ -17,6 +17,10 @@ export interface KubeClients {
   /** ReplicaSets and Jobs, read by `drift` to find the workload that owns a pod. */
   readonly apps: AppsV1Api;
   readonly batch: BatchV1Api;
+  /** SidecarTemplate objects (issue 23): listed, watched, their status written. */
+  readonly custom: CustomObjectsApi;
+  /** The loaded configuration, for client-node's informer (makeInformer), which builds its own watch. */
+  readonly config: KubeConfig;
   readonly namespace: string;
   readonly source: KubeSource;
   /** The API server URL, for logs and error messages. */
@@ -43,6 +47,8 @@ export function createKubeClients(opts: KubeClientOptions): KubeClients {
     admission: config.makeApiClient(AdmissionregistrationV1Api),
     apps: config.makeApiClient(AppsV1Api),
     batch: config.makeApiClient(BatchV1Api),
+    custom: config.makeApiClient(CustomObjectsApi),
+    config,
     namespace: resolveNamespace(opts, config),
     source,
     server,

@@ -1,4 +1,4 @@
-import type { TemplateHistory, TemplateSet } from './load.js';
+import { setFor, type TemplateHistory, type TemplateSet } from './load.js';
 
 export type { TemplateHistory };
 
@@ -60,7 +60,8 @@ export class SetHistory {
   }
 
   #learn(set: TemplateSet): void {
-    for (const t of set.templates.values()) {
+    const templates = [set, ...(set.namespaces?.values() ?? [])].flatMap((s) => [...s.templates.values()]);
+    for (const t of templates) {
       const key = versionKey(t.name, t.version);
       this.#versions.delete(key); // re-added last: the most recently served stay longest
       this.#versions.add(key);
@@ -80,13 +81,20 @@ export class SetHistory {
     this.#viewUntil = ends.length === 0 ? Number.POSITIVE_INFINITY : Math.min(...ends);
     const versions = this.#versions;
     const onUnknown = this.#options.onUnknownVersion;
-    const history: TemplateHistory = Object.freeze({
-      earlier: Object.freeze(this.#earlier.map((e) => e.set)),
-      knows: (template: string, version: string) => versions.has(versionKey(template, version)),
-      acceptsUnversioned,
-      sawUnknownVersion: () => onUnknown?.(),
-    });
-    return Object.freeze({ ...this.#current, history });
+    const earlier = this.#earlier.map((e) => e.set);
+    const historyOf = (sets: readonly TemplateSet[]): TemplateHistory =>
+      Object.freeze({
+        earlier: Object.freeze(sets),
+        knows: (template: string, version: string) => versions.has(versionKey(template, version)),
+        acceptsUnversioned,
+        sawUnknownVersion: () => onUnknown?.(),
+      });
+    // Each namespace with templates of its own, now or in a set still remembered, gets its view
+    // with the history as that namespace saw it (issue 23): a pod injected from a team's template
+    // deleted a minute ago is still accepted for the window, as a replaced ConfigMap set is.
+    const named = new Set([this.#current, ...earlier].flatMap((s) => [...(s.namespaces?.keys() ?? [])]));
+    const namespaces = new Map([...named].map((ns) => [ns, Object.freeze({ ...setFor(this.#current, ns), history: historyOf(earlier.map((e) => setFor(e, ns))) })] as const));
+    return Object.freeze({ ...this.#current, history: historyOf(earlier), ...(named.size > 0 && { namespaces }) });
   }
 }
 

@@ -22,6 +22,17 @@ export interface TemplateSet {
   readonly source: string;
   /** The sets a running server served before this one (absent outside the server: CLI, tests). */
   readonly history?: TemplateHistory;
+  /**
+   * The set each namespace with SidecarTemplates of its own sees (issue 23): the cluster-wide
+   * templates overlaid by the namespace's, prepared once per change. Absent for a namespace without
+   * templates of its own, which sees this set itself; absent altogether for a directory of files.
+   */
+  readonly namespaces?: ReadonlyMap<string, TemplateSet>;
+}
+
+/** The set a pod of `namespace` is judged against: its namespace's own, else the cluster-wide one. */
+export function setFor(set: TemplateSet, namespace: string): TemplateSet {
+  return set.namespaces?.get(namespace) ?? set;
 }
 
 /**
@@ -48,6 +59,8 @@ export interface TemplateHistory {
 export interface TemplateFile {
   readonly file: string;
   readonly text: string;
+  /** The namespace of a SidecarTemplate object read from the cluster; recorded in the status annotation. */
+  readonly namespace?: string;
 }
 
 // The template schema compiled by `npm run schema` (ajv standalone code, with `allErrors` and
@@ -139,7 +152,7 @@ function compileFile(f: TemplateFile, faults: TemplateFault[], seen: Map<string,
     if (faults.length > before || name === undefined) continue;
     try {
       const spec = (value as { spec: SidecarTemplateSpec }).spec;
-      const compiled = compileTemplate(name, f.file, spec);
+      const compiled = compileTemplate(name, f.file, spec, f.namespace);
       // Values Kubernetes refuses where they land, as written or as a Deployment's pod renders them.
       const refused = valueFaults(spec, KeysRead.Present);
       for (const vf of refused) faults.push({ file: f.file, template: name, ...vf, ...at(vf.path) });

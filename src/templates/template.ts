@@ -49,6 +49,8 @@ export const SERVICE_ACCOUNT_TOKEN_PATH = '/var/run/secrets/kubernetes.io/servic
 /** What one template contributes to one pod, with every placeholder expanded. */
 export interface RenderedTemplate {
   readonly name: string;
+  /** The namespace of a SidecarTemplate object it came from (absent: a file). */
+  readonly namespace?: string;
   /** The template's version (see CompiledTemplate.version), recorded in the status annotation. */
   readonly version: string;
   /** Sidecar containers; for a native-sidecar template they carry `restartPolicy: Always`. */
@@ -75,6 +77,8 @@ export interface RenderedTemplate {
 export interface CompiledTemplate {
   readonly name: string;
   readonly file: string;
+  /** The namespace of the SidecarTemplate object it came from (absent: a file). */
+  readonly namespace?: string;
   /**
    * Digest of the template's source (name and spec as written): equal in every replica that loaded
    * the same template, different as soon as anything in it changes. Computed once at load.
@@ -105,7 +109,7 @@ export function digestOf(value: unknown): string {
  * Compiles a validated template spec. Throws PlaceholderError (with a JSON path relative to
  * `/spec`) when a string holds a placeholder outside the grammar.
  */
-export function compileTemplate(name: string, file: string, spec: SidecarTemplateSpec): CompiledTemplate {
+export function compileTemplate(name: string, file: string, spec: SidecarTemplateSpec, namespace?: string): CompiledTemplate {
   const nativeSidecar = spec.nativeSidecar === true;
   const token = typeof spec.serviceAccountToken === 'object' ? ownToken(name, spec.serviceAccountToken) : undefined;
   const withToken = (c: Container): Container => (token === undefined ? c : withTokenMount(c, token.mount));
@@ -123,6 +127,7 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
   const version = templateVersion(name, spec);
   const base = {
     name,
+    ...(namespace !== undefined && { namespace }),
     version,
     nativeSidecar,
     ...(spec.placement !== undefined && { placement: spec.placement }),
@@ -135,7 +140,7 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
     : constant({ ...base, ...normalized });
   const nativeMode = nativeSidecar ? NativeSidecar.Always : spec.nativeSidecar === 'jobs' ? NativeSidecar.JobsOnly : NativeSidecar.Never;
   const extras = { nativeMode, overrides: Object.freeze([...(spec.overrides ?? [])]), ...(spec.placement !== undefined && { placement: deepFreeze(spec.placement) }) };
-  return { name, file, version, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, reads: keysRead(compiled), checks: renderedChecks(normalized), render };
+  return { name, file, ...(namespace !== undefined && { namespace }), version, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, reads: keysRead(compiled), checks: renderedChecks(normalized), render };
 }
 
 /**

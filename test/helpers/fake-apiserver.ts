@@ -50,6 +50,23 @@ export interface FakeApiServer {
   forbid(path: string): void;
   /** Every PATCH of a workload, in order: the path, the Content-Type and the body. */
   readonly patches: { readonly path: string; readonly contentType: string; readonly body: any }[];
+  /**
+   * SidecarTemplates (issue 23) as the apiserver serves a custom resource: list (all namespaces or
+   * one) with the collection's resourceVersion, watch from a resourceVersion as a chunked stream of
+   * JSON events, BOOKMARK events, 410 Gone for a resourceVersion older than the last compaction,
+   * and PUT of the status subresource (which does not change `generation`).
+   */
+  applyTemplate(obj: any): any;
+  deleteTemplate(namespace: string, name: string): void;
+  template(namespace: string, name: string): any;
+  /** Forgets the events so far, as etcd compaction does: a watch from before them gets 410 Gone. */
+  compact(): void;
+  /** Sends a BOOKMARK with the current resourceVersion to every open watch. */
+  bookmark(): void;
+  /** Ends every open watch, as the apiserver does when a watch's timeout runs out. */
+  endWatches(): void;
+  /** Open watch streams. */
+  readonly watches: number;
   /** Milliseconds to hold each answer: widens the window in which replicas race. */
   latencyMs: number;
   close(): Promise<void>;
@@ -83,6 +100,47 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     if (bundleHistory[kind].at(-1) !== bundle) bundleHistory[kind].push(bundle);
   };
 
+  const templates = new Map<string, any>();
+  const events: { rv: number; type: string; object: any }[] = [];
+  let compactedAt = 0;
+  const watchers = new Set<{ res: ServerResponse; ns: string | undefined }>();
+  const TEMPLATES = /^\/apis\/sidecar-injector\.io\/v1alpha1(?:\/namespaces\/([^/]+))?\/sidecartemplates(?:\/([^/]+)(\/status)?)?$/;
+  const emit = (type: string, object: any): void => {
+    events.push({ rv: version, type, object });
+    for (const w of watchers) if (w.ns === undefined || w.ns === object.metadata.namespace) w.res.write(`${JSON.stringify({ type, object })}\n`);
+  };
+  const templateList = (ns: string | undefined): [number, unknown] => {
+    const items = [...templates.values()].filter((t) => ns === undefined || t.metadata.namespace === ns);
+    return [200, { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplateList', metadata: { resourceVersion: String(version) }, items }];
+  };
+  const templateStatus = (ns: string, name: string, body: string): [number, unknown] => {
+    const current = templates.get(`${ns}/${name}`);
+    if (current === undefined) return status(404, 'NotFound', `sidecartemplates.sidecar-injector.io "${name}" not found`);
+    const obj = JSON.parse(body);
+    if (obj.metadata?.resourceVersion !== current.metadata.resourceVersion) return status(409, 'Conflict', `Operation cannot be fulfilled on sidecartemplates.sidecar-injector.io "${name}": the object has been modified; please apply your changes to the latest version and try again`);
+    // The status subresource changes status alone, and never the generation.
+    const stored = { ...current, metadata: { ...current.metadata, resourceVersion: nextVersion() }, status: obj.status };
+    templates.set(`${ns}/${name}`, stored);
+    emit('MODIFIED', stored);
+    return [200, stored];
+  };
+  /** A watch: the events after `rv` replayed, then each new one as it happens, one JSON object a line. */
+  const watchTemplates = (res: ServerResponse, ns: string | undefined, query: URLSearchParams): void => {
+    const from = Number(query.get('resourceVersion') || '0');
+    res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+    if (from !== 0 && from < compactedAt) {
+      // What the apiserver sends for a resourceVersion etcd no longer has: one ERROR event, then the end.
+      res.end(`${JSON.stringify({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `too old resource version: ${from} (${compactedAt})`, reason: 'Expired', code: 410 } })}\n`);
+      return;
+    }
+    // Without a resourceVersion a watch starts with every object as ADDED; with one, the events after it.
+    const replay = from === 0 ? [...templates.values()].map((object) => ({ type: 'ADDED', object })) : events.filter((e) => e.rv > from);
+    for (const e of replay) if (ns === undefined || e.object.metadata.namespace === ns) res.write(`${JSON.stringify({ type: e.type, object: e.object })}\n`);
+    const watcher = { res, ns };
+    watchers.add(watcher);
+    res.on('close', () => watchers.delete(watcher));
+  };
+
   const route = async (req: IncomingMessage, body: string): Promise<[number, unknown]> => {
     if (req.headers.authorization !== `Bearer ${TOKEN}`) return status(401, 'Unauthorized', 'Unauthorized');
     const url = new URL(req.url ?? '/', 'https://x');
@@ -96,6 +154,13 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     }
     const hook = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations\/([^/]+)$/);
     if (hook) return hookRoute(req, hook[1] as 'mutating' | 'validating', hook[2]!, body);
+    const template = url.pathname.match(TEMPLATES);
+    if (template && req.method === 'GET' && template[2] === undefined) return templateList(template[1]);
+    if (template && req.method === 'GET') {
+      const found = templates.get(`${template[1]}/${template[2]}`);
+      return found === undefined ? status(404, 'NotFound', `sidecartemplates.sidecar-injector.io "${template[2]}" not found`) : [200, found];
+    }
+    if (template && req.method === 'PUT' && template[3] !== undefined) return templateStatus(template[1]!, template[2]!, body);
     const configMap = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/configmaps\/([^/]+)$/);
     if (configMap && req.method === 'GET') {
       const found = objects.get('ConfigMap')!.get(`${configMap[1]}/${configMap[2]}`);
@@ -203,6 +268,13 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'https://x');
+      const watching = url.searchParams.get('watch') === 'true' && TEMPLATES.exec(url.pathname);
+      if (watching && req.headers.authorization === `Bearer ${TOKEN}` && !forbidden.has(url.pathname)) {
+        calls.push({ method: 'WATCH', path: url.pathname, status: 200 });
+        watchTemplates(res, watching[1], url.searchParams);
+        return;
+      }
       void (async () => {
         if (state.latencyMs > 0) await new Promise((r) => setTimeout(r, Math.random() * state.latencyMs));
         const [code, payload] = await route(req, Buffer.concat(chunks).toString('utf8'));
@@ -248,8 +320,41 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
       hooks.set(`${kind}/${obj.metadata.name}`, stored);
       recordBundles(kind, stored);
     },
+    applyTemplate: (obj) => {
+      const key = `${obj.metadata.namespace}/${obj.metadata.name}`;
+      const current = templates.get(key);
+      const changed = current === undefined || JSON.stringify(current.spec) !== JSON.stringify(obj.spec);
+      const generation = current === undefined ? 1 : current.metadata.generation + (changed ? 1 : 0);
+      const uid = current?.metadata.uid ?? `uid-${version + 1}`;
+      const stored = { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', ...obj, metadata: { ...obj.metadata, uid, generation, resourceVersion: nextVersion() }, ...(current?.status && { status: current.status }) };
+      templates.set(key, stored);
+      emit(current === undefined ? 'ADDED' : 'MODIFIED', stored);
+      return stored;
+    },
+    deleteTemplate: (namespace, name) => {
+      const current = templates.get(`${namespace}/${name}`);
+      if (current === undefined) return;
+      templates.delete(`${namespace}/${name}`);
+      emit('DELETED', { ...current, metadata: { ...current.metadata, resourceVersion: nextVersion() } });
+    },
+    template: (namespace, name) => templates.get(`${namespace}/${name}`),
+    compact: () => {
+      compactedAt = ++version;
+      events.length = 0;
+    },
+    bookmark: () => {
+      for (const w of watchers) w.res.write(`${JSON.stringify({ type: 'BOOKMARK', object: { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { resourceVersion: String(version) } } })}\n`);
+    },
+    endWatches: () => {
+      for (const w of watchers) w.res.end();
+      watchers.clear();
+    },
+    get watches() {
+      return watchers.size;
+    },
     close: () =>
       new Promise<void>((resolve) => {
+        for (const w of watchers) w.res.end();
         server.close(() => resolve());
         server.closeAllConnections();
       }),

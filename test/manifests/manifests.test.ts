@@ -10,6 +10,7 @@ import { MutatingWebhookConfiguration, ValidatingWebhookConfiguration } from 'ku
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
+import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { serviceDnsNames } from '../../src/certs/bootstrap.js';
 import { loadConfig } from '../../src/config/config.js';
@@ -32,6 +33,7 @@ const Models: Record<string, new (data: any) => { validate(): void }> = {
   'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,
   'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
   'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
+  'apiextensions.k8s.io/v1/CustomResourceDefinition': CustomResourceDefinition,
   'admissionregistration.k8s.io/v1/MutatingWebhookConfiguration': MutatingWebhookConfiguration,
   'admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration': ValidatingWebhookConfiguration,
 };
@@ -62,17 +64,17 @@ describe('manifests', () => {
         const Model = Models[`${o.apiVersion}/${o.kind}`];
         assert.ok(Model || CUSTOM_GROUPS.includes(o.apiVersion), `a schema for ${o.apiVersion} ${o.kind}`);
         if (Model) assert.doesNotThrow(() => new Model(o).validate(), `${o.kind} ${o.metadata?.name}`);
-        if (o.kind !== 'Namespace' && !o.kind.endsWith('Configuration') && !o.kind.startsWith('Cluster')) assert.equal(o.metadata.namespace, 'sidecar-injector', `${o.kind} ${o.metadata.name} namespace`);
+        if (o.kind !== 'Namespace' && !o.kind.endsWith('Configuration') && !o.kind.startsWith('Cluster') && o.kind !== 'CustomResourceDefinition') assert.equal(o.metadata.namespace, 'sidecar-injector', `${o.kind} ${o.metadata.name} namespace`);
         assert.equal(o.metadata.labels?.['app.kubernetes.io/name'], nameLabel, `${o.kind} ${o.metadata.name} carries the name label`);
       }
     }
-    assert.deepEqual(base.map((o) => o.kind), ['Namespace', 'ServiceAccount', 'Role', 'ClusterRole', 'RoleBinding', 'ClusterRoleBinding', 'ConfigMap', 'Service', 'Deployment', 'PodDisruptionBudget', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']);
+    assert.deepEqual(base.map((o) => o.kind), ['Namespace', 'CustomResourceDefinition', 'ServiceAccount', 'Role', 'ClusterRole', 'RoleBinding', 'ClusterRoleBinding', 'ConfigMap', 'Service', 'Deployment', 'PodDisruptionBudget', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']);
     assert.deepEqual(kustomizeObjects('base'), base, 'manifests/ is the base');
     // Every build runs the image of this version (package.json), as the chart's appVersion does.
     const version = JSON.parse(readFileSync('package.json', 'utf8')).version as string;
     for (const objects of builds) assert.equal(container(objects).image, `ghcr.io/sidecar-injector/sidecar-injector:${version}`);
     assert.match(readFileSync('charts/sidecar-injector/Chart.yaml', 'utf8'), new RegExp(`^appVersion: "${version.replace(/\./g, '\\.')}"$`, 'm'));
-    assert.deepEqual(new Set(base.map((o) => o.metadata.name)), new Set(['sidecar-injector', 'sidecar-injector-templates']));
+    assert.deepEqual(new Set(base.map((o) => o.metadata.name)), new Set(['sidecar-injector', 'sidecar-injector-templates', 'sidecartemplates.sidecar-injector.io']));
   });
 
   it('keeps install.yaml, the typed webhook copy and the template copies in step (make install-yaml)', () => {

@@ -1,0 +1,187 @@
+import { makeInformer, type Informer, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import { formatFault } from '../errors.js';
+import type { Logger } from '../log.js';
+import { clusterSet, compileObject, loadedCondition, objectKey, SidecarTemplateResource, statusSays, type ObjectResult, type TemplateObject } from '../templates/cluster.js';
+import { SetHistory } from '../templates/history.js';
+import type { TemplateSet } from '../templates/load.js';
+import type { CompiledTemplate } from '../templates/template.js';
+import { HISTORY_WINDOW_MS, type ReloadResult, type TemplateStore } from '../templates/watch.js';
+import type { KubeClients } from './client.js';
+
+const { group, version, plural } = SidecarTemplateResource;
+
+export interface ClusterTemplateStoreOptions {
+  readonly logger: Logger;
+  /** The directory's set when both sources are used: cluster-wide, shadowed by the objects in the injector's namespace. */
+  readonly base?: () => TemplateSet;
+  readonly historyWindowMs?: number;
+  /** Events come in bursts (a list, `kubectl apply -f dir/`): wait this long for quiet before rebuilding. */
+  readonly debounceMs?: number;
+  /** Wait before restarting the informer after the API failed it (doubled up to 30 s). */
+  readonly retryMs?: number;
+  /** Write each object's `Loaded` condition (default true; the CLI only reads). */
+  readonly writeStatus?: boolean;
+  readonly onReload?: (result: ReloadResult) => void;
+}
+
+/** The SidecarTemplate objects of the cluster as a template store (issue 23). */
+export interface ClusterTemplateStore extends TemplateStore {
+  /** True once the informer's first full list is in the set: readiness waits for it. */
+  synced(): boolean;
+  /** Resolves when the first full list is in the set. */
+  readonly firstList: Promise<void>;
+  /** Rebuilds the set now (the directory's set changed). */
+  refresh(): void;
+}
+
+/** What is known of one object: the result for its generation, and the template served for it. */
+interface Entry {
+  readonly generation: string;
+  readonly result: ObjectResult;
+  /** The last valid version of the object: still served while a newer one is invalid. */
+  readonly served?: CompiledTemplate;
+}
+
+/**
+ * Watches SidecarTemplate objects in every namespace with client-node's informer (list, then watch
+ * from the list's resourceVersion; a 410 Gone lists again) and serves them as one template set:
+ * each object checked alone when its generation changes, an invalid one reported in its status and
+ * not served, its last valid version served in its place; a deleted object is removed. Until the
+ * first list the set is empty and `synced()` false; when the API is unreachable the set stays as it
+ * was and the informer is restarted with a backoff.
+ */
+export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemplateStoreOptions): ClusterTemplateStore {
+  const { logger } = options;
+  const home = kube.namespace;
+  const path = `/apis/${group}/${version}/${plural}`;
+  let listed = false;
+  const list = async (): Promise<KubernetesListObject<TemplateObject & KubernetesObject>> => {
+    const found = (await kube.custom.listClusterCustomObject({ group, version, plural })) as KubernetesListObject<TemplateObject & KubernetesObject>;
+    listed = true;
+    return found;
+  };
+  const informer: Informer<TemplateObject & KubernetesObject> = makeInformer(kube.config, path, list);
+  const entries = new Map<string, Entry>();
+  let history: SetHistory | undefined;
+  const empty: TemplateSet = Object.freeze({ templates: new Map(), defaults: [], digest: 'none', source: `sidecartemplates in ${home}` });
+  let closed = false;
+  let debounce: NodeJS.Timeout | undefined;
+  let retry: NodeJS.Timeout | undefined;
+  let backoff = options.retryMs ?? 1000;
+  let resolveFirst!: () => void;
+  const firstList = new Promise<void>((resolve) => (resolveFirst = resolve));
+
+  const rebuild = (): void => {
+    if (closed) return;
+    const served = new Map<string, CompiledTemplate>();
+    for (const [key, e] of entries) if (e.served !== undefined) served.set(key, e.served);
+    const next = clusterSet(served, home, options.base?.());
+    const time = new Date();
+    if (history === undefined) {
+      history = new SetHistory(next, { windowMs: options.historyWindowMs ?? HISTORY_WINDOW_MS });
+      logger.info({ source: next.source, templates: [...served.keys()], digest: next.digest }, 'sidecartemplates listed');
+      resolveFirst();
+    } else if (next.digest !== history.current().digest) {
+      history.replace(next);
+      logger.info({ source: next.source, templates: [...served.keys()], digest: next.digest }, 'templates reloaded');
+    } else return;
+    options.onReload?.({ ok: true, digest: next.digest, time, serving: next.digest, faults: [] });
+  };
+
+  const schedule = (): void => {
+    if (closed || history === undefined) return; // before the first list, start() rebuilds once it is in
+    clearTimeout(debounce);
+    debounce = setTimeout(rebuild, options.debounceMs ?? 50);
+    debounce.unref();
+  };
+
+  const writeStatus = async (obj: TemplateObject, result: ObjectResult): Promise<void> => {
+    const condition = loadedCondition(result, obj.metadata.generation, new Date());
+    if (options.writeStatus === false || statusSays(obj, condition)) return;
+    const status = { ...(obj.metadata.generation !== undefined && { observedGeneration: obj.metadata.generation }), conditions: [condition] };
+    try {
+      // PUT with the object's resourceVersion: a replica that read an older object gets 409 and
+      // writes again on the event that brings the newer one.
+      await kube.custom.replaceNamespacedCustomObjectStatus({ group, version, plural, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name ?? '', body: { ...obj, status } });
+    } catch (err) {
+      logger.debug({ template: objectKey(obj), err: (err as Error).message }, 'sidecartemplate status not written');
+    }
+  };
+
+  const upsert = (obj: TemplateObject): void => {
+    const key = objectKey(obj);
+    // generation counts changes of the spec only (the status subresource): a status write is no change.
+    const generation = `${obj.metadata.uid ?? ''}/${obj.metadata.generation ?? obj.metadata.resourceVersion ?? ''}`;
+    const known = entries.get(key);
+    const result = known?.generation === generation ? known.result : compileObject(obj);
+    const served = result.ok ? result.template : known?.served;
+    entries.set(key, { generation, result, ...(served !== undefined && { served }) });
+    if (!result.ok && known?.generation !== generation) {
+      logger.error({ template: key, faults: result.faults.map(formatFault), serving: served?.version ?? null }, 'sidecartemplate NOT loaded: it is invalid; its last valid version, if any, keeps serving');
+      options.onReload?.({ ok: false, digest: generation, time: new Date(), serving: history?.current().digest ?? 'none', faults: result.faults, error: `sidecartemplate ${key} is invalid` });
+    }
+    void writeStatus(obj, result);
+    schedule();
+  };
+
+  informer.on('add', upsert);
+  informer.on('update', upsert);
+  informer.on('delete', (obj) => {
+    entries.delete(objectKey(obj));
+    schedule();
+  });
+  informer.on('connect', () => {
+    backoff = options.retryMs ?? 1000;
+  });
+  // The informer stops on an error (the API unreachable, 403); the set keeps serving meanwhile.
+  informer.on('error', (err: unknown) => {
+    if (closed) return;
+    logger.warn({ err: (err as Error)?.message ?? String(err), retryInMs: backoff }, 'watching sidecartemplates failed; the last set keeps serving; retrying');
+    clearTimeout(retry);
+    retry = setTimeout(start, backoff);
+    retry.unref();
+    backoff = Math.min(backoff * 2, 30_000);
+  });
+
+  function start(): void {
+    if (closed) return;
+    informer.start().then(
+      () => {
+        // start() also resolves when the list failed (reported through 'error'): only a list counts.
+        if (listed && history === undefined) rebuild();
+      },
+      () => undefined, // reported through the 'error' callback, which schedules the retry
+    );
+  }
+  start();
+
+  return {
+    current: () => history?.current() ?? empty,
+    synced: () => history !== undefined,
+    firstList,
+    refresh: schedule,
+    reload: async () => undefined,
+    async close() {
+      closed = true;
+      clearTimeout(debounce);
+      clearTimeout(retry);
+      await informer.stop();
+    },
+  };
+}
+
+/**
+ * The SidecarTemplate objects of the cluster, listed once, as the set a server would serve (the
+ * CLI's --templates-source cluster): invalid objects are left out and returned with their faults.
+ */
+export async function listClusterTemplates(kube: KubeClients, home: string): Promise<{ set: TemplateSet; invalid: { key: string; faults: readonly string[] }[] }> {
+  const found = (await kube.custom.listClusterCustomObject({ group, version, plural })) as KubernetesListObject<TemplateObject & KubernetesObject>;
+  const served = new Map<string, CompiledTemplate>();
+  const invalid: { key: string; faults: readonly string[] }[] = [];
+  for (const obj of found.items) {
+    const result = compileObject(obj);
+    if (result.ok) served.set(objectKey(obj), result.template);
+    else invalid.push({ key: objectKey(obj), faults: result.faults.map(formatFault) });
+  }
+  return { set: clusterSet(served, home), invalid };
+}

@@ -1,0 +1,125 @@
+import { formatFault, TemplateSetError, type TemplateFault } from '../errors.js';
+import { compileTemplateSet, type TemplateSet } from './load.js';
+import { digestOf, type CompiledTemplate } from './template.js';
+
+/** The SidecarTemplate resource (issue 23): the CRD in manifests/base/crds/ serves it. */
+export const SidecarTemplateResource = { group: 'sidecar-injector.io', version: 'v1alpha1', plural: 'sidecartemplates', kind: 'SidecarTemplate' } as const;
+
+/** A SidecarTemplate object as the API server returns it (only the fields read here). */
+export interface TemplateObject {
+  readonly apiVersion?: string;
+  readonly kind?: string;
+  readonly metadata: {
+    readonly name?: string;
+    readonly namespace?: string;
+    readonly uid?: string;
+    readonly generation?: number;
+    readonly resourceVersion?: string;
+    readonly labels?: Readonly<Record<string, string>>;
+    readonly annotations?: Readonly<Record<string, string>>;
+  };
+  readonly spec?: unknown;
+  readonly status?: TemplateObjectStatus;
+}
+
+/** `status` of a SidecarTemplate: whether the injector serves the object's current generation, and why not. */
+export interface TemplateObjectStatus {
+  readonly observedGeneration?: number;
+  readonly conditions?: readonly LoadedCondition[];
+}
+
+/** The `Loaded` condition (metav1.Condition's fields). */
+export interface LoadedCondition {
+  readonly type: 'Loaded';
+  readonly status: 'True' | 'False';
+  readonly reason: 'Loaded' | 'Invalid';
+  readonly message: string;
+  readonly observedGeneration?: number;
+  readonly lastTransitionTime: string;
+}
+
+/** What checking one object gave: its compiled template, or every fault found in it. */
+export type ObjectResult = { readonly ok: true; readonly template: CompiledTemplate } | { readonly ok: false; readonly faults: readonly TemplateFault[] };
+
+/** `namespace/name`, the key the informer's cache and the store use. */
+export function objectKey(obj: TemplateObject): string {
+  return `${obj.metadata.namespace ?? ''}/${obj.metadata.name ?? ''}`;
+}
+
+/**
+ * Checks one object with the loader's own schema and rules, as a file of one document: the same
+ * faults `lint` reports, named `sidecartemplate NS/NAME`. Server-set metadata (uid, managedFields)
+ * and `status` are not part of a template.
+ */
+export function compileObject(obj: TemplateObject): ObjectResult {
+  const { name, namespace, labels, annotations } = obj.metadata;
+  const document = { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name, ...(labels && { labels }), ...(annotations && { annotations }) }, spec: obj.spec };
+  const file = `sidecartemplate ${namespace ?? ''}/${name ?? ''}`;
+  try {
+    // JSON is YAML: the loader reads it as it reads a file.
+    const set = compileTemplateSet([{ file, text: JSON.stringify(document), ...(namespace !== undefined && { namespace }) }], file);
+    const template = set.templates.get(name ?? '');
+    if (template === undefined) return { ok: false, faults: [{ file, path: '', message: 'the object holds no template' }] };
+    return { ok: true, template };
+  } catch (err) {
+    if (!(err instanceof TemplateSetError)) throw err;
+    return { ok: false, faults: err.faults };
+  }
+}
+
+/** The `Loaded` condition for a result, observing `generation`. */
+export function loadedCondition(result: ObjectResult, generation: number | undefined, now: Date): LoadedCondition {
+  const at = now.toISOString().replace(/\.\d+Z$/, 'Z');
+  const observed = generation === undefined ? {} : { observedGeneration: generation };
+  if (result.ok) return { type: 'Loaded', status: 'True', reason: 'Loaded', message: 'served by the injector', ...observed, lastTransitionTime: at };
+  // The faults as lint writes them, without the pseudo file name each would repeat.
+  const message = result.faults.map((f) => formatFault(f).replace(/^sidecartemplate [^:]*:\s*/, '')).join('; ');
+  return { type: 'Loaded', status: 'False', reason: 'Invalid', message: `not served (the last valid version, if any, still is): ${message}`, ...observed, lastTransitionTime: at };
+}
+
+/** True when the object's status already says what `condition` says (the time aside), so no write is needed. */
+export function statusSays(obj: TemplateObject, condition: LoadedCondition): boolean {
+  const found = obj.status?.conditions?.find((c) => c.type === 'Loaded');
+  return found !== undefined && found.status === condition.status && found.reason === condition.reason && found.message === condition.message && found.observedGeneration === condition.observedGeneration;
+}
+
+/**
+ * The set every pod is judged against, from the templates being served by object key
+ * (`namespace/name`). Templates in `home` (the injector's namespace), over the directory's `base`
+ * when both sources are used, are cluster-wide; a namespace's own templates are seen by its pods
+ * alone, shadow a cluster-wide one of the same name there, and when any is `default: true` they
+ * replace the cluster defaults for its pods (issue 23). Computed once per change; a namespace
+ * without templates of its own sees the cluster-wide set object itself.
+ */
+export function clusterSet(served: ReadonlyMap<string, CompiledTemplate>, home: string, base?: TemplateSet): TemplateSet {
+  const byNamespace = new Map<string, CompiledTemplate[]>();
+  for (const t of served.values()) {
+    const ns = t.namespace ?? '';
+    byNamespace.set(ns, [...(byNamespace.get(ns) ?? []), t]);
+  }
+  const wide = new Map(base?.templates ?? []);
+  for (const t of byNamespace.get(home) ?? []) wide.set(t.name, t);
+  const cluster = makeSet(wide, undefined, `sidecartemplates in ${home}${base === undefined ? '' : ` and ${base.source}`}`);
+  const namespaces = new Map<string, TemplateSet>();
+  for (const [ns, own] of byNamespace) {
+    if (ns === home) continue;
+    const templates = new Map(wide);
+    for (const t of own) templates.set(t.name, t);
+    const defaults = own.some((t) => t.isDefault) ? own : undefined;
+    namespaces.set(ns, makeSet(templates, defaults, `sidecartemplates in ${ns} over ${cluster.source}`));
+  }
+  // The whole set's digest covers every namespace: a team's edit is a new set (history, metrics).
+  const digest = digestOf([cluster.digest, ...[...namespaces].map(([ns, s]) => [ns, s.digest])]);
+  return Object.freeze({ ...cluster, digest, ...(namespaces.size > 0 && { namespaces }) });
+}
+
+function makeSet(templates: ReadonlyMap<string, CompiledTemplate>, defaultsFrom: readonly CompiledTemplate[] | undefined, source: string): TemplateSet {
+  const sorted = [...templates.values()].sort((a, b) => a.name.localeCompare(b.name));
+  const defaults = (defaultsFrom ?? sorted).filter((t) => t.isDefault).sort((a, b) => a.name.localeCompare(b.name));
+  return Object.freeze({
+    templates,
+    defaults: Object.freeze(defaults),
+    digest: digestOf(sorted.map((t) => [t.namespace ?? '', t.name, t.version])),
+    source,
+  });
+}

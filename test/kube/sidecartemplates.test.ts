@@ -1,0 +1,144 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
+import { httpsRequest } from '../helpers/client.js';
+import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+const HOME = 'sidecar-injector';
+
+function sct(namespace: string, name: string, image: string, extra: object = {}): any {
+  return { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name, namespace }, spec: { containers: [{ name, image }], ...extra } };
+}
+
+/** Polls `check` until it holds (a watch event reaches the set within a few seconds). */
+async function eventually(check: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.fail(`timed out waiting for: ${what}`);
+}
+
+describe('SidecarTemplate objects through the API server (issue 23)', () => {
+  let api: FakeApiServer;
+  let server: TestServer;
+
+  /** The images /mutate injects into an opted-in pod of `namespace` naming `templates` (none: the defaults). */
+  const injected = async (namespace: string, templates?: string): Promise<string[] | string> => {
+    const pod = optedInPod(templates === undefined ? {} : { annotations: { 'sidecar-injector.io/templates': templates } });
+    const res = await httpsRequest(`${server.url}/mutate`, JSON.stringify(podReview(pod, { namespace })), { ca: server.certs.ca.certPem });
+    const response = res.json().response;
+    if (!response.allowed) return `denied: ${response.status?.message}`;
+    return decodePatch(response)
+      .filter((op: any) => op.op === 'add' && /^\/spec\/containers\/-?\d*$/.test(op.path))
+      .map((op: any) => op.value.image)
+      .sort();
+  };
+  const ready = async (): Promise<number> => (await fetch(`${server.healthUrl}/readyz`)).status;
+
+  before(async () => {
+    api = await startFakeApiServer();
+    api.applyTemplate(sct(HOME, 'proxy', 'registry.example.com/proxy:1', { default: true }));
+    api.applyTemplate(sct(HOME, 'logger', 'registry.example.com/logger:1'));
+    server = await startTestServer(['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig, '--namespace', HOME]);
+    await eventually(async () => (await ready()) === 200, 'ready after the first list');
+  });
+  after(async () => {
+    await server?.close();
+    await api?.close();
+  });
+
+  it('serves the templates of the injector namespace to every namespace, after listing them', async () => {
+    assert.ok(api.calls.some((c) => c.method === 'GET' && c.path === '/apis/sidecar-injector.io/v1alpha1/sidecartemplates'));
+    assert.deepEqual(await injected('team-a'), ['registry.example.com/proxy:1']);
+    assert.deepEqual(await injected('team-b', 'logger'), ['registry.example.com/logger:1']);
+  });
+
+  it("applies a team's template to its namespace only, shadowing the cluster-wide one of the same name there", async () => {
+    api.applyTemplate(sct('team-a', 'logger', 'registry.example.com/team-a-logger:1'));
+    await eventually(async () => JSON.stringify(await injected('team-a', 'logger')) === JSON.stringify(['registry.example.com/team-a-logger:1']), 'team-a sees its logger');
+    assert.deepEqual(await injected('team-b', 'logger'), ['registry.example.com/logger:1']);
+  });
+
+  it("replaces the cluster defaults with a namespace's own defaults for its pods", async () => {
+    api.applyTemplate(sct('team-a', 'mesh', 'registry.example.com/mesh:1', { default: true }));
+    await eventually(async () => JSON.stringify(await injected('team-a')) === JSON.stringify(['registry.example.com/mesh:1']), 'team-a defaults');
+    assert.deepEqual(await injected('team-b'), ['registry.example.com/proxy:1']);
+  });
+
+  it('serves a changed template within seconds, and removes a deleted one', async () => {
+    api.applyTemplate(sct('team-a', 'logger', 'registry.example.com/team-a-logger:2'));
+    await eventually(async () => JSON.stringify(await injected('team-a', 'logger')) === JSON.stringify(['registry.example.com/team-a-logger:2']), 'the change');
+    api.deleteTemplate('team-a', 'logger');
+    await eventually(async () => JSON.stringify(await injected('team-a', 'logger')) === JSON.stringify(['registry.example.com/logger:1']), 'the cluster-wide logger back in team-a');
+    api.deleteTemplate('team-a', 'mesh');
+    await eventually(async () => JSON.stringify(await injected('team-a')) === JSON.stringify(['registry.example.com/proxy:1']), 'the cluster defaults back in team-a');
+  });
+
+  it('keeps serving the last valid version of a template whose change is invalid, and says why in its status', async () => {
+    api.applyTemplate(sct('team-c', 'agent', 'registry.example.com/agent:1'));
+    await eventually(async () => JSON.stringify(await injected('team-c', 'agent')) === JSON.stringify(['registry.example.com/agent:1']), 'agent v1');
+    await eventually(async () => api.template('team-c', 'agent').status?.conditions?.[0]?.status === 'True', 'Loaded=True');
+    const broken = sct('team-c', 'agent', 'registry.example.com/agent:2');
+    broken.spec.containers[0].imagePullPolicy = 'Sometimes';
+    api.applyTemplate(broken);
+    await eventually(async () => api.template('team-c', 'agent').status?.conditions?.[0]?.status === 'False', 'Loaded=False');
+    const condition = api.template('team-c', 'agent').status.conditions[0];
+    assert.equal(condition.reason, 'Invalid');
+    assert.equal(api.template('team-c', 'agent').status.observedGeneration, 2);
+    assert.match(condition.message, /\/spec\/containers\/0\/imagePullPolicy/);
+    assert.deepEqual(await injected('team-c', 'agent'), ['registry.example.com/agent:1']);
+    // A new template that is invalid from the start is never served.
+    const bad = sct('team-c', 'typo', 'registry.example.com/typo:1');
+    bad.spec.contaners = bad.spec.containers;
+    api.applyTemplate(bad);
+    await eventually(async () => api.template('team-c', 'typo').status?.conditions?.[0]?.status === 'False', 'typo Loaded=False');
+    assert.match(String(await injected('team-c', 'typo')), /denied: .*"typo"/);
+  });
+
+  it('records the namespace and version of each template in the status annotation', async () => {
+    api.applyTemplate(sct('team-d', 'agent', 'registry.example.com/agent-d:1'));
+    await eventually(async () => JSON.stringify(await injected('team-d', 'agent')) === JSON.stringify(['registry.example.com/agent-d:1']), 'team-d agent');
+    const res = await httpsRequest(`${server.url}/mutate`, JSON.stringify(podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': 'agent,logger' } }), { namespace: 'team-d' })), { ca: server.certs.ca.certPem });
+    const status = decodePatch(res.json().response).find((op: any) => op.path === '/metadata/annotations/sidecar-injector.io~1status')?.value ?? decodePatch(res.json().response).find((op: any) => op.path === '/metadata/annotations')?.value['sidecar-injector.io/status'];
+    const injectedList = JSON.parse(status).injected;
+    assert.deepEqual(injectedList.map((r: any) => [r.template, r.namespace]), [['agent', 'team-d'], ['logger', HOME]]);
+    assert.ok(injectedList.every((r: any) => typeof r.version === 'string' && r.version.length > 0));
+  });
+
+  it('follows bookmarks, and lists again after 410 Gone', async () => {
+    api.bookmark();
+    api.compact();
+    api.endWatches(); // the informer watches again from its resourceVersion, now compacted: 410, then a list
+    const lists = (): number => api.calls.filter((c) => c.method === 'GET' && c.path === '/apis/sidecar-injector.io/v1alpha1/sidecartemplates').length;
+    const before = lists();
+    await eventually(async () => lists() > before, 'a new list after 410');
+    api.applyTemplate(sct('team-e', 'agent', 'registry.example.com/agent-e:1'));
+    await eventually(async () => JSON.stringify(await injected('team-e', 'agent')) === JSON.stringify(['registry.example.com/agent-e:1']), 'a change after the re-list');
+  });
+
+  it('keeps the last set when the API server is unreachable', async () => {
+    api.forbid('/apis/sidecar-injector.io/v1alpha1/sidecartemplates');
+    api.endWatches();
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(await injected('team-e', 'agent'), ['registry.example.com/agent-e:1']);
+    assert.equal(await ready(), 200);
+  });
+});
+
+describe('readiness with --templates-source cluster', () => {
+  it('is not ready until the first list of sidecartemplates', async () => {
+    const api = await startFakeApiServer();
+    api.forbid('/apis/sidecar-injector.io/v1alpha1/sidecartemplates');
+    const server = await startTestServer(['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig, '--namespace', HOME]);
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal((await fetch(`${server.healthUrl}/readyz`)).status, 503);
+    } finally {
+      await server.close();
+      await api.close();
+    }
+  });
+});
