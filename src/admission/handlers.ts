@@ -3,12 +3,12 @@ import { Options, type Config } from '../config/config.js';
 import { attempt, InjectorError } from '../errors.js';
 import { NoImageMirrors, type ImageMirrors } from '../inject/image.js';
 import { Keys } from '../inject/keys.js';
-import { planInjection } from '../inject/mutate.js';
+import { applyInjection, planInjection } from '../inject/mutate.js';
 import type { InjectionContext } from '../inject/render.js';
-import { injectionPatch } from '../inject/patch.js';
 import { keyWarnings, OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
 import { verifyPod } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
+import { diff } from '../patch/diff.js';
 import { setFor, type TemplateSet } from '../templates/load.js';
 import { DefaultBodyLimits, type BodyLimits, type ReviewRequest } from './codec.js';
 import { Endpoints, HandlerKind } from './endpoints.js';
@@ -111,11 +111,11 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
 
   const injection = attempt(() => planInjection(pod, selection.templates, namespace, context));
   if (injection instanceof InjectorError) return denied(injection, refusalReason(injection));
-  // Written from the injection's decisions, byte for byte the diff of the pod and the injected pod
-  // (injectionPatch), without making that pod.
-  const { text, ops } = injectionPatch(pod, injection);
+  // The patch is the difference between the pod and the injected pod, lists compared by name.
+  const ops = diff(pod, applyInjection(pod, injection));
+  const text = JSON.stringify(ops);
   const warnings = keys.length === 0 ? injection.warnings : [...keys, ...injection.warnings];
-  if (ops === 0) return injected(Reason.AlreadyInjected, injection.plan.status.templates, 0, undefined, warnings);
+  if (ops.length === 0) return injected(Reason.AlreadyInjected, injection.plan.status.templates, 0, undefined, warnings);
   // An answer of megabytes (a pod of many containers, each given the templates' env and mounts)
   // costs memory here and in the apiserver; the pod is refused with the size instead.
   const bytes = Buffer.byteLength(text);
@@ -123,7 +123,7 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
     return denied(new InjectorError('PATCH_TOO_LARGE', [bytes, limits.patchBytes, Options.maxPatchKib.flag]), Reason.PatchTooLarge);
   }
   // AdmissionResponse.patch is []byte in Go: base64 in JSON.
-  return injected(Reason.Injected, injection.plan.status.templates, ops, Buffer.from(text).toString('base64'), warnings);
+  return injected(Reason.Injected, injection.plan.status.templates, ops.length, Buffer.from(text).toString('base64'), warnings);
 }
 
 /**

@@ -31,9 +31,9 @@ export interface Extension {
 }
 
 /**
- * What an injection changes in one pod, decided without copying any of it: the mutated pod
- * (applyInjection) and the JSON patch (injectionPatch in patch.ts) are both written from these
- * decisions, so they cannot disagree on what is added, nor where.
+ * What an injection changes in one pod, decided without copying any of it: applyInjection makes
+ * the mutated pod from these decisions, and the JSON patch is the difference between the two
+ * pods (src/patch/diff.ts).
  */
 export interface Injection {
   readonly plan: InjectionPlan;

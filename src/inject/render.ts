@@ -149,11 +149,8 @@ export type TemplateKeys = InjectionPlan['labels'];
 
 /** A new map of `own`'s keys, then `added`'s (keys `own` lacks). */
 export function copyWithKeys(own: Readonly<Record<string, string>>, added: Readonly<Record<string, string>> | undefined): Record<string, string> {
-  // A loop rather than spread: V8 copies a map of tens of thousands of keys about twice as fast.
-  const out: Record<string, string> = {};
-  for (const key in own) setKey(out, key, own[key]!);
-  for (const key in added) setKey(out, key, added[key]!);
-  return out;
+  // Spread defines each own key as a data property: a `__proto__` key stays a key.
+  return { ...own, ...added };
 }
 
 function setKey(map: Record<string, string>, key: string, value: string): void {

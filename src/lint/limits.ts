@@ -5,8 +5,8 @@ import { apiserverReview } from '../kube/apiserver-review.js';
 import { Options } from '../config/config.js';
 import { attempt, InjectorError, type ErrorCode } from '../errors.js';
 import { applyInjection, type Injection } from '../inject/mutate.js';
-import { injectionPatch } from '../inject/patch.js';
 import type { Pod } from '../kube/types.js';
+import { diff } from '../patch/diff.js';
 
 /**
  * How far an injected pod goes over the limits of `serve` at their defaults, counted with the
@@ -19,7 +19,7 @@ import type { Pod } from '../kube/types.js';
 
 /** What serve answers and receives for one injection into a pod. */
 export interface Admitted {
-  /** The JSON patch of the mutating webhook's answer (injectionPatch: the handler's own text). */
+  /** The JSON patch of the mutating webhook's answer (as the handler writes it). */
   readonly patch: string;
   /** The pod as mutated. */
   readonly pod: Pod;
@@ -30,7 +30,7 @@ export interface Admitted {
 /** What the mutating webhook answers and the validating webhook receives when `injection` is made into `pod`, the pod of a `kind`. */
 export function admitted(pod: Pod, injection: Injection, kind: string): Admitted {
   const mutated = applyInjection(pod, injection);
-  return { patch: injectionPatch(pod, injection).text, pod: mutated, review: apiserverReview({ kind, pod, namespace: 'default' }, mutated) };
+  return { patch: JSON.stringify(diff(pod, mutated)), pod: mutated, review: apiserverReview({ kind, pod, namespace: 'default' }, mutated) };
 }
 
 /** The webhook whose answer a limit decides. */

@@ -6,7 +6,7 @@ import { createHandlers } from '../../src/admission/handlers.js';
 import { parseImage, parseImageMirrors, type ImageMirrors } from '../../src/inject/image.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { admissionView, defaultPod } from '../corpus/admission-view.js';
-import { diff } from '../helpers/diff.js';
+import { diff } from '../../src/patch/diff.js';
 import { applyPatchV4 } from '../helpers/jsonpatch-v4.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { decodePatch, mutate, optedInPod, podReview, validate } from '../helpers/review.js';

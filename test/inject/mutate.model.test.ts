@@ -14,9 +14,9 @@ import { decodePatch, mutate, podReview } from '../helpers/review.js';
 /**
  * The mutating handler against a second, independent account of what an injection must make.
  *
- * The handler plans the injection (planInjection) and writes its patch from that plan
- * (injectionPatch); test/inject/patch.test.ts holds the patch to the diff of the same plan applied,
- * so a wrong decision in the plan passes there. Here the pod the handler's patch yields (applied with
+ * The handler plans the injection (planInjection), applies it (applyInjection) and answers with
+ * the difference (src/patch/diff.ts); test/inject/patch.test.ts holds the patch to the pod the
+ * same plan makes, so a wrong decision in the plan passes there. Here the pod the handler's patch yields (applied with
  * evanphx/json-patch v4 semantics, as the apiserver does) must equal the pod of
  * test/helpers/injection-model.ts, an executable model of the injection rules in docs/templates.md, written from the
  * documentation rather than from src/inject; and a denial must be the model's, for the model's reason.

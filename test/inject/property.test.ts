@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { InjectorError } from '../../src/errors.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
-import { diff } from '../helpers/diff.js';
+import { diff } from '../../src/patch/diff.js';
 import { caseArb, loadSet, wire } from '../helpers/injection-cases.js';
 import { applyPatchV4, PatchError } from '../helpers/jsonpatch-v4.js';
 import { podProblems } from '../helpers/pod.js';

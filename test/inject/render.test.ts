@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { injectSidecars } from '../../src/inject/mutate.js';
-import { isOwnedByJob, renderTemplates } from '../../src/inject/render.js';
+import { copyWithKeys, isOwnedByJob, renderTemplates } from '../../src/inject/render.js';
 import { compileTemplate } from '../../src/templates/template.js';
-import { diff } from '../helpers/diff.js';
+import { diff } from '../../src/patch/diff.js';
 import { optedInPod } from '../helpers/review.js';
 import { agent, jobOwner, locked, podWith, set, template, templates } from '../helpers/templates.js';
 
@@ -141,5 +141,17 @@ describe('rendered values Kubernetes refuses (issue 21)', () => {
     const pod = { metadata: { generateName: 'web-7d9f8b6c5-', labels: { 'sidecar-injector.io/inject': 'true' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } };
     assert.throws(() => injectSidecars(pod, [t], 'default'), /template "owner-pod" renders \/spec\/labels\/owner-pod as "web-7d9f8b6c5-" .*\{\{ pod\.name \}\} is the generateName/);
     assert.equal(injectSidecars({ ...pod, metadata: { ...pod.metadata, name: 'web-0' } }, [t], 'default').pod.metadata?.labels?.['owner-pod'], 'web-0');
+  });
+});
+
+describe('copyWithKeys', () => {
+  it('keeps a __proto__ key of either map as a key, the prototype untouched', () => {
+    const own = JSON.parse('{"a":"1","__proto__":"p"}') as Record<string, string>;
+    const added = JSON.parse('{"__proto__":"q","b":"2"}') as Record<string, string>;
+    const out = copyWithKeys(own, added);
+    assert.deepEqual(Object.keys(out), ['a', '__proto__', 'b']);
+    assert.equal(Object.getOwnPropertyDescriptor(out, '__proto__')?.value, 'q');
+    assert.equal(Object.getPrototypeOf(out), Object.prototype);
+    assert.deepEqual(Object.keys(copyWithKeys(own, undefined)), ['a', '__proto__']);
   });
 });

@@ -1,13 +1,15 @@
-import { isObject, type JsonObject } from '../../src/kube/types.js';
-import { escapeToken } from '../../src/patch/pointer.js';
+import { isObject, type JsonObject } from '../kube/types.js';
+import { escapeToken } from './pointer.js';
 
 /**
- * The independent reference for the mutating handler's patch (src/inject/patch.ts writes it from
- * the injection's decisions): JSON Patch (RFC 6902) from the difference between an original and a
- * mutated document, in the form the kube-apiserver applies it (evanphx/json-patch v4): every `add`
- * has an existing parent, keys are escaped (`~0`, `~1`), and array positions are those of the
- * array as it is when the op applies. It was the product's second patch generator until the CLI
- * came to apply the handler's own patch (issue 20); it lives on here, for the tests only.
+ * The product's one patch generator (STYLE: the mutation returns a new pod, the patch is the
+ * difference): JSON Patch (RFC 6902) from the difference between an original and a mutated
+ * document, in the form the kube-apiserver applies it (evanphx/json-patch v4): every `add` has an
+ * existing parent, keys are escaped (`~0`, `~1`), and array positions are those of the array as it
+ * is when the op applies. The mutating handler answers with diff(pod, applyInjection(pod,
+ * injection)); the CLI shows the pod it makes by applying that answer. Diffing costs about 9 µs
+ * more than the hand-written writer it replaced for the typical pod (3% of a distinct review,
+ * issue 20, docs/performance.md).
  *
  * Unchanged branches of a copy-on-write result are skipped by identity. Lists of named items
  * (containers, volumes, env, mounts) are matched by name, so an insertion anywhere in a list is a
