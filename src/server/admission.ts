@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
 import Koa from 'koa';
-import { ApiserverPrefixes, type BodyLimits } from '../admission/codec.js';
+import { apiserverEnvelope, type BodyLimits } from '../admission/codec.js';
 import { ReviewFault, ReviewPipeline, type ReviewHandler } from '../admission/pipeline.js';
 import { errorRecord, type ReviewObserver, type ReviewRecord } from '../admission/record.js';
 import { InjectorError } from '../errors.js';
@@ -208,30 +208,19 @@ function answerError(ctx: Koa.ParameterizedContext<ReviewState>, err: unknown): 
  * The uid a body refused before it was decoded claims, for its record (the log line) alone, so an
  * operator can find the review in the apiserver's audit log: the kube-apiserver writes
  * `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"` first
- * (ApiserverPrefixes) and its uids are UUIDs (`uuid.NewUUID()` in apiserver
+ * (apiserverEnvelope in the codec reads it) and its uids are UUIDs (`uuid.NewUUID()` in apiserver
  * pkg/admission/plugin/webhook/request/admissionreview.go). Nothing checked it, so it is taken
  * only when it is a short run of letters, digits and dashes closed by a quote; anything else
  * (an escape, a control character, a long run) gives ''. Never used for anything but the record.
  */
 function claimedUid(body: Buffer | undefined): string {
-  if (body === undefined) return '';
-  // Latin-1 reads one character a byte: the prefix and a clean uid are ASCII either way.
-  const head = body.toString('latin1', 0, Math.min(body.length, CLAIM_BYTES));
-  for (const prefix of APISERVER_PREFIXES) {
-    if (!head.startsWith(prefix)) continue;
-    CLEAN_UID.lastIndex = prefix.length;
-    return CLEAN_UID.exec(head)?.[1] ?? '';
-  }
-  return '';
+  // The codec finds the apiserver's envelope and its raw uid (apiserverEnvelope, as the answer cache does).
+  const uid = body === undefined ? undefined : apiserverEnvelope(body)?.uid;
+  return uid !== undefined && CLEAN_UID.test(uid) ? uid : '';
 }
 
-const APISERVER_PREFIXES = Object.values(ApiserverPrefixes);
-
-/** A uid as the apiserver writes one (a UUID is 36 characters), then its closing quote. */
-const CLEAN_UID = /([0-9A-Za-z-]{1,64})"/y;
-
-/** Bytes of a refused body read for its uid: the longest prefix, the longest clean uid and its quote. */
-const CLAIM_BYTES = Math.max(...APISERVER_PREFIXES.map((p) => p.length)) + 65;
+/** A uid as the apiserver writes one (a UUID is 36 characters). */
+const CLEAN_UID = /^[0-9A-Za-z-]{1,64}$/;
 
 /**
  * Review slots. A slot is held from the end of a review's body until its answer has been flushed

@@ -478,3 +478,32 @@ describe('log lines', () => {
     }
   });
 });
+
+describe('the record of a body refused before it was decoded', () => {
+  it('carries the uid its apiserver envelope claims when it is clean, and none otherwise', async (t) => {
+    const set = await loadTemplateSet('templates');
+    const records: { uid: string; code?: string }[] = [];
+    const server = createHttpServer(createAdmissionApp({ handlers: createHandlers({ templates: () => set }), observers: [(r) => void records.push(r)] }));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    t.after(() => server.close());
+    const port = (server.address() as AddressInfo).port;
+    const post = (body: string): Promise<number> =>
+      new Promise((resolve, reject) => {
+        const req = httpRequest({ host: '127.0.0.1', port, path: '/mutate', method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode!));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    const prefix = '{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"';
+    assert.equal(await post(`${prefix}0f1e2d3c-aaaa-4bbb-8ccc-1234567890ab","object":{`), 400);
+    assert.equal(await post(`${prefix}not a uuid","object":{`), 400);
+    assert.equal(await post(`{"uid":"0f1e2d3c-aaaa-4bbb-8ccc-1234567890ab",`), 400);
+    assert.deepEqual(records.map((r) => [r.uid, r.code]), [
+      ['0f1e2d3c-aaaa-4bbb-8ccc-1234567890ab', 'BODY_MALFORMED'],
+      ['', 'BODY_MALFORMED'],
+      ['', 'BODY_MALFORMED'],
+    ]);
+  });
+});
