@@ -23,12 +23,10 @@ const Contract: Readonly<Record<Where, readonly string[]>> = { label: [Keys.inje
 
 /** What the check of a pod's keys knows besides the pod. */
 export interface KeyContext {
-  /** Every template name of the set in force. */
-  readonly templates: ReadonlySet<string>;
+  /** The templates of the set in force, by name, with the keys each adds or reads (a template's own, never a typo). */
+  readonly templates: ReadonlyMap<string, { readonly keys: ReadonlySet<string> }>;
   /** The names of the templates selected for the pod; undefined when it gets none. */
   readonly selected?: readonly string[];
-  /** Keys a template of the set adds or reads: a template's own, never a typo. */
-  readonly expected: ReadonlySet<string>;
 }
 
 /** A pod's or a workload's labels and annotations. */
@@ -100,7 +98,13 @@ function isInjectorKey(key: string): boolean {
 function strayKey(key: string, where: Where, context: KeyContext, describe: boolean): string | undefined {
   const stray = looksMeant(key, where, context, describe);
   // Looked up last: most keys are no stray, and need no lookup.
-  return stray === undefined || context.expected.has(key) ? undefined : stray;
+  return stray === undefined || isTemplateKey(key, context) ? undefined : stray;
+}
+
+/** A key some template of the set adds or reads. */
+function isTemplateKey(key: string, context: KeyContext): boolean {
+  for (const t of context.templates.values()) if (t.keys.has(key)) return true;
+  return false;
 }
 
 function looksMeant(key: string, where: Where, context: KeyContext, describe: boolean): string | undefined {
@@ -134,7 +138,7 @@ function templateKey(key: string, template: string, name: string, where: Where, 
     return describe ? unread(where, key, undefined, `template "${shown(template)}" is not selected for this pod`) : '';
   }
   if (!describe) return '';
-  const nearest = nearestOf(template, context.templates);
+  const nearest = nearestOf(template, context.templates.keys());
   if (nearest !== undefined) return unread(where, key, { where, key: `${nearest}${TEMPLATE_SUFFIX}/${name}` });
   return unread(where, key, undefined, `no template is named "${shown(template)}"`);
 }
@@ -159,7 +163,7 @@ function suggestedKey(name: string, where: Where): { readonly where: Where; read
 }
 
 /** The name of `names` nearest to `name`, if any is near. */
-function nearestOf(name: string, names: ReadonlySet<string>): string | undefined {
+function nearestOf(name: string, names: Iterable<string>): string | undefined {
   let best: string | undefined;
   let bestDistance = nearEnough(name) + 1;
   for (const candidate of names) {

@@ -369,7 +369,7 @@ const protocolOf = (p: Readonly<Record<string, unknown>>): string => (typeof p['
 /**
  * What each application container gains (sidecars of the same name excepted, and containers a
  * template's appContainers leaves out of its items); empty when none gains anything. Most pods lack
- * every item the templates add, so most containers get the plan's one shared Extension.
+ * every item the templates add, so most containers get the plan's shared lists (envItems, volumeMountItems).
  */
 function extensionsOf(own: readonly Container[], plan: InjectionPlan, touches: Touches | undefined, warnings: string[]): (Extension | undefined)[] {
   const out: (Extension | undefined)[] = [];
@@ -385,21 +385,9 @@ function extensionsOf(own: readonly Container[], plan: InjectionPlan, touches: T
     const volumeMounts = addedMounts(c, mountItems, whole ? plan.volumeMountItems : undefined, plan, warnings);
     if (env.length === 0 && volumeMounts.length === 0) continue;
     out.length = i;
-    const full = whole && (env === plan.envItems || plan.env.length === 0) && (volumeMounts === plan.volumeMountItems || plan.volumeMounts.length === 0);
-    out.push(full ? fullExtension(plan) : { env, volumeMounts });
+    out.push({ env, volumeMounts });
   }
   return out;
-}
-
-const fullExtensions = new WeakMap<InjectionPlan, Extension>();
-
-function fullExtension(plan: InjectionPlan): Extension {
-  let extension = fullExtensions.get(plan);
-  if (extension === undefined) {
-    extension = Object.freeze({ env: plan.env.length === 0 ? NO_ITEMS : plan.envItems!, volumeMounts: plan.volumeMounts.length === 0 ? NO_ITEMS : plan.volumeMountItems! });
-    fullExtensions.set(plan, extension);
-  }
-  return extension;
 }
 
 const NO_ITEMS: readonly never[] = Object.freeze([]);

@@ -27,7 +27,6 @@ function overrideKey(template: string, field: string): string {
 }
 
 const QUANTITY = new RegExp(QUANTITY_PATTERN);
-const ANNOTATION_PLACEHOLDER = /pod\.annotations\[\s*(?:'([^']*)'|"([^"]*)")\s*\]/g;
 /** Warnings about ignored annotations per template and pod; the rest are counted in one more (the apiserver keeps 4 KiB of warnings). */
 const MAX_IGNORED_WARNINGS = 5;
 
@@ -95,7 +94,7 @@ function ignoredWarning(t: CompiledTemplate, field: string, key: string, selecte
     return `annotation ${key}: template "${t.name}" does not allow overriding ${field} (${allowed}); ignored`;
   }
   // The template's own metadata (a version, a checksum) and what its placeholders read are expected.
-  if (readsAnnotation(t, key) || selected.some((s) => Object.hasOwn(s.spec.annotations, key))) return undefined;
+  if (t.reads.annotations.has(key) || selected.some((s) => Object.hasOwn(s.spec.annotations, key))) return undefined;
   return `annotation ${key}: "${field}" is not an override field (${Overridable.join(', ')}) and template "${t.name}" does not read it; ignored`;
 }
 
@@ -107,26 +106,6 @@ function capped(warnings: string[]): readonly string[] {
 
 function isField(field: string): field is OverrideField {
   return (Overridable as readonly string[]).includes(field);
-}
-
-const annotationsRead = new WeakMap<CompiledTemplate, ReadonlySet<string>>();
-
-// Gathered once per compiled template: every review of a pod that sets an annotation the template
-// reads comes here. The string values are scanned, not the spec's JSON text, in which a
-// double-quoted key (`pod.annotations["k"]`) is escaped and never matched.
-function readsAnnotation(t: CompiledTemplate, key: string): boolean {
-  let keys = annotationsRead.get(t);
-  if (keys === undefined) {
-    keys = new Set(stringsIn(t.spec).flatMap((text) => [...text.matchAll(ANNOTATION_PLACEHOLDER)].map((m) => m[1] ?? m[2] ?? '')));
-    annotationsRead.set(t, keys);
-  }
-  return keys.has(key);
-}
-
-function stringsIn(value: unknown): string[] {
-  if (typeof value === 'string') return [value];
-  if (typeof value === 'object' && value !== null) return Object.values(value).flatMap(stringsIn);
-  return [];
 }
 
 /** Applies overrides to the first container of a rendered template; returns `r` itself when there are none. */

@@ -2,7 +2,7 @@ import { InjectorError } from '../errors.js';
 import type { Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
-import { Keys, strayKeyWarnings, type KeyContext } from './keys.js';
+import { Keys, strayKeyWarnings } from './keys.js';
 
 /** Why a pod did or did not get sidecars; stable strings, used in logs, metrics and audit annotations. */
 export const Reason = {
@@ -122,24 +122,7 @@ function own(map: Record<string, string> | undefined, key: string): string | und
 export function keyWarnings(pod: Pod, set: TemplateSet, selected?: readonly CompiledTemplate[]): readonly string[] {
   const meta = pod.metadata;
   if (meta === undefined || (meta.labels === undefined && meta.annotations === undefined)) return NO_WARNINGS;
-  const known = knownKeys(set);
-  return strayKeyWarnings(meta, selected === undefined ? known : { ...known, selected: selected.map((t) => t.name) });
+  return strayKeyWarnings(meta, selected === undefined ? { templates: set.templates } : { templates: set.templates, selected: selected.map((t) => t.name) });
 }
 
 const NO_WARNINGS: readonly string[] = Object.freeze([]);
-const knownKeysOf = new WeakMap<TemplateSet, KeyContext>();
-
-/** The template names of a set and the keys its templates add or read, gathered once per set. */
-function knownKeys(set: TemplateSet): KeyContext {
-  let known = knownKeysOf.get(set);
-  if (known === undefined) {
-    const expected = new Set<string>();
-    for (const t of set.templates.values()) {
-      for (const map of [t.spec.labels, t.spec.annotations]) for (const key in map) expected.add(key);
-      for (const keys of [t.reads.labels, t.reads.annotations]) for (const key of keys) expected.add(key);
-    }
-    known = { templates: new Set(set.templates.keys()), expected };
-    knownKeysOf.set(set, known);
-  }
-  return known;
-}

@@ -1,7 +1,7 @@
 import { InjectorError } from '../errors.js';
 import type { Pod } from '../kube/types.js';
 import { renderValues, type RenderValues } from '../templates/placeholders.js';
-import { deepFreeze, NativeSidecar, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
+import type { CompiledTemplate, RenderedTemplate } from '../templates/template.js';
 import { describeFault, renderedFault } from '../templates/values.js';
 import { jobCompletionWarning } from './jobs.js';
 import { applyOverrides, overrideAnnotations, overridesFor } from './overrides.js';
@@ -34,15 +34,15 @@ export interface Rendering {
  * TEMPLATE_CONFLICT when the templates cannot all go into one pod.
  */
 export function renderForPod(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): Rendering {
-  const { values, rendered: raw } = settle(pod, templates, namespace);
-  templates.forEach((t, i) => refuseInvalidValues(t, raw[i]!, (key) => labelKept(key, values.labels, raw.slice(0, i))));
   const job = context.ownedByJob ?? isOwnedByJob(pod);
+  const { values, rendered: raw } = settle(pod, templates, namespace, job);
+  templates.forEach((t, i) => refuseInvalidValues(t, raw[i]!, (key) => labelKept(key, values.labels, raw.slice(0, i))));
   const warnings: string[] = [];
   const annotations = overrideAnnotations(values.annotations, values.addedAnnotations);
   const rendered = templates.map((t, i) => {
     const { overrides, warnings: ignored } = overridesFor(t, annotations, templates);
     if (ignored.length > 0) warnings.push(...ignored);
-    const r = applyOverrides(nativeFor(t, raw[i]!, job), overrides);
+    const r = applyOverrides(raw[i]!, overrides);
     const blocksJob = job ? jobCompletionWarning(r) : undefined;
     if (blocksJob !== undefined) warnings.push(blocksJob);
     return r;
@@ -84,14 +84,14 @@ export function renderTemplates(pod: Pod, templates: readonly CompiledTemplate[]
  * until they settle: no extra render when the templates add no key the pod lacks or no placeholder
  * reads one they add (each template knows the keys it reads, from its compilation).
  */
-function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: string): { values: RenderValues; rendered: RenderedTemplate[] } {
+function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, job: boolean): { values: RenderValues; rendered: RenderedTemplate[] } {
   const own = renderValues(pod, namespace);
   let values = own;
-  let rendered = templates.map((t) => t.render(values));
+  let rendered = templates.map((t) => t.render(values, job));
   // The keys a template adds are written in it (placeholders fill values only): when no template
   // reads one that a selected template adds, the first rendering is the settled one, and the keys
   // added matter only to the override annotations, when a template adds one under such a prefix.
-  if (!readsAdded(templates) && !templates.some(addsOverrideKeys)) return { values, rendered };
+  if (!readsAdded(templates) && !templates.some((t) => t.addsOverrideKeys)) return { values, rendered };
   // Only the keys the templates add are compared, and rendered from beside the pod's own maps,
   // which may hold tens of thousands of keys (256 KiB of annotations) and are never copied here (issue 11).
   let added: AddedKeys = { labels: undefined, annotations: undefined };
@@ -103,7 +103,7 @@ function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: str
     values = { ...own, ...(added.labels && { addedLabels: added.labels }), ...(added.annotations && { addedAnnotations: added.annotations }) };
     // Rendered again with those keys, each template renders as it did, since it reads none of them.
     if (!templates.some((t) => readsAny(t.reads.labels, added.labels) || readsAny(t.reads.annotations, added.annotations))) break;
-    rendered = templates.map((t) => t.render(values));
+    rendered = templates.map((t) => t.render(values, job));
   }
   return { values, rendered };
 }
@@ -117,18 +117,6 @@ function readsAdded(templates: readonly CompiledTemplate[]): boolean {
     }
   }
   return false;
-}
-
-const overrideKeys = new WeakMap<CompiledTemplate, boolean>();
-
-/** True when the template adds an annotation under a template's override prefix (overrideAnnotations reads those). Known once per compiled template. */
-function addsOverrideKeys(t: CompiledTemplate): boolean {
-  let adds = overrideKeys.get(t);
-  if (adds === undefined) {
-    adds = overrideAnnotations(t.spec.annotations).size > 0;
-    overrideKeys.set(t, adds);
-  }
-  return adds;
 }
 
 function readsAny(keys: ReadonlySet<string>, map: Readonly<Record<string, string>> | undefined): boolean {
@@ -187,19 +175,4 @@ function sameMap(a: Readonly<Record<string, string>>, b: Readonly<Record<string,
 export function isOwnedByJob(pod: Pod): boolean {
   const owners = pod.metadata?.ownerReferences ?? [];
   return Array.isArray(owners) && owners.some((o) => o['kind'] === 'Job' && typeof o['apiVersion'] === 'string' && o['apiVersion'].startsWith('batch/'));
-}
-
-// A regular sidecar container keeps a Job's pod running forever; as a native sidecar it is stopped
-// when the main containers finish (KEP-753), so `nativeSidecar: jobs` switches for Job pods only.
-// Kept per rendering, which is shared (frozen), so every Job pod of a workload gets the same one.
-const natives = new WeakMap<RenderedTemplate, RenderedTemplate>();
-
-function nativeFor(t: CompiledTemplate, r: RenderedTemplate, job: boolean): RenderedTemplate {
-  if (t.nativeMode !== NativeSidecar.JobsOnly || !job) return r;
-  const known = natives.get(r);
-  if (known !== undefined) return known;
-  const native: RenderedTemplate = { ...r, nativeSidecar: true, containers: r.containers.map((c) => ({ ...c, restartPolicy: 'Always' })) };
-  if (!Object.isFrozen(r)) return native;
-  natives.set(r, deepFreeze(native));
-  return native;
 }

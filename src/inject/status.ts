@@ -57,14 +57,9 @@ export type RecordedStatus =
   | { readonly format: typeof StatusFormat.Unversioned; readonly templates: readonly string[] }
   | { readonly format: typeof StatusFormat.Versioned; readonly status: InjectionStatus };
 
-// Renderings are shared by the pods of one workload (template.ts memoizes them), so each is
-// described once, not once per review.
-const records = new WeakMap<RenderedTemplate, TemplateRecord>();
-
 /** The status of an injection of these rendered templates by the install of `revision` ('' for the default install). */
 export function statusOf(rendered: readonly RenderedTemplate[], revision = ''): InjectionStatus {
-  // Frozen: the audit annotations keep one map per list of names (admission/audit.ts).
-  return { templates: Object.freeze(rendered.map((r) => r.name)), injected: rendered.map(recordOf), ...(revision !== '' && { revision }) };
+  return { templates: rendered.map((r) => r.name), injected: rendered.map(recordOf), ...(revision !== '' && { revision }) };
 }
 
 /** The annotation's value. */
@@ -73,18 +68,14 @@ export function encodeStatus(status: InjectionStatus): string {
 }
 
 function recordOf(r: RenderedTemplate): TemplateRecord {
-  const known = records.get(r);
-  if (known !== undefined) return known;
   const sidecars = repositories(r.containers);
-  const record: TemplateRecord = {
+  return {
     template: r.name,
     ...(r.namespace !== undefined && { namespace: r.namespace }),
     version: r.version,
     ...(r.containers.length > 0 && (r.nativeSidecar ? { initContainers: sidecars } : { containers: sidecars })),
     ...(r.volumes.length > 0 && { volumes: r.volumes.map((v) => v.name) }),
   };
-  if (Object.isFrozen(r)) records.set(r, record);
-  return record;
 }
 
 function repositories(containers: readonly Container[]): Record<string, string> {

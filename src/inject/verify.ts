@@ -56,7 +56,7 @@ function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: Inject
   const selection = attempt(() => selectTemplates(pod, set, scope));
   if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate, []);
   if (!selection.inject) return { kind: 'skipped', reason: selection.reason };
-  const templates = namesOf(selection.templates);
+  const templates = selection.templates.map((t) => t.name);
   // A conflict or refused override denies here too, so both handlers agree on every pod.
   const check = attempt(() => missingSidecars(pod, selection.templates, namespace, context, mirrors));
   if (check instanceof InjectorError) return denied(check, refusalReason(check), []);
@@ -73,16 +73,6 @@ function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: Inject
 function mirrorHint(suggestion: string | undefined): string {
   if (suggestion === undefined) return '';
   return `; if a policy or webhook rewrites images to a registry mirror after the injector, start the injector with --${IMAGE_MIRROR_FLAG} ${suggestion}`;
-}
-
-const names = new WeakMap<readonly CompiledTemplate[], readonly string[]>();
-
-/** The names of a selection; a set's defaults (frozen, the selection of most pods) are named once, in a frozen list. */
-function namesOf(templates: readonly CompiledTemplate[]): readonly string[] {
-  if (!Object.isFrozen(templates)) return templates.map((t) => t.name);
-  let list = names.get(templates);
-  if (list === undefined) names.set(templates, (list = Object.freeze(templates.map((t) => t.name))));
-  return list;
 }
 
 /** What the pod lacks of its templates, and how the sidecars it has run their repositories. */

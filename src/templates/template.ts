@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
+import { overrideAnnotations } from '../inject/overrides.js';
 import { compileValue, inputsOf, isDynamic, keysRead, materialize, type Compiled, type RenderValues } from './placeholders.js';
 import type { Placement } from './placement.js';
 import type { OverrideField } from './schema.js';
@@ -95,9 +96,14 @@ export interface CompiledTemplate {
   readonly spec: Required<Omit<SidecarTemplateSpec, 'default' | 'nativeSidecar' | 'placement' | 'overrides' | 'serviceAccountToken' | 'appContainers'>>;
   /** The pod labels and annotations its placeholders read (a rendering changes only with these, the namespace, name and service account). */
   readonly reads: { readonly labels: ReadonlySet<string>; readonly annotations: ReadonlySet<string> };
+  /** The label and annotation keys it adds or its placeholders read: the template's own, never a pod's stray key (keys.ts). */
+  readonly keys: ReadonlySet<string>;
+  /** It adds an annotation under a template's override prefix (overrides.ts), so a pod's overrides are read from the pod as stored. */
+  readonly addsOverrideKeys: boolean;
   /** Values with a placeholder where Kubernetes has a rule (a label value, a name, an image): checked once rendered (values.ts). */
   readonly checks: readonly PlacedValue[];
-  render(values: RenderValues): RenderedTemplate;
+  /** `inJob`: the pod belongs to a Job, where a `nativeSidecar: jobs` template's containers are native sidecars. */
+  render(values: RenderValues, inJob?: boolean): RenderedTemplate;
 }
 
 /** Short sha256 digest of a JSON-serializable value. */
@@ -135,12 +141,36 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
     ...(token !== undefined && { tokenVolume: token.volume.name }),
     ...(spec.appContainers !== undefined && { appContainers: deepFreeze(spec.appContainers) }),
   };
-  const render = isDynamic(compiled)
-    ? memoized(compiled, (v: RenderValues): RenderedTemplate => ({ ...base, ...(materialize(compiled, v) as typeof normalized) }))
-    : constant({ ...base, ...normalized });
+  const renderer = (shape: (r: RenderedTemplate) => RenderedTemplate): ((v: RenderValues) => RenderedTemplate) =>
+    isDynamic(compiled) ? memoized(compiled, (v) => shape({ ...base, ...(materialize(compiled, v) as typeof normalized) })) : constant(shape({ ...base, ...normalized }));
   const nativeMode = nativeSidecar ? NativeSidecar.Always : spec.nativeSidecar === 'jobs' ? NativeSidecar.JobsOnly : NativeSidecar.Never;
+  const regular = renderer((r) => r);
+  // A regular sidecar keeps a Job's pod running forever; a native one is stopped when the main
+  // containers finish (KEP-753), so `nativeSidecar: jobs` renders native sidecars for Job pods only.
+  const inJobs = nativeMode === NativeSidecar.JobsOnly ? renderer(asNative) : regular;
+  const reads = keysRead(compiled);
+  const keys = new Set([...Object.keys(normalized.labels), ...Object.keys(normalized.annotations), ...reads.labels, ...reads.annotations]);
   const extras = { nativeMode, overrides: Object.freeze([...(spec.overrides ?? [])]), ...(spec.placement !== undefined && { placement: deepFreeze(spec.placement) }) };
-  return { name, file, ...(namespace !== undefined && { namespace }), version, isDefault: spec.default === true, nativeSidecar, ...extras, spec: normalized, reads: keysRead(compiled), checks: renderedChecks(normalized), render };
+  return {
+    name,
+    file,
+    ...(namespace !== undefined && { namespace }),
+    version,
+    isDefault: spec.default === true,
+    nativeSidecar,
+    ...extras,
+    spec: normalized,
+    reads,
+    keys,
+    addsOverrideKeys: overrideAnnotations(normalized.annotations).size > 0,
+    checks: renderedChecks(normalized),
+    render: (v, inJob = false) => (inJob ? inJobs(v) : regular(v)),
+  };
+}
+
+/** A rendering with its containers as native sidecars (initContainers with restartPolicy: Always). */
+function asNative(r: RenderedTemplate): RenderedTemplate {
+  return { ...r, nativeSidecar: true, containers: r.containers.map((c) => ({ ...c, restartPolicy: 'Always' })) };
 }
 
 /**
@@ -233,7 +263,7 @@ function keyLength(text: string): number {
 }
 
 function constant(rendered: RenderedTemplate): () => RenderedTemplate {
-  const frozen = Object.freeze(rendered);
+  const frozen = deepFreeze(rendered);
   return () => frozen;
 }
 
