@@ -159,6 +159,21 @@ describe('warnings about overrides and Jobs', () => {
     assert.equal(mutate(podReview(injected).request, versioned).response.warnings, undefined, 'nor on reinvocation');
   });
 
+  it('never warns of an annotation under its prefix that its placeholders read, but does of one only written in its text', () => {
+    const reader = set(template('reader', `  default: true
+  containers:
+    - name: reader
+      image: registry.example.com/reader:1.0
+      args: ["--level={{ pod.annotations['reader.sidecar-injector.io/level'] | default 'info' }}", "see pod.annotations['reader.sidecar-injector.io/note']"]
+`));
+    const pod = optedInPod({ annotations: { 'reader.sidecar-injector.io/level': 'debug', 'reader.sidecar-injector.io/note': 'x' } });
+    const r = mutate(podReview(pod).request, reader);
+    assert.equal(r.response.allowed, true, r.response.status?.message);
+    assert.deepEqual(r.response.warnings, [
+      'annotation reader.sidecar-injector.io/note: "note" is not an override field (image, cpu, memory) and template "reader" does not read it; ignored',
+    ]);
+  });
+
   it('bounds the warnings about ignored annotations', () => {
     const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`agent.sidecar-injector.io/x${i}`, 'v']));
     const warnings = mutate(podReview(podWith(many)).request, templates).response.warnings ?? [];

@@ -76,3 +76,36 @@ describe('compiled template rendering', () => {
     assert.notEqual(render({ zone: long }), a, 'not cached: the cache key would be too large');
   });
 });
+
+describe('what a compiled template knows of itself', () => {
+  const compile = (spec: string) => compileTemplateSet([{ file: 't.yaml', text: `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: t\nspec:\n${spec}` }], 'test').templates.get('t')!;
+  const values = renderValues(pod({ app: 'web' }), 'shop');
+
+  it('lists the keys it adds or reads', () => {
+    const t = compile(`  labels: { team: a }
+  annotations: { t.sidecar-injector.io/version: "1" }
+  containers:
+    - name: c
+      image: example.com/c:1
+      args: ["{{ pod.labels['app'] }}", "{{ pod.annotations[\\"note\\"] }}", "pod.annotations['literal']"]
+`);
+    assert.deepEqual([...t.keys].sort(), ['app', 'note', 't.sidecar-injector.io/version', 'team']);
+    assert.deepEqual([...t.reads.annotations], ['note'], 'text outside a placeholder reads nothing');
+    assert.equal(t.addsOverrideKeys, true);
+    assert.equal(compile(`  annotations: { fluentbit.io/exclude: "true" }\n  containers: [{ name: c, image: example.com/c:1 }]\n`).addsOverrideKeys, false);
+  });
+
+  it('renders native sidecars for a Job pod when nativeSidecar is jobs, and keeps that rendering', () => {
+    const t = compile(`  nativeSidecar: jobs\n  containers: [{ name: c, image: "example.com/c:{{ namespace }}" }]\n`);
+    assert.equal(t.render(values).nativeSidecar, false);
+    assert.equal(t.render(values).containers[0]!.restartPolicy, undefined);
+    const inJob = t.render(values, true);
+    assert.equal(inJob.nativeSidecar, true);
+    assert.deepEqual(inJob.containers, [{ name: 'c', image: 'example.com/c:shop', restartPolicy: 'Always' }]);
+    assert.equal(t.render(values, true), inJob);
+    assert.ok(Object.isFrozen(inJob.containers[0]));
+    const regular = compile(`  containers: [{ name: c, image: example.com/c:1 }]\n`);
+    assert.equal(regular.render(values, true), regular.render(values), 'a template without nativeSidecar: jobs renders alike in a Job pod');
+    assert.ok(Object.isFrozen(regular.render(values).containers[0]));
+  });
+});
