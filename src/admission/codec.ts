@@ -105,7 +105,7 @@ export function encodeAnswer(review: ReviewEnvelope, body: ResponseBody): string
  * encoding/json writes the fields in the order of the structs (TypeMeta's kind and apiVersion,
  * then request, whose first field is uid).
  */
-export const ApiserverPrefixes: Readonly<Record<ReviewVersion, string>> = Object.freeze({
+const ApiserverPrefixes: Readonly<Record<ReviewVersion, string>> = Object.freeze({
   [ReviewVersion.V1]: `{"kind":"AdmissionReview","apiVersion":"${ReviewVersion.V1}","request":{"uid":"`,
   [ReviewVersion.V1Beta1]: `{"kind":"AdmissionReview","apiVersion":"${ReviewVersion.V1Beta1}","request":{"uid":"`,
 });
@@ -250,7 +250,7 @@ export function decodeBody(text: string, limits: BodyLimits = DefaultBodyLimits)
 }
 
 /** Parses a body read by the transport; malformed JSON is a 400. */
-export function parseJson(text: string): unknown {
+function parseJson(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch (err) {

@@ -24,7 +24,7 @@ export const Endpoints: readonly Endpoint[] = Object.freeze([
 ]);
 
 /** The endpoint label of the metrics for anything that is not a review path. */
-export const OTHER_ENDPOINT = 'other';
+const OTHER_ENDPOINT = 'other';
 
 const labels: ReadonlyMap<string, string> = new Map(Endpoints.map((e) => [e.path, e.kind]));
 

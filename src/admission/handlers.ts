@@ -175,7 +175,7 @@ function namespaceOf(req: ReviewRequest, pod: Pod): string {
 }
 
 /** True for the reviews the injector acts on: the CREATE of a core/v1 Pod itself, not a subresource. */
-export function isPodCreate(req: ReviewRequest): boolean {
+function isPodCreate(req: ReviewRequest): boolean {
   return (
     req.operation === 'CREATE' &&
     req.kind?.kind === 'Pod' &&

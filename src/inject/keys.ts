@@ -13,7 +13,7 @@ export const Keys = {
 } as const;
 
 /** The prefix of the contract's keys; `<template>.sidecar-injector.io/` holds a template's override annotations. */
-export const KEY_PREFIX = 'sidecar-injector.io';
+const KEY_PREFIX = 'sidecar-injector.io';
 const TEMPLATE_SUFFIX = `.${KEY_PREFIX}`;
 
 type Where = 'label' | 'annotation';

@@ -104,7 +104,7 @@ export function applyInjection(pod: Pod, injection: Injection): Pod {
 }
 
 /** `metadata` once injected (a new object: the status annotation is always set). */
-export function injectedMetadata(metadata: Pod['metadata'], injection: Injection): NonNullable<Pod['metadata']> {
+function injectedMetadata(metadata: Pod['metadata'], injection: Injection): NonNullable<Pod['metadata']> {
   const meta = metadata ?? {};
   const newMeta = { ...meta, annotations: injectedAnnotations(meta.annotations ?? NONE, injection) };
   if (injection.labels !== undefined) newMeta.labels = copyWithKeys(meta.labels ?? NONE, injection.labels);
@@ -112,14 +112,14 @@ export function injectedMetadata(metadata: Pod['metadata'], injection: Injection
 }
 
 /** The pod's annotations plus the templates' and the status, as a new map. */
-export function injectedAnnotations(own: Readonly<Record<string, string>>, injection: Injection): Record<string, string> {
+function injectedAnnotations(own: Readonly<Record<string, string>>, injection: Injection): Record<string, string> {
   const annotations = copyWithKeys(own, injection.annotations);
   annotations[Keys.status] = injection.plan.statusText;
   return annotations;
 }
 
 /** `spec` once injected (a new object: `containers` is always set). */
-export function injectedSpec(podSpec: PodSpec | undefined, injection: Injection): PodSpec {
+function injectedSpec(podSpec: PodSpec | undefined, injection: Injection): PodSpec {
   const spec = podSpec ?? {};
   const own = spec.containers ?? [];
   const extended = injection.extensions.length === 0 ? own : own.map((c, i) => extend(c, injection.extensions[i]));

@@ -7,8 +7,8 @@
  */
 
 /** How a quantity was written, which is how the apiserver prints a sum of it (Quantity.Format). */
-export const QuantityFormat = { DecimalSI: 'DecimalSI', BinarySI: 'BinarySI', DecimalExponent: 'DecimalExponent' } as const;
-export type QuantityFormat = (typeof QuantityFormat)[keyof typeof QuantityFormat];
+const QuantityFormat = { DecimalSI: 'DecimalSI', BinarySI: 'BinarySI', DecimalExponent: 'DecimalExponent' } as const;
+type QuantityFormat = (typeof QuantityFormat)[keyof typeof QuantityFormat];
 
 /** An exact quantity: its value in nano-units and the format it prints in. */
 export interface Quantity {

@@ -23,7 +23,7 @@ const OURS: ReadonlySet<string> = new Set([...SHIPPED_NAMES, ...SHIPPED_NAMES.ma
 const REVISION_LABEL = 'sidecar-injector.io/rev';
 
 /** The revision a webhook serves: the value its selectors require of sidecar-injector.io/rev; '' for the default install's. */
-export function webhookRevision(webhook: Webhook): string {
+function webhookRevision(webhook: Webhook): string {
   const requirements = [...(webhook.objectSelector?.matchExpressions ?? []), ...(webhook.namespaceSelector?.matchExpressions ?? [])];
   const named = requirements.find((r) => r.key === REVISION_LABEL && r.operator === 'In');
   return named?.values?.[0] ?? '';

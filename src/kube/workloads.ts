@@ -2,7 +2,7 @@ import { PatchStrategy, setHeaderOptions, type V1DaemonSet, type V1Deployment, t
 import { apiError, type KubeClients } from './client.js';
 
 /** The workload kinds `drift --restart` rolls: the ones `kubectl rollout restart` supports. */
-export const RestartableKinds = ['Deployment', 'StatefulSet', 'DaemonSet'] as const;
+const RestartableKinds = ['Deployment', 'StatefulSet', 'DaemonSet'] as const;
 export type RestartableKind = (typeof RestartableKinds)[number];
 
 export function isRestartable(kind: string): kind is RestartableKind {
@@ -20,7 +20,7 @@ export interface WorkloadKey {
 export type Workload = V1Deployment | V1StatefulSet | V1DaemonSet;
 
 /** The pod template annotation `kubectl rollout restart` sets; a changed template makes the controller replace every pod. */
-export const RESTARTED_AT = 'kubectl.kubernetes.io/restartedAt';
+const RESTARTED_AT = 'kubectl.kubernetes.io/restartedAt';
 
 /**
  * The patch `kubectl rollout restart` sends (kubectl's objectrestarter): a strategic merge patch

@@ -48,7 +48,7 @@ export interface AdmissionAppDeps {
 export const ANSWER_CACHE_BYTES = 4 * 1024 * 1024;
 
 /** Default of `transitBytes`: ten of the apiserver's largest requests (3 MiB) at once. */
-export const TRANSIT_BYTES = 32 * 1024 * 1024;
+const TRANSIT_BYTES = 32 * 1024 * 1024;
 
 /** What the review port runs for every request: the Koa app's callback, for node:https. */
 export type AdmissionApp = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
@@ -284,7 +284,7 @@ export class ReviewSlots {
 }
 
 /** Seconds a client is told to wait after a 429; client-go honours it (rest/with_retry.go). */
-export const RETRY_AFTER_SECONDS = 1;
+const RETRY_AFTER_SECONDS = 1;
 
 /**
  * The HTTP edge, chosen for one client, the kube-apiserver: it sends small headers, a body of at
@@ -324,7 +324,7 @@ export interface AdmissionTls {
 }
 
 /** TLS settings: TLS 1.2 at least, forward-secret AEAD suites only (Mozilla "intermediate"). */
-export const TLS_OPTIONS: SecureContextOptions = {
+const TLS_OPTIONS: SecureContextOptions = {
   minVersion: 'TLSv1.2',
   ciphers: [
     'TLS_AES_128_GCM_SHA256',

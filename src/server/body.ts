@@ -3,7 +3,7 @@ import getRawBody from 'raw-body';
 import { InjectorError } from '../errors.js';
 
 /** controller-runtime's limit: above the apiserver's own 3 MiB request limit, with room to spare. */
-export const MAX_BODY_BYTES = 7 * 1024 * 1024;
+const MAX_BODY_BYTES = 7 * 1024 * 1024;
 
 /**
  * What one chunk of a body costs in memory besides its bytes, rounded up: the Buffer, its backing

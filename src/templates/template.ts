@@ -268,7 +268,7 @@ function constant(rendered: RenderedTemplate): () => RenderedTemplate {
 }
 
 /** Freezes a parsed template so that no review can change the shared original by mistake. */
-export function deepFreeze<T>(value: T): T {
+function deepFreeze<T>(value: T): T {
   if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
   for (const child of Object.values(value)) deepFreeze(child);
   return Object.freeze(value);
