@@ -87,6 +87,11 @@ export function attempt<T>(step: () => T): T | InjectorError {
   }
 }
 
+/** `err` itself when it is an InjectorError; anything else (a bug of ours) as INTERNAL, naming it, with it as the cause. */
+export function asInjectorError(err: unknown): InjectorError {
+  return err instanceof InjectorError ? err : new InjectorError('INTERNAL', [err instanceof Error ? err.message : String(err)], { cause: err });
+}
+
 /** Shorthand for `new InjectorError(code, args)`. */
 export function injectorError(code: ErrorCode, ...args: unknown[]): InjectorError {
   return new InjectorError(code, args);

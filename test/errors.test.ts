@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ErrorCodes, InjectorError, TemplateSetError, formatFault, injectorError, type ErrorCode } from '../src/errors.js';
+import { ErrorCodes, InjectorError, TemplateSetError, asInjectorError, formatFault, injectorError, type ErrorCode } from '../src/errors.js';
 
 const codes = Object.keys(ErrorCodes) as ErrorCode[];
 const slots = (code: ErrorCode): number => ErrorCodes[code].message.split('%s').length - 1;
@@ -57,5 +57,19 @@ describe('formatFault', () => {
     const err = new TemplateSetError([{ file: 'a.yaml', path: '', message: 'one' }, { file: 'b.yaml', path: '/x', message: 'two', line: 2, column: 5 }]);
     assert.equal(err.code, 'TEMPLATE_INVALID');
     assert.equal(err.message, 'invalid sidecar templates:\n  a.yaml: one\n  b.yaml:2:5: /x: two');
+  });
+});
+
+describe('asInjectorError', () => {
+  it('keeps an InjectorError and turns anything else into INTERNAL, naming it, with it as the cause', () => {
+    const known = injectorError('OVERLOADED');
+    assert.equal(asInjectorError(known), known);
+    const bug = new TypeError('x is undefined');
+    const internal = asInjectorError(bug);
+    assert.equal(internal.code, 'INTERNAL');
+    assert.equal(internal.status, 500);
+    assert.equal(internal.message, 'internal error while handling the review: x is undefined');
+    assert.equal(internal.cause, bug);
+    assert.equal(asInjectorError('oops').message, 'internal error while handling the review: oops');
   });
 });

@@ -1,4 +1,4 @@
-import { InjectorError } from '../errors.js';
+import { asInjectorError, InjectorError } from '../errors.js';
 import { AnswerCache } from './answers.js';
 import { decodeBody, encodeAnswer, type BodyLimits, type DecodedReview, type ResponseBody, type ReviewEnvelope, type ReviewRequest } from './codec.js';
 import { reviewOutcome, reviewRecord, type ReviewOutcome, type ReviewRecord } from './record.js';
@@ -40,7 +40,7 @@ export class ReviewFault extends Error {
   readonly error: InjectorError;
 
   constructor(review: ReviewEnvelope, err: unknown) {
-    const error = err instanceof InjectorError ? err : new InjectorError('INTERNAL', [err instanceof Error ? err.message : String(err)], { cause: err });
+    const error = asInjectorError(err);
     super(error.message, { cause: error });
     this.name = 'ReviewFault';
     this.review = review;

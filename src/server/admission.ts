@@ -6,7 +6,7 @@ import Koa from 'koa';
 import { apiserverEnvelope, type BodyLimits } from '../admission/codec.js';
 import { ReviewFault, ReviewPipeline, type ReviewHandler } from '../admission/pipeline.js';
 import { errorRecord, type ReviewObserver, type ReviewRecord } from '../admission/record.js';
-import { InjectorError } from '../errors.js';
+import { asInjectorError, InjectorError } from '../errors.js';
 import { clip } from '../log.js';
 import { checkContentType, readBody, TransitBudget } from './body.js';
 import { limitConnections } from './connections.js';
@@ -187,10 +187,9 @@ function send(ctx: Koa.ParameterizedContext<ReviewState>, status: number, text: 
  */
 function answerError(ctx: Koa.ParameterizedContext<ReviewState>, err: unknown): ReviewRecord {
   const fault = err instanceof ReviewFault ? err : undefined;
-  // Anything else is a bug of ours: its message stays in the log, the client reads "internal error".
-  const error = fault?.error ?? (err instanceof InjectorError ? err : new InjectorError('INTERNAL', [err instanceof Error ? err.message : String(err)], { cause: err }));
-  const { status, code } = error;
-  const message = fault !== undefined || err instanceof InjectorError ? error.message : 'internal error';
+  // A bug of ours is INTERNAL, said alike before and after the review was decoded.
+  const error = fault?.error ?? asInjectorError(err);
+  const { status, code, message } = error;
   // A body left unread (refused before or while it was read: the client gone, too slow, over the
   // transit budget, chunked, sent to a wrong path) goes with its connection, so no byte more of
   // it is read (issue 20). A body over the size limit, refused by its Content-Length, is
