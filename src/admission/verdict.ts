@@ -3,7 +3,7 @@ import { Reason } from '../inject/policy.js';
 import { auditAnnotations } from './audit.js';
 import type { ResponseBody } from './codec.js';
 
-/** No templates: one frozen list, so the record and the audit annotations treat it as one value. */
+/** No templates: one shared empty list. */
 export const NO_TEMPLATES: readonly string[] = Object.freeze([]);
 
 /** What became of a review; one value per log line and metric sample. */
@@ -35,7 +35,8 @@ export interface Verdict {
 
 /** The pod passes untouched (not a pod CREATE, not opted in, no templates), with what to warn of (keys that look meant for the injector). */
 export function passed(decision: Decision, reason: string, warnings: readonly string[] = NO_WARNINGS): Verdict {
-  const response: ResponseBody = warnings.length === 0 ? { allowed: true, auditAnnotations: auditAnnotations(decision, reason, NO_TEMPLATES) } : { allowed: true, warnings, auditAnnotations: auditAnnotations(decision, reason, NO_TEMPLATES) };
+  const audit = auditAnnotations(decision, reason, NO_TEMPLATES);
+  const response: ResponseBody = warnings.length === 0 ? { allowed: true, auditAnnotations: audit } : { allowed: true, warnings, auditAnnotations: audit };
   return { response, decision, reason, templates: NO_TEMPLATES, patchOps: 0, repeatable: true };
 }
 
