@@ -109,8 +109,8 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addHelpText('after', examples([`${PROGRAM} explain -f deployment.yaml`, `kubectl get deploy web -o yaml | ${PROGRAM} explain -f - --namespace-labels sidecar-injector.io/inject=true`, `${PROGRAM} explain -f app.yaml -o json`]))
     .action(act(async (...args) => (await Commands.explain()).explainCommand(optionsOf(args), io)));
 
-  command('lint', 'check every template in a directory; exit 1 on errors (and warnings with --strict)')
-    .description('Checks every SidecarTemplate in DIR: load faults as file:line:column, each template injected into sample pods (valid pod, Pod Security level, conflicts between templates). Exit status 1 when there is any fault, for pre-commit hooks and CI.')
+  command('lint', 'check every template in a directory or the cluster; exit 1 on errors (and warnings with --strict)')
+    .description("Checks every SidecarTemplate in DIR: load faults as file:line:column, each template injected into sample pods (valid pod, Pod Security level, conflicts between templates). With --templates-source cluster, the cluster's SidecarTemplate objects instead: invalid objects as errors, and the templates each namespace sees checked on the sample pods. Exit status 1 when there is any fault, for pre-commit hooks and CI.")
     .argument('[dir]', `templates directory (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`)
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addOption(new Option('--pod-security <level>', 'Pod Security Standard the injected pods must meet (none: the same as privileged)').choices(['privileged', 'baseline', 'restricted', 'none']).default('privileged'))
@@ -124,7 +124,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .action(act(async (...args) => (await Commands.lint()).lintCommand({ ...optionsOf(args, 1, { strict: false, allNamespaces: false }), ...(args[0] !== undefined && { dir: args[0] as string }) }, io)));
 
   command('drift', 'list running pods whose sidecars are out of date or missing; --restart rolls them')
-    .description('Lists the running pods whose injected sidecars are out of date with the current templates (the recorded status differs from what the templates render for the pod now, or a template it used is gone), and the opted-in pods that run without sidecars, grouped by owning workload with the command that rolls each. With --restart, rolls those Deployments, StatefulSets and DaemonSets one at a time as kubectl rollout restart does. Reads pods through the Kubernetes API with the usual kubeconfig rules.')
+    .description('Lists the running pods whose injected sidecars are out of date with the current templates (the recorded status differs from what the templates render for the pod now, or a template it used is gone), and the opted-in pods that run without sidecars, grouped by owning workload with the command that rolls each, and counted per namespace. With --templates-source cluster, each pod is judged against the SidecarTemplate objects its namespace sees. With --restart, rolls those Deployments, StatefulSets and DaemonSets one at a time as kubectl rollout restart does. Reads pods through the Kubernetes API with the usual kubeconfig rules.')
     .addOption(templatesDirOption().conflicts('templatesConfigmap'))
     .addOption(new Option('--templates-configmap <namespace/name>', 'the installed templates ConfigMap, read through the API unless --templates-dir is given').default('sidecar-injector/sidecar-injector-templates'))
     .addOption(templatesSourceOption('--templates-dir, else --templates-configmap').conflicts(['templatesDir', 'templatesConfigmap']))
