@@ -80,7 +80,7 @@ export async function lintTemplates(dir: string, level: PodSecurityLevel): Promi
     return report(dir, [], err.faults.map((f) => ({ severity: Severity.Error, ...f })));
   }
   const located = setWarnings(set, level).map((f): TemplateFault => ({ ...f, ...(f.line === undefined && positionInFiles(files, f.file, f.template, f.path)) }));
-  return report(dir, templateNames(set), warnings(located));
+  return report(dir, templateNames(set), asWarnings(located));
 }
 
 /** The cluster's SidecarTemplate objects as `listClusterTemplates` read them: the set served, and the objects left out. */
@@ -110,7 +110,7 @@ export function lintCluster(listing: ClusterListing, home: string, level: PodSec
   const seen = (key: string): boolean => only === undefined || [only, home].includes(key.slice(0, key.indexOf('/')));
   const errors = [...listing.invalid].sort((a, b) => a.key.localeCompare(b.key)).filter((i) => seen(i.key)).flatMap((i) => i.faults.map((f) => invalidObject(i.key, f)));
   const templates = [...new Set(views.flatMap((v) => [...v.templates.values()].map((t) => `${t.namespace ?? ''}/${t.name}`)))].sort();
-  return { templatesNamespace: home, namespaces, templates, ...tally([...errors, ...warnings(views.flatMap((v) => setWarnings(v, level)))]) };
+  return { templatesNamespace: home, namespaces, templates, ...tally([...errors, ...asWarnings(unique(views.flatMap((v) => setWarnings(v, level))))]) };
 }
 
 /**
@@ -123,10 +123,14 @@ function invalidObject(key: string, fault: string): LintFinding {
   return { severity: Severity.Error, file, path: '', message };
 }
 
-/** Warnings once, in file and line order. */
-function warnings(faults: readonly TemplateFault[]): LintFinding[] {
-  const unique = new Map(faults.map((f) => [`${f.file}\0${f.template ?? ''}\0${f.path}\0${f.message}`, f]));
-  const found = [...unique.values()].map((f): LintFinding => ({ severity: Severity.Warning, ...f }));
+/** Each fault once: the same finding comes from several samples, and from each namespace's view of a cluster-wide template. */
+function unique(faults: readonly TemplateFault[]): TemplateFault[] {
+  return [...new Map(faults.map((f) => [`${f.file}\0${f.template ?? ''}\0${f.path}\0${f.message}`, f])).values()];
+}
+
+/** Warnings in file and line order. */
+function asWarnings(faults: readonly TemplateFault[]): LintFinding[] {
+  const found = faults.map((f): LintFinding => ({ severity: Severity.Warning, ...f }));
   return found.sort((a, b) => a.file.localeCompare(b.file) || (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0));
 }
 
@@ -139,7 +143,7 @@ function templateNames(set: TemplateSet): string[] {
  * alone into each sample pod, and every pair of templates, each result checked as a pod (what
  * Kubernetes warns about, the Pod Security level chosen) and for conflicts between templates;
  * placeholders that fail pods without the key they read, and `{{ pod.name }}` read as a name
- * (values.ts). A finding has no line yet: only the caller knows the files.
+ * (values.ts). Each once, without a line yet: only the caller knows the files.
  */
 export function setWarnings(set: TemplateSet, level: PodSecurityLevel): TemplateFault[] {
   const faults: TemplateFault[] = [];
@@ -148,7 +152,7 @@ export function setWarnings(set: TemplateSet, level: PodSecurityLevel): Template
   for (const t of all) faults.push(...jobSidecarWarnings(t));
   for (const t of all) faults.push(...absentKeyWarnings(t), ...podNameWarnings(t));
   all.forEach((a, i) => all.slice(i + 1).forEach((b) => faults.push(...checkCombination([a, b], Samples[0]!, level))));
-  return faults;
+  return unique(faults);
 }
 
 /** A template that keeps Job pods running: the policy's own warning (src/inject/jobs.ts), so lint, explain and admission say the same. */
