@@ -6,7 +6,7 @@ import { SetHistory } from '../templates/history.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { HISTORY_WINDOW_MS, type ReloadResult, type TemplateStore } from '../templates/watch.js';
-import type { KubeClients } from './client.js';
+import { apiStatus, type KubeClients } from './client.js';
 
 const { group, version, plural } = SidecarTemplateResource;
 
@@ -141,7 +141,7 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
   // The informer stops on an error (the API unreachable, 403); the set keeps serving meanwhile.
   informer.on('error', (err: unknown) => {
     if (closed) return;
-    logger.warn({ err: (err as Error)?.message ?? String(err), retryInMs: backoff }, 'watching sidecartemplates failed; the last set keeps serving; retrying');
+    logger.warn({ err: watchFailure(err), retryInMs: backoff }, 'watching sidecartemplates failed; the last set keeps serving; retrying');
     clearTimeout(retry);
     retry = setTimeout(start, backoff);
     retry.unref();
@@ -173,6 +173,14 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
       await informer.stop();
     },
   };
+}
+
+/** Why the list or watch failed, saying what to do for the two failures an install causes. */
+function watchFailure(err: unknown): string {
+  const status = apiStatus(err);
+  if (status === 404) return `HTTP 404: the CustomResourceDefinition sidecartemplates.${group} is not installed (it is in manifests/base/crds/ and the chart's crds/)`;
+  if (status === 403) return `HTTP 403: the injector's ServiceAccount may not get, list and watch sidecartemplates.${group} (docs/templates.md, "Templates per team")`;
+  return (err as Error | undefined)?.message ?? String(err);
 }
 
 /**

@@ -4,6 +4,9 @@ import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserve
 import { httpsRequest } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { createKubeClients } from '../../src/kube/client.js';
+import { openClusterTemplateStore } from '../../src/kube/sidecartemplates.js';
+import { createLogger } from '../../src/log.js';
 
 const HOME = 'sidecar-injector';
 
@@ -149,6 +152,22 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
 });
 
 describe('readiness with --templates-source cluster', () => {
+  it('says what to fix when the API refuses the list (no RBAC), and retries', async () => {
+    const api = await startFakeApiServer();
+    api.forbid('/apis/sidecar-injector.io/v1alpha1/sidecartemplates');
+    const lines: string[] = [];
+    const logger = createLogger('info', { write: (line: string) => void lines.push(line) });
+    const store = openClusterTemplateStore(createKubeClients({ kubeconfig: api.kubeconfig, namespace: HOME }), { logger, retryMs: 50 });
+    try {
+      await eventually(async () => lines.filter((l) => l.includes('watching sidecartemplates failed')).length >= 2, 'two attempts');
+      assert.match(lines.find((l) => l.includes('watching sidecartemplates failed'))!, /403: the injector's ServiceAccount may not get, list and watch sidecartemplates/);
+      assert.equal(store.synced(), false);
+    } finally {
+      await store.close();
+      await api.close();
+    }
+  });
+
   it('is not ready until the first list of sidecartemplates', async () => {
     const api = await startFakeApiServer();
     api.forbid('/apis/sidecar-injector.io/v1alpha1/sidecartemplates');
