@@ -338,7 +338,7 @@ describe('manifests', () => {
       assert.equal(one(objects, 'Deployment').spec.template.spec.serviceAccountName, sa.metadata.name);
       assert.deepEqual(oneOf(objects, 'ClusterRole', binding.roleRef.name).rules, [
         { apiGroups: ['sidecar-injector.io'], resources: ['sidecartemplates'], verbs: ['get', 'list', 'watch'] },
-        { apiGroups: ['sidecar-injector.io'], resources: ['sidecartemplates/status'], verbs: ['update', 'patch'] },
+        { apiGroups: ['sidecar-injector.io'], resources: ['sidecartemplates/status'], verbs: ['update'] },
       ]);
       const editor = oneOf(objects, 'ClusterRole', 'sidecar-injector-template-editor');
       assert.equal(editor.metadata.labels['rbac.authorization.k8s.io/aggregate-to-edit'], 'true', 'namespace editors hold it');
