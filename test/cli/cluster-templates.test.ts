@@ -8,7 +8,7 @@ import { cli } from '../helpers/cli.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
 import { runningPod } from '../helpers/running-pods.js';
 import { clusterSet, compileObject } from '../../src/templates/cluster.js';
-import { setFor } from '../../src/templates/load.js';
+import { setFor, type TemplateSet } from '../../src/templates/load.js';
 import type { CompiledTemplate } from '../../src/templates/template.js';
 
 const sct = (namespace: string, name: string, image: string, extra: object = {}): any => ({ metadata: { name, namespace }, spec: { containers: [{ name, image }], ...extra } });
@@ -101,6 +101,19 @@ describe('lint with --templates-source cluster (issue 23)', () => {
     }
   });
 
+  it('reports a default template refused for clashing with an older default of its namespace as an error', async () => {
+    api.applyTemplate(sct('team-b', 'first', 'registry.example.com/first:1', { default: true, containers: [{ name: 'agent', image: 'registry.example.com/first:1' }] }));
+    api.applyTemplate(sct('team-b', 'second', 'registry.example.com/second:1', { default: true, containers: [{ name: 'agent', image: 'registry.example.com/second:1' }] }));
+    try {
+      const r = await cli(['lint', ...kube, '-n', 'team-b', '-o', 'json']);
+      assert.equal(r.code, 1);
+      assert.deepEqual(JSON.parse(r.out).faults.filter((f: any) => f.severity === 'error').map((f: any) => f.file), ['sidecartemplate team-b/broken-b', 'sidecartemplate team-b/second']);
+    } finally {
+      api.deleteTemplate('team-b', 'first');
+      api.deleteTemplate('team-b', 'second');
+    }
+  });
+
   it('refuses DIR with the cluster, and -n without it', async () => {
     const both = await cli(['lint', 'templates', ...kube]);
     assert.equal(both.code, 2);
@@ -111,9 +124,13 @@ describe('lint with --templates-source cluster (issue 23)', () => {
   });
 });
 
-/** An object as the injector compiles it from the API's answer. */
-function compiled(stored: any): CompiledTemplate {
-  const result = compileObject(stored);
+/** The set the injector serves from these objects, as the API answers them. */
+function setOf(...objects: any[]): TemplateSet {
+  return clusterSet(objects.map((o) => ({ key: `${o.metadata.namespace}/${o.metadata.name}`, created: '', candidates: [compiled(o)] })), 'sidecar-injector').set;
+}
+
+function compiled(obj: any): CompiledTemplate {
+  const result = compileObject(obj);
   if (!result.ok) assert.fail(JSON.stringify(result.faults));
   return result.template;
 }
@@ -131,11 +148,9 @@ describe('drift with --templates-source cluster (issue 23)', () => {
     api.applyTemplate(broken);
     // The pods as the injector admitted them: in team-a, with its own template and before it had one;
     // in team-b, with the cluster-wide template and with its previous version.
-    const served = new Map([wide, teams].map((o) => [`${o.metadata.namespace}/log`, compiled(o)]));
-    const set = clusterSet(served, 'sidecar-injector');
-    const wideOnly = clusterSet(new Map([...served].filter(([key]) => key.startsWith('sidecar-injector/'))), 'sidecar-injector');
-    const previous = { apiVersion: wide.apiVersion, kind: wide.kind, ...sct('sidecar-injector', 'log', 'registry.example.com/log:1', { default: true }) };
-    const old = clusterSet(new Map([['sidecar-injector/log', compiled(previous)]]), 'sidecar-injector');
+    const set = setOf(wide, teams);
+    const wideOnly = setOf(wide);
+    const old = setOf({ apiVersion: wide.apiVersion, kind: wide.kind, ...sct('sidecar-injector', 'log', 'registry.example.com/log:1', { default: true }) });
     for (const name of ['team-a', 'team-b']) api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: { 'kubernetes.io/metadata.name': name } } });
     api.putObject(runningPod(setFor(set, 'team-a'), { namespace: 'team-a', name: 'own' }));
     api.putObject(runningPod(wideOnly, { namespace: 'team-a', name: 'before-own' }));

@@ -219,9 +219,9 @@ describe('drift', () => {
 
   it("judges each pod against its namespace's templates (SidecarTemplates of team-a over the cluster-wide ones), and counts per namespace", () => {
     const object = (namespace: string, image: string) => compileObject({ apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name: 'log', namespace }, spec: { default: true, containers: [{ name: 'log', image }] } });
-    const served = (...results: ReturnType<typeof object>[]) => new Map(results.map((r) => (r.ok ? [`${r.template.namespace}/log`, r.template] : assert.fail(JSON.stringify(r.faults)))));
-    const wideOnly = clusterSet(served(object('sidecar-injector', 'log:2')), 'sidecar-injector');
-    const set = clusterSet(served(object('sidecar-injector', 'log:2'), object('team-a', 'log-team:1')), 'sidecar-injector');
+    const served = (...results: ReturnType<typeof object>[]) => clusterSet(results.map((r) => (r.ok ? { key: `${r.template.namespace}/log`, created: '', candidates: [r.template] } : assert.fail(JSON.stringify(r.faults)))), 'sidecar-injector').set;
+    const wideOnly = served(object('sidecar-injector', 'log:2'));
+    const set = served(object('sidecar-injector', 'log:2'), object('team-a', 'log-team:1'));
     const pods = [
       runningPod(setFor(set, 'team-a'), { namespace: 'team-a', name: 'matches-team' }),
       runningPod(wideOnly, { namespace: 'team-a', name: 'before-team' }),
