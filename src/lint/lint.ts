@@ -113,13 +113,10 @@ export function lintCluster(listing: ClusterListing, home: string, level: PodSec
   return { templatesNamespace: home, namespaces, templates, ...tally([...errors, ...asWarnings(unique(views.flatMap((v) => setWarnings(v, level))))]) };
 }
 
-/**
- * A fault of an invalid object as an error named `sidecartemplate NS/NAME`, the name its line
- * already starts with; a line and column there count in the object as JSON, which no one wrote.
- */
+/** A fault of an invalid object as an error named `sidecartemplate NS/NAME`, the name its line already starts with. */
 function invalidObject(key: string, fault: string): LintFinding {
   const file = `sidecartemplate ${key}`;
-  const message = fault.startsWith(file) ? fault.slice(file.length).replace(/^(?::\d+)*: /, '') : fault;
+  const message = fault.startsWith(file) ? fault.slice(file.length).replace(/^: /, '') : fault;
   return { severity: Severity.Error, file, path: '', message };
 }
 

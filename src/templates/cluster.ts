@@ -66,7 +66,8 @@ export function compileObject(obj: TemplateObject): ObjectResult {
     return { ok: true, template };
   } catch (err) {
     if (!(err instanceof TemplateSetError)) throw err;
-    return { ok: false, faults: err.faults };
+    // A line and column would count in the JSON made here, which nobody wrote: the path says where.
+    return { ok: false, faults: err.faults.map(({ line: _line, column: _column, ...fault }) => fault) };
   }
 }
 

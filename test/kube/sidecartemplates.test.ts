@@ -91,7 +91,7 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
     const condition = api.template('team-c', 'agent').status.conditions[0];
     assert.equal(condition.reason, 'Invalid');
     assert.equal(api.template('team-c', 'agent').status.observedGeneration, 2);
-    assert.match(condition.message, /\/spec\/containers\/0\/imagePullPolicy/);
+    assert.match(condition.message, /^not served \(the last valid version, if any, still is\): template "agent": \/spec\/containers\/0\/imagePullPolicy: /);
     assert.deepEqual(await injected('team-c', 'agent'), ['registry.example.com/agent:1']);
     // A new template that is invalid from the start is never served.
     const bad = sct('team-c', 'typo', 'registry.example.com/typo:1');
