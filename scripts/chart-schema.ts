@@ -139,6 +139,11 @@ export function chartValuesSchema(core?: Readonly<Record<string, CoreDefinition>
         type: 'object',
         additionalProperties: false,
         properties: {
+          source: {
+            enum: ['configmap', 'cluster', 'both'],
+            description: 'where the injector reads templates: configmap (the default: the ConfigMap), cluster (SidecarTemplate objects, with their RBAC), both',
+          },
+          editorClusterRole: { type: 'boolean', description: 'with source cluster or both: render the ClusterRole sidecar-injector-template-editor for teams (one release per cluster may; a revision never does)' },
           inline: {
             type: 'object',
             description: 'SidecarTemplates by file name, each written as a YAML mapping',

@@ -2,7 +2,9 @@ import { readFile } from 'node:fs/promises';
 import { Options } from '../config/config.js';
 import { InjectorError } from '../errors.js';
 import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../generated/shipped-webhooks.js';
+import type { KubeClients } from '../kube/client.js';
 import type { JsonObject } from '../kube/types.js';
+import type { listClusterTemplates } from '../kube/sidecartemplates.js';
 import { loadTemplateSet, type TemplateSet } from '../templates/load.js';
 import { parseDocuments } from '../workload/workload.js';
 import type { Cluster } from './admit.js';
@@ -65,14 +67,25 @@ export function templatesDir(flag: string | undefined, env: NodeJS.ProcessEnv = 
   return flag || env[Options.templatesDir.env] || Options.templatesDir.schema.default;
 }
 
-/** The cluster's SidecarTemplates as a server would serve them; an invalid object is named on standard error and left out, as the server leaves it. */
-export async function clusterTemplates(values: Pick<InputOptions, 'kubeconfig' | 'templatesNamespace'>, warn: (line: string) => void): Promise<TemplateSet> {
+/** The cluster's SidecarTemplates as a server would serve them; an invalid object is named on standard error (a `note:`) and left out, as the server leaves it. */
+export async function clusterTemplates(values: Pick<InputOptions, 'kubeconfig' | 'templatesNamespace'>, warn: (line: string) => void, kube?: KubeClients): Promise<TemplateSet> {
+  const { set, invalid } = await listTemplateObjects(values, kube);
+  for (const i of invalid) warn(`note: sidecartemplate ${i.key} is invalid and not served: ${i.faults.join('; ')}`);
+  return set;
+}
+
+/**
+ * Lists the cluster's SidecarTemplate objects once: the set a server would serve, and the invalid
+ * objects it leaves out. Through `kube` when the command has its clients already, else through
+ * `--kubeconfig`; the templates of `--templates-namespace` are cluster-wide.
+ */
+export async function listTemplateObjects(values: Pick<InputOptions, 'kubeconfig' | 'templatesNamespace'>, kube?: KubeClients): ReturnType<typeof listClusterTemplates> {
+  // Loaded only when the cluster is read: the Kubernetes client costs ~350 ms to import.
   const [{ createKubeClients, apiError }, { listClusterTemplates }] = await Promise.all([import('../kube/client.js'), import('../kube/sidecartemplates.js')]);
-  const kube = createKubeClients({ kubeconfig: values.kubeconfig ?? '', namespace: values.templatesNamespace ?? 'sidecar-injector' });
+  const home = values.templatesNamespace ?? 'sidecar-injector';
+  const clients = kube ?? createKubeClients({ kubeconfig: values.kubeconfig ?? '', namespace: home });
   try {
-    const { set, invalid } = await listClusterTemplates(kube, kube.namespace);
-    for (const i of invalid) warn(`sidecartemplate ${i.key} is invalid and not served: ${i.faults.join('; ')}`);
-    return set;
+    return await listClusterTemplates(clients, home);
   } catch (err) {
     throw apiError('list sidecartemplates.sidecar-injector.io', err);
   }

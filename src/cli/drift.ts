@@ -1,5 +1,5 @@
 import { InjectorError } from '../errors.js';
-import { controllerOf, driftReport, PodState, type DriftReport, type Owners, type PodDrift, type WorkloadDrift } from '../drift/drift.js';
+import { controllerOf, driftReport, PodState, type DriftReport, type NamespaceDrift, type Owners, type PodDrift, type WorkloadDrift } from '../drift/drift.js';
 import { needs, Outcome, restartPlan, restartWorkloads, type RestartPlan, type RestartResult } from '../drift/restart.js';
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -10,11 +10,15 @@ import { injectorWebhooks } from '../kube/injector-webhooks.js';
 import type { Labels, Pod } from '../kube/types.js';
 import { readWorkload, restartWorkload } from '../kube/workloads.js';
 import { compileTemplateSet, type TemplateSet } from '../templates/load.js';
-import { loadTemplates, processIO, templatesDir, type IO } from './args.js';
+import { clusterTemplates, loadTemplates, processIO, templatesDir, type IO } from './args.js';
 
 /** `drift`'s flags, as the command line gave them. */
 export interface DriftOptions {
   readonly templatesDir?: string;
+  /** `cluster`: the cluster's SidecarTemplate objects, each pod judged with its namespace's view (issue 23). */
+  readonly templatesSource?: string;
+  /** With the cluster: the injector's namespace, whose templates are cluster-wide. */
+  readonly templatesNamespace?: string;
   /** `NAMESPACE/NAME` of the installed templates ConfigMap; used when templatesDir is absent. */
   readonly templatesConfigmap: string;
   /** The install to judge (`--revision`): its templates ConfigMap, webhooks and pods; absent: the default install. */
@@ -53,7 +57,7 @@ export async function driftCommand(values: DriftOptions, io: IO = processIO, env
   }
   const scope: Scope = values.allNamespaces ? { allNamespaces: true } : { namespace: kube.namespace };
   const [{ set, source }, pods, replicaSets, jobs, namespaces, webhooks] = await Promise.all([
-    templatesFor(values, kube, env),
+    templatesFor(values, kube, env, (line) => io.stderr(`${line}\n`)),
     listLivePods(kube, scope),
     listReplicaSets(kube, scope),
     listJobs(kube, scope),
@@ -148,8 +152,12 @@ function templatesConfigmap(values: DriftOptions): string {
 /** The templates ConfigMap of the default install (manifests/, the chart's release sidecar-injector). */
 export const DEFAULT_TEMPLATES_CONFIGMAP = 'sidecar-injector/sidecar-injector-templates';
 
-/** The templates to compare with: a directory, or the ConfigMap the injector mounts, read through the API. */
-async function templatesFor(values: DriftOptions, kube: KubeClients, env: NodeJS.ProcessEnv): Promise<{ set: TemplateSet; source: string }> {
+/** The templates to compare with: a directory, the cluster's SidecarTemplate objects, or the ConfigMap the injector mounts, read through the API. */
+async function templatesFor(values: DriftOptions, kube: KubeClients, env: NodeJS.ProcessEnv, note: (line: string) => void): Promise<{ set: TemplateSet; source: string }> {
+  if (values.templatesSource === 'cluster') {
+    const set = await clusterTemplates(values, note, kube);
+    return { set, source: set.source };
+  }
   if (values.templatesDir !== undefined) return { set: await loadTemplates(values.templatesDir), source: `directory ${templatesDir(values.templatesDir, env)}` };
   const [namespace, name, ...rest] = templatesConfigmap(values).split('/');
   if (namespace === undefined || namespace === '' || name === undefined || name === '' || rest.length > 0) {
@@ -173,10 +181,19 @@ function toPod(pod: object): Pod {
   return JSON.parse(JSON.stringify(pod)) as Pod;
 }
 
-/** The report as text: per workload, its stale and missing (or, with --all, every) pod and why, then the command that rolls it. */
+/**
+ * The report as text: per workload (in namespace order), its stale and missing (or, with --all,
+ * every) pod and why, then the command that rolls it; with pods of more than one namespace, a line
+ * of counts per namespace; then the overall line.
+ */
 function printReport(report: DriftReport, where: string): string {
   const blocks = report.workloads.map(printWorkload);
-  return `${[...blocks, `${summaryLine(report, where)} (templates: ${report.templates.source}, digest ${report.templates.digest})`].join('\n')}\n`;
+  const perNamespace = report.namespaces.length > 1 ? [`${report.namespaces.map(namespaceLine).join('\n')}\n`] : [];
+  return `${[...blocks, ...perNamespace, `${summaryLine(report, where)} (templates: ${report.templates.source}, digest ${report.templates.digest})`].join('\n')}\n`;
+}
+
+function namespaceLine(n: NamespaceDrift): string {
+  return `namespace ${n.namespace}: ${n.stale} stale, ${n.missing} missing, ${n.current} current`;
 }
 
 function summaryLine(report: DriftReport, where: string): string {

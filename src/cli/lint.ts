@@ -1,7 +1,7 @@
 import { formatFault, InjectorError } from '../errors.js';
-import { lintTemplates, type LintFinding } from '../lint/lint.js';
+import { lintCluster, lintTemplates, type LintFinding, type LintReport } from '../lint/lint.js';
 import { PodSecurityLevel } from '../lint/pod.js';
-import { processIO, templatesDir, type IO } from './args.js';
+import { listTemplateObjects, processIO, templatesDir, type IO } from './args.js';
 
 /** `lint`'s arguments and flags, as the command line gave them. */
 export interface LintOptions {
@@ -15,6 +15,14 @@ export interface LintOptions {
   readonly podSecurity: PodSecurityLevel | typeof PRIVILEGED;
   /** Exit 1 on warnings too. */
   readonly strict: boolean;
+  /** `cluster`: the cluster's SidecarTemplate objects instead of a directory (issue 23). */
+  readonly templatesSource?: string;
+  /** With the cluster: the injector's namespace, whose templates are cluster-wide. */
+  readonly templatesNamespace?: string;
+  readonly kubeconfig?: string;
+  /** With the cluster: lint what this namespace's pods see; absent: every namespace with templates. */
+  readonly namespace?: string;
+  readonly allNamespaces?: boolean;
 }
 
 /** The Pod Security Standards' name for their level without restrictions (lint's `none`). */
@@ -27,15 +35,29 @@ export const PRIVILEGED = 'privileged';
  * CI), and on any warning with --strict; 0 otherwise.
  */
 export async function lintCommand(values: LintOptions, io: IO = processIO): Promise<number> {
-  const format = values.output;
   const level = values.podSecurity === PRIVILEGED ? PodSecurityLevel.None : values.podSecurity;
+  if (values.templatesSource === 'cluster') return lintClusterCommand(values, level, io);
+  if (values.namespace !== undefined || values.allNamespaces === true) throw new InjectorError('USAGE', ['lint: -n and -A choose namespaces of the cluster; add --templates-source cluster']);
   const dir = values.dir ?? templatesDir(undefined);
   const report = await lintTemplates(dir, level).catch((err: unknown) => {
     throw missingDir(err, dir);
   });
-  if (format === 'json') io.stdout(`${JSON.stringify(report, null, 2)}\n`);
-  else io.stdout(textReport(report, dir, level === PodSecurityLevel.None ? PRIVILEGED : level));
-  return report.errors > 0 || (values.strict && report.warnings > 0) ? 1 : 0;
+  io.stdout(values.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : textReport(report, dir, level));
+  return exitStatus(report, values.strict);
+}
+
+/** `lint --templates-source cluster [-n NS | -A]`: the SidecarTemplate objects as the injector loads them, each namespace's view linted. */
+async function lintClusterCommand(values: LintOptions, level: PodSecurityLevel, io: IO): Promise<number> {
+  if (values.dir !== undefined) throw new InjectorError('USAGE', [`lint: give DIR (${values.dir}) or --templates-source cluster, not both`]);
+  const home = values.templatesNamespace ?? 'sidecar-injector';
+  const report = lintCluster(await listTemplateObjects(values), home, level, values.namespace);
+  const where = values.namespace === undefined ? `the sidecartemplates of every namespace (cluster-wide: ${home})` : `the sidecartemplates namespace ${values.namespace} sees (its own over ${home}'s)`;
+  io.stdout(values.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : textReport(report, where, level));
+  return exitStatus(report, values.strict);
+}
+
+function exitStatus(report: { readonly errors: number; readonly warnings: number }, strict: boolean): number {
+  return report.errors > 0 || (strict && report.warnings > 0) ? 1 : 0;
 }
 
 /** A DIR that is not there, or not a directory, as one line that says what to fix instead of scandir's error; any other error unchanged. */
@@ -46,10 +68,16 @@ function missingDir(err: unknown, dir: string): unknown {
   return err;
 }
 
-function textReport(report: Awaited<ReturnType<typeof lintTemplates>>, dir: string, level: string): string {
-  const line = (f: LintFinding): string => formatFault(f).replace(/^([^ ]*:) /, `$1 ${f.severity}: `);
-  const findings = report.faults.map((f) => `${line(f)}\n`).join('');
-  if (report.errors > 0) return `${findings}${report.errors} error(s), ${report.warnings} warning(s) in ${dir}\n`;
-  const ok = `${dir}: ${report.templates.length} template(s) OK (${report.templates.join(', ')}; Pod Security ${level})`;
+/** The findings, one a line, then what was linted: `where` is the directory, or the cluster's namespaces. */
+function textReport(report: Pick<LintReport, 'templates' | 'faults' | 'errors' | 'warnings'>, where: string, level: PodSecurityLevel): string {
+  const findings = report.faults.map((f) => `${findingLine(f)}\n`).join('');
+  if (report.errors > 0) return `${findings}${report.errors} error(s), ${report.warnings} warning(s) in ${where}\n`;
+  const ok = `${where}: ${report.templates.length} template(s) OK (${report.templates.join(', ')}; Pod Security ${level === PodSecurityLevel.None ? PRIVILEGED : level})`;
   return report.warnings === 0 ? `${ok}\n` : `${findings}${ok}, ${report.warnings} warning(s)\n`;
+}
+
+/** `file:line:column: error|warning: ...`; the file may hold spaces (`sidecartemplate team-a/x`). */
+function findingLine(f: LintFinding): string {
+  const text = formatFault(f);
+  return f.file + text.slice(f.file.length).replace(/^((?::\d+)*:) /, `$1 ${f.severity}: `);
 }

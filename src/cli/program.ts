@@ -109,19 +109,26 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addHelpText('after', examples([`${PROGRAM} explain -f deployment.yaml`, `kubectl get deploy web -o yaml | ${PROGRAM} explain -f - --namespace-labels sidecar-injector.io/inject=true`, `${PROGRAM} explain -f app.yaml -o json`]))
     .action(act(async (...args) => (await Commands.explain()).explainCommand(optionsOf(args), io)));
 
-  command('lint', 'check every template in a directory; exit 1 on errors (and warnings with --strict)')
-    .description('Checks every SidecarTemplate in DIR: load faults as file:line:column, each template injected into sample pods (valid pod, Pod Security level, conflicts between templates). Exit status 1 when there is any fault, for pre-commit hooks and CI.')
+  command('lint', 'check every template in a directory or the cluster; exit 1 on errors (and warnings with --strict)')
+    .description("Checks every SidecarTemplate in DIR: load faults as file:line:column, each template injected into sample pods (valid pod, Pod Security level, conflicts between templates). With --templates-source cluster, the cluster's SidecarTemplate objects instead: invalid objects as errors, and the templates each namespace sees checked on the sample pods. Exit status 1 when there is any fault, for pre-commit hooks and CI.")
     .argument('[dir]', `templates directory (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`)
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addOption(new Option('--pod-security <level>', 'Pod Security Standard the injected pods must meet (none: the same as privileged)').choices(['privileged', 'baseline', 'restricted', 'none']).default('privileged'))
     .addOption(new Option('--strict', 'exit 1 on warnings too, not only on errors'))
-    .addHelpText('after', examples([`${PROGRAM} lint ./templates`, `${PROGRAM} lint ./templates --pod-security restricted --strict`, `${PROGRAM} lint -o json`]))
-    .action(act(async (...args) => (await Commands.lint()).lintCommand({ ...optionsOf(args, 1, { strict: false }), ...(args[0] !== undefined && { dir: args[0] as string }) }, io)));
+    .addOption(templatesSourceOption('DIR'))
+    .addOption(templatesNamespaceOption())
+    .addOption(templatesKubeconfigOption())
+    .addOption(new Option('-n, --namespace <namespace>', "with --templates-source cluster: lint what this namespace's pods see, its own templates over the cluster-wide ones (default: every namespace that has templates)").conflicts('allNamespaces'))
+    .addOption(new Option('-A, --all-namespaces', 'with --templates-source cluster: every namespace that has templates (the default)'))
+    .addHelpText('after', examples([`${PROGRAM} lint ./templates`, `${PROGRAM} lint ./templates --pod-security restricted --strict`, `${PROGRAM} lint -o json`, `${PROGRAM} lint --templates-source cluster -n team-a`]))
+    .action(act(async (...args) => (await Commands.lint()).lintCommand({ ...optionsOf(args, 1, { strict: false, allNamespaces: false }), ...(args[0] !== undefined && { dir: args[0] as string }) }, io)));
 
   command('drift', 'list running pods whose sidecars are out of date or missing; --restart rolls them')
-    .description('Lists the running pods whose injected sidecars are out of date with the current templates (the recorded status differs from what the templates render for the pod now, or a template it used is gone), and the opted-in pods that run without sidecars, grouped by owning workload with the command that rolls each. With --restart, rolls those Deployments, StatefulSets and DaemonSets one at a time as kubectl rollout restart does. Reads pods through the Kubernetes API with the usual kubeconfig rules.')
+    .description('Lists the running pods whose injected sidecars are out of date with the current templates (the recorded status differs from what the templates render for the pod now, or a template it used is gone), and the opted-in pods that run without sidecars, grouped by owning workload with the command that rolls each, and counted per namespace. With --templates-source cluster, each pod is judged against the SidecarTemplate objects its namespace sees. With --restart, rolls those Deployments, StatefulSets and DaemonSets one at a time as kubectl rollout restart does. Reads pods through the Kubernetes API with the usual kubeconfig rules.')
     .addOption(templatesDirOption().conflicts('templatesConfigmap'))
     .addOption(new Option('--templates-configmap <namespace/name>', 'the installed templates ConfigMap, read through the API unless --templates-dir is given').default('sidecar-injector/sidecar-injector-templates'))
+    .addOption(templatesSourceOption('--templates-dir, else --templates-configmap').conflicts(['templatesDir', 'templatesConfigmap']))
+    .addOption(templatesNamespaceOption())
     .addOption(new Option('-n, --namespace <namespace>', "namespace to look in (default: the kubeconfig context's namespace)").conflicts('allNamespaces'))
     .addOption(new Option('-A, --all-namespaces', 'look in every namespace'))
     .addOption(new Option('--revision <name>', "judge the pods injected by the install of this revision (sidecar-injector.io/rev), against its webhooks and templates (the ConfigMap <configmap>-<name> unless --templates-configmap is given)"))
@@ -133,7 +140,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(new Option('--timeout <duration>', 'with --restart: how long one rollout may take before the run stops').default('5m'))
     .addOption(new Option('--max-workloads <n>', 'with --restart: roll at most this many workloads').default('10'))
     .addOption(new Option('--poll-interval <duration>', "how often a rollout's status is read").default('2s').hideHelp())
-    .addHelpText('after', examples([`${PROGRAM} drift -A`, `${PROGRAM} drift -n team-a --all -o json`, `${PROGRAM} drift -A --templates-dir ./templates   # before applying a template change`, `${PROGRAM} drift -n team-a --restart --dry-run`]))
+    .addHelpText('after', examples([`${PROGRAM} drift -A`, `${PROGRAM} drift -n team-a --all -o json`, `${PROGRAM} drift -A --templates-source cluster`, `${PROGRAM} drift -A --templates-dir ./templates   # before applying a template change`, `${PROGRAM} drift -n team-a --restart --dry-run`]))
     .action(act(async (...args) => (await Commands.drift()).driftCommand(optionsOf(args, 0, { all: false, allNamespaces: false, restart: false, dryRun: false }), io)));
 
   command('version', 'print the version, the git commit it was built from, and the Node.js version')
@@ -200,9 +207,9 @@ function filenameOption(): Option {
   return new Option('-f, --filename <file>', 'manifest file to read; - reads standard input').makeOptionMandatory();
 }
 
-/** --templates-source cluster (issue 23): the cluster's SidecarTemplate objects, as the pods' namespace sees them. */
-function templatesSourceOption(): Option {
-  return new Option('--templates-source <source>', 'dir: --templates-dir; cluster: the SidecarTemplate objects of the cluster, those of the pod\'s namespace over the cluster-wide ones').choices(['dir', 'cluster']).default('dir');
+/** --templates-source cluster (issue 23): the cluster's SidecarTemplate objects, as the pods' namespace sees them; `files` says where `dir` reads. */
+function templatesSourceOption(files = '--templates-dir'): Option {
+  return new Option('--templates-source <source>', `dir: ${files}; cluster: the SidecarTemplate objects of the cluster, those of the pod's namespace over the cluster-wide ones`).choices(['dir', 'cluster']).default('dir');
 }
 
 function templatesNamespaceOption(): Option {

@@ -5,7 +5,7 @@ import { injectSidecars } from '../inject/mutate.js';
 import { OptInScope, selectTemplates } from '../inject/policy.js';
 import { webhookCalls } from '../kube/selectors.js';
 import { isObject, type Labels, type Pod, type WebhookConfiguration } from '../kube/types.js';
-import type { TemplateSet } from '../templates/load.js';
+import { setFor, type TemplateSet } from '../templates/load.js';
 
 /**
  * Whether a running pod's sidecars are what the templates inject now. `missing`: the pod is opted in
@@ -88,7 +88,19 @@ export interface DriftReport {
   readonly stale: number;
   /** Opted-in pods without an injection status. */
   readonly missing: number;
+  /** The counts of each namespace with pods judged, in name order. */
+  readonly namespaces: readonly NamespaceDrift[];
   readonly workloads: readonly WorkloadDrift[];
+}
+
+/** One namespace's pods: with templates from the cluster, each namespace may see templates of its own. */
+export interface NamespaceDrift {
+  readonly namespace: string;
+  readonly injected: number;
+  readonly stale: number;
+  readonly missing: number;
+  /** Injected pods that are up to date. */
+  readonly current: number;
 }
 
 /**
@@ -316,13 +328,19 @@ export interface DriftOptions {
   readonly revision?: string;
 }
 
-/** Judges every pod, groups the injected and missing ones by workload (sorted by namespace, kind, name), and keeps the stale and missing ones unless `all`. */
+/**
+ * Judges every pod against the set its namespace sees (`setFor`: a namespace's own SidecarTemplates
+ * over the cluster-wide ones; a directory's set is the same for all), groups the injected and
+ * missing ones by workload (sorted by namespace, kind, name), and keeps the stale and missing ones
+ * unless `all`.
+ */
 export function driftReport(pods: readonly Pod[], owners: Owners, set: TemplateSet, opts: DriftOptions): DriftReport {
   const groups = new Map<string, { ref: WorkloadRef; pods: PodDrift[] }>();
   const revision = opts.revision ?? '';
   for (const pod of pods) {
     if (!injectedBy(pod, revision)) continue;
-    const verdict = podDrift(pod, set, revision) ?? missingSidecars(pod, set, opts.optIn);
+    const seen = setFor(set, pod.metadata?.namespace ?? 'default');
+    const verdict = podDrift(pod, seen, revision) ?? missingSidecars(pod, seen, opts.optIn);
     if (verdict === undefined) continue;
     const ref = workloadOf(pod, owners);
     const key = `${ref.namespace}\u0000${ref.kind}\u0000${ref.name}`;
@@ -335,8 +353,16 @@ export function driftReport(pods: readonly Pod[], owners: Owners, set: TemplateS
     .map(([, g]) => workloadDrift(g.ref, g.pods, opts.all))
     .filter((w) => w.pods.length > 0);
   const all = [...groups.values()].flatMap((g) => g.pods);
-  const count = (state: PodState): number => all.filter((p) => p.state === state).length;
-  return { ...(revision !== '' && { revision }), templates: { source: opts.source, digest: set.digest }, webhooks: { source: opts.optIn.source }, injected: all.length - count(PodState.Missing), stale: count(PodState.Stale), missing: count(PodState.Missing), workloads };
+  const byNamespace = new Map<string, PodDrift[]>();
+  for (const g of groups.values()) byNamespace.set(g.ref.namespace, [...(byNamespace.get(g.ref.namespace) ?? []), ...g.pods]);
+  const namespaces = [...byNamespace.keys()].sort().map((ns) => namespaceDrift(ns, byNamespace.get(ns)!));
+  const { injected, stale, missing } = namespaceDrift('', all);
+  return { ...(revision !== '' && { revision }), templates: { source: opts.source, digest: set.digest }, webhooks: { source: opts.optIn.source }, injected, stale, missing, namespaces, workloads };
+}
+
+function namespaceDrift(namespace: string, pods: readonly PodDrift[]): NamespaceDrift {
+  const count = (state: PodState): number => pods.filter((p) => p.state === state).length;
+  return { namespace, injected: pods.length - count(PodState.Missing), stale: count(PodState.Stale), missing: count(PodState.Missing), current: count(PodState.Current) };
 }
 
 function workloadDrift(ref: WorkloadRef, pods: readonly PodDrift[], all: boolean): WorkloadDrift {

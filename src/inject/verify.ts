@@ -163,7 +163,7 @@ function vouchedByStatus(pod: Pod, set: TemplateSet, namespace: string, context:
 }
 
 function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, namespace: string, context: InjectionContext, mirrors: ImageMirrors): boolean {
-  const knows = (r: TemplateRecord): boolean => set.history?.knows(r.template, r.version) ?? set.templates.get(r.template)?.version === r.version;
+  const knows = (r: TemplateRecord): boolean => set.history?.knows(r.template, r.version, r.namespace) ?? set.templates.get(r.template)?.version === r.version;
   // A version served here was checked in full above: the record adds nothing to that verdict.
   if (status.injected.every(knows)) return false;
   set.history?.sawUnknownVersion();

@@ -1,12 +1,12 @@
 import { makeInformer, type Informer, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import { formatFault } from '../errors.js';
 import type { Logger } from '../log.js';
-import { clusterSet, compileObject, loadedCondition, objectKey, SidecarTemplateResource, statusSays, type ObjectResult, type TemplateObject } from '../templates/cluster.js';
+import { clusterSet, compileObject, loadedCondition, objectKey, SidecarTemplateResource, type ObjectCandidates, statusSays, type ObjectResult, type TemplateObject } from '../templates/cluster.js';
 import { SetHistory } from '../templates/history.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { HISTORY_WINDOW_MS, type ReloadResult, type TemplateStore } from '../templates/watch.js';
-import type { KubeClients } from './client.js';
+import { apiStatus, type KubeClients } from './client.js';
 
 const { group, version, plural } = SidecarTemplateResource;
 
@@ -19,8 +19,6 @@ export interface ClusterTemplateStoreOptions {
   readonly debounceMs?: number;
   /** Wait before restarting the informer after the API failed it (doubled up to 30 s). */
   readonly retryMs?: number;
-  /** Write each object's `Loaded` condition (default true; the CLI only reads). */
-  readonly writeStatus?: boolean;
   readonly onReload?: (result: ReloadResult) => void;
 }
 
@@ -34,12 +32,15 @@ export interface ClusterTemplateStore extends TemplateStore {
   refresh(): void;
 }
 
-/** What is known of one object: the result for its generation, and the template served for it. */
+/** What is known of one object: the object, the result for its generation, and the version served for it. */
 interface Entry {
+  readonly object: TemplateObject;
   readonly generation: string;
   readonly result: ObjectResult;
-  /** The last valid version of the object: still served while a newer one is invalid. */
-  readonly served?: CompiledTemplate;
+  /** The version last served: still served while a newer one is invalid or its default conflicts. */
+  served?: CompiledTemplate | undefined;
+  /** The condition last written for this version of the object: each is tried once (a failure is logged, not retried until the object changes). */
+  written?: string;
 }
 
 /**
@@ -73,17 +74,20 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
 
   const rebuild = (): void => {
     if (closed) return;
-    const served = new Map<string, CompiledTemplate>();
-    for (const [key, e] of entries) if (e.served !== undefined) served.set(key, e.served);
-    const next = clusterSet(served, home, options.base?.());
+    const { set: next, served, refused } = clusterSet([...entries].map(([key, e]) => ({ key, created: e.object.metadata.creationTimestamp ?? '', candidates: candidatesOf(e) })), home, options.base?.());
+    for (const [key, e] of entries) {
+      e.served = served.get(key);
+      const conflict = refused.get(key);
+      void writeStatus(e, conflict === undefined || !e.result.ok ? e.result : { ok: false, faults: conflict });
+    }
     const time = new Date();
     if (history === undefined) {
       history = new SetHistory(next, { windowMs: options.historyWindowMs ?? HISTORY_WINDOW_MS });
-      logger.info({ source: next.source, templates: [...served.keys()], digest: next.digest }, 'sidecartemplates listed');
+      logger.info({ source: next.source, templates: [...served.keys()], refused: [...refused.keys()], digest: next.digest }, 'sidecartemplates listed');
       resolveFirst();
     } else if (next.digest !== history.current().digest) {
       history.replace(next);
-      logger.info({ source: next.source, templates: [...served.keys()], digest: next.digest }, 'templates reloaded');
+      logger.info({ source: next.source, templates: [...served.keys()], refused: [...refused.keys()], digest: next.digest }, 'templates reloaded');
     } else return;
     options.onReload?.({ ok: true, digest: next.digest, time, serving: next.digest, faults: [] });
   };
@@ -95,9 +99,13 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     debounce.unref();
   };
 
-  const writeStatus = async (obj: TemplateObject, result: ObjectResult): Promise<void> => {
+  const writeStatus = async (e: Entry, result: ObjectResult): Promise<void> => {
+    const obj = e.object;
     const condition = loadedCondition(result, obj.metadata.generation, new Date());
-    if (options.writeStatus === false || statusSays(obj, condition)) return;
+    const says = `${condition.status}\0${condition.message}`;
+    if (statusSays(obj, condition) || e.written === says) return;
+    e.written = says;
+    if (!result.ok) logger.error({ template: objectKey(obj), faults: result.faults.map(formatFault) }, 'sidecartemplate NOT served: its last valid version, if any, keeps serving');
     const status = { ...(obj.metadata.generation !== undefined && { observedGeneration: obj.metadata.generation }), conditions: [condition] };
     try {
       // PUT with the object's resourceVersion: a replica that read an older object gets 409 and
@@ -114,13 +122,10 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     const generation = `${obj.metadata.uid ?? ''}/${obj.metadata.generation ?? obj.metadata.resourceVersion ?? ''}`;
     const known = entries.get(key);
     const result = known?.generation === generation ? known.result : compileObject(obj);
-    const served = result.ok ? result.template : known?.served;
-    entries.set(key, { generation, result, ...(served !== undefined && { served }) });
+    entries.set(key, { object: obj, generation, result, ...(known?.served !== undefined && { served: known.served }) });
     if (!result.ok && known?.generation !== generation) {
-      logger.error({ template: key, faults: result.faults.map(formatFault), serving: served?.version ?? null }, 'sidecartemplate NOT loaded: it is invalid; its last valid version, if any, keeps serving');
       options.onReload?.({ ok: false, digest: generation, time: new Date(), serving: history?.current().digest ?? 'none', faults: result.faults, error: `sidecartemplate ${key} is invalid` });
     }
-    void writeStatus(obj, result);
     schedule();
   };
 
@@ -136,7 +141,7 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
   // The informer stops on an error (the API unreachable, 403); the set keeps serving meanwhile.
   informer.on('error', (err: unknown) => {
     if (closed) return;
-    logger.warn({ err: (err as Error)?.message ?? String(err), retryInMs: backoff }, 'watching sidecartemplates failed; the last set keeps serving; retrying');
+    logger.warn({ err: watchFailure(err), retryInMs: backoff }, 'watching sidecartemplates failed; the last set keeps serving; retrying');
     clearTimeout(retry);
     retry = setTimeout(start, backoff);
     retry.unref();
@@ -170,18 +175,34 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
   };
 }
 
+/** Why the list or watch failed, saying what to do for the two failures an install causes. */
+function watchFailure(err: unknown): string {
+  const status = apiStatus(err);
+  if (status === 404) return `HTTP 404: the CustomResourceDefinition sidecartemplates.${group} is not installed (it is in manifests/base/crds/ and the chart's crds/)`;
+  if (status === 403) return `HTTP 403: the injector's ServiceAccount may not get, list and watch sidecartemplates.${group} (docs/templates.md, "Templates per team")`;
+  return (err as Error | undefined)?.message ?? String(err);
+}
+
 /**
  * The SidecarTemplate objects of the cluster, listed once, as the set a server would serve (the
  * CLI's --templates-source cluster): invalid objects are left out and returned with their faults.
  */
 export async function listClusterTemplates(kube: KubeClients, home: string): Promise<{ set: TemplateSet; invalid: { key: string; faults: readonly string[] }[] }> {
   const found = (await kube.custom.listClusterCustomObject({ group, version, plural })) as KubernetesListObject<TemplateObject & KubernetesObject>;
-  const served = new Map<string, CompiledTemplate>();
+  const candidates: ObjectCandidates[] = [];
   const invalid: { key: string; faults: readonly string[] }[] = [];
   for (const obj of found.items) {
     const result = compileObject(obj);
-    if (result.ok) served.set(objectKey(obj), result.template);
+    if (result.ok) candidates.push({ key: objectKey(obj), created: obj.metadata.creationTimestamp ?? '', candidates: [result.template] });
     else invalid.push({ key: objectKey(obj), faults: result.faults.map(formatFault) });
   }
-  return { set: clusterSet(served, home), invalid };
+  const { set, refused } = clusterSet(candidates, home);
+  for (const [key, faults] of refused) invalid.push({ key, faults: faults.map(formatFault) });
+  return { set, invalid };
+}
+
+/** The versions to try for an object, newest first: the current one if valid, then the one served before. */
+function candidatesOf(e: Entry): CompiledTemplate[] {
+  const current = e.result.ok ? [e.result.template] : [];
+  return e.served === undefined || current[0] === e.served ? current : [...current, e.served];
 }

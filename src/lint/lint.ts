@@ -4,7 +4,7 @@ import { jobCompletionWarning, keepsJobsRunning } from '../inject/jobs.js';
 import { planInjection } from '../inject/mutate.js';
 import { renderTemplates } from '../inject/render.js';
 import type { Pod } from '../kube/types.js';
-import { compileTemplateSet, positionInFiles, readTemplateDir, type TemplateSet } from '../templates/load.js';
+import { compileTemplateSet, positionInFiles, readTemplateDir, setFor, type TemplateSet } from '../templates/load.js';
 import { renderValues } from '../templates/placeholders.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { admitted, countOf, excesses, Webhook, type Admitted, type Excess, type Limit } from './limits.js';
@@ -35,8 +35,12 @@ export interface LintReport {
 }
 
 function report(dir: string, templates: readonly string[], faults: readonly LintFinding[]): LintReport {
+  return { dir, templates, ...tally(faults) };
+}
+
+function tally(faults: readonly LintFinding[]): Pick<LintReport, 'faults' | 'errors' | 'warnings'> {
   const errors = faults.filter((f) => f.severity === Severity.Error).length;
-  return { dir, templates, faults, errors, warnings: faults.length - errors };
+  return { faults, errors, warnings: faults.length - errors };
 }
 
 /** A pod to inject into: one ordinary, one owned by a Job, one with its own init container. */
@@ -60,10 +64,8 @@ const Samples: readonly Sample[] = [
 
 /**
  * Lints a templates directory. Errors: every fault the server's loader finds (compileTemplateSet,
- * the one source of template errors). Warnings, once the set loads: each template injected alone
- * into each sample pod, and every pair of templates, each result checked as a pod (what Kubernetes
- * warns about, the Pod Security level chosen) and for conflicts between templates; placeholders
- * that fail pods without the key they read, and `{{ pod.name }}` read as a name (values.ts).
+ * the one source of template errors). Warnings, once the set loads: those of `setWarnings`, at
+ * their line and column in the files.
  */
 export async function lintTemplates(dir: string, level: PodSecurityLevel): Promise<LintReport> {
   const files = await readTemplateDir(dir).catch((err: Error) => {
@@ -77,18 +79,77 @@ export async function lintTemplates(dir: string, level: PodSecurityLevel): Promi
     if (!(err instanceof TemplateSetError)) throw err;
     return report(dir, [], err.faults.map((f) => ({ severity: Severity.Error, ...f })));
   }
-  const faults = new Map<string, TemplateFault>();
-  const add = (f: TemplateFault): void => void faults.set(`${f.file}\0${f.template ?? ''}\0${f.path}\0${f.message}`, f);
+  const located = setWarnings(set, level).map((f): TemplateFault => ({ ...f, ...(f.line === undefined && positionInFiles(files, f.file, f.template, f.path)) }));
+  return report(dir, templateNames(set), asWarnings(located));
+}
+
+/** The cluster's SidecarTemplate objects as `listClusterTemplates` read them: the set served, and the objects left out. */
+export interface ClusterListing {
+  readonly set: TemplateSet;
+  /** Each invalid object (`namespace/name`) with its faults, as formatted lines. */
+  readonly invalid: readonly { readonly key: string; readonly faults: readonly string[] }[];
+}
+
+/** The outcome of linting the cluster's SidecarTemplate objects. */
+export interface ClusterLintReport extends Omit<LintReport, 'dir'> {
+  /** The injector's namespace, whose templates are cluster-wide. */
+  readonly templatesNamespace: string;
+  /** The namespaces whose view was checked: the injector's (the cluster-wide set), or one's own over it. */
+  readonly namespaces: readonly string[];
+}
+
+/**
+ * Lints the cluster's SidecarTemplate objects as the injector loads them (issue 23). Errors: every
+ * invalid object, which the injector leaves out. Warnings: `setWarnings` of the set each namespace's
+ * pods see (its own templates over the cluster-wide ones). `only` narrows it to one namespace: its
+ * view, and the invalid objects of that namespace and of `home`, which its pods would also see.
+ */
+export function lintCluster(listing: ClusterListing, home: string, level: PodSecurityLevel, only?: string): ClusterLintReport {
+  const namespaces = only !== undefined ? [only] : [home, ...[...(listing.set.namespaces?.keys() ?? [])].sort()];
+  const views = namespaces.map((ns) => setFor(listing.set, ns));
+  const seen = (key: string): boolean => only === undefined || [only, home].includes(key.slice(0, key.indexOf('/')));
+  const errors = [...listing.invalid].sort((a, b) => a.key.localeCompare(b.key)).filter((i) => seen(i.key)).flatMap((i) => i.faults.map((f) => invalidObject(i.key, f)));
+  const templates = [...new Set(views.flatMap((v) => [...v.templates.values()].map((t) => `${t.namespace ?? ''}/${t.name}`)))].sort();
+  return { templatesNamespace: home, namespaces, templates, ...tally([...errors, ...asWarnings(unique(views.flatMap((v) => setWarnings(v, level))))]) };
+}
+
+/** A fault of an invalid object as an error named `sidecartemplate NS/NAME`, the name its line already starts with. */
+function invalidObject(key: string, fault: string): LintFinding {
+  const file = `sidecartemplate ${key}`;
+  const message = fault.startsWith(file) ? fault.slice(file.length).replace(/^: /, '') : fault;
+  return { severity: Severity.Error, file, path: '', message };
+}
+
+/** Each fault once: the same finding comes from several samples, and from each namespace's view of a cluster-wide template. */
+function unique(faults: readonly TemplateFault[]): TemplateFault[] {
+  return [...new Map(faults.map((f) => [`${f.file}\0${f.template ?? ''}\0${f.path}\0${f.message}`, f])).values()];
+}
+
+/** Warnings in file and line order. */
+function asWarnings(faults: readonly TemplateFault[]): LintFinding[] {
+  const found = faults.map((f): LintFinding => ({ severity: Severity.Warning, ...f }));
+  return found.sort((a, b) => a.file.localeCompare(b.file) || (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0));
+}
+
+function templateNames(set: TemplateSet): string[] {
+  return [...set.templates.keys()].sort((a, b) => a.localeCompare(b));
+}
+
+/**
+ * The warnings of a compiled set, which a directory and the cluster share: each template injected
+ * alone into each sample pod, and every pair of templates, each result checked as a pod (what
+ * Kubernetes warns about, the Pod Security level chosen) and for conflicts between templates;
+ * placeholders that fail pods without the key they read, and `{{ pod.name }}` read as a name
+ * (values.ts). Each once, without a line yet: only the caller knows the files.
+ */
+export function setWarnings(set: TemplateSet, level: PodSecurityLevel): TemplateFault[] {
+  const faults: TemplateFault[] = [];
   const all = [...set.templates.values()].sort((a, b) => a.name.localeCompare(b.name));
-  for (const t of all) for (const s of Samples) checkCombination([t], s, level).forEach(add);
-  for (const t of all) jobSidecarWarnings(t).forEach(add);
-  for (const t of all) [...absentKeyWarnings(t), ...podNameWarnings(t)].forEach(add);
-  const combos: CompiledTemplate[][] = [];
-  all.forEach((a, i) => all.slice(i + 1).forEach((b) => combos.push([a, b])));
-  for (const combo of combos) checkCombination(combo, Samples[0]!, level).forEach(add);
-  const located = [...faults.values()].map((f): LintFinding => ({ severity: Severity.Warning, ...f, ...(f.line === undefined && positionInFiles(files, f.file, f.template, f.path)) }));
-  located.sort((a, b) => a.file.localeCompare(b.file) || (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0));
-  return report(dir, all.map((t) => t.name), located);
+  for (const t of all) for (const s of Samples) faults.push(...checkCombination([t], s, level));
+  for (const t of all) faults.push(...jobSidecarWarnings(t));
+  for (const t of all) faults.push(...absentKeyWarnings(t), ...podNameWarnings(t));
+  all.forEach((a, i) => all.slice(i + 1).forEach((b) => faults.push(...checkCombination([a, b], Samples[0]!, level))));
+  return unique(faults);
 }
 
 /** A template that keeps Job pods running: the policy's own warning (src/inject/jobs.ts), so lint, explain and admission say the same. */

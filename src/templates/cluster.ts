@@ -1,5 +1,7 @@
 import { formatFault, TemplateSetError, type TemplateFault } from '../errors.js';
+import { findConflicts } from './conflicts.js';
 import { compileTemplateSet, type TemplateSet } from './load.js';
+import { renderValues } from './placeholders.js';
 import { digestOf, type CompiledTemplate } from './template.js';
 
 /** The SidecarTemplate resource (issue 23): the CRD in manifests/base/crds/ serves it. */
@@ -15,6 +17,7 @@ export interface TemplateObject {
     readonly uid?: string;
     readonly generation?: number;
     readonly resourceVersion?: string;
+    readonly creationTimestamp?: string;
     readonly labels?: Readonly<Record<string, string>>;
     readonly annotations?: Readonly<Record<string, string>>;
   };
@@ -63,7 +66,8 @@ export function compileObject(obj: TemplateObject): ObjectResult {
     return { ok: true, template };
   } catch (err) {
     if (!(err instanceof TemplateSetError)) throw err;
-    return { ok: false, faults: err.faults };
+    // A line and column would count in the JSON made here, which nobody wrote: the path says where.
+    return { ok: false, faults: err.faults.map(({ line: _line, column: _column, ...fault }) => fault) };
   }
 }
 
@@ -83,15 +87,66 @@ export function statusSays(obj: TemplateObject, condition: LoadedCondition): boo
   return found !== undefined && found.status === condition.status && found.reason === condition.reason && found.message === condition.message && found.observedGeneration === condition.observedGeneration;
 }
 
+/** One object's candidates for the set: its current version, then the last valid version served, when they differ. */
+export interface ObjectCandidates {
+  /** `namespace/name`. */
+  readonly key: string;
+  /** The object's creationTimestamp: of two conflicting default templates, the older object wins. */
+  readonly created: string;
+  readonly candidates: readonly CompiledTemplate[];
+}
+
+/** The set, the version served for each object, and the objects refused because their defaults conflict. */
+export interface ClusterSet {
+  readonly set: TemplateSet;
+  readonly served: ReadonlyMap<string, CompiledTemplate>;
+  /** Objects whose current version is refused, with its conflicts (the last valid version may be served instead). */
+  readonly refused: ReadonlyMap<string, readonly TemplateFault[]>;
+}
+
 /**
- * The set every pod is judged against, from the templates being served by object key
- * (`namespace/name`). Templates in `home` (the injector's namespace), over the directory's `base`
- * when both sources are used, are cluster-wide; a namespace's own templates are seen by its pods
- * alone, shadow a cluster-wide one of the same name there, and when any is `default: true` they
- * replace the cluster defaults for its pods (issue 23). Computed once per change; a namespace
- * without templates of its own sees the cluster-wide set object itself.
+ * The set every pod is judged against. Templates in `home` (the injector's namespace), over the
+ * directory's `base` when both sources are used, are cluster-wide; a namespace's own templates are
+ * seen by its pods alone, shadow a cluster-wide one of the same name there, and when any is
+ * `default: true` they replace the cluster defaults for its pods (issue 23).
+ *
+ * Two default templates of one scope that conflict (a container name, a port) would deny every pod
+ * there that names none; each object is checked alone, so that is found here. Objects are taken
+ * oldest first (creationTimestamp, then key: the same order on every replica): a default that
+ * conflicts with the defaults already taken falls back to its last valid version, else is not
+ * served, and its status says why. Computed once per change; a namespace without templates of its
+ * own sees the cluster-wide set object itself.
  */
-export function clusterSet(served: ReadonlyMap<string, CompiledTemplate>, home: string, base?: TemplateSet): TemplateSet {
+export function clusterSet(objects: readonly ObjectCandidates[], home: string, base?: TemplateSet): ClusterSet {
+  const served = new Map<string, CompiledTemplate>();
+  const refused = new Map<string, readonly TemplateFault[]>();
+  const takenDefaults = new Map<string, CompiledTemplate[]>([[home, [...(base?.defaults ?? [])]]]);
+  const ordered = [...objects].sort((a, b) => a.created.localeCompare(b.created) || a.key.localeCompare(b.key));
+  for (const { key, candidates } of ordered) {
+    const namespace = candidates[0]?.namespace ?? '';
+    const taken = takenDefaults.get(namespace) ?? [];
+    const faults = candidates.map((t) => (t.isDefault ? defaultConflicts(taken, t, namespace === home ? 'cluster-wide' : `of namespace ${namespace}`) : []));
+    const chosen = candidates.find((_, i) => faults[i]!.length === 0);
+    if (chosen !== candidates[0]) refused.set(key, faults[0] ?? []);
+    if (chosen === undefined) continue;
+    served.set(key, chosen);
+    if (chosen.isDefault) takenDefaults.set(namespace, [...taken, chosen]);
+  }
+  return { set: setOf(served, home, base), served, refused };
+}
+
+/** How `t`, a default template, conflicts with the defaults already taken in its scope. */
+function defaultConflicts(taken: readonly CompiledTemplate[], t: CompiledTemplate, scope: string): TemplateFault[] {
+  // A cluster-wide object shadows the directory's template of the same name: that one is not taken with it.
+  const others = taken.filter((d) => d.name !== t.name);
+  if (others.length === 0) return [];
+  const values = renderValues({ metadata: {}, spec: { containers: [] } }, 'default');
+  return findConflicts([...others, t].map((d) => d.render(values)))
+    .filter((c) => c.template === t.name)
+    .map((c) => ({ file: t.file, template: t.name, path: c.path, message: `${c.message}: both are default templates ${scope}, so every pod there that names none would be denied; the older object is served` }));
+}
+
+function setOf(served: ReadonlyMap<string, CompiledTemplate>, home: string, base?: TemplateSet): TemplateSet {
   const byNamespace = new Map<string, CompiledTemplate[]>();
   for (const t of served.values()) {
     const ns = t.namespace ?? '';

@@ -27,7 +27,7 @@ export class SetHistory {
   readonly #started: number;
   /** Earlier sets, newest first, with the time each stopped being current. */
   #earlier: { readonly set: TemplateSet; readonly until: number }[] = [];
-  /** `name\0version` of every template served, oldest first. */
+  /** `namespace\0name\0version` of every template served, oldest first (the namespace of a SidecarTemplate object; empty for a file). */
   readonly #versions = new Set<string>();
   #current: TemplateSet;
   #view: TemplateSet;
@@ -62,7 +62,7 @@ export class SetHistory {
   #learn(set: TemplateSet): void {
     const templates = [set, ...(set.namespaces?.values() ?? [])].flatMap((s) => [...s.templates.values()]);
     for (const t of templates) {
-      const key = versionKey(t.name, t.version);
+      const key = versionKey(t.namespace, t.name, t.version);
       this.#versions.delete(key); // re-added last: the most recently served stay longest
       this.#versions.add(key);
     }
@@ -85,7 +85,7 @@ export class SetHistory {
     const historyOf = (sets: readonly TemplateSet[]): TemplateHistory =>
       Object.freeze({
         earlier: Object.freeze(sets),
-        knows: (template: string, version: string) => versions.has(versionKey(template, version)),
+        knows: (template: string, version: string, namespace?: string) => versions.has(versionKey(namespace, template, version)),
         acceptsUnversioned,
         sawUnknownVersion: () => onUnknown?.(),
       });
@@ -98,6 +98,6 @@ export class SetHistory {
   }
 }
 
-function versionKey(template: string, version: string): string {
-  return `${template}\0${version}`;
+function versionKey(namespace: string | undefined, template: string, version: string): string {
+  return `${namespace ?? ''}\0${template}\0${version}`;
 }

@@ -44,8 +44,12 @@ export function setFor(set: TemplateSet, namespace: string): TemplateSet {
 export interface TemplateHistory {
   /** Sets this replica served before the current one, newest first, replaced less than the window ago. */
   readonly earlier: readonly TemplateSet[];
-  /** True when this replica has served that version of that template (at most the last VERSIONS_KEPT kept). */
-  knows(template: string, version: string): boolean;
+  /**
+   * True when this replica has served that version of that template, from that namespace's
+   * SidecarTemplate objects (absent: a file), at most the last VERSIONS_KEPT kept. A team's
+   * template and another's of the same name and content are different templates (issue 23).
+   */
+  knows(template: string, version: string, namespace?: string): boolean;
   /**
    * True while status annotations of a release before template versions are trusted as far as their
    * template names go: the first window after this process started (an upgrade of the injector).

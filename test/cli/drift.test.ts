@@ -99,6 +99,10 @@ describe('sidecar-injector drift (against a fake API server, through a kubeconfi
     const report = JSON.parse(r.out);
     assert.equal(report.templates.source, `directory ${TEMPLATES_DIR}`);
     assert.deepEqual([report.injected, report.stale], [9, 7]);
+    assert.deepEqual(report.namespaces, [
+      { namespace: 'billing', injected: 1, stale: 1, missing: 0, current: 0 },
+      { namespace: 'shop', injected: 8, stale: 6, missing: 0, current: 2 },
+    ]);
     assert.deepEqual(report.workloads[0], { ...report.workloads[0], namespace: 'billing', kind: 'StatefulSet', name: 'invoices' });
   });
 

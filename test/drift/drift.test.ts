@@ -5,6 +5,8 @@ import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/generated/shipped-webh
 import type { Pod } from '../../src/kube/types.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { selectTemplates } from '../../src/inject/policy.js';
+import { clusterSet, compileObject } from '../../src/templates/cluster.js';
+import { setFor } from '../../src/templates/load.js';
 import { oldTemplates, RETIRED, runningPod, storedPod, templates } from '../helpers/running-pods.js';
 
 const current = templates();
@@ -213,5 +215,26 @@ describe('drift', () => {
     assert.deepEqual([canary.injected, canary.stale, canary.revision], [1, 0, 'canary'], 'the canary pod is current with the same templates');
     assert.deepEqual(canary.workloads.map((w) => w.name), ['api']);
     assert.equal(report('b').injected, 0);
+  });
+
+  it("judges each pod against its namespace's templates (SidecarTemplates of team-a over the cluster-wide ones), and counts per namespace", () => {
+    const object = (namespace: string, image: string) => compileObject({ apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name: 'log', namespace }, spec: { default: true, containers: [{ name: 'log', image }] } });
+    const served = (...results: ReturnType<typeof object>[]) => clusterSet(results.map((r) => (r.ok ? { key: `${r.template.namespace}/log`, created: '', candidates: [r.template] } : assert.fail(JSON.stringify(r.faults)))), 'sidecar-injector').set;
+    const wideOnly = served(object('sidecar-injector', 'log:2'));
+    const set = served(object('sidecar-injector', 'log:2'), object('team-a', 'log-team:1'));
+    const pods = [
+      runningPod(setFor(set, 'team-a'), { namespace: 'team-a', name: 'matches-team' }),
+      runningPod(wideOnly, { namespace: 'team-a', name: 'before-team' }),
+      runningPod(wideOnly, { namespace: 'team-b', name: 'cluster-wide' }),
+    ];
+    const report = driftReport(pods, new Map(), set, { all: true, source: 'x', optIn: NO_NAMESPACE_OPT_IN });
+    assert.deepEqual(
+      report.workloads.flatMap((w) => w.pods.map((p) => `${w.namespace}/${p.name}:${p.state}`)),
+      ['team-a/before-team:stale', 'team-a/matches-team:current', 'team-b/cluster-wide:current'],
+    );
+    assert.deepEqual(report.namespaces, [
+      { namespace: 'team-a', injected: 2, stale: 1, missing: 0, current: 1 },
+      { namespace: 'team-b', injected: 1, stale: 0, missing: 0, current: 1 },
+    ]);
   });
 });

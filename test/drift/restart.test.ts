@@ -15,7 +15,7 @@ const workload = (kind: string, name: string, stale: number, missing: number, re
   rollout: `kubectl -n shop ... ${kind}/${name}`,
 });
 
-const report = (workloads: WorkloadDrift[]): DriftReport => ({ templates: { source: 'x', digest: 'd' }, webhooks: { source: 'w' }, injected: 0, stale: 0, missing: 0, workloads });
+const report = (workloads: WorkloadDrift[]): DriftReport => ({ templates: { source: 'x', digest: 'd' }, webhooks: { source: 'w' }, injected: 0, stale: 0, missing: 0, namespaces: [], workloads });
 
 const dep = (name: string): WorkloadKey => ({ namespace: 'shop', kind: 'Deployment', name });
 

@@ -128,6 +128,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
   const watchTemplates = (res: ServerResponse, ns: string | undefined, query: URLSearchParams): void => {
     const from = Number(query.get('resourceVersion') || '0');
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+    res.flushHeaders(); // the apiserver answers a watch at once, before any event
     if (from !== 0 && from < compactedAt) {
       // What the apiserver sends for a resourceVersion etcd no longer has: one ERROR event, then the end.
       res.end(`${JSON.stringify({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `too old resource version: ${from} (${compactedAt})`, reason: 'Expired', code: 410 } })}\n`);
@@ -326,7 +327,9 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
       const changed = current === undefined || JSON.stringify(current.spec) !== JSON.stringify(obj.spec);
       const generation = current === undefined ? 1 : current.metadata.generation + (changed ? 1 : 0);
       const uid = current?.metadata.uid ?? `uid-${version + 1}`;
-      const stored = { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', ...obj, metadata: { ...obj.metadata, uid, generation, resourceVersion: nextVersion() }, ...(current?.status && { status: current.status }) };
+      // One second per write, as a clock would tick between them: the order of creation is clear.
+      const creationTimestamp = current?.metadata.creationTimestamp ?? new Date(Date.UTC(2026, 0, 1) + version * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
+      const stored = { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', ...obj, metadata: { ...obj.metadata, uid, generation, creationTimestamp, resourceVersion: nextVersion() }, ...(current?.status && { status: current.status }) };
       templates.set(key, stored);
       emit(current === undefined ? 'ADDED' : 'MODIFIED', stored);
       return stored;

@@ -4,6 +4,9 @@ import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserve
 import { httpsRequest } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { createKubeClients } from '../../src/kube/client.js';
+import { openClusterTemplateStore } from '../../src/kube/sidecartemplates.js';
+import { createLogger } from '../../src/log.js';
 
 const HOME = 'sidecar-injector';
 
@@ -88,7 +91,7 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
     const condition = api.template('team-c', 'agent').status.conditions[0];
     assert.equal(condition.reason, 'Invalid');
     assert.equal(api.template('team-c', 'agent').status.observedGeneration, 2);
-    assert.match(condition.message, /\/spec\/containers\/0\/imagePullPolicy/);
+    assert.match(condition.message, /^not served \(the last valid version, if any, still is\): template "agent": \/spec\/containers\/0\/imagePullPolicy: /);
     assert.deepEqual(await injected('team-c', 'agent'), ['registry.example.com/agent:1']);
     // A new template that is invalid from the start is never served.
     const bad = sct('team-c', 'typo', 'registry.example.com/typo:1');
@@ -96,6 +99,26 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
     api.applyTemplate(bad);
     await eventually(async () => api.template('team-c', 'typo').status?.conditions?.[0]?.status === 'False', 'typo Loaded=False');
     assert.match(String(await injected('team-c', 'typo')), /denied: .*"typo"/);
+  });
+
+  it('serves the older of two conflicting default templates of a namespace, and keeps the last valid version of one edited into a conflict', async () => {
+    const meshOf = (name: string, container: string, image: string): any => ({ ...sct('team-f', name, image, { default: true }), spec: { default: true, containers: [{ name: container, image }] } });
+    // Created first though named last: the older object wins, whatever the names.
+    api.applyTemplate(meshOf('zeta', 'mesh', 'registry.example.com/zeta:1'));
+    await eventually(async () => JSON.stringify(await injected('team-f')) === JSON.stringify(['registry.example.com/zeta:1']), 'zeta served');
+    api.applyTemplate(meshOf('alpha', 'mesh', 'registry.example.com/alpha:1'));
+    await eventually(async () => api.template('team-f', 'alpha').status?.conditions?.[0]?.status === 'False', 'alpha Loaded=False');
+    assert.match(api.template('team-f', 'alpha').status.conditions[0].message, /container "mesh".*both are default templates of namespace team-f/);
+    assert.deepEqual(await injected('team-f'), ['registry.example.com/zeta:1']);
+    // A third default that fits is served beside zeta; an edit that makes it clash keeps its last valid version.
+    api.applyTemplate(meshOf('gamma', 'gamma', 'registry.example.com/gamma:1'));
+    await eventually(async () => JSON.stringify(await injected('team-f')) === JSON.stringify(['registry.example.com/gamma:1', 'registry.example.com/zeta:1']), 'gamma beside zeta');
+    api.applyTemplate(meshOf('gamma', 'mesh', 'registry.example.com/gamma:2'));
+    await eventually(async () => api.template('team-f', 'gamma').status?.conditions?.[0]?.status === 'False', 'gamma Loaded=False');
+    assert.deepEqual(await injected('team-f'), ['registry.example.com/gamma:1', 'registry.example.com/zeta:1']);
+    // Deleting the older one lets the refused one in.
+    api.deleteTemplate('team-f', 'zeta');
+    await eventually(async () => api.template('team-f', 'alpha').status?.conditions?.[0]?.status === 'True', 'alpha Loaded=True once zeta is gone');
   });
 
   it('records the namespace and version of each template in the status annotation', async () => {
@@ -129,6 +152,22 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
 });
 
 describe('readiness with --templates-source cluster', () => {
+  it('says what to fix when the API refuses the list (no RBAC), and retries', async () => {
+    const api = await startFakeApiServer();
+    api.forbid('/apis/sidecar-injector.io/v1alpha1/sidecartemplates');
+    const lines: string[] = [];
+    const logger = createLogger('info', { write: (line: string) => void lines.push(line) });
+    const store = openClusterTemplateStore(createKubeClients({ kubeconfig: api.kubeconfig, namespace: HOME }), { logger, retryMs: 50 });
+    try {
+      await eventually(async () => lines.filter((l) => l.includes('watching sidecartemplates failed')).length >= 2, 'two attempts');
+      assert.match(lines.find((l) => l.includes('watching sidecartemplates failed'))!, /403: the injector's ServiceAccount may not get, list and watch sidecartemplates/);
+      assert.equal(store.synced(), false);
+    } finally {
+      await store.close();
+      await api.close();
+    }
+  });
+
   it('is not ready until the first list of sidecartemplates', async () => {
     const api = await startFakeApiServer();
     api.forbid('/apis/sidecar-injector.io/v1alpha1/sidecartemplates');

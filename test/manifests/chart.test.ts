@@ -12,7 +12,7 @@ import { selectorMatches } from '../../src/kube/selectors.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { CHART } from '../../scripts/render-install.js';
 import { run } from '../../scripts/tools.js';
-import { helmError, helmObjects, injector, kustomizeObjects, kustomizeWithComponent, one, tools, type Obj } from './render.js';
+import { helmError, helmObjects, injector, kustomizeObjects, kustomizeWithComponent, one, serverConfig, tools, type Obj } from './render.js';
 
 /** Labels Helm charts conventionally add to every object's metadata (never to selectors or pod templates). */
 const HELM_LABELS = ['helm.sh/chart', 'app.kubernetes.io/instance', 'app.kubernetes.io/version', 'app.kubernetes.io/managed-by'];
@@ -105,6 +105,55 @@ describe('Helm chart', () => {
     assert.equal(config.webhookConfig, one(canary, 'MutatingWebhookConfiguration').metadata.name);
     assert.deepEqual(one(canary, 'Role').rules[0].resourceNames, [config.certSecret]);
     for (const bad of ['Canary', 'a_b', '-x', 'x'.repeat(21)]) assert.match(helmError({ set: { revision: bad } }) ?? 'rendered', /revision/, bad);
+  });
+
+  it('renders with templates.source=both the objects of the sidecartemplates component, on self-managed certificates and on cert-manager', () => {
+    assertSameObjects(helmObjects({ set: { 'templates.source': 'both', 'namespace.create': true } }), templated(kustomizeWithComponent('base', 'components/sidecartemplates')));
+    const certManager = { 'templates.source': 'both', 'certificates.mode': 'cert-manager', 'namespace.create': true };
+    assertSameObjects(helmObjects({ set: certManager }), templated(kustomizeWithComponent('overlays/cert-manager', 'components/sidecartemplates')));
+  });
+
+  it('renders with revision=canary and templates.source=both the objects of the sidecartemplates and revision components, in that order', () => {
+    const canary = helmObjects({ set: { revision: 'canary', 'templates.source': 'both' } });
+    assertSameObjects(canary, templated(kustomizeWithComponent('base', ['components/sidecartemplates', 'components/revision'])));
+    assert.ok(!canary.some((o) => o.metadata.name === 'sidecar-injector-template-editor'), 'the default install owns the editor ClusterRole');
+  });
+
+  it('renders for each templates.source the server\'s --templates-source, and the RBAC and ConfigMap that source reads, nothing more', () => {
+    const before = helmObjects();
+    const READERS = ['ClusterRole//sidecar-injector-template-editor', 'ClusterRole//sidecar-injector-templates', 'ClusterRoleBinding//sidecar-injector-templates'];
+    const CONFIGMAP = ['ConfigMap/sidecar-injector/sidecar-injector-templates'];
+    const cases = [
+      { source: 'configmap', server: 'dir', added: [], removed: [] },
+      { source: 'both', server: 'both', added: READERS, removed: [] },
+      { source: 'cluster', server: 'cluster', added: READERS, removed: CONFIGMAP },
+    ] as const;
+    for (const c of cases) {
+      const objects = helmObjects({ set: { 'templates.source': c.source } });
+      assert.equal(serverConfig(objects).templatesSource, c.server, c.source);
+      assert.deepEqual(objects.filter((o) => !before.some((b) => key(b) === key(o))).map(key).sort(), c.added, `${c.source}: added`);
+      assert.deepEqual(before.filter((b) => !objects.some((o) => key(b) === key(o))).map(key), c.removed, `${c.source}: removed`);
+      for (const o of before.filter((b) => b.kind !== 'Deployment' && objects.some((x) => key(x) === key(b)))) assert.deepEqual(objects.find((x) => key(x) === key(o)), o, `${c.source}: ${key(o)}`);
+    }
+    // cluster: the Deployment of both, without the directory the server no longer reads.
+    const cluster = one(helmObjects({ set: { 'templates.source': 'cluster' } }), 'Deployment');
+    const both = one(helmObjects({ set: { 'templates.source': 'both' } }), 'Deployment');
+    const pod = both.spec.template.spec;
+    pod.volumes = pod.volumes.filter((v: Obj) => v.name !== 'templates');
+    pod.containers[0].volumeMounts = pod.containers[0].volumeMounts.filter((m: Obj) => m.name !== 'templates');
+    pod.containers[0].args = pod.containers[0].args.filter((a: string) => !a.startsWith('--templates-dir'));
+    pod.containers[0].env.find((e: Obj) => e.name === 'SIDECAR_INJECTOR_TEMPLATES_SOURCE').value = 'cluster';
+    assert.deepEqual(cluster, both);
+    // The injector's binding names its ServiceAccount, per release.
+    const mesh = helmObjects({ release: 'mesh', set: { 'templates.source': 'cluster' } });
+    assert.deepEqual(one(mesh, 'ClusterRoleBinding', 'mesh-sidecar-injector-templates').subjects, [{ kind: 'ServiceAccount', name: one(mesh, 'ServiceAccount').metadata.name, namespace: 'sidecar-injector' }]);
+    // With cert-manager too, the injector reading the cluster has its token.
+    assert.equal(one(helmObjects({ set: { 'templates.source': 'cluster', 'certificates.mode': 'cert-manager' } }), 'Deployment').spec.template.spec.automountServiceAccountToken, undefined);
+    // One release per cluster renders the editor ClusterRole, whose name every team's RoleBinding names.
+    assert.ok(!helmObjects({ set: { 'templates.source': 'cluster', 'templates.editorClusterRole': false } }).some((o) => o.metadata.name === 'sidecar-injector-template-editor'));
+    // Templates the server would not read are refused, not dropped.
+    assert.match(helmError({ set: { 'templates.source': 'cluster', 'templates.existingConfigMap': 'team-sidecars' } }) ?? 'rendered', /templates.source=both/);
+    assert.match(helmError({ values: { templates: { source: 'cluster', inline: { 'proxy.yaml': templateValue('templates/proxy.yaml') } } } }) ?? 'rendered', /templates.source=both/);
   });
 
   it('renders with autoscaling.enabled the objects of the autoscaling component: an HPA on CPU, no replicas, a PDB that evicts one at a time', () => {
@@ -286,6 +335,7 @@ describe('Helm chart', () => {
       [{ networkPolicy: { metricsNamespaces: ['Not_A_Namespace'] } }, /metricsNamespaces/],
       [{ imageMirrors: ['docker.io'] }, /imageMirrors/],
       [{ imageMirrors: 'docker.io=mirror.example.com' }, /imageMirrors/],
+      [{ templates: { source: 'crd' } }, /templates\/source/],
     ];
     for (const [values, message] of bad) assert.match(helmError({ values }) ?? 'rendered', message, JSON.stringify(values));
   });

@@ -16,8 +16,8 @@ import { serviceDnsNames } from '../../src/certs/bootstrap.js';
 import { loadConfig } from '../../src/config/config.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { selectorMatches } from '../../src/kube/selectors.js';
-import { INSTALL_YAML, installYaml, kustomize, MANIFESTS, SHIPPED_WEBHOOKS_TS, shippedWebhooksModule, templateDrift } from '../../scripts/render-install.js';
-import { injector as container, kustomizations, kustomizeObjects, kustomizeWithComponent, one as oneOf, tools, type Obj } from './render.js';
+import { INSTALL_YAML, installYaml, kustomize, MANIFESTS, parseObjects, SHIPPED_WEBHOOKS_TS, shippedWebhooksModule, templateDrift } from '../../scripts/render-install.js';
+import { injector as container, kustomizations, kustomizeObjects, kustomizeWithComponent, one as oneOf, serverConfig, tools, type Obj } from './render.js';
 
 /** The Kubernetes schemas kubernetes-models ships, by apiVersion/kind. */
 const Models: Record<string, new (data: any) => { validate(): void }> = {
@@ -49,12 +49,15 @@ const selects = (selector: Obj, labels: Record<string, string>): boolean => sele
 /** The labels a namespace carries (the apiserver sets kubernetes.io/metadata.name on every one). */
 const nsLabels = (name: string, extra: Record<string, string> = {}) => ({ 'kubernetes.io/metadata.name': name, ...extra });
 const INJECT = 'sidecar-injector.io/inject';
+const key = (o: Obj): string => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+const byKey = (objects: Obj[]): Obj[] => [...objects].sort((a, b) => key(a).localeCompare(key(b)));
+const SOURCE_ENV = 'SIDECAR_INJECTOR_TEMPLATES_SOURCE';
 
 describe('manifests', () => {
   it('builds every kustomization and component with real kustomize, and each object passes the Kubernetes schemas', () => {
     const { kustomizations: dirs, components } = kustomizations();
     assert.deepEqual(dirs.sort(), ['', 'base', 'overlays/cert-manager']);
-    assert.deepEqual(components.sort(), ['components/autoscaling', 'components/networkpolicy', 'components/podmonitor', 'components/revision']);
+    assert.deepEqual(components.sort(), ['components/autoscaling', 'components/networkpolicy', 'components/podmonitor', 'components/revision', 'components/sidecartemplates']);
     // The revision component builds on the base (self-managed certificates) only, and names itself.
     const onBoth = components.filter((c) => c !== 'components/revision');
     const builds = [...dirs.map((d) => kustomizeObjects(d)), ...onBoth.flatMap((c) => [kustomizeWithComponent('base', c), kustomizeWithComponent('overlays/cert-manager', c)]), kustomizeWithComponent('base', 'components/revision')];
@@ -302,6 +305,64 @@ describe('manifests', () => {
       }
       for (const kind of ['Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding']) assert.ok(!overlay.some((o) => o.kind === kind), `no ${kind}`);
       for (const o of overlay.filter((x) => x.apiVersion === 'cert-manager.io/v1')) assert.equal(o.metadata.namespace, 'sidecar-injector');
+    });
+  });
+
+  describe('sidecartemplates component', () => {
+    const RBAC = parseObjects(readFileSync(join(MANIFESTS, 'components/sidecartemplates/rbac.yaml'), 'utf8'));
+
+    it('adds to the base or the overlay the objects of its rbac.yaml and the source in the environment, nothing more', () => {
+      for (const [resource, without] of [['base', base], ['overlays/cert-manager', overlay]] as const) {
+        const objects = kustomizeWithComponent(resource, 'components/sidecartemplates');
+        const added = objects.filter((o) => !without.some((w) => key(w) === key(o)));
+        assert.deepEqual(byKey(added), byKey(RBAC), `${resource}: rbac.yaml, the one source of this RBAC`);
+        for (const o of without.filter((w) => w.kind !== 'Deployment')) assert.deepEqual(objects.find((x) => key(x) === key(o)), o, `${resource}: ${key(o)} as it was`);
+        assert.equal(serverConfig(objects).templatesSource, 'both', 'the ConfigMap stays, the objects come in');
+        // The Deployment as it was, but the source and (cert-manager) the token the injector now needs for the API.
+        const deployment = one(objects, 'Deployment');
+        assert.equal(deployment.spec.template.spec.automountServiceAccountToken, undefined, `${resource}: the token is mounted`);
+        const c = deployment.spec.template.spec.containers[0];
+        assert.deepEqual(c.env.filter((e: Obj) => e.name === SOURCE_ENV), [{ name: SOURCE_ENV, value: 'both' }]);
+        c.env = c.env.filter((e: Obj) => e.name !== SOURCE_ENV);
+        const before = one(without, 'Deployment');
+        delete before.spec.template.spec.automountServiceAccountToken;
+        assert.deepEqual(deployment, before, resource);
+      }
+    });
+
+    it('lets the injector read every namespace\'s SidecarTemplates and write only their status, and teams edit theirs', () => {
+      const objects = kustomizeWithComponent('base', 'components/sidecartemplates');
+      const binding = oneOf(objects, 'ClusterRoleBinding', 'sidecar-injector-templates');
+      const sa = one(objects, 'ServiceAccount');
+      assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: sa.metadata.name, namespace: sa.metadata.namespace }]);
+      assert.equal(one(objects, 'Deployment').spec.template.spec.serviceAccountName, sa.metadata.name);
+      assert.deepEqual(oneOf(objects, 'ClusterRole', binding.roleRef.name).rules, [
+        { apiGroups: ['sidecar-injector.io'], resources: ['sidecartemplates'], verbs: ['get', 'list', 'watch'] },
+        { apiGroups: ['sidecar-injector.io'], resources: ['sidecartemplates/status'], verbs: ['update'] },
+      ]);
+      const editor = oneOf(objects, 'ClusterRole', 'sidecar-injector-template-editor');
+      assert.equal(editor.metadata.labels['rbac.authorization.k8s.io/aggregate-to-edit'], 'true', 'namespace editors hold it');
+      assert.deepEqual(editor.rules.map((r: Obj) => r.resources), [['sidecartemplates'], ['sidecartemplates/status']]);
+    });
+  });
+
+  describe('revision component', () => {
+    it('carries neither the Namespace nor the SidecarTemplate CRD, which the default install owns: applying or deleting a revision leaves them alone', () => {
+      const canary = kustomizeWithComponent('base', 'components/revision');
+      assert.deepEqual(canary.filter((o) => o.kind === 'Namespace' || o.kind === 'CustomResourceDefinition').map(key), []);
+      for (const o of canary) assert.ok(!base.some((b) => key(b) === key(o)), `${key(o)} is not the default install's`);
+    });
+
+    it('after the sidecartemplates component: RBAC of its own for its ServiceAccount, and the editor ClusterRole left to the default install', () => {
+      const main = kustomizeWithComponent('base', 'components/sidecartemplates');
+      const canary = kustomizeWithComponent('base', ['components/sidecartemplates', 'components/revision']);
+      for (const o of canary) assert.ok(!main.some((m) => key(m) === key(o)), `${key(o)} is not the default install's`);
+      assert.equal(serverConfig(canary).templatesSource, 'both');
+      const binding = oneOf(canary, 'ClusterRoleBinding', 'sidecar-injector-templates-canary');
+      assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: one(canary, 'ServiceAccount').metadata.name, namespace: 'sidecar-injector' }]);
+      // The revision renames its own webhooks in its ClusterRole, not this one.
+      assert.deepEqual(oneOf(canary, 'ClusterRole', binding.roleRef.name).rules, oneOf(main, 'ClusterRole', 'sidecar-injector-templates').rules);
+      assert.ok(!canary.some((o) => o.metadata.name.startsWith('sidecar-injector-template-editor')), 'no editor ClusterRole');
     });
   });
 });

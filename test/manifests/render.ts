@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parse } from 'yaml';
 import { CHART, kustomize, MANIFESTS, parseObjects } from '../../scripts/render-install.js';
+import { loadConfig, type Config } from '../../src/config/config.js';
 import { ensureTools, run } from '../../scripts/tools.js';
 
 export type Obj = Record<string, any>;
@@ -41,14 +42,15 @@ export function kustomizeObjects(dir = ''): Obj[] {
 
 /**
  * A kustomization of the user's own (in a temporary directory) that builds on manifests/<resource>
- * and adds manifests/<component>: how docs/operating.md tells users to add a component.
+ * and adds manifests/<component> (several: in that order): how docs/operating.md tells users to add a component.
  */
-export function kustomizeWithComponent(resource: string, component: string): Obj[] {
+export function kustomizeWithComponent(resource: string, component: string | readonly string[]): Obj[] {
   const dir = mkdtempSync(join(tmpdir(), 'kustomization-'));
   try {
     // kustomize accepts only relative paths to other roots.
     const rel = (p: string): string => relative(dir, join(MANIFESTS, p));
-    writeFileSync(join(dir, 'kustomization.yaml'), `resources: [${rel(resource)}]\ncomponents: [${rel(component)}]\n`);
+    const components = (typeof component === 'string' ? [component] : component).map(rel);
+    writeFileSync(join(dir, 'kustomization.yaml'), `resources: [${rel(resource)}]\ncomponents: [${components.join(', ')}]\n`);
     return parseObjects(kustomize(tools, dir));
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -104,3 +106,10 @@ export function one(objects: readonly Obj[], kind: string, name?: string): Obj {
 
 /** The injector container of the Deployment. */
 export const injector = (objects: readonly Obj[]): Obj => one(objects, 'Deployment').spec.template.spec.containers[0];
+
+/** The server's configuration as the injector container starts it: its flags and its plain environment values. */
+export function serverConfig(objects: readonly Obj[]): Config {
+  const c = injector(objects);
+  const env = Object.fromEntries((c.env as Obj[]).filter((e) => e.value !== undefined).map((e) => [e.name, e.value]));
+  return loadConfig(c.args.slice(1), env);
+}

@@ -76,6 +76,16 @@ describe('SetHistory', () => {
     assert.equal(h.current().history?.knows('a', String(VERSIONS_KEPT + 9)), true);
   });
 
+  it("knows a team's template version for that team's namespace only (issue 23)", () => {
+    const log = { name: 'log', version: 'v1', namespace: 'team-a' } as CompiledTemplate;
+    const teamA = Object.freeze({ templates: new Map([['log', log]]), defaults: [], digest: 'a', source: 'test' });
+    const h = new SetHistory(Object.freeze({ ...set('s0'), namespaces: new Map([['team-a', teamA]]) }), { windowMs: WINDOW });
+    const history = h.current().history!;
+    assert.equal(history.knows('log', 'v1', 'team-a'), true);
+    assert.equal(history.knows('log', 'v1', 'team-b'), false, "another team's template of the same name and content is another template");
+    assert.equal(history.knows('log', 'v1'), false, 'nor is a file of that name');
+  });
+
   it('passes a sighting of an unknown version on', () => {
     let calls = 0;
     const h = new SetHistory(set('s0', 'a@0'), { windowMs: WINDOW, onUnknownVersion: () => calls++ });

@@ -53,13 +53,27 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
-{{/* The ConfigMap the templates are mounted from; a revision's is <name>-templates-<revision>, as kustomize's nameSuffix makes it. */}}
-{{- define "sidecar-injector.templatesConfigMap" -}}
-{{- $generated := printf "%s-templates" (include "sidecar-injector.fullname" .) -}}
-{{- with .Values.revision -}}
-{{- $generated = printf "%s-templates-%s" (trimSuffix (printf "-%s" .) (include "sidecar-injector.fullname" $)) . -}}
+{{/*
+<fullname>-<part>, and for a revision <name>-<part>-<revision>, as kustomize's nameSuffix makes it
+from the base's <name>-<part>. Arguments: root (the chart context), part.
+*/}}
+{{- define "sidecar-injector.partName" -}}
+{{- $fullname := include "sidecar-injector.fullname" .root -}}
+{{- with .root.Values.revision -}}
+{{- printf "%s-%s-%s" (trimSuffix (printf "-%s" .) $fullname) $.part . -}}
+{{- else -}}
+{{- printf "%s-%s" $fullname .part -}}
 {{- end -}}
-{{- .Values.templates.existingConfigMap | default $generated -}}
+{{- end -}}
+
+{{/* The ConfigMap the templates are mounted from. */}}
+{{- define "sidecar-injector.templatesConfigMap" -}}
+{{- .Values.templates.existingConfigMap | default (include "sidecar-injector.partName" (dict "root" . "part" "templates")) -}}
+{{- end -}}
+
+{{/* templates.source as the server's --templates-source: "" for configmap (the default, dir), else cluster or both. */}}
+{{- define "sidecar-injector.templatesSource" -}}
+{{- if ne .Values.templates.source "configmap" -}}{{ .Values.templates.source }}{{- end -}}
 {{- end -}}
 
 {{/*
