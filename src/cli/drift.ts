@@ -150,7 +150,7 @@ function templatesConfigmap(values: DriftOptions): string {
 }
 
 /** The templates ConfigMap of the default install (manifests/, the chart's release sidecar-injector). */
-export const DEFAULT_TEMPLATES_CONFIGMAP = 'sidecar-injector/sidecar-injector-templates';
+const DEFAULT_TEMPLATES_CONFIGMAP = 'sidecar-injector/sidecar-injector-templates';
 
 /** The templates to compare with: a directory, the cluster's SidecarTemplate objects, or the ConfigMap the injector mounts, read through the API. */
 async function templatesFor(values: DriftOptions, kube: KubeClients, env: NodeJS.ProcessEnv, note: (line: string) => void): Promise<{ set: TemplateSet; source: string }> {

@@ -26,7 +26,7 @@ export interface LintOptions {
 }
 
 /** The Pod Security Standards' name for their level without restrictions (lint's `none`). */
-export const PRIVILEGED = 'privileged';
+const PRIVILEGED = 'privileged';
 
 /**
  * `sidecar-injector lint [DIR] [--pod-security privileged|baseline|restricted] [--strict]`: every finding
