@@ -39,7 +39,7 @@ interface Entry {
   readonly result: ObjectResult;
   /** The version last served: still served while a newer one is invalid or its default conflicts. */
   served?: CompiledTemplate | undefined;
-  /** The condition last written for this version of the object: each is tried once (a failure is logged, not retried until the object changes). */
+  /** The condition last written for this generation of the object: each is tried once (a failure is logged, not retried until the spec changes). */
   written?: string;
 }
 
@@ -105,14 +105,14 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     const says = `${condition.status}\0${condition.message}`;
     if (statusSays(obj, condition) || e.written === says) return;
     e.written = says;
-    if (!result.ok) logger.error({ template: objectKey(obj), faults: result.faults.map(formatFault) }, 'sidecartemplate NOT served: its last valid version, if any, keeps serving');
+    if (!result.ok) logger.error({ template: objectKey(obj), faults: result.faults.map(formatFault), serving: e.served?.version ?? null }, 'sidecartemplate NOT served as it is now; serving its last valid version (serving), or none');
     const status = { ...(obj.metadata.generation !== undefined && { observedGeneration: obj.metadata.generation }), conditions: [condition] };
     try {
-      // PUT with the object's resourceVersion: a replica that read an older object gets 409 and
-      // writes again on the event that brings the newer one.
+      // PUT with the object's resourceVersion: a write over a newer object gets 409. A new spec
+      // (generation) is written again; a status another replica wrote meanwhile stands.
       await kube.custom.replaceNamespacedCustomObjectStatus({ group, version, plural, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name ?? '', body: { ...obj, status } });
     } catch (err) {
-      logger.debug({ template: objectKey(obj), err: (err as Error).message }, 'sidecartemplate status not written');
+      logger.warn({ template: objectKey(obj), err: statusFailure(err) }, 'sidecartemplate status not written');
     }
   };
 
@@ -122,7 +122,10 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     const generation = `${obj.metadata.uid ?? ''}/${obj.metadata.generation ?? obj.metadata.resourceVersion ?? ''}`;
     const known = entries.get(key);
     const result = known?.generation === generation ? known.result : compileObject(obj);
-    entries.set(key, { object: obj, generation, result, ...(known?.served !== undefined && { served: known.served }) });
+    // What was written for this generation stays known: an event of our own status write, or of
+    // another replica's that judged differently, then brings no second write (no ping-pong).
+    const written = known?.generation === generation ? known.written : undefined;
+    entries.set(key, { object: obj, generation, result, ...(known?.served !== undefined && { served: known.served }), ...(written !== undefined && { written }) });
     if (!result.ok && known?.generation !== generation) {
       options.onReload?.({ ok: false, digest: generation, time: new Date(), serving: history?.current().digest ?? 'none', faults: result.faults, error: `sidecartemplate ${key} is invalid` });
     }
@@ -180,6 +183,12 @@ function watchFailure(err: unknown): string {
   const status = apiStatus(err);
   if (status === 404) return `HTTP 404: the CustomResourceDefinition sidecartemplates.${group} is not installed (it is in manifests/base/crds/ and the chart's crds/)`;
   if (status === 403) return `HTTP 403: the injector's ServiceAccount may not get, list and watch sidecartemplates.${group} (docs/templates.md, "Templates per team")`;
+  return (err as Error | undefined)?.message ?? String(err);
+}
+
+/** Why a status write failed; a 403 says which right is missing. */
+function statusFailure(err: unknown): string {
+  if (apiStatus(err) === 403) return `HTTP 403: the injector's ServiceAccount may not update sidecartemplates/status (manifests/components/sidecartemplates/rbac.yaml)`;
   return (err as Error | undefined)?.message ?? String(err);
 }
 

@@ -120,7 +120,9 @@ export interface ClusterSet {
 export function clusterSet(objects: readonly ObjectCandidates[], home: string, base?: TemplateSet): ClusterSet {
   const served = new Map<string, CompiledTemplate>();
   const refused = new Map<string, readonly TemplateFault[]>();
-  const takenDefaults = new Map<string, CompiledTemplate[]>([[home, [...(base?.defaults ?? [])]]]);
+  // The directory's defaults come first, but not one a cluster-wide object shadows by name (default or not).
+  const shadowed = new Set(objects.flatMap((o) => (o.candidates[0]?.namespace === home ? [o.candidates[0].name] : [])));
+  const takenDefaults = new Map<string, CompiledTemplate[]>([[home, (base?.defaults ?? []).filter((d) => !shadowed.has(d.name))]]);
   const ordered = [...objects].sort((a, b) => a.created.localeCompare(b.created) || a.key.localeCompare(b.key));
   for (const { key, candidates } of ordered) {
     const namespace = candidates[0]?.namespace ?? '';
@@ -137,13 +139,12 @@ export function clusterSet(objects: readonly ObjectCandidates[], home: string, b
 
 /** How `t`, a default template, conflicts with the defaults already taken in its scope. */
 function defaultConflicts(taken: readonly CompiledTemplate[], t: CompiledTemplate, scope: string): TemplateFault[] {
-  // A cluster-wide object shadows the directory's template of the same name: that one is not taken with it.
-  const others = taken.filter((d) => d.name !== t.name);
-  if (others.length === 0) return [];
+  if (taken.length === 0) return [];
   const values = renderValues({ metadata: {}, spec: { containers: [] } }, 'default');
-  return findConflicts([...others, t].map((d) => d.render(values)))
+  const winner = (name: string): string => (taken.find((d) => d.name === name)?.namespace === undefined ? `the directory's template "${name}"` : `the older object "${name}"`);
+  return findConflicts([...taken, t].map((d) => d.render(values)))
     .filter((c) => c.template === t.name)
-    .map((c) => ({ file: t.file, template: t.name, path: c.path, message: `${c.message}: both are default templates ${scope}, so every pod there that names none would be denied; the older object is served` }));
+    .map((c) => ({ file: t.file, template: t.name, path: c.path, message: `${c.message}: both are default templates ${scope}, so every pod there that names none would be denied; ${winner(c.with)} is served` }));
 }
 
 function setOf(served: ReadonlyMap<string, CompiledTemplate>, home: string, base?: TemplateSet): TemplateSet {

@@ -59,6 +59,8 @@ export interface FakeApiServer {
   applyTemplate(obj: any): any;
   deleteTemplate(namespace: string, name: string): void;
   template(namespace: string, name: string): any;
+  /** Writes an object's status as another client would (another replica): PUT of the status subresource. */
+  writeTemplateStatus(namespace: string, name: string, status: unknown): void;
   /** Forgets the events so far, as etcd compaction does: a watch from before them gets 410 Gone. */
   compact(): void;
   /** Sends a BOOKMARK with the current resourceVersion to every open watch. */
@@ -341,6 +343,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
       emit('DELETED', { ...current, metadata: { ...current.metadata, resourceVersion: nextVersion() } });
     },
     template: (namespace, name) => templates.get(`${namespace}/${name}`),
+    writeTemplateStatus: (namespace, name, body) => void templateStatus(namespace, name, JSON.stringify({ metadata: { resourceVersion: templates.get(`${namespace}/${name}`)?.metadata.resourceVersion }, status: body })),
     compact: () => {
       compactedAt = ++version;
       events.length = 0;

@@ -121,6 +121,20 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
     await eventually(async () => api.template('team-f', 'alpha').status?.conditions?.[0]?.status === 'True', 'alpha Loaded=True once zeta is gone');
   });
 
+  it("writes an object's status once per generation, even when another replica writes a different one", async () => {
+    api.applyTemplate(sct('team-g', 'agent', 'registry.example.com/agent-g:1'));
+    await eventually(async () => api.template('team-g', 'agent').status?.conditions?.[0]?.status === 'True', 'Loaded=True');
+    const writes = (): number => api.calls.filter((c) => c.method === 'PUT' && c.path.endsWith('/namespaces/team-g/sidecartemplates/agent/status')).length;
+    const before = writes();
+    // A replica that judged otherwise (it remembers another last valid version) writes its own view.
+    api.writeTemplateStatus('team-g', 'agent', { observedGeneration: 1, conditions: [{ type: 'Loaded', status: 'False', reason: 'Invalid', message: 'another replica', observedGeneration: 1, lastTransitionTime: '2026-01-01T00:00:00Z' }] });
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(writes(), before, 'no second write: two replicas that disagree must not overwrite each other forever');
+    // A new generation is written again.
+    api.applyTemplate(sct('team-g', 'agent', 'registry.example.com/agent-g:2'));
+    await eventually(async () => api.template('team-g', 'agent').status?.observedGeneration === 2, 'generation 2 observed');
+  });
+
   it('records the namespace and version of each template in the status annotation', async () => {
     api.applyTemplate(sct('team-d', 'agent', 'registry.example.com/agent-d:1'));
     await eventually(async () => JSON.stringify(await injected('team-d', 'agent')) === JSON.stringify(['registry.example.com/agent-d:1']), 'team-d agent');

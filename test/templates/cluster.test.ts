@@ -1,0 +1,35 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { clusterSet, compileObject, type TemplateObject } from '../../src/templates/cluster.js';
+import { compileTemplateSet } from '../../src/templates/load.js';
+import type { CompiledTemplate } from '../../src/templates/template.js';
+
+const HOME = 'sidecar-injector';
+
+function compiled(namespace: string, name: string, container: string, isDefault: boolean): CompiledTemplate {
+  const obj: TemplateObject = { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name, namespace }, spec: { default: isDefault, containers: [{ name: container, image: `registry.example.com/${name}:1` }] } };
+  const result = compileObject(obj);
+  assert.ok(result.ok);
+  return result.template;
+}
+
+/** A directory of one default template `agent` (container "agent"), as --templates-source both reads it. */
+const directory = compileTemplateSet([{ file: 'agent.yaml', text: 'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata: {name: agent}\nspec:\n  default: true\n  containers: [{name: agent, image: registry.example.com/agent:1}]\n' }], 'dir');
+
+describe('clusterSet: default templates that clash (issue 23)', () => {
+  it("refuses a cluster-wide default that clashes with the directory's, naming the directory's as the one served", () => {
+    const { set, refused } = clusterSet([{ key: `${HOME}/other`, created: '2026-01-01T00:00:01Z', candidates: [compiled(HOME, 'other', 'agent', true)] }], HOME, directory);
+    assert.deepEqual(set.defaults.map((t) => t.name), ['agent']);
+    assert.match(refused.get(`${HOME}/other`)?.[0]?.message ?? '', /container "agent" is defined by both .*; the directory's template "agent" is served$/);
+  });
+
+  it('does not hold a default against a directory template that a cluster-wide object shadows (and so is no default)', () => {
+    const objects = [
+      { key: `${HOME}/agent`, created: '2026-01-01T00:00:01Z', candidates: [compiled(HOME, 'agent', 'agent', false)] },
+      { key: `${HOME}/other`, created: '2026-01-01T00:00:02Z', candidates: [compiled(HOME, 'other', 'agent', true)] },
+    ];
+    const { set, refused } = clusterSet(objects, HOME, directory);
+    assert.deepEqual([...refused.keys()], []);
+    assert.deepEqual(set.defaults.map((t) => t.name), ['other']);
+  });
+});
