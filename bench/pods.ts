@@ -2,23 +2,9 @@
  * The pods the benchmark sends, shaped as the kube-apiserver sends them: after defaulting, with the
  * fields a ReplicaSet controller's pod carries. All three opt in, so the product injects each time.
  */
+import { kubeApiAccessVolume } from '../test/helpers/service-account.js';
 
 const OPT_IN = { 'sidecar-injector.io/inject': 'true' };
-
-/** The service-account token volume every pod gets from the apiserver's admission. */
-function kubeApiAccess(suffix: string): object {
-  return {
-    name: `kube-api-access-${suffix}`,
-    projected: {
-      defaultMode: 420,
-      sources: [
-        { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
-        { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
-        { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
-      ],
-    },
-  };
-}
 
 function container(name: string, envCount: number, suffix: string): object {
   return {
@@ -60,7 +46,7 @@ function deploymentPod(app: string, containers: number, envCount: number): objec
       ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: `${app}-6d4f9c7b8`, uid: '1f0c2a9e-6a55-4c1e-9d0a-3b8f7e2d1c4a', controller: true, blockOwnerDeletion: true }],
     },
     spec: {
-      volumes: [{ name: 'data', emptyDir: {} }, kubeApiAccess(suffix)],
+      volumes: [{ name: 'data', emptyDir: {} }, kubeApiAccessVolume(`kube-api-access-${suffix}`)],
       containers: Array.from({ length: containers }, (_, i) => container(i === 0 ? app : `${app}-helper-${i}`, envCount, suffix)),
       restartPolicy: 'Always',
       terminationGracePeriodSeconds: 30,

@@ -20,6 +20,7 @@
  * re-invokes a webhook or runs validation.
  */
 import { createHash } from 'node:crypto';
+import { kubeApiAccessVolume } from '../helpers/service-account.js';
 
 type Obj = Record<string, any>;
 
@@ -173,17 +174,7 @@ function applyServiceAccountAdmission(pod: Obj): void {
   const name = `kube-api-access-${shortHash(JSON.stringify(pod['metadata'])).slice(0, 5)}`;
   spec['volumes'] = [
     ...(spec['volumes'] ?? []),
-    {
-      name,
-      projected: {
-        defaultMode: 420,
-        sources: [
-          { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
-          { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
-          { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
-        ],
-      },
-    },
+    kubeApiAccessVolume(name),
   ];
   for (const c of all) c['volumeMounts'] = [...(c['volumeMounts'] ?? []), { name, readOnly: true, mountPath: path }];
 }

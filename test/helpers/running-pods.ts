@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { OptInScope, selectTemplates } from '../../src/inject/policy.js';
 import type { Pod } from '../../src/kube/types.js';
+import { kubeApiAccessVolume } from './service-account.js';
 import { compileTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 
 const DIR = 'test/fixtures/cli/templates';
@@ -103,19 +104,7 @@ export function storedPod(p: RunningPod): Pod & { status: { phase: string } } {
       serviceAccountName: 'default',
       terminationGracePeriodSeconds: 30,
       tolerations: [toleration('node.kubernetes.io/not-ready'), toleration('node.kubernetes.io/unreachable')],
-      volumes: [
-        {
-          name: token,
-          projected: {
-            defaultMode: 420,
-            sources: [
-              { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
-              { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
-              { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
-            ],
-          },
-        },
-      ],
+      volumes: [kubeApiAccessVolume(token)],
     },
     status: { phase: p.phase ?? 'Running' },
   };
