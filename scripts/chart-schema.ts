@@ -2,14 +2,14 @@
  * The chart's values.schema.json, written by `npm run schema` (scripts/render-schema.ts): Helm
  * checks the values against it before it renders anything, so the chart refuses at render time what
  * the server would refuse at start (issue 21). Two parts come from the server's own rules:
- * - `imageMirrors` entries: MIRROR_ENTRY_PATTERN of src/inject/image.ts, beside parseImageMirrors;
+ * - `imageMirrors` entries: MIRROR_ENTRY_PATTERN of src/kube-values/image.ts, beside parseImageMirrors;
  * - `templates.inline`: each entry is a SidecarTemplate, checked by the server's template schema
  *   (sidecarTemplateSchema of src/templates/schema.ts over the generated core/v1 definitions), its
  *   custom formats written as the patterns they stand for, since Helm knows none of them.
  * What the schema cannot say (placement, placeholders, conflicts between templates) the server
  * still refuses at start, with `sidecar-injector lint` to check it before.
  */
-import { IMAGE_MIRRORS_MAX, MIRROR_ENTRY_PATTERN } from '../src/inject/image.js';
+import { IMAGE_MIRRORS_MAX, MIRROR_ENTRY_PATTERN } from '../src/kube-values/image.js';
 import type { CoreDefinition } from '../src/generated/core-v1.js';
 import { Formats, sidecarTemplateSchema, type Format } from '../src/templates/schema.js';
 

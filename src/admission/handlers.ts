@@ -1,7 +1,7 @@
 import type { ReviewHandler } from './pipeline.js';
 import { Options, type Config } from '../config/config.js';
 import { attempt, InjectorError } from '../errors.js';
-import { NoImageMirrors, type ImageMirrors } from '../inject/image.js';
+import { NoImageMirrors, type ImageMirrors } from '../kube-values/image.js';
 import { Keys } from '../inject/keys.js';
 import { applyInjection, planInjection } from '../inject/mutate.js';
 import type { InjectionContext } from '../inject/render.js';

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import type { ValidateFunction } from 'ajv';
 import { InjectorError } from '../errors.js';
-import { IMAGE_MIRROR_FLAG, parseImageMirrors, type ImageMirrors } from '../inject/image.js';
+import { IMAGE_MIRROR_FLAG, parseImageMirrors, type ImageMirrors } from '../kube-values/image.js';
 import { validate as validateGenerated } from '../generated/config-validator.js';
 
 /**

@@ -1,7 +1,7 @@
 import { InjectorError } from '../errors.js';
 import type { Container } from '../kube/types.js';
-import { parseImage } from './image.js';
-import { parseQuantity, quantityOf } from './quantity.js';
+import { parseImage } from '../kube-values/image.js';
+import { parseQuantity, quantityOf } from '../kube-values/quantity.js';
 import { Overridable, QUANTITY_PATTERN, type OverrideField } from '../templates/schema.js';
 import type { CompiledTemplate, RenderedTemplate } from '../templates/template.js';
 

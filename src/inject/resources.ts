@@ -1,6 +1,6 @@
 import { InjectorError } from '../errors.js';
 import { isObject, type Container, type PodSpec } from '../kube/types.js';
-import { formatQuantity, quantityOf } from './quantity.js';
+import { formatQuantity, quantityOf } from '../kube-values/quantity.js';
 
 /** The containers of the pod once injected, in their lists' order. */
 export interface PodContainers {

@@ -1,6 +1,6 @@
 import type { Container, Pod } from '../kube/types.js';
 import type { RenderedTemplate } from '../templates/template.js';
-import { imageRepository } from './image.js';
+import { imageRepository } from '../kube-values/image.js';
 import { Keys } from './keys.js';
 
 /**

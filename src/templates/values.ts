@@ -1,5 +1,5 @@
-import { parseImage } from '../inject/image.js';
-import { parseQuantity } from '../inject/quantity.js';
+import { parseImage } from '../kube-values/image.js';
+import { parseQuantity } from '../kube-values/quantity.js';
 import { MetadataLimits } from '../kube/types.js';
 import { escapeToken } from '../patch/pointer.js';
 import { compileValue, keysRead, materialize, placeholdersOf, type RenderValues } from './placeholders.js';
@@ -11,7 +11,7 @@ import { Formats, FormatMessages } from './schema.js';
  * apiserver refuses there (`{{ pod.name }}` is a controller's generateName, `web-7d9f8b6c5-`, which
  * no label value may end with). The rules are those of pkg/apis/core/validation and apimachinery's
  * validation.go, as the template schema words them (schema.ts Formats), plus the runtime's image
- * grammar (image.ts): a pod with an image it cannot parse never starts (InvalidImageName).
+ * grammar (kube-values/image.ts): a pod with an image it cannot parse never starts (InvalidImageName).
  *
  * Checked three times: at load, every static value, and every placeholder with the values every
  * cluster meets (a Deployment's pod); in lint, with the keys the placeholders read absent; at

@@ -3,7 +3,7 @@ import { before, describe, it } from 'node:test';
 import fjp from 'fast-json-patch';
 import { type AdmissionRequest } from '../../src/admission/codec.js';
 import { createHandlers } from '../../src/admission/handlers.js';
-import { parseImage, parseImageMirrors, type ImageMirrors } from '../../src/inject/image.js';
+import { parseImage, parseImageMirrors, type ImageMirrors } from '../../src/kube-values/image.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { admissionView, defaultPod } from '../corpus/admission-view.js';
 import { diff } from '../../src/patch/diff.js';

@@ -1,4 +1,4 @@
-import { imageRepository, parseImage } from '../../src/inject/image.js';
+import { imageRepository, parseImage } from '../../src/kube-values/image.js';
 
 /**
  * An executable model of the injection rules in docs/templates.md ("How injection is decided", "Jobs complete",
@@ -10,7 +10,7 @@ import { imageRepository, parseImage } from '../../src/inject/image.js';
  * It reads the SidecarTemplate documents as written (not the loader's compiled form) and works on
  * whole pods, copying freely: plain loops, no plans, no shared lists, no caches. It shares two
  * things with the product, neither of which decides an injection: the image grammar
- * (src/inject/image.ts, table-tested against distribution/reference on its own), for the validity of
+ * (src/kube-values/image.ts, table-tested against distribution/reference on its own), for the validity of
  * an image override and the repository in the status record; and the template versions, digests
  * that the loader computes (`TemplateDoc.version`).
  *

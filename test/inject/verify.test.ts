@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseImageMirrors, type ImageMirrors } from '../../src/inject/image.js';
+import { parseImageMirrors, type ImageMirrors } from '../../src/kube-values/image.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { Reason, selectTemplates } from '../../src/inject/policy.js';
 import { verifyPod } from '../../src/inject/verify.js';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { serviceDnsNames } from '../../src/certs/bootstrap.js';
 import { imageMirrors, loadConfig } from '../../src/config/config.js';
-import { parseImageMirrors } from '../../src/inject/image.js';
+import { parseImageMirrors } from '../../src/kube-values/image.js';
 import { parseKubectl } from '../../src/yaml/kubectl.js';
 import { selectorMatches } from '../../src/kube/selectors.js';
 import { loadTemplateSet } from '../../src/templates/load.js';

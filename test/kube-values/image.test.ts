@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { IMAGE_MIRRORS_MAX, MIRROR_ENTRY_PATTERN, imageRepository, mirroredFrom, parseImage, parseImageMirrors, sameRepository, suggestedMirror, type ImageMirrors } from '../../src/inject/image.js';
+import { IMAGE_MIRRORS_MAX, MIRROR_ENTRY_PATTERN, imageRepository, mirroredFrom, parseImage, parseImageMirrors, sameRepository, suggestedMirror, type ImageMirrors } from '../../src/kube-values/image.js';
 
 const SHA = 'sha256:' + 'a1'.repeat(32);
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { formatQuantity, parseQuantity, quantityOf } from '../../src/inject/quantity.js';
+import { formatQuantity, parseQuantity, quantityOf } from '../../src/kube-values/quantity.js';
 
 const nanos = (text: string): bigint | undefined => parseQuantity(text)?.nanos;
 /** As the apiserver stores a quantity it was sent: parsed, then printed in canonical form. */
