@@ -1,4 +1,5 @@
-import { overrideAnnotations, overridesFor } from '../inject/overrides.js';
+import { overridesFor } from '../inject/overrides.js';
+import { overrideAnnotations } from '../templates/override-keys.js';
 import { renderTemplates } from '../inject/render.js';
 import type { Container, Pod, PodSpec } from '../kube/types.js';
 import type { Placement } from '../templates/placement.js';

@@ -4,6 +4,7 @@ import { parseImage } from '../kube-values/image.js';
 import { parseQuantity, quantityOf } from '../kube-values/quantity.js';
 import { Overridable, QUANTITY_PATTERN, type OverrideField } from '../templates/schema.js';
 import type { CompiledTemplate, RenderedTemplate } from '../templates/template.js';
+import { overrideKey, type OverrideAnnotations } from '../templates/override-keys.js';
 
 /**
  * Per-pod overrides: `<template>.sidecar-injector.io/image`, `/cpu` and `/memory` annotations change
@@ -19,11 +20,6 @@ export type Overrides = Partial<Record<OverrideField, string>>;
 export interface OverrideReading {
   readonly overrides: Overrides;
   readonly warnings: readonly string[];
-}
-
-/** The annotation that overrides `field` of `template`. */
-function overrideKey(template: string, field: string): string {
-  return `${template}.sidecar-injector.io/${field}`;
 }
 
 const QUANTITY = new RegExp(QUANTITY_PATTERN);
@@ -59,33 +55,8 @@ export function overridesFor(t: CompiledTemplate, annotations: OverrideAnnotatio
   return { overrides, warnings: capped(ignored) };
 }
 
-const PREFIX_TAIL = overrideKey('', '');
 /** The reading of a pod without annotations under the template's prefix: most pods. */
 const NO_OVERRIDES: OverrideReading = Object.freeze({ overrides: Object.freeze({}), warnings: Object.freeze([]) });
-
-/** Annotations `[key, value]` under each template's prefix, by template name (overrideAnnotations). */
-export type OverrideAnnotations = ReadonlyMap<string, readonly (readonly [string, string])[]>;
-
-/**
- * The annotations under `<template>.sidecar-injector.io/` in `maps` (the pod's, then those the
- * templates add), by template, in one walk however many templates are selected (issue 11: a pod
- * may carry thousands of annotations). Template names hold no `/`, so a key is under a template's
- * prefix exactly when the text before its first `/` is `<template>.sidecar-injector.io`.
- */
-export function overrideAnnotations(...maps: readonly (Readonly<Record<string, string>> | undefined)[]): OverrideAnnotations {
-  const found = new Map<string, [string, string][]>();
-  for (const annotations of maps) {
-    for (const key in annotations) {
-      const slash = key.indexOf('/');
-      if (slash < 0 || !key.startsWith(PREFIX_TAIL, slash + 1 - PREFIX_TAIL.length)) continue;
-      const name = key.slice(0, slash + 1 - PREFIX_TAIL.length);
-      const list = found.get(name) ?? [];
-      list.push([key, annotations[key]!]);
-      found.set(name, list);
-    }
-  }
-  return found;
-}
 
 /** Why an annotation under the template's prefix is not applied, or undefined when it is none of the injector's business. */
 function ignoredWarning(t: CompiledTemplate, field: string, key: string, selected: readonly CompiledTemplate[]): string | undefined {

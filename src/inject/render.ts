@@ -4,7 +4,8 @@ import { renderValues, type RenderValues } from '../templates/placeholders.js';
 import type { CompiledTemplate, RenderedTemplate } from '../templates/template.js';
 import { describeFault, renderedFault } from '../templates/values.js';
 import { jobCompletionWarning } from './jobs.js';
-import { applyOverrides, overrideAnnotations, overridesFor } from './overrides.js';
+import { applyOverrides, overridesFor } from './overrides.js';
+import { overrideAnnotations } from '../templates/override-keys.js';
 import { planFor, type InjectionPlan } from './plan.js';
 
 /** Facts about a pod that its object alone may not tell (the CLI injects pod templates, which have no owner). */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
-import { overrideAnnotations } from '../inject/overrides.js';
+import { overrideAnnotations } from './override-keys.js';
 import { compileValue, inputsOf, isDynamic, keysRead, materialize, type Compiled, type RenderValues } from './placeholders.js';
 import type { Placement } from './placement.js';
 import type { OverrideField } from './schema.js';
