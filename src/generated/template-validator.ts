@@ -3,7 +3,6 @@
 // `npm run schema`; `npm run lint` and test/scripts/render-schema.test.ts check it is current.
 // @ts-nocheck
 import { createRequire } from 'node:module';
-import { Formats } from './schema.js';
 
 const require = createRequire(import.meta.url);
 export const validate = validate10;
