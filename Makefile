@@ -25,7 +25,7 @@ build: ## compile TypeScript to dist/ (npm run build)
 test: ## typecheck and run every test (npm test)
 	npm test
 
-lint: ## typecheck, and check manifests/install.yaml is current (npm run lint)
+lint: ## typecheck, ESLint, the layer check (dependency-cruiser), Prettier, generated files current (npm run lint)
 	npm run lint
 
 run: ## serve the bundled templates on https://localhost:8443 with a self-signed CA (npm start)

@@ -138,7 +138,9 @@ async function main(argv: readonly string[]): Promise<number> {
       let current = '';
       try {
         current = readFileSync(path, 'utf8');
-      } catch {}
+      } catch {
+        // Not written yet: out of date like any other difference.
+      }
       if (current !== text) problems.push(`${path.slice(ROOT.length + 1)} is out of date`);
     }
     if (problems.length === 0) return 0;

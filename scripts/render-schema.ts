@@ -162,7 +162,9 @@ function version(pkg: string): string {
     try {
       const json = JSON.parse(readFileSync(join(d, 'package.json'), 'utf8')) as { name?: string; version?: string };
       if (json.name === pkg) return json.version ?? '?';
-    } catch {}
+    } catch {
+      // No package.json at this level: look one folder up.
+    }
   }
   return '?';
 }

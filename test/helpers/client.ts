@@ -1,4 +1,4 @@
-import { request, Agent } from 'node:https';
+import { request, type Agent } from 'node:https';
 
 export interface HttpResult {
   readonly status: number;

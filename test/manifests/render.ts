@@ -24,7 +24,9 @@ export function kustomizations(): { kustomizations: string[]; components: string
     try {
       const kind = parse(readFileSync(file, 'utf8'))?.kind ?? 'Kustomization';
       (kind === 'Component' ? found.components : found.kustomizations).push(relative(MANIFESTS, dir));
-    } catch {}
+    } catch {
+      // No kustomization.yaml here: only its subfolders may hold one.
+    }
     for (const name of readdirSync(dir)) if (statSync(join(dir, name)).isDirectory()) walk(join(dir, name));
   };
   walk(MANIFESTS);
