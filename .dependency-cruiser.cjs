@@ -20,6 +20,13 @@ const forbidden = [
     from: {},
     to: { circular: true },
   },
+  {
+    name: 'server-transport-only',
+    comment: 'The server knows reviews only through src/admission/: the answer cache generation is an opaque token (docs/development.md).',
+    severity: 'error',
+    from: { path: '^src/server/' },
+    to: { path: '^src/(inject|templates)/' },
+  },
 ];
 LAYERS.forEach((layer, i) => {
   const above = LAYERS.slice(i + 1).flatMap((l) => l.paths);
