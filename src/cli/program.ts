@@ -1,8 +1,9 @@
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { configFromFlags, Options } from '../config/config.js';
+import { Options } from '../config/config.js';
 import { bashCompletion } from './completion.js';
 import { describeError } from './errors.js';
 import { processIO, type IO } from './args.js';
+import { configFromOptions, serveOptions } from './serve-flags.js';
 import { versionLine } from './version.js';
 
 /** The program's name, as installed by package.json `bin`. */
@@ -77,7 +78,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
   serve.action(
     act(async (...args) => {
       const flags = (args[0] ?? {}) as Readonly<Record<string, string | undefined>>;
-      const config = configFromFlags(Object.fromEntries(Object.values(Options).map((o) => [o.flag, flags[camel(o.flag)]])));
+      const config = configFromOptions(flags);
       return (await Commands.serve()).serveCommand(config);
     }),
   );
@@ -241,22 +242,4 @@ export function parseLabels(text: string): Record<string, string> {
     labels[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim();
   }
   return labels;
-}
-
-/** One option per row of the config table, so a row added there is a flag of `serve` with no other change. */
-function serveOptions(): Option[] {
-  return Object.values(Options).map((o) => {
-    const schema: { readonly type?: string; readonly enum?: readonly string[]; readonly default: unknown } = o.schema;
-    const value = schema.type === 'integer' ? '<n>' : '<value>';
-    // No commander default: the environment variable sits between the flag and the default, and Ajv validates.
-    const option = new Option(`--${o.flag} ${value}`, `${o.help} (env ${o.env}, default ${JSON.stringify(schema.default)})`);
-    // A flag with a fixed set of values refuses another by listing them, as every flag with choices does.
-    if (schema.enum !== undefined) option.choices(schema.enum);
-    // A repeatable flag is one comma-separated list, as its environment variable writes it.
-    return 'repeatable' in o ? option.argParser((v: string, previous?: string) => (previous === undefined ? v : `${previous},${v}`)) : option;
-  });
-}
-
-function camel(flag: string): string {
-  return flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 }

@@ -1,4 +1,3 @@
-import { parseArgs } from 'node:util';
 import type { ValidateFunction } from 'ajv';
 import { InjectorError } from '../errors.js';
 import { IMAGE_MIRROR_FLAG, parseImageMirrors, type ImageMirrors } from '../kube-values/image.js';
@@ -65,12 +64,7 @@ export function configSchema(): object {
 // server's included, for a check made once at start.
 const validateConfig = validateGenerated as unknown as ValidateFunction;
 
-/** Builds the configuration from command-line flags and the environment. Throws CONFIG_INVALID naming the flag. */
-export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Config {
-  return configFromFlags(parseFlags(argv), env);
-}
-
-/** The same from flags already parsed (the CLI's parser), keyed by flag name without `--`. */
+/** Builds the configuration from flags already parsed (the CLI's, cli/serve-flags.ts), keyed by flag name without `--`, and the environment. Throws CONFIG_INVALID naming the flag. */
 export function configFromFlags(flags: Readonly<Record<string, string | undefined>>, env: NodeJS.ProcessEnv = process.env): Config {
   const raw: Record<string, unknown> = {};
   for (const [key, o] of Object.entries(Options)) {
@@ -103,15 +97,4 @@ export function imageMirrors(config: Config): ImageMirrors {
 
 function readMirrors(config: Config): ReturnType<typeof parseImageMirrors> {
   return parseImageMirrors(config.imageMirror.split(',').map((e) => e.trim()).filter((e) => e !== ''));
-}
-
-function parseFlags(argv: readonly string[]): Record<string, string | undefined> {
-  const options = Object.fromEntries(Object.values(Options).map((o) => [o.flag, { type: 'string' as const, multiple: 'repeatable' in o }]));
-  try {
-    const values = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values as Record<string, string | string[] | undefined>;
-    // A repeatable flag given several times is one list, as the environment variable writes it.
-    return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, Array.isArray(v) ? v.join(',') : v]));
-  } catch (err) {
-    throw new InjectorError('CONFIG_INVALID', [(err as Error).message], { cause: err });
-  }
 }

@@ -8,7 +8,7 @@ import type { TLSSocket } from 'node:tls';
 import { serviceDnsNames } from '../../src/certs/bootstrap.js';
 import { createCA, issueServingCert, type KeyPair } from '../../src/certs/pki.js';
 import { watchCertificate, watchForChange } from '../../src/certs/watcher.js';
-import { loadConfig } from '../../src/config/config.js';
+import { serveConfig } from '../../src/cli/serve-flags.js';
 import { createLogger } from '../../src/log.js';
 import { serve } from '../../src/main.js';
 import { httpsRequest } from '../helpers/client.js';
@@ -60,7 +60,7 @@ describe('certificate watcher', () => {
 
   it('swaps the certificate of a running server under continuous requests without failing one', async () => {
     const certs = await makeTestCerts();
-    const config = loadConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--cert-check-interval', '1'], {});
+    const config = serveConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--cert-check-interval', '1'], {});
     const running = await serve(config, logger);
     after(() => running.close());
     const newCa = await createCA('rotated-ca', 1);
@@ -110,7 +110,7 @@ describe('certificate watcher', () => {
     api.putWebhookConfig('mutating', webhookConfigObject('mutating', 'sidecar-injector'));
     api.putWebhookConfig('validating', webhookConfigObject('validating', 'sidecar-injector'));
     const flags = ['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--templates-dir', 'templates', '--cert-check-interval', '1'];
-    const config = loadConfig([...flags, '--cert-secret', 'sidecar-injector-tls', '--namespace', 'sidecar-injector', '--kubeconfig', api.kubeconfig], {});
+    const config = serveConfig([...flags, '--cert-secret', 'sidecar-injector-tls', '--namespace', 'sidecar-injector', '--kubeconfig', api.kubeconfig], {});
     const running = await serve(config, logger);
     after(() => running.close());
 
@@ -160,7 +160,7 @@ describe('certificate reload faults', () => {
 
   it('keeps serving the current pair through an empty key, an empty certificate, a mismatched pair and an expired one, counts each, then swaps in a good pair', async () => {
     const certs = await makeTestCerts();
-    const config = loadConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--cert-check-interval', '1'], {});
+    const config = serveConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--cert-check-interval', '1'], {});
     const running = await serve(config, logger);
     after(() => running.close());
     const crt = join(certs.certDir, 'tls.crt');
@@ -199,7 +199,7 @@ describe('certificate reload faults', () => {
     const [first, second, expired] = [await createCA('client-ca-1', 1), await createCA('client-ca-2', 1), await createCA('client-ca-old', -1)];
     await writeFile(file, first.certPem);
     const flags = ['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--cert-check-interval', '1', '--client-ca', file];
-    const running = await serve(loadConfig(flags, {}), logger);
+    const running = await serve(serveConfig(flags, {}), logger);
     after(() => running.close());
     const statusWith = async (ca: KeyPair): Promise<number | string> => {
       const { issueClientCert } = await import('../../src/certs/pki.js');

@@ -3,30 +3,33 @@ import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { InjectorError } from '../../src/errors.js';
-import { imageMirrors, Options, loadConfig } from '../../src/config/config.js';
+import { CommanderError } from 'commander';
+import { serveConfig } from '../../src/cli/serve-flags.js';
+import { imageMirrors, Options } from '../../src/config/config.js';
 
 const refused = (argv: string[], env: NodeJS.ProcessEnv, message: RegExp) =>
-  assert.throws(() => loadConfig(argv, env), (err: unknown) => err instanceof InjectorError && err.code === 'CONFIG_INVALID' && message.test(err.message));
+  assert.throws(() => serveConfig(argv, env), (err: unknown) => err instanceof InjectorError && err.code === 'CONFIG_INVALID' && message.test(err.message));
 
-describe('loadConfig', () => {
+// Through serveConfig: the flags as `sidecar-injector serve` reads them (commander), then configFromFlags.
+describe('the configuration serve runs with', () => {
   it('takes each default from the table when neither a flag nor the environment sets it', () => {
-    const config = loadConfig([], {});
+    const config = serveConfig([], {});
     for (const [key, o] of Object.entries(Options)) assert.deepEqual(config[key as keyof typeof Options], o.schema.default, key);
   });
 
   it('takes the environment over the default, and a flag over both', () => {
-    assert.equal(loadConfig([], { SIDECAR_INJECTOR_PORT: '9443' }).port, 9443);
-    assert.equal(loadConfig(['--port', '10443'], { SIDECAR_INJECTOR_PORT: '9443' }).port, 10443);
-    assert.equal(loadConfig(['--log-level=debug'], { SIDECAR_INJECTOR_LOG_LEVEL: 'warn' }).logLevel, 'debug');
-    assert.equal(loadConfig([], { SIDECAR_INJECTOR_TEMPLATES_DIR: '/etc/templates' }).templatesDir, '/etc/templates');
+    assert.equal(serveConfig([], { SIDECAR_INJECTOR_PORT: '9443' }).port, 9443);
+    assert.equal(serveConfig(['--port', '10443'], { SIDECAR_INJECTOR_PORT: '9443' }).port, 10443);
+    assert.equal(serveConfig(['--log-level=debug'], { SIDECAR_INJECTOR_LOG_LEVEL: 'warn' }).logLevel, 'debug');
+    assert.equal(serveConfig([], { SIDECAR_INJECTOR_TEMPLATES_DIR: '/etc/templates' }).templatesDir, '/etc/templates');
   });
 
   it('treats an empty environment variable as unset', () => {
-    assert.equal(loadConfig([], { SIDECAR_INJECTOR_PORT: '' }).port, 8443);
+    assert.equal(serveConfig([], { SIDECAR_INJECTOR_PORT: '' }).port, 8443);
   });
 
   it('turns numbers into integers, and freezes the result', () => {
-    const config = loadConfig(['--max-inflight', '7'], {});
+    const config = serveConfig(['--max-inflight', '7'], {});
     assert.equal(config.maxInflight, 7);
     assert.ok(Object.isFrozen(config));
   });
@@ -38,9 +41,9 @@ describe('loadConfig', () => {
   });
 
   it('takes a revision as a DNS label, empty by default', () => {
-    assert.equal(loadConfig([], {}).revision, '');
-    assert.equal(loadConfig(['--revision=canary'], {}).revision, 'canary');
-    assert.equal(loadConfig([], { SIDECAR_INJECTOR_REVISION: 'b-2' }).revision, 'b-2');
+    assert.equal(serveConfig([], {}).revision, '');
+    assert.equal(serveConfig(['--revision=canary'], {}).revision, 'canary');
+    assert.equal(serveConfig([], { SIDECAR_INJECTOR_REVISION: 'b-2' }).revision, 'b-2');
     refused(['--revision', 'Canary'], {}, /--revision \(SIDECAR_INJECTOR_REVISION\) must match pattern/);
   });
 
@@ -48,13 +51,15 @@ describe('loadConfig', () => {
     refused(['--port=-1', '--max-inflight', '0'], {}, /--port \(SIDECAR_INJECTOR_PORT\) must be >= 0: -1; --max-inflight \(SIDECAR_INJECTOR_MAX_INFLIGHT\) must be >= 1: 0/);
   });
 
-  it('refuses an unknown flag and a positional argument', () => {
-    refused(['--prot', '1'], {}, /--prot/);
-    refused(['serve'], {}, /serve/);
+  it('refuses an unknown flag and a positional argument, as usage errors of the command', () => {
+    const usage = (argv: string[], code: string, message: RegExp) =>
+      assert.throws(() => serveConfig(argv, {}), (err: unknown) => err instanceof CommanderError && err.code === code && message.test(err.message));
+    usage(['--prot', '1'], 'commander.unknownOption', /--prot/);
+    usage(['serve'], 'commander.excessArguments', /too many arguments/);
   });
 
   it('takes --image-mirror repeated, or comma-separated in its variable, as one list', () => {
-    const entries = (argv: string[], env: NodeJS.ProcessEnv) => imageMirrors(loadConfig(argv, env)).entries.map((m) => `${m.source}=${m.mirror}`);
+    const entries = (argv: string[], env: NodeJS.ProcessEnv) => imageMirrors(serveConfig(argv, env)).entries.map((m) => `${m.source}=${m.mirror}`);
     assert.deepEqual(entries(['--image-mirror', 'docker.io=mirror.example.com/dockerhub', '--image-mirror=quay.io=mirror.example.com/quay'], {}), ['docker.io=mirror.example.com/dockerhub', 'quay.io=mirror.example.com/quay']);
     assert.deepEqual(entries([], { SIDECAR_INJECTOR_IMAGE_MIRROR: 'docker.io=mirror.example.com/dockerhub, quay.io=mirror.example.com/quay' }), ['docker.io=mirror.example.com/dockerhub', 'quay.io=mirror.example.com/quay']);
     assert.deepEqual(entries(['--image-mirror', 'ghcr.io=mirror.example.com/ghcr'], { SIDECAR_INJECTOR_IMAGE_MIRROR: 'docker.io=mirror.example.com/dockerhub' }), ['ghcr.io=mirror.example.com/ghcr']);
@@ -71,8 +76,8 @@ describe('loadConfig', () => {
     const modules = ['src/cli/program.ts', 'src/main.ts'].map((m) => pathToFileURL(m).href);
     const script = `import { createRequire } from 'node:module';
       for (const m of ${JSON.stringify(modules)}) await import(m);
-      const { loadConfig } = await import(${JSON.stringify(pathToFileURL('src/config/config.ts').href)});
-      loadConfig(['--port', '9443'], {});
+      const { serveConfig } = await import(${JSON.stringify(pathToFileURL('src/cli/serve-flags.ts').href)});
+      serveConfig(['--port', '9443'], {});
       console.log(Object.keys(createRequire(import.meta.url).cache).filter((f) => /[\\/]ajv[\\/]dist[\\/](ajv|core|compile)/.test(f)).join(' '));`;
     const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8' });
     assert.equal(child.status, 0, child.stderr);

@@ -5,7 +5,8 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { serviceDnsNames } from '../../src/certs/bootstrap.js';
-import { imageMirrors, loadConfig } from '../../src/config/config.js';
+import { serveConfig } from '../../src/cli/serve-flags.js';
+import { imageMirrors } from '../../src/config/config.js';
 import { parseImageMirrors } from '../../src/kube-values/image.js';
 import { parseKubectl } from '../../src/yaml/kubectl.js';
 import { selectorMatches } from '../../src/kube/selectors.js';
@@ -37,7 +38,7 @@ function assertSameObjects(helm: Obj[], kustomize: Obj[]): void {
   for (const [k, o] of fromKustomize) assert.deepEqual(fromHelm.get(k), o, k);
 }
 
-const args = (objects: Obj[]) => loadConfig(injector(objects).args.slice(1), {});
+const args = (objects: Obj[]) => serveConfig(injector(objects).args.slice(1), {});
 
 /**
  * The kustomize objects the chart templates: all but the SidecarTemplate CRD, which the chart ships

@@ -13,7 +13,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { serviceDnsNames } from '../../src/certs/bootstrap.js';
-import { loadConfig } from '../../src/config/config.js';
+import { serveConfig } from '../../src/cli/serve-flags.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { selectorMatches } from '../../src/kube/selectors.js';
 import { INSTALL_YAML, installYaml, kustomize, MANIFESTS, parseObjects, SHIPPED_WEBHOOKS_TS, shippedWebhooksModule, templateDrift } from '../../scripts/render-install.js';
@@ -44,7 +44,7 @@ const CUSTOM_GROUPS = ['cert-manager.io/v1', 'monitoring.coreos.com/v1'];
 const base = kustomizeObjects('');
 const overlay = kustomizeObjects('overlays/cert-manager');
 const one = (objects: Obj[], kind: string): Obj => oneOf(objects, kind);
-const argsConfig = (objects: Obj[]) => loadConfig(container(objects).args.slice(1), {});
+const argsConfig = (objects: Obj[]) => serveConfig(container(objects).args.slice(1), {});
 const selects = (selector: Obj, labels: Record<string, string>): boolean => selectorMatches(selector, labels);
 /** The labels a namespace carries (the apiserver sets kubernetes.io/metadata.name on every one). */
 const nsLabels = (name: string, extra: Record<string, string> = {}) => ({ 'kubernetes.io/metadata.name': name, ...extra });

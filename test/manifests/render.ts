@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parse } from 'yaml';
 import { CHART, kustomize, MANIFESTS, parseObjects } from '../../scripts/render-install.js';
-import { loadConfig, type Config } from '../../src/config/config.js';
+import { serveConfig } from '../../src/cli/serve-flags.js';
+import type { Config } from '../../src/config/config.js';
 import { ensureTools, run } from '../../scripts/tools.js';
 
 export type Obj = Record<string, any>;
@@ -113,5 +114,5 @@ export const injector = (objects: readonly Obj[]): Obj => one(objects, 'Deployme
 export function serverConfig(objects: readonly Obj[]): Config {
   const c = injector(objects);
   const env = Object.fromEntries((c.env as Obj[]).filter((e) => e.value !== undefined).map((e) => [e.name, e.value]));
-  return loadConfig(c.args.slice(1), env);
+  return serveConfig(c.args.slice(1), env);
 }

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { createHandlers } from '../../src/admission/handlers.js';
 import { createCA, issueClientCert } from '../../src/certs/pki.js';
-import { loadConfig } from '../../src/config/config.js';
+import { serveConfig } from '../../src/cli/serve-flags.js';
 import { createAdmissionApp, createAdmissionServer, EdgeLimits } from '../../src/server/admission.js';
 import { HealthLimits } from '../../src/server/health.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
@@ -602,11 +602,11 @@ describe('faults inside a review', () => {
   });
 
   it('loads the edge limits from flags', () => {
-    const config = loadConfig(['--request-timeout', '3', '--max-connections', '7', '--max-inflight', '2', '--body-timeout', '1', '--bodies-in-transit-mb', '8'], {});
+    const config = serveConfig(['--request-timeout', '3', '--max-connections', '7', '--max-inflight', '2', '--body-timeout', '1', '--bodies-in-transit-mb', '8'], {});
     assert.deepEqual([config.requestTimeout, config.maxConnections, config.maxInflight, config.clientCa, config.bodyTimeout, config.bodiesInTransitMb], [3, 7, 2, '', 1, 8]);
-    assert.deepEqual([loadConfig([], {}).bodyTimeout, loadConfig([], {}).bodiesInTransitMb], [2, 32]);
-    assert.throws(() => loadConfig(['--request-timeout', '0'], {}), /--request-timeout/);
-    assert.throws(() => loadConfig(['--body-timeout', '0'], {}), /--body-timeout/);
-    assert.throws(() => loadConfig(['--bodies-in-transit-mb', '0'], {}), /--bodies-in-transit-mb/);
+    assert.deepEqual([serveConfig([], {}).bodyTimeout, serveConfig([], {}).bodiesInTransitMb], [2, 32]);
+    assert.throws(() => serveConfig(['--request-timeout', '0'], {}), /--request-timeout/);
+    assert.throws(() => serveConfig(['--body-timeout', '0'], {}), /--body-timeout/);
+    assert.throws(() => serveConfig(['--bodies-in-transit-mb', '0'], {}), /--bodies-in-transit-mb/);
   });
 });
