@@ -1,4 +1,4 @@
-import type { Container, Pod } from '../kube/types.js';
+import { isObject, type Container, type Pod } from '../kube/types.js';
 import type { RenderedTemplate } from '../templates/template.js';
 import { imageRepository } from '../kube-values/image.js';
 import { Keys } from './keys.js';
@@ -113,10 +113,6 @@ function isRecord(v: unknown): v is TemplateRecord {
 
 function optional(v: unknown, check: (v: unknown) => boolean): boolean {
   return v === undefined || check(v);
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function isStringList(v: unknown): v is string[] {
