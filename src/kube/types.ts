@@ -1,3 +1,5 @@
+import { LABEL_VALUE_MAX_LENGTH } from '../kube-values/label.js';
+
 /**
  * The small structural view of the Kubernetes objects the injector reads: core/v1 pods, and the
  * admissionregistration/v1 webhook configurations that route them. Objects arrive as parsed JSON,
@@ -107,5 +109,5 @@ export const MetadataLimits = {
   /** DNS1123SubdomainMaxLength: the optional prefix before the `/`. */
   keyPrefix: 253,
   /** LabelValueMaxLength. */
-  labelValue: 63,
+  labelValue: LABEL_VALUE_MAX_LENGTH,
 } as const;

@@ -1,6 +1,6 @@
 import { parseImage } from '../kube-values/image.js';
+import { labelValueProblem } from '../kube-values/label.js';
 import { parseQuantity } from '../kube-values/quantity.js';
-import { MetadataLimits } from '../kube/types.js';
 import { escapeToken } from '../patch/pointer.js';
 import { compileValue, keysRead, materialize, placeholdersOf, type RenderValues } from './placeholders.js';
 import { Formats, FormatMessages } from './schema.js';
@@ -26,19 +26,10 @@ export interface ValueRule {
   readonly problem: (value: string) => string | undefined;
 }
 
-// validation.IsValidLabelValue: at most 63 characters, empty or alphanumeric at both ends.
-const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
-
 const format = (what: string, name: keyof typeof Formats): ValueRule => ({ what, problem: (v) => (Formats[name].test(v) ? undefined : FormatMessages[name]) });
 
 const Rules = {
-  labelValue: {
-    what: 'a label value',
-    problem: (v: string) => {
-      if (v.length > MetadataLimits.labelValue) return `must be at most ${MetadataLimits.labelValue} characters, got ${v.length} (validation.IsValidLabelValue)`;
-      return LABEL_VALUE.test(v) ? undefined : 'must be empty or begin and end with a letter or digit, with only letters, digits, "-", "_" and "." between (validation.IsValidLabelValue)';
-    },
-  },
+  labelValue: { what: 'a label value', problem: labelValueProblem },
   containerName: format('a container name', 'dns1123-label'),
   volumeName: format('a volume name', 'dns1123-label'),
   portName: format('a port name', 'iana-svc-name'),
