@@ -24,11 +24,17 @@ const installs: { name: string; objects: () => Obj[]; revision?: string }[] = [
 ];
 
 describe('every install, through the apiserver admission code (kubeadmit)', { skip }, () => {
+  // The injectors start side by side: most of a start is waiting on the loader.
+  const started = new Map<string, RunningInstall>();
+  before(async () => {
+    const rendered = installs.map((i) => [i.name, i.objects()] as const);
+    for (const [name, r] of await Promise.all(rendered.map(async ([name, objects]) => [name, await startInstall(binary, objects)] as const))) started.set(name, r);
+  });
+  after(() => Promise.all([...started.values()].map((r) => r.close())));
   for (const install of installs) {
     describe(install.name, () => {
       let running: RunningInstall;
-      before(async () => (running = await startInstall(binary, install.objects())));
-      after(() => running?.close());
+      before(() => void (running = started.get(install.name)!));
 
       if (install.revision === undefined) {
         it('injects pods opted in by their label or their namespace, and leaves opted-out pods and system namespaces alone', async () => {
