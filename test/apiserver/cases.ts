@@ -41,7 +41,10 @@ export function assertInjected(res: Admission, opts: { scope?: 'pod' | 'namespac
   assert.ok(s, `no ${STATUS} on the stored pod`);
   assert.deepEqual(s.templates, opts.templates ?? ['log-shipper']);
   assert.equal(s.revision, opts.revision);
-  for (const t of s.injected) for (const name of Object.keys(t.containers)) assert.ok(containerNames(res).some((n) => n.replace(/^init:/, '') === name), `${name} stored`);
+  for (const t of s.injected) {
+    for (const name of Object.keys(t.containers ?? {})) assert.ok(containerNames(res).includes(name), `container ${name} stored`);
+    for (const name of Object.keys(t.initContainers ?? {})) assert.ok(containerNames(res).includes(`init:${name}`), `native sidecar ${name} stored`);
+  }
 }
 
 /** Admitted untouched: no webhook of the injector called, the stored pod the one sent (defaulted). */

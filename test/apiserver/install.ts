@@ -37,6 +37,10 @@ export interface RunningInstall {
   /** The CA that signed the serving certificate (kubeadmit's --ca, a caBundle's content). */
   readonly caFile: string;
   readonly caPem: string;
+  /** The serving certificate and key (for a stand-in in front of the server). */
+  readonly serving: { readonly certPem: string; readonly keyPem: string };
+  /** <service>.<namespace>.svc, the name the certificate is for. */
+  readonly dnsName: string;
   /** The rendered webhook configurations, as one JSON List file (kubeadmit's --config). */
   readonly configFile: string;
   readonly configurations: Obj[];
@@ -129,6 +133,8 @@ export async function startInstall(binary: string, objects: readonly Obj[], opts
     port,
     caFile,
     caPem: ca.certPem,
+    serving,
+    dnsName: serviceDnsName(objects),
     configFile,
     configurations,
     ...(api && { api }),
