@@ -140,7 +140,8 @@ describe('one pod CREATE through the apiserver admission code (kubeadmit), kusto
       assert.equal(res.reason, 'admission webhook "namespace.inject.sidecar-injector.io" denied the request: unknown sidecar template(s) "tracing" named in annotation sidecar-injector.io/templates; known templates: log-shipper, proxy');
     });
 
-    const notInjected = 'pod opted in to sidecar injection but is missing: container "log-shipper" (template "log-shipper")';
+    const notInjected =
+      'pod opted in to sidecar injection but was never injected (no sidecar-injector.io/status annotation): the injector\'s mutating webhook did not answer for it (down, unreachable or slower than its timeoutSeconds; it fails open); a controller creates the pod again by itself, create a bare pod again once an injector replica is ready; missing: container "log-shipper" (template "log-shipper"); volume "app-logs" (template "log-shipper")';
     for (const [what, holdMs] of [['slower than its timeoutSeconds', 2500], ['down (connections reset)', undefined]] as const) {
       it(`the injector's mutating side ${what} while /validate answers: the pod passes /mutate (failurePolicy Ignore) and /validate refuses it`, async () => {
         const front = await frontMutate(running, holdMs);
