@@ -1,12 +1,12 @@
 import { after, before, describe, it } from 'node:test';
 import { findKubeadmit, mapLimit } from '../helpers/kubeadmit.js';
-import { helmObjects, kustomizations, kustomizeWithComponent, type Obj } from '../manifests/render.js';
-import { appPod, assertInjected, assertUntouched, INJECT, REV } from './cases.js';
+import { kustomizations, kustomizeWithComponent, type Obj } from '../manifests/render.js';
+import { appPod, assertInjected, assertUntouched, INJECT } from './cases.js';
 import { startInstall, type RunningInstall } from './install.js';
 
 /**
- * Each component of manifests/components on the kustomize base, and the chart's revision, rendered
- * with the real kustomize and helm, the injector started as the image starts it, pods run through the
+ * Each component of manifests/components on the kustomize base (components/revision: in
+ * revisions-kustomize.test.ts), rendered with the real kustomize, the injector started as the image starts it, pods run through the
  * kube-apiserver's admission code (kubeadmit). The full opt-in matrix runs on the base and the
  * chart's defaults (opt-in.test.ts); here each install answers the cases that tell it works.
  */
@@ -17,13 +17,11 @@ const binary = 'binary' in found ? found.binary : '';
 const scenario = (namespace: string, nsLabels: Record<string, string>, podLabels: Record<string, string>) => ({ namespace, namespaces: { [namespace]: { labels: nsLabels } }, object: appPod(podLabels) });
 
 const components = kustomizations().components.filter((c) => c !== 'components/revision');
-const installs: { name: string; objects: () => Obj[]; revision?: string }[] = [
+const installs: { name: string; objects: () => Obj[] }[] = [
   ...components.map((c) => ({ name: `kustomize manifests/base + ${c}`, objects: () => kustomizeWithComponent('base', c) })),
-  { name: 'kustomize manifests/base + components/revision', objects: () => kustomizeWithComponent('base', 'components/revision'), revision: 'canary' },
-  { name: 'helm template --set revision=canary', objects: () => helmObjects({ set: { revision: 'canary' } }), revision: 'canary' },
 ];
 
-describe('every install, through the apiserver admission code (kubeadmit)', { skip }, () => {
+describe('each component on the kustomize base, through the apiserver admission code (kubeadmit)', { skip }, () => {
   // The injectors start side by side: most of a start is waiting on the loader.
   const started = new Map<string, RunningInstall>();
   before(async () => {
@@ -36,39 +34,17 @@ describe('every install, through the apiserver admission code (kubeadmit)', { sk
       let running: RunningInstall;
       before(() => void (running = started.get(install.name)!));
 
-      if (install.revision === undefined) {
-        it('injects pods opted in by their label or their namespace, and leaves opted-out pods and system namespaces alone', async () => {
-          const [byPod, byNamespace, optedOut, system] = await mapLimit(
-            [scenario('shop', {}, { [INJECT]: 'true' }), scenario('shop', { [INJECT]: 'true' }, {}), scenario('shop', { [INJECT]: 'true' }, { [INJECT]: 'false' }), scenario('kube-system', { [INJECT]: 'true' }, { [INJECT]: 'true' })],
-            4,
-            (s) => running.admit(s),
-          );
-          assertInjected(byPod!, { scope: 'pod' });
-          assertInjected(byNamespace!, { scope: 'namespace' });
-          assertUntouched(optedOut!);
-          assertUntouched(system!);
-        });
-      } else {
-        const rev = install.revision;
-        it(`takes only pods of revision ${rev}, the pod's label winning over the namespace's`, async () => {
-          const cases = [
-            [scenario('shop', {}, { [INJECT]: 'true', [REV]: rev }), 'pod'],
-            [scenario('shop', { [INJECT]: 'true', [REV]: rev }, {}), 'namespace'],
-            [scenario('shop', { [INJECT]: 'true' }, { [REV]: rev }), 'namespace'],
-            [scenario('shop', { [INJECT]: 'true', [REV]: rev }, { [INJECT]: 'false' }), 'none'],
-            [scenario('shop', { [INJECT]: 'true', [REV]: rev }, { [REV]: 'other' }), 'none'],
-            [scenario('shop', { [INJECT]: 'true' }, {}), 'none'],
-            [scenario('shop', {}, { [INJECT]: 'true' }), 'none'],
-            [scenario('kube-system', { [INJECT]: 'true', [REV]: rev }, {}), 'none'],
-            [scenario('sidecar-injector', {}, { [INJECT]: 'true', [REV]: rev }), 'none'],
-          ] as const;
-          const results = await mapLimit(cases, 6, ([s]) => running.admit(s));
-          for (const [i, [, want]] of cases.entries()) {
-            if (want === 'none') assertUntouched(results[i]!);
-            else assertInjected(results[i]!, { scope: want, revision: rev });
-          }
-        });
-      }
+      it('injects pods opted in by their label or their namespace, and leaves opted-out pods and system namespaces alone', async () => {
+        const [byPod, byNamespace, optedOut, system] = await mapLimit(
+          [scenario('shop', {}, { [INJECT]: 'true' }), scenario('shop', { [INJECT]: 'true' }, {}), scenario('shop', { [INJECT]: 'true' }, { [INJECT]: 'false' }), scenario('kube-system', { [INJECT]: 'true' }, { [INJECT]: 'true' })],
+          4,
+          (s) => running.admit(s),
+        );
+        assertInjected(byPod!, { scope: 'pod' });
+        assertInjected(byNamespace!, { scope: 'namespace' });
+        assertUntouched(optedOut!);
+        assertUntouched(system!);
+      });
     });
   }
 });
