@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, request, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { findKubeadmit, mapLimit, type Admission } from '../helpers/kubeadmit.js';
+import { findKubeadmit, mapLimit } from '../helpers/kubeadmit.js';
 import { kustomizeObjects } from '../manifests/render.js';
 import { appPod, assertInjected, containerNames, INJECT, paths, status } from './cases.js';
 import { startInstall, writeConfigurations, type RunningInstall } from './install.js';
@@ -176,6 +176,3 @@ describe('one pod CREATE through the apiserver admission code (kubeadmit), kusto
     });
   });
 });
-
-/** What kubeadmit's outcome reads as, for a failed assertion's message. */
-export const outcome = (res: Admission): string => (res.allowed ? `allowed: ${containerNames(res).join(' ')}` : `${res.stage}: ${res.reason}`);

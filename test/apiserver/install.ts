@@ -1,7 +1,7 @@
 /**
  * An install as a user makes it, run locally for kubeadmit: the objects rendered from the repository
  * (kustomize or helm, test/manifests/render.ts), and the injector started as the image starts it —
- * the Dockerfile's ENTRYPOINT node flags, the Deployment's args and environment — with only what a
+ * the Dockerfile's ENTRYPOINT node flags and ENV, the Deployment's args and environment — with only what a
  * cluster would provide replaced by local equivalents:
  *   - the serving certificate: made here for the Service's DNS name (what the apiserver verifies),
  *     given with --cert-dir instead of --cert-secret (which needs a cluster to write the Secret);
@@ -22,12 +22,15 @@ import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserve
 import { kubeadmit, type Admission, type Scenario } from '../helpers/kubeadmit.js';
 import { injector, one, type Obj } from '../manifests/render.js';
 
-/** The node flags of the image's ENTRYPOINT (between the node binary and the script). */
-export function entrypointNodeFlags(): string[] {
-  const line = readFileSync('Dockerfile', 'utf8').split('\n').find((l) => l.startsWith('ENTRYPOINT '));
-  if (line === undefined) throw new Error('Dockerfile has no ENTRYPOINT');
+/** The image's last stage: the node flags of its ENTRYPOINT (between the node binary and the script) and its ENV. */
+export function imageEntrypoint(): { nodeFlags: string[]; env: Record<string, string> } {
+  const stages = readFileSync('Dockerfile', 'utf8').split(/^FROM /m);
+  const lines = stages.at(-1)!.split('\n');
+  const line = lines.find((l) => l.startsWith('ENTRYPOINT '));
+  if (line === undefined) throw new Error('Dockerfile has no ENTRYPOINT in its last stage');
   const words = JSON.parse(line.slice('ENTRYPOINT '.length)) as string[];
-  return words.slice(1, -1);
+  const env = Object.fromEntries(lines.filter((l) => l.startsWith('ENV ')).flatMap((l) => l.slice(4).trim().split(/\s+/).map((kv) => kv.split('=') as [string, string])));
+  return { nodeFlags: words.slice(1, -1), env };
 }
 
 export interface RunningInstall {
@@ -96,7 +99,8 @@ export async function startInstall(binary: string, objects: readonly Obj[], opts
     if (mount && a === `--templates-dir=${mount.mountPath}`) return `--templates-dir=${templatesDir}`;
     return a;
   });
-  const env: NodeJS.ProcessEnv = { PATH: process.env['PATH'], HOME: process.env['HOME'] };
+  const image = imageEntrypoint();
+  const env: NodeJS.ProcessEnv = { PATH: process.env['PATH'], HOME: process.env['HOME'], ...image.env };
   for (const e of (container.env ?? []) as Obj[]) {
     if (e.value !== undefined) env[e.name] = e.value;
     else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') env[e.name] = deployment.metadata.namespace;
@@ -108,7 +112,7 @@ export async function startInstall(binary: string, objects: readonly Obj[], opts
   }
   args.push('--port=0', '--health-port=0', '--host=127.0.0.1', ...(opts.flags ?? []));
 
-  const child: ChildProcess = spawn(process.execPath, [...entrypointNodeFlags(), ...CLI_ENTRY, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(process.execPath, [...image.nodeFlags, ...CLI_ENTRY, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: any[] = [];
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
