@@ -26,6 +26,7 @@ export const ErrorCodes = {
   /** A placeholder rendered a value Kubernetes refuses where it lands (issue 21): denied here, naming the template, never by the apiserver. */
   TEMPLATE_VALUE_INVALID: { status: 400, message: '%s' },
   SIDECARS_MISSING: { status: 403, message: 'pod opted in to sidecar injection but is missing: %s' },
+  SIDECARS_NOT_INJECTED: { status: 403, message: 'pod opted in to sidecar injection but was never injected (no %s annotation): the injector\'s mutating webhook did not answer for it (down, unreachable or slower than its timeoutSeconds; it fails open); a controller creates the pod again by itself, create a bare pod again once an injector replica is ready; missing: %s' },
   /** Bounded cost per review (issue 11): refused before any work that grows with the pod. */
   POD_OVER_KUBERNETES_LIMIT: { status: 400, message: 'the apiserver would refuse this pod after admission: %s (%s)' },
   POD_OVER_LIMIT: { status: 400, message: 'the pod has %s, over the limit of %s (--%s); no real workload needs that many, ask the operator to raise the flag if yours does' },

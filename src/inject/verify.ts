@@ -60,9 +60,20 @@ function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: Inject
   // A conflict or refused override denies here too, so both handlers agree on every pod.
   const check = attempt(() => missingSidecars(pod, selection.templates, namespace, context, mirrors));
   if (check instanceof InjectorError) return denied(check, refusalReason(check), []);
-  if (check.missing.length > 0) return denied(new InjectorError('SIDECARS_MISSING', [check.missing.join('; ') + mirrorHint(check.suggestion)]), Reason.SidecarsMissing, templates, 'Forbidden');
+  if (check.missing.length > 0) return denied(missingError(pod, check.missing.join('; ') + mirrorHint(check.suggestion)), Reason.SidecarsMissing, templates, 'Forbidden');
   // Said in the audit annotation, the log line and the metrics, so a mirror's use stays visible.
   return { kind: 'allowed', reason: check.mirrored ? Reason.SidecarsMirrored : Reason.SidecarsPresent, templates };
+}
+
+/**
+ * The denial of a pod that lacks sidecars. Without a status annotation /mutate never injected it:
+ * at admission, its mutating webhook failed open (test/apiserver/admission.test.ts: the injector's
+ * mutating side down or slower than timeoutSeconds), and the message says so, since the user who
+ * reads it in kubectl's error cannot see that call's failure anywhere else.
+ */
+function missingError(pod: Pod, missing: string): InjectorError {
+  if (readStatus(pod).format === StatusFormat.None) return new InjectorError('SIDECARS_NOT_INJECTED', [Keys.status, missing]);
+  return new InjectorError('SIDECARS_MISSING', [missing]);
 }
 
 /**
