@@ -26,6 +26,8 @@ export const ErrorCodes = {
   /** A placeholder rendered a value Kubernetes refuses where it lands (issue 21): denied here, naming the template, never by the apiserver. */
   TEMPLATE_VALUE_INVALID: { status: 400, message: '%s' },
   SIDECARS_MISSING: { status: 403, message: 'pod opted in to sidecar injection but is missing: %s' },
+  /** A template the platform made mandatory (spec.required) is not in the pod: /validate refuses it, whatever the pod named. */
+  REQUIRED_SIDECAR_MISSING: { status: 403, message: '%s, and the pod lacks it (%s); create the pod through the injector, whose /mutate adds it' },
   /** Bounded cost per review (issue 11): refused before any work that grows with the pod. */
   POD_OVER_KUBERNETES_LIMIT: { status: 400, message: 'the apiserver would refuse this pod after admission: %s (%s)' },
   POD_OVER_LIMIT: { status: 400, message: 'the pod has %s, over the limit of %s (--%s); no real workload needs that many, ask the operator to raise the flag if yours does' },
