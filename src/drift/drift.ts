@@ -6,6 +6,7 @@ import { OptInScope, Reason, selectTemplates } from '../inject/policy.js';
 import { webhookCalls } from '../kube/selectors.js';
 import { isObject, type Labels, type Pod, type WebhookConfiguration } from '../kube/types.js';
 import { setFor, type TemplateSet } from '../templates/load.js';
+import { requiredIn, whyRequired } from '../templates/required.js';
 import { podOwner, type OwnerObject, type Owners } from './owners.js';
 
 /**
@@ -190,7 +191,7 @@ export function podDrift(pod: Pod, set: TemplateSet, revision = '', scope: OptIn
   const fresh = reinject(pod, set, revision, scope);
   if ('refused' in fresh) return stale(name, fresh.refused, recorded);
   const difference = compareStatus(recorded, fresh.status);
-  if (difference !== undefined) return stale(name, difference, recorded, fresh.status);
+  if (difference !== undefined) return stale(name, withRequired(difference, recorded, set, pod.metadata?.namespace ?? 'default'), recorded, fresh.status);
   return { name, state: PodState.Current, recorded, current: fresh.status };
 }
 
@@ -235,6 +236,13 @@ function mutatingScope(pod: Pod, view: OptInView): OptInScope | undefined {
   if (hook === undefined) return undefined;
   // The namespace opt-in's paths end in /namespace (issue 12), as src/cli/admit.ts reads them.
   return hook.path.endsWith('/namespace') ? OptInScope.Namespace : OptInScope.Pod;
+}
+
+/** A pod injected without a template now required in its namespace: the difference says so, naming it and why (required.ts). */
+function withRequired(d: Difference, recorded: RecordedStatus, set: TemplateSet, namespace: string): Difference {
+  const lacking = (set.required ?? []).filter((t) => requiredIn(t, namespace) && !recorded.templates.includes(t.name));
+  if (lacking.length === 0) return d;
+  return { ...d, detail: `${d.detail}; ${lacking.map((t) => whyRequired(t, namespace)).join('; ')}` };
 }
 
 /**
