@@ -8,8 +8,8 @@ import { isObject, type LabelSelector, type Labels, type Pod } from '../kube/typ
  * is followed only when the controller the pod names exists with the uid the reference carries and
  * its selector takes the pod's labels, as the controllers themselves decide which pods are theirs
  * (the ReplicaSet, Job, StatefulSet and DaemonSet controllers adopt and count only pods their
- * selector matches). Held by test/drift/owners.test.ts and the forged-owner cases of
- * test/cli/drift.test.ts.
+ * selector matches). Held by test/drift/owners.test.ts and, through the API stand-in,
+ * test/drift/forged-owners.test.ts.
  */
 
 /** A kind that can own pods, as listed: its uid, selector, controller and pod template's labels. */

@@ -77,7 +77,9 @@ export type Selection =
  * Decides whether a pod gets sidecars and which. The server checks the opt-in label itself, so a
  * broader webhook configuration can never inject a pod that did not ask for it: with the pod scope
  * only the label "true" opts in; with the namespace scope (the webhook's namespaceSelector has
- * already chosen the namespace) a pod without the label is in too.
+ * already chosen the namespace) a pod without the label is in too. The templates the pod names, or
+ * else the defaults, are followed by every template required in `namespace` that they lack
+ * (required.ts), so no annotation or namespace default leaves one out.
  */
 export function selectTemplates(pod: Pod, set: TemplateSet, scope: OptInScope = OptInScope.Pod, namespace = pod.metadata?.namespace ?? 'default'): Selection {
   const meta = pod.metadata ?? {};

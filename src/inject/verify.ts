@@ -25,7 +25,8 @@ type Denied = Extract<Verdict, { kind: 'denied' }>;
  * 1. the current set: the selection recomputed from the pod, each selected template rendered and
  *    checked (missingSidecars). Every correctly injected pod at rest stops here;
  * 2. each set this replica served within the history window (set.history.earlier), the same way:
- *    a pod injected by a replica that is behind, or by this one before its volume changed;
+ *    a pod injected by a replica that is behind, or by this one before its volume changed; only
+ *    if the pod also holds every template the current set requires in its namespace;
  * 3. the status annotation, only when it names a template version this replica never served (a
  *    newer set not yet on this volume, or a replica started after the set was replaced): the pod
  *    must hold exactly what the record says was injected, the record must name, for every

@@ -5,7 +5,9 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { TemplateSetError } from '../../src/errors.js';
 import { podDrift } from '../../src/drift/drift.js';
+import { injectSidecars } from '../../src/inject/mutate.js';
 import { selectTemplates } from '../../src/inject/policy.js';
+import { verifyPod } from '../../src/inject/verify.js';
 import { compileTemplateSet } from '../../src/templates/load.js';
 import { cli } from '../helpers/cli.js';
 import { runningPod } from '../helpers/running-pods.js';
@@ -46,6 +48,17 @@ describe('required templates', () => {
     assert.match(faults(doc('a', '  required:\n    namespaceSelector:\n      matchExpressions: [{key: kubernetes.io/metadata.name, operator: In}]\n')).join(), /operator In needs at least one value/);
     assert.deepEqual(faults(doc('a', '  overrides: [image]\n  required: {}\n')), ['/spec/overrides: a required template cannot let pods override its image (a pod could run anything in its place): remove image from overrides']);
     assert.match(faults(doc('a', '  required: {namespaces: [a]}\n')).join(), /\/spec\/required\/namespaces: unknown field "namespaces"/);
+  });
+
+  it('lets a set served before admit a pod at /validate only if the pod holds the templates required now', () => {
+    const earlier = compileTemplateSet([{ file: 'm.yaml', text: MESH }, { file: 'l.yaml', text: LOGGER }], 'dir');
+    const now = { ...set(), history: { earlier: [earlier], knows: () => false, acceptsUnversioned: false, sawUnknownVersion: () => undefined } };
+    const meshOnly = injectSidecars(pod(), earlier.defaults, 'shop').pod;
+    const verdict = verifyPod(meshOnly, now, 'shop');
+    assert.equal(verdict.kind, 'denied');
+    assert.equal(verdict.kind === 'denied' && verdict.reason, 'required-sidecar-missing');
+    // Where it is not required, the pod holds what its namespace gets.
+    assert.equal(verifyPod(meshOnly, now, 'legacy').kind, 'allowed');
   });
 
   it('makes drift say a pod injected without it is stale, naming it and why', () => {
