@@ -27,6 +27,8 @@ export const ErrorCodes = {
   TEMPLATE_VALUE_INVALID: { status: 400, message: '%s' },
   SIDECARS_MISSING: { status: 403, message: 'pod opted in to sidecar injection but is missing: %s' },
   SIDECARS_NOT_INJECTED: { status: 403, message: 'pod opted in to sidecar injection but was never injected (no %s annotation): the injector\'s mutating webhook did not answer for it (down, unreachable or slower than its timeoutSeconds; it fails open); a controller creates the pod again by itself, create a bare pod again once an injector replica is ready; missing: %s' },
+  /** A template the platform made mandatory (spec.required) is not in the pod: /validate refuses it, whatever the pod named. */
+  REQUIRED_SIDECAR_MISSING: { status: 403, message: '%s, and the pod lacks it (%s); create the pod through the injector, whose /mutate adds it' },
   /** Bounded cost per review (issue 11): refused before any work that grows with the pod. */
   POD_OVER_KUBERNETES_LIMIT: { status: 400, message: 'the apiserver would refuse this pod after admission: %s (%s)' },
   POD_OVER_LIMIT: { status: 400, message: 'the pod has %s, over the limit of %s (--%s); no real workload needs that many, ask the operator to raise the flag if yours does' },

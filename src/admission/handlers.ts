@@ -102,7 +102,7 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
   const namespace = namespaceOf(req, pod);
   const set = setFor(templates(), namespace);
-  const selection = attempt(() => selectTemplates(pod, set, scope));
+  const selection = attempt(() => selectTemplates(pod, set, scope, namespace));
   if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate);
   // Keys that look meant for the injector are warned of whatever it decides (issue 21): a typo is
   // most often why a pod got the default templates, or none.

@@ -8,6 +8,7 @@ import { apiserverReview } from '../kube/apiserver-review.js';
 import { namespaceCalls, webhookCalls, type WebhookCall } from '../kube/selectors.js';
 import type { Labels, Pod, WebhookConfiguration } from '../kube/types.js';
 import { setFor, type TemplateSet } from '../templates/load.js';
+import { requiredIn, whyRequired } from '../templates/required.js';
 import { applyJsonPatch, decodePatch, type Operation } from '../patch/apply.js';
 import type { PodSite } from '../workload/workload.js';
 
@@ -74,13 +75,13 @@ function admitted(site: PodSite, set: TemplateSet, cluster: Cluster): Admission 
   const rejected = (reason: string, message: string): Admission => ({ verdict: 'rejected', reason, why: [...why, message], pod: site.pod, patch: [], ...(selection !== undefined && { selection }), warnings });
   for (const hook of calls.filter(isMutating)) {
     // The handler decides; selectTemplates only says why, in words.
-    const chosen = attempt(() => selectTemplates(pod, set, scopeOf(hook)));
+    const chosen = attempt(() => selectTemplates(pod, set, scopeOf(hook), site.namespace));
     const answer = attempt(() => mutating(source, scopeOf(hook))(podCreate(pod, site.namespace)));
     if (answer instanceof InjectorError) return rejected(Reason.InvalidReview, answer.message);
     warnings.push(...(answer.response.warnings ?? []));
     if (!(chosen instanceof InjectorError) && chosen.inject) {
       selection = chosen;
-      why.push(chosen.optedIn, templatesReason(chosen, pod));
+      why.push(chosen.optedIn, templatesReason(chosen, pod), ...chosen.templates.filter((t) => requiredIn(t, site.namespace)).map((t) => whyRequired(t, site.namespace)));
       if (isOwnedByJob(pod)) why.push('the pod belongs to a Job');
     }
     if (!answer.response.allowed) return rejected(answer.reason, answer.response.status?.message ?? 'denied');
@@ -138,7 +139,7 @@ function notSent(site: PodSite, set: TemplateSet, open: readonly WebhookCall[]):
   }
   const warnings = keyWarnings(site.pod, set);
   const scope = open.some((w) => scopeOf(w) === OptInScope.Namespace) ? OptInScope.Namespace : OptInScope.Pod;
-  const chosen = attempt(() => selectTemplates(site.pod, set, scope));
+  const chosen = attempt(() => selectTemplates(site.pod, set, scope, site.namespace));
   const detail = chosen instanceof InjectorError || chosen.inject ? undefined : chosen;
   if (detail === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: [`the objectSelector of the webhooks in ${SHIPPED_WEBHOOKS} does not match the pod's labels`], pod: site.pod, patch: [], warnings };
   return { verdict: 'not-injected', reason: detail.reason, why: [detail.detail], pod: site.pod, patch: [], warnings };

@@ -1,11 +1,12 @@
 import { InjectorError } from '../errors.js';
-import { controllerOf, driftReport, PodState, type DriftReport, type NamespaceDrift, type Owners, type PodDrift, type WorkloadDrift } from '../drift/drift.js';
+import { driftReport, PodState, type DriftReport, type NamespaceDrift, type PodDrift, type WorkloadDrift } from '../drift/drift.js';
+import { ownerIndex } from '../drift/owners.js';
 import { needs, Outcome, restartPlan, restartWorkloads, type RestartPlan, type RestartResult } from '../drift/restart.js';
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { apiError, apiStatus, createKubeClients, KubeSource, type KubeClients } from '../kube/client.js';
-import { listJobs, listLivePods, listNamespaces, listReplicaSets, type Scope } from '../kube/pods.js';
+import { listCronJobs, listDaemonSets, listDeployments, listJobs, listLivePods, listNamespaces, listReplicaSets, listStatefulSets, type Scope } from '../kube/pods.js';
 import { injectorWebhooks } from '../kube/injector-webhooks.js';
 import type { Labels, Pod } from '../kube/types.js';
 import { readWorkload, restartWorkload } from '../kube/workloads.js';
@@ -56,21 +57,28 @@ export async function driftCommand(values: DriftOptions, io: IO = processIO, env
     throw new InjectorError('KUBE_CONFIG_INVALID', ['no kubeconfig found ($KUBECONFIG is not set and ~/.kube/config does not exist)']);
   }
   const scope: Scope = values.allNamespaces ? { allNamespaces: true } : { namespace: kube.namespace };
-  const [{ set, source }, pods, replicaSets, jobs, namespaces, webhooks] = await Promise.all([
+  const [{ set, source }, pods, replicaSets, deployments, statefulSets, daemonSets, jobs, cronJobs, namespaces, webhooks] = await Promise.all([
     templatesFor(values, kube, env, (line) => io.stderr(`${line}\n`)),
     listLivePods(kube, scope),
     listReplicaSets(kube, scope),
+    listDeployments(kube, scope),
+    listStatefulSets(kube, scope),
+    listDaemonSets(kube, scope),
     listJobs(kube, scope),
+    listCronJobs(kube, scope),
     listNamespaces(kube, scope),
     injectorWebhooks(kube, values.revision ?? ''),
   ]);
   if (webhooks.note !== undefined) io.stderr(`note: ${webhooks.note}\n`);
-  const owners: Owners = new Map(
-    [...replicaSets, ...jobs].flatMap((o) => {
-      const owner = controllerOf(o.metadata);
-      return owner === undefined ? [] : [[`${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`, owner] as const];
-    }),
-  );
+  // Owner links are followed only where the owner exists with the uid and a selector that takes the pod (src/drift/owners.ts).
+  const owners = ownerIndex([
+    { kind: 'ReplicaSet', items: replicaSets.map(toPod) },
+    { kind: 'Deployment', items: deployments.map(toPod) },
+    { kind: 'StatefulSet', items: statefulSets.map(toPod) },
+    { kind: 'DaemonSet', items: daemonSets.map(toPod) },
+    { kind: 'Job', items: jobs.map(toPod) },
+    { kind: 'CronJob', items: cronJobs.map(toPod) },
+  ]);
   // Whether a pod is opted in is decided as the webhooks' selectors decide it, with the namespaces' own labels.
   const namespaceLabels = new Map<string, Labels>(namespaces.map((n) => [n.metadata?.name ?? '', n.metadata?.labels ?? {}]));
   const report = driftReport(pods.map(toPod), owners, set, { all: values.all, source, optIn: { configurations: webhooks.configurations, source: webhooks.source, namespaceLabels }, ...(values.revision !== undefined && { revision: values.revision }) });

@@ -2,10 +2,12 @@ import { isDeepStrictEqual } from 'node:util';
 import { InjectorError } from '../errors.js';
 import { Keys } from '../inject/keys.js';
 import { injectSidecars } from '../inject/mutate.js';
-import { OptInScope, selectTemplates } from '../inject/policy.js';
+import { OptInScope, Reason, selectTemplates } from '../inject/policy.js';
 import { webhookCalls } from '../kube/selectors.js';
 import { isObject, type Labels, type Pod, type WebhookConfiguration } from '../kube/types.js';
 import { setFor, type TemplateSet } from '../templates/load.js';
+import { requiredIn, whyRequired } from '../templates/required.js';
+import { podOwner, type OwnerObject, type Owners } from './owners.js';
 
 /**
  * Whether a running pod's sidecars are what the templates inject now. `missing`: the pod is opted in
@@ -67,6 +69,11 @@ export interface WorkloadRef {
 }
 
 export interface WorkloadDrift extends WorkloadRef {
+  /**
+   * For a listed workload (Deployment, StatefulSet, DaemonSet, CronJob): whether the pods its
+   * template makes are opted in, as the webhooks decide it. `drift --restart` rolls only those.
+   */
+  readonly templateOptsIn?: boolean;
   /** The workload's injected and missing pods: all of them with `--all`, else only the stale and missing ones. */
   readonly pods: readonly PodDrift[];
   /** How many of its pods are injected, how many of those are stale, and how many opted-in pods are not injected. */
@@ -174,17 +181,17 @@ function injectedBy(pod: Pod, revision: string): boolean {
 }
 
 /** The verdict on one pod; undefined for a pod that was never injected (no status annotation). */
-export function podDrift(pod: Pod, set: TemplateSet, revision = ''): PodDrift | undefined {
+export function podDrift(pod: Pod, set: TemplateSet, revision = '', scope: OptInScope = OptInScope.Namespace): PodDrift | undefined {
   const name = pod.metadata?.name ?? '';
   const recorded = recordedStatus(pod);
   if (recorded === undefined) return undefined;
   if (recorded === 'unreadable') return stale(name, { reason: StaleReason.StatusUnreadable, detail: `annotation ${Keys.status} is not JSON with a "templates" list` });
   const gone = recorded.templates.filter((t) => !set.templates.has(t));
   if (gone.length > 0) return stale(name, { reason: StaleReason.TemplateRemoved, detail: `template${gone.length === 1 ? '' : 's'} ${list(gone)} no longer exist${gone.length === 1 ? 's' : ''}` }, recorded);
-  const fresh = reinject(pod, set, revision);
+  const fresh = reinject(pod, set, revision, scope);
   if ('refused' in fresh) return stale(name, fresh.refused, recorded);
   const difference = compareStatus(recorded, fresh.status);
-  if (difference !== undefined) return stale(name, difference, recorded, fresh.status);
+  if (difference !== undefined) return stale(name, withRequired(difference, recorded, set, pod.metadata?.namespace ?? 'default'), recorded, fresh.status);
   return { name, state: PodState.Current, recorded, current: fresh.status };
 }
 
@@ -231,16 +238,23 @@ function mutatingScope(pod: Pod, view: OptInView): OptInScope | undefined {
   return hook.path.endsWith('/namespace') ? OptInScope.Namespace : OptInScope.Pod;
 }
 
+/** A pod injected without a template now required in its namespace: the difference says so, naming it and why (required.ts). */
+function withRequired(d: Difference, recorded: RecordedStatus, set: TemplateSet, namespace: string): Difference {
+  const lacking = (set.required ?? []).filter((t) => requiredIn(t, namespace) && !recorded.templates.includes(t.name));
+  if (lacking.length === 0) return d;
+  return { ...d, detail: `${d.detail}; ${lacking.map((t) => whyRequired(t, namespace)).join('; ')}` };
+}
+
 /**
  * What admission would record for the pod if it were created now: the server's own selection and
  * injection (selectTemplates, injectSidecars), run on the pod as it looked when it was admitted.
  */
-function reinject(pod: Pod, set: TemplateSet, revision: string): { status: RecordedStatus } | { refused: Difference } {
+function reinject(pod: Pod, set: TemplateSet, revision: string, scope: OptInScope): { status: RecordedStatus } | { refused: Difference } {
   const namespace = pod.metadata?.namespace ?? 'default';
   const admitted = asAdmitted(pod);
   try {
-    // The pod was injected, so it was opted in: by its label, or (namespace scope) by its namespace's.
-    const selection = selectTemplates(admitted, set, OptInScope.Namespace);
+    // The scope of the webhook the pod's CREATE reaches: by its label, or by its namespace's.
+    const selection = selectTemplates(admitted, set, scope);
     if (!selection.inject) return { refused: { reason: StaleReason.NoLongerSelected, detail: `would not be injected now: ${selection.detail}` } };
     // The annotation this injection writes, read back as any recorded one is.
     const fresh = recordedStatus(injectSidecars(admitted, selection.templates, namespace, { revision }).pod);
@@ -272,24 +286,10 @@ function list(names: readonly string[]): string {
   return names.length === 0 ? 'no templates' : names.map((n) => `"${n}"`).join(', ');
 }
 
-/** For each ReplicaSet or Job (`namespace/name`), the controller that owns it, when one does. */
-export type Owners = ReadonlyMap<string, { readonly kind: string; readonly name: string }>;
-
-/** The controller ownerReference of an object's metadata (the one with controller: true). */
-export function controllerOf(meta: { readonly ownerReferences?: readonly unknown[] } | undefined): { kind: string; name: string } | undefined {
-  const ref = (meta?.ownerReferences ?? []).find((o) => isObject(o) && o['controller'] === true);
-  if (!isObject(ref) || typeof ref['kind'] !== 'string' || typeof ref['name'] !== 'string') return undefined;
-  return { kind: ref['kind'], name: ref['name'] };
-}
-
-/** The workload a pod belongs to: a Deployment through its ReplicaSet, a CronJob through its Job, else its controller, else the pod. */
+/** The workload a pod belongs to, following only verified owner links (podOwner). */
 export function workloadOf(pod: Pod, owners: Owners): WorkloadRef {
-  const namespace = pod.metadata?.namespace ?? 'default';
-  const owner = controllerOf(pod.metadata);
-  if (owner === undefined) return { namespace, kind: 'Pod', name: pod.metadata?.name ?? '' };
-  const parent = owner.kind === 'ReplicaSet' || owner.kind === 'Job' ? owners.get(`${namespace}/${owner.name}`) : undefined;
-  if (parent !== undefined && ((owner.kind === 'ReplicaSet' && parent.kind === 'Deployment') || (owner.kind === 'Job' && parent.kind === 'CronJob'))) return { namespace, ...parent };
-  return { namespace, ...owner };
+  const { namespace, kind, name } = podOwner(pod, owners);
+  return { namespace, kind, name };
 }
 
 /** What replaces a workload's stale pods with freshly injected ones. */
@@ -335,14 +335,19 @@ export interface DriftOptions {
  * unless `all`.
  */
 export function driftReport(pods: readonly Pod[], owners: Owners, set: TemplateSet, opts: DriftOptions): DriftReport {
-  const groups = new Map<string, { ref: WorkloadRef; pods: PodDrift[] }>();
+  const groups = new Map<string, { ref: WorkloadRef & { templateOptsIn?: boolean }; pods: PodDrift[] }>();
   const revision = opts.revision ?? '';
   for (const pod of pods) {
     if (!injectedBy(pod, revision)) continue;
+    // A pod the webhooks are never sent is not the injector's, whatever annotations it carries:
+    // anyone who can create a pod can write a status annotation.
+    const scope = mutatingScope(pod, opts.optIn);
+    if (scope === undefined) continue;
     const seen = setFor(set, pod.metadata?.namespace ?? 'default');
-    const verdict = podDrift(pod, seen, revision) ?? missingSidecars(pod, seen, opts.optIn);
+    const verdict = podDrift(pod, seen, revision, scope) ?? missingSidecars(pod, seen, opts.optIn);
     if (verdict === undefined) continue;
-    const ref = workloadOf(pod, owners);
+    const owner = podOwner(pod, owners);
+    const ref = { namespace: owner.namespace, kind: owner.kind, name: owner.name, ...(owner.object !== undefined && { templateOptsIn: templateOptsIn(owner.object, seen, opts.optIn) }) };
     const key = `${ref.namespace}\u0000${ref.kind}\u0000${ref.name}`;
     const group = groups.get(key) ?? { ref, pods: [] };
     group.pods.push(verdict);
@@ -360,12 +365,24 @@ export function driftReport(pods: readonly Pod[], owners: Owners, set: TemplateS
   return { ...(revision !== '' && { revision }), templates: { source: opts.source, digest: set.digest }, webhooks: { source: opts.optIn.source }, injected, stale, missing, namespaces, workloads };
 }
 
+/**
+ * Whether a pod made from the workload's template would be opted in: a webhook would be sent its
+ * CREATE and the server's opt-in rule takes its labels (selectTemplates' NotOptedIn and OptedOut).
+ */
+function templateOptsIn(owner: OwnerObject, set: TemplateSet, view: OptInView): boolean {
+  const pod: Pod = { metadata: { namespace: owner.namespace, labels: owner.templateLabels } };
+  const scope = mutatingScope(pod, view);
+  if (scope === undefined) return false;
+  const selection = selectTemplates(pod, set, scope);
+  return selection.inject || (selection.reason !== Reason.NotOptedIn && selection.reason !== Reason.OptedOut);
+}
+
 function namespaceDrift(namespace: string, pods: readonly PodDrift[]): NamespaceDrift {
   const count = (state: PodState): number => pods.filter((p) => p.state === state).length;
   return { namespace, injected: pods.length - count(PodState.Missing), stale: count(PodState.Stale), missing: count(PodState.Missing), current: count(PodState.Current) };
 }
 
-function workloadDrift(ref: WorkloadRef, pods: readonly PodDrift[], all: boolean): WorkloadDrift {
+function workloadDrift(ref: WorkloadRef & { templateOptsIn?: boolean }, pods: readonly PodDrift[], all: boolean): WorkloadDrift {
   const sorted = [...pods].sort(byName);
   const outdated = sorted.filter((p) => p.state !== PodState.Current);
   const count = (state: PodState): number => pods.filter((p) => p.state === state).length;

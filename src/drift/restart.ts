@@ -49,8 +49,10 @@ export function needs(w: WorkloadDrift): string {
 /**
  * The workloads with stale or missing pods, split into those `--restart` rolls (Deployments,
  * StatefulSets, DaemonSets, at most `maxWorkloads`) and the rest: bare pods, Jobs and CronJobs are
- * never touched (nothing re-creates a bare pod, a Job's pods are not restarted in place), and a
- * workload whose pods the templates would refuse now is left running (its new pods would be denied).
+ * never touched (nothing re-creates a bare pod, a Job's pods are not restarted in place), nor is a
+ * workload whose pod template does not opt in (its pods reached it only through labels or owner
+ * references written on the pods, see owners.ts), and a workload whose pods the templates would
+ * refuse now is left running (its new pods would be denied).
  */
 export function restartPlan(report: DriftReport, maxWorkloads: number): RestartPlan {
   const restart: (WorkloadDrift & WorkloadKey)[] = [];
@@ -58,6 +60,7 @@ export function restartPlan(report: DriftReport, maxWorkloads: number): RestartP
   for (const w of report.workloads.filter((x) => x.stale + x.missing > 0)) {
     const kind = w.kind;
     if (!isRestartable(kind)) untouched.push({ workload: w, why: `never restarted by drift: ${w.rollout}` });
+    else if (w.templateOptsIn !== true) untouched.push({ workload: w, why: `its pod template does not opt in to injection: drift restarts only workloads whose new pods the webhooks would inject` });
     else if (w.pods.some(wouldBeRefused)) untouched.push({ workload: w, why: 'the templates would refuse its pods now: restarting would leave it without pods; fix the templates or the pods first' });
     else if (restart.length >= maxWorkloads) untouched.push({ workload: w, why: `over --max-workloads ${maxWorkloads}: run again to roll it` });
     else restart.push({ ...w, kind });

@@ -2,6 +2,7 @@ import { InjectorError } from '../errors.js';
 import type { Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
+import { requiredIn } from '../templates/required.js';
 import { Keys, strayKeyWarnings } from './keys.js';
 
 /** Why a pod did or did not get sidecars; stable strings, used in logs, metrics and audit annotations. */
@@ -25,6 +26,8 @@ export const Reason = {
   UnversionedStatus: 'unversioned-status',
   /** /validate: an opted-in pod without its sidecars, rejected. */
   SidecarsMissing: 'sidecars-missing',
+  /** /validate: an opted-in pod without a template the platform made mandatory (spec.required), rejected. */
+  RequiredSidecarMissing: 'required-sidecar-missing',
   NotOptedIn: 'not-opted-in',
   OptedOut: 'opted-out',
   NoTemplates: 'no-templates',
@@ -74,20 +77,32 @@ export type Selection =
  * Decides whether a pod gets sidecars and which. The server checks the opt-in label itself, so a
  * broader webhook configuration can never inject a pod that did not ask for it: with the pod scope
  * only the label "true" opts in; with the namespace scope (the webhook's namespaceSelector has
- * already chosen the namespace) a pod without the label is in too.
+ * already chosen the namespace) a pod without the label is in too. The templates the pod names, or
+ * else the defaults, are followed by every template required in `namespace` that they lack
+ * (required.ts), so no annotation or namespace default leaves one out.
  */
-export function selectTemplates(pod: Pod, set: TemplateSet, scope: OptInScope = OptInScope.Pod): Selection {
+export function selectTemplates(pod: Pod, set: TemplateSet, scope: OptInScope = OptInScope.Pod, namespace = pod.metadata?.namespace ?? 'default'): Selection {
   const meta = pod.metadata ?? {};
   const label = own(meta.labels, Keys.inject);
   if (label === undefined && scope === OptInScope.Pod) return { inject: false, reason: Reason.NotOptedIn, detail: `label ${Keys.inject} is not set` };
   if (label !== undefined && label !== 'true') return { inject: false, reason: Reason.OptedOut, detail: `label ${Keys.inject}="${label}"` };
   const optedIn = label === undefined ? `the namespace is labelled ${Keys.inject}="true" and the pod has no ${Keys.inject} label` : `label ${Keys.inject}="true"`;
   const requested = parseNames(own(meta.annotations, Keys.templates) ?? '');
+  const required = set.required === undefined ? NONE : set.required.filter((t) => requiredIn(t, namespace));
   if (requested.length === 0) {
-    if (set.defaults.length === 0) return { inject: false, reason: Reason.NoTemplates, detail: 'no template is marked default and the pod names none' };
-    return { inject: true, templates: set.defaults, explicit: false, optedIn };
+    if (set.defaults.length === 0 && required.length === 0) return { inject: false, reason: Reason.NoTemplates, detail: 'no template is marked default and the pod names none' };
+    return { inject: true, templates: withRequired(set.defaults, required), explicit: false, optedIn };
   }
-  return { inject: true, templates: namedTemplates(requested, set), explicit: true, optedIn };
+  return { inject: true, templates: withRequired(namedTemplates(requested, set), required), explicit: true, optedIn };
+}
+
+const NONE: readonly CompiledTemplate[] = Object.freeze([]);
+
+/** The templates chosen, then each required one they lack, in name order: whatever a pod names, it gets those too (required.ts). */
+function withRequired(chosen: readonly CompiledTemplate[], required: readonly CompiledTemplate[]): readonly CompiledTemplate[] {
+  if (required.length === 0) return chosen;
+  const missing = required.filter((r) => !chosen.some((t) => t.name === r.name));
+  return missing.length === 0 ? chosen : [...chosen, ...missing];
 }
 
 /** Resolves the templates annotation; throws TEMPLATE_UNKNOWN naming every name that does not exist. */

@@ -7,6 +7,7 @@ import { IMAGE_MIRROR_FLAG, imageRepository, mirroredFrom, NoImageMirrors, sameR
 import { Keys } from './keys.js';
 import { OptInScope, parseNames, Reason, refusalReason, selectTemplates } from './policy.js';
 import { renderTemplates, type InjectionContext } from './render.js';
+import { requiredIn, whyRequired } from '../templates/required.js';
 import { readStatus, StatusFormat, type InjectionStatus, type TemplateRecord } from './status.js';
 
 /** The validating handler's verdict on one pod. */
@@ -24,7 +25,8 @@ type Denied = Extract<Verdict, { kind: 'denied' }>;
  * 1. the current set: the selection recomputed from the pod, each selected template rendered and
  *    checked (missingSidecars). Every correctly injected pod at rest stops here;
  * 2. each set this replica served within the history window (set.history.earlier), the same way:
- *    a pod injected by a replica that is behind, or by this one before its volume changed;
+ *    a pod injected by a replica that is behind, or by this one before its volume changed; only
+ *    if the pod also holds every template the current set requires in its namespace;
  * 3. the status annotation, only when it names a template version this replica never served (a
  *    newer set not yet on this volume, or a replica started after the set was replaced): the pod
  *    must hold exactly what the record says was injected, the record must name, for every
@@ -43,26 +45,47 @@ type Denied = Extract<Verdict, { kind: 'denied' }>;
 export function verifyPod(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext = {}, scope: OptInScope = OptInScope.Pod, mirrors: ImageMirrors = NoImageMirrors): Verdict {
   const current = checkSet(pod, set, namespace, context, scope, mirrors);
   if (current.kind !== 'denied') return current;
+  // An earlier set admits the pod only with every template the current set requires in its namespace.
+  const required = requiredNames(set, namespace);
   for (const earlier of set.history?.earlier ?? []) {
     const verdict = checkSet(pod, earlier, namespace, context, scope, mirrors);
-    if (verdict.kind === 'allowed') return { ...verdict, reason: Reason.EarlierTemplates };
+    if (verdict.kind === 'allowed' && required.every((n) => verdict.templates.includes(n))) return { ...verdict, reason: Reason.EarlierTemplates };
   }
   const recorded = vouchedByStatus(pod, set, namespace, context, mirrors);
-  return recorded === undefined ? current : { kind: 'allowed', reason: recorded, templates: selectedNames(pod, set) };
+  return recorded === undefined ? current : { kind: 'allowed', reason: recorded, templates: selectedNames(pod, set, namespace) };
 }
 
 /** Steps 1 and 2: the pod against one template set. */
 function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext, scope: OptInScope, mirrors: ImageMirrors): Verdict {
-  const selection = attempt(() => selectTemplates(pod, set, scope));
+  const selection = attempt(() => selectTemplates(pod, set, scope, namespace));
   if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate, []);
   if (!selection.inject) return { kind: 'skipped', reason: selection.reason };
   const templates = selection.templates.map((t) => t.name);
   // A conflict or refused override denies here too, so both handlers agree on every pod.
   const check = attempt(() => missingSidecars(pod, selection.templates, namespace, context, mirrors));
   if (check instanceof InjectorError) return denied(check, refusalReason(check), []);
-  if (check.missing.length > 0) return denied(missingError(pod, check.missing.join('; ') + mirrorHint(check.suggestion)), Reason.SidecarsMissing, templates, 'Forbidden');
+  if (check.missing.length > 0) {
+    const required = requiredMissing(pod, selection.templates, namespace, context, mirrors);
+    if (required !== undefined) return denied(required, Reason.RequiredSidecarMissing, templates, 'Forbidden');
+    return denied(missingError(pod, check.missing.join('; ') + mirrorHint(check.suggestion)), Reason.SidecarsMissing, templates, 'Forbidden');
+  }
   // Said in the audit annotation, the log line and the metrics, so a mirror's use stays visible.
   return { kind: 'allowed', reason: check.mirrored ? Reason.SidecarsMirrored : Reason.SidecarsPresent, templates };
+}
+
+/** The denial for the first required template (name order) whose sidecars the pod lacks: it names the template and why it is required. */
+function requiredMissing(pod: Pod, selected: readonly CompiledTemplate[], namespace: string, context: InjectionContext, mirrors: ImageMirrors): InjectorError | undefined {
+  for (const t of selected.filter((s) => requiredIn(s, namespace))) {
+    const check = attempt(() => missingSidecars(pod, [t], namespace, context, mirrors));
+    if (check instanceof InjectorError || check.missing.length === 0) continue;
+    return new InjectorError('REQUIRED_SIDECAR_MISSING', [whyRequired(t, namespace), check.missing.join('; ')]);
+  }
+  return undefined;
+}
+
+/** The names of the templates required in `namespace`. */
+function requiredNames(set: TemplateSet, namespace: string): string[] {
+  return (set.required ?? []).filter((t) => requiredIn(t, namespace)).map((t) => t.name);
 }
 
 /**
@@ -185,7 +208,7 @@ function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, na
   if (!status.injected.every((r) => !knows(r) || holdsCurrent(pod, r, set, namespace, context, mirrors))) return false;
   const records = new Map(status.injected.map((r) => [r.template, r]));
   const values = renderValues(pod, namespace);
-  return selectedNames(pod, set).every((name) => {
+  return selectedNames(pod, set, namespace).every((name) => {
     const record = records.get(name);
     if (record === undefined) return false;
     const t = set.templates.get(name);
@@ -205,7 +228,7 @@ function holdsCurrent(pod: Pod, r: TemplateRecord, set: TemplateSet, namespace: 
 function vouchedByNames(pod: Pod, recorded: readonly string[], set: TemplateSet, namespace: string): boolean {
   const { containers, initContainers } = podParts(pod);
   const values = renderValues(pod, namespace);
-  return selectedNames(pod, set).every((name) => {
+  return selectedNames(pod, set, namespace).every((name) => {
     const t = set.templates.get(name);
     if (t === undefined || !recorded.includes(name)) return false;
     return t.render(values).containers.every((c) => containers.has(c.name) || initContainers.has(c.name));
@@ -226,11 +249,12 @@ function holds(parts: PodParts, r: TemplateRecord, mirrors: ImageMirrors): boole
   return (r.volumes ?? []).every((v) => parts.volumes.has(v));
 }
 
-/** The template names the set selects for an opted-in pod: its templates annotation, else the defaults. */
-function selectedNames(pod: Pod, set: TemplateSet): string[] {
+/** The template names the set selects for an opted-in pod: its templates annotation, else the defaults; then those required in its namespace. */
+function selectedNames(pod: Pod, set: TemplateSet, namespace: string): string[] {
   const annotations = pod.metadata?.annotations ?? {};
   const requested = parseNames(Object.hasOwn(annotations, Keys.templates) ? (annotations[Keys.templates] ?? '') : '');
-  return requested.length > 0 ? requested : set.defaults.map((t) => t.name);
+  const chosen = requested.length > 0 ? requested : set.defaults.map((t) => t.name);
+  return [...chosen, ...requiredNames(set, namespace).filter((n) => !chosen.includes(n))];
 }
 
 function hasName(map: Readonly<Record<string, string>> | undefined, name: string): boolean {

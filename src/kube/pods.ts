@@ -1,4 +1,4 @@
-import type { V1Job, V1Namespace, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
+import type { V1CronJob, V1DaemonSet, V1Deployment, V1Job, V1Namespace, V1Pod, V1ReplicaSet, V1StatefulSet } from '@kubernetes/client-node';
 import { apiError, type KubeClients } from './client.js';
 
 /** Where to list: one namespace, or every namespace (`-A`). */
@@ -26,6 +26,30 @@ export function listReplicaSets(kube: KubeClients, scope: Scope): Promise<V1Repl
 export function listJobs(kube: KubeClients, scope: Scope): Promise<V1Job[]> {
   if ('namespace' in scope) return listAll('list jobs', (page) => kube.batch.listNamespacedJob({ namespace: scope.namespace, ...page }));
   return listAll('list jobs', (page) => kube.batch.listJobForAllNamespaces(page));
+}
+
+/** The Deployments in scope: the end of a ReplicaSet's owner chain, and the pod template `--restart` checks. */
+export function listDeployments(kube: KubeClients, scope: Scope): Promise<V1Deployment[]> {
+  if ('namespace' in scope) return listAll('list deployments', (page) => kube.apps.listNamespacedDeployment({ namespace: scope.namespace, ...page }));
+  return listAll('list deployments', (page) => kube.apps.listDeploymentForAllNamespaces(page));
+}
+
+/** The StatefulSets in scope. */
+export function listStatefulSets(kube: KubeClients, scope: Scope): Promise<V1StatefulSet[]> {
+  if ('namespace' in scope) return listAll('list statefulsets', (page) => kube.apps.listNamespacedStatefulSet({ namespace: scope.namespace, ...page }));
+  return listAll('list statefulsets', (page) => kube.apps.listStatefulSetForAllNamespaces(page));
+}
+
+/** The DaemonSets in scope. */
+export function listDaemonSets(kube: KubeClients, scope: Scope): Promise<V1DaemonSet[]> {
+  if ('namespace' in scope) return listAll('list daemonsets', (page) => kube.apps.listNamespacedDaemonSet({ namespace: scope.namespace, ...page }));
+  return listAll('list daemonsets', (page) => kube.apps.listDaemonSetForAllNamespaces(page));
+}
+
+/** The CronJobs in scope: the end of a Job's owner chain. */
+export function listCronJobs(kube: KubeClients, scope: Scope): Promise<V1CronJob[]> {
+  if ('namespace' in scope) return listAll('list cronjobs', (page) => kube.batch.listNamespacedCronJob({ namespace: scope.namespace, ...page }));
+  return listAll('list cronjobs', (page) => kube.batch.listCronJobForAllNamespaces(page));
 }
 
 /** The namespaces in scope, for their labels (the namespace opt-in): the one namespace (get), or every one (list). */

@@ -2,6 +2,7 @@ import { formatFault, TemplateSetError, type TemplateFault } from '../errors.js'
 import { findConflicts } from './conflicts.js';
 import { compileTemplateSet, type TemplateSet } from './load.js';
 import { renderValues } from './placeholders.js';
+import { requiredFaults } from './required.js';
 import { digestOf, type CompiledTemplate } from './template.js';
 
 /** The SidecarTemplate resource (issue 23): the CRD in manifests/base/crds/ serves it. */
@@ -124,10 +125,11 @@ export function clusterSet(objects: readonly ObjectCandidates[], home: string, b
   const shadowed = new Set(objects.flatMap((o) => (o.candidates[0]?.namespace === home ? [o.candidates[0].name] : [])));
   const takenDefaults = new Map<string, CompiledTemplate[]>([[home, (base?.defaults ?? []).filter((d) => !shadowed.has(d.name))]]);
   const ordered = [...objects].sort((a, b) => a.created.localeCompare(b.created) || a.key.localeCompare(b.key));
+  const wideRequired = requiredNames(objects, home, base);
   for (const { key, candidates } of ordered) {
     const namespace = candidates[0]?.namespace ?? '';
     const taken = takenDefaults.get(namespace) ?? [];
-    const faults = candidates.map((t) => (t.isDefault ? defaultConflicts(taken, t, namespace === home ? 'cluster-wide' : `of namespace ${namespace}`) : []));
+    const faults = candidates.map((t) => [...requiredFaults(t, home, wideRequired), ...(t.isDefault ? defaultConflicts(taken, t, namespace === home ? 'cluster-wide' : `of namespace ${namespace}`) : [])]);
     const chosen = candidates.find((_, i) => faults[i]!.length === 0);
     if (chosen !== candidates[0]) refused.set(key, faults[0] ?? []);
     if (chosen === undefined) continue;
@@ -135,6 +137,12 @@ export function clusterSet(objects: readonly ObjectCandidates[], home: string, b
     if (chosen.isDefault) takenDefaults.set(namespace, [...taken, chosen]);
   }
   return { set: setOf(served, home, base), served, refused };
+}
+
+/** The names of the required cluster-wide templates: the directory's, and those of the objects in `home` (any version of them). */
+function requiredNames(objects: readonly ObjectCandidates[], home: string, base?: TemplateSet): Set<string> {
+  const wide = objects.flatMap((o) => o.candidates).filter((t) => t.namespace === home);
+  return new Set([...(base?.required ?? []), ...wide.filter((t) => t.required !== undefined)].map((t) => t.name));
 }
 
 /** How `t`, a default template, conflicts with the defaults already taken in its scope. */
@@ -172,10 +180,13 @@ function setOf(served: ReadonlyMap<string, CompiledTemplate>, home: string, base
 function makeSet(templates: ReadonlyMap<string, CompiledTemplate>, defaultsFrom: readonly CompiledTemplate[] | undefined, source: string): TemplateSet {
   const sorted = [...templates.values()].sort((a, b) => a.name.localeCompare(b.name));
   const defaults = (defaultsFrom ?? sorted).filter((t) => t.isDefault).sort((a, b) => a.name.localeCompare(b.name));
+  // A namespace's object is never required nor shadows a required one (requiredFaults): these are the cluster-wide ones.
+  const required = sorted.filter((t) => t.required !== undefined);
   return Object.freeze({
     templates,
     defaults: Object.freeze(defaults),
     digest: digestOf(sorted.map((t) => [t.namespace ?? '', t.name, t.version])),
     source,
+    ...(required.length > 0 && { required: Object.freeze(required) }),
   });
 }

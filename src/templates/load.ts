@@ -7,6 +7,7 @@ import { findConflicts } from './conflicts.js';
 import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
 import { PlaceholderError, placeholderFaults, renderValues } from './placeholders.js';
 import { placementFault } from './placement.js';
+import { requiredSpecFaults } from './required.js';
 import { FormatMessages, tokenFault, volumeSources, type Format } from './schema.js';
 import { validate as validateTemplateDocument } from '../generated/template-validator.js';
 import { compileTemplate, digestOf, type CompiledTemplate, type SidecarTemplateSpec } from './template.js';
@@ -28,6 +29,8 @@ export interface TemplateSet {
    * templates of its own, which sees this set itself; absent altogether for a directory of files.
    */
   readonly namespaces?: ReadonlyMap<string, TemplateSet>;
+  /** The templates with spec.required, in name order (required.ts decides for which namespaces); absent when none is. */
+  readonly required?: readonly CompiledTemplate[];
 }
 
 /** The set a pod of `namespace` is judged against: its namespace's own, else the cluster-wide one. */
@@ -96,11 +99,13 @@ export function compileTemplateSet(files: readonly TemplateFile[], source: strin
   const sorted = [...templates.values()].sort((a, b) => a.name.localeCompare(b.name));
   faults.push(...defaultConflicts(sorted.filter((t) => t.isDefault), files));
   if (faults.length > 0) throw new TemplateSetError(faults);
+  const required = sorted.filter((t) => t.required !== undefined);
   return Object.freeze({
     templates,
     defaults: Object.freeze(sorted.filter((t) => t.isDefault)),
     digest: digestOf(files.map((f) => [f.file, f.text])),
     source,
+    ...(required.length > 0 && { required: Object.freeze(required) }),
   });
 }
 
@@ -211,6 +216,7 @@ function checkSemantics(spec: SidecarTemplateSpec, fault: (path: string, message
   if (token !== undefined) fault(`/spec/serviceAccountToken/${token[0]}`, token[1]);
   const placement = placementFault(spec.placement);
   if (placement !== undefined) fault('/spec/placement', placement);
+  requiredSpecFaults(spec.required, spec.overrides, fault);
   if (spec.overrides?.length && !spec.containers?.length) fault('/spec/overrides', 'overrides apply to the first of spec.containers, and the template has none');
   if (spec.nativeSidecar !== true) {
     (spec.containers ?? []).forEach((c, i) => {

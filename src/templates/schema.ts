@@ -112,6 +112,24 @@ const list = (definition: string): Schema => ({ type: 'array', items: { $ref: `#
 
 const containerNames: Schema = { type: 'array', items: named('dns1123-label'), uniqueItems: true };
 
+/** A metav1.LabelSelector (required.ts checks which keys and whether the apiserver would take it). */
+const labelSelectorSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    matchLabels: { type: 'object', additionalProperties: { type: 'string' } },
+    matchExpressions: {
+      type: 'array',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['key', 'operator'],
+        properties: { key: { type: 'string' }, operator: { enum: ['In', 'NotIn', 'Exists', 'DoesNotExist'] }, values: { type: 'array', items: { type: 'string' } } },
+      },
+    },
+  },
+};
+
 /** `serviceAccountToken`: true, false, or a serviceAccountToken projection (its values checked by tokenFault in load.ts). */
 const serviceAccountTokenSchema: Schema = {
   type: ['boolean', 'object'],
@@ -184,6 +202,12 @@ export function sidecarTemplateSchema(core: Readonly<Record<string, CoreDefiniti
             type: 'object',
             additionalProperties: false,
             properties: { include: containerNames, exclude: containerNames },
+          },
+          // Present: every opted-in pod of the namespaces the selector takes (all without one) gets the template (required.ts).
+          required: {
+            type: 'object',
+            additionalProperties: false,
+            properties: { namespaceSelector: labelSelectorSchema },
           },
         },
       },

@@ -5,6 +5,7 @@ import { compileValue, inputsOf, isDynamic, keysRead, materialize, type Compiled
 import type { Placement } from './placement.js';
 import type { OverrideField } from './schema.js';
 import { renderedChecks, type PlacedValue } from './values.js';
+import type { RequiredSpec } from './required.js';
 
 /** When a template's containers are native sidecars: always, never, or only in pods owned by a Job. */
 export const NativeSidecar = { Always: 'always', Never: 'never', JobsOnly: 'jobs' } as const;
@@ -26,6 +27,7 @@ export interface SidecarTemplateSpec {
   readonly labels?: Readonly<Record<string, string>>;
   readonly serviceAccountToken?: boolean | ServiceAccountTokenProjection;
   readonly appContainers?: AppContainers;
+  readonly required?: RequiredSpec;
 }
 
 /** The object form of `serviceAccountToken`: the template's own projected token (core/v1 ServiceAccountTokenProjection, `path` optional). */
@@ -86,6 +88,8 @@ export interface CompiledTemplate {
    */
   readonly version: string;
   readonly isDefault: boolean;
+  /** `spec.required`: a cluster-wide template every opted-in pod of these namespaces gets (required.ts). */
+  readonly required?: RequiredSpec;
   readonly nativeSidecar: boolean;
   /** `jobs`: rendered as ordinary containers, turned into native sidecars for Job-owned pods. */
   readonly nativeMode: NativeSidecar;
@@ -93,7 +97,7 @@ export interface CompiledTemplate {
   /** Fields pods may override through annotations; applied to the first container. */
   readonly overrides: readonly OverrideField[];
   /** The normalized spec (native containers already carry `restartPolicy: Always`). */
-  readonly spec: Required<Omit<SidecarTemplateSpec, 'default' | 'nativeSidecar' | 'placement' | 'overrides' | 'serviceAccountToken' | 'appContainers'>>;
+  readonly spec: Required<Omit<SidecarTemplateSpec, 'default' | 'nativeSidecar' | 'placement' | 'overrides' | 'serviceAccountToken' | 'appContainers' | 'required'>>;
   /** The pod labels and annotations its placeholders read (a rendering changes only with these, the namespace, name and service account). */
   readonly reads: { readonly labels: ReadonlySet<string>; readonly annotations: ReadonlySet<string> };
   /** The label and annotation keys it adds or its placeholders read: the template's own, never a pod's stray key (keys.ts). */
@@ -157,6 +161,7 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
     ...(namespace !== undefined && { namespace }),
     version,
     isDefault: spec.default === true,
+    ...(spec.required !== undefined && { required: deepFreeze(spec.required) }),
     nativeSidecar,
     ...extras,
     spec: normalized,

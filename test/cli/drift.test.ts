@@ -14,12 +14,20 @@ const TEMPLATES_DIR = 'test/fixtures/cli/templates';
 
 const apps = (kind: string, name: string) => ({ apiVersion: 'apps/v1', kind, name });
 const batch = (kind: string, name: string) => ({ apiVersion: 'batch/v1', kind, name });
-const owned = (kind: string, namespace: string, name: string, owner?: { apiVersion: string; kind: string; name: string }) => ({
-  apiVersion: kind === 'Job' ? 'batch/v1' : 'apps/v1',
-  kind,
-  metadata: { name, namespace, ...(owner !== undefined && { ownerReferences: [{ ...owner, uid: `uid-${owner.name}`, controller: true }] }) },
-  spec: {},
-});
+/**
+ * A controller as the apiserver stores it: uid `uid-NAME` (the helpers' pods reference their owner
+ * so), a selector on `app`, a pod template with that label, and its own controller when given.
+ */
+const owned = (kind: string, namespace: string, name: string, app: string, owner?: { apiVersion: string; kind: string; name: string }, templateLabels: Record<string, string> = {}) => {
+  const template = { metadata: { labels: { app, ...templateLabels } } };
+  return {
+    apiVersion: kind === 'Job' || kind === 'CronJob' ? 'batch/v1' : 'apps/v1',
+    kind,
+    metadata: { name, namespace, uid: `uid-${name}`, generation: 1, ...(owner !== undefined && { ownerReferences: [{ ...owner, uid: `uid-${owner.name}`, controller: true }] }) },
+    spec: kind === 'CronJob' ? { jobTemplate: { spec: { template } } } : { selector: { matchLabels: { app } }, template },
+  };
+};
+const optedIn = { 'sidecar-injector.io/inject': 'true' };
 
 /**
  * A cluster after a template release: the installed ConfigMap holds the current templates; some pods
@@ -31,24 +39,30 @@ function seed(api: FakeApiServer): void {
   const withRetired = templates(undefined, [RETIRED]);
   for (const name of ['shop', 'billing', 'sidecar-injector']) api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: { 'kubernetes.io/metadata.name': name } } });
   api.putObject({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' }, data: Object.fromEntries(['log-agent.yaml', 'mesh.yaml'].map((f) => [f, readFileSync(join(TEMPLATES_DIR, f), 'utf8')])) });
-  api.putObject(owned('ReplicaSet', 'shop', 'web-7c9f8b6d4', apps('Deployment', 'web')));
-  api.putObject(owned('ReplicaSet', 'shop', 'web-5d4f9c8b7', apps('Deployment', 'web')));
-  api.putObject(owned('Job', 'shop', 'nightly-29123', batch('CronJob', 'nightly')));
-  api.putObject(owned('Job', 'shop', 'migrate'));
+  api.putObject(owned('Deployment', 'shop', 'web', 'web', undefined, optedIn));
+  api.putObject(owned('ReplicaSet', 'shop', 'web-7c9f8b6d4', 'web', apps('Deployment', 'web'), optedIn));
+  api.putObject(owned('ReplicaSet', 'shop', 'web-5d4f9c8b7', 'web', apps('Deployment', 'web'), optedIn));
+  api.putObject(owned('StatefulSet', 'shop', 'db', 'db', undefined, optedIn));
+  api.putObject(owned('DaemonSet', 'shop', 'node-agent', 'node-agent', undefined, optedIn));
+  api.putObject(owned('CronJob', 'shop', 'nightly', 'nightly', undefined, optedIn));
+  api.putObject(owned('Job', 'shop', 'nightly-29123', 'nightly', batch('CronJob', 'nightly'), optedIn));
+  api.putObject(owned('Job', 'shop', 'migrate', 'migrate', undefined, optedIn));
+  api.putObject(owned('StatefulSet', 'billing', 'invoices', 'invoices', undefined, optedIn));
+  const app = (name: string) => ({ app: name });
   const pods = [
     // Deployment web: one pod of the new ReplicaSet is current, two of the old one are stale.
-    runningPod(current, { namespace: 'shop', generateName: 'web-5d4f9c8b7-', suffix: 'q2w3e', owner: apps('ReplicaSet', 'web-5d4f9c8b7') }),
-    runningPod(old, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'a1b2c', owner: apps('ReplicaSet', 'web-7c9f8b6d4') }),
-    runningPod(old, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'd4e5f', owner: apps('ReplicaSet', 'web-7c9f8b6d4') }),
-    runningPod(current, { namespace: 'shop', name: 'db-0', owner: apps('StatefulSet', 'db') }),
-    runningPod(withRetired, { namespace: 'shop', generateName: 'node-agent-', owner: apps('DaemonSet', 'node-agent'), annotations: { 'sidecar-injector.io/templates': 'log-agent,retired' } }),
-    runningPod(old, { namespace: 'shop', generateName: 'nightly-29123-', owner: batch('Job', 'nightly-29123') }),
-    runningPod(old, { namespace: 'shop', generateName: 'migrate-', owner: batch('Job', 'migrate') }),
+    runningPod(current, { namespace: 'shop', generateName: 'web-5d4f9c8b7-', suffix: 'q2w3e', owner: apps('ReplicaSet', 'web-5d4f9c8b7'), labels: app('web') }),
+    runningPod(old, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'a1b2c', owner: apps('ReplicaSet', 'web-7c9f8b6d4'), labels: app('web') }),
+    runningPod(old, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'd4e5f', owner: apps('ReplicaSet', 'web-7c9f8b6d4'), labels: app('web') }),
+    runningPod(current, { namespace: 'shop', name: 'db-0', owner: apps('StatefulSet', 'db'), labels: app('db') }),
+    runningPod(withRetired, { namespace: 'shop', generateName: 'node-agent-', owner: apps('DaemonSet', 'node-agent'), labels: app('node-agent'), annotations: { 'sidecar-injector.io/templates': 'log-agent,retired' } }),
+    runningPod(old, { namespace: 'shop', generateName: 'nightly-29123-', owner: batch('Job', 'nightly-29123'), labels: app('nightly') }),
+    runningPod(old, { namespace: 'shop', generateName: 'migrate-', owner: batch('Job', 'migrate'), labels: app('migrate') }),
     runningPod(old, { namespace: 'shop', name: 'debug' }),
     // A finished Job's pod runs nothing: never listed, though stale.
-    runningPod(old, { namespace: 'shop', generateName: 'migrate-', suffix: 'done1', owner: batch('Job', 'migrate'), phase: 'Succeeded' }),
+    runningPod(old, { namespace: 'shop', generateName: 'migrate-', suffix: 'done1', owner: batch('Job', 'migrate'), labels: app('migrate'), phase: 'Succeeded' }),
     // Another team's namespace: only with -A.
-    runningPod(old, { namespace: 'billing', name: 'invoices-0', owner: apps('StatefulSet', 'invoices') }),
+    runningPod(old, { namespace: 'billing', name: 'invoices-0', owner: apps('StatefulSet', 'invoices'), labels: app('invoices') }),
   ];
   for (const pod of pods) api.putObject(pod);
   api.putObject({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'plain', namespace: 'shop' }, spec: { containers: [{ name: 'a', image: 'a' }] }, status: { phase: 'Running' } });
@@ -158,9 +172,9 @@ async function coldStartCluster(rollouts: Record<string, Rollout> = {}, webhooks
   api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'orders', labels: { 'kubernetes.io/metadata.name': 'orders', 'sidecar-injector.io/inject': 'true' } } });
   api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'sidecar-injector', labels: { 'kubernetes.io/metadata.name': 'sidecar-injector' } } });
   api.putObject({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' }, data: Object.fromEntries(['log-agent.yaml', 'mesh.yaml'].map((f) => [f, readFileSync(join(TEMPLATES_DIR, f), 'utf8')])) });
-  api.putObject(owned('ReplicaSet', 'orders', 'api-6b8d7f9c5', apps('Deployment', 'api')));
-  api.putObject(owned('Job', 'orders', 'report'));
-  const workload = (kind: string, name: string, spec: object, status: object) => ({ apiVersion: 'apps/v1', kind, metadata: { name, namespace: 'orders', generation: 1 }, spec: { selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } } }, ...spec }, status: { observedGeneration: 1, ...status } });
+  api.putObject(owned('ReplicaSet', 'orders', 'api-6b8d7f9c5', 'api', apps('Deployment', 'api')));
+  api.putObject(owned('Job', 'orders', 'report', 'report'));
+  const workload = (kind: string, name: string, spec: object, status: object) => ({ apiVersion: 'apps/v1', kind, metadata: { name, namespace: 'orders', uid: `uid-${name}`, generation: 1 }, spec: { selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } } }, ...spec }, status: { observedGeneration: 1, ...status } });
   api.putObject(workload('Deployment', 'api', { replicas: 2 }, { replicas: 2, updatedReplicas: 2, readyReplicas: 2, availableReplicas: 2 }));
   api.putObject(workload('StatefulSet', 'ledger', { replicas: 1, updateStrategy: { type: 'RollingUpdate' } }, { replicas: 1, readyReplicas: 1, currentRevision: 'ledger-1', updateRevision: 'ledger-1' }));
   api.putObject(workload('DaemonSet', 'agent', { updateStrategy: { type: 'RollingUpdate' } }, { desiredNumberScheduled: 2, updatedNumberScheduled: 2, numberAvailable: 2 }));
@@ -171,10 +185,10 @@ async function coldStartCluster(rollouts: Record<string, Rollout> = {}, webhooks
   const pods = [
     storedPod({ namespace: 'orders', generateName: 'api-6b8d7f9c5-', suffix: 'a1b2c', owner: apps('ReplicaSet', 'api-6b8d7f9c5'), labels: { app: 'api' } }),
     storedPod({ namespace: 'orders', generateName: 'api-6b8d7f9c5-', suffix: 'd4e5f', owner: apps('ReplicaSet', 'api-6b8d7f9c5'), labels: { app: 'api' } }),
-    runningPod(oldTemplates(), { namespace: 'orders', name: 'ledger-0', owner: apps('StatefulSet', 'ledger') }),
-    storedPod({ namespace: 'orders', generateName: 'agent-', suffix: 'k8s9x', owner: apps('DaemonSet', 'agent') }),
+    runningPod(oldTemplates(), { namespace: 'orders', name: 'ledger-0', owner: apps('StatefulSet', 'ledger'), labels: { app: 'ledger' } }),
+    storedPod({ namespace: 'orders', generateName: 'agent-', suffix: 'k8s9x', owner: apps('DaemonSet', 'agent'), labels: { app: 'agent' } }),
     storedPod({ namespace: 'orders', name: 'one-off' }),
-    storedPod({ namespace: 'orders', generateName: 'report-', owner: batch('Job', 'report') }),
+    storedPod({ namespace: 'orders', generateName: 'report-', owner: batch('Job', 'report'), labels: { app: 'report' } }),
     storedPod({ namespace: 'orders', name: 'opted-out', labels: { 'sidecar-injector.io/inject': 'false' } }),
   ];
   for (const pod of pods) api.putObject(pod);
@@ -214,13 +228,15 @@ describe('sidecar-injector drift: missing sidecars and --restart (against a fake
     }
   });
 
-  it('judges the opt-in by the webhooks as installed: without the namespace opt-in webhook, unlabelled pods are not missing', async () => {
+  it('judges the opt-in by the webhooks as installed: without the namespace opt-in webhook, no pod of an opted-in namespace is judged', async () => {
     // A Helm release with namespaceOptIn.enabled=false installs the pod-label webhook alone.
     const podLabelOnly = { ...MUTATING, metadata: { name: 'injector' }, webhooks: MUTATING.webhooks.filter((w) => w.name === 'inject.sidecar-injector.io') };
     const api = await coldStartCluster({}, [podLabelOnly, { ...webhookConfigObject('mutating', 'someone-else') }]);
     try {
       const json = JSON.parse((await cli(['drift', '-n', 'orders', '-o', 'json', '--kubeconfig', api.kubeconfig])).out);
-      assert.deepEqual([json.injected, json.stale, json.missing], [1, 1, 0]);
+      // No installed webhook takes namespace orders (the pod-label webhook excludes opted-in
+      // namespaces): its unlabelled pods are not missing, and the injected ledger-0 is not judged.
+      assert.deepEqual([json.injected, json.stale, json.missing], [0, 0, 0]);
       assert.deepEqual(json.webhooks, { source: 'MutatingWebhookConfiguration injector' });
     } finally {
       await api.close();

@@ -8,10 +8,25 @@ import { selectTemplates } from '../../src/inject/policy.js';
 import { clusterSet, compileObject } from '../../src/templates/cluster.js';
 import { setFor } from '../../src/templates/load.js';
 import { oldTemplates, RETIRED, runningPod, storedPod, templates } from '../helpers/running-pods.js';
+import { ownerIndex, type OwnerKind } from '../../src/drift/owners.js';
 
 const current = templates();
 const NO_NAMESPACE_OPT_IN = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, source: 'shipped', namespaceLabels: new Map() };
 const web = { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-7c9f8b6d4' };
+
+/**
+ * The listed owners of the test pods, as the apiserver keeps them: uid `uid-NAME` (as the helpers'
+ * ownerReferences carry), a selector on no label (so it takes every test pod: each has the inject
+ * label or none), and the controller above it when given.
+ */
+function owners(...objects: [OwnerKind, string, { kind: string; name: string }?, Record<string, string>?][]) {
+  const item = ([, name, controller, templateLabels]: (typeof objects)[number]) => ({
+    metadata: { name, namespace: 'shop', uid: `uid-${name}`, ...(controller !== undefined && { ownerReferences: [{ ...controller, uid: `uid-${controller.name}`, controller: true }] }) },
+    spec: { selector: { matchExpressions: [{ key: 'app', operator: 'DoesNotExist' }] }, template: { metadata: { labels: templateLabels ?? { 'sidecar-injector.io/inject': 'true' } } } },
+  });
+  const kinds = [...new Set(objects.map(([kind]) => kind))];
+  return ownerIndex(kinds.map((kind) => ({ kind, items: objects.filter(([k]) => k === kind).map(item) })));
+}
 
 describe('drift', () => {
   it('finds a pod injected by the current templates up to date, though {{ pod.name }} rendered its generateName', () => {
@@ -84,11 +99,17 @@ describe('drift', () => {
   });
 
   it('finds the owning workload through ReplicaSets and Jobs, and says how to roll each', () => {
-    const owners = new Map([
-      ['shop/web-7c9f8b6d4', { kind: 'Deployment', name: 'web' }],
-      ['shop/nightly-29123', { kind: 'CronJob', name: 'nightly' }],
-    ]);
-    const owned = (kind: string, name: string, apiVersion = 'apps/v1') => ({ metadata: { name: `${name}-x`, namespace: 'shop', ownerReferences: [{ apiVersion, kind, name, controller: true }] } });
+    const listed = owners(
+      ['ReplicaSet', 'web-7c9f8b6d4', { kind: 'Deployment', name: 'web' }],
+      ['Deployment', 'web'],
+      ['ReplicaSet', 'orphan-rs'],
+      ['StatefulSet', 'db'],
+      ['DaemonSet', 'node-agent'],
+      ['Job', 'nightly-29123', { kind: 'CronJob', name: 'nightly' }],
+      ['CronJob', 'nightly'],
+      ['Job', 'migrate'],
+    );
+    const owned = (kind: string, name: string, apiVersion = 'apps/v1') => ({ metadata: { name: `${name}-x`, namespace: 'shop', ownerReferences: [{ apiVersion, kind, name, uid: `uid-${name}`, controller: true }] } });
     const cases: [Pod, string, string][] = [
       [owned('ReplicaSet', 'web-7c9f8b6d4'), 'Deployment/web', 'kubectl -n shop rollout restart deployment/web'],
       [owned('ReplicaSet', 'orphan-rs'), 'ReplicaSet/orphan-rs', 'kubectl -n shop delete pod orphan-rs-x   # the ReplicaSet creates them again'],
@@ -100,27 +121,27 @@ describe('drift', () => {
       [owned('Rollout', 'canary', 'argoproj.io/v1alpha1'), 'Rollout/canary', '# restart Rollout shop/canary through its controller'],
     ];
     for (const [pod, ref, command] of cases) {
-      const w = workloadOf(pod, owners);
+      const w = workloadOf(pod, listed);
       assert.equal(`${w.kind}/${w.name}`, ref);
       assert.equal(rolloutCommand(w, [(pod as any).metadata.name]), command);
     }
   });
 
   it('groups injected pods by workload, sorted, keeping only the stale ones unless --all', () => {
-    const owners = new Map([['shop/web-7c9f8b6d4', { kind: 'Deployment', name: 'web' }]]);
+    const listed = owners(['ReplicaSet', 'web-7c9f8b6d4', { kind: 'Deployment', name: 'web' }], ['Deployment', 'web'], ['StatefulSet', 'db']);
     const pods = [
       runningPod(current, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'bbbbb', owner: web }),
       runningPod(oldTemplates(), { namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'aaaaa', owner: web }),
       runningPod(current, { namespace: 'shop', name: 'db-0', owner: { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db' } }),
       { metadata: { name: 'plain', namespace: 'shop' } },
     ];
-    const stale = driftReport(pods, owners, current, { all: false, source: 'directory x', optIn: NO_NAMESPACE_OPT_IN });
+    const stale = driftReport(pods, listed, current, { all: false, source: 'directory x', optIn: NO_NAMESPACE_OPT_IN });
     assert.deepEqual([stale.injected, stale.stale], [3, 1]);
     assert.deepEqual(
       stale.workloads.map((w) => [w.kind, w.name, w.injected, w.stale, w.pods.map((p) => p.name)]),
       [['Deployment', 'web', 2, 1, ['web-7c9f8b6d4-aaaaa']]],
     );
-    const all = driftReport(pods, owners, current, { all: true, source: 'directory x', optIn: NO_NAMESPACE_OPT_IN });
+    const all = driftReport(pods, listed, current, { all: true, source: 'directory x', optIn: NO_NAMESPACE_OPT_IN });
     assert.deepEqual(
       all.workloads.map((w) => [w.kind, w.name, w.pods.map((p) => `${p.name}:${p.state}`)]),
       [
@@ -184,14 +205,14 @@ describe('drift', () => {
     });
 
     it('counts missing pods apart from stale ones, listed with their workload', () => {
-      const owners = new Map([['shop/web-7c9f8b6d4', { kind: 'Deployment', name: 'web' }]]);
+      const listed = owners(['ReplicaSet', 'web-7c9f8b6d4', { kind: 'Deployment', name: 'web' }], ['Deployment', 'web']);
       const pods = [
         runningPod(oldTemplates(), { namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'aaaaa', owner: web }),
         storedPod({ namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'bbbbb', owner: web, labels: labelled }),
         runningPod(current, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'ccccc', owner: web }),
         storedPod({ namespace: 'shop', name: 'plain' }),
       ];
-      const report = driftReport(pods, owners, current, { all: false, source: 'directory x', optIn: NO_NAMESPACE_OPT_IN });
+      const report = driftReport(pods, listed, current, { all: false, source: 'directory x', optIn: NO_NAMESPACE_OPT_IN });
       assert.deepEqual([report.injected, report.stale, report.missing], [2, 1, 1]);
       assert.deepEqual(
         report.workloads.map((w) => [w.kind, w.name, w.injected, w.stale, w.missing, w.pods.map((p) => `${p.name}:${p.state}`), w.rollout]),
@@ -206,8 +227,14 @@ describe('drift', () => {
       runningPod(current, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', owner: rs('web-7c9f8b6d4') }),
       runningPod(current, { namespace: 'shop', generateName: 'api-5d8f9c7b6-', owner: rs('api-5d8f9c7b6'), labels: { 'sidecar-injector.io/rev': 'canary' }, revision: 'canary' }),
     ];
-    const owners = new Map([['shop/web-7c9f8b6d4', { kind: 'Deployment', name: 'web' }], ['shop/api-5d8f9c7b6', { kind: 'Deployment', name: 'api' }]]);
-    const report = (revision?: string) => driftReport(pods, owners, current, { all: true, source: 'x', optIn: NO_NAMESPACE_OPT_IN, ...(revision !== undefined && { revision }) });
+    const listed = owners(['ReplicaSet', 'web-7c9f8b6d4', { kind: 'Deployment', name: 'web' }], ['Deployment', 'web'], ['ReplicaSet', 'api-5d8f9c7b6', { kind: 'Deployment', name: 'api' }], ['Deployment', 'api']);
+    // Each install's webhooks take its own pods: the canary's require sidecar-injector.io/rev=canary.
+    const rev = (s: any) => ({ ...s, matchExpressions: s.matchExpressions.filter((r: any) => r.key !== 'sidecar-injector.io/rev') });
+    const canaryHooks = SHIPPED_WEBHOOK_CONFIGURATIONS.map((c) => ({
+      ...c,
+      webhooks: c.webhooks.map((w: any) => ({ ...w, namespaceSelector: rev(w.namespaceSelector), objectSelector: { ...rev(w.objectSelector), matchExpressions: [...rev(w.objectSelector).matchExpressions, { key: 'sidecar-injector.io/rev', operator: 'In', values: ['canary'] }] } })),
+    }));
+    const report = (revision?: string) => driftReport(pods, listed, current, { all: true, source: 'x', optIn: revision === 'canary' ? { ...NO_NAMESPACE_OPT_IN, configurations: canaryHooks } : NO_NAMESPACE_OPT_IN, ...(revision !== undefined && { revision }) });
     const byDefault = report();
     assert.deepEqual([byDefault.injected, byDefault.stale, byDefault.revision], [1, 0, undefined]);
     assert.deepEqual(byDefault.workloads.map((w) => w.name), ['web']);

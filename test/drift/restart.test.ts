@@ -4,10 +4,11 @@ import type { DriftReport, WorkloadDrift } from '../../src/drift/drift.js';
 import { restartPlan, restartWorkloads, rolloutStatus, wontRoll, type WorkloadApi } from '../../src/drift/restart.js';
 import { restartPatch, type Workload, type WorkloadKey } from '../../src/kube/workloads.js';
 
-const workload = (kind: string, name: string, stale: number, missing: number, reason = 'sidecars-changed'): WorkloadDrift => ({
+const workload = (kind: string, name: string, stale: number, missing: number, reason = 'sidecars-changed', templateOptsIn = true): WorkloadDrift => ({
   namespace: 'shop',
   kind,
   name,
+  templateOptsIn,
   pods: Array.from({ length: stale + missing }, (_, i) => ({ name: `${name}-${i}`, state: i < stale ? 'stale' : 'missing', reason: i < stale ? (reason as 'sidecars-changed') : 'not-injected' })),
   injected: stale,
   stale,
@@ -35,6 +36,7 @@ describe('drift --restart', () => {
         workload('Pod', 'debug', 1, 0),
         workload('StatefulSet', 'db', 1, 0, 'would-be-refused'),
         workload('StatefulSet', 'ledger', 2, 0),
+        workload('Deployment', 'not-opted-in', 1, 0, 'sidecars-changed', false),
       ]),
       2,
     );
@@ -47,6 +49,7 @@ describe('drift --restart', () => {
         ['Pod/debug', 'never restarted by drift'],
         ['StatefulSet/db', 'the templates would refuse its pods now'],
         ['StatefulSet/ledger', 'over --max-workloads 2'],
+        ['Deployment/not-opted-in', 'its pod template does not opt in to injection'],
       ],
     );
   });

@@ -22,7 +22,7 @@ export interface Call {
  * object, 409 AlreadyExists on a second create, 409 Conflict on an update carrying a stale
  * resourceVersion, 422 when a JSON patch `test` fails. Over HTTPS, with a bearer token. The webhook
  * configurations are listed too (what `drift` reads the injector's selectors from).
- * For `drift`: lists of Pods (with the status.phase field selector), ReplicaSets and Jobs, in one
+ * For `drift`: lists of Pods (with the status.phase field selector), ReplicaSets, Jobs, CronJobs, in one
  * namespace or all, in pages (limit and continue, as the apiserver's chunked lists), a ConfigMap,
  * Namespaces (get and list), and Deployments, StatefulSets and DaemonSets: get, and the strategic
  * merge patch of `drift --restart`, after which each get shows the controller one step further
@@ -40,7 +40,7 @@ export interface FakeApiServer {
   putWebhookConfig(kind: 'mutating' | 'validating', obj: any): void;
   /** Every distinct caBundle each configuration carried, in order (base64 as stored). */
   readonly bundleHistory: Record<'mutating' | 'validating', string[]>;
-  /** Adds or replaces a Pod, ReplicaSet, Job, ConfigMap, Namespace, Deployment, StatefulSet or DaemonSet (by kind, namespace and name). */
+  /** Adds or replaces a Pod, ReplicaSet, Job, CronJob, ConfigMap, Namespace, Deployment, StatefulSet or DaemonSet (by kind, namespace and name). */
   putObject(obj: any): void;
   /** The stored object of that kind (namespace '' for a Namespace). */
   object(kind: string, namespace: string, name: string): any;
@@ -377,6 +377,7 @@ const Listed = {
   deployments: { kind: 'Deployment', path: 'apis/apps/v1', plural: 'deployments' },
   statefulSets: { kind: 'StatefulSet', path: 'apis/apps/v1', plural: 'statefulsets' },
   daemonSets: { kind: 'DaemonSet', path: 'apis/apps/v1', plural: 'daemonsets' },
+  cronJobs: { kind: 'CronJob', path: 'apis/batch/v1', plural: 'cronjobs' },
 } as const;
 
 /** RFC 7386: objects merge key by key, null deletes, anything else replaces. */

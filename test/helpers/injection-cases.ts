@@ -22,6 +22,7 @@ import { compileTemplateSet, type TemplateSet } from '../../src/templates/load.j
  *   rendering settles in more than one round), env values reading labels the templates add;
  * - mounts (for the applications and in sidecars) of a volume the template does not define, which
  *   the pod may or may not bring (TEMPLATE_VOLUME_MISSING), and mounts that clash by path only;
+ * - required templates (everywhere, or in one of the two namespaces), which join every selection;
  * - placeholders with text after them, and values over 2 KiB that no render cache keeps (so the
  *   renderings and the plan are not the shared, frozen ones).
  */
@@ -153,6 +154,8 @@ export function templateArb(name: string): fc.Arbitrary<object> {
       labels: optional(fc.dictionary(fc.constantFrom(...templateKeys.slice(0, 4)), fc.constantFrom('true', 'v1', "{{ pod.annotations['example.com/b'] | default 'none' }}"), { maxKeys: 2 })),
       imagePullSecrets: optional(named(fc.record({ name: fc.constantFrom('regcred', 'mirror') }), 1)),
       mountsPodVolume: fc.integer({ min: 0, max: 3 }).map((n) => n === 0),
+      // One template in five is required (docs/templates.md, Required templates): everywhere, or in team-a only.
+      required: fc.oneof({ weight: 4, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constantFrom({}, { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['team-a'] }] } }) }),
     })
     .map(({ mountsPodVolume, ...g }) => {
       // A template mounts its own volumes; one in four also `data`, which the pod may bring.
@@ -174,6 +177,8 @@ export function templateArb(name: string): fc.Arbitrary<object> {
         volumeMounts: (g.volumeMounts ?? []).filter((m) => volumes.has(m.name)),
         overrides: containers.length > 0 ? g.overrides : undefined,
       });
+      // A required template may not let pods override its image (the loader refuses it).
+      if (spec['required'] !== undefined && (spec['overrides'] as string[] | undefined)?.includes('image')) delete spec['required'];
       if ((spec['volumeMounts'] as unknown[]).length === 0) delete spec['volumeMounts'];
       // A template must inject something; an annotation is the least it can add.
       spec['annotations'] = { [`${name}.example.com/injected`]: 'true', ...(g.annotations ?? {}) };

@@ -49,6 +49,20 @@ class Denial extends Error {
   }
 }
 
+/** `spec.required` takes the namespace: present, and its namespaceSelector (on the name label alone) holds. */
+function requiredIn(required: unknown, namespace: string): boolean {
+  if (typeof required !== 'object' || required === null) return false;
+  const selector = (required as { namespaceSelector?: { matchLabels?: Record<string, string>; matchExpressions?: { key: string; operator: string; values?: string[] }[] } }).namespaceSelector;
+  const labels: Record<string, string> = { 'kubernetes.io/metadata.name': namespace };
+  const holds = (r: { key: string; operator: string; values?: string[] }): boolean => {
+    const value = labels[r.key];
+    if (r.operator === 'In') return value !== undefined && (r.values ?? []).includes(value);
+    if (r.operator === 'NotIn') return value === undefined || !(r.values ?? []).includes(value);
+    return (r.operator === 'Exists') === (value !== undefined);
+  };
+  return Object.entries(selector?.matchLabels ?? {}).every(([k, v]) => labels[k] === v) && (selector?.matchExpressions ?? []).every(holds);
+}
+
 /** What /mutate must do with `pod`, created in `namespace`, under the template set `set` (in the loader's order). */
 export function expectedInjection(pod: Obj, set: readonly TemplateDoc[], namespace: string): Expected {
   const meta = pod['metadata'] ?? {};
@@ -58,7 +72,10 @@ export function expectedInjection(pod: Obj, set: readonly TemplateDoc[], namespa
   const names = [...new Set(String(ownValue(meta.annotations, TEMPLATES) ?? '').split(',').map((n) => n.trim()).filter((n) => n !== ''))];
   const byName = new Map(set.map((t) => [t.name, t]));
   if (names.some((n) => !byName.has(n))) return { outcome: 'denied', reason: 'unknown-template' };
-  const selected = names.length > 0 ? names.map((n) => byName.get(n)!) : set.filter((t) => t.spec['default'] === true);
+  const chosen = names.length > 0 ? names.map((n) => byName.get(n)!) : set.filter((t) => t.spec['default'] === true);
+  // Then every required template of the namespace they lack, in name order (Required templates).
+  const required = set.filter((t) => requiredIn(t.spec['required'], namespace) && !chosen.includes(t)).sort((a, b) => (a.name < b.name ? -1 : 1));
+  const selected = [...chosen, ...required];
   if (selected.length === 0) return { outcome: 'skipped' };
   try {
     return { outcome: 'injected', pod: inject(pod, selected, namespace) };
