@@ -7,13 +7,16 @@
  * bench/profiles/<server>/), --floor FILE (another floor server,
  * same arguments as bench/floor.mjs), --pods small,typical,large,optout, --product-flags='--log-level warn' (extra serve flags), --node-flags='--max-semi-space-size=4' (node flags for the product; default: those of the Dockerfile's ENTRYPOINT), --no-write (print only), --seconds N, --rounds N, --connections N, --rate N.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { cpus, platform, release, tmpdir, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createCA, issueServingCert } from '../src/certs/pki.js';
 import { apisimBinary, apisimFiles, apisimLoad, Cores, type ApisimResult } from './apisim.js';
+import { budgetOf, budgetSum, Lines, monotonicMicros, readProfile, threadCpu, threadDelta, type Budget, type GcCounts, type Window } from './budget.js';
 import { measureSteps, type Step } from './hotpath.js';
 import { closedLoop, mergeSorted, quantile, steadyRate, type LoadResult, type Target } from './load.js';
 import { DefaultSizes, Pods, reviewTemplate, type PodSize } from './pods.js';
@@ -35,6 +38,7 @@ const { values: flags } = parseArgs({
     'product-flags': { type: 'string', default: '' },
     'node-flags': { type: 'string' },
     floor: { type: 'string', default: 'bench/floor.mjs' },
+    'skip-budget': { type: 'boolean', default: false },
   },
 });
 const SECONDS = Number(flags.seconds ?? (flags.quick ? 1 : 3));
@@ -45,6 +49,8 @@ const CONNECTIONS = Number(flags.connections ?? (APISIM ? 4 : 8));
 const RATE = Number(flags.rate);
 const STEADY_SECONDS = Number(flags['steady-seconds'] ?? (flags.quick ? 2 : 8));
 const ENTRY = 'dist/src/cli/index.js';
+/** The templates the product serves. */
+const TEMPLATES_DIR = 'templates';
 const SIZES = flags.pods.split(',').filter((s): s is PodSize => s in Pods);
 const SHAPES = flags.shapes.split(',').filter((s) => Object.hasOwn(Shapes, s));
 
@@ -68,6 +74,9 @@ interface Row {
 
 async function main(): Promise<void> {
   if (!existsSync(ENTRY)) throw new Error(`${ENTRY} is missing: run \`npm run build\` first (npm run bench does)`);
+  // Under apisim this process, which reads the servers' stdout as a container runtime's log shim
+  // would, runs on the client's core: a log line that wakes it must not hand it the server's core.
+  if (APISIM !== undefined) execFileSync('taskset', ['-a', '-p', '-c', Cores.client, String(process.pid)], { stdio: 'ignore' });
   const { ca, certDir } = await makeCerts();
   const servers = await startBoth(certDir, ca);
   const saturated: Record<string, Record<string, Row>> = {};
@@ -97,16 +106,85 @@ async function main(): Promise<void> {
   } finally {
     await Promise.all(servers.map((s) => s.stop()));
   }
+  const budgetSize: PodSize | undefined = SIZES.includes('typical') ? 'typical' : SIZES[0];
+  const budget = APISIM !== undefined && !flags['skip-budget'] && budgetSize !== undefined ? await budgetPhase(certDir, ca, budgetSize) : undefined;
   // The steps first: the shapes leave this process a heap and a string table that slow every later step.
   const steps = SIZES.length > 0 ? await measureSteps(SIZES.includes('typical') ? 'typical' : SIZES[0]!, flags.quick ? 3000 : 20000) : [];
   const shapeSteps = SHAPES.length > 0 ? await measureShapes(SHAPES, flags.quick ? 3 : 10) : [];
-  const report = render(servers, saturated, distinct, steady, steps) + renderShapes(shapeSteps, shapesOverTls, shapesPeakRssMb);
+  const report = render(servers, saturated, distinct, steady, steps) + (budget && budgetSize ? renderBudget(budget, budgetSize, saturated[budgetSize]!, distinct[budgetSize]!) : '') + renderShapes(shapeSteps, shapesOverTls, shapesPeakRssMb);
   process.stdout.write(`\n${report}`);
   if (!flags['no-write'] && !flags.quick) {
     await writeFile('BENCHMARKS.md', report);
     log('wrote BENCHMARKS.md');
   }
   if (flags.profile) log('CPU profile of the product written to bench/profiles/{product,floor} (summarize: node --import tsx bench/profile.ts bench/profiles/product)');
+}
+
+/** The budget of each load: the floor's and the product's, each line in µs per review. */
+type BudgetFigures = Record<'replicaset' | 'distinct', { readonly floor: Budget; readonly product: Budget }>;
+
+/**
+ * The budget (bench/budget.ts): a second floor and product, each with --cpu-prof and the GC
+ * observer, driven by apisim with the pods of one ReplicaSet, then with every pod distinct; each
+ * load first warms up unmeasured, then runs once over a window whose threads' CPU, GC counts and
+ * profile samples are read.
+ */
+async function budgetPhase(certDir: string, ca: string, size: PodSize): Promise<BudgetFigures> {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-budget-'));
+  const observer = ['--import', pathToFileURL(resolve('bench/gc-observer.mjs')).href];
+  const profiled = (name: string): string[] => ['--cpu-prof', `--cpu-prof-dir=${join(dir, name)}`, ...observer];
+  process.env['BENCH_GC_DIR'] = dir;
+  const floorPort = await freePort();
+  const floor = await startServer('floor', [...profiled('floor'), flags.floor, String(floorPort), join(certDir, 'tls.crt'), join(certDir, 'tls.key')], floorPort, () => tlsOk(floorPort, ca), pinned());
+  const [port, healthPort] = [await freePort(), await freePort()];
+  const product = await startServer('product', [...profiled('product'), ...nodeFlags(), ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', TEMPLATES_DIR, ...flags['product-flags'].split(' ').filter(Boolean)], port, () => httpOk(healthPort, '/readyz'), pinned());
+  const windows: { kind: keyof BudgetFigures; server: ServerProcess; window: Window; reviews: number; threads: ReturnType<typeof threadDelta>; gc: GcCounts }[] = [];
+  try {
+    for (const kind of ['replicaset', 'distinct'] as const) {
+      for (const server of kind === 'replicaset' ? [floor, product] : [product, floor]) {
+        const load = { binary: APISIM!, port: server.port, caFile: apisimInput!.caFile, podFile: apisimInput!.podFiles[size]!, pid: server.child.pid!, connections: CONNECTIONS, distinct: kind === 'distinct', expectPatch: server === product && size !== 'optout' };
+        await apisimLoad({ ...load, seconds: 1, warmupSeconds: 0 });
+        const gcBefore = await gcCounts(dir, server.child.pid!);
+        const before = threadCpu(server.child.pid!);
+        const start = monotonicMicros();
+        const result = await apisimLoad({ ...load, seconds: SECONDS, warmupSeconds: 0 });
+        const end = monotonicMicros();
+        const threads = threadDelta(server.child.pid!, before, threadCpu(server.child.pid!));
+        const gcAfter = await gcCounts(dir, server.child.pid!);
+        if (result.errors > 0) throw new Error(`${server.name} answered ${result.errors} reviews wrongly in the budget run: ${result.firstError}`);
+        const gc = { minor: gcAfter.minor - gcBefore.minor, major: gcAfter.major - gcBefore.major, pauseMs: gcAfter.pauseMs - gcBefore.pauseMs };
+        windows.push({ kind, server, window: { start, end }, reviews: result.ok + result.errors, threads, gc });
+        log(`budget, ${kind}: ${server.name} ${result.ok} reviews, main thread ${(threads.main / result.ok).toFixed(0)} µs/review, other threads ${(threads.others / result.ok).toFixed(0)}`);
+      }
+    }
+  } finally {
+    await Promise.all([floor.stop(), product.stop()]);
+  }
+  const profiles = { floor: readProfile(join(dir, 'floor')), product: readProfile(join(dir, 'product')) };
+  rmSync(dir, { recursive: true, force: true });
+  const of = (kind: keyof BudgetFigures, server: ServerProcess): Budget => {
+    const w = windows.find((x) => x.kind === kind && x.server === server)!;
+    return budgetOf(profiles[server.name as 'floor' | 'product'], w.window, w.reviews, w.threads, w.gc);
+  };
+  return { replicaset: { floor: of('replicaset', floor), product: of('replicaset', product) }, distinct: { floor: of('distinct', floor), product: of('distinct', product) } };
+}
+
+/** The GC totals a server's observer (bench/gc-observer.mjs) has counted so far: it writes them on SIGUSR2. */
+async function gcCounts(dir: string, pid: number): Promise<GcCounts> {
+  const file = join(dir, `gc-${pid}.json`);
+  rmSync(file, { force: true });
+  process.kill(pid, 'SIGUSR2');
+  for (let waited = 0; waited < 2000; waited += 5) {
+    if (existsSync(file)) {
+      try {
+        return JSON.parse(readFileSync(file, 'utf8')) as GcCounts;
+      } catch {
+        // Being written.
+      }
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw new Error(`the GC observer of ${pid} did not answer`);
 }
 
 async function makeCerts(): Promise<{ ca: string; certDir: string }> {
@@ -128,7 +206,7 @@ async function startBoth(certDir: string, ca: string): Promise<ServerProcess[]> 
   const floor = await startServer('floor', [...profileFlags('floor'), flags.floor, String(floorPort), join(certDir, 'tls.crt'), join(certDir, 'tls.key')], floorPort, () => tlsOk(floorPort, ca), pinned());
   const [port, healthPort] = [await freePort(), await freePort()];
   productHealthPort = healthPort;
-  const args = [...profileFlags('product'), ...nodeFlags(), ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', 'templates', ...flags['product-flags'].split(' ').filter(Boolean)];
+  const args = [...profileFlags('product'), ...nodeFlags(), ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', TEMPLATES_DIR, ...flags['product-flags'].split(' ').filter(Boolean)];
   const product = await startServer('product', args, port, () => httpOk(healthPort, '/readyz'), pinned());
   log(`product ready in ${product.readyMs.toFixed(0)} ms (spawn to 200 from /readyz); floor in ${floor.readyMs.toFixed(0)} ms`);
   return [floor, product];
@@ -318,6 +396,36 @@ function render(servers: readonly ServerProcess[], saturated: Record<string, Rec
     'In the server the same code runs colder than in a hot loop, and the transport (TLS, HTTP parsing, the',
     'socket writes) costs the rest; `npm run bench -- --pods optout` measures the transport alone with a pod',
     'that does not opt in.',
+    '',
+  ];
+  return lines.join('\n');
+}
+
+/** The budget table: each line's µs per review, their sum against the CPU measured without the profiler. */
+function renderBudget(b: BudgetFigures, size: PodSize, saturated: Record<string, Row>, distinct: Record<string, Row>): string {
+  const columns = [b.replicaset.floor, b.replicaset.product, b.distinct.floor, b.distinct.product];
+  const measured = [saturated['floor']!, saturated['product']!, distinct['floor']!, distinct['product']!].map((r) => r.cpuPerReview);
+  const cells = (f: (x: Budget, i: number) => string): string => columns.map(f).join(' | ');
+  const lines = [
+    `## Where a review's CPU goes: the budget (${size} pod, apisim, ${CONNECTIONS} connections, server and client on their own cores)`,
+    '',
+    'CPU µs per review of each line, from a second floor and product run with `--cpu-prof` and a `perf_hooks` GC observer',
+    `(\`bench/budget.ts\`): each load warmed up, then ${SECONDS} s measured; the main thread's CPU (the kernel's \`schedstat\`) split by the`,
+    "profile's busy samples in that window, each sample owned by the innermost frame a rule names (docs/performance.md says which);",
+    "the other threads from their own `schedstat`, the profiler's thread left out. The sum is checked against the CPU per review",
+    'measured without the profiler in the saturated phases above, in the same run.',
+    '',
+    '| line | floor, one ReplicaSet | product, one ReplicaSet | floor, every pod distinct | product, every pod distinct |',
+    '| --- | ---: | ---: | ---: | ---: |',
+    ...Lines.filter((line) => columns.some((c) => (c.perReview.get(line) ?? 0) >= 0.05)).map((line) => `| ${line} | ${cells((c) => (c.perReview.get(line) ?? 0).toFixed(1))} |`),
+    `| **sum of the lines** | ${cells((c) => `**${budgetSum(c).toFixed(0)}**`)} |`,
+    `| measured without the profiler (the saturated phases above) | ${measured.map((m) => m.toFixed(0)).join(' | ')} |`,
+    `| sum / measured | ${cells((c, i) => `${((100 * budgetSum(c)) / measured[i]!).toFixed(0)}%`)} |`,
+    `| main thread: busy samples' wall time / its CPU | ${cells((c) => `${((100 * c.busyWall) / c.mainCpu).toFixed(0)}%`)} |`,
+    `| GC (perf_hooks): scavenges / mark-compacts per 1000 reviews | ${cells((c) => (c.gc ? `${((1000 * c.gc.minor) / c.reviews).toFixed(1)} / ${((1000 * c.gc.major) / c.reviews).toFixed(2)}` : '-'))} |`,
+    `| GC (perf_hooks): pause µs per review | ${cells((c) => (c.gc ? ((1000 * c.gc.pauseMs) / c.reviews).toFixed(1) : '-'))} |`,
+    `| the profiler's own thread (not in the sum) | ${cells((c) => c.profiler.toFixed(1))} |`,
+    `| reviews in the window | ${cells((c) => String(c.reviews))} |`,
     '',
   ];
   return lines.join('\n');
