@@ -177,19 +177,44 @@ export interface Budget {
   readonly busyWall: number;
   /** The profiler's own thread, per review (not part of the sum). */
   readonly profiler: number;
-  readonly gc?: GcCounts;
+  readonly gc: GcCounts;
+  /** CPU per review of the same server without the profiler, measured in rounds alternating with these windows. */
+  readonly unprofiled: number;
 }
 
-/** The budget of one server over one window of `reviews` reviews. */
-export function budgetOf(profile: Profile, window: Window, reviews: number, threads: ReturnType<typeof threadDelta>, gc?: GcCounts): Budget {
-  const { byLine, busy } = splitSamples(profile, window);
-  const perReview = new Map<Line, number>();
-  for (const line of Lines) {
-    const share = busy > 0 ? (byLine.get(line) ?? 0) / busy : 0;
-    perReview.set(line, (share * threads.main) / reviews);
+/** One measured window of a profiled server. */
+export interface Measured {
+  readonly window: Window;
+  readonly reviews: number;
+  readonly threads: ReturnType<typeof threadDelta>;
+  readonly gc: GcCounts;
+}
+
+/** The budget of one server over its windows; `unprofiled` is the same load's CPU per review without the profiler. */
+export function budgetOf(profile: Profile, windows: readonly Measured[], unprofiled: number): Budget {
+  const byLine = new Map<Line, number>();
+  let busy = 0;
+  let main = 0;
+  let others = 0;
+  let profiler = 0;
+  let reviews = 0;
+  const gc = { minor: 0, major: 0, pauseMs: 0 };
+  for (const w of windows) {
+    // Each window's shares scale that window's main thread CPU.
+    const split = splitSamples(profile, w.window);
+    for (const [line, micros] of split.byLine) byLine.set(line, (byLine.get(line) ?? 0) + (split.busy > 0 ? (micros / split.busy) * w.threads.main : 0));
+    busy += split.busy;
+    main += w.threads.main;
+    others += w.threads.others;
+    profiler += w.threads.profiler;
+    reviews += w.reviews;
+    gc.minor += w.gc.minor;
+    gc.major += w.gc.major;
+    gc.pauseMs += w.gc.pauseMs;
   }
-  perReview.set('other threads (V8 GC helpers and compiler, libuv pool)', threads.others / reviews);
-  return { reviews, perReview, mainCpu: threads.main / reviews, busyWall: busy / reviews, profiler: threads.profiler / reviews, ...(gc && { gc }) };
+  const perReview = new Map<Line, number>(Lines.map((line) => [line, (byLine.get(line) ?? 0) / reviews]));
+  perReview.set('other threads (V8 GC helpers and compiler, libuv pool)', others / reviews);
+  return { reviews, perReview, mainCpu: main / reviews, busyWall: busy / reviews, profiler: profiler / reviews, gc, unprofiled };
 }
 
 /** The sum of a budget's lines, µs per review. */
