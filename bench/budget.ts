@@ -71,7 +71,7 @@ const Rules: readonly { readonly line: Line; readonly url: RegExp; readonly fn?:
   { line: 'pipeline: envelope check, verdict, record', url: /\/src\/admission\/(codec|pipeline|record|verdict|audit)\.js$/ },
   { line: 'handler: mutate (select, render, inject, diff, patch)', url: /\/src\/(admission\/(handlers|pod)|inject|templates|patch|kube)\b|node_modules\/fast-json-patch\// },
   { line: 'Koa (context, compose, respond)', url: /node_modules\/(koa|koa-compose|delegates|on-finished|ee-first|statuses|http-errors|vary|cookies|encodeurl|escape-html|content-type|type-is|mime-types|accepts|only|destroy|fresh|depd|http-assert|koa-convert)\// },
-  { line: 'the floor\'s handler (floor.mjs: JSON.parse, answer)', url: /\/bench\/floor\.mjs$/ },
+  { line: 'the floor\'s handler (floor.mjs: JSON.parse, answer)', url: /\/bench\/floor(-koa)?\.mjs$/ },
   { line: 'other JavaScript of the product', url: /\/dist\/src\// },
 ];
 

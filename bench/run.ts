@@ -39,6 +39,7 @@ const { values: flags } = parseArgs({
     'node-flags': { type: 'string' },
     floor: { type: 'string', default: 'bench/floor.mjs' },
     'skip-budget': { type: 'boolean', default: false },
+    'skip-warn': { type: 'boolean', default: false },
     templates: { type: 'string', default: 'templates' },
     select: { type: 'string' },
   },
@@ -246,8 +247,17 @@ async function startBoth(certDir: string, ca: string): Promise<ServerProcess[]> 
   const args = [...profileFlags('product'), ...nodeFlags(), ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', TEMPLATES_DIR, ...flags['product-flags'].split(' ').filter(Boolean)];
   const product = await startServer('product', args, port, () => httpOk(healthPort, '/readyz'), pinned());
   log(`product ready in ${product.readyMs.toFixed(0)} ms (spawn to 200 from /readyz); floor in ${floor.readyMs.toFixed(0)} ms`);
-  return [floor, product];
+  if (!WARN_TOO) return [floor, product];
+  // The same product with its review lines off, for comparison: what the log line costs.
+  const [warnPort, warnHealthPort] = [await freePort(), await freePort()];
+  const warnArgs = [...nodeFlags(), ENTRY, 'serve', '--port', String(warnPort), '--health-port', String(warnHealthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', TEMPLATES_DIR, ...flags['product-flags'].split(' ').filter(Boolean), '--log-level', 'warn'];
+  const warn = await startServer(WARN_PRODUCT, warnArgs, warnPort, () => httpOk(warnHealthPort, '/readyz'), pinned());
+  return [floor, product, warn];
 }
+
+/** The product with logs at warn, run beside the others unless --skip-warn or the product flags set a level. */
+const WARN_PRODUCT = 'product, logs at warn';
+const WARN_TOO = !flags['skip-warn'] && !/--log-level/.test(flags['product-flags']);
 
 /** Under apisim the servers run on their own core, the client on the other. */
 function pinned(): string | undefined {
@@ -315,7 +325,7 @@ async function apisimPhase(servers: readonly ServerProcess[], size: PodSize, opt
         connections: CONNECTIONS,
         seconds: opts.seconds ?? SECONDS,
         distinct: opts.distinct,
-        expectPatch: s.name === 'product' && size !== 'optout',
+        expectPatch: s.name !== 'floor' && size !== 'optout',
         ...(opts.rate !== undefined && { rate: opts.rate }),
       });
       if (result.errors > 0) throw new Error(`${s.name} answered ${result.errors} ${size} reviews wrongly (apisim): ${result.firstError}`);
@@ -338,7 +348,7 @@ function checkAnswer(server: ServerProcess, size: PodSize, r: LoadResult): void 
   if (r.errors > 0) throw new Error(`${server.name} answered ${r.errors} ${size} reviews wrongly: ${r.firstError}`);
   const response = JSON.parse(r.sample ?? '{}').response;
   if (response?.allowed !== true) throw new Error(`${server.name} did not allow the ${size} pod: ${r.sample}`);
-  if (server.name === 'product' && size !== 'optout' && typeof response.patch !== 'string') throw new Error(`product did not inject the ${size} pod: ${r.sample}`);
+  if (server.name !== 'floor' && size !== 'optout' && typeof response.patch !== 'string') throw new Error(`product did not inject the ${size} pod: ${r.sample}`);
 }
 
 function row(server: ServerProcess, f: Figures): Row {
@@ -399,6 +409,7 @@ function render(servers: readonly ServerProcess[], saturated: Record<string, Rec
     'during the phase, divided by the reviews answered. Peak RSS is the process high-water mark (VmHWM) so far.',
     '',
     `Product ready to serve ${product.readyMs.toFixed(0)} ms after spawn (first 200 from /readyz; target < 1000 ms).`,
+    ...(WARN_TOO ? ['', `The rows "${WARN_PRODUCT}" are a third server, the same product with \`--log-level warn\` (no review lines), measured in the same rounds: the targets apply to the product with its info lines.`] : []),
     '',
     `## Saturated: ${CONNECTIONS} keep-alive connections, ${ROUNDS} rounds of ${SECONDS} s per server, alternating`,
     '',
@@ -525,6 +536,11 @@ function table(bySize: Record<string, Record<string, Row>>): string[] {
     out.push(
       `| ${size} | **product / floor** | ${ratio(product.reviewsPerSecond, floor.reviewsPerSecond)} | ${ratio(product.p50, floor.p50)} | ${ratio(product.p99, floor.p99)} | ${ratio(product.p999, floor.p999)} | **${ratio(product.cpuPerReview, floor.cpuPerReview)}** | ${ratio(product.peakRssMb, floor.peakRssMb)} |`,
     );
+    const warn = rows[WARN_PRODUCT];
+    if (warn !== undefined) {
+      out.push(`| ${size} | ${WARN_PRODUCT} | ${fmt(warn)} |`);
+      out.push(`| ${size} | ${WARN_PRODUCT} / floor | ${ratio(warn.reviewsPerSecond, floor.reviewsPerSecond)} | ${ratio(warn.p50, floor.p50)} | ${ratio(warn.p99, floor.p99)} | ${ratio(warn.p999, floor.p999)} | ${ratio(warn.cpuPerReview, floor.cpuPerReview)} | ${ratio(warn.peakRssMb, floor.peakRssMb)} |`);
+    }
   }
   return out;
 }
