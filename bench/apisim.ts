@@ -53,6 +53,8 @@ export interface ApisimLoad {
   readonly rate?: number;
   /** Count an answer without a patch as an error (the product must inject; the floor never does). */
   readonly expectPatch: boolean;
+  /** Unmeasured seconds first (default 1). */
+  readonly warmupSeconds?: number;
 }
 
 /** One measured run of `apisim load` against 127.0.0.1:port/mutate, the client pinned to its core. */
@@ -62,7 +64,7 @@ export async function apisimLoad(load: ApisimLoad): Promise<ApisimResult> {
     '--url', `https://localhost:${load.port}/mutate`, '--addr', `127.0.0.1:${load.port}`,
     '--ca', load.caFile, '--server-name', 'localhost',
     '--object', load.podFile, '--namespace', 'shop',
-    '--conns', String(load.connections), '--duration', `${load.seconds}s`, '--warmup', '1s',
+    '--conns', String(load.connections), '--duration', `${load.seconds}s`, '--warmup', `${load.warmupSeconds ?? 1}s`,
     '--pid', String(load.pid),
     ...(load.distinct ? ['--distinct'] : []),
     ...(load.rate !== undefined ? ['--rate', String(load.rate)] : []),

@@ -7,13 +7,16 @@
  * bench/profiles/<server>/), --floor FILE (another floor server,
  * same arguments as bench/floor.mjs), --pods small,typical,large,optout, --product-flags='--log-level warn' (extra serve flags), --node-flags='--max-semi-space-size=4' (node flags for the product; default: those of the Dockerfile's ENTRYPOINT), --no-write (print only), --seconds N, --rounds N, --connections N, --rate N.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { cpus, platform, release, tmpdir, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createCA, issueServingCert } from '../src/certs/pki.js';
 import { apisimBinary, apisimFiles, apisimLoad, Cores, type ApisimResult } from './apisim.js';
+import { budgetOf, budgetSum, Lines, monotonicMicros, readProfile, threadCpu, threadDelta, type Budget, type GcCounts, type Measured } from './budget.js';
 import { measureSteps, type Step } from './hotpath.js';
 import { closedLoop, mergeSorted, quantile, steadyRate, type LoadResult, type Target } from './load.js';
 import { DefaultSizes, Pods, reviewTemplate, type PodSize } from './pods.js';
@@ -35,6 +38,10 @@ const { values: flags } = parseArgs({
     'product-flags': { type: 'string', default: '' },
     'node-flags': { type: 'string' },
     floor: { type: 'string', default: 'bench/floor.mjs' },
+    'skip-budget': { type: 'boolean', default: false },
+    'skip-warn': { type: 'boolean', default: false },
+    templates: { type: 'string', default: 'templates' },
+    select: { type: 'string' },
   },
 });
 const SECONDS = Number(flags.seconds ?? (flags.quick ? 1 : 3));
@@ -45,6 +52,10 @@ const CONNECTIONS = Number(flags.connections ?? (APISIM ? 4 : 8));
 const RATE = Number(flags.rate);
 const STEADY_SECONDS = Number(flags['steady-seconds'] ?? (flags.quick ? 2 : 8));
 const ENTRY = 'dist/src/cli/index.js';
+/** The templates the product serves: every YAML file of the folders of --templates, copied into one. */
+const TEMPLATES_DIR = await templatesDir(flags.templates.split(','));
+/** The pods, each selecting the templates of --select by name (sidecar-injector.io/templates), if given. */
+const PODS = flags.select === undefined ? Pods : selecting(flags.select);
 const SIZES = flags.pods.split(',').filter((s): s is PodSize => s in Pods);
 const SHAPES = flags.shapes.split(',').filter((s) => Object.hasOwn(Shapes, s));
 
@@ -68,6 +79,9 @@ interface Row {
 
 async function main(): Promise<void> {
   if (!existsSync(ENTRY)) throw new Error(`${ENTRY} is missing: run \`npm run build\` first (npm run bench does)`);
+  // Under apisim this process, which reads the servers' stdout as a container runtime's log shim
+  // would, runs on the client's core: a log line that wakes it must not hand it the server's core.
+  if (APISIM !== undefined) execFileSync('taskset', ['-a', '-p', '-c', Cores.client, String(process.pid)], { stdio: 'ignore' });
   const { ca, certDir } = await makeCerts();
   const servers = await startBoth(certDir, ca);
   const saturated: Record<string, Record<string, Row>> = {};
@@ -75,6 +89,8 @@ async function main(): Promise<void> {
   const steady: Record<string, Record<string, Row>> = {};
   let shapesOverTls: TlsFigures[] = [];
   let shapesPeakRssMb = 0;
+  const budgetSize: PodSize | undefined = SIZES.includes('typical') ? 'typical' : SIZES[0];
+  let budget: BudgetFigures | undefined;
   try {
     for (const size of SIZES) {
       saturated[size] = await saturate(servers, size, ca, false);
@@ -84,11 +100,15 @@ async function main(): Promise<void> {
       distinct[size] = await saturate(servers, size, ca, true);
       log(`${size}, every pod distinct: ${describe(distinct[size]!)}`);
     }
+    // Before the steady phase and the shapes, which leave the product a larger heap.
+    if (APISIM !== undefined && !flags['skip-budget'] && budgetSize !== undefined) budget = await budgetPhase(servers, certDir, ca, budgetSize);
     for (const size of SIZES) {
       steady[size] = await steadyPhase(servers, size, ca);
       log(`${size} at ${RATE}/s: ${describe(steady[size]!)}`);
     }
     const product = servers.find((s) => s.name === 'product')!;
+    // The shapes are built and sent by this process: it gets both cores again.
+    if (APISIM !== undefined) execFileSync('taskset', ['-a', '-p', '-c', `${Cores.client},${Cores.server}`, String(process.pid)], { stdio: 'ignore' });
     if (SHAPES.length > 0) {
       shapesOverTls = await measureShapesOverTls(product.port, productHealthPort, ca, SHAPES, flags.quick ? 3 : 10, product.child.pid);
       for (const f of shapesOverTls) log(`${f.name} over TLS: ${f.status}, median ${f.medianMs.toFixed(0)} ms, event loop blocked up to ${f.loopMedianMs.toFixed(0)} ms (median; worst ${f.loopWorstMs.toFixed(0)}), main thread CPU ${f.mainCpuMedianMs.toFixed(0)} ms (worst ${f.mainCpuWorstMs.toFixed(0)}; waited for a core up to ${f.runQueueWorstMs.toFixed(0)}), a small review meanwhile waited up to ${f.probeWorstMs.toFixed(0)} ms`);
@@ -100,13 +120,114 @@ async function main(): Promise<void> {
   // The steps first: the shapes leave this process a heap and a string table that slow every later step.
   const steps = SIZES.length > 0 ? await measureSteps(SIZES.includes('typical') ? 'typical' : SIZES[0]!, flags.quick ? 3000 : 20000) : [];
   const shapeSteps = SHAPES.length > 0 ? await measureShapes(SHAPES, flags.quick ? 3 : 10) : [];
-  const report = render(servers, saturated, distinct, steady, steps) + renderShapes(shapeSteps, shapesOverTls, shapesPeakRssMb);
+  const report = render(servers, saturated, distinct, steady, steps) + (budget && budgetSize ? renderBudget(budget, budgetSize) : '') + renderShapes(shapeSteps, shapesOverTls, shapesPeakRssMb);
   process.stdout.write(`\n${report}`);
   if (!flags['no-write'] && !flags.quick) {
     await writeFile('BENCHMARKS.md', report);
     log('wrote BENCHMARKS.md');
   }
   if (flags.profile) log('CPU profile of the product written to bench/profiles/{product,floor} (summarize: node --import tsx bench/profile.ts bench/profiles/product)');
+}
+
+/** The budget of each load: the floor's and the product's, each line in µs per review. */
+type BudgetFigures = Record<'replicaset' | 'distinct', { readonly floor: Budget; readonly product: Budget }>;
+
+/**
+ * The budget (bench/budget.ts): a second floor and product, each with --cpu-prof and the GC
+ * observer, driven by apisim with the pods of one ReplicaSet, then with every pod distinct. Each
+ * load warms up every server unmeasured, then runs ROUNDS rounds in which the unprofiled server
+ * (of the phases above) and its profiled twin take turns: the twin's windows give the lines, the
+ * unprofiled runs the CPU per review that their sum is checked against.
+ */
+async function budgetPhase(servers: readonly ServerProcess[], certDir: string, ca: string, size: PodSize): Promise<BudgetFigures> {
+  // Kept after the run: node --import tsx bench/profile.ts bench/profiles/budget/product
+  const dir = 'bench/profiles/budget';
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const observer = ['--import', pathToFileURL(resolve('bench/gc-observer.mjs')).href];
+  // 200 samples a second: the profiler's signals cost the main thread little, and 3 rounds of 3 s still give each server 1800 samples a load.
+  const profiled = (name: string): string[] => ['--cpu-prof', `--cpu-prof-dir=${join(dir, name)}`, `--cpu-prof-interval=${PROFILE_INTERVAL_US}`, ...observer];
+  process.env['BENCH_GC_DIR'] = resolve(dir);
+  const floorPort = await freePort();
+  const floor = await startServer('floor', [...profiled('floor'), flags.floor, String(floorPort), join(certDir, 'tls.crt'), join(certDir, 'tls.key')], floorPort, () => tlsOk(floorPort, ca), pinned());
+  const [port, healthPort] = [await freePort(), await freePort()];
+  const product = await startServer('product', [...profiled('product'), ...nodeFlags(), ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', TEMPLATES_DIR, ...flags['product-flags'].split(' ').filter(Boolean)], port, () => httpOk(healthPort, '/readyz'), pinned());
+  const twins = [
+    { profiled: floor, plain: servers.find((s) => s.name === 'floor')! },
+    { profiled: product, plain: servers.find((s) => s.name === 'product')! },
+  ];
+  const windows = new Map<string, Measured[]>();
+  const plainCpu = new Map<string, { micros: number; reviews: number }>();
+  try {
+    for (const kind of ['replicaset', 'distinct'] as const) {
+      const load = (server: ServerProcess, seconds: number) => apisimLoad({ binary: APISIM!, port: server.port, caFile: apisimInput!.caFile, podFile: apisimInput!.podFiles[size]!, pid: server.child.pid!, connections: CONNECTIONS, distinct: kind === 'distinct', expectPatch: server.name === 'product' && size !== 'optout', seconds, warmupSeconds: 0 });
+      for (const twin of twins) for (const server of [twin.plain, twin.profiled]) await load(server, 1);
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const twin of round % 2 === 0 ? twins : [...twins].reverse()) {
+          const key = `${kind} ${twin.profiled.name}`;
+          const plain = await load(twin.plain, SECONDS);
+          const sum = plainCpu.get(key) ?? { micros: 0, reviews: 0 };
+          plainCpu.set(key, { micros: sum.micros + (plain.cpuUsPerReq ?? NaN) * plain.ok, reviews: sum.reviews + plain.ok });
+          const pid = twin.profiled.child.pid!;
+          const gcBefore = await gcCounts(dir, pid);
+          const before = threadCpu(pid);
+          const start = monotonicMicros();
+          const result = await load(twin.profiled, SECONDS);
+          const end = monotonicMicros();
+          const threads = threadDelta(pid, before, threadCpu(pid));
+          const gcAfter = await gcCounts(dir, pid);
+          for (const r of [plain, result]) if (r.errors > 0) throw new Error(`${twin.profiled.name} answered ${r.errors} reviews wrongly in the budget run: ${r.firstError}`);
+          const gc = { minor: gcAfter.minor - gcBefore.minor, major: gcAfter.major - gcBefore.major, pauseMs: gcAfter.pauseMs - gcBefore.pauseMs };
+          windows.set(key, [...(windows.get(key) ?? []), { window: { start, end }, reviews: result.ok, threads, gc }]);
+          log(`budget, ${kind}: ${twin.profiled.name} unprofiled ${plain.cpuUsPerReq?.toFixed(0)} µs/review; profiled: main thread ${(threads.main / result.ok).toFixed(0)}, other threads ${(threads.others / result.ok).toFixed(0)}`);
+        }
+      }
+    }
+  } finally {
+    await Promise.all([floor.stop(), product.stop()]);
+  }
+  const profiles = { floor: readProfile(join(dir, 'floor')), product: readProfile(join(dir, 'product')) };
+  const of = (kind: keyof BudgetFigures, name: 'floor' | 'product'): Budget => {
+    const plain = plainCpu.get(`${kind} ${name}`)!;
+    return budgetOf(profiles[name], windows.get(`${kind} ${name}`)!, plain.micros / plain.reviews);
+  };
+  return { replicaset: { floor: of('replicaset', 'floor'), product: of('replicaset', 'product') }, distinct: { floor: of('distinct', 'floor'), product: of('distinct', 'product') } };
+}
+
+const PROFILE_INTERVAL_US = 5000;
+
+/** The GC totals a server's observer (bench/gc-observer.mjs) has counted so far: it writes them on SIGUSR2. */
+async function gcCounts(dir: string, pid: number): Promise<GcCounts> {
+  const file = join(dir, `gc-${pid}.json`);
+  rmSync(file, { force: true });
+  process.kill(pid, 'SIGUSR2');
+  for (let waited = 0; waited < 2000; waited += 5) {
+    if (existsSync(file)) {
+      try {
+        return JSON.parse(readFileSync(file, 'utf8')) as GcCounts;
+      } catch {
+        // Being written.
+      }
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw new Error(`the GC observer of ${pid} did not answer`);
+}
+
+async function templatesDir(dirs: readonly string[]): Promise<string> {
+  if (dirs.length === 1) return dirs[0]!;
+  const into = await mkdtemp(join(tmpdir(), 'sidecar-injector-bench-templates-'));
+  for (const dir of dirs) for (const file of readdirSync(dir).filter((f) => /\.ya?ml$/.test(f))) copyFileSync(join(dir, file), join(into, file));
+  return into;
+}
+
+function selecting(names: string): typeof Pods {
+  const select = (pod: object): object => {
+    const p = structuredClone(pod) as { metadata: { annotations?: Record<string, string> } };
+    p.metadata.annotations = { ...p.metadata.annotations, 'sidecar-injector.io/templates': names };
+    return p;
+  };
+  return Object.fromEntries(Object.entries(Pods).map(([size, pod]) => [size, select(pod)])) as unknown as typeof Pods;
 }
 
 async function makeCerts(): Promise<{ ca: string; certDir: string }> {
@@ -124,15 +245,24 @@ let productHealthPort = 0;
 /** Starts the floor and the product; the product's start is timed up to a 200 from /readyz. */
 async function startBoth(certDir: string, ca: string): Promise<ServerProcess[]> {
   const floorPort = await freePort();
-  if (APISIM !== undefined) apisimInput = await apisimFiles(certDir, ca, Pods);
+  if (APISIM !== undefined) apisimInput = await apisimFiles(certDir, ca, PODS);
   const floor = await startServer('floor', [...profileFlags('floor'), flags.floor, String(floorPort), join(certDir, 'tls.crt'), join(certDir, 'tls.key')], floorPort, () => tlsOk(floorPort, ca), pinned());
   const [port, healthPort] = [await freePort(), await freePort()];
   productHealthPort = healthPort;
-  const args = [...profileFlags('product'), ...nodeFlags(), ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', 'templates', ...flags['product-flags'].split(' ').filter(Boolean)];
+  const args = [...profileFlags('product'), ...nodeFlags(), ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', TEMPLATES_DIR, ...flags['product-flags'].split(' ').filter(Boolean)];
   const product = await startServer('product', args, port, () => httpOk(healthPort, '/readyz'), pinned());
   log(`product ready in ${product.readyMs.toFixed(0)} ms (spawn to 200 from /readyz); floor in ${floor.readyMs.toFixed(0)} ms`);
-  return [floor, product];
+  if (!WARN_TOO) return [floor, product];
+  // The same product with its review lines off, for comparison: what the log line costs.
+  const [warnPort, warnHealthPort] = [await freePort(), await freePort()];
+  const warnArgs = [...nodeFlags(), ENTRY, 'serve', '--port', String(warnPort), '--health-port', String(warnHealthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', TEMPLATES_DIR, ...flags['product-flags'].split(' ').filter(Boolean), '--log-level', 'warn'];
+  const warn = await startServer(WARN_PRODUCT, warnArgs, warnPort, () => httpOk(warnHealthPort, '/readyz'), pinned());
+  return [floor, product, warn];
 }
+
+/** The product with logs at warn, run beside the others unless --skip-warn or the product flags set a level. */
+const WARN_PRODUCT = 'product, logs at warn';
+const WARN_TOO = !flags['skip-warn'] && !/--log-level/.test(flags['product-flags']);
 
 /** Under apisim the servers run on their own core, the client on the other. */
 function pinned(): string | undefined {
@@ -155,7 +285,7 @@ function targetOf(server: ServerProcess, ca: string): Target {
 /** Warm-up, then ROUNDS rounds of the closed-loop load on each server, alternating which goes first. */
 async function saturate(servers: readonly ServerProcess[], size: PodSize, ca: string, distinctPods: boolean): Promise<Record<string, Row>> {
   if (APISIM !== undefined) return apisimPhase(servers, size, { distinct: distinctPods, rounds: ROUNDS });
-  const body = reviewTemplate(Pods[size], { distinct: distinctPods });
+  const body = reviewTemplate(PODS[size], { distinct: distinctPods });
   const figures = new Map(servers.map((s) => [s.name, { results: [], cpuMicros: 0 } as Figures]));
   for (const s of servers) checkAnswer(s, size, await closedLoop(targetOf(s, ca), body, CONNECTIONS, Math.min(1.5, SECONDS)));
   for (let round = 0; round < ROUNDS; round++) {
@@ -169,7 +299,7 @@ async function saturate(servers: readonly ServerProcess[], size: PodSize, ca: st
 async function steadyPhase(servers: readonly ServerProcess[], size: PodSize, ca: string): Promise<Record<string, Row>> {
   // Every pod distinct under apisim: the issue-20 figure is the p99 of distinct reviews at 500/s.
   if (APISIM !== undefined) return apisimPhase(servers, size, { distinct: true, rounds: 1, rate: RATE, seconds: STEADY_SECONDS });
-  const body = reviewTemplate(Pods[size]);
+  const body = reviewTemplate(PODS[size]);
   const out: Record<string, Row> = {};
   for (const s of servers) {
     const f: Figures = { results: [], cpuMicros: 0 };
@@ -200,7 +330,7 @@ async function apisimPhase(servers: readonly ServerProcess[], size: PodSize, opt
         connections: CONNECTIONS,
         seconds: opts.seconds ?? SECONDS,
         distinct: opts.distinct,
-        expectPatch: s.name === 'product' && size !== 'optout',
+        expectPatch: s.name !== 'floor' && size !== 'optout',
         ...(opts.rate !== undefined && { rate: opts.rate }),
       });
       if (result.errors > 0) throw new Error(`${s.name} answered ${result.errors} ${size} reviews wrongly (apisim): ${result.firstError}`);
@@ -223,7 +353,7 @@ function checkAnswer(server: ServerProcess, size: PodSize, r: LoadResult): void 
   if (r.errors > 0) throw new Error(`${server.name} answered ${r.errors} ${size} reviews wrongly: ${r.firstError}`);
   const response = JSON.parse(r.sample ?? '{}').response;
   if (response?.allowed !== true) throw new Error(`${server.name} did not allow the ${size} pod: ${r.sample}`);
-  if (server.name === 'product' && size !== 'optout' && typeof response.patch !== 'string') throw new Error(`product did not inject the ${size} pod: ${r.sample}`);
+  if (server.name !== 'floor' && size !== 'optout' && typeof response.patch !== 'string') throw new Error(`product did not inject the ${size} pod: ${r.sample}`);
 }
 
 function row(server: ServerProcess, f: Figures): Row {
@@ -270,20 +400,21 @@ function render(servers: readonly ServerProcess[], saturated: Record<string, Rec
   const product = servers.find((s) => s.name === 'product')!;
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
   const command = `npm run bench${process.argv.slice(2).length ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
-  const sizes = SIZES.map((s) => `${s} ${(reviewTemplate(Pods[s]).bytes / 1024).toFixed(1)} KB`).join(', ');
+  const sizes = SIZES.map((s) => `${s} ${(reviewTemplate(PODS[s]).bytes / 1024).toFixed(1)} KB`).join(', ');
   const lines = [
     '# Benchmarks',
     '',
     `Produced by \`${command}\` on ${new Date().toISOString().slice(0, 10)}: ${cpus().length} × ${cpu}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, Node ${process.version}.`,
     '',
-    `The product is the production build (\`${['node', ...nodeFlags(), 'dist/src/cli/index.js', 'serve'].join(' ')}\`, as the image starts it, real TLS, the bundled templates, info-level`,
-    'logs to a pipe); the floor is `bench/floor.mjs`, a bare `node:https` server that reads the body, `JSON.parse`s it and',
+    `The product is the production build (\`${['node', ...nodeFlags(), 'dist/src/cli/index.js', 'serve'].join(' ')}\`, as the image starts it, real TLS, ${flags.templates === 'templates' ? 'the bundled templates' : `the templates of ${flags.templates}`}, ${logLevel()}-level`,
+    'logs to a pipe that the bench reads, as a container runtime does); the floor is `bench/floor.mjs`, a bare `node:https` server that reads the body, `JSON.parse`s it and',
     `answers \`allowed: true\` with the uid. Both run as child processes; ${driverText()}`,
-    `The review bodies are AdmissionReviews of opted-in pods (${sizes}); the product injects the default`,
-    'template into each. Server CPU is what the kernel charged to the server process (all threads, `/proc/<pid>/stat`)',
+    `The review bodies are AdmissionReviews of opted-in pods (${sizes}); the product injects ${flags.select === undefined ? 'the default template' : `the templates each selects (\`sidecar-injector.io/templates: ${flags.select}\`)`}`,
+    'into each. Server CPU is what the kernel charged to the server process (all threads, `/proc/<pid>/stat`)',
     'during the phase, divided by the reviews answered. Peak RSS is the process high-water mark (VmHWM) so far.',
     '',
     `Product ready to serve ${product.readyMs.toFixed(0)} ms after spawn (first 200 from /readyz; target < 1000 ms).`,
+    ...(WARN_TOO ? ['', `The rows "${WARN_PRODUCT}" are a third server, the same product with \`--log-level warn\` (no review lines), measured in the same rounds: the targets apply to the product with its info lines.`] : []),
     '',
     `## Saturated: ${CONNECTIONS} keep-alive connections, ${ROUNDS} rounds of ${SECONDS} s per server, alternating`,
     '',
@@ -304,10 +435,10 @@ function render(servers: readonly ServerProcess[], saturated: Record<string, Rec
     '',
     ...table(steady),
     '',
-    'Targets for the typical pod (issue 20, measured with apisim, 4 connections, client and server on their own cores):',
-    'CPU/review ≤ 1.2 × floor for the pods of one ReplicaSet and ≤ 2.0 × for every pod distinct (saturated), p99 < 5 ms at a',
-    'steady 500 distinct reviews/s, peak RSS < 120 MB with the image\'s node flags, ready within 1 s. Under apisim the steady',
-    'phase sends distinct pods; under the Node driver, the pods of one ReplicaSet.',
+    'Targets for the typical pod (measured with apisim, 4 connections, client and server on their own cores, logs at info',
+    'into a pipe that is read): CPU/review ≤ 1.2 × floor for the pods of one ReplicaSet and ≤ 2.0 × for every pod distinct',
+    '(saturated), p99 < 5 ms at a steady 500 distinct reviews/s, peak RSS < 120 MB with the image\'s node flags and 7 templates,',
+    'ready within 1 s. Under apisim the steady phase sends distinct pods; under the Node driver, the pods of one ReplicaSet.',
     '',
     `## Where a review's CPU goes, in process (\`bench/hotpath.ts ${SIZES.includes('typical') ? 'typical' : SIZES[0]}\`, hot loop, no network)`,
     '',
@@ -321,6 +452,42 @@ function render(servers: readonly ServerProcess[], saturated: Record<string, Rec
     '',
   ];
   return lines.join('\n');
+}
+
+/** The budget table: each line's µs per review, their sum against the CPU measured without the profiler. */
+function renderBudget(b: BudgetFigures, size: PodSize): string {
+  const columns = [b.replicaset.floor, b.replicaset.product, b.distinct.floor, b.distinct.product];
+  const cells = (f: (x: Budget) => string): string => columns.map(f).join(' | ');
+  const ratio = (product: Budget, floor: Budget): string => `${(product.unprofiled / floor.unprofiled).toFixed(2)}×`;
+  const lines = [
+    `## Where a review's CPU goes: the budget (${size} pod, apisim, ${CONNECTIONS} connections, server and client on their own cores)`,
+    '',
+    'CPU µs per review of each line, from a second floor and product run with `--cpu-prof` and a `perf_hooks` GC observer',
+    `(\`bench/budget.ts\`), in ${ROUNDS} rounds of ${SECONDS} s alternating with the unprofiled floor and product of the phases above; the main`,
+    "thread's CPU (the kernel's `schedstat`) split by the profile's busy samples in each window, each sample owned by the innermost",
+    "frame a rule names (docs/performance.md says which); the other threads from their own `schedstat`, the profiler's thread left",
+    'out. The sum is checked against the CPU per review of the unprofiled server in the alternating rounds.',
+    '',
+    '| line | floor, one ReplicaSet | product, one ReplicaSet | floor, every pod distinct | product, every pod distinct |',
+    '| --- | ---: | ---: | ---: | ---: |',
+    ...Lines.filter((line) => columns.some((c) => (c.perReview.get(line) ?? 0) >= 0.05)).map((line) => `| ${line} | ${cells((c) => (c.perReview.get(line) ?? 0).toFixed(1))} |`),
+    `| **sum of the lines** | ${cells((c) => `**${budgetSum(c).toFixed(0)}**`)} |`,
+    `| measured without the profiler, alternating rounds | ${cells((c) => c.unprofiled.toFixed(0))} |`,
+    `| sum / measured | ${cells((c) => `${((100 * budgetSum(c)) / c.unprofiled).toFixed(0)}%`)} |`,
+    `| **product / floor, measured** | | **${ratio(b.replicaset.product, b.replicaset.floor)}** | | **${ratio(b.distinct.product, b.distinct.floor)}** |`,
+    `| main thread: busy samples' wall time / its CPU | ${cells((c) => `${((100 * c.busyWall) / c.mainCpu).toFixed(0)}%`)} |`,
+    `| GC (perf_hooks): scavenges / mark-compacts per 1000 reviews | ${cells((c) => `${((1000 * c.gc.minor) / c.reviews).toFixed(1)} / ${((1000 * c.gc.major) / c.reviews).toFixed(2)}`)} |`,
+    `| GC (perf_hooks): pause µs per review | ${cells((c) => ((1000 * c.gc.pauseMs) / c.reviews).toFixed(1))} |`,
+    `| the profiler's own thread (not in the sum) | ${cells((c) => c.profiler.toFixed(1))} |`,
+    `| reviews in the windows | ${cells((c) => String(c.reviews))} |`,
+    '',
+  ];
+  return lines.join('\n');
+}
+
+/** The product's log level: --log-level of --product-flags, else the default (info). */
+function logLevel(): string {
+  return /--log-level[ =](\w+)/.exec(flags['product-flags'])?.[1] ?? 'info';
 }
 
 /** Which client drove the load, for the report. */
@@ -374,6 +541,11 @@ function table(bySize: Record<string, Record<string, Row>>): string[] {
     out.push(
       `| ${size} | **product / floor** | ${ratio(product.reviewsPerSecond, floor.reviewsPerSecond)} | ${ratio(product.p50, floor.p50)} | ${ratio(product.p99, floor.p99)} | ${ratio(product.p999, floor.p999)} | **${ratio(product.cpuPerReview, floor.cpuPerReview)}** | ${ratio(product.peakRssMb, floor.peakRssMb)} |`,
     );
+    const warn = rows[WARN_PRODUCT];
+    if (warn !== undefined) {
+      out.push(`| ${size} | ${WARN_PRODUCT} | ${fmt(warn)} |`);
+      out.push(`| ${size} | ${WARN_PRODUCT} / floor | ${ratio(warn.reviewsPerSecond, floor.reviewsPerSecond)} | ${ratio(warn.p50, floor.p50)} | ${ratio(warn.p99, floor.p99)} | ${ratio(warn.p999, floor.p999)} | ${ratio(warn.cpuPerReview, floor.cpuPerReview)} | ${ratio(warn.peakRssMb, floor.peakRssMb)} |`);
+    }
   }
   return out;
 }

@@ -5,7 +5,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { clip, createLogger, LOG_FIELD_MAX, LOG_MAX_PENDING_CHARS, stdoutDestination } from '../src/log.js';
+import { clip, createLogger, LOG_BATCH_BYTES, LOG_BATCH_DELAY_MS, LOG_FIELD_MAX, LOG_MAX_PENDING_CHARS, stdoutDestination } from '../src/log.js';
 
 const LOG_MODULE = JSON.stringify(new URL('../src/log.ts', import.meta.url).pathname);
 
@@ -164,16 +164,47 @@ describe('stdoutDestination', () => {
     return out;
   }
 
-  it('hands each line to stdout, and drops lines while stdout holds more than the cap', () => {
+  it('drops batches while stdout holds more than the cap', () => {
     const out = slowStdout();
     const destination = stdoutDestination(out as never);
     destination.write('a\n');
     destination.write('x'.repeat(LOG_MAX_PENDING_CHARS) + '\n');
     destination.write('dropped\n');
+    destination.handOn();
     out.take();
     destination.write('b\n');
+    destination.handOn();
     out.take();
     assert.deepEqual(out.written.map((w) => w.slice(0, 2)), ['a\n', 'xx', 'b\n']);
+  });
+
+  it('hands lines on in whole batches of at most PIPE_BUF bytes, the last after a short delay', async () => {
+    const out = slowStdout();
+    const destination = stdoutDestination(out as never);
+    // 100-byte lines, one with a character of 3 bytes in UTF-8: batches are counted in bytes.
+    const lines = Array.from({ length: 100 }, (_, n) => `${String(n).padStart(3, '0')}${n === 5 ? '€' : 'x'}${'y'.repeat(95)}\n`);
+    for (const line of lines) destination.write(line);
+    out.take();
+    const full = out.written.length;
+    assert.ok(full >= 2, 'no batch was handed on when full');
+    for (const batch of out.written) assert.ok(Buffer.byteLength(batch) <= LOG_BATCH_BYTES, `a batch of ${Buffer.byteLength(batch)} bytes`);
+    assert.ok(out.written.every((batch) => batch.endsWith('\n')), 'a batch ended inside a line');
+    await new Promise((r) => setTimeout(r, LOG_BATCH_DELAY_MS + 50));
+    out.take();
+    assert.equal(out.written.length, full + 1, 'the last lines were not handed on after the delay');
+    assert.equal(out.written.join(''), lines.join(''));
+  });
+
+  it('a line longer than a batch goes alone', () => {
+    const out = slowStdout();
+    const destination = stdoutDestination(out as never);
+    const long = 'z'.repeat(3 * LOG_BATCH_BYTES) + '\n';
+    destination.write('a\n');
+    destination.write(long);
+    destination.write('b\n');
+    destination.handOn();
+    out.take();
+    assert.deepEqual(out.written, ['a\n', long, 'b\n']);
   });
 
   it('calls back from flush once stdout has taken every line, though it never says drain', async () => {

@@ -21,11 +21,17 @@ import { apiserverEnvelope, type DecodedReview, type ReviewVersion } from './cod
  *   generation starts an empty cache.
  * - Memory is bounded by `maxBytes` (what the caller says each value holds, and a fixed overhead
  *   an entry), least recently used first out.
+ * - A body seen once takes no entry and displaces none: its first sighting (key and uid) waits
+ *   among the last RECENT_SIGHTINGS first sightings only, so a stream of distinct pods (every pod
+ *   of another Deployment, a StatefulSet) never evicts a kept answer, and its sightings die young
+ *   (test/admission/answers.test.ts).
  */
 export class AnswerCache<T> {
   readonly #maxBytes: number;
   /** Entries by key, least recently used first: a Map iterates in insertion order, and a hit moves its entry last. */
   readonly #entries = new Map<string, Entry<T>>();
+  /** The first uid of each body seen once lately, by key, oldest first. */
+  readonly #sightings = new Map<string, string>();
   #generation: unknown;
   #bytes = 0;
 
@@ -46,7 +52,7 @@ export class AnswerCache<T> {
   /** The value kept for the slot's key, if any (a first sighting keeps none). */
   get(slot: CacheSlot): T | undefined {
     const entry = this.#entries.get(slot.key);
-    if (entry?.value === undefined) return undefined;
+    if (entry === undefined) return undefined;
     this.#entries.delete(slot.key);
     this.#entries.set(slot.key, entry);
     return entry.value;
@@ -56,17 +62,27 @@ export class AnswerCache<T> {
   offer(slot: CacheSlot, review: DecodedReview, value: T, bytes: number): void {
     // The slot's raw uid must be the one the parse gave (not shadowed by a later `uid` key).
     if (review.request.uid !== slot.uid || review.apiVersion !== slot.version || bytes > this.#maxBytes / 8) return;
-    const seen = this.#entries.get(slot.key);
-    if (seen === undefined) return this.#add(slot.key, { firstUid: slot.uid, value: undefined, bytes: ENTRY_BYTES });
+    if (this.#entries.has(slot.key)) return;
+    const firstUid = this.#sightings.get(slot.key);
+    if (firstUid === undefined) return this.#sighted(slot.key, slot.uid);
     // The same body again with the same uid (a retry) proves nothing about the uid.
-    if (seen.value !== undefined || seen.firstUid === slot.uid) return;
-    this.#drop(slot.key, seen);
-    this.#add(slot.key, { firstUid: seen.firstUid, value, bytes: ENTRY_BYTES + bytes });
+    if (firstUid === slot.uid) return;
+    this.#sightings.delete(slot.key);
+    this.#add(slot.key, { value, bytes: ENTRY_BYTES + bytes });
   }
 
-  /** Entries (first sightings included) and bytes held. */
+  /** Kept values and the bytes they hold (first sightings are not counted: they are a few, bounded apart). */
   get size(): { readonly entries: number; readonly bytes: number } {
     return { entries: this.#entries.size, bytes: this.#bytes };
+  }
+
+  #sighted(key: string, uid: string): void {
+    this.#sightings.set(key, uid);
+    if (this.#sightings.size <= RECENT_SIGHTINGS) return;
+    for (const oldest of this.#sightings.keys()) {
+      this.#sightings.delete(oldest);
+      break;
+    }
   }
 
   #add(key: string, entry: Entry<T>): void {
@@ -85,6 +101,7 @@ export class AnswerCache<T> {
 
   #reset(generation: unknown): void {
     this.#entries.clear();
+    this.#sightings.clear();
     this.#bytes = 0;
     this.#generation = generation;
   }
@@ -97,12 +114,19 @@ export interface CacheSlot {
   readonly version: ReviewVersion;
 }
 
-/** A first sighting (no value yet: the uid it was run with), or a kept value. */
+/** A kept value. */
 interface Entry<T> {
-  readonly firstUid: string;
-  readonly value: T | undefined;
+  readonly value: T;
   readonly bytes: number;
 }
+
+/**
+ * First sightings remembered. The pods of one ReplicaSet reach the webhook back to back (the
+ * controller creates a scale-up's pods in concurrent batches), so a second sighting comes within a
+ * few reviews. Few enough that at thousands of distinct reviews a second a sighting is gone before
+ * V8 moves it to the old space (a scavenge every 50 or so reviews, docs/performance.md).
+ */
+const RECENT_SIGHTINGS = 64;
 
 /** An entry's key, uid, Map slot and object, roughly. */
 const ENTRY_BYTES = 256;

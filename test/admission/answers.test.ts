@@ -204,7 +204,35 @@ describe('AnswerCache', () => {
     const cache = new AnswerCache<string>(1024 * 1024);
     const text = (first: string, last: string): string => reviewText(optedInPod(), last).replace(`"request":{"uid":"${last}"`, `"request":{"uid":"${first}","uid":"${last}"`);
     for (const [first, last] of [['same', 'same'], ['other', 'same'], ['third', 'same'], ['fourth', 'same']] as const) assert.equal(review(cache, text(first, last)), undefined);
-    assert.equal(cache.size.entries, 1, 'the first sighting alone');
+    assert.equal(cache.size.entries, 0, 'a first sighting takes no entry');
+  });
+
+  it('takes no entry for a pod seen once, so distinct pods never evict a kept answer', () => {
+    const cache = new AnswerCache<string>(64 * 1024);
+    const pod = (i: number) => optedInPod({ name: `web-${i}` });
+    // Fills the budget with kept answers, then sends far more distinct pods than it could hold.
+    for (let i = 0; i < 400; i++) for (let twice = 0; twice < 2; twice++) review(cache, reviewText(pod(i), randomUUID()));
+    const kept = cache.size;
+    const answered = (from: number, to: number): number => Array.from({ length: to - from }, (_, i) => review(cache, reviewText(pod(from + i), randomUUID()))).filter((a) => a !== undefined).length;
+    const before = answered(0, 400);
+    for (let i = 0; i < 5000; i++) review(cache, reviewText(optedInPod({ name: `distinct-${i}` }), randomUUID()));
+    assert.deepEqual(cache.size, kept, 'distinct pods changed what is kept');
+    assert.equal(answered(0, 400), before, 'distinct pods evicted kept answers');
+    assert.ok(before > 10, `${before} kept answers`);
+  });
+
+  it('keeps a pod seen again within the last first sightings, and runs one seen again after many others in full', () => {
+    const cache = new AnswerCache<string>(1024 * 1024);
+    const send = (name: string): string | undefined => review(cache, reviewText(optedInPod({ name }), randomUUID()));
+    send('soon');
+    for (let i = 0; i < 10; i++) send(`other-${i}`);
+    send('soon');
+    assert.notEqual(send('soon'), undefined, 'a pod seen again within 10 others was not kept');
+    send('late');
+    for (let i = 0; i < 1000; i++) send(`more-${i}`);
+    send('late');
+    assert.equal(send('late'), undefined, 'a first sighting 1000 pods ago was remembered');
+    assert.notEqual(send('late'), undefined);
   });
 
   it('stays within its byte budget, least recently used out first', () => {
