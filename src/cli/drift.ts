@@ -144,7 +144,7 @@ function kubeconfigExists(env: NodeJS.ProcessEnv): boolean {
 }
 
 /** The ConfigMap --templates-configmap names; a revision's, as components/revision and the chart name it, when the flag keeps its default. */
-function templatesConfigmap(values: DriftOptions): string {
+export function templatesConfigmap(values: Pick<DriftOptions, 'revision' | 'templatesConfigmap'>): string {
   if (values.revision === undefined || values.templatesConfigmap !== DEFAULT_TEMPLATES_CONFIGMAP) return values.templatesConfigmap;
   return `${DEFAULT_TEMPLATES_CONFIGMAP}-${values.revision}`;
 }

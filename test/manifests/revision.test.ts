@@ -1,8 +1,12 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { templatesConfigmap } from '../../src/cli/drift.js';
 import { webhookCalls } from '../../src/kube/selectors.js';
 import type { WebhookConfiguration } from '../../src/kube/types.js';
-import { helmObjects, kustomizeObjects, kustomizeWithComponent, type Obj } from './render.js';
+import { CHART } from '../../scripts/render-install.js';
+import { run } from '../../scripts/tools.js';
+import { helmObjects, kustomizeObjects, kustomizeWithComponent, one, tools, type Obj } from './render.js';
 
 /**
  * Which install a pod reaches, as the apiserver decides it from the rendered webhook configurations'
@@ -63,4 +67,59 @@ describe('revisions', () => {
       }
     });
   }
+});
+
+/**
+ * The README's own command for a revision, run as written (with `helm template` for `helm upgrade
+ * --install`, and without the user's values file), names its objects as docs/operating.md says and
+ * as components/revision and `drift --revision` expect them.
+ */
+describe('revision names', () => {
+  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  const operating = readFileSync(new URL('../../docs/operating.md', import.meta.url), 'utf8');
+  /** The README's `helm upgrade --install ... --set revision=...` command, its continuation lines joined, as arguments. */
+  const readmeCommand = (): string[] => {
+    const joined = readme.replace(/\\\n\s*/g, ' ');
+    const line = joined.split('\n').find((l) => l.startsWith('helm upgrade --install') && l.includes('--set revision='));
+    assert.ok(line, 'the README installs a revision with helm upgrade --install');
+    return line.replace(/#.*$/, '').trim().split(/\s+/);
+  };
+  const docs = {
+    configMap: /the templates ConfigMap `([^`]+)`/.exec(operating)?.[1],
+    objects: /Its objects are named `<name>-(\w+)`/.exec(operating)?.[1],
+  };
+
+  it("renders the names docs/operating.md states from the README's command", () => {
+    const args = readmeCommand();
+    assert.deepEqual(args.slice(0, 3), ['helm', 'upgrade', '--install']);
+    const [release, , ...flags] = args.slice(3);
+    const set: Record<string, string> = {};
+    let namespace = 'default';
+    for (let i = 0; i < flags.length; i++) {
+      if (flags[i] === '--set') set[flags[i + 1]!.split('=')[0]!] = flags[i + 1]!.split('=')[1]!;
+      if (flags[i] === '-n' || flags[i] === '--namespace') namespace = flags[i + 1]!;
+    }
+    const revision = set['revision']!;
+    assert.equal(revision, docs.objects);
+    const objects = helmObjects({ release: release!, namespace, set: { revision } });
+    assert.equal(docs.configMap, `sidecar-injector-templates-${revision}`);
+    one(objects, 'ConfigMap', docs.configMap);
+    for (const kind of ['Deployment', 'Service', 'ServiceAccount', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']) one(objects, kind, `sidecar-injector-${revision}`);
+    // drift --revision reads the same ConfigMap by default.
+    assert.equal(templatesConfigmap({ revision, templatesConfigmap: 'sidecar-injector/sidecar-injector-templates' }), `${namespace}/${docs.configMap}`);
+  });
+
+  it("says in the chart's NOTES how to move a namespace or a pod to the revision", () => {
+    const notes = run(tools, 'helm', ['install', '--dry-run=client', 'sidecar-injector-canary', CHART, '-n', 'sidecar-injector', '--set', 'revision=canary']).split('NOTES:')[1] ?? '';
+    assert.match(notes, /kubectl label namespace NAME sidecar-injector\.io\/rev=canary/);
+    assert.match(notes, /sidecar-injector\.io\/rev: "canary"/);
+    assert.match(notes, /deployment\/sidecar-injector-canary\n/);
+  });
+
+  it('names every object of components/revision as the chart names them', () => {
+    const names = (objects: Obj[]): string[] => objects.filter((o) => o.kind !== 'CustomResourceDefinition' && o.kind !== 'Namespace').map((o) => `${o.kind}/${o.metadata.name}`).sort();
+    const helm = names(helmObjects({ release: 'sidecar-injector-canary', set: { revision: 'canary' } }));
+    const kustomize = names(kustomizeWithComponent('base', 'components/revision'));
+    assert.deepEqual(helm, kustomize);
+  });
 });
