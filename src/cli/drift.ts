@@ -57,7 +57,7 @@ export async function driftCommand(values: DriftOptions, io: IO = processIO, env
   }
   const scope: Scope = values.allNamespaces ? { allNamespaces: true } : { namespace: kube.namespace };
   const [{ set, source }, pods, replicaSets, jobs, namespaces, webhooks] = await Promise.all([
-    templatesFor(values, kube, env, (line) => io.stderr(`${line}\n`)),
+    templatesFor(values, kube, env, (line) => io.stderr(`${line}\n`), 'namespace' in scope ? [scope.namespace] : undefined),
     listLivePods(kube, scope),
     listReplicaSets(kube, scope),
     listJobs(kube, scope),
@@ -153,9 +153,9 @@ export function templatesConfigmap(values: Pick<DriftOptions, 'revision' | 'temp
 const DEFAULT_TEMPLATES_CONFIGMAP = 'sidecar-injector/sidecar-injector-templates';
 
 /** The templates to compare with: a directory, the cluster's SidecarTemplate objects, or the ConfigMap the injector mounts, read through the API. */
-async function templatesFor(values: DriftOptions, kube: KubeClients, env: NodeJS.ProcessEnv, note: (line: string) => void): Promise<{ set: TemplateSet; source: string }> {
+async function templatesFor(values: DriftOptions, kube: KubeClients, env: NodeJS.ProcessEnv, note: (line: string) => void, namespaces: readonly string[] | undefined): Promise<{ set: TemplateSet; source: string }> {
   if (values.templatesSource === 'cluster') {
-    const set = await clusterTemplates(values, note, kube);
+    const set = await clusterTemplates(values, note, kube, namespaces);
     return { set, source: set.source };
   }
   if (values.templatesDir !== undefined) return { set: await loadTemplates(values.templatesDir), source: `directory ${templatesDir(values.templatesDir, env)}` };

@@ -195,12 +195,14 @@ function statusFailure(err: unknown): string {
 /**
  * The SidecarTemplate objects of the cluster, listed once, as the set a server would serve (the
  * CLI's --templates-source cluster): invalid objects are left out and returned with their faults.
+ * With `namespaces`, only those and `home` are listed, each with a namespaced list: what the
+ * injector serves to their pods, read with a team's rights (test/cli/cluster-templates.test.ts).
  */
-export async function listClusterTemplates(kube: KubeClients, home: string): Promise<{ set: TemplateSet; invalid: { key: string; faults: readonly string[] }[] }> {
-  const found = (await kube.custom.listClusterCustomObject({ group, version, plural })) as KubernetesListObject<TemplateObject & KubernetesObject>;
+export async function listClusterTemplates(kube: KubeClients, home: string, namespaces?: readonly string[]): Promise<{ set: TemplateSet; invalid: { key: string; faults: readonly string[] }[] }> {
+  const items = namespaces === undefined ? await listTemplates(kube) : (await Promise.all([...new Set([home, ...namespaces])].map((namespace) => listTemplates(kube, namespace)))).flat();
   const candidates: ObjectCandidates[] = [];
   const invalid: { key: string; faults: readonly string[] }[] = [];
-  for (const obj of found.items) {
+  for (const obj of items) {
     const result = compileObject(obj);
     if (result.ok) candidates.push({ key: objectKey(obj), created: obj.metadata.creationTimestamp ?? '', candidates: [result.template] });
     else invalid.push({ key: objectKey(obj), faults: result.faults.map(formatFault) });
@@ -208,6 +210,12 @@ export async function listClusterTemplates(kube: KubeClients, home: string): Pro
   const { set, refused } = clusterSet(candidates, home);
   for (const [key, faults] of refused) invalid.push({ key, faults: faults.map(formatFault) });
   return { set, invalid };
+}
+
+/** One list of SidecarTemplate objects: of one namespace, or of every namespace. */
+async function listTemplates(kube: KubeClients, namespace?: string): Promise<(TemplateObject & KubernetesObject)[]> {
+  const found = namespace === undefined ? await kube.custom.listClusterCustomObject({ group, version, plural }) : await kube.custom.listNamespacedCustomObject({ group, version, plural, namespace });
+  return (found as KubernetesListObject<TemplateObject & KubernetesObject>).items;
 }
 
 /** The versions to try for an object, newest first: the current one if valid, then the one served before. */
