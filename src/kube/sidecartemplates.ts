@@ -20,6 +20,8 @@ export interface ClusterTemplateStoreOptions {
   /** Wait before restarting the informer after the API failed it (doubled up to 30 s). */
   readonly retryMs?: number;
   readonly onReload?: (result: ReloadResult) => void;
+  /** After each rebuild: how many objects are not served as they are now (invalid, or a refused default). */
+  readonly onNotServed?: (count: number) => void;
 }
 
 /** The SidecarTemplate objects of the cluster as a template store (issue 23). */
@@ -80,6 +82,7 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
       const conflict = refused.get(key);
       void writeStatus(e, conflict === undefined || !e.result.ok ? e.result : { ok: false, faults: conflict });
     }
+    options.onNotServed?.([...entries.values()].filter((e) => !e.result.ok || e.served !== e.result.template).length);
     const time = new Date();
     if (history === undefined) {
       history = new SetHistory(next, { windowMs: options.historyWindowMs ?? HISTORY_WINDOW_MS });
