@@ -57,7 +57,8 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   // During a graceful stop every answer says Connection: close (AdmissionAppDeps.draining).
   let draining = false;
   const app = createAdmissionApp({
-    handlers: createHandlers({ templates: store.current, limits, imageMirrors: mirrors, revision: config.revision }),
+    // At debug level, one line per decision of a review; at info, nothing is built for them.
+    handlers: createHandlers({ templates: store.current, limits, imageMirrors: mirrors, revision: config.revision, ...(logger.isLevelEnabled('debug') && { debug: (fields, decided) => logger.debug(fields, decided) }) }),
     // Every request ends in one record: its log line, then its metrics.
     observers: [logReviews(logger), metrics.observeReview],
     maxInflight: config.maxInflight,
