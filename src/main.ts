@@ -57,7 +57,8 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   // During a graceful stop every answer says Connection: close (AdmissionAppDeps.draining).
   let draining = false;
   const app = createAdmissionApp({
-    handlers: createHandlers({ templates: store.current, limits, imageMirrors: mirrors, revision: config.revision }),
+    // At debug level, one line per decision of a review; at info, nothing is built for them.
+    handlers: createHandlers({ templates: store.current, limits, imageMirrors: mirrors, revision: config.revision, ...(logger.isLevelEnabled('debug') && { debug: (fields, decided) => logger.debug(fields, decided) }) }),
     // Every request ends in one record: its log line, then its metrics.
     observers: [logReviews(logger), metrics.observeReview],
     maxInflight: config.maxInflight,
@@ -163,7 +164,11 @@ async function openTemplates(config: Config, logger: Logger, metrics: Metrics): 
           pollIntervalMs: config.templatesPollSeconds * 1000,
           historyWindowMs: config.templateHistoryMinutes * 60 * 1000,
           // With both sources the directory's change is the cluster store's to publish.
-          onReload: (r) => (config.templatesSource === 'both' ? changed() : onReload(r)),
+          onReload: (r) => {
+            metrics.setTemplatesNotServed('directory', r.ok ? 0 : 1);
+            if (config.templatesSource === 'both') changed();
+            else onReload(r);
+          },
         });
   if (dir !== undefined) {
     const set = dir.current();
@@ -175,7 +180,7 @@ async function openTemplates(config: Config, logger: Logger, metrics: Metrics): 
   const [{ createKubeClients }, { openClusterTemplateStore }] = await Promise.all([import('./kube/client.js'), import('./kube/sidecartemplates.js')]);
   const kube = createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace });
   const historyWindowMs = config.templateHistoryMinutes * 60 * 1000;
-  const cluster = openClusterTemplateStore(kube, { logger, historyWindowMs, onReload, ...(dir !== undefined && { base: dir.current }) });
+  const cluster = openClusterTemplateStore(kube, { logger, historyWindowMs, onReload, onNotServed: (count) => metrics.setTemplatesNotServed('sidecartemplates', count), ...(dir !== undefined && { base: dir.current }) });
   changed = cluster.refresh;
   logger.info({ namespace: kube.namespace, api: kube.server, via: kube.source, withDir: dir !== undefined }, 'watching sidecartemplates: those in the namespace are cluster-wide, the others apply to their namespace');
   const store: TemplateStore = {

@@ -52,14 +52,24 @@ export interface HandlerSource {
   readonly imageMirrors?: ImageMirrors;
   /** This install's revision (--revision), recorded in the status annotation of every pod it injects; default: none. */
   readonly revision?: string;
+  /**
+   * Where each review step that decided something is told, one call a step (the pino logger's
+   * debug level); absent, as at --log-level info, no step builds anything for it.
+   */
+  readonly debug?: StepLog;
 }
+
+/** One line per decision of a review: its fields and what was decided. */
+export type StepLog = (fields: Record<string, unknown>, decided: string) => void;
 
 /** The mutating handler: injects the selected templates and answers with the patch; `scope` says who may opt the pod in. */
 export function mutating(source: HandlerSource, scope: OptInScope = OptInScope.Pod): ReviewHandler {
   const { templates } = source;
   const limits = source.limits ?? DefaultReviewLimits;
   const context = { revision: source.revision ?? '' };
-  return (req) => mutatePod(req, templates, scope, limits, context);
+  const { debug } = source;
+  if (debug === undefined) return (req) => mutatePod(req, templates, scope, limits, context);
+  return (req) => mutatePod(req, templates, scope, limits, context, stepsOf(req, debug, scope));
 }
 
 /**
@@ -71,7 +81,17 @@ export function validating(source: HandlerSource, scope: OptInScope = OptInScope
   const { templates } = source;
   const limits = source.limits ?? DefaultReviewLimits;
   const mirrors = source.imageMirrors ?? NoImageMirrors;
-  return (req) => validatePod(req, templates, scope, limits, mirrors);
+  const { debug } = source;
+  if (debug === undefined) return (req) => validatePod(req, templates, scope, limits, mirrors);
+  return (req) => validatePod(req, templates, scope, limits, mirrors, stepsOf(req, debug, scope));
+}
+
+/** The step log of one review, every line naming the pod, its namespace and the opt-in scope. */
+function stepsOf(req: ReviewRequest, debug: StepLog, scope: OptInScope): StepLog {
+  const object = isObject(req.object) ? req.object : {};
+  const meta = isObject(object['metadata']) ? object['metadata'] : {};
+  const pod = meta['name'] ?? meta['generateName'] ?? '';
+  return (fields, decided) => debug({ namespace: req.namespace, pod, scope, ...fields }, decided);
 }
 
 const factories: Readonly<Record<HandlerKind, typeof mutating>> = { [HandlerKind.Mutate]: mutating, [HandlerKind.Validate]: validating };
@@ -96,25 +116,42 @@ export function createHandlers(source: HandlerSource): Handlers {
   };
 }
 
-function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, context: InjectionContext): Verdict {
-  if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
+function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, context: InjectionContext, step?: StepLog): Verdict {
+  if (!isPodCreate(req)) {
+    step?.({ operation: req.operation, subResource: req.subResource }, 'skipped: not the CREATE of a pod');
+    return passed(Decision.Skipped, Reason.NotPodCreate);
+  }
   const pod = checkedPod(req, scope, limits);
-  if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
+  if (pod === undefined) {
+    step?.({}, 'skipped: a pod that did not opt in, over a review limit');
+    return passed(Decision.Skipped, Reason.OptedOut);
+  }
   const namespace = namespaceOf(req, pod);
   const set = setFor(templates(), namespace);
   const selection = attempt(() => selectTemplates(pod, set, scope, namespace));
-  if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate);
+  if (selection instanceof InjectorError) {
+    step?.({ code: selection.code, error: selection.message }, 'denied: the templates the pod names');
+    return denied(selection, Reason.UnknownTemplate);
+  }
   // Keys that look meant for the injector are warned of whatever it decides (issue 21): a typo is
   // most often why a pod got the default templates, or none.
-  if (!selection.inject) return passed(Decision.Skipped, selection.reason, keyWarnings(pod, set));
+  if (!selection.inject) {
+    step?.({ reason: selection.reason, detail: selection.detail }, 'skipped: not selected');
+    return passed(Decision.Skipped, selection.reason, keyWarnings(pod, set));
+  }
+  step?.({ optedIn: selection.optedIn, templates: selection.templates.map((t) => `${t.namespace === undefined ? '' : `${t.namespace}/`}${t.name}@${t.version}`), from: selection.explicit ? 'the templates annotation' : 'the default templates', set: set.digest }, 'selected');
   const keys = keyWarnings(pod, set, selection.templates);
 
   const injection = attempt(() => planInjection(pod, selection.templates, namespace, context));
-  if (injection instanceof InjectorError) return denied(injection, refusalReason(injection));
+  if (injection instanceof InjectorError) {
+    step?.({ code: injection.code, error: injection.message }, 'denied: the selected templates cannot be injected into this pod');
+    return denied(injection, refusalReason(injection));
+  }
   // The patch is the difference between the pod and the injected pod, lists compared by name.
   const ops = diff(pod, applyInjection(pod, injection));
   const text = JSON.stringify(ops);
   const warnings = keys.length === 0 ? injection.warnings : [...keys, ...injection.warnings];
+  step?.({ templates: injection.plan.status.templates, ops: ops.length, warnings }, ops.length === 0 ? 'injected already: nothing to add' : 'injected');
   if (ops.length === 0) return injected(Reason.AlreadyInjected, injection.plan.status.templates, 0, undefined, warnings);
   // An answer of megabytes (a pod of many containers, each given the templates' env and mounts)
   // costs memory here and in the apiserver; the pod is refused with the size instead.
@@ -132,12 +169,13 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
  */
 const HistoryReasons: ReadonlySet<string> = new Set([Reason.EarlierTemplates, Reason.RecordedTemplates, Reason.UnversionedStatus]);
 
-function validatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, mirrors: ImageMirrors): Verdict {
+function validatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, mirrors: ImageMirrors, step?: StepLog): Verdict {
   if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
   const pod = checkedPod(req, scope, limits);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
   const namespace = namespaceOf(req, pod);
   const verdict = verifyPod(pod, setFor(templates(), namespace), namespace, {}, scope, mirrors);
+  step?.({ reason: verdict.reason, ...(verdict.kind !== 'skipped' && { templates: verdict.templates }), ...(verdict.kind === 'denied' && { error: verdict.error.message }) }, `validated: ${verdict.kind}`);
   if (verdict.kind === 'skipped') return passed(Decision.Skipped, verdict.reason);
   if (verdict.kind === 'denied') return denied(verdict.error, verdict.reason, verdict.statusReason, verdict.templates);
   return allowed(verdict.reason, verdict.templates, !HistoryReasons.has(verdict.reason));

@@ -38,12 +38,20 @@ export interface Inputs {
 export async function readInputs(command: string, values: InputOptions, stdin: NodeJS.ReadableStream, stderr: (text: string) => void = (t) => process.stderr.write(t)): Promise<Inputs> {
   const cluster = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels: values.namespaceLabels ?? {} };
   const text = await readInput(command, values.filename, stdin);
-  const set = values.templatesSource === 'cluster' ? await clusterTemplates(values, (line) => stderr(`${line}\n`)) : await loadTemplates(values.templatesDir);
   const source = values.filename === '-' ? 'standard input' : values.filename;
   const docs = parseDocuments(text, source);
   // An empty input is a mistake (a pipe whose first command failed, a wrong file), never a manifest.
   if (docs.length === 0) throw new InjectorError('INPUT_INVALID', [source, 'it holds no Kubernetes object (it is empty, or only comments)']);
+  // The cluster's templates of the namespaces the objects go to: what a team may read there.
+  const namespaces = docs.map((doc) => namespaceOf(doc) ?? values.namespace);
+  const set = values.templatesSource === 'cluster' ? await clusterTemplates(values, (line) => stderr(`${line}\n`), undefined, namespaces) : await loadTemplates(values.templatesDir);
   return { docs, set, cluster };
+}
+
+function namespaceOf(doc: JsonObject): string | undefined {
+  const metadata = doc['metadata'];
+  const namespace = typeof metadata === 'object' && metadata !== null && !Array.isArray(metadata) ? (metadata as JsonObject)['namespace'] : undefined;
+  return typeof namespace === 'string' && namespace !== '' ? namespace : undefined;
 }
 
 /** Reads `-f FILE`, or standard input for `-f -`. */
@@ -68,8 +76,8 @@ export function templatesDir(flag: string | undefined, env: NodeJS.ProcessEnv = 
 }
 
 /** The cluster's SidecarTemplates as a server would serve them; an invalid object is named on standard error (a `note:`) and left out, as the server leaves it. */
-export async function clusterTemplates(values: Pick<InputOptions, 'kubeconfig' | 'templatesNamespace'>, warn: (line: string) => void, kube?: KubeClients): Promise<TemplateSet> {
-  const { set, invalid } = await listTemplateObjects(values, kube);
+export async function clusterTemplates(values: Pick<InputOptions, 'kubeconfig' | 'templatesNamespace'>, warn: (line: string) => void, kube?: KubeClients, namespaces?: readonly string[]): Promise<TemplateSet> {
+  const { set, invalid } = await listTemplateObjects(values, kube, namespaces);
   for (const i of invalid) warn(`note: sidecartemplate ${i.key} is invalid and not served: ${i.faults.join('; ')}`);
   return set;
 }
@@ -77,15 +85,16 @@ export async function clusterTemplates(values: Pick<InputOptions, 'kubeconfig' |
 /**
  * Lists the cluster's SidecarTemplate objects once: the set a server would serve, and the invalid
  * objects it leaves out. Through `kube` when the command has its clients already, else through
- * `--kubeconfig`; the templates of `--templates-namespace` are cluster-wide.
+ * `--kubeconfig`; the templates of `--templates-namespace` are cluster-wide. With `namespaces`,
+ * only those and the cluster-wide ones (namespaced lists: a team's rights, docs/cli.md).
  */
-export async function listTemplateObjects(values: Pick<InputOptions, 'kubeconfig' | 'templatesNamespace'>, kube?: KubeClients): ReturnType<typeof listClusterTemplates> {
+export async function listTemplateObjects(values: Pick<InputOptions, 'kubeconfig' | 'templatesNamespace'>, kube?: KubeClients, namespaces?: readonly string[]): ReturnType<typeof listClusterTemplates> {
   // Loaded only when the cluster is read: the Kubernetes client costs ~350 ms to import.
   const [{ createKubeClients, apiError }, { listClusterTemplates }] = await Promise.all([import('../kube/client.js'), import('../kube/sidecartemplates.js')]);
   const home = values.templatesNamespace ?? 'sidecar-injector';
   const clients = kube ?? createKubeClients({ kubeconfig: values.kubeconfig ?? '', namespace: home });
   try {
-    return await listClusterTemplates(clients, home);
+    return await listClusterTemplates(clients, home, namespaces);
   } catch (err) {
     throw apiError('list sidecartemplates.sidecar-injector.io', err);
   }

@@ -58,7 +58,7 @@ export async function driftCommand(values: DriftOptions, io: IO = processIO, env
   }
   const scope: Scope = values.allNamespaces ? { allNamespaces: true } : { namespace: kube.namespace };
   const [{ set, source }, pods, replicaSets, deployments, statefulSets, daemonSets, jobs, cronJobs, namespaces, webhooks] = await Promise.all([
-    templatesFor(values, kube, env, (line) => io.stderr(`${line}\n`)),
+    templatesFor(values, kube, env, (line) => io.stderr(`${line}\n`), 'namespace' in scope ? [scope.namespace] : undefined),
     listLivePods(kube, scope),
     listReplicaSets(kube, scope),
     listDeployments(kube, scope),
@@ -152,7 +152,7 @@ function kubeconfigExists(env: NodeJS.ProcessEnv): boolean {
 }
 
 /** The ConfigMap --templates-configmap names; a revision's, as components/revision and the chart name it, when the flag keeps its default. */
-function templatesConfigmap(values: DriftOptions): string {
+export function templatesConfigmap(values: Pick<DriftOptions, 'revision' | 'templatesConfigmap'>): string {
   if (values.revision === undefined || values.templatesConfigmap !== DEFAULT_TEMPLATES_CONFIGMAP) return values.templatesConfigmap;
   return `${DEFAULT_TEMPLATES_CONFIGMAP}-${values.revision}`;
 }
@@ -161,9 +161,9 @@ function templatesConfigmap(values: DriftOptions): string {
 const DEFAULT_TEMPLATES_CONFIGMAP = 'sidecar-injector/sidecar-injector-templates';
 
 /** The templates to compare with: a directory, the cluster's SidecarTemplate objects, or the ConfigMap the injector mounts, read through the API. */
-async function templatesFor(values: DriftOptions, kube: KubeClients, env: NodeJS.ProcessEnv, note: (line: string) => void): Promise<{ set: TemplateSet; source: string }> {
+async function templatesFor(values: DriftOptions, kube: KubeClients, env: NodeJS.ProcessEnv, note: (line: string) => void, namespaces: readonly string[] | undefined): Promise<{ set: TemplateSet; source: string }> {
   if (values.templatesSource === 'cluster') {
-    const set = await clusterTemplates(values, note, kube);
+    const set = await clusterTemplates(values, note, kube, namespaces);
     return { set, source: set.source };
   }
   if (values.templatesDir !== undefined) return { set: await loadTemplates(values.templatesDir), source: `directory ${templatesDir(values.templatesDir, env)}` };

@@ -50,7 +50,7 @@ export async function lintCommand(values: LintOptions, io: IO = processIO): Prom
 async function lintClusterCommand(values: LintOptions, level: PodSecurityLevel, io: IO): Promise<number> {
   if (values.dir !== undefined) throw new InjectorError('USAGE', [`lint: give DIR (${values.dir}) or --templates-source cluster, not both`]);
   const home = values.templatesNamespace ?? 'sidecar-injector';
-  const report = lintCluster(await listTemplateObjects(values), home, level, values.namespace);
+  const report = lintCluster(await listTemplateObjects(values, undefined, values.namespace === undefined ? undefined : [values.namespace]), home, level, values.namespace);
   const where = values.namespace === undefined ? `the sidecartemplates of every namespace (cluster-wide: ${home})` : `the sidecartemplates namespace ${values.namespace} sees (its own over ${home}'s)`;
   io.stdout(values.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : textReport(report, where, level));
   return exitStatus(report, values.strict);

@@ -70,7 +70,7 @@ export function planInjection(pod: Pod, templates: readonly CompiledTemplate[], 
   const spec: PodSpec = pod.spec ?? {};
   const meta = pod.metadata ?? {};
 
-  const placed = placeSidecars(spec, withPodToken(spec, plan, warnings), warnings);
+  const placed = placeSidecars(spec, withPodToken(spec, plan), warnings);
   portWarnings(spec, placed.sidecars, warnings);
   const own = spec.containers ?? [];
   const extensions = extensionsOf(own, plan, appTargets(own, plan, meta.annotations, warnings), warnings);
@@ -222,18 +222,17 @@ function checkMounts(ownVolumes: readonly NamedItem[] | undefined, added: readon
  * The ServiceAccount admission plugin mounts the token into the containers that exist when it runs,
  * before the webhooks, so a sidecar added here has none (vault-k8s #78). Its volume is found by its
  * mount in the pod's own containers, not by its name (kube-api-access-<random>). A pod without one
- * (automountServiceAccountToken: false, or a token mounted elsewhere) made that choice: a warning,
- * and no mount.
+ * (automountServiceAccountToken: false, as Bitnami's charts set it, a ServiceAccount that mounts
+ * none, a manifest before admission) gets no mount and no warning: `true` shares a token where the
+ * pod has one, and a template that requires a token takes one of its own (the object form), so
+ * nothing is wrong with such a pod (test/inject/warnings.test.ts holds the corpus to it).
  */
-function withPodToken(spec: PodSpec, plan: InjectionPlan, warnings: string[]): readonly Sidecar[] {
+function withPodToken(spec: PodSpec, plan: InjectionPlan): readonly Sidecar[] {
   // Most selections ask for no token: nothing is allocated for them.
   if (!plan.rendered.some((r) => r.podToken === true)) return plan.sidecars;
   const wanting = plan.rendered.filter((r) => r.podToken === true);
   const volume = podTokenVolume(spec, new Set(plan.sidecars.map((s) => s.container.name)));
-  if (volume === undefined) {
-    for (const r of wanting) warnings.push(`template "${r.name}" wants the pod's ServiceAccount token, but no container of the pod mounts one (automount off?)`);
-    return plan.sidecars;
-  }
+  if (volume === undefined) return plan.sidecars;
   const mount = tokenMount(volume);
   const names = new Set(wanting.map((r) => r.name));
   return plan.sidecars.map((s) => (names.has(s.template) ? { ...s, container: withTokenMount(s.container, mount) } : s));
@@ -255,8 +254,10 @@ type Touches = (template: string, container: string) => boolean;
 /**
  * Which application containers each template touches, by its `appContainers` and the pod's
  * app-containers annotation (which can only narrow it); undefined when every template touches
- * every container, as in most pods. A name that is no container of the pod is a warning: a typo
- * here would otherwise silently leave the container without what it needs.
+ * every container, as in most pods. A name in `include` or the annotation that is no container of
+ * the pod is a warning: a typo there would silently leave the container without what it needs. An
+ * `exclude` name the pod lacks is not: a template excludes proxies and exporters most pods do not
+ * run (test/inject/warnings.test.ts).
  */
 function appTargets(own: readonly Container[], plan: InjectionPlan, annotations: Readonly<Record<string, string>> | undefined, warnings: string[]): Touches | undefined {
   if (plan.env.length === 0 && plan.volumeMounts.length === 0) return undefined;
@@ -270,8 +271,8 @@ function appTargets(own: readonly Container[], plan: InjectionPlan, annotations:
   const pod = value === undefined ? undefined : parseNames(value);
   const podUnknown = unknown(pod ?? []);
   if (podUnknown.length > 0) warnings.push(`annotation ${Keys.appContainers} names ${quoted(podUnknown)}, not containers of the pod`);
-  for (const [template, { include = [], exclude = [] }] of byTemplate) {
-    const names = unknown([...include, ...exclude]);
+  for (const [template, { include = [] }] of byTemplate) {
+    const names = unknown(include);
     if (names.length > 0) warnings.push(`appContainers of template "${template}" names ${quoted(names)}, not containers of the pod`);
   }
   return (template, container) => {

@@ -20,6 +20,8 @@ export interface ClusterTemplateStoreOptions {
   /** Wait before restarting the informer after the API failed it (doubled up to 30 s). */
   readonly retryMs?: number;
   readonly onReload?: (result: ReloadResult) => void;
+  /** After each rebuild: how many objects are not served as they are now (invalid, or a refused default). */
+  readonly onNotServed?: (count: number) => void;
 }
 
 /** The SidecarTemplate objects of the cluster as a template store (issue 23). */
@@ -80,6 +82,7 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
       const conflict = refused.get(key);
       void writeStatus(e, conflict === undefined || !e.result.ok ? e.result : { ok: false, faults: conflict });
     }
+    options.onNotServed?.([...entries.values()].filter((e) => !e.result.ok || e.served !== e.result.template).length);
     const time = new Date();
     if (history === undefined) {
       history = new SetHistory(next, { windowMs: options.historyWindowMs ?? HISTORY_WINDOW_MS });
@@ -195,12 +198,14 @@ function statusFailure(err: unknown): string {
 /**
  * The SidecarTemplate objects of the cluster, listed once, as the set a server would serve (the
  * CLI's --templates-source cluster): invalid objects are left out and returned with their faults.
+ * With `namespaces`, only those and `home` are listed, each with a namespaced list: what the
+ * injector serves to their pods, read with a team's rights (test/cli/cluster-templates.test.ts).
  */
-export async function listClusterTemplates(kube: KubeClients, home: string): Promise<{ set: TemplateSet; invalid: { key: string; faults: readonly string[] }[] }> {
-  const found = (await kube.custom.listClusterCustomObject({ group, version, plural })) as KubernetesListObject<TemplateObject & KubernetesObject>;
+export async function listClusterTemplates(kube: KubeClients, home: string, namespaces?: readonly string[]): Promise<{ set: TemplateSet; invalid: { key: string; faults: readonly string[] }[] }> {
+  const items = namespaces === undefined ? await listTemplates(kube) : (await Promise.all([...new Set([home, ...namespaces])].map((namespace) => listTemplates(kube, namespace)))).flat();
   const candidates: ObjectCandidates[] = [];
   const invalid: { key: string; faults: readonly string[] }[] = [];
-  for (const obj of found.items) {
+  for (const obj of items) {
     const result = compileObject(obj);
     if (result.ok) candidates.push({ key: objectKey(obj), created: obj.metadata.creationTimestamp ?? '', candidates: [result.template] });
     else invalid.push({ key: objectKey(obj), faults: result.faults.map(formatFault) });
@@ -208,6 +213,12 @@ export async function listClusterTemplates(kube: KubeClients, home: string): Pro
   const { set, refused } = clusterSet(candidates, home);
   for (const [key, faults] of refused) invalid.push({ key, faults: faults.map(formatFault) });
   return { set, invalid };
+}
+
+/** One list of SidecarTemplate objects: of one namespace, or of every namespace. */
+async function listTemplates(kube: KubeClients, namespace?: string): Promise<(TemplateObject & KubernetesObject)[]> {
+  const found = namespace === undefined ? await kube.custom.listClusterCustomObject({ group, version, plural }) : await kube.custom.listNamespacedCustomObject({ group, version, plural, namespace });
+  return (found as KubernetesListObject<TemplateObject & KubernetesObject>).items;
 }
 
 /** The versions to try for an object, newest first: the current one if valid, then the one served before. */

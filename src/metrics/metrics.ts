@@ -38,6 +38,10 @@ const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 export const ReloadResult = { Success: 'success', Failure: 'failure' } as const;
 export type ReloadResult = (typeof ReloadResult)[keyof typeof ReloadResult];
 
+/** Where templates come from: the directory (a mounted ConfigMap), and the cluster's SidecarTemplate objects. */
+export const TemplateSource = { Directory: 'directory', SidecarTemplates: 'sidecartemplates' } as const;
+export type TemplateSource = (typeof TemplateSource)[keyof typeof TemplateSource];
+
 /** Which certificate a reload was for. */
 export const CertificateKind = { Serving: 'serving', ClientCa: 'client-ca' } as const;
 export type CertificateKind = (typeof CertificateKind)[keyof typeof CertificateKind];
@@ -53,6 +57,13 @@ export interface Metrics {
   observeReview(record: ReviewRecord): void;
   /** Counts a template reload; on success also records the set now in use. */
   recordReload(result: ReloadResult, digest?: string): void;
+  /**
+   * Records how many templates of a source are not served as they are now: the directory (1 while
+   * its files fail to load and the last good set serves), or the SidecarTemplate objects whose
+   * current version is invalid or refused. A state, not an event: an alert on it stays firing for
+   * as long as they are broken (test/metrics/metrics.test.ts).
+   */
+  setTemplatesNotServed(source: TemplateSource, count: number): void;
   /** Records the template set now serving (at start and after each successful reload). */
   setTemplateSet(digest: string, at?: Date): void;
   /** Records when the serving certificate expires (at start and after each rotation). */
@@ -129,6 +140,13 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     help: 'Unix time at which the template set in use was loaded',
     registers,
   });
+  const notServed = new Gauge({
+    name: `${PREFIX}templates_not_served`,
+    help: 'Templates not served as they are now, by source: directory (1 while its files fail to load; the last good set serves), sidecartemplates (objects whose current version is invalid or refused)',
+    labelNames: ['source'] as const,
+    registers,
+  });
+  for (const source of Object.values(TemplateSource)) notServed.set({ source }, 0);
   const certExpiry = new Gauge({
     name: `${PREFIX}certificate_expiry_timestamp_seconds`,
     help: 'Unix time at which the serving certificate expires (notAfter)',
@@ -185,6 +203,9 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       if (result === ReloadResult.Success && digest !== undefined) setTemplateSet(digest);
     },
     setTemplateSet,
+    setTemplatesNotServed(source, count) {
+      notServed.set({ source }, count);
+    },
     setCertificateExpiry(notAfter) {
       certExpiry.set(notAfter.getTime() / 1000);
     },

@@ -155,23 +155,33 @@ function compileFile(f: TemplateFile, faults: TemplateFault[], seen: Map<string,
     if (name !== undefined && !seen.has(name)) seen.set(name, f.file);
     const schemaFaults = documentFaults(value);
     for (const sf of schemaFaults) faults.push({ file: f.file, ...withName(name), ...sf, ...at(sf.path) });
-    if (schemaFaults.length === 0) {
-      checkSemantics((value as { spec: SidecarTemplateSpec }).spec, (path, message) => faults.push({ file: f.file, ...withName(name), path, message, ...at(path) }));
-    }
-    if (faults.length > before || name === undefined) continue;
+    if (name === undefined) continue;
+    // Every check runs, whatever an earlier one found, so one run reports every fault of the
+    // template (test/templates/load.test.ts, "every fault in one run").
+    const spec = (value as { spec: SidecarTemplateSpec }).spec;
+    // One fault per path: a later check that refuses what an earlier one refused says it again.
+    const found = new Set(faults.slice(before).map((x) => x.path));
+    const add = (path: string, message: string): void => {
+      if (found.has(path)) return;
+      found.add(path);
+      faults.push({ file: f.file, template: name, path, message, ...at(path) });
+    };
     try {
-      const spec = (value as { spec: SidecarTemplateSpec }).spec;
+      checkSemantics(spec, add);
       const compiled = compileTemplate(name, f.file, spec, f.namespace);
       // Values Kubernetes refuses where they land, as written or as a Deployment's pod renders them.
-      const refused = valueFaults(spec, KeysRead.Present);
-      for (const vf of refused) faults.push({ file: f.file, template: name, ...vf, ...at(vf.path) });
-      if (refused.length === 0) out.push(compiled);
+      for (const vf of valueFaults(spec, KeysRead.Present)) add(vf.path, vf.message);
+      if (faults.length === before) out.push(compiled);
     } catch (err) {
-      if (!(err instanceof PlaceholderError)) throw err;
-      // Every bad placeholder of the template, not only the first compileTemplate met. `placement`
-      // names containers and is never compiled.
-      const { placement: _placement, ...compiled } = (value as { spec: SidecarTemplateSpec }).spec;
-      for (const pf of placeholderFaults(compiled, '/spec')) faults.push({ file: f.file, template: name, path: pf.path, message: pf.message, ...at(pf.path) });
+      if (err instanceof PlaceholderError) {
+        // Every bad placeholder of the template, not only the first compileTemplate met. `placement`
+        // names containers and is never compiled.
+        const { placement: _placement, ...compiled } = spec;
+        for (const pf of placeholderFaults(compiled, '/spec')) add(pf.path, pf.message);
+        continue;
+      }
+      // A document already at fault may lack the shape the later checks walk: its faults stand.
+      if (faults.length === before) throw err;
     }
   }
   return out;

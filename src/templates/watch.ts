@@ -111,7 +111,15 @@ export async function openTemplateStore(dir: string, options: TemplateStoreOptio
   const check = async (): Promise<ReloadResult | undefined> => {
     const files = await readConsistently(dir);
     const digest = digestOf(files.map((f) => [f.file, f.text]));
-    if (digest === current.digest || digest === rejected) return undefined;
+    if (digest === rejected) return undefined;
+    if (digest === current.digest) {
+      if (rejected === undefined) return undefined;
+      // A broken edit reverted: the files are the served set again, which the not-served gauge must learn
+      // (test/metrics/templates-served.test.ts).
+      rejected = undefined;
+      logger.info({ dir, digest }, 'templates on disk are the served set again');
+      return { ok: true, digest, time: new Date(), serving: digest, faults: [] };
+    }
     const time = new Date();
     try {
       if (files.length === 0) throw new InjectorError('TEMPLATES_EMPTY', [dir]);

@@ -192,3 +192,53 @@ describe('drift with --templates-source cluster (issue 23)', () => {
     }
   });
 });
+
+/**
+ * A team holds the rights the documented bindings give it: the editor ClusterRole bound in its own
+ * namespace (docs/templates.md, "Templates per team") and the install's read-only Role on the
+ * cluster-wide templates in the injector's namespace, which every authenticated user holds
+ * (sidecar-injector-template-reader). The API stand-in refuses everything else with 403, so a
+ * cluster-wide list fails, as it does for such a team in a real cluster.
+ */
+describe('lint, inject and explain with a team\'s rights', () => {
+  let api: FakeApiServer;
+  let kube: string[];
+  let pod: string;
+  const teamRights = (method: string, path: string): boolean => method === 'GET' && /^\/apis\/sidecar-injector\.io\/v1alpha1\/namespaces\/(team-a|sidecar-injector)\/sidecartemplates(\/[^/]+)?$/.test(path);
+  before(async () => {
+    api = await startFakeApiServer();
+    kube = ['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig];
+    api.applyTemplate(sct('sidecar-injector', 'proxy', 'registry.example.com/proxy:1', { default: true }));
+    api.applyTemplate(sct('team-a', 'mesh', 'registry.example.com/mesh:1', { default: true }));
+    api.applyTemplate(sct('team-b', 'other', 'registry.example.com/other:1', { default: true }));
+    api.grantOnly(teamRights);
+    const dir = await mkdtemp(join(tmpdir(), 'team-rights-'));
+    pod = join(dir, 'pod.yaml');
+    await writeFile(pod, 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: {sidecar-injector.io/inject: "true"}\nspec:\n  containers: [{name: web, image: nginx}]\n');
+  });
+  after(() => api.close());
+
+  it('lints what team-a sees with -n team-a', async () => {
+    const r = await cli(['lint', ...kube, '-n', 'team-a', '-o', 'json']);
+    assert.equal(r.code, 0, r.err + r.out);
+    assert.deepEqual(JSON.parse(r.out).templates, ['sidecar-injector/proxy', 'team-a/mesh']);
+  });
+
+  it('injects and explains a team-a pod', async () => {
+    const injected = await cli(['inject', '-f', pod, '-n', 'team-a', ...kube]);
+    assert.equal(injected.code, 0, injected.err);
+    assert.deepEqual(parse(injected.out).spec.containers.map((c: any) => c.image), ['nginx', 'registry.example.com/mesh:1']);
+    const explained = await cli(['explain', '-f', pod, '-n', 'team-a', ...kube]);
+    assert.equal(explained.code, 0, explained.err);
+    assert.match(explained.out, /mesh/);
+  });
+
+  it("is refused another team's namespace, and every namespace, with a 403 that names the list", async () => {
+    const r = await cli(['inject', '-f', pod, '-n', 'team-b', ...kube]);
+    assert.notEqual(r.code, 0);
+    assert.match(r.err, /403|forbidden/i);
+    const all = await cli(['lint', ...kube]);
+    assert.notEqual(all.code, 0);
+    assert.match(all.err, /403|forbidden/i);
+  });
+});

@@ -48,6 +48,8 @@ export interface FakeApiServer {
   setRollout(kind: string, namespace: string, name: string, rollout: Rollout): void;
   /** Answers every request for this path with 403 Forbidden, as RBAC does for a verb not granted. */
   forbid(path: string): void;
+  /** Answers 403 Forbidden to every request `granted` refuses, as RBAC does for a user holding only those rights; undefined grants everything again. */
+  grantOnly(granted: ((method: string, path: string) => boolean) | undefined): void;
   /** Every PATCH of a workload, in order: the path, the Content-Type and the body. */
   readonly patches: { readonly path: string; readonly contentType: string; readonly body: any }[];
   /**
@@ -92,6 +94,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
   const patches: { path: string; contentType: string; body: any }[] = [];
   const rollouts = new Map<string, { rollout: Rollout; step: number }>();
   const forbidden = new Set<string>();
+  const rights: { granted?: ((method: string, path: string) => boolean) | undefined } = {};
   const bundleHistory: Record<'mutating' | 'validating', string[]> = { mutating: [], validating: [] };
   let version = 100;
   const state = { latencyMs: 0 };
@@ -148,6 +151,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     if (req.headers.authorization !== `Bearer ${TOKEN}`) return status(401, 'Unauthorized', 'Unauthorized');
     const url = new URL(req.url ?? '/', 'https://x');
     if (forbidden.has(url.pathname)) return status(403, 'Forbidden', `forbidden: User "drift" cannot ${req.method} ${url.pathname}`);
+    if (rights.granted !== undefined && !rights.granted(req.method ?? '', url.pathname)) return status(403, 'Forbidden', `forbidden: User "team-a" cannot ${req.method} ${url.pathname}`);
     const secret = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/);
     if (secret) return secretRoute(req.method ?? '', secret[1]!, secret[2], body);
     const hookList = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations$/);
@@ -318,6 +322,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     setRollout: (kind, namespace, name, rollout) => void rollouts.set(`${kind}/${namespace}/${name}`, { rollout, step: -1 }),
     patches,
     forbid: (path) => void forbidden.add(path),
+    grantOnly: (granted) => void (rights.granted = granted),
     putWebhookConfig: (kind, obj) => {
       const stored = { ...obj, metadata: { ...obj.metadata, resourceVersion: nextVersion() } };
       hooks.set(`${kind}/${obj.metadata.name}`, stored);

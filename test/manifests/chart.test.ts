@@ -122,7 +122,7 @@ describe('Helm chart', () => {
 
   it('renders for each templates.source the server\'s --templates-source, and the RBAC and ConfigMap that source reads, nothing more', () => {
     const before = helmObjects();
-    const READERS = ['ClusterRole//sidecar-injector-template-editor', 'ClusterRole//sidecar-injector-templates', 'ClusterRoleBinding//sidecar-injector-templates'];
+    const READERS = ['ClusterRole//sidecar-injector-template-editor', 'ClusterRole//sidecar-injector-templates', 'ClusterRoleBinding//sidecar-injector-templates', 'Role/sidecar-injector/sidecar-injector-template-reader', 'RoleBinding/sidecar-injector/sidecar-injector-template-reader'];
     const CONFIGMAP = ['ConfigMap/sidecar-injector/sidecar-injector-templates'];
     const cases = [
       { source: 'configmap', server: 'dir', added: [], removed: [] },

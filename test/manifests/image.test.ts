@@ -61,6 +61,15 @@ describe('container image', () => {
     assert.match(stages[0]!, /^FROM node:\d+-/, 'the build stage is where .ci/run reads the major');
   });
 
+  it('is the CLI: ships what the npm package ships, with the binary as its entrypoint', () => {
+    // `docker run IMAGE lint /templates`: the arguments after the image replace CMD and reach the binary.
+    const entrypoint = JSON.parse(final.find((l) => /^ENTRYPOINT\s/.test(l))!.replace(/^ENTRYPOINT\s+/, '')) as string[];
+    const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { bin: Record<string, string>; files: string[] };
+    assert.equal(entrypoint.at(-1), `/app/${pkg.bin['sidecar-injector']}`);
+    const copied = final.filter((l) => /^COPY\s/.test(l)).map((l) => l.split(/\s+/).at(-1)!.replace(/^\.\//, '').replace(/\/$/, ''));
+    for (const file of pkg.files) assert.ok(copied.some((c) => file === c || file.startsWith(`${c}/`)), `the image holds ${file}`);
+  });
+
   it('sends the build context it copies, and nothing else', () => {
     const ignore = readFileSync('.dockerignore', 'utf8').split('\n').filter((l) => l.startsWith('!')).map((l) => l.slice(1).replace(/\/$/, ''));
     const copied = lines.filter((l) => /^COPY\s/.test(l) && !l.includes('--from')).flatMap((l) => l.split(/\s+/).slice(1, -1));

@@ -343,6 +343,14 @@ describe('manifests', () => {
       const editor = oneOf(objects, 'ClusterRole', 'sidecar-injector-template-editor');
       assert.equal(editor.metadata.labels['rbac.authorization.k8s.io/aggregate-to-edit'], 'true', 'namespace editors hold it');
       assert.deepEqual(editor.rules.map((r: Obj) => r.resources), [['sidecartemplates'], ['sidecartemplates/status']]);
+      // What test/cli/cluster-templates.test.ts grants a team besides the editor role in its namespace:
+      // reading the cluster-wide templates in the injector's namespace.
+      const reader = oneOf(objects, 'RoleBinding', 'sidecar-injector-template-reader');
+      assert.equal(reader.metadata.namespace, sa.metadata.namespace);
+      assert.deepEqual(reader.subjects, [{ kind: 'Group', name: 'system:authenticated', apiGroup: 'rbac.authorization.k8s.io' }]);
+      const role = oneOf(objects, 'Role', reader.roleRef.name);
+      assert.equal(role.metadata.namespace, sa.metadata.namespace);
+      assert.deepEqual(role.rules, [{ apiGroups: ['sidecar-injector.io'], resources: ['sidecartemplates'], verbs: ['get', 'list', 'watch'] }]);
     });
   });
 
@@ -363,6 +371,7 @@ describe('manifests', () => {
       // The revision renames its own webhooks in its ClusterRole, not this one.
       assert.deepEqual(oneOf(canary, 'ClusterRole', binding.roleRef.name).rules, oneOf(main, 'ClusterRole', 'sidecar-injector-templates').rules);
       assert.ok(!canary.some((o) => o.metadata.name.startsWith('sidecar-injector-template-editor')), 'no editor ClusterRole');
+      assert.ok(!canary.some((o) => o.metadata.name.startsWith('sidecar-injector-template-reader')), 'no second reader of the shared namespace');
     });
   });
 });

@@ -142,3 +142,17 @@ describe('template loading', () => {
     }, TypeError);
   });
 });
+
+describe('every fault in one run', () => {
+  const head = (name: string) => `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: ${name}\n`;
+  it('reports a schema fault, a volume with two sources and a {{ pod.name }} label of one template together, once each', () => {
+    const text = `${head('agent')}spec:\n  labels:\n    agent-for: "{{ pod.name }}"\n  containers:\n    - name: agent\n      image: example.com/agent:1\n      imagePullPolicy: Sometimes\n      volumeMounts: [{name: data, mountPath: /data}]\n  volumes:\n    - name: data\n      emptyDir: {}\n      configMap: {name: x}\n`;
+    let faults: readonly { path: string; message: string }[] = [];
+    try {
+      compileTemplateSet([{ file: 'agent.yaml', text }], 'dir');
+    } catch (err) {
+      faults = (err as TemplateSetError).faults;
+    }
+    assert.deepEqual(faults.map((f) => f.path), ['/spec/containers/0/imagePullPolicy', '/spec/volumes/0/configMap', '/spec/labels/agent-for']);
+  });
+});

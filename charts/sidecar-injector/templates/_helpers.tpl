@@ -3,7 +3,13 @@
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* The name of every object: the release name when it already says sidecar-injector, then -<revision>. */}}
+{{/*
+The name of every object: the release name when it already says sidecar-injector, then -<revision>.
+A release already named for its revision (sidecar-injector-canary with revision canary, as the
+README installs it) is not suffixed twice, so every install variant names a revision's objects as
+components/revision does: sidecar-injector-canary, sidecar-injector-templates-canary
+(test/manifests/revision.test.ts renders the README's command).
+*/}}
 {{- define "sidecar-injector.fullname" -}}
 {{- $base := "" -}}
 {{- if .Values.fullnameOverride -}}
@@ -17,6 +23,7 @@
 {{- end -}}
 {{- end -}}
 {{- if .Values.revision -}}
+{{- $base = trimSuffix (printf "-%s" .Values.revision) $base -}}
 {{- printf "%s-%s" ($base | trunc (int (sub 62 (len .Values.revision))) | trimSuffix "-") .Values.revision -}}
 {{- else -}}
 {{- $base | trunc 63 | trimSuffix "-" -}}
