@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mutating, validating, type StepLog } from '../../src/admission/handlers.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { Writable } from 'node:stream';
-import { loadConfig } from '../../src/config/config.js';
+import { serveConfig } from '../../src/cli/serve-flags.js';
 import { createLogger } from '../../src/log.js';
 import { serve } from '../../src/main.js';
 import { httpsRequest } from '../helpers/client.js';
@@ -50,7 +50,7 @@ describe('review steps at debug level', () => {
     for (const level of ['debug', 'info']) {
       const chunks: string[] = [];
       const sink = new Writable({ write: (c, _e, cb) => (chunks.push(String(c)), cb()) });
-      const config = loadConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--log-level', level], {});
+      const config = serveConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--log-level', level], {});
       const running = await serve(config, createLogger(level, sink));
       try {
         await httpsRequest(`https://127.0.0.1:${running.port}/mutate`, JSON.stringify(podReview(optedInPod(), { namespace: 'shop' })), { ca: certs.ca.certPem });
