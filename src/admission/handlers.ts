@@ -58,7 +58,7 @@ export interface HandlerSource {
 export function mutating(source: HandlerSource, scope: OptInScope = OptInScope.Pod): ReviewHandler {
   const { templates } = source;
   const limits = source.limits ?? DefaultReviewLimits;
-  const context = { revision: source.revision ?? '' };
+  const context = { revision: source.revision ?? '', renderBytes: limits.patchBytes };
   return (req) => mutatePod(req, templates, scope, limits, context);
 }
 
@@ -137,7 +137,7 @@ function validatePod(req: ReviewRequest, templates: () => TemplateSet, scope: Op
   const pod = checkedPod(req, scope, limits);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
   const namespace = namespaceOf(req, pod);
-  const verdict = verifyPod(pod, setFor(templates(), namespace), namespace, {}, scope, mirrors);
+  const verdict = verifyPod(pod, setFor(templates(), namespace), namespace, { renderBytes: limits.patchBytes }, scope, mirrors);
   if (verdict.kind === 'skipped') return passed(Decision.Skipped, verdict.reason);
   if (verdict.kind === 'denied') return denied(verdict.error, verdict.reason, verdict.statusReason, verdict.templates);
   return allowed(verdict.reason, verdict.templates, !HistoryReasons.has(verdict.reason));
