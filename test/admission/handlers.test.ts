@@ -592,6 +592,15 @@ describe('the ServiceAccount token and the application containers a template tou
     settled(out, set(otel, vault));
   });
 
+  it('names a few of thousands of unknown names in the app-containers annotation, in a warning of a few hundred characters', () => {
+    const names = Array.from({ length: 10_000 }, (_, i) => `unknown-container-${i}`).join(',');
+    assert.ok(names.length > 199_000 && names.length < 250_000);
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/app-containers': `app,${names}` }, spec: { containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] } });
+    const answer = mutate(requestOf(pod), set(vault)).response;
+    assert.equal(answer.allowed, true, answer.status?.message);
+    assert.deepEqual(answer.warnings?.filter((w) => w.includes('app-containers')), ['annotation sidecar-injector.io/app-containers names "unknown-container-0", "unknown-container-1", "unknown-container-2", "unknown-container-3", "unknown-container-4" and 9995 more, not containers of the pod']);
+  });
+
   it('suggests the app-containers annotation for a typo of it', () => {
     const pod = admitted({ containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] }, { 'sidecar-injector.io/app-container': 'app' });
     const { warnings } = mutated(pod, set(otel));
