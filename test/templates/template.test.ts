@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { mutating } from '../../src/admission/handlers.js';
 import { InjectorError } from '../../src/errors.js';
 import { compileTemplateSet } from '../../src/templates/load.js';
 import { renderValues } from '../../src/templates/placeholders.js';
 import { RenderBudget } from '../../src/templates/template.js';
+import { memoryAfterGc } from '../helpers/memory.js';
+import { optedInPod, podReview } from '../helpers/review.js';
 import { set, template as templateDoc } from '../helpers/templates.js';
 
 const TEMPLATE = `apiVersion: sidecar-injector.io/v1alpha1
@@ -197,5 +200,25 @@ describe('kept renderings', () => {
     for (let i = 1; i < 400; i++) t.render(values(i));
     assert.notEqual(t.render(values(0)), first);
     assert.deepEqual(t.render(values(0)), first);
+  });
+});
+
+describe('renderings of many pods', () => {
+  it('holds nothing of 250 distinct pods\' renderings of a template with a 900 KB argument and the pod\'s name', async () => {
+    const wide = set(templateDoc('wide', `  default: true
+  containers:
+    - name: wide
+      image: registry.example.com/wide:1
+      args: ["${'w'.repeat(900_000)}{{ pod.name }}"]
+`));
+    const handle = mutating({ templates: () => wide });
+    const before = (await memoryAfterGc()).heapUsed;
+    for (let i = 0; i < 250; i++) {
+      const verdict = handle(podReview(optedInPod({ name: `wide-${i}` })).request);
+      assert.equal(verdict.response.allowed, true, verdict.response.status?.message);
+    }
+    const held = (await memoryAfterGc()).heapUsed - before;
+    // Each rendering is a 900 KB string: kept per template (up to 256), 250 of them held 220 MB.
+    assert.ok(held < 32 * 1024 * 1024, `${(held / 1024 / 1024).toFixed(1)} MiB held`);
   });
 });
