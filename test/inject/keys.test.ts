@@ -35,10 +35,11 @@ describe('workloadKeyWarnings (issue 21)', () => {
 describe('strayKeyWarnings: work per pod', () => {
   // A team's 500 templates named near one 60-character prefix, one of them adding 2800 annotations
   // under the prefix of a template that does not exist, and a pod that carries them all: every key
-  // looks meant for the injector and is some template's own.
+  // looks meant for the injector and is some template's own, and its template name is more than three
+  // edits from each of theirs, which a comparison learns only at its end.
   const prefix = 'a'.repeat(56);
   const names = Array.from({ length: 500 }, (_, i) => `${prefix}-${i}`);
-  const keys = Array.from({ length: 2800 }, (_, i) => `${prefix}-x.sidecar-injector.io/k${i}`);
+  const keys = Array.from({ length: 2800 }, (_, i) => `${prefix}-xyzw.sidecar-injector.io/k${i}`);
   const templates = new Map(names.map((name, i) => [name, { keys: new Set(i === 0 ? keys : []) }]));
 
   it('bounds the work of a pod of thousands of keys under a template prefix against hundreds of templates', () => {
