@@ -275,7 +275,8 @@ function ownBytes(normalized: object, compiled: Compiled): number {
  * save about a third of the whole pipeline's CPU without the answer cache (60 vs 97 µs).
  * A rendering that allocates more than RENDER_ENTRY_BYTES (a long pod value, or long template
  * text around a placeholder) is made afresh for each pod, so no pod or template decides how much is
- * kept (test/templates/template.test.ts "keeps renderings within a byte budget").
+ * kept (test/templates/template.test.ts "keeps renderings within a byte budget"). The renderings of
+ * a template no longer served are never used again and go out with age.
  */
 const RENDER_CACHE_BYTES = 4 * 1024 * 1024;
 /** The largest rendering kept: 256 of them fill the cache. */
