@@ -36,6 +36,8 @@ export const ErrorCodes = {
   ANNOTATIONS_TOO_LARGE: { status: 400, message: "the pod's annotations would take %s bytes once injected (the status annotation %s alone takes %s), over Kubernetes' limit of %s bytes (256 KiB, keys plus values); remove or shorten some of the pod's annotations" },
   /** Pod-level resources the pod fits, but not with the sidecars' own (the apiserver's refusal would not name the injector). */
   POD_RESOURCES_EXCEEDED: { status: 400, message: "the pod's own spec.resources would not cover its containers once the sidecars are injected: %s; Kubernetes refuses such a pod (validatePodResourceConsistency), so raise spec.resources by the sidecars' share or remove it" },
+  /** A template's rendering for this pod over the patch limit, found before anything is built (RenderBudget in src/templates/template.ts). */
+  RENDERING_TOO_LARGE: { status: 400, message: 'template "%s" would add more than %s bytes to the pod (--%s): %s' },
   PATCH_TOO_LARGE: { status: 400, message: 'the patch that injects the sidecars would be %s bytes, over the limit of %s (--%s)' },
   /** The CLI applies /mutate's own patch as the apiserver does; a patch that does not apply fails the pod even with failurePolicy Ignore. */
   PATCH_NOT_APPLICABLE: { status: 500, message: "the apiserver could not apply the webhook's JSON patch (operation %s, %s): %s; this is a bug in the injector, please report it" },

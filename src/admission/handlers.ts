@@ -66,7 +66,7 @@ export type StepLog = (fields: Record<string, unknown>, decided: string) => void
 export function mutating(source: HandlerSource, scope: OptInScope = OptInScope.Pod): ReviewHandler {
   const { templates } = source;
   const limits = source.limits ?? DefaultReviewLimits;
-  const context = { revision: source.revision ?? '' };
+  const context = { revision: source.revision ?? '', renderBytes: limits.patchBytes };
   const { debug } = source;
   if (debug === undefined) return (req) => mutatePod(req, templates, scope, limits, context);
   return (req) => mutatePod(req, templates, scope, limits, context, stepsOf(req, debug, scope));
@@ -174,7 +174,7 @@ function validatePod(req: ReviewRequest, templates: () => TemplateSet, scope: Op
   const pod = checkedPod(req, scope, limits);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
   const namespace = namespaceOf(req, pod);
-  const verdict = verifyPod(pod, setFor(templates(), namespace), namespace, {}, scope, mirrors);
+  const verdict = verifyPod(pod, setFor(templates(), namespace), namespace, { renderBytes: limits.patchBytes }, scope, mirrors);
   step?.({ reason: verdict.reason, ...(verdict.kind !== 'skipped' && { templates: verdict.templates }), ...(verdict.kind === 'denied' && { error: verdict.error.message }) }, `validated: ${verdict.kind}`);
   if (verdict.kind === 'skipped') return passed(Decision.Skipped, verdict.reason);
   if (verdict.kind === 'denied') return denied(verdict.error, verdict.reason, verdict.statusReason, verdict.templates);

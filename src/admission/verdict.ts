@@ -36,11 +36,42 @@ export interface Verdict {
 /** The pod passes untouched (not a pod CREATE, not opted in, no templates), with what to warn of (keys that look meant for the injector). */
 export function passed(decision: Decision, reason: string, warnings: readonly string[] = NO_WARNINGS): Verdict {
   const audit = auditAnnotations(decision, reason, NO_TEMPLATES);
-  const response: ResponseBody = warnings.length === 0 ? { allowed: true, auditAnnotations: audit } : { allowed: true, warnings, auditAnnotations: audit };
+  const response: ResponseBody = warnings.length === 0 ? { allowed: true, auditAnnotations: audit } : { allowed: true, warnings: boundedWarnings(warnings), auditAnnotations: audit };
   return { response, decision, reason, templates: NO_TEMPLATES, patchOps: 0, repeatable: true };
 }
 
 const NO_WARNINGS: readonly string[] = Object.freeze([]);
+
+/**
+ * The apiserver passes on 4096 characters of an answer's warnings, and cuts each to 256 once they go
+ * over (k8s.io/apiserver pkg/endpoints/filters/warning.go); an answer stays well below, so that no
+ * pod's value (a long key, a list of names) makes one warning hide the others: each warning is cut
+ * to WARNING_CHARS, and past WARNINGS_CHARS in all one line counts the rest
+ * (test/admission/verdict.test.ts).
+ */
+const WARNING_CHARS = 240;
+const WARNINGS_CHARS = 2048;
+
+/** The warnings an answer carries: each cut to WARNING_CHARS, at most WARNINGS_CHARS in all, then a count of the rest. */
+export function boundedWarnings(warnings: readonly string[]): readonly string[] {
+  if (warnings.every((w) => w.length <= WARNING_CHARS) && warnings.reduce((n, w) => n + w.length, 0) <= WARNINGS_CHARS) return warnings;
+  const out: string[] = [];
+  let total = 0;
+  for (let i = 0; i < warnings.length; i++) {
+    const w = warnings[i]!;
+    const shown = w.length <= WARNING_CHARS ? w : `${w.slice(0, WARNING_CHARS - 3)}...`;
+    if (total + shown.length > WARNINGS_CHARS - MORE_CHARS) {
+      out.push(`${warnings.length - i} more warning${warnings.length - i === 1 ? '' : 's'} not shown`);
+      break;
+    }
+    out.push(shown);
+    total += shown.length;
+  }
+  return out;
+}
+
+/** Room kept for the line that counts the warnings left out. */
+const MORE_CHARS = 40;
 
 /** The mutating handler's answer: the patch (base64 JSON patch; absent when there is nothing to change) and its warnings. */
 export function injected(reason: string, templates: readonly string[], patchOps: number, patch: string | undefined, warnings: readonly string[]): Verdict {
@@ -50,7 +81,7 @@ export function injected(reason: string, templates: readonly string[], patchOps:
     response.patchType = 'JSONPatch';
     response.patch = patch;
   }
-  if (warnings.length > 0) response.warnings = warnings;
+  if (warnings.length > 0) response.warnings = boundedWarnings(warnings);
   response.auditAnnotations = auditAnnotations(Decision.Injected, reason, templates);
   return { response, decision: Decision.Injected, reason, templates, patchOps, repeatable: true };
 }

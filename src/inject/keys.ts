@@ -42,6 +42,14 @@ export interface KeyMaps {
 const MAX_KEY_WARNINGS = 5;
 /** Keys are quoted up to this length (a key may hold 316 characters), so a warning stays near 120. */
 const SHOWN_KEY = 64;
+/**
+ * Keys that look meant for the injector examined per pod; each is looked up in every template of the
+ * set, so the work of a pod of thousands such keys against a namespace of hundreds of templates stays
+ * some ten thousand lookups (test/inject/keys.test.ts "bounds the work ...").
+ */
+const MAX_KEYS_EXAMINED = 64;
+/** Template names compared with a key's unknown template name when a suggestion is looked for. */
+const MAX_NAMES_COMPARED = 256;
 
 /**
  * The pod's labels and annotations that look meant for the injector but that it does not read
@@ -56,20 +64,25 @@ export function strayKeyWarnings(meta: KeyMaps, context: KeyContext): string[] {
   const found: string[] = [];
   const inject = meta.labels !== undefined && Object.hasOwn(meta.labels, Keys.inject) ? meta.labels[Keys.inject] : undefined;
   if (typeof inject === 'string' && inject !== 'true' && inject !== 'false') found.push(`label ${Keys.inject}="${shown(inject)}" leaves the pod alone: only "true" opts it in`);
+  let examined = 0;
   for (const [where, map] of [['label', meta.labels], ['annotation', meta.annotations]] as const) {
     for (const key in map) {
-      const warning = strayKey(key, where, context, found.length < MAX_KEY_WARNINGS);
-      if (warning === undefined) continue;
+      // Described only once it is known to be a stray: a key some template adds or reads needs no
+      // suggestion, whose search compares names.
+      if (looksMeant(key, where, context, false) === undefined) continue;
+      if (++examined > MAX_KEYS_EXAMINED) return [...found, UNEXAMINED_KEYS];
+      if (isTemplateKey(key, context)) continue;
       // Past the cap, one more is enough to say so: the walk stops there, so a pod of thousands of
       // near misses costs no more than a few.
       if (found.length >= MAX_KEY_WARNINGS) return [...found, MORE_KEYS];
-      found.push(warning);
+      found.push(looksMeant(key, where, context, true)!);
     }
   }
   return found;
 }
 
 const MORE_KEYS = `more keys of the pod look meant for the injector; only the first ${MAX_KEY_WARNINGS} are named`;
+const UNEXAMINED_KEYS = `the pod has more than ${MAX_KEYS_EXAMINED} keys under the injector's prefixes; only the first ${MAX_KEYS_EXAMINED} were checked`;
 
 /**
  * Keys of the contract that a workload carries on its own metadata and its pod template lacks: a
@@ -92,13 +105,6 @@ export function workloadKeyWarnings(kind: string, workload: KeyMaps, pod: KeyMap
 function isInjectorKey(key: string): boolean {
   const slash = key.indexOf('/');
   return (slash === KEY_PREFIX.length && key.startsWith(KEY_PREFIX)) || (slash > TEMPLATE_SUFFIX.length && key.startsWith(TEMPLATE_SUFFIX, slash - TEMPLATE_SUFFIX.length));
-}
-
-/** Why `key` looks meant for the injector but is not read by it (`''` when not `describe`d), or undefined when it is fine. */
-function strayKey(key: string, where: Where, context: KeyContext, describe: boolean): string | undefined {
-  const stray = looksMeant(key, where, context, describe);
-  // Looked up last: most keys are no stray, and need no lookup.
-  return stray === undefined || isTemplateKey(key, context) ? undefined : stray;
 }
 
 /** A key some template of the set adds or reads. */
@@ -162,11 +168,13 @@ function suggestedKey(name: string, where: Where): { readonly where: Where; read
   return best;
 }
 
-/** The name of `names` nearest to `name`, if any is near. */
+/** The name of `names` nearest to `name`, if any is near, among the first MAX_NAMES_COMPARED of them. */
 function nearestOf(name: string, names: Iterable<string>): string | undefined {
   let best: string | undefined;
   let bestDistance = nearEnough(name) + 1;
+  let compared = 0;
   for (const candidate of names) {
+    if (++compared > MAX_NAMES_COMPARED) break;
     const distance = editDistance(name, candidate, bestDistance - 1);
     if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
   }

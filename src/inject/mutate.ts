@@ -268,22 +268,28 @@ function appTargets(own: readonly Container[], plan: InjectionPlan, annotations:
   for (const r of plan.rendered) if (r.appContainers !== undefined) byTemplate.set(r.name, r.appContainers);
   const apps = new Set(own.map((c) => c.name).filter((n) => !plan.sidecarNames.has(n)));
   const unknown = (names: readonly string[]): string[] => names.filter((n) => !apps.has(n));
-  const pod = value === undefined ? undefined : parseNames(value);
-  const podUnknown = unknown(pod ?? []);
+  const pod = value === undefined ? undefined : new Set(parseNames(value));
+  const podUnknown = unknown([...(pod ?? [])]);
   if (podUnknown.length > 0) warnings.push(`annotation ${Keys.appContainers} names ${quoted(podUnknown)}, not containers of the pod`);
   for (const [template, { include = [] }] of byTemplate) {
     const names = unknown(include);
     if (names.length > 0) warnings.push(`appContainers of template "${template}" names ${quoted(names)}, not containers of the pod`);
   }
   return (template, container) => {
-    if (pod !== undefined && !pod.includes(container)) return false;
+    if (pod !== undefined && !pod.has(container)) return false;
     const t = byTemplate.get(template);
     if (t === undefined) return true;
     return (t.include === undefined || t.include.includes(container)) && !(t.exclude?.includes(container) ?? false);
   };
 }
 
-const quoted = (names: readonly string[]): string => names.map((n) => `"${n}"`).join(', ');
+/** The first few names, each cut short, and how many more: a pod's annotation may list thousands. */
+function quoted(names: readonly string[]): string {
+  const shown = names.slice(0, QUOTED_NAMES).map((n) => `"${n.length <= 64 ? n : `${n.slice(0, 61)}...`}"`).join(', ');
+  return names.length <= QUOTED_NAMES ? shown : `${shown} and ${names.length - QUOTED_NAMES} more`;
+}
+
+const QUOTED_NAMES = 5;
 
 interface Placed {
   /** The sidecars added, in the plan's order. */

@@ -41,6 +41,8 @@ export const Reason = {
   PodResourcesExceeded: 'pod-resources-exceeded',
   /** The pod's annotations would go over Kubernetes' 256 KiB once the injector adds its own. */
   AnnotationsTooLarge: 'annotations-too-large',
+  /** A template's rendering for the pod would add more than --max-patch-kib (a pod value its placeholders read many times): refused before it is built. */
+  RenderingTooLarge: 'rendering-too-large',
   /** The patch would be larger than --max-patch-kib (a pod of many containers, each given the templates' env and mounts). */
   PatchTooLarge: 'patch-too-large',
 } as const;
@@ -49,6 +51,7 @@ export type Reason = (typeof Reason)[keyof typeof Reason];
 const refusalReasons: Partial<Record<InjectorError['code'], Reason>> = {
   OVERRIDE_REFUSED: Reason.OverrideRefused,
   TEMPLATE_VALUE_INVALID: Reason.TemplateValueInvalid,
+  RENDERING_TOO_LARGE: Reason.RenderingTooLarge,
   TEMPLATE_CONFLICT: Reason.TemplateConflict,
   TEMPLATE_VOLUME_MISSING: Reason.VolumeMissing,
   ANNOTATIONS_TOO_LARGE: Reason.AnnotationsTooLarge,

@@ -1,7 +1,7 @@
 import { InjectorError } from '../errors.js';
 import type { Pod } from '../kube/types.js';
 import { renderValues, type RenderValues } from '../templates/placeholders.js';
-import type { CompiledTemplate, RenderedTemplate } from '../templates/template.js';
+import { RenderBudget, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
 import { describeFault, renderedFault } from '../templates/values.js';
 import { jobCompletionWarning } from './jobs.js';
 import { applyOverrides, overridesFor } from './overrides.js';
@@ -16,6 +16,8 @@ export interface InjectionContext {
   readonly lenientMounts?: boolean;
   /** The revision of the install that injects (--revision), recorded in the status annotation; default: none. */
   readonly revision?: string;
+  /** Bytes the renderings may add to the pod (RenderBudget: the patch limit, --max-patch-kib); default: that flag's default. */
+  readonly renderBytes?: number;
 }
 
 /** The selected templates rendered for one pod, and what the handlers add to their answer as warnings. */
@@ -30,13 +32,14 @@ export interface Rendering {
 /**
  * Renders the selected templates for one pod, exactly as the mutating and the validating handler
  * both need them: placeholders expanded, native sidecars decided for Job pods, per-pod overrides
- * applied. Throws TEMPLATE_VALUE_INVALID when a placeholder renders a value Kubernetes refuses
+ * applied. Throws RENDERING_TOO_LARGE when the renderings would add more than the budget to the
+ * pod (before building them), TEMPLATE_VALUE_INVALID when a placeholder renders a value Kubernetes refuses
  * where it lands, OVERRIDE_REFUSED for an invalid value of an override the template allows, and
  * TEMPLATE_CONFLICT when the templates cannot all go into one pod.
  */
 export function renderForPod(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): Rendering {
   const job = context.ownedByJob ?? isOwnedByJob(pod);
-  const { values, rendered: raw } = settle(pod, templates, namespace, job);
+  const { values, rendered: raw } = settle(pod, templates, namespace, job, context.renderBytes);
   templates.forEach((t, i) => refuseInvalidValues(t, raw[i]!, (key) => labelKept(key, values.labels, raw.slice(0, i))));
   const warnings: string[] = [];
   const annotations = overrideAnnotations(values.annotations, values.addedAnnotations);
@@ -85,10 +88,15 @@ export function renderTemplates(pod: Pod, templates: readonly CompiledTemplate[]
  * until they settle: no extra render when the templates add no key the pod lacks or no placeholder
  * reads one they add (each template knows the keys it reads, from its compilation).
  */
-function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, job: boolean): { values: RenderValues; rendered: RenderedTemplate[] } {
+function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, job: boolean, renderBytes: number | undefined): { values: RenderValues; rendered: RenderedTemplate[] } {
   const own = renderValues(pod, namespace);
   let values = own;
-  let rendered = templates.map((t) => t.render(values, job));
+  // One budget per rendering of the whole list: the templates share what the pod may gain.
+  const renderAll = (): RenderedTemplate[] => {
+    const budget = new RenderBudget(renderBytes);
+    return templates.map((t) => t.render(values, job, budget));
+  };
+  let rendered = renderAll();
   // The keys a template adds are written in it (placeholders fill values only): when no template
   // reads one that a selected template adds, the first rendering is the settled one, and the keys
   // added matter only to the override annotations, when a template adds one under such a prefix.
@@ -104,7 +112,7 @@ function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: str
     values = { ...own, ...(added.labels && { addedLabels: added.labels }), ...(added.annotations && { addedAnnotations: added.annotations }) };
     // Rendered again with those keys, each template renders as it did, since it reads none of them.
     if (!templates.some((t) => readsAny(t.reads.labels, added.labels) || readsAny(t.reads.annotations, added.annotations))) break;
-    rendered = templates.map((t) => t.render(values, job));
+    rendered = renderAll();
   }
   return { values, rendered };
 }

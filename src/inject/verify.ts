@@ -1,8 +1,8 @@
 import { attempt, InjectorError } from '../errors.js';
 import type { Container, NamedItem, Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
-import { renderValues } from '../templates/placeholders.js';
-import type { CompiledTemplate } from '../templates/template.js';
+import { renderValues, type RenderValues } from '../templates/placeholders.js';
+import { RenderBudget, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
 import { IMAGE_MIRROR_FLAG, imageRepository, mirroredFrom, NoImageMirrors, sameRepository, suggestedMirror, type ImageMirrors } from '../kube-values/image.js';
 import { Keys } from './keys.js';
 import { OptInScope, parseNames, Reason, refusalReason, selectTemplates } from './policy.js';
@@ -191,7 +191,7 @@ function vouchedByStatus(pod: Pod, set: TemplateSet, namespace: string, context:
   const recorded = readStatus(pod);
   if (recorded.format === StatusFormat.Versioned) return vouchedByRecord(pod, recorded.status, set, namespace, context, mirrors) ? Reason.RecordedTemplates : undefined;
   if (recorded.format === StatusFormat.Unversioned && set.history?.acceptsUnversioned === true) {
-    return vouchedByNames(pod, recorded.templates, set, namespace) ? Reason.UnversionedStatus : undefined;
+    return vouchedByNames(pod, recorded.templates, set, namespace, context) ? Reason.UnversionedStatus : undefined;
   }
   return undefined;
 }
@@ -214,7 +214,8 @@ function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, na
     const t = set.templates.get(name);
     // A template this replica does not have yet is vouched for only by a version it never served.
     if (t === undefined) return !knows(record);
-    return t.render(values).containers.every((c) => hasName(record.containers, c.name) || hasName(record.initContainers, c.name));
+    const rendered = renderedWithin(t, values, context);
+    return rendered !== undefined && rendered.containers.every((c) => hasName(record.containers, c.name) || hasName(record.initContainers, c.name));
   });
 }
 
@@ -225,14 +226,21 @@ function holdsCurrent(pod: Pod, r: TemplateRecord, set: TemplateSet, namespace: 
   return !(check instanceof InjectorError) && check.missing.length === 0;
 }
 
-function vouchedByNames(pod: Pod, recorded: readonly string[], set: TemplateSet, namespace: string): boolean {
+function vouchedByNames(pod: Pod, recorded: readonly string[], set: TemplateSet, namespace: string, context: InjectionContext): boolean {
   const { containers, initContainers } = podParts(pod);
   const values = renderValues(pod, namespace);
   return selectedNames(pod, set, namespace).every((name) => {
     const t = set.templates.get(name);
     if (t === undefined || !recorded.includes(name)) return false;
-    return t.render(values).containers.every((c) => containers.has(c.name) || initContainers.has(c.name));
+    const rendered = renderedWithin(t, values, context);
+    return rendered !== undefined && rendered.containers.every((c) => containers.has(c.name) || initContainers.has(c.name));
   });
+}
+
+/** The template rendered for the pod within the render budget; undefined when it would go over (the current set's check denies such a pod). */
+function renderedWithin(t: CompiledTemplate, values: RenderValues, context: InjectionContext): RenderedTemplate | undefined {
+  const rendered = attempt(() => t.render(values, false, new RenderBudget(context.renderBytes)));
+  return rendered instanceof InjectorError ? undefined : rendered;
 }
 
 /** True when the pod holds everything the record says its template put there (a recorded repository may run from its mirror). */

@@ -182,7 +182,10 @@ function checkCombination(templates: readonly CompiledTemplate[], sample: Sample
  */
 function injectInto(templates: readonly CompiledTemplate[], sample: Sample): Admitted | InjectorError {
   try {
-    return admitted(sample.pod, planInjection(sample.pod, templates, 'default', { ownedByJob: sample.ownedByJob, lenientMounts: true }), sample.kind);
+    // The render budget left open: a rendering over it makes a patch over --max-patch-kib, which
+    // the patch's meter measures (limits.ts) to say how far over it goes and which template adds what.
+    const context = { ownedByJob: sample.ownedByJob, lenientMounts: true, renderBytes: Number.POSITIVE_INFINITY };
+    return admitted(sample.pod, planInjection(sample.pod, templates, 'default', context), sample.kind);
   } catch (err) {
     if (!(err instanceof InjectorError)) throw err;
     return err;

@@ -4,6 +4,7 @@ import type { ErrorObject, ValidateFunction } from 'ajv';
 import { LineCounter, isNode, type Document } from 'yaml';
 import { TemplateSetError, injectorError, type TemplateFault } from '../errors.js';
 import { findConflicts } from './conflicts.js';
+import { editDistance } from '../inject/keys.js';
 import { errorPosition, parseKubectl } from '../yaml/kubectl.js';
 import { PlaceholderError, placeholderFaults, renderValues } from './placeholders.js';
 import { placementFault } from './placement.js';
@@ -303,9 +304,11 @@ function describe(e: ErrorObject): string {
 }
 
 function unknownField(field: string, known: readonly string[]): string {
-  const close = known.find((k) => editDistance(k.toLowerCase(), field.toLowerCase()) <= 2);
+  // The banded distance: a field name a tenant wrote may be long, and one further than two edits
+  // from every known name costs nothing more than the length check.
+  const close = known.find((k) => editDistance(k.toLowerCase(), field.toLowerCase(), 2) <= 2);
   const hint = close === undefined ? `known fields: ${known.join(', ')}` : `did you mean "${close}"?`;
-  return `unknown field "${field}" (${hint})`;
+  return `unknown field "${field.length <= 64 ? field : `${field.slice(0, 61)}...`}" (${hint})`;
 }
 
 // kubectl's YAML reads unquoted yes/no/on/off as booleans and 0400 or 1e3 as numbers.
@@ -325,16 +328,6 @@ function rangeMessage(e: ErrorObject): string {
   const schema = e.parentSchema as { minimum?: number; maximum?: number; format?: string };
   if (schema.format === 'quantity') return `${FormatMessages.quantity}, got ${data}`;
   return `must be a port number between ${schema.minimum ?? 0} and ${schema.maximum ?? 65535}, got ${data}`;
-}
-
-function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    prev = cur;
-  }
-  return prev[b.length]!;
 }
 
 /** Maps a JSON pointer to the 1-based line and column of the YAML node it names, or its nearest parent. */

@@ -39,7 +39,14 @@ export function renderValues(pod: Pod, namespace: string): RenderValues {
 }
 
 type Expr = (v: RenderValues) => string;
-type Segment = string | Expr;
+
+/** One placeholder of a template: its text as written (without the braces), and what it expands to for a pod. */
+export interface Input {
+  readonly source: string;
+  readonly expand: Expr;
+}
+
+type Segment = string | Input;
 
 /** A pod label or annotation a placeholder reads. */
 export interface Read {
@@ -49,11 +56,13 @@ export interface Read {
 
 /**
  * A compiled value: either the static value itself, or a function that renders it, with the
- * placeholders it expands (`inputs`, in order) and the pod keys they read.
+ * placeholders it expands (`inputs`, in order), the pod keys they read, and `fresh`: about the bytes
+ * each rendering allocates besides the expansions (the text around the placeholders, copied into
+ * new strings, and the arrays and objects that hold them).
  */
 export type Compiled =
   | { readonly static: unknown }
-  | { readonly render: (v: RenderValues) => unknown; readonly inputs: readonly Expr[]; readonly reads: readonly Read[] };
+  | { readonly render: (v: RenderValues) => unknown; readonly inputs: readonly Input[]; readonly reads: readonly Read[]; readonly fresh: number };
 
 const OPEN = '{{';
 const CLOSE = '}}';
@@ -119,7 +128,7 @@ export function placeholderFaults(value: unknown, path = ''): PlaceholderError[]
 function compileArray(items: unknown[], path: string): Compiled {
   const parts = items.map((item, i) => compileValue(item, `${path}/${i}`));
   if (parts.every(isStatic)) return { static: items };
-  return { render: (v) => parts.map((p) => materialize(p, v)), inputs: partInputs(parts), reads: readsOf(parts) };
+  return { render: (v) => parts.map((p) => materialize(p, v)), inputs: partInputs(parts), reads: readsOf(parts), fresh: freshOf(parts) + NODE_BYTES * (parts.length + 1) };
 }
 
 function compileObject(obj: Record<string, unknown>, path: string): Compiled {
@@ -134,6 +143,7 @@ function compileObject(obj: Record<string, unknown>, path: string): Compiled {
     },
     inputs: partInputs(parts),
     reads: readsOf(parts),
+    fresh: freshOf(parts) + NODE_BYTES * (keys.length + 1),
   };
 }
 
@@ -154,10 +164,19 @@ function compileString(text: string, path: string): Compiled {
     segments.push(compileExpr(rest.slice(open + OPEN.length, close), path, reads));
     rest = rest.slice(close + CLOSE.length);
   }
-  return { render: (v) => segments.map((s) => (typeof s === 'string' ? s : s(v))).join(''), inputs: segments.filter((s): s is Expr => typeof s !== 'string'), reads };
+  return {
+    render: (v) => segments.map((s) => (typeof s === 'string' ? s : s.expand(v))).join(''),
+    inputs: segments.filter((s): s is Input => typeof s !== 'string'),
+    reads,
+    fresh: segments.reduce((n, s) => n + (typeof s === 'string' ? 2 * s.length : 0), NODE_BYTES),
+  };
 }
 
-function compileExpr(source: string, path: string, reads: Read[]): Expr {
+function compileExpr(source: string, path: string, reads: Read[]): Input {
+  return { source: source.trim(), expand: compileExpand(source, path, reads) };
+}
+
+function compileExpand(source: string, path: string, reads: Read[]): Expr {
   const m = EXPR.exec(source);
   if (m === null) {
     throw new PlaceholderError(
@@ -193,8 +212,15 @@ export function materialize(c: Compiled, v: RenderValues): unknown {
   return isStatic(c) ? c.static : c.render(v);
 }
 
-function partInputs(parts: readonly Compiled[]): Expr[] {
+function partInputs(parts: readonly Compiled[]): Input[] {
   return parts.flatMap((p) => (isStatic(p) ? [] : p.inputs));
+}
+
+/** About what V8 allocates for an object's slot, an array's element or a string's header. */
+const NODE_BYTES = 16;
+
+function freshOf(parts: readonly Compiled[]): number {
+  return parts.reduce((n, p) => n + (isStatic(p) ? 0 : p.fresh), 0);
 }
 
 function readsOf(parts: readonly Compiled[]): Read[] {
@@ -207,24 +233,14 @@ export function keysRead(c: Compiled): { readonly labels: ReadonlySet<string>; r
   return { labels: new Set(reads.filter((r) => r.map === 'labels').map((r) => r.key)), annotations: new Set(reads.filter((r) => r.map === 'annotations').map((r) => r.key)) };
 }
 
-/**
- * A string that is equal for two reviews exactly when every placeholder of the branch expands to
- * the same text in both, so the rendering can be reused: the placeholders' expanded values in order,
- * each after its length (no separator a value could hold makes two lists read alike).
- */
-export function renderKey(c: Compiled, v: RenderValues): string {
-  if (isStatic(c)) return '';
-  let key = '';
-  for (const input of c.inputs) {
-    const text = input(v);
-    key += `${text.length}:${text}`;
-  }
-  return key;
+/** The placeholders of a compiled branch, in order (none for a static one). */
+export function inputsOf(c: Compiled): readonly Input[] {
+  return isStatic(c) ? [] : c.inputs;
 }
 
-/** The placeholders of a compiled branch, in the order renderKey reads them (none for a static one). */
-export function inputsOf(c: Compiled): readonly ((v: RenderValues) => string)[] {
-  return isStatic(c) ? [] : c.inputs;
+/** About the bytes each rendering of the branch allocates besides the expansions (Compiled's `fresh`). */
+export function freshBytes(c: Compiled): number {
+  return isStatic(c) ? 0 : c.fresh;
 }
 
 /** True when the compiled branch holds at least one placeholder. */

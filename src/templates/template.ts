@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
+import { Options } from '../config/config.js';
+import { InjectorError } from '../errors.js';
 import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
 import { overrideAnnotations } from './override-keys.js';
-import { compileValue, inputsOf, isDynamic, keysRead, materialize, type Compiled, type RenderValues } from './placeholders.js';
+import { compileValue, freshBytes, inputsOf, isDynamic, keysRead, materialize, type Compiled, type Input, type RenderValues } from './placeholders.js';
 import type { Placement } from './placement.js';
 import type { OverrideField } from './schema.js';
 import { renderedChecks, type PlacedValue } from './values.js';
@@ -106,8 +108,12 @@ export interface CompiledTemplate {
   readonly addsOverrideKeys: boolean;
   /** Values with a placeholder where Kubernetes has a rule (a label value, a name, an image): checked once rendered (values.ts). */
   readonly checks: readonly PlacedValue[];
-  /** `inJob`: the pod belongs to a Job, where a `nativeSidecar: jobs` template's containers are native sidecars. */
-  render(values: RenderValues, inJob?: boolean): RenderedTemplate;
+  /**
+   * `inJob`: the pod belongs to a Job, where a `nativeSidecar: jobs` template's containers are native
+   * sidecars. `budget`: what the rendering may add to the pod, charged before anything is built
+   * (RenderBudget); absent: unbounded, for values that hold nothing of a pod's (conflict checks).
+   */
+  render(values: RenderValues, inJob?: boolean, budget?: RenderBudget): RenderedTemplate;
 }
 
 /** Short sha256 digest of a JSON-serializable value. */
@@ -145,8 +151,9 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
     ...(token !== undefined && { tokenVolume: token.volume.name }),
     ...(spec.appContainers !== undefined && { appContainers: deepFreeze(spec.appContainers) }),
   };
-  const renderer = (shape: (r: RenderedTemplate) => RenderedTemplate): ((v: RenderValues) => RenderedTemplate) =>
-    isDynamic(compiled) ? memoized(compiled, (v) => shape({ ...base, ...(materialize(compiled, v) as typeof normalized) })) : constant(shape({ ...base, ...normalized }));
+  const size = { name, bytes: ownBytes(normalized, compiled) };
+  const renderer = (shape: (r: RenderedTemplate) => RenderedTemplate): Renderer =>
+    isDynamic(compiled) ? budgeted(compiled, size, (v) => shape({ ...base, ...(materialize(compiled, v) as typeof normalized) })) : constant(size, shape({ ...base, ...normalized }));
   const nativeMode = nativeSidecar ? NativeSidecar.Always : spec.nativeSidecar === 'jobs' ? NativeSidecar.JobsOnly : NativeSidecar.Never;
   const regular = renderer((r) => r);
   // A regular sidecar keeps a Job's pod running forever; a native one is stopped when the main
@@ -169,7 +176,7 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
     keys,
     addsOverrideKeys: overrideAnnotations(normalized.annotations).size > 0,
     checks: renderedChecks(normalized),
-    render: (v, inJob = false) => (inJob ? inJobs(v) : regular(v)),
+    render: (v, inJob = false, budget) => (inJob ? inJobs(v, budget) : regular(v, budget)),
   };
 }
 
@@ -209,67 +216,133 @@ function templateVersion(name: string, spec: SidecarTemplateSpec): string {
   return digestOf([name, spec]);
 }
 
-/** Renderings kept per template; pods of one workload expand the placeholders alike. */
-const RENDER_CACHE_ENTRIES = 256;
-/** Placeholder values longer than this in total are rendered afresh, so the cache stays small. */
-const RENDER_CACHE_KEY_MAX = 2048;
+type Renderer = (v: RenderValues, budget?: RenderBudget) => RenderedTemplate;
+
+/** A template's name and the bytes of its own text in a rendering (RenderBudget.charge). */
+interface Size {
+  readonly name: string;
+  readonly bytes: number;
+}
+
+/** What the renderings for one pod may add to it: the patch limit (--max-patch-kib) at its default. */
+export const DEFAULT_RENDER_BYTES = Options.maxPatchKib.schema.default * 1024;
 
 /**
- * Reuses a rendering when every placeholder expands as it did for an earlier pod: the pods of one
- * ReplicaSet share namespace, generateName, labels and annotations, so a busy cluster renders (and
- * hashes) each template once per workload instead of once per review. The rendering is frozen, as
- * the constant one is, since reviews share it.
- *
- * The renderings are found through one map per placeholder, keyed by its expanded text, in the
- * order renderKey reads them: the same entries as a map keyed by renderKey's string (two reviews
- * meet the same one exactly when every placeholder expands alike), but a review whose rendering is
- * kept builds no key. The bounds are renderKey's: the entries, and the length of that key.
+ * The bytes the renderings of the templates selected for one pod may add to it, counted before any
+ * text is built: each template's own text (its JSON, without its placeholders), then each
+ * placeholder's expansion (UTF-8), in order, stopping at the first that does not fit. A patch holds
+ * at least what was rendered, so a rendering over the patch limit (--max-patch-kib) would be refused
+ * later anyway; refused here, a pod value read 2000 times costs a few lookups instead of building
+ * gigabytes (test/templates/template.test.ts "refuses a rendering over its budget").
  */
-function memoized(compiled: Compiled, render: (v: RenderValues) => RenderedTemplate): (v: RenderValues) => RenderedTemplate {
+export class RenderBudget {
+  #left: number;
+
+  constructor(readonly limit: number = DEFAULT_RENDER_BYTES) {
+    this.#left = limit;
+  }
+
+  /** Charges one rendering; throws RENDERING_TOO_LARGE naming the template and the placeholder that goes over. */
+  charge(template: Size, inputs: readonly Input[], texts: readonly string[]): void {
+    if (template.bytes > this.#left) throw this.#over(template.name, `the template's own text takes ${template.bytes} bytes; ask its owner to make it smaller`);
+    let left = this.#left - template.bytes;
+    for (let i = 0; i < texts.length; i++) {
+      const bytes = Buffer.byteLength(texts[i]!);
+      left -= bytes;
+      if (left < 0) throw this.#over(template.name, expansionDetail(inputs, inputs[i]!.source, bytes));
+    }
+    this.#left = left;
+  }
+
+  #over(template: string, detail: string): InjectorError {
+    return new InjectorError('RENDERING_TOO_LARGE', [template, this.limit, Options.maxPatchKib.flag, detail]);
+  }
+}
+
+/** What a placeholder that went over the budget expands to, and how often the template reads it. */
+function expansionDetail(inputs: readonly Input[], source: string, bytes: number): string {
+  const times = inputs.reduce((n, input) => n + (input.source === source ? 1 : 0), 0);
+  const shown = source.length <= 80 ? source : `${source.slice(0, 77)}...`;
+  return `{{ ${shown} }} expands to ${bytes} bytes for this pod, ${times} time${times === 1 ? '' : 's'} in the template; shorten that value of the pod, or ask the template's owner to read it fewer times`;
+}
+
+/** The UTF-8 bytes of a template's JSON without its placeholders: what every rendering of it holds besides the expansions. */
+function ownBytes(normalized: object, compiled: Compiled): number {
+  const placeholders = inputsOf(compiled).reduce((n, input) => n + Buffer.byteLength(input.source) + 4, 0);
+  return Math.max(0, Buffer.byteLength(JSON.stringify(normalized)) - placeholders);
+}
+
+/**
+ * Renderings kept across every template, the oldest out first, bounded in bytes: the pods of one
+ * ReplicaSet share namespace, generateName, labels and annotations, so a busy cluster renders each
+ * template once per workload instead of once per review, and the injection plan made of those
+ * renderings is kept with them (src/inject/plan.ts). In process (bench/memos.ts, typical pod) the two
+ * save about a third of the whole pipeline's CPU without the answer cache (60 vs 97 µs).
+ * A rendering that allocates more than RENDER_ENTRY_BYTES (a long pod value, or long template
+ * text around a placeholder) is made afresh for each pod, so no pod or template decides how much is
+ * kept (test/templates/template.test.ts "keeps renderings within a byte budget"). The renderings of
+ * a template no longer served are never used again and go out with age.
+ */
+const RENDER_CACHE_BYTES = 4 * 1024 * 1024;
+/** The largest rendering kept: 256 of them fill the cache. */
+const RENDER_ENTRY_BYTES = RENDER_CACHE_BYTES / 256;
+
+const kept = new Map<string, { readonly rendered: RenderedTemplate; readonly bytes: number }>();
+let keptBytes = 0;
+/** Tells the renderers of two compilations apart in `kept`'s keys. */
+let renderers = 0;
+
+function keep(key: string, rendered: RenderedTemplate, bytes: number): void {
+  for (const [oldest, entry] of kept) {
+    if (keptBytes + bytes <= RENDER_CACHE_BYTES) break;
+    kept.delete(oldest);
+    keptBytes -= entry.bytes;
+  }
+  kept.set(key, { rendered, bytes });
+  keptBytes += bytes;
+}
+
+/**
+ * A dynamic template's renderer: the rendering charged to the budget before it is built, then kept
+ * or reused (the rendering is frozen, as the constant one is, since reviews share it). The key is
+ * the renderer's id and each expansion after its length, so no value a pod holds makes two lists
+ * read alike.
+ */
+function budgeted(compiled: Compiled, size: Size, render: (v: RenderValues) => RenderedTemplate): Renderer {
   const inputs = inputsOf(compiled);
-  let root: Level = new Map();
-  let entries = 0;
-  const miss = (v: RenderValues): RenderedTemplate => {
-    const texts = inputs.map((input) => input(v));
+  const fresh = freshBytes(compiled);
+  const id = `${(renderers++).toString(36)}|`;
+  return (v, budget) => {
+    const texts = inputs.map((input) => input.expand(v));
+    budget?.charge(size, inputs, texts);
+    // Counted before the key is built: UTF-16 at worst, in the rendering's strings and in the key.
+    let keyLength = id.length;
+    let bytes = fresh;
+    for (const text of texts) {
+      keyLength += String(text.length).length + 1 + text.length;
+      bytes += 2 * text.length + NODE_BYTES;
+    }
+    bytes += 2 * keyLength;
+    if (bytes > RENDER_ENTRY_BYTES) return deepFreeze(render(v));
+    let key = id;
+    for (const text of texts) key += `${text.length}:${text}`;
+    const found = kept.get(key);
+    if (found !== undefined) return found.rendered;
     const rendered = deepFreeze(render(v));
-    if (texts.reduce((n, text) => n + keyLength(text), 0) > RENDER_CACHE_KEY_MAX) return rendered;
-    if (entries >= RENDER_CACHE_ENTRIES) {
-      root = new Map();
-      entries = 0;
-    }
-    let level = root;
-    for (let i = 0; i < texts.length - 1; i++) {
-      let next = level.get(texts[i]!) as Level | undefined;
-      if (next === undefined) level.set(texts[i]!, (next = new Map()));
-      level = next;
-    }
-    level.set(texts[texts.length - 1] ?? '', rendered);
-    entries++;
+    keep(key, rendered, bytes);
     return rendered;
   };
-  return (v) => {
-    let level = root;
-    for (let i = 0; i < inputs.length; i++) {
-      const next = level.get(inputs[i]!(v));
-      if (next === undefined) return miss(v);
-      if (i === inputs.length - 1) return next as RenderedTemplate;
-      level = next as Level;
-    }
-    return (level.get('') as RenderedTemplate | undefined) ?? miss(v);
-  };
 }
 
-/** One level of memoized's maps: the next level by a placeholder's text, or, at the last, the rendering. */
-type Level = Map<string, Level | RenderedTemplate>;
+/** About what V8 allocates besides a string's characters, per expansion (its header, its slot in the key). */
+const NODE_BYTES = 32;
 
-/** The characters a text takes in renderKey's key: its length, a colon, the text. */
-function keyLength(text: string): number {
-  return String(text.length).length + 1 + text.length;
-}
-
-function constant(rendered: RenderedTemplate): () => RenderedTemplate {
+function constant(size: Size, rendered: RenderedTemplate): Renderer {
   const frozen = deepFreeze(rendered);
-  return () => frozen;
+  return (_v, budget) => {
+    budget?.charge(size, [], []);
+    return frozen;
+  };
 }
 
 /** Freezes a parsed template so that no review can change the shared original by mistake. */

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import fjp from 'fast-json-patch';
 import { type AdmissionRequest } from '../../src/admission/codec.js';
-import { createHandlers } from '../../src/admission/handlers.js';
+import { createHandlers, DefaultReviewLimits, mutating, validating } from '../../src/admission/handlers.js';
 import { parseImage, parseImageMirrors, type ImageMirrors } from '../../src/kube-values/image.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { admissionView, defaultPod } from '../corpus/admission-view.js';
@@ -71,6 +71,26 @@ describe('denials', () => {
       }
     });
   }
+
+  it('denies a pod whose value a template reads so often that the rendering would pass the patch limit, in both handlers, at the configured limit', () => {
+    const amp = set(template('amp', `  default: true
+  containers:
+    - name: amp
+      image: registry.example.com/amp:1.0
+      args: [${Array.from({ length: 400 }, () => `"{{ pod.annotations['b'] }}"`).join(', ')}]
+`));
+    const review = podReview(optedInPod({ annotations: { b: 'x'.repeat(10_000) } }));
+    for (const factory of [mutating, validating]) {
+      const r = factory({ templates: () => amp, limits: { ...DefaultReviewLimits, patchBytes: 1_000_000 } })(review.request);
+      assert.equal(r.response.allowed, false);
+      assert.equal(r.response.status?.code, 400);
+      assert.equal(r.response.status?.message, `template "amp" would add more than 1000000 bytes to the pod (--max-patch-kib): {{ pod.annotations['b'] }} expands to 10000 bytes for this pod, 400 times in the template; shorten that value of the pod, or ask the template's owner to read it fewer times`);
+      assert.equal(r.reason, 'rendering-too-large');
+    }
+    // The same pod with a short value is injected.
+    const fine = mutate(podReview(optedInPod({ annotations: { b: 'x' } })).request, amp);
+    assert.equal(fine.response.allowed, true);
+  });
 });
 
 describe('templates that conflict', () => {
@@ -569,6 +589,15 @@ describe('the ServiceAccount token and the application containers a template tou
       'annotation sidecar-injector.io/app-containers names "wroker", not containers of the pod',
     ]);
     settled(out, set(otel, vault));
+  });
+
+  it('names a few of thousands of unknown names in the app-containers annotation, in a warning of a few hundred characters', () => {
+    const names = Array.from({ length: 10_000 }, (_, i) => `unknown-container-${i}`).join(',');
+    assert.ok(names.length > 199_000 && names.length < 250_000);
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/app-containers': `app,${names}` }, spec: { containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] } });
+    const answer = mutate(requestOf(pod), set(vault)).response;
+    assert.equal(answer.allowed, true, answer.status?.message);
+    assert.deepEqual(answer.warnings?.filter((w) => w.includes('app-containers')), ['annotation sidecar-injector.io/app-containers names "unknown-container-0", "unknown-container-1", "unknown-container-2", "unknown-container-3", "unknown-container-4" and 9995 more, not containers of the pod']);
   });
 
   it('suggests the app-containers annotation for a typo of it', () => {

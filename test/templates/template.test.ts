@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { mutating } from '../../src/admission/handlers.js';
+import { InjectorError } from '../../src/errors.js';
 import { compileTemplateSet } from '../../src/templates/load.js';
 import { renderValues } from '../../src/templates/placeholders.js';
+import { RenderBudget } from '../../src/templates/template.js';
+import { memoryAfterGc } from '../helpers/memory.js';
+import { optedInPod, podReview } from '../helpers/review.js';
+import { set, template as templateDoc } from '../helpers/templates.js';
 
 const TEMPLATE = `apiVersion: sidecar-injector.io/v1alpha1
 kind: SidecarTemplate
@@ -107,5 +113,112 @@ describe('what a compiled template knows of itself', () => {
     const regular = compile(`  containers: [{ name: c, image: example.com/c:1 }]\n`);
     assert.equal(regular.render(values, true), regular.render(values), 'a template without nativeSidecar: jobs renders alike in a Job pod');
     assert.ok(Object.isFrozen(regular.render(values).containers[0]));
+  });
+});
+
+describe('render budget', () => {
+  const repeated = (times: number): string =>
+    templateDoc('amp', `  containers:
+    - name: amp
+      image: example.com/amp:1
+      args: [${Array.from({ length: times }, () => `"{{ pod.annotations['b'] }}"`).join(', ')}]
+`);
+  const podWithB = (bytes: number) => ({ metadata: { name: 'victim', annotations: { b: 'x'.repeat(bytes) } }, spec: { containers: [] } });
+
+  it('refuses a rendering over its budget before building it, naming the template and the placeholder', () => {
+    const amp = set(repeated(2000)).templates.get('amp')!;
+    const values = renderValues(podWithB(250_000), 'team-a');
+    const heap = process.memoryUsage().heapUsed;
+    assert.throws(
+      () => amp.render(values, false, new RenderBudget(1024 * 1024)),
+      (err: unknown) =>
+        err instanceof InjectorError &&
+        err.code === 'RENDERING_TOO_LARGE' &&
+        err.message === `template "amp" would add more than 1048576 bytes to the pod (--max-patch-kib): {{ pod.annotations['b'] }} expands to 250000 bytes for this pod, 2000 times in the template; shorten that value of the pod, or ask the template's owner to read it fewer times`,
+    );
+    // 2000 copies of 250,000 bytes would be 500 MB: nothing of that size was ever built.
+    assert.ok(process.memoryUsage().heapUsed - heap < 64 * 1024 * 1024);
+  });
+
+  it('renders what fits, and counts the expansions in UTF-8 bytes', () => {
+    const amp = set(repeated(4)).templates.get('amp')!;
+    assert.equal((amp.render(renderValues(podWithB(200_000), 'team-a'), false, new RenderBudget(1024 * 1024)).containers[0]!.args as string[]).length, 4);
+    const wide = { metadata: { name: 'victim', annotations: { b: 'é'.repeat(140_000) } }, spec: { containers: [] } };
+    assert.throws(() => amp.render(renderValues(wide, 'team-a'), false, new RenderBudget(1024 * 1024)), /expands to 280000 bytes/);
+  });
+
+  it('charges every template rendered for one pod to one budget', () => {
+    const both = set(repeated(2), templateDoc('other', `  containers:
+    - name: other
+      image: example.com/other:1
+      args: ["{{ pod.annotations['b'] }}", "{{ pod.annotations['b'] }}"]
+`));
+    const values = renderValues(podWithB(300_000), 'team-a');
+    const budget = new RenderBudget(1024 * 1024);
+    both.templates.get('amp')!.render(values, false, budget);
+    assert.throws(() => both.templates.get('other')!.render(values, false, budget), /template "other" would add more than 1048576 bytes/);
+  });
+
+  it('counts a template\'s own text', () => {
+    const big = set(templateDoc('big', `  containers:
+    - name: big
+      image: example.com/big:1
+      args: ["${'y'.repeat(5000)}", "{{ pod.name }}"]
+`)).templates.get('big')!;
+    assert.throws(() => big.render(renderValues(podWithB(1), 'team-a'), false, new RenderBudget(4096)), /template "big" would add more than 4096 bytes to the pod \(--max-patch-kib\): the template's own text takes 5\d\d\d bytes/);
+    assert.equal((big.render(renderValues(podWithB(1), 'team-a'), false, new RenderBudget(8192)).containers[0]!.args as string[])[1], 'victim');
+  });
+});
+
+describe('kept renderings', () => {
+  it('renders afresh, and keeps nothing of, a rendering that allocates more than a kept one may', () => {
+    const wide = set(templateDoc('wide', `  containers:
+    - name: wide
+      image: example.com/wide:1
+      args: ["${'z'.repeat(20_000)}{{ pod.name }}"]
+`)).templates.get('wide')!;
+    const values = renderValues({ metadata: { name: 'p1' }, spec: { containers: [] } }, 'team-a');
+    assert.notEqual(wide.render(values), wide.render(values));
+    const narrow = set(templateDoc('narrow', `  containers:
+    - name: narrow
+      image: example.com/narrow:1
+      args: ["--name={{ pod.name }}"]
+`)).templates.get('narrow')!;
+    assert.equal(narrow.render(values), narrow.render(values));
+  });
+
+  it('keeps renderings within a byte budget, the oldest out first', () => {
+    const t = set(templateDoc('kept', `  containers:
+    - name: kept
+      image: example.com/kept:1
+      args: ["{{ pod.labels['v'] }}"]
+`)).templates.get('kept')!;
+    const values = (i: number) => renderValues({ metadata: { name: 'p', labels: { v: `${i}-${'v'.repeat(3000)}` } }, spec: { containers: [] } }, 'team-a');
+    const first = t.render(values(0));
+    assert.equal(t.render(values(0)), first, 'kept');
+    // Each rendering takes some 12 KB of a 4 MiB cache: 400 of them push the first out.
+    for (let i = 1; i < 400; i++) t.render(values(i));
+    assert.notEqual(t.render(values(0)), first);
+    assert.deepEqual(t.render(values(0)), first);
+  });
+});
+
+describe('renderings of many pods', () => {
+  it('holds nothing of 250 distinct pods\' renderings of a template with a 900 KB argument and the pod\'s name', async () => {
+    const wide = set(templateDoc('wide', `  default: true
+  containers:
+    - name: wide
+      image: registry.example.com/wide:1
+      args: ["${'w'.repeat(900_000)}{{ pod.name }}"]
+`));
+    const handle = mutating({ templates: () => wide });
+    const before = (await memoryAfterGc()).heapUsed;
+    for (let i = 0; i < 250; i++) {
+      const verdict = handle(podReview(optedInPod({ name: `wide-${i}` })).request);
+      assert.equal(verdict.response.allowed, true, verdict.response.status?.message);
+    }
+    const held = (await memoryAfterGc()).heapUsed - before;
+    // Each rendering is a 900 KB string: kept per template (up to 256), 250 of them held 220 MB.
+    assert.ok(held < 32 * 1024 * 1024, `${(held / 1024 / 1024).toFixed(1)} MiB held`);
   });
 });
