@@ -1,7 +1,6 @@
 import type { TemplateFault } from '../errors.js';
 import { selectorMatches } from '../kube/selectors.js';
-import type { LabelSelector } from '../kube/types.js';
-import type { CompiledTemplate } from './template.js';
+import type { CompiledTemplate, RequiredSpec } from './template.js';
 
 /**
  * Required (mandatory) templates: `spec.required` on a cluster-wide template (a file of the
@@ -12,11 +11,6 @@ import type { CompiledTemplate } from './template.js';
  * requiredFaults); /validate refuses a pod without it (REQUIRED_SIDECAR_MISSING). Held by
  * test/templates/required.test.ts and test/server/required.test.ts.
  */
-
-/** `spec.required`: the namespaces whose pods must carry the template. */
-export interface RequiredSpec {
-  readonly namespaceSelector?: LabelSelector;
-}
 
 /**
  * The one namespace label the injector knows without reading namespaces: the apiserver sets it on

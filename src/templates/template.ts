@@ -1,19 +1,23 @@
 import { createHash } from 'node:crypto';
 import { Options } from '../config/config.js';
 import { InjectorError } from '../errors.js';
-import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
+import type { Container, LabelSelector, NamedItem, VolumeMount } from '../kube/types.js';
 import { overrideAnnotations } from './override-keys.js';
 import { compileValue, freshBytes, inputsOf, isDynamic, keysRead, materialize, type Compiled, type Input, type RenderValues } from './placeholders.js';
 import type { Placement } from './placement.js';
 import type { OverrideField } from './schema.js';
 import { renderedChecks, type PlacedValue } from './values.js';
-import type { RequiredSpec } from './required.js';
 
 /** When a template's containers are native sidecars: always, never, or only in pods owned by a Job. */
 export const NativeSidecar = { Always: 'always', Never: 'never', JobsOnly: 'jobs' } as const;
 export type NativeSidecar = (typeof NativeSidecar)[keyof typeof NativeSidecar];
 
 /** The `spec` of a SidecarTemplate as written, after schema validation. */
+/** `spec.required`: the namespaces whose pods must carry the template. */
+export interface RequiredSpec {
+  readonly namespaceSelector?: LabelSelector;
+}
+
 export interface SidecarTemplateSpec {
   readonly default?: boolean;
   readonly nativeSidecar?: boolean | 'jobs';

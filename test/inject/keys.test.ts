@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { editDistance, strayKeyWarnings, workloadKeyWarnings } from '../../src/inject/keys.js';
+import { strayKeyWarnings, workloadKeyWarnings } from '../../src/inject/keys.js';
+import { editDistance } from '../../src/templates/edit-distance.js';
 
 /** The whole Levenshtein table, as the textbook writes it. */
 function levenshtein(a: string, b: string): number {
