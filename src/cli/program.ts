@@ -116,6 +116,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addOption(new Option('--pod-security <level>', 'Pod Security Standard the injected pods must meet (none: the same as privileged)').choices(['privileged', 'baseline', 'restricted', 'none']).default('privileged'))
     .addOption(new Option('--strict', 'exit 1 on warnings too, not only on errors'))
+    .addOption(new Option('--policies', 'also say per template whether it compiles to an admission policy (the policies command), and why not'))
     .addOption(templatesSourceOption('DIR'))
     .addOption(templatesNamespaceOption())
     .addOption(templatesKubeconfigOption())
