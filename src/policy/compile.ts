@@ -200,13 +200,13 @@ function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext):
   }
   if (t.spec.volumes.length > 0) groups.push(namedOps('/spec/volumes', 'object.spec.?volumes.orValue([])', t.spec.volumes, 'Object.spec.volumes', Definition.volume, context.volumes));
   if (t.spec.imagePullSecrets.length > 0) groups.push(namedOps('/spec/imagePullSecrets', 'object.spec.?imagePullSecrets.orValue([])', t.spec.imagePullSecrets, 'Object.spec.imagePullSecrets', Definition.reference, context.pullSecrets));
-  if (t.spec.env.length > 0) groups.push(appOps('env', t.spec.env, context.env, (e) => `!(${celString(e.name)} in c.?env.orValue([]).map(x, x.name))`, 'x.name', Definition.env));
+  if (t.spec.env.length > 0) groups.push(appOps('env', t.spec.env, context.env, (e) => `!(${celString(e.name)} in c.?env.orValue([]).map(x, x.name))`, 'name', Definition.env));
   if (t.spec.volumeMounts.length > 0) {
     const absent = (m: NamedItem): string => {
       const mount = m as VolumeMount;
       return `!c.?volumeMounts.orValue([]).exists(x, x.name == ${celString(mount.name)} || x.mountPath == ${celString(mount.mountPath)})`;
     };
-    groups.push(appOps('volumeMounts', t.spec.volumeMounts, context.mounts, absent, 'x.mountPath', Definition.volumeMount));
+    groups.push(appOps('volumeMounts', t.spec.volumeMounts, context.mounts, absent, 'mountPath', Definition.volumeMount));
   }
   for (const [field, map] of [['labels', t.spec.labels], ['annotations', t.spec.annotations]] as const) {
     const keys = Object.entries(map);
@@ -215,14 +215,31 @@ function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext):
   return groups.length === 0 ? ['[]'] : groups;
 }
 
-/** Where this template's items go at the head of a list: after those of the templates selected earlier. */
+/**
+ * Where this template's items go at the head of a list: after the leading run of items that belong
+ * to the templates selected earlier (whichever policy ran first, the webhook's order results). The
+ * pod's own items of such a name count too: see the known difference in docs/policies.md.
+ */
 function headIndex(field: 'containers' | 'initContainers', byTemplate: string): string {
-  return `size(object.spec.?${field}.orValue([]).filter(c, variables.earlier.exists(t, t in ${byTemplate} && c.name in ${byTemplate}[t])))`;
+  const list = `object.spec.?${field}.orValue([])`;
+  const earlier = `variables.earlier.filter(t, t in ${byTemplate}).map(t, ${byTemplate}[t]).flatten()`;
+  return headOf(list, earlier, (item) => `${item}.name`);
 }
 
-/** Where at the tail: ahead of the items of the templates selected later. */
+/** Where at the tail: ahead of the trailing run of items that belong to the templates selected later. */
 function tailIndex(list: string, key: (item: string) => string, byTemplate: string): string {
-  return `(size(${list}) - size(${list}.filter(x, variables.later.exists(t, t in ${byTemplate} && ${key('x')} in ${byTemplate}[t]))))`;
+  const later = `variables.later.filter(t, t in ${byTemplate}).map(t, ${byTemplate}[t]).flatten()`;
+  return tailOf(list, later, key);
+}
+
+/** One past the last item of `list` whose key is not in `names` (0 when there is none): O(n). */
+function tailOf(list: string, names: string, key: (item: string) => string): string {
+  return `(lists.range(size(${list})).filter(k, !(${key(`${list}[k]`)} in ${names})).map(k, k + 1) + [0]).max()`;
+}
+
+/** The first item of `list` whose key is not in `names` (size when there is none): O(n). */
+function headOf(list: string, names: string, key: (item: string) => string): string {
+  return `(lists.range(size(${list})).filter(k, !(${key(`${list}[k]`)} in ${names})) + [size(${list})]).min()`;
 }
 
 /**
@@ -248,7 +265,7 @@ function namedOps(path: string, list: string, items: readonly NamedItem[], type:
 /** Env vars or mounts for each application container that lacks them. */
 function appOps(field: 'env' | 'volumeMounts', items: readonly NamedItem[], byTemplate: string, absent: (item: NamedItem) => string, key: string, definition: Definition): string {
   const list = `c.?${field}.orValue([])`;
-  const at = `(size(${list}) - size(${list}.filter(x, variables.later.exists(t, t in ${byTemplate} && ${key} in ${byTemplate}[t]))))`;
+  const at = tailOf(list, `variables.later.filter(t, t in ${byTemplate}).map(t, ${byTemplate}[t]).flatten()`, (item) => `${item}.${key}`);
   const path = `"/spec/containers/" + string(i) + "/${field}"`;
   const parent = `(has(c.${field}) ? [] : [JSONPatch{op: "add", path: ${path}, value: []}])`;
   const ops = [...items].reverse().map((item) => `(${absent(item)} ? [JSONPatch{op: "add", path: ${path} + "/" + string(${at}), value: ${celObject(item, `Object.spec.containers.${field}`, definition)}}] : [])`);

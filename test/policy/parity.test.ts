@@ -13,7 +13,7 @@ import { serve, type Running } from '../../src/main.js';
 import { compilePolicies } from '../../src/policy/compile.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { admissionView } from '../corpus/admission-view.js';
-import { DefaultNamespace, PodsDir, readYaml11 } from '../corpus/corpus.js';
+import { DefaultNamespace, PodsDir, readYaml11, SidecarsDir } from '../corpus/corpus.js';
 
 /**
  * Parity of the two install modes through the kube-apiserver's own admission code (kubeadmit, its
@@ -50,87 +50,122 @@ function pods(): { name: string; manifest: Obj }[] {
   return out;
 }
 
+interface Modes {
+  readonly dir: string;
+  readonly addr: string;
+  readonly caFile: string;
+  /** kubeadmit --config files: the installed webhook configurations, the compiled policies, and each kind's validating part alone. */
+  readonly webhooks: string;
+  readonly validatingWebhook: string;
+  readonly policies: string;
+  readonly validatingPolicy: string;
+  close(): Promise<void>;
+}
+
+/** The real server serving `templates` over TLS for the Service's DNS name, and the policies the same templates compile to. */
+async function startModes(templates: string): Promise<Modes> {
+  const dir = await mkdtemp(join(tmpdir(), 'policy-parity-'));
+  const ca = await createCA('parity-ca', 1);
+  const serving = await issueServingCert(ca, { dnsNames: [SERVICE_DNS], ipAddresses: ['127.0.0.1'], validityDays: 1 });
+  await writeFile(join(dir, 'tls.crt'), serving.certPem);
+  await writeFile(join(dir, 'tls.key'), serving.keyPem);
+  const caFile = join(dir, 'ca.crt');
+  await writeFile(caFile, ca.certPem);
+  const config = loadConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', dir, '--templates-dir', templates], {});
+  const running: Running = await serve(config, createLogger('silent'));
+  const list = (items: readonly unknown[]): string => JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
+  const write = async (name: string, items: readonly unknown[]): Promise<string> => {
+    await writeFile(join(dir, name), list(items));
+    return join(dir, name);
+  };
+  // The webhook configurations a user installs (manifests/install.yaml, kubectl apply -k manifests/).
+  const shipped = readYaml11('manifests/install.yaml').filter((o) => String(o['kind']).endsWith('WebhookConfiguration'));
+  const { objects } = compilePolicies(await loadTemplateSet(templates), { namespace: 'sidecar-injector' });
+  return {
+    dir,
+    addr: `127.0.0.1:${running.port}`,
+    caFile,
+    webhooks: await write('webhooks.json', shipped),
+    validatingWebhook: await write('validating-webhook.json', shipped.filter((c) => c['kind'] === 'ValidatingWebhookConfiguration')),
+    policies: await write('policies.json', objects),
+    validatingPolicy: await write('validating-policy.json', objects.filter((o) => String(o['kind']).startsWith('Validating'))),
+    close: async () => {
+      await running.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function admit(modes: Modes, config: string, scenario: Obj): Promise<Admission> {
+  const res = await admitOnce(modes, config, scenario);
+  // kubeadmit's policy plugins answer this until their informers have synced, which a loaded machine
+  // can delay past kubeadmit's own wait; an apiserver serves only once synced. Asked again then.
+  if (res.reason?.endsWith('not yet ready to handle request') === true) return admitOnce(modes, config, scenario);
+  return res;
+}
+
+async function admitOnce(modes: Modes, config: string, scenario: Obj): Promise<Admission> {
+  const file = join(modes.dir, `scenario-${Math.random().toString(36).slice(2)}.json`);
+  await writeFile(file, JSON.stringify(scenario));
+  try {
+    const { stdout } = await promisify(execFile)(binary, ['--scenario', file, '--config', config, '--addr', modes.addr, '--ca', modes.caFile], { maxBuffer: 64 * 1024 * 1024 });
+    return JSON.parse(stdout) as Admission;
+  } finally {
+    await rm(file, { force: true });
+  }
+}
+
+/** The stored pod without what differs by design: the generated name's random suffix, the webhook's status annotation. */
+function stored(res: Admission): Obj {
+  const pod = structuredClone(res.object ?? {});
+  delete pod['metadata']?.['name'];
+  const annotations = pod['metadata']?.['annotations'];
+  if (annotations !== undefined) {
+    delete annotations[STATUS];
+    if (Object.keys(annotations).length === 0) delete pod['metadata']['annotations'];
+  }
+  return pod;
+}
+
+/** One manifest opted in to each selection: the same outcome in both modes, and the same stored pod. */
+async function assertParity(modes: Modes, name: string, manifest: Obj, selections: readonly (readonly string[])[]): Promise<void> {
+  // One at a time: the webhook's 5 s timeout is the installed one, and a loaded 2-core machine running
+  // many kubeadmits at once can exceed it (failurePolicy Ignore then leaves the pod uninjected).
+  for (const selection of selections) {
+    {
+      const view = admissionView(manifest, selection, DefaultNamespace);
+      const scenario = { namespace: view.namespace, namespaces: { [view.namespace]: { labels: {} } }, object: view.pod };
+      const [webhook, policy] = await Promise.all([admit(modes, modes.webhooks, scenario), admit(modes, modes.policies, scenario)]);
+      const what = `${name} with ${selection.join(',') || 'the defaults'}`;
+      assert.equal(policy.allowed, webhook.allowed, `${what}: webhook ${webhook.reason ?? 'allowed'}; policies ${policy.reason ?? 'allowed'}`);
+      if (!webhook.allowed) continue;
+      assert.ok(webhook.object?.['metadata']?.['annotations']?.[STATUS] !== undefined, `${what}: the webhook injected`);
+      const diff = differences(stored(policy), stored(webhook));
+      assert.deepEqual(diff, [], `${what}: the policies' pod differs from the webhook's at ${diff.join('; ')}`);
+    }
+  }
+}
+
+/** Where two values differ, as JSON pointers with both values (policies, then webhook). */
+function differences(a: unknown, b: unknown, at = ''): string[] {
+  if (JSON.stringify(a) === JSON.stringify(b)) return [];
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null || Array.isArray(a) !== Array.isArray(b)) return [`${at}: ${JSON.stringify(a)} vs ${JSON.stringify(b)}`];
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  return [...keys].flatMap((k) => differences((a as Obj)[k], (b as Obj)[k], `${at}/${k}`));
+}
+
 const SELECTIONS: readonly (readonly string[])[] = [[], ['proxy'], ['log-shipper', 'proxy'], ['proxy', 'log-shipper']];
 
 describe('policy mode stores the pods webhook mode stores (kubeadmit)', { skip }, () => {
-  let dir: string;
-  let running: Running;
-  let caFile: string;
-  let webhooks: string;
-  let validatingWebhook: string;
-  let policies: string;
-  let validatingPolicy: string;
-  let addr: string;
-
+  let modes: Modes;
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'policy-parity-'));
-    const ca = await createCA('parity-ca', 1);
-    const serving = await issueServingCert(ca, { dnsNames: [SERVICE_DNS], ipAddresses: ['127.0.0.1'], validityDays: 1 });
-    await writeFile(join(dir, 'tls.crt'), serving.certPem);
-    await writeFile(join(dir, 'tls.key'), serving.keyPem);
-    caFile = join(dir, 'ca.crt');
-    await writeFile(caFile, ca.certPem);
-    const config = loadConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', dir, '--templates-dir', 'templates'], {});
-    running = await serve(config, createLogger('silent'));
-    addr = `127.0.0.1:${running.port}`;
-    const list = (items: readonly unknown[]): string => JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
-    // The webhook configurations a user installs (manifests/install.yaml, kubectl apply -k manifests/).
-    const shipped = readYaml11('manifests/install.yaml').filter((o) => String(o['kind']).endsWith('WebhookConfiguration'));
-    webhooks = join(dir, 'webhooks.json');
-    await writeFile(webhooks, list(shipped));
-    validatingWebhook = join(dir, 'validating-webhook.json');
-    await writeFile(validatingWebhook, list(shipped.filter((c) => c.kind === 'ValidatingWebhookConfiguration')));
-    const { objects } = compilePolicies(await loadTemplateSet('templates'), { namespace: 'sidecar-injector' });
-    policies = join(dir, 'policies.json');
-    await writeFile(policies, list(objects));
-    validatingPolicy = join(dir, 'validating-policy.json');
-    await writeFile(validatingPolicy, list(objects.filter((o) => String(o['kind']).startsWith('Validating'))));
+    modes = await startModes('templates');
   });
-  after(async () => {
-    await running?.close();
-    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
-  });
-
-  async function admit(config: string, scenario: Obj): Promise<Admission> {
-    const file = join(dir, `scenario-${Math.random().toString(36).slice(2)}.json`);
-    await writeFile(file, JSON.stringify(scenario));
-    try {
-      const { stdout } = await promisify(execFile)(binary, ['--scenario', file, '--config', config, '--addr', addr, '--ca', caFile], { maxBuffer: 64 * 1024 * 1024 });
-      return JSON.parse(stdout) as Admission;
-    } finally {
-      await rm(file, { force: true });
-    }
-  }
-
-  /** The stored pod without what differs by design: the generated name's random suffix, the webhook's status annotation. */
-  function stored(res: Admission): Obj {
-    const pod = structuredClone(res.object ?? {});
-    delete pod['metadata']?.['name'];
-    const annotations = pod['metadata']?.['annotations'];
-    if (annotations !== undefined) {
-      delete annotations[STATUS];
-      if (Object.keys(annotations).length === 0) delete pod['metadata']['annotations'];
-    }
-    return pod;
-  }
-
-  async function both(scenario: Obj): Promise<[Admission, Admission]> {
-    return Promise.all([admit(webhooks, scenario), admit(policies, scenario)]);
-  }
+  after(async () => modes?.close());
+  const both = (scenario: Obj): Promise<[Admission, Admission]> => Promise.all([admit(modes, modes.webhooks, scenario), admit(modes, modes.policies, scenario)]);
 
   for (const { name, manifest } of pods()) {
-    it(`${name}: the same pod for each selection of the bundled templates`, async () => {
-      for (const selection of SELECTIONS) {
-        const view = admissionView(manifest, selection, DefaultNamespace);
-        const scenario = { namespace: view.namespace, namespaces: { [view.namespace]: { labels: {} } }, object: view.pod };
-        const [webhook, policy] = await both(scenario);
-        const what = `${name} with ${selection.join(',') || 'the defaults'}`;
-        assert.equal(policy.allowed, webhook.allowed, `${what}: webhook ${webhook.reason ?? 'allowed'}; policies ${policy.reason ?? 'allowed'}`);
-        if (!webhook.allowed) continue;
-        assert.ok(webhook.object?.['metadata']?.['annotations']?.[STATUS] !== undefined, `${what}: the webhook injected`);
-        assert.deepEqual(stored(policy), stored(webhook), what);
-      }
-    });
+    it(`${name}: the same pod for each selection of the bundled templates`, () => assertParity(modes, name, manifest, SELECTIONS));
   }
 
   it('a pod of an opted-in namespace without the label gets the same sidecars; one labelled "no" gets none in either mode', async () => {
@@ -149,12 +184,12 @@ describe('policy mode stores the pods webhook mode stores (kubeadmit)', { skip }
 
   it('reinvocation and a pod that already has its sidecars change nothing more', async () => {
     const view = admissionView(readYaml11('examples/deployment.yaml')[0]!, ['log-shipper', 'proxy'], 'shop');
-    const first = await admit(policies, { namespace: 'shop', namespaces: { shop: { labels: {} } }, object: view.pod });
+    const first = await admit(modes, modes.policies, { namespace: 'shop', namespaces: { shop: { labels: {} } }, object: view.pod });
     assert.equal(first.allowed, true, first.reason);
     const again = structuredClone(first.object!);
     delete again['metadata']['name'];
     const interloper = [{ patch: [{ op: 'add', path: '/metadata/labels/touched', value: 'yes' }] }];
-    const second = await admit(policies, { namespace: 'shop', namespaces: { shop: { labels: {} } }, object: again, interlopers: interloper });
+    const second = await admit(modes, modes.policies, { namespace: 'shop', namespaces: { shop: { labels: {} } }, object: again, interlopers: interloper });
     assert.equal(second.allowed, true, second.reason);
     const expected = structuredClone(again);
     expected['metadata']['labels']['touched'] = 'yes';
@@ -169,11 +204,42 @@ describe('policy mode stores the pods webhook mode stores (kubeadmit)', { skip }
     cases.push(['an unknown template', admissionView(readYaml11('examples/pod.yaml')[0]!, ['log-shiper'], 'shop').pod]);
     for (const [what, pod] of cases) {
       const scenario = { namespace: 'shop', namespaces: { shop: { labels: {} } }, object: pod };
-      const [webhook, policy] = await Promise.all([admit(validatingWebhook, scenario), admit(validatingPolicy, scenario)]);
+      const [webhook, policy] = await Promise.all([admit(modes, modes.validatingWebhook, scenario), admit(modes, modes.validatingPolicy, scenario)]);
       assert.equal(webhook.allowed, false, `${what}: /validate refuses`);
       assert.equal(policy.allowed, false, `${what}: the validating policy refuses`);
       assert.match(policy.reason ?? '', /ValidatingAdmissionPolicy 'sidecar-injector-validate' with binding 'sidecar-injector-validate-pod' denied request: (pod opted in to sidecar injection but is missing: |unknown sidecar template)/, what);
     }
     // And what the mutating policies stored passes it, as what /mutate stored passes /validate (the parity cases above ran both).
+  });
+});
+
+/** The real-world sidecars of the corpus (Istio, Linkerd, Vault, Datadog, ...), each alone and two together, on a sample of the corpus. */
+describe('policy mode stores the pods webhook mode stores, with the corpus sidecars (kubeadmit)', { skip }, () => {
+  let modes: Modes;
+  before(async () => {
+    modes = await startModes(SidecarsDir);
+  });
+  after(async () => modes?.close());
+  const names = readdirSync(SidecarsDir).map((f) => f.replace(/\.yaml$/, ''));
+  const selections = [...names.map((n) => [n]), [names[0]!, names[1]!], [names[3]!, names[6]!]];
+  for (const { name, manifest } of pods().filter((_, i) => i % 5 === 0)) {
+    it(`${name}: the same pod for each corpus sidecar`, () => assertParity(modes, name, manifest, selections));
+  }
+
+  it("the one known difference: a pod that already has an earlier template's init containers gets a later template's behind them, not ahead", async () => {
+    const manifest = readYaml11(join(PodsDir, 'istio-hello-injected.yaml'))[0]!;
+    const view = admissionView(manifest, ['istio-proxy', 'vault-agent'], DefaultNamespace);
+    const scenario = { namespace: view.namespace, namespaces: { [view.namespace]: { labels: {} } }, object: view.pod };
+    const [webhook, policy] = await Promise.all([admit(modes, modes.webhooks, scenario), admit(modes, modes.policies, scenario)]);
+    assert.equal(webhook.allowed && policy.allowed, true);
+    const names = (res: Admission): string[] => (stored(res)['spec']['initContainers'] as Obj[]).map((c) => c['name']);
+    assert.deepEqual(names(webhook), ['vault-agent-init', 'istio-init', 'istio-proxy']);
+    assert.deepEqual(names(policy), ['istio-init', 'istio-proxy', 'vault-agent-init']);
+    const sorted = (res: Admission): Obj => {
+      const pod = stored(res);
+      pod['spec']['initContainers'] = [...pod['spec']['initContainers']].sort((a: Obj, b: Obj) => a['name'].localeCompare(b['name']));
+      return pod;
+    };
+    assert.deepEqual(differences(sorted(policy), sorted(webhook)), [], 'the same pod but the order of the init containers');
   });
 });
