@@ -40,13 +40,13 @@ export interface PolicySet {
 
 /**
  * Whether a template compiles, and if not the first reason: per-pod overrides (quantities and
- * image references checked and applied from annotations), placement next to a named container,
- * and the pod's own ServiceAccount token (found per pod by its mount) are not compiled.
+ * image references checked and applied from annotations), native sidecars placed next to a named
+ * container, and the pod's own ServiceAccount token (found per pod by its mount) are not compiled.
  */
 export function policyVerdict(t: CompiledTemplate): PolicyVerdict {
   const no = (detail: string): PolicyVerdict => ({ template: t.name, compiles: false, detail });
   if (t.overrides.length > 0) return no(`overrides (${t.overrides.join(', ')}) are read from annotations and checked by the webhook; not compiled to CEL`);
-  if (t.placement !== undefined && typeof t.placement === 'object') return no(`placement ${JSON.stringify(t.placement)} next to a named container is not compiled to CEL`);
+  if (typeof t.placement === 'object' && t.nativeMode !== NativeSidecar.Never) return no(`placement ${JSON.stringify(t.placement)} of native sidecars next to a named init container is not compiled to CEL`);
   if (t.spec.containers.length + t.spec.initContainers.length === 0) return no('no containers to inject');
   if (podToken(t)) return no("serviceAccountToken: true (the pod's own token volume, found by its mount) is not compiled to CEL");
   return { template: t.name, compiles: true, detail: policyName(t.name) };
@@ -194,10 +194,6 @@ function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext):
   const init = [...t.spec.initContainers, ...(native ? t.spec.containers.map((c) => ({ ...c, restartPolicy: 'Always' })) : [])];
   const regular = native ? [] : t.spec.containers;
   if (init.length > 0) groups.push(containerOps('initContainers', init, headIndex('initContainers', context.containers)));
-  if (regular.length > 0) {
-    const at = t.placement === 'first' ? headIndex('containers', context.firstContainers) : tailIndex('object.spec.containers', (item) => `${item}.name`, context.lastContainers);
-    groups.push(containerOps('containers', regular, at));
-  }
   if (t.spec.volumes.length > 0) groups.push(namedOps('/spec/volumes', 'object.spec.?volumes.orValue([])', t.spec.volumes, 'Object.spec.volumes', Definition.volume, context.volumes));
   if (t.spec.imagePullSecrets.length > 0) groups.push(namedOps('/spec/imagePullSecrets', 'object.spec.?imagePullSecrets.orValue([])', t.spec.imagePullSecrets, 'Object.spec.imagePullSecrets', Definition.reference, context.pullSecrets));
   if (t.spec.env.length > 0) groups.push(appOps('env', t.spec.env, context.env, (e) => `!(${celString(e.name)} in c.?env.orValue([]).map(x, x.name))`, 'name', Definition.env));
@@ -207,6 +203,12 @@ function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext):
       return `!c.?volumeMounts.orValue([]).exists(x, x.name == ${celString(mount.name)} || x.mountPath == ${celString(mount.mountPath)})`;
     };
     groups.push(appOps('volumeMounts', t.spec.volumeMounts, context.mounts, absent, 'mountPath', Definition.volumeMount));
+  }
+  // After the env and mounts: their operations address the application containers by their index before any insertion.
+  if (regular.length > 0) {
+    const tail = tailIndex('object.spec.containers', (item) => `${item}.name`, context.lastContainers);
+    const at = t.placement === 'first' ? headIndex('containers', context.firstContainers) : typeof t.placement === 'object' ? nextTo(t.placement, tail) : tail;
+    groups.push(containerOps('containers', regular, at));
   }
   for (const [field, map] of [['labels', t.spec.labels], ['annotations', t.spec.annotations]] as const) {
     const keys = Object.entries(map);
@@ -230,6 +232,12 @@ function headIndex(field: 'containers' | 'initContainers', byTemplate: string): 
 function tailIndex(list: string, key: (item: string) => string, byTemplate: string): string {
   const later = `variables.later.filter(t, t in ${byTemplate}).map(t, ${byTemplate}[t]).flatten()`;
   return tailOf(list, later, key);
+}
+
+/** Before or after the named container, as placeItems puts it; where `last` would when the pod has none of that name. */
+function nextTo(placement: { readonly before: string } | { readonly after: string }, tail: string): string {
+  const index = `object.spec.containers.map(c, c.name).indexOf(${celString('before' in placement ? placement.before : placement.after)})`;
+  return `(${index} >= 0 ? ${index}${'before' in placement ? '' : ' + 1'} : ${tail})`;
 }
 
 /** One past the last item of `list` whose key is not in `names` (0 when there is none): O(n). */
