@@ -80,6 +80,8 @@ interface SetContext {
   /** Per template placed first in containers / last: its container names. */
   readonly firstContainers: string;
   readonly lastContainers: string;
+  /** Per template placed next to a named container: that container (where `last` puts them when the pod lacks it). */
+  readonly anchors: string;
   readonly volumes: string;
   readonly pullSecrets: string;
   readonly env: string;
@@ -95,6 +97,7 @@ function contextOf(set: TemplateSet): SetContext {
     containers: map((t) => [...names(t.spec.initContainers), ...names(t.spec.containers)]),
     firstContainers: map((t) => (t.placement === 'first' ? names(t.spec.containers) : [])),
     lastContainers: map((t) => (t.placement === 'first' ? [] : names(t.spec.containers))),
+    anchors: `{${all.flatMap((t) => (typeof t.placement === 'object' ? [`${celString(t.name)}: ${celString('before' in t.placement ? t.placement.before : t.placement.after)}`] : [])).join(', ')}}`,
     volumes: map((t) => names(t.spec.volumes)),
     pullSecrets: map((t) => names(t.spec.imagePullSecrets)),
     env: map((t) => names(t.spec.env)),
@@ -206,7 +209,9 @@ function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext):
   }
   // After the env and mounts: their operations address the application containers by their index before any insertion.
   if (regular.length > 0) {
-    const tail = tailIndex('object.spec.containers', (item) => `${item}.name`, context.lastContainers);
+    // Ahead of the later templates placed last, and of those placed next to a container the pod lacks.
+    const later = `variables.later.filter(t, t in ${context.lastContainers} && !(t in ${context.anchors} && ${context.anchors}[t] in variables.names)).map(t, ${context.lastContainers}[t]).flatten()`;
+    const tail = tailOf('object.spec.containers', later, (item) => `${item}.name`);
     const at = t.placement === 'first' ? headIndex('containers', context.firstContainers) : typeof t.placement === 'object' ? nextTo(t.placement, tail) : tail;
     groups.push(containerOps('containers', regular, at));
   }
