@@ -1,6 +1,8 @@
 import { formatFault, InjectorError } from '../errors.js';
 import { lintCluster, lintTemplates, type LintFinding, type LintReport } from '../lint/lint.js';
 import { PodSecurityLevel } from '../lint/pod.js';
+import { policyVerdict, type PolicyVerdict } from '../policy/compile.js';
+import { loadTemplateSet } from '../templates/load.js';
 import { listTemplateObjects, processIO, templatesDir, type IO } from './args.js';
 
 /** `lint`'s arguments and flags, as the command line gave them. */
@@ -23,6 +25,8 @@ export interface LintOptions {
   /** With the cluster: lint what this namespace's pods see; absent: every namespace with templates. */
   readonly namespace?: string;
   readonly allNamespaces?: boolean;
+  /** Also say, one line per template, whether it compiles to an admission policy (`policies`) and why not. */
+  readonly policies?: boolean;
 }
 
 /** The Pod Security Standards' name for their level without restrictions (lint's `none`). */
@@ -42,8 +46,15 @@ export async function lintCommand(values: LintOptions, io: IO = processIO): Prom
   const report = await lintTemplates(dir, level).catch((err: unknown) => {
     throw missingDir(err, dir);
   });
-  io.stdout(values.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : textReport(report, dir, level));
+  const verdicts = values.policies === true && report.errors === 0 ? (await loadTemplateSet(dir)).templates : undefined;
+  const policies = verdicts === undefined ? undefined : [...verdicts.values()].map(policyVerdict);
+  io.stdout(values.output === 'json' ? `${JSON.stringify(policies === undefined ? report : { ...report, policies }, null, 2)}\n` : textReport(report, dir, level) + (policies ?? []).map(policyLine).join(''));
   return exitStatus(report, values.strict);
+}
+
+/** `policy: template "x": MutatingAdmissionPolicy sidecar-injector-x`, or `webhook only: why`. */
+function policyLine(v: PolicyVerdict): string {
+  return `policy: template "${v.template}": ${v.compiles ? `MutatingAdmissionPolicy ${v.detail}` : `webhook only: ${v.detail}`}\n`;
 }
 
 /** `lint --templates-source cluster [-n NS | -A]`: the SidecarTemplate objects as the injector loads them, each namespace's view linted. */

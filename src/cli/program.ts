@@ -20,6 +20,7 @@ const Commands = {
   explain: () => import('./explain.js'),
   lint: () => import('./lint.js'),
   drift: () => import('./drift.js'),
+  policies: () => import('./policies.js'),
   version: () => import('./version.js'),
 } as const;
 
@@ -116,6 +117,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addOption(new Option('--pod-security <level>', 'Pod Security Standard the injected pods must meet (none: the same as privileged)').choices(['privileged', 'baseline', 'restricted', 'none']).default('privileged'))
     .addOption(new Option('--strict', 'exit 1 on warnings too, not only on errors'))
+    .addOption(new Option('--policies', 'also say per template whether it compiles to an admission policy (the policies command), and why not'))
     .addOption(templatesSourceOption('DIR'))
     .addOption(templatesNamespaceOption())
     .addOption(templatesKubeconfigOption())
@@ -123,6 +125,14 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(new Option('-A, --all-namespaces', 'with --templates-source cluster: every namespace that has templates (the default)'))
     .addHelpText('after', examples([`${PROGRAM} lint ./templates`, `${PROGRAM} lint ./templates --pod-security restricted --strict`, `${PROGRAM} lint -o json`, `${PROGRAM} lint --templates-source cluster -n team-a`]))
     .action(act(async (...args) => (await Commands.lint()).lintCommand({ ...optionsOf(args, 1, { strict: false, allNamespaces: false }), ...(args[0] !== undefined && { dir: args[0] as string }) }, io)));
+
+  command('policies', 'print the templates as MutatingAdmissionPolicies and a ValidatingAdmissionPolicy (Kubernetes 1.36)')
+    .description("Compiles the SidecarTemplates of DIR to admission policies the apiserver runs itself (admissionregistration.k8s.io/v1, Kubernetes 1.36; 1.34 with the beta API): per template a MutatingAdmissionPolicy with its bindings, and a ValidatingAdmissionPolicy that refuses an opted-in pod without its sidecars. A template that does not compile (overrides, placement next to a named container, the pod's own ServiceAccount token) is named on standard error with the reason, and the exit status is 1: the webhook must inject it.")
+    .argument('[dir]', `templates directory (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`)
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['yaml', 'json']).default('yaml'))
+    .addOption(new Option('--namespace <namespace>', "the injector's namespace, never injected").default('sidecar-injector'))
+    .addHelpText('after', examples([`${PROGRAM} policies ./templates | kubectl apply -f -`, `${PROGRAM} policies ./templates -o json --namespace platform`]))
+    .action(act(async (...args) => (await Commands.policies()).policiesCommand({ ...optionsOf(args, 1), ...(args[0] !== undefined && { dir: args[0] as string }) }, io)));
 
   command('drift', 'list running pods whose sidecars are out of date or missing; --restart rolls them')
     .description('Lists the running pods whose injected sidecars are out of date with the current templates (the recorded status differs from what the templates render for the pod now, or a template it used is gone), and the opted-in pods that run without sidecars, grouped by owning workload with the command that rolls each, and counted per namespace. With --templates-source cluster, each pod is judged against the SidecarTemplate objects its namespace sees. With --restart, rolls those Deployments, StatefulSets and DaemonSets one at a time as kubectl rollout restart does. Reads pods through the Kubernetes API with the usual kubeconfig rules.')

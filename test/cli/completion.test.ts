@@ -19,7 +19,7 @@ describe('sidecar-injector completion', { skip: !hasBash && 'bash is not install
     const r = await cli(['completion', 'bash']);
     assert.equal(r.code, 0, r.err);
     assert.deepEqual(complete(r.out, ['sidecar-injector', 'dr']), ['drift']);
-    assert.deepEqual(complete(r.out, ['sidecar-injector', 'lint', '--po']), ['--pod-security']);
+    assert.deepEqual(complete(r.out, ['sidecar-injector', 'lint', '--po']), ['--pod-security', '--policies']);
     assert.deepEqual(complete(r.out, ['sidecar-injector', 'lint', '--pod-security', '']), ['privileged', 'baseline', 'restricted', 'none']);
     assert.deepEqual(complete(r.out, ['sidecar-injector', 'inject', '-o', 'j']), ['json']);
     assert.deepEqual(complete(r.out, ['sidecar-injector', 'serve', '--max-inf']), ['--max-inflight']);

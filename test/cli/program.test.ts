@@ -13,8 +13,9 @@ import { cli, golden } from '../helpers/cli.js';
 const Flags: Record<string, readonly string[]> = {
   inject: ['-f, --filename', '--templates-dir', '-n, --namespace', '-o, --output', '--patch', '--namespace-labels', '-h, --help'],
   explain: ['-f, --filename', '--templates-dir', '-n, --namespace', '-o, --output', '--namespace-labels', '-h, --help'],
-  lint: ['[dir]', '-o, --output', '--pod-security', '--strict', '-h, --help'],
+  lint: ['[dir]', '-o, --output', '--pod-security', '--strict', '--policies', '-h, --help'],
   drift: ['--templates-dir', '--templates-configmap', '-n, --namespace', '-A, --all-namespaces', '--all ', '-o, --output', '--kubeconfig', '-h, --help'],
+  policies: ['[dir]', '-o, --output', '--namespace', '-h, --help'],
   version: ['-o, --output', '-h, --help'],
   completion: ['<shell>', '-h, --help'],
   serve: [...Object.values(Options).map((o) => `--${o.flag} `), '-h, --help'],

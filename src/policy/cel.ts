@@ -1,0 +1,112 @@
+import { CORE_V1_DEFINITIONS, type CoreDefinition } from '../generated/core-v1.js';
+
+/**
+ * Template values written as CEL for the apiserver's admission policies. A MutatingAdmissionPolicy's
+ * CEL is type-checked against the pod's schema, and its list and map literals must be homogeneous, so
+ * an object goes in as a typed literal (`Object.spec.containers{name: "x", resources:
+ * Object.spec.containers.resources{...}}`, the type named by its path in the pod) and a map of strings
+ * as a map literal. The shape of each field comes from the same core/v1 definitions the template
+ * schema uses (src/generated/core-v1.ts). Placeholders become CEL over `object` and `request`.
+ */
+
+/** A CEL string literal (double-quoted; JSON's escapes are CEL's for these characters). */
+export function celString(text: string): string {
+  return JSON.stringify(text);
+}
+
+/** The core/v1 definition each kind of template item has. */
+export const Definition = {
+  container: 'V1Container',
+  volume: 'V1Volume',
+  env: 'V1EnvVar',
+  volumeMount: 'V1VolumeMount',
+  reference: 'V1LocalObjectReference',
+} as const;
+export type Definition = (typeof Definition)[keyof typeof Definition];
+
+/**
+ * A template item as a typed CEL literal: `type` is its CEL type (`Object.spec.initContainers`),
+ * `definition` its core/v1 definition. Strings go through placeholderCel.
+ */
+export function celObject(value: Readonly<Record<string, unknown>>, type: string, definition: string): string {
+  const def = CORE_V1_DEFINITIONS[definition];
+  if (def === undefined) throw new Error(`no core/v1 definition ${definition}`);
+  const fields: string[] = [];
+  for (const [key, v] of Object.entries(value)) {
+    if (v === null || v === undefined) continue;
+    fields.push(`${key}: ${celField(v, `${type}.${key}`, def, key)}`);
+  }
+  return `${type}{${fields.join(', ')}}`;
+}
+
+function celField(value: unknown, type: string, def: CoreDefinition, key: string): string {
+  const prop = def.properties[key];
+  if (prop === undefined) throw new Error(`unknown field ${key} for ${type}`);
+  return celTyped(value, type, prop);
+}
+
+function celTyped(value: unknown, type: string, prop: Readonly<Record<string, unknown>>): string {
+  const ref = refOf(prop);
+  if (ref !== undefined) return celObject(value as Record<string, unknown>, type, ref);
+  const items = prop['items'] as Readonly<Record<string, unknown>> | undefined;
+  if (Array.isArray(value)) return `[${value.map((item) => celTyped(item, type, items ?? {})).join(', ')}]`;
+  if (typeof value === 'object' && value !== null) {
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== null && v !== undefined);
+    return `{${entries.map(([k, v]) => `${celString(k)}: ${celScalar(v)}`).join(', ')}}`;
+  }
+  return celScalar(value);
+}
+
+function refOf(prop: Readonly<Record<string, unknown>>): string | undefined {
+  const ref = prop['$ref'];
+  return typeof ref === 'string' ? ref.replace('#/$defs/', '') : undefined;
+}
+
+function celScalar(value: unknown): string {
+  if (typeof value === 'string') return placeholderCel(value);
+  if (typeof value === 'number') return Number.isInteger(value) ? String(value) : `double(${value})`;
+  if (typeof value === 'boolean') return String(value);
+  throw new Error(`cannot write ${JSON.stringify(value)} as CEL`);
+}
+
+// The placeholder grammar of src/templates/placeholders.ts; test/policy/parity.test.ts holds the two
+// to the same rendering through the apiserver.
+const OPEN = '{{';
+const CLOSE = '}}';
+const QUOTED = String.raw`(?:'([^']*)'|"([^"]*)")`;
+const EXPR = new RegExp(String.raw`^\s*(namespace|serviceAccountName|pod\.name|pod\.(labels|annotations)\[\s*${QUOTED}\s*\])` + String.raw`\s*(?:\|\s*default\s+${QUOTED}\s*)?$`);
+
+/**
+ * A template string as a CEL string expression: the static parts as literals, each placeholder as
+ * what it reads. The pod's name is its generateName while the name is empty (a controller's pod at
+ * CREATE), as the webhook renders it; an empty value takes the `default`.
+ */
+export function placeholderCel(text: string): string {
+  if (!text.includes(OPEN)) return celString(text);
+  const parts: string[] = [];
+  let rest = text;
+  while (rest.length > 0) {
+    const open = rest.indexOf(OPEN);
+    const close = open < 0 ? -1 : rest.indexOf(CLOSE, open + OPEN.length);
+    if (open < 0 || close < 0) {
+      parts.push(celString(rest));
+      break;
+    }
+    if (open > 0) parts.push(celString(rest.slice(0, open)));
+    parts.push(placeholderExpr(rest.slice(open + OPEN.length, close)));
+    rest = rest.slice(close + CLOSE.length);
+  }
+  return parts.length === 1 ? parts[0]! : `(${parts.join(' + ')})`;
+}
+
+function placeholderExpr(source: string): string {
+  const m = EXPR.exec(source);
+  if (m === null) throw new Error(`unknown placeholder {{${source}}}`);
+  const [, head, map, key1, key2, def1, def2] = m;
+  const fallback = celString(def1 ?? def2 ?? '');
+  const orDefault = (value: string): string => `(${value} != "" ? ${value} : ${fallback})`;
+  if (head === 'namespace') return orDefault('request.namespace');
+  if (head === 'serviceAccountName') return orDefault(`(object.spec.?serviceAccountName.orValue("") != "" ? object.spec.serviceAccountName : object.spec.?serviceAccount.orValue("") != "" ? object.spec.serviceAccount : "default")`);
+  if (head === 'pod.name') return orDefault(`(object.metadata.?name.orValue("") != "" ? object.metadata.name : object.metadata.?generateName.orValue(""))`);
+  return orDefault(`object.metadata.?${map}[?${celString(key1 ?? key2 ?? '')}].orValue("")`);
+}

@@ -1,0 +1,354 @@
+import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
+import { Keys } from '../inject/keys.js';
+import type { TemplateSet } from '../templates/load.js';
+import { NativeSidecar, type CompiledTemplate } from '../templates/template.js';
+import { escapeToken } from '../patch/pointer.js';
+import { celObject, celString, Definition, placeholderCel } from './cel.js';
+
+/**
+ * Templates compiled to the apiserver's own admission policies (admissionregistration.k8s.io/v1,
+ * GA in Kubernetes 1.36 for MutatingAdmissionPolicy, 1.30 for ValidatingAdmissionPolicy): per
+ * template a MutatingAdmissionPolicy with two bindings (pod opt-in, namespace opt-in), and one
+ * ValidatingAdmissionPolicy for the set, the counterpart of /validate. The pod they store is the pod
+ * the webhook stores, the status annotation aside (test/policy/parity.test.ts, through the
+ * apiserver's own policy plugins in kubeadmit). What CEL cannot express is refused per template with
+ * the reason (policyVerdict), never approximated.
+ */
+
+export const POLICY_API = 'admissionregistration.k8s.io/v1';
+const PREFIX = 'sidecar-injector';
+
+/** Whether a template compiles to a policy, and why not. */
+export interface PolicyVerdict {
+  readonly template: string;
+  readonly compiles: boolean;
+  /** The MutatingAdmissionPolicy's name when it compiles; why not otherwise. */
+  readonly detail: string;
+}
+
+/** What the install mode adds around the policies. */
+export interface PolicyOptions {
+  /** The injector's namespace, never injected (as the webhook configurations exclude it). */
+  readonly namespace: string;
+}
+
+export interface PolicySet {
+  /** The policies and bindings, in the order to apply them. */
+  readonly objects: readonly Record<string, unknown>[];
+  readonly verdicts: readonly PolicyVerdict[];
+}
+
+/**
+ * Whether a template compiles, and if not the first reason: per-pod overrides (quantities and
+ * image references checked and applied from annotations), native sidecars placed next to a named
+ * container, and the pod's own ServiceAccount token (found per pod by its mount) are not compiled.
+ */
+export function policyVerdict(t: CompiledTemplate): PolicyVerdict {
+  const no = (detail: string): PolicyVerdict => ({ template: t.name, compiles: false, detail });
+  if (t.overrides.length > 0) return no(`overrides (${t.overrides.join(', ')}) are read from annotations and checked by the webhook; not compiled to CEL`);
+  if (typeof t.placement === 'object' && t.nativeMode !== NativeSidecar.Never) return no(`placement ${JSON.stringify(t.placement)} of native sidecars next to a named init container is not compiled to CEL`);
+  if (t.spec.containers.length + t.spec.initContainers.length === 0) return no('no containers to inject');
+  if (podToken(t)) return no("serviceAccountToken: true (the pod's own token volume, found by its mount) is not compiled to CEL");
+  return { template: t.name, compiles: true, detail: policyName(t.name) };
+}
+
+function podToken(t: CompiledTemplate): boolean {
+  return t.render({ namespace: 'default', podName: 'p', serviceAccountName: 'default', labels: {}, annotations: {} }).podToken === true;
+}
+
+export function policyName(template: string): string {
+  return `${PREFIX}-${template}`;
+}
+
+/** The policies of every template of the set that compiles, and the validating policy of the set. */
+export function compilePolicies(set: TemplateSet, options: PolicyOptions): PolicySet {
+  const templates = [...set.templates.values()];
+  const verdicts = templates.map(policyVerdict);
+  const compiled = templates.filter((_, i) => verdicts[i]!.compiles);
+  const context = contextOf(set);
+  const objects: Record<string, unknown>[] = [];
+  for (const t of compiled) objects.push(mutatingPolicy(t, context, options), ...bindings('MutatingAdmissionPolicyBinding', policyName(t.name)));
+  objects.push(validatingPolicy(set, compiled, verdicts, context, options), ...bindings('ValidatingAdmissionPolicyBinding', `${PREFIX}-validate`));
+  return { objects, verdicts };
+}
+
+/** What every template's policy knows of the others: their item names, to keep the webhook's order whichever policy runs first. */
+interface SetContext {
+  readonly defaults: readonly string[];
+  /** Per template, the names of the containers it adds (containers and initContainers). */
+  readonly containers: string;
+  /** Per template placed first in containers / last: its container names. */
+  readonly firstContainers: string;
+  readonly lastContainers: string;
+  /** Per template placed next to a named container: that container (where `last` puts them when the pod lacks it). */
+  readonly anchors: string;
+  readonly volumes: string;
+  readonly pullSecrets: string;
+  readonly env: string;
+  readonly mounts: string;
+}
+
+function contextOf(set: TemplateSet): SetContext {
+  const all = [...set.templates.values()];
+  const map = (pick: (t: CompiledTemplate) => readonly string[]): string => `{${all.map((t) => `${celString(t.name)}: ${celList(pick(t))}`).join(', ')}}`;
+  const names = (items: readonly { readonly name: string }[]): string[] => items.map((i) => i.name);
+  return {
+    defaults: set.defaults.map((t) => t.name),
+    containers: map((t) => [...names(t.spec.initContainers), ...names(t.spec.containers)]),
+    firstContainers: map((t) => (t.placement === 'first' ? names(t.spec.containers) : [])),
+    lastContainers: map((t) => (t.placement === 'first' ? [] : names(t.spec.containers))),
+    anchors: `{${all.flatMap((t) => (typeof t.placement === 'object' ? [`${celString(t.name)}: ${celString('before' in t.placement ? t.placement.before : t.placement.after)}`] : [])).join(', ')}}`,
+    volumes: map((t) => names(t.spec.volumes)),
+    pullSecrets: map((t) => names(t.spec.imagePullSecrets)),
+    env: map((t) => names(t.spec.env)),
+    mounts: map((t) => t.spec.volumeMounts.map((m) => m.mountPath)),
+  };
+}
+
+const celList = (items: readonly string[]): string => `[${items.map(celString).join(', ')}]`;
+
+// The selection, as selectTemplates makes it: the templates annotation (comma-separated, blanks
+// ignored), else the default templates.
+const REQUESTED = `object.metadata.?annotations[?${celString(Keys.templates)}].orValue("").split(",").map(n, n.trim()).filter(n, n != "")`;
+const selectedExpr = (defaults: readonly string[]): string => `(size(${REQUESTED}) > 0 ? ${REQUESTED} : ${celList(defaults)})`;
+// Any value of the label but "true" opts the pod out (the namespace binding lets a pod without it in).
+const OPTED_IN = `!has(object.metadata.labels) || !(${celString(Keys.inject)} in object.metadata.labels) || object.metadata.labels[${celString(Keys.inject)}] == "true"`;
+// A pod of a Job (a CronJob's too), as isOwnedByJob decides.
+const IN_JOB = `object.metadata.?ownerReferences.orValue([]).exists(o, o.kind == "Job" && o.apiVersion.startsWith("batch/"))`;
+
+function matchConstraints(options: PolicyOptions): Record<string, unknown> {
+  return {
+    resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }],
+    // As the webhook configurations: system namespaces, the injector's own, revisions' namespaces and pods.
+    namespaceSelector: {
+      matchExpressions: [
+        { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'kube-public', 'kube-node-lease', options.namespace] },
+        { key: 'runlevel', operator: 'NotIn', values: ['0', '1'] },
+        { key: 'sidecar-injector.io/rev', operator: 'DoesNotExist' },
+      ],
+    },
+    objectSelector: { matchExpressions: [{ key: 'sidecar-injector.io/rev', operator: 'DoesNotExist' }] },
+  };
+}
+
+/** The two ways in, as the two webhooks of each configuration: the pod's label, or its namespace's (then any pod not labelled otherwise). */
+function bindings(kind: string, policy: string): Record<string, unknown>[] {
+  const binding = (suffix: string, namespaceOperator: string, objectSelector: Record<string, unknown>): Record<string, unknown> => ({
+    apiVersion: POLICY_API,
+    kind,
+    metadata: { name: `${policy}-${suffix}` },
+    spec: {
+      policyName: policy,
+      ...(kind === 'ValidatingAdmissionPolicyBinding' && { validationActions: ['Deny'] }),
+      matchResources: { namespaceSelector: { matchExpressions: [{ key: Keys.inject, operator: namespaceOperator, values: ['true'] }] }, objectSelector },
+    },
+  });
+  return [
+    binding('pod', 'NotIn', { matchLabels: { [Keys.inject]: 'true' } }),
+    binding('namespace', 'In', { matchExpressions: [{ key: Keys.inject, operator: 'NotIn', values: ['false'] }] }),
+  ];
+}
+
+function mutatingPolicy(t: CompiledTemplate, context: SetContext, options: PolicyOptions): Record<string, unknown> {
+  const name = celString(t.name);
+  const ops = (native: boolean): string => `(${patchGroups(t, native, context).join(' + ')})`;
+  const patch = t.nativeMode === NativeSidecar.JobsOnly ? `(variables.inJob ? ${ops(true)} : ${ops(false)})` : ops(t.nativeMode === NativeSidecar.Always);
+  return {
+    apiVersion: POLICY_API,
+    kind: 'MutatingAdmissionPolicy',
+    metadata: { name: policyName(t.name), annotations: { 'sidecar-injector.io/template-version': t.version } },
+    spec: {
+      failurePolicy: 'Fail',
+      // Re-run when a later policy or webhook changed the pod; every patch adds only what is missing, so a second run adds nothing.
+      reinvocationPolicy: 'IfNeeded',
+      matchConstraints: matchConstraints(options),
+      matchConditions: [
+        { name: 'opted-in', expression: OPTED_IN },
+        { name: 'selected', expression: `${name} in ${selectedExpr(context.defaults)}` },
+      ],
+      variables: [
+        { name: 'selected', expression: selectedExpr(context.defaults) },
+        { name: 'inJob', expression: IN_JOB },
+        // The selected templates before and after this one: their items stay ahead of (behind) this one's, as the webhook orders them.
+        { name: 'earlier', expression: `lists.range(variables.selected.indexOf(${name})).map(i, variables.selected[i])` },
+        { name: 'later', expression: `lists.range(size(variables.selected)).filter(i, i > variables.selected.indexOf(${name})).map(i, variables.selected[i])` },
+        { name: 'names', expression: `object.spec.containers.map(c, c.name) + object.spec.?initContainers.orValue([]).map(c, c.name)` },
+        { name: 'sidecars', expression: `variables.selected.filter(t, t in ${context.containers}).map(t, ${context.containers}[t]).flatten()` },
+        { name: 'apps', expression: appsExpr(t) },
+      ],
+      mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: patch } }],
+    },
+  };
+}
+
+/** Which of the pod's containers (by index) get the template's env and mounts: not sidecars, allowed by appContainers and the pod's annotation. */
+function appsExpr(t: CompiledTemplate): string {
+  const apps = t.render({ namespace: 'default', podName: 'p', serviceAccountName: 'default', labels: {}, annotations: {} }).appContainers;
+  const annotation = `object.metadata.?annotations[?${celString(Keys.appContainers)}]`;
+  const conditions = ['!(c.name in variables.sidecars)', `(!${annotation}.hasValue() || c.name in ${annotation}.value().split(",").map(n, n.trim()))`];
+  if (apps?.include !== undefined) conditions.push(`c.name in ${celList(apps.include)}`);
+  if (apps?.exclude !== undefined) conditions.push(`!(c.name in ${celList(apps.exclude)})`);
+  return `object.spec.containers.transformList(i, c, ${conditions.join(' && ')}, i)`;
+}
+
+/** The JSON patch of one template as CEL lists of JSONPatch, to concatenate. */
+function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext): string[] {
+  const groups: string[] = [];
+  const init = [...t.spec.initContainers, ...(native ? t.spec.containers.map((c) => ({ ...c, restartPolicy: 'Always' })) : [])];
+  const regular = native ? [] : t.spec.containers;
+  if (init.length > 0) groups.push(containerOps('initContainers', init, headIndex('initContainers', context.containers)));
+  if (t.spec.volumes.length > 0) groups.push(namedOps('/spec/volumes', 'object.spec.?volumes.orValue([])', t.spec.volumes, 'Object.spec.volumes', Definition.volume, context.volumes));
+  if (t.spec.imagePullSecrets.length > 0) groups.push(namedOps('/spec/imagePullSecrets', 'object.spec.?imagePullSecrets.orValue([])', t.spec.imagePullSecrets, 'Object.spec.imagePullSecrets', Definition.reference, context.pullSecrets));
+  if (t.spec.env.length > 0) groups.push(appOps('env', t.spec.env, context.env, (e) => `!(${celString(e.name)} in c.?env.orValue([]).map(x, x.name))`, 'name', Definition.env));
+  if (t.spec.volumeMounts.length > 0) {
+    const absent = (m: NamedItem): string => {
+      const mount = m as VolumeMount;
+      return `!c.?volumeMounts.orValue([]).exists(x, x.name == ${celString(mount.name)} || x.mountPath == ${celString(mount.mountPath)})`;
+    };
+    groups.push(appOps('volumeMounts', t.spec.volumeMounts, context.mounts, absent, 'mountPath', Definition.volumeMount));
+  }
+  // After the env and mounts: their operations address the application containers by their index before any insertion.
+  if (regular.length > 0) {
+    // Ahead of the later templates placed last, and of those placed next to a container the pod lacks.
+    const later = `variables.later.filter(t, t in ${context.lastContainers} && !(t in ${context.anchors} && ${context.anchors}[t] in variables.names)).map(t, ${context.lastContainers}[t]).flatten()`;
+    const tail = tailOf('object.spec.containers', later, (item) => `${item}.name`);
+    const at = t.placement === 'first' ? headIndex('containers', context.firstContainers) : typeof t.placement === 'object' ? nextTo(t.placement, tail) : tail;
+    groups.push(containerOps('containers', regular, at));
+  }
+  for (const [field, map] of [['labels', t.spec.labels], ['annotations', t.spec.annotations]] as const) {
+    const keys = Object.entries(map);
+    if (keys.length > 0) groups.push(keyOps(field, keys));
+  }
+  return groups.length === 0 ? ['[]'] : groups;
+}
+
+/**
+ * Where this template's items go at the head of a list: after the leading run of items that belong
+ * to the templates selected earlier (whichever policy ran first, the webhook's order results). The
+ * pod's own items of such a name count too: see the known difference in docs/policies.md.
+ */
+function headIndex(field: 'containers' | 'initContainers', byTemplate: string): string {
+  const list = `object.spec.?${field}.orValue([])`;
+  const earlier = `variables.earlier.filter(t, t in ${byTemplate}).map(t, ${byTemplate}[t]).flatten()`;
+  return headOf(list, earlier, (item) => `${item}.name`);
+}
+
+/** Where at the tail: ahead of the trailing run of items that belong to the templates selected later. */
+function tailIndex(list: string, key: (item: string) => string, byTemplate: string): string {
+  const later = `variables.later.filter(t, t in ${byTemplate}).map(t, ${byTemplate}[t]).flatten()`;
+  return tailOf(list, later, key);
+}
+
+/** Before or after the named container, as placeItems puts it; where `last` would when the pod has none of that name. */
+function nextTo(placement: { readonly before: string } | { readonly after: string }, tail: string): string {
+  const index = `object.spec.containers.map(c, c.name).indexOf(${celString('before' in placement ? placement.before : placement.after)})`;
+  return `(${index} >= 0 ? ${index}${'before' in placement ? '' : ' + 1'} : ${tail})`;
+}
+
+/** One past the last item of `list` whose key is not in `names` (0 when there is none): O(n). */
+function tailOf(list: string, names: string, key: (item: string) => string): string {
+  return `(lists.range(size(${list})).filter(k, !(${key(`${list}[k]`)} in ${names})).map(k, k + 1) + [0]).max()`;
+}
+
+/** The first item of `list` whose key is not in `names` (size when there is none): O(n). */
+function headOf(list: string, names: string, key: (item: string) => string): string {
+  return `(lists.range(size(${list})).filter(k, !(${key(`${list}[k]`)} in ${names})) + [size(${list})]).min()`;
+}
+
+/**
+ * Each container the pod lacks by name (in either list), inserted at one index in reverse order so
+ * that they keep the template's order there; a missing list is added first. One value per
+ * operation: the apiserver converts a typed object, not a list of them.
+ */
+function containerOps(field: 'containers' | 'initContainers', containers: readonly Container[], at: string): string {
+  const type = `Object.spec.${field}`;
+  const parent = field === 'initContainers' ? `(has(object.spec.initContainers) ? [] : [JSONPatch{op: "add", path: "/spec/initContainers", value: []}])` : '[]';
+  const ops = [...containers].reverse().map((c) => `(${celString(c.name)} in variables.names ? [] : [JSONPatch{op: "add", path: "/spec/${field}/" + string(${at}), value: ${celObject(c, type, Definition.container)}}])`);
+  return [parent, ...ops].join(' + ');
+}
+
+/** Volumes or pull secrets the pod lacks by name, ahead of those of later templates. */
+function namedOps(path: string, list: string, items: readonly NamedItem[], type: string, definition: Definition, byTemplate: string): string {
+  const parent = `(has(object.spec.${path.split('/').pop()}) ? [] : [JSONPatch{op: "add", path: ${celString(path)}, value: []}])`;
+  const at = tailIndex(list, (item) => `${item}.name`, byTemplate);
+  const ops = [...items].reverse().map((item) => `(${list}.exists(x, x.name == ${celString(item.name)}) ? [] : [JSONPatch{op: "add", path: ${celString(`${path}/`)} + string(${at}), value: ${celObject(item, type, definition)}}])`);
+  return [parent, ...ops].join(' + ');
+}
+
+/** Env vars or mounts for each application container that lacks them. */
+function appOps(field: 'env' | 'volumeMounts', items: readonly NamedItem[], byTemplate: string, absent: (item: NamedItem) => string, key: string, definition: Definition): string {
+  const list = `c.?${field}.orValue([])`;
+  const at = tailOf(list, `variables.later.filter(t, t in ${byTemplate}).map(t, ${byTemplate}[t]).flatten()`, (item) => `${item}.${key}`);
+  const path = `"/spec/containers/" + string(i) + "/${field}"`;
+  const parent = `(has(c.${field}) ? [] : [JSONPatch{op: "add", path: ${path}, value: []}])`;
+  const ops = [...items].reverse().map((item) => `(${absent(item)} ? [JSONPatch{op: "add", path: ${path} + "/" + string(${at}), value: ${celObject(item, `Object.spec.containers.${field}`, definition)}}] : [])`);
+  return `object.spec.containers.transformList(i, c, i in variables.apps, ${[parent, ...ops].join(' + ')}).flatten()`;
+}
+
+/** Labels or annotations the pod lacks (its own value wins), with the map added when missing. */
+function keyOps(field: 'labels' | 'annotations', entries: readonly (readonly [string, string])[]): string {
+  const parent = `(has(object.metadata.${field}) ? [] : [JSONPatch{op: "add", path: "/metadata/${field}", value: {}}])`;
+  const ops = entries.map(([key, value]) => `(has(object.metadata.${field}) && ${celString(key)} in object.metadata.${field} ? [] : [JSONPatch{op: "add", path: ${celString(`/metadata/${field}/${escapeToken(key)}`)}, value: ${placeholderCel(value)}}])`);
+  return [parent, ...ops].join(' + ');
+}
+
+/**
+ * The counterpart of /validate: an opted-in pod that names an unknown template, selects one that
+ * only the webhook can inject, or lacks a compiled template's containers (by name, native sidecars
+ * in initContainers with restartPolicy Always) or volumes (by name), is refused.
+ */
+function validatingPolicy(set: TemplateSet, compiled: readonly CompiledTemplate[], verdicts: readonly PolicyVerdict[], context: SetContext, options: PolicyOptions): Record<string, unknown> {
+  const known = [...set.templates.keys()].sort();
+  const webhookOnly = verdicts.filter((v) => !v.compiles).map((v) => v.template);
+  const validations: Record<string, unknown>[] = [
+    {
+      expression: `variables.requested.all(n, n in ${celList(known)})`,
+      messageExpression: `"unknown sidecar template(s) " + variables.requested.filter(n, !(n in ${celList(known)})).map(n, "\\"" + n + "\\"").join(", ") + " named in annotation ${Keys.templates}; known templates: ${known.join(', ')}"`,
+      reason: 'Invalid',
+    },
+  ];
+  if (webhookOnly.length > 0) {
+    validations.push({
+      expression: `!variables.selected.exists(n, n in ${celList(webhookOnly)})`,
+      messageExpression: `"template(s) " + variables.selected.filter(n, n in ${celList(webhookOnly)}).join(", ") + " are injected by the webhook only (sidecar-injector lint --policies says why); install the webhook for them (mode hybrid)"`,
+      reason: 'Invalid',
+    });
+  }
+  for (const t of compiled) validations.push(presence(t));
+  return {
+    apiVersion: POLICY_API,
+    kind: 'ValidatingAdmissionPolicy',
+    metadata: { name: `${PREFIX}-validate` },
+    spec: {
+      failurePolicy: 'Fail',
+      matchConstraints: matchConstraints(options),
+      matchConditions: [{ name: 'opted-in', expression: OPTED_IN }],
+      variables: [
+        { name: 'requested', expression: REQUESTED },
+        { name: 'selected', expression: selectedExpr(context.defaults) },
+        { name: 'inJob', expression: IN_JOB },
+      ],
+      validations,
+    },
+  };
+}
+
+function presence(t: CompiledTemplate): Record<string, unknown> {
+  const regular = (n: string): string => `object.spec.containers.exists(c, c.name == ${celString(n)})`;
+  const native = (n: string): string => `object.spec.?initContainers.orValue([]).exists(c, c.name == ${celString(n)} && c.?restartPolicy.orValue("") == "Always")`;
+  const init = (n: string): string => `object.spec.?initContainers.orValue([]).exists(c, c.name == ${celString(n)})`;
+  const checks: [string, string][] = [];
+  for (const c of t.spec.initContainers) checks.push([init(c.name), `init container "${c.name}"`]);
+  for (const c of t.spec.containers) {
+    const where = t.nativeMode === NativeSidecar.Always ? native(c.name) : t.nativeMode === NativeSidecar.JobsOnly ? `(variables.inJob ? ${native(c.name)} : ${regular(c.name)})` : regular(c.name);
+    checks.push([where, `container "${c.name}"`]);
+  }
+  for (const v of t.spec.volumes) checks.push([`object.spec.?volumes.orValue([]).exists(v, v.name == ${celString(v.name)})`, `volume "${v.name}"`]);
+  const name = celString(t.name);
+  const missing = `[${checks.map(([ok, what]) => `${ok} ? "" : ${celString(`${what} of template "${t.name}"`)}`).join(', ')}].filter(m, m != "")`;
+  return {
+    expression: `!(${name} in variables.selected) || (${checks.map(([ok]) => ok).join(' && ')})`,
+    messageExpression: `"pod opted in to sidecar injection but is missing: " + ${missing}.join(", ")`,
+    reason: 'Forbidden',
+  };
+}
