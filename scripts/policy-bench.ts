@@ -12,7 +12,7 @@ import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createCA, issueServingCert } from '../src/certs/pki.js';
-import { loadConfig } from '../src/config/config.js';
+import { serveConfig } from '../src/cli/serve-flags.js';
 import { createLogger } from '../src/log.js';
 import { serve } from '../src/main.js';
 import { compilePolicies } from '../src/policy/compile.js';
@@ -28,7 +28,7 @@ const serving = await issueServingCert(ca, { dnsNames: ['sidecar-injector.sideca
 await writeFile(join(dir, 'tls.crt'), serving.certPem);
 await writeFile(join(dir, 'tls.key'), serving.keyPem);
 await writeFile(join(dir, 'ca.crt'), ca.certPem);
-const running = await serve(loadConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', dir, '--templates-dir', 'templates', '--log-level', 'silent'], {}), createLogger('silent'));
+const running = await serve(serveConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', dir, '--templates-dir', 'templates', '--log-level', 'silent'], {}), createLogger('silent'));
 const list = (items: readonly unknown[]): string => JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
 const webhooks = readYaml11('manifests/install.yaml').filter((o) => String(o['kind']).endsWith('WebhookConfiguration'));
 await writeFile(join(dir, 'webhook.json'), list(webhooks));

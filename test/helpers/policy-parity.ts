@@ -6,7 +6,7 @@ import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createCA, issueServingCert } from '../../src/certs/pki.js';
-import { loadConfig } from '../../src/config/config.js';
+import { serveConfig } from '../../src/cli/serve-flags.js';
 import { createLogger } from '../../src/log.js';
 import { serve, type Running } from '../../src/main.js';
 import { compilePolicies } from '../../src/policy/compile.js';
@@ -74,7 +74,7 @@ export async function startModes(templates: string): Promise<Modes> {
   await writeFile(join(dir, 'tls.key'), serving.keyPem);
   const caFile = join(dir, 'ca.crt');
   await writeFile(caFile, ca.certPem);
-  const config = loadConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', dir, '--templates-dir', templates], {});
+  const config = serveConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', dir, '--templates-dir', templates], {});
   const running: Running = await serve(config, createLogger('silent'));
   const list = (items: readonly unknown[]): string => JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
   const write = async (name: string, items: readonly unknown[]): Promise<string> => {
