@@ -1,0 +1,241 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { Agent } from 'node:https';
+import { createInterface } from 'node:readline';
+import { httpsRequest } from './client.js';
+import { startFakeApiServer, type FakeApiServer } from './fake-apiserver.js';
+import { optedInPod, podReview } from './review.js';
+import { makeTestCerts } from './tls.js';
+
+/**
+ * The tenancy lab: one team attacks, another team's reviews must go on. It starts the Kubernetes
+ * API stand-in with the given SidecarTemplate objects and the injector as the image runs it
+ * (`node --max-semi-space-size=4 ... serve --templates-source cluster`), as a child process so its
+ * resident memory is its own, and gives a test what the issue's bounds are stated in:
+ *
+ * - `peakRssMiB()`: the child's peak RSS (VmHWM of /proc/<pid>/status), the highest over restarts;
+ *   with `limitMiB` set, a sampler plays the kernel's OOM killer: over the limit, SIGKILL
+ *   (`oomKills` counts them), so an attack that would kill the Deployment's replica kills it here.
+ * - `otherTeam()`: another team's /mutate reviews, concurrently, each latency recorded (after one
+ *   untimed review per connection, for its TLS handshake).
+ * - `restart()`: SIGKILL and start again; resolves with the milliseconds until /readyz says 200.
+ * - `api`: the stand-in, to apply, change and delete objects while the test runs.
+ *
+ * The child runs through tsx, which holds ~70 MB more RSS than the image's compiled build (183 vs
+ * 115 MiB idle with --templates-source cluster, Node 20): a peak under the limit here is under it in
+ * the image with that much to spare.
+ *
+ * Usage (see test/kube/tenancy.test.ts):
+ *   const lab = await startTenantLab({ objects: [sidecarTemplate(HOME, 'proxy', { default: true })] });
+ *   const team = lab.otherTeam();
+ *   for (...) lab.api.applyTemplate(bigObject(...));
+ *   const { latencies, failures } = await team.stop();
+ *   assert.ok(await lab.peakRssMiB() < 256); assert.ok(Math.max(...latencies) < 1000);
+ *   await lab.close();
+ */
+export interface TenantLab {
+  readonly api: FakeApiServer;
+  /** https://127.0.0.1:PORT of the running child (changes on restart). */
+  readonly url: string;
+  /** The CA that signed the child's serving certificate. */
+  readonly ca: string;
+  /** The running child's pid. */
+  readonly pid: number;
+  /** Times the sampler killed the child for going over `limitMiB`. */
+  readonly oomKills: number;
+  /** The child's log lines (JSON parsed), the last 2000. */
+  readonly logs: readonly any[];
+  /** The highest peak RSS of any child so far, in MiB. */
+  peakRssMiB(): Promise<number>;
+  /** The running child's RSS now, in MiB. */
+  rssMiB(): Promise<number>;
+  /** Starts another team's reviews: `concurrency` loops of /mutate for an opted-in pod of `namespace`. */
+  otherTeam(options?: { namespace?: string; concurrency?: number }): OtherTeam;
+  /** Kills the child (SIGKILL, as the OOM killer or a node failure would) and starts it again; resolves with the ms until ready. */
+  restart(): Promise<number>;
+  /** Resolves once /readyz answers 200, with the milliseconds it took; rejects after `timeoutMs` or if the child died. */
+  ready(timeoutMs?: number): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** Another team's reviews, running until stopped. */
+export interface OtherTeam {
+  /** Stops sending and resolves with what was seen: every latency in ms, and what failed (not 200, not allowed, or no answer). */
+  stop(): Promise<{ readonly latencies: readonly number[]; readonly failures: readonly string[] }>;
+}
+
+export interface TenantLabOptions {
+  /** SidecarTemplate objects in the API before the injector starts. */
+  readonly objects?: readonly object[];
+  /** The injector's namespace, whose templates are cluster-wide. */
+  readonly home?: string;
+  /** Kill the child as the kernel would when its RSS goes over this (the Deployment's limit). */
+  readonly limitMiB?: number;
+  /** More flags for `serve`. */
+  readonly flags?: readonly string[];
+}
+
+/** The Deployment's memory limit (manifests/base/deployment.yaml). */
+export const DEPLOYMENT_LIMIT_MIB = 256;
+export const HOME = 'sidecar-injector';
+
+/** A SidecarTemplate object with one container named `name`, and the given spec fields. */
+export function sidecarTemplate(namespace: string, name: string, spec: object = {}): any {
+  return { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name, namespace }, spec: { containers: [{ name, image: `registry.example.com/${name}:1` }], ...spec } };
+}
+
+const SAMPLE_MS = 20;
+
+export async function startTenantLab(options: TenantLabOptions = {}): Promise<TenantLab> {
+  const home = options.home ?? HOME;
+  const api = await startFakeApiServer();
+  for (const o of options.objects ?? []) api.applyTemplate(o);
+  const certs = await makeTestCerts();
+  const ca = certs.ca.certPem;
+  const logs: any[] = [];
+  let child: ChildProcess;
+  let port = 0;
+  let healthPort = 0;
+  let peak = 0;
+  let oomKills = 0;
+  let sampler: NodeJS.Timeout | undefined;
+
+  const status = async (pid: number, field: 'VmHWM' | 'VmRSS'): Promise<number> => {
+    try {
+      const text = await readFile(`/proc/${pid}/status`, 'utf8');
+      return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(text)?.[1] ?? 0) / 1024;
+    } catch {
+      return 0; // the child is gone
+    }
+  };
+  const sample = async (): Promise<void> => {
+    const current = child;
+    if (current.exitCode !== null || current.signalCode !== null) return;
+    const hwm = await status(current.pid!, 'VmHWM');
+    peak = Math.max(peak, hwm);
+    if (options.limitMiB !== undefined && hwm > options.limitMiB && current.kill('SIGKILL')) oomKills++;
+  };
+
+  const spawnChild = async (): Promise<void> => {
+    const args = ['serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-source', 'cluster', '--kubeconfig', api.kubeconfig, '--namespace', home, '--log-level', 'info', ...(options.flags ?? [])];
+    const next = spawn(process.execPath, ['--max-semi-space-size=4', '--import', 'tsx', 'src/cli/index.ts', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    child = next;
+    clearInterval(sampler);
+    sampler = setInterval(() => void sample(), SAMPLE_MS);
+    const ports = new Promise<void>((resolve, reject) => {
+      createInterface({ input: next.stdout! }).on('line', (line) => {
+        let log: any;
+        try {
+          log = JSON.parse(line);
+        } catch {
+          return;
+        }
+        logs.push(log);
+        if (logs.length > 2000) logs.shift();
+        if (log.port !== undefined && log.healthPort !== undefined) {
+          port = log.port;
+          healthPort = log.healthPort;
+          resolve();
+        }
+      });
+      next.on('close', (code, signal) => reject(new Error(`the injector exited before serving (${signal ?? code})`)));
+    });
+    await ports;
+  };
+
+  const ready = async (timeoutMs = 10_000): Promise<number> => {
+    const start = Date.now();
+    for (;;) {
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the injector died (${child.signalCode ?? child.exitCode}) before it was ready`);
+      try {
+        if ((await fetch(`http://127.0.0.1:${healthPort}/readyz`)).status === 200) return Date.now() - start;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() - start > timeoutMs) throw new Error(`not ready within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  };
+
+  const stopChild = async (): Promise<void> => {
+    const current = child;
+    await sample();
+    if (current.exitCode === null && current.signalCode === null) {
+      const closed = new Promise((r) => current.once('close', r));
+      current.kill('SIGKILL');
+      await closed;
+    }
+  };
+
+  await spawnChild();
+  await ready();
+
+  return {
+    api,
+    get url() {
+      return `https://127.0.0.1:${port}`;
+    },
+    ca,
+    get pid() {
+      return child.pid!;
+    },
+    get oomKills() {
+      return oomKills;
+    },
+    logs,
+    async peakRssMiB() {
+      await sample();
+      return peak;
+    },
+    rssMiB: () => status(child.pid!, 'VmRSS'),
+    otherTeam: (opts = {}) => otherTeam(() => `https://127.0.0.1:${port}`, ca, opts.namespace ?? 'other-team', opts.concurrency ?? 2),
+    async restart() {
+      await stopChild();
+      const start = Date.now();
+      await spawnChild();
+      await ready();
+      return Date.now() - start;
+    },
+    ready,
+    async close() {
+      clearInterval(sampler);
+      await stopChild();
+      await api.close();
+    },
+  };
+}
+
+/** `concurrency` loops, each sending a review after the previous answer, over keep-alive connections. */
+function otherTeam(url: () => string, ca: string, namespace: string, concurrency: number): OtherTeam {
+  const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
+  const latencies: number[] = [];
+  const failures: string[] = [];
+  let running = true;
+  const loop = async (): Promise<void> => {
+    // One review untimed: the connection's TLS handshake and the first review's compilation are not the attack's doing.
+    await httpsRequest(`${url()}/mutate`, JSON.stringify(podReview(optedInPod(), { namespace })), { ca, agent }).catch(() => undefined);
+    while (running) {
+      const body = JSON.stringify(podReview(optedInPod(), { namespace }));
+      const start = performance.now();
+      try {
+        const res = await httpsRequest(`${url()}/mutate`, body, { ca, agent });
+        latencies.push(performance.now() - start);
+        const allowed = res.status === 200 && res.json().response?.allowed === true;
+        if (!allowed) failures.push(`HTTP ${res.status}: ${res.text.slice(0, 300)}`);
+      } catch (err) {
+        latencies.push(performance.now() - start);
+        failures.push(`no answer: ${(err as Error).message}`);
+        await new Promise((r) => setTimeout(r, 50)); // the child is restarting
+      }
+    }
+  };
+  const loops = Array.from({ length: concurrency }, loop);
+  return {
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+      agent.destroy();
+      return { latencies, failures };
+    },
+  };
+}
