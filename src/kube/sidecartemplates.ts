@@ -1,7 +1,7 @@
 import { makeInformer, type Informer, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import { formatFault } from '../errors.js';
 import type { Logger } from '../log.js';
-import { clusterSet, compileObject, loadedCondition, objectKey, SidecarTemplateResource, type ObjectCandidates, statusSays, type ObjectResult, type TemplateObject } from '../templates/cluster.js';
+import { clusterSet, compileObject, loadedCondition, objectKey, SidecarTemplateResource, type ObjectCandidates, statusSays, type ObjectResult, type TemplateObject, type TemplateObjectStatus } from '../templates/cluster.js';
 import { SetHistory } from '../templates/history.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
@@ -9,6 +9,10 @@ import { HISTORY_WINDOW_MS, type ReloadResult, type TemplateStore } from '../tem
 import { apiStatus, type KubeClients } from './client.js';
 
 const { group, version, plural } = SidecarTemplateResource;
+
+/** A status write that meets 409 Conflict is tried again this many times, after 100, 200, 400 ... ms. */
+const STATUS_RETRIES = 5;
+const STATUS_BACKOFF_MS = 100;
 
 export interface ClusterTemplateStoreOptions {
   readonly logger: Logger;
@@ -108,11 +112,33 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     if (!result.ok) logger.error({ template: objectKey(obj), faults: result.faults.map(formatFault), serving: e.served?.version ?? null }, 'sidecartemplate NOT served as it is now; serving its last valid version (serving), or none');
     const status = { ...(obj.metadata.generation !== undefined && { observedGeneration: obj.metadata.generation }), conditions: [condition] };
     try {
-      // PUT with the object's resourceVersion: a write over a newer object gets 409. A new spec
-      // (generation) is written again; a status another replica wrote meanwhile stands.
-      await kube.custom.replaceNamespacedCustomObjectStatus({ group, version, plural, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name ?? '', body: { ...obj, status } });
+      await putStatus(obj, status);
     } catch (err) {
       logger.warn({ template: objectKey(obj), err: statusFailure(err) }, 'sidecartemplate status not written');
+    }
+  };
+
+  /**
+   * PUT of the status subresource with the object's resourceVersion. A 409 (another client, such as
+   * `kubectl label`, wrote first) is retried against the latest object, with backoff, as long as it
+   * is still the generation judged: a new generation gets its own write, and a status another
+   * replica wrote meanwhile for this generation stands (test/kube/sidecartemplates.test.ts, "409").
+   */
+  const putStatus = async (obj: TemplateObject, status: TemplateObjectStatus): Promise<void> => {
+    const namespace = obj.metadata.namespace ?? '';
+    const name = obj.metadata.name ?? '';
+    let latest = obj;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await kube.custom.replaceNamespacedCustomObjectStatus({ group, version, plural, namespace, name, body: { ...latest, status } });
+        return;
+      } catch (err) {
+        if (apiStatus(err) !== 409 || attempt >= STATUS_RETRIES || closed) throw err;
+      }
+      await new Promise((r) => setTimeout(r, STATUS_BACKOFF_MS * 2 ** attempt).unref());
+      latest = (await kube.custom.getNamespacedCustomObject({ group, version, plural, namespace, name })) as TemplateObject;
+      if (latest.metadata.generation !== obj.metadata.generation || latest.metadata.uid !== obj.metadata.uid) return;
+      if (latest.status?.observedGeneration === obj.metadata.generation) return;
     }
   };
 

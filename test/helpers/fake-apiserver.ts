@@ -61,6 +61,8 @@ export interface FakeApiServer {
   template(namespace: string, name: string): any;
   /** Writes an object's status as another client would (another replica): PUT of the status subresource. */
   writeTemplateStatus(namespace: string, name: string, status: unknown): void;
+  /** Called before each PUT of a template's status is judged: a test changes the object here to make that write meet 409 Conflict. */
+  beforeStatusWrite: ((namespace: string, name: string) => void) | undefined;
   /** Forgets the events so far, as etcd compaction does: a watch from before them gets 410 Gone. */
   compact(): void;
   /** Sends a BOOKMARK with the current resourceVersion to every open watch. */
@@ -94,7 +96,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
   const forbidden = new Set<string>();
   const bundleHistory: Record<'mutating' | 'validating', string[]> = { mutating: [], validating: [] };
   let version = 100;
-  const state = { latencyMs: 0 };
+  const state: { latencyMs: number; beforeStatusWrite: ((namespace: string, name: string) => void) | undefined } = { latencyMs: 0, beforeStatusWrite: undefined };
   const nextVersion = (): string => String(++version);
 
   const recordBundles = (kind: 'mutating' | 'validating', obj: any): void => {
@@ -163,6 +165,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
       const found = templates.get(`${template[1]}/${template[2]}`);
       return found === undefined ? status(404, 'NotFound', `sidecartemplates.sidecar-injector.io "${template[2]}" not found`) : [200, found];
     }
+    if (template && req.method === 'PUT' && template[3] !== undefined) state.beforeStatusWrite?.(template[1]!, template[2]!);
     if (template && req.method === 'PUT' && template[3] !== undefined) return templateStatus(template[1]!, template[2]!, body);
     const configMap = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/configmaps\/([^/]+)$/);
     if (configMap && req.method === 'GET') {
@@ -305,6 +308,12 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     },
     set latencyMs(v: number) {
       state.latencyMs = v;
+    },
+    get beforeStatusWrite() {
+      return state.beforeStatusWrite;
+    },
+    set beforeStatusWrite(f) {
+      state.beforeStatusWrite = f;
     },
     secret: (ns, name) => secrets.get(`${ns}/${name}`),
     putSecret: (ns, obj) => secrets.set(`${ns}/${obj.metadata.name}`, { ...obj, metadata: { ...obj.metadata, namespace: ns, resourceVersion: nextVersion() } }),
