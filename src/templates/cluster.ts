@@ -1,8 +1,8 @@
 import { formatFault, TemplateSetError, type TemplateFault } from '../errors.js';
-import { findConflicts } from './conflicts.js';
+import { Claims } from './conflicts.js';
 import { compileTemplateSet, type TemplateSet } from './load.js';
 import { renderValues } from './placeholders.js';
-import { digestOf, type CompiledTemplate } from './template.js';
+import { digestOf, type CompiledTemplate, type RenderedTemplate } from './template.js';
 
 /** The SidecarTemplate resource (issue 23): the CRD in manifests/base/crds/ serves it. */
 export const SidecarTemplateResource = { group: 'sidecar-injector.io', version: 'v1alpha1', plural: 'sidecartemplates', kind: 'SidecarTemplate' } as const;
@@ -122,36 +122,76 @@ export function clusterSet(objects: readonly ObjectCandidates[], home: string, b
   const refused = new Map<string, readonly TemplateFault[]>();
   // The directory's defaults come first, but not one a cluster-wide object shadows by name (default or not).
   const shadowed = new Set(objects.flatMap((o) => (o.candidates[0]?.namespace === home ? [o.candidates[0].name] : [])));
-  const takenDefaults = new Map<string, CompiledTemplate[]>([[home, (base?.defaults ?? []).filter((d) => !shadowed.has(d.name))]]);
+  const scopes = new Map<string, DefaultsScope>();
+  const scopeOf = (namespace: string): DefaultsScope => {
+    const found = scopes.get(namespace);
+    if (found !== undefined) return found;
+    const scope = new DefaultsScope(namespace === home ? 'cluster-wide' : `of namespace ${namespace}`);
+    if (namespace === home) for (const d of base?.defaults ?? []) if (!shadowed.has(d.name)) scope.take(d);
+    scopes.set(namespace, scope);
+    return scope;
+  };
+  scopeOf(home);
   const ordered = [...objects].sort((a, b) => a.created.localeCompare(b.created) || a.key.localeCompare(b.key));
   for (const { key, candidates } of ordered) {
-    const namespace = candidates[0]?.namespace ?? '';
-    const taken = takenDefaults.get(namespace) ?? [];
-    const faults = candidates.map((t) => (t.isDefault ? defaultConflicts(taken, t, namespace === home ? 'cluster-wide' : `of namespace ${namespace}`) : []));
+    const scope = scopeOf(candidates[0]?.namespace ?? '');
+    const faults = candidates.map((t) => (t.isDefault ? scope.conflicts(t) : []));
     const chosen = candidates.find((_, i) => faults[i]!.length === 0);
     if (chosen !== candidates[0]) refused.set(key, faults[0] ?? []);
     if (chosen === undefined) continue;
     served.set(key, chosen);
-    if (chosen.isDefault) takenDefaults.set(namespace, [...taken, chosen]);
+    if (chosen.isDefault) scope.take(chosen);
   }
   return { set: setOf(served, home, base), served, refused };
 }
 
-/** How `t`, a default template, conflicts with the defaults already taken in its scope. */
-function defaultConflicts(taken: readonly CompiledTemplate[], t: CompiledTemplate, scope: string): TemplateFault[] {
-  if (taken.length === 0) return [];
-  const values = renderValues({ metadata: {}, spec: { containers: [] } }, 'default');
-  const winner = (name: string): string => (taken.find((d) => d.name === name)?.namespace === undefined ? `the directory's template "${name}"` : `the older object "${name}"`);
-  return findConflicts([...taken, t].map((d) => d.render(values)))
-    .filter((c) => c.template === t.name)
-    .map((c) => ({ file: t.file, template: t.name, path: c.path, message: `${c.message}: both are default templates ${scope}, so every pod there that names none would be denied; ${winner(c.with)} is served` }));
+/**
+ * The default templates taken in one scope (cluster-wide, or one namespace) and their claims in one
+ * map, so checking a default is linear in its own size (test/templates/cluster.test.ts, "2000
+ * defaults"). A rule on what a scope may take belongs here, beside `conflicts`.
+ */
+class DefaultsScope {
+  readonly #claims = new Claims();
+  readonly #taken = new Map<string, CompiledTemplate>();
+  constructor(readonly name: string) {}
+
+  /** How `t`, a default template, conflicts with the defaults taken in this scope. */
+  conflicts(t: CompiledTemplate): TemplateFault[] {
+    if (this.#taken.size === 0) return [];
+    return this.#claims.check(renderedDefault(t)).map((c) => ({ file: t.file, template: t.name, path: c.path, message: `${c.message}: both are default templates ${this.name}, so every pod there that names none would be denied; ${this.#winner(c.with)} is served` }));
+  }
+
+  take(t: CompiledTemplate): void {
+    this.#taken.set(t.name, t);
+    this.#claims.add(renderedDefault(t));
+  }
+
+  #winner(name: string): string {
+    return this.#taken.get(name)?.namespace === undefined ? `the directory's template "${name}"` : `the older object "${name}"`;
+  }
+}
+
+/**
+ * A default template rendered for a pod that names none, once per compiled template: a rebuild
+ * after one object changed renders that object alone (the others' compiled templates are the same
+ * objects). Keyed weakly, so a version no longer served takes its rendering with it.
+ */
+const renderedDefaults = new WeakMap<CompiledTemplate, RenderedTemplate>();
+function renderedDefault(t: CompiledTemplate): RenderedTemplate {
+  const found = renderedDefaults.get(t);
+  if (found !== undefined) return found;
+  const rendered = t.render(renderValues({ metadata: {}, spec: { containers: [] } }, 'default'));
+  renderedDefaults.set(t, rendered);
+  return rendered;
 }
 
 function setOf(served: ReadonlyMap<string, CompiledTemplate>, home: string, base?: TemplateSet): TemplateSet {
   const byNamespace = new Map<string, CompiledTemplate[]>();
   for (const t of served.values()) {
     const ns = t.namespace ?? '';
-    byNamespace.set(ns, [...(byNamespace.get(ns) ?? []), t]);
+    const own = byNamespace.get(ns);
+    if (own === undefined) byNamespace.set(ns, [t]);
+    else own.push(t);
   }
   const wide = new Map(base?.templates ?? []);
   for (const t of byNamespace.get(home) ?? []) wide.set(t.name, t);
