@@ -44,6 +44,69 @@ export interface LoadedCondition {
 /** What checking one object gave: its compiled template, or every fault found in it. */
 export type ObjectResult = { readonly ok: true; readonly template: CompiledTemplate } | { readonly ok: false; readonly faults: readonly TemplateFault[] };
 
+/**
+ * The most bytes of one object the injector compiles and keeps: its spec, labels and annotations as
+ * JSON (without kubectl's last-applied copy). The largest real-world sidecar of
+ * test/fixtures/corpus/sidecars is under 8 KB; the CRD's schema refuses most larger objects at write
+ * time, this refuses the rest (objects written before the CRD had its bounds). docs/limits-and-security.md.
+ */
+export const MAX_OBJECT_BYTES = 64 * 1024;
+/** The most bytes the objects of one namespace hold together; past it the newest are not served. */
+export const NAMESPACE_BUDGET_BYTES = 1024 * 1024;
+/** The most bytes the objects of every namespace hold together; the injector's namespace's count first. */
+export const TOTAL_BUDGET_BYTES = 16 * 1024 * 1024;
+
+const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
+
+/**
+ * What the injector keeps of an object as the API sent it, and its size: the fields a template is
+ * made of (spec, labels, annotations but kubectl's last-applied copy) and the metadata the store
+ * needs; never managedFields. An object over MAX_OBJECT_BYTES keeps its metadata and status alone
+ * (no spec), so a 1.5 MB object costs the injector a few hundred bytes (test/kube/tenancy.test.ts).
+ */
+export function boundedObject(obj: TemplateObject): { readonly object: TemplateObject; readonly bytes: number } {
+  const { name, namespace, uid, generation, resourceVersion, creationTimestamp, labels } = obj.metadata;
+  const { [LAST_APPLIED]: _applied, ...annotations } = obj.metadata.annotations ?? {};
+  const kept = { ...(labels && { labels }), ...(Object.keys(annotations).length > 0 && { annotations }) };
+  // Measured by a walk that stops past the limit: a 1.5 MB object costs a look at its first 64 KiB, and no copy.
+  const bytes = jsonBytesAtMost({ spec: obj.spec ?? null, ...kept }, MAX_OBJECT_BYTES + 1);
+  const metadata: TemplateObject['metadata'] = JSON.parse(JSON.stringify({ name, namespace, uid, generation, resourceVersion, creationTimestamp })); // undefined fields left out
+  const base = { ...(obj.apiVersion !== undefined && { apiVersion: obj.apiVersion }), ...(obj.kind !== undefined && { kind: obj.kind }), ...(obj.status !== undefined && { status: obj.status }) };
+  if (bytes > MAX_OBJECT_BYTES) return { object: { ...base, metadata }, bytes };
+  return { object: { ...base, metadata: { ...metadata, ...kept }, spec: obj.spec }, bytes };
+}
+
+/**
+ * The bytes of `value` as JSON (UTF-8, escapes aside), counted until they pass `stop`: the count then
+ * is `stop` or more, and the walk ends there. Iterative, so no depth a tenant writes can overflow the stack.
+ */
+export function jsonBytesAtMost(value: unknown, stop: number): number {
+  let bytes = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0 && bytes < stop) {
+    const v = pending.pop();
+    if (typeof v === 'string') bytes += Buffer.byteLength(v) + 2;
+    else if (Array.isArray(v)) {
+      bytes += 2 + Math.max(0, v.length - 1);
+      for (const item of v) pending.push(item);
+    } else if (typeof v === 'object' && v !== null) {
+      const keys = Object.keys(v);
+      bytes += 2 + Math.max(0, keys.length - 1);
+      for (const k of keys) {
+        bytes += Buffer.byteLength(k) + 3;
+        pending.push((v as Record<string, unknown>)[k]);
+      }
+    } else bytes += String(v).length;
+  }
+  return bytes;
+}
+
+/** The fault of an object over MAX_OBJECT_BYTES, found before anything of it is compiled. */
+export function tooLarge(obj: TemplateObject): ObjectResult {
+  const file = `sidecartemplate ${objectKey(obj)}`;
+  return { ok: false, faults: [{ file, ...(obj.metadata.name !== undefined && { template: obj.metadata.name }), path: '', message: `the object's spec, labels and annotations are over the injector's limit of ${MAX_OBJECT_BYTES} bytes as JSON: split it, or move large values into a ConfigMap the sidecar mounts` }] };
+}
+
 /** `namespace/name`, the key the informer's cache and the store use. */
 export function objectKey(obj: TemplateObject): string {
   return `${obj.metadata.namespace ?? ''}/${obj.metadata.name ?? ''}`;
@@ -94,6 +157,8 @@ export interface ObjectCandidates {
   /** The object's creationTimestamp: of two conflicting default templates, the older object wins. */
   readonly created: string;
   readonly candidates: readonly CompiledTemplate[];
+  /** What the object weighs against its namespace's and the total budget (boundedObject); 0 when unknown. */
+  readonly bytes?: number;
 }
 
 /** The set, the version served for each object, and the objects refused because their defaults conflict. */
@@ -132,9 +197,18 @@ export function clusterSet(objects: readonly ObjectCandidates[], home: string, b
     return scope;
   };
   scopeOf(home);
-  const ordered = [...objects].sort((a, b) => a.created.localeCompare(b.created) || a.key.localeCompare(b.key));
-  for (const { key, candidates } of ordered) {
-    const scope = scopeOf(candidates[0]?.namespace ?? '');
+  // The injector's namespace first (the platform's templates never yield to a tenant's bytes), then oldest first.
+  const rank = (o: ObjectCandidates): number => (o.candidates[0]?.namespace === home ? 0 : 1);
+  const ordered = [...objects].sort((a, b) => rank(a) - rank(b) || a.created.localeCompare(b.created) || a.key.localeCompare(b.key));
+  const budget = new Budget();
+  for (const { key, candidates, bytes } of ordered) {
+    const namespace = candidates[0]?.namespace ?? '';
+    const over = candidates[0] === undefined ? undefined : budget.charge(candidates[0], bytes ?? 0);
+    if (over !== undefined) {
+      refused.set(key, [over]);
+      continue;
+    }
+    const scope = scopeOf(namespace);
     const faults = candidates.map((t) => (t.isDefault ? scope.conflicts(t) : []));
     const chosen = candidates.find((_, i) => faults[i]!.length === 0);
     if (chosen !== candidates[0]) refused.set(key, faults[0] ?? []);
@@ -143,6 +217,28 @@ export function clusterSet(objects: readonly ObjectCandidates[], home: string, b
     if (chosen.isDefault) scope.take(chosen);
   }
   return { set: setOf(served, home, base), served, refused };
+}
+
+/**
+ * The bytes the objects served so far hold, per namespace and in total: an object that would take
+ * either past its budget is not served, so a team's objects cost the injector at most
+ * NAMESPACE_BUDGET_BYTES, and all of them TOTAL_BUDGET_BYTES (docs/limits-and-security.md).
+ */
+class Budget {
+  readonly #namespaces = new Map<string, number>();
+  #total = 0;
+
+  /** Counts `t`'s object, or says why it does not fit (and counts nothing). */
+  charge(t: CompiledTemplate, bytes: number): TemplateFault | undefined {
+    const namespace = t.namespace ?? '';
+    const used = this.#namespaces.get(namespace) ?? 0;
+    const fault = (message: string): TemplateFault => ({ file: t.file, template: t.name, path: '', message });
+    if (used + bytes > NAMESPACE_BUDGET_BYTES) return fault(`namespace ${namespace}'s older objects already hold ${used} of the ${NAMESPACE_BUDGET_BYTES} bytes the injector keeps per namespace, and this one is ${bytes}: delete templates nobody names`);
+    if (this.#total + bytes > TOTAL_BUDGET_BYTES) return fault(`the objects of all namespaces already hold ${this.#total} of the ${TOTAL_BUDGET_BYTES} bytes the injector keeps, and this one is ${bytes}: ask the platform team`);
+    this.#namespaces.set(namespace, used + bytes);
+    this.#total += bytes;
+    return undefined;
+  }
 }
 
 /**

@@ -113,9 +113,14 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     events.push({ rv: version, type, object });
     for (const w of watchers) if (w.ns === undefined || w.ns === object.metadata.namespace) w.res.write(`${JSON.stringify({ type, object })}\n`);
   };
-  const templateList = (ns: string | undefined): [number, unknown] => {
-    const items = [...templates.values()].filter((t) => ns === undefined || t.metadata.namespace === ns);
-    return [200, { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplateList', metadata: { resourceVersion: String(version) }, items }];
+  /** A list, in pages when asked (limit and continue, as the apiserver's chunked lists). */
+  const templateList = (ns: string | undefined, query: URLSearchParams): [number, unknown] => {
+    const all = [...templates.values()].filter((t) => ns === undefined || t.metadata.namespace === ns);
+    const from = Number(Buffer.from(query.get('continue') ?? '', 'base64url').toString() || '0');
+    const limit = Number(query.get('limit') ?? '0') || all.length;
+    const items = all.slice(from, from + limit);
+    const more = from + limit < all.length;
+    return [200, { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplateList', metadata: { resourceVersion: String(version), ...(more && { continue: Buffer.from(String(from + limit)).toString('base64url') }) }, items }];
   };
   const templateStatus = (ns: string, name: string, body: string): [number, unknown] => {
     const current = templates.get(`${ns}/${name}`);
@@ -160,7 +165,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     const hook = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations\/([^/]+)$/);
     if (hook) return hookRoute(req, hook[1] as 'mutating' | 'validating', hook[2]!, body);
     const template = url.pathname.match(TEMPLATES);
-    if (template && req.method === 'GET' && template[2] === undefined) return templateList(template[1]);
+    if (template && req.method === 'GET' && template[2] === undefined) return templateList(template[1], url.searchParams);
     if (template && req.method === 'GET') {
       const found = templates.get(`${template[1]}/${template[2]}`);
       return found === undefined ? status(404, 'NotFound', `sidecartemplates.sidecar-injector.io "${template[2]}" not found`) : [200, found];
