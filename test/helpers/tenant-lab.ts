@@ -54,6 +54,8 @@ export interface TenantLab {
   rawPeakRssMiB(): Promise<number>;
   /** The first child's RSS when it was first ready, in MiB. */
   readonly idleRssMiB: number;
+  /** The longest event loop delay of the running child's last minute, in ms (its /metrics: nodejs_eventloop_lag_max_seconds). */
+  eventLoopMaxMs(): Promise<number>;
   /** The running child's RSS now, in MiB. */
   rssMiB(): Promise<number>;
   /** Starts another team's reviews: `concurrency` loops of /mutate for an opted-in pod of `namespace`. */
@@ -211,6 +213,10 @@ export async function startTenantLab(options: TenantLabOptions = {}): Promise<Te
       return idle;
     },
     rssMiB: () => status(child.pid!, 'VmRSS'),
+    async eventLoopMaxMs() {
+      const text = await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
+      return Number(/^nodejs_eventloop_lag_max_seconds\s+(\S+)/m.exec(text)?.[1] ?? NaN) * 1000;
+    },
     otherTeam: (opts = {}) => otherTeam(() => `https://127.0.0.1:${port}`, ca, opts.namespace ?? 'other-team', opts.concurrency ?? 2),
     async restart() {
       await stopChild();
