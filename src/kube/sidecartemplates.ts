@@ -21,14 +21,14 @@ export interface ClusterTemplateStoreOptions {
   readonly historyWindowMs?: number;
   /** Events come in bursts (a list, `kubectl apply -f dir/`): wait this long for quiet before rebuilding. */
   readonly debounceMs?: number;
-  /** Wait before restarting the informer after the API failed it (doubled up to 30 s). */
+  /** Wait before restarting the watch after the API failed it (doubled up to 30 s). */
   readonly retryMs?: number;
   readonly onReload?: (result: ReloadResult) => void;
 }
 
 /** The SidecarTemplate objects of the cluster as a template store (issue 23). */
 export interface ClusterTemplateStore extends TemplateStore {
-  /** True once the informer's first full list is in the set: readiness waits for it. */
+  /** True once the first full list is in the set: readiness waits for it. */
   synced(): boolean;
   /** Resolves when the first full list is in the set. */
   readonly firstList: Promise<void>;
@@ -51,7 +51,7 @@ interface Entry {
 }
 
 /** Objects per page of the list: what one list answer holds at once is at most this many objects, not the cluster's. */
-const LIST_PAGE = 20;
+const LIST_PAGE = 10;
 
 /**
  * Watches SidecarTemplate objects in every namespace (a list in pages, then a watch from the

@@ -107,7 +107,7 @@ export function tooLarge(obj: TemplateObject): ObjectResult {
   return { ok: false, faults: [{ file, ...(obj.metadata.name !== undefined && { template: obj.metadata.name }), path: '', message: `the object's spec, labels and annotations are over the injector's limit of ${MAX_OBJECT_BYTES} bytes as JSON: split it, or move large values into a ConfigMap the sidecar mounts` }] };
 }
 
-/** `namespace/name`, the key the informer's cache and the store use. */
+/** `namespace/name`, the key the store uses. */
 export function objectKey(obj: TemplateObject): string {
   return `${obj.metadata.namespace ?? ''}/${obj.metadata.name ?? ''}`;
 }

@@ -214,7 +214,7 @@ export async function startTenantLab(options: TenantLabOptions = {}): Promise<Te
     },
     rssMiB: () => status(child.pid!, 'VmRSS'),
     async eventLoopMaxMs() {
-      const text = await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
+      const text = await fetch(`http://127.0.0.1:${healthPort}/metrics`).then((r) => r.text(), () => ''); // '' when the child is gone
       return Number(/^nodejs_eventloop_lag_max_seconds\s+(\S+)/m.exec(text)?.[1] ?? NaN) * 1000;
     },
     otherTeam: (opts = {}) => otherTeam(() => `https://127.0.0.1:${port}`, ca, opts.namespace ?? 'other-team', opts.concurrency ?? 2),

@@ -31,8 +31,9 @@ function bigTemplate(namespace: string, name: string, envVars: number, extra: ob
 
 /** What the other team's reviews, the peak RSS and the lab's OOM killer say, as one line for the test's diagnostics. */
 async function verdict(lab: TenantLab, seen: { latencies: readonly number[]; failures: readonly string[] }): Promise<string> {
-  const max = Math.max(0, ...seen.latencies);
-  return `${seen.latencies.length} other-team reviews, slowest ${max.toFixed(0)} ms, ${seen.failures.length} failed; peak RSS ${(await lab.peakRssMiB()).toFixed(0)} MiB as the image (the child: ${lab.idleRssMiB.toFixed(0)} idle, ${(await lab.rawPeakRssMiB()).toFixed(0)} peak); OOM kills ${lab.oomKills}`;
+  const sorted = [...seen.latencies].sort((a, b) => a - b);
+  const at = (q: number): string => (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0).toFixed(0);
+  return `${seen.latencies.length} other-team reviews, p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, slowest ${at(1)} ms (${sorted.filter((l) => l >= REVIEW_BOUND_MS).length} over ${REVIEW_BOUND_MS} ms), ${seen.failures.length} failed; peak RSS ${(await lab.peakRssMiB()).toFixed(0)} MiB as the image (the child: ${lab.idleRssMiB.toFixed(0)} idle, ${(await lab.rawPeakRssMiB()).toFixed(0)} peak); OOM kills ${lab.oomKills}`;
 }
 
 async function assertUnhurt(lab: TenantLab, seen: { latencies: readonly number[]; failures: readonly string[] }): Promise<void> {
