@@ -70,4 +70,26 @@ describe('one team cannot hurt another through its SidecarTemplates', { skip: !e
       await lab.close();
     }
   });
+
+  it("1000 default templates in one namespace and edits in a third: other teams' reviews answered within 1 s", async (t) => {
+    // Each default has its own container: all served, each rebuild checks 1000 defaults in one scope.
+    const defaults = Array.from({ length: 1000 }, (_, i) => sidecarTemplate('crowded', `d${i}`, { default: true }));
+    const lab = await startTenantLab({ objects: [sidecarTemplate(HOME, 'proxy', { default: true }), ...defaults], limitMiB: DEPLOYMENT_LIMIT_MIB });
+    try {
+      const team = lab.otherTeam();
+      await sleep(500);
+      // A third team edits its template, each a new generation: every edit was a rebuild of everything.
+      for (let i = 0; i < 20; i++) {
+        lab.api.applyTemplate(sidecarTemplate('editor', 'agent', { containers: [{ name: 'agent', image: `registry.example.com/agent:${i}` }] }));
+        await sleep(150);
+      }
+      await eventually(() => lab.api.template('editor', 'agent')?.status?.observedGeneration === 20, 'the last edit observed');
+      const seen = await team.stop();
+      t.diagnostic(`${await verdict(lab, seen)}; the injector's longest event loop delay ${(await lab.eventLoopMaxMs()).toFixed(0)} ms`);
+      await assertUnhurt(lab, seen);
+      assert.equal(lab.api.template('crowded', 'd999')?.status?.conditions?.[0]?.status, 'True');
+    } finally {
+      await lab.close();
+    }
+  });
 });
