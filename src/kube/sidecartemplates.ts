@@ -1,7 +1,7 @@
 import { Watch, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import { formatFault } from '../errors.js';
 import type { Logger } from '../log.js';
-import { boundedObject, clusterSet, compileObject, loadedCondition, MAX_OBJECT_BYTES, objectKey, tooLarge, SidecarTemplateResource, type ObjectCandidates, statusSays, type ObjectResult, type TemplateObject, type TemplateObjectStatus } from '../templates/cluster.js';
+import { boundedObject, clusterSet, compileObject, loadedCondition, MAX_OBJECT_BYTES, OBJECT_OVERHEAD_BYTES, objectKey, tooLarge, SidecarTemplateResource, type ObjectCandidates, statusSays, type ObjectResult, type TemplateObject, type TemplateObjectStatus } from '../templates/cluster.js';
 import { SetHistory } from '../templates/history.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
@@ -90,7 +90,7 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     // Before the first set, every listed object is compiled first (readiness means all of them are in);
     // after it, an object still queued is served as it was until its compile.
     if (closed || !listed || (history === undefined && queue.size > 0)) return;
-    const objects = [...entries].map(([key, e]) => ({ key, created: e.object.metadata.creationTimestamp ?? '', candidates: candidatesOf(e), bytes: e.bytes }));
+    const objects = [...entries].map(([key, e]) => ({ key, created: e.object.metadata.creationTimestamp ?? '', candidates: candidatesOf(e), bytes: e.bytes + OBJECT_OVERHEAD_BYTES }));
     const { set: next, served, refused } = clusterSet(objects, home, options.base?.());
     for (const [key, e] of entries) {
       e.served = served.get(key);
@@ -316,7 +316,7 @@ export async function listClusterTemplates(kube: KubeClients, home: string): Pro
   for (const raw of found.items) {
     const { object: obj, bytes } = boundedObject(raw);
     const result = bytes > MAX_OBJECT_BYTES ? tooLarge(obj) : compileObject(obj);
-    if (result.ok) candidates.push({ key: objectKey(obj), created: obj.metadata.creationTimestamp ?? '', candidates: [result.template], bytes });
+    if (result.ok) candidates.push({ key: objectKey(obj), created: obj.metadata.creationTimestamp ?? '', candidates: [result.template], bytes: bytes + OBJECT_OVERHEAD_BYTES });
     else invalid.push({ key: objectKey(obj), faults: result.faults.map(formatFault) });
   }
   const { set, refused } = clusterSet(candidates, home);

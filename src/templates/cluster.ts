@@ -51,8 +51,14 @@ export type ObjectResult = { readonly ok: true; readonly template: CompiledTempl
  * time, this refuses the rest (objects written before the CRD had its bounds). docs/limits-and-security.md.
  */
 export const MAX_OBJECT_BYTES = 64 * 1024;
-/** The most bytes the objects of one namespace hold together; past it the newest are not served. */
-export const NAMESPACE_BUDGET_BYTES = 1024 * 1024;
+/**
+ * What an object costs beside its bytes: a compiled template of one small container holds ~6 KiB
+ * of heap, an object of 62 KB ~210 KiB (3.5 times its bytes). Charged per object against the
+ * budgets, so many small objects are bounded as surely as a few big ones.
+ */
+export const OBJECT_OVERHEAD_BYTES = 4096;
+/** The most bytes the objects of one namespace hold together (each charged OBJECT_OVERHEAD_BYTES more); past it the newest are not served. */
+export const NAMESPACE_BUDGET_BYTES = 4 * 1024 * 1024;
 /** The most bytes the objects of every namespace hold together; the injector's namespace's count first. */
 export const TOTAL_BUDGET_BYTES = 16 * 1024 * 1024;
 
@@ -157,7 +163,7 @@ export interface ObjectCandidates {
   /** The object's creationTimestamp: of two conflicting default templates, the older object wins. */
   readonly created: string;
   readonly candidates: readonly CompiledTemplate[];
-  /** What the object weighs against its namespace's and the total budget (boundedObject); 0 when unknown. */
+  /** What the object weighs against its namespace's and the total budget: its bytes (boundedObject) and OBJECT_OVERHEAD_BYTES; 0 when unknown. */
   readonly bytes?: number;
 }
 

@@ -71,9 +71,9 @@ describe('one team cannot hurt another through its SidecarTemplates', { skip: !e
     }
   });
 
-  it("1000 default templates in one namespace and edits in a third: other teams' reviews answered within 1 s", async (t) => {
-    // Each default has its own container: all served, each rebuild checks 1000 defaults in one scope.
-    const defaults = Array.from({ length: 1000 }, (_, i) => sidecarTemplate('crowded', `d${i}`, { default: true }));
+  it("1010 default templates in one namespace and edits in a third: other teams' reviews answered within 1 s, the newest past the namespace's budget refused", async (t) => {
+    // Each default has its own container: all served, each rebuild checks 1010 defaults in one scope.
+    const defaults = Array.from({ length: 1010 }, (_, i) => sidecarTemplate('crowded', `d${i}`, { default: true }));
     const lab = await startTenantLab({ objects: [sidecarTemplate(HOME, 'proxy', { default: true }), ...defaults], limitMiB: DEPLOYMENT_LIMIT_MIB });
     try {
       const team = lab.otherTeam();
@@ -87,7 +87,10 @@ describe('one team cannot hurt another through its SidecarTemplates', { skip: !e
       const seen = await team.stop();
       t.diagnostic(`${await verdict(lab, seen)}; the injector's longest event loop delay ${(await lab.eventLoopMaxMs()).toFixed(0)} ms`);
       await assertUnhurt(lab, seen);
-      assert.equal(lab.api.template('crowded', 'd999')?.status?.conditions?.[0]?.status, 'True');
+      assert.equal(lab.api.template('crowded', 'd0')?.status?.conditions?.[0]?.status, 'True');
+      // Past the namespace's 4 MiB (each object charged its bytes and 4 KiB), the newest are refused, saying why.
+      await eventually(() => lab.api.template('crowded', 'd1009')?.status !== undefined, 'the status of the newest default');
+      assert.match(lab.api.template('crowded', 'd1009')?.status?.conditions?.[0]?.message ?? '', /namespace crowded's older objects already hold \d+ of the 4194304 bytes/);
     } finally {
       await lab.close();
     }
