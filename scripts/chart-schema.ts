@@ -151,6 +151,15 @@ export function chartValuesSchema(core?: Readonly<Record<string, CoreDefinition>
             additionalProperties: { $ref: '#/definitions/SidecarTemplate' },
           },
           existingConfigMap: { type: 'string', pattern: '^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$' },
+          quota: {
+            type: 'object',
+            additionalProperties: false,
+            description: "with source cluster or both: a ResourceQuota on count/sidecartemplates.sidecar-injector.io in each of the teams' namespaces",
+            properties: {
+              namespaces: { type: 'array', items: { type: 'string', pattern: DNS_LABEL, maxLength: 63 } },
+              maxObjects: { type: 'integer', minimum: 0, description: 'SidecarTemplates a namespace may hold' },
+            },
+          },
         },
       },
       certificates: {

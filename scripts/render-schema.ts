@@ -272,11 +272,28 @@ export function crdSchema(schema: Schema, defs: Readonly<Record<string, Schema>>
   if (typeof additional === 'object' && additional !== null) out['additionalProperties'] = crdSchema(additional as Schema, defs, depth + 1);
   const items = schema['items'];
   if (typeof items === 'object' && items !== null) out['items'] = crdSchema(items as Schema, defs, depth + 1);
+  boundSize(out, schema);
   // A node of several kinds (a boolean or an object) is kept as written, its fields unlisted.
   if (out['type'] === undefined) for (const k of ['properties', 'additionalProperties', 'items']) delete out[k];
   // An object whose fields are not listed keeps them (labels, annotations: maps of strings).
   if (out['type'] === 'object' && properties === undefined && out['additionalProperties'] === undefined) out['x-kubernetes-preserve-unknown-fields'] = true;
   return out;
+}
+
+/**
+ * Bounds on every field that can grow, so the API server refuses at write time what no sidecar
+ * needs (the largest real-world sidecar of test/fixtures/corpus/sidecars has 30 env vars, 20 args
+ * and strings under 2 KB; test/manifests/crd.test.ts checks every bundled and corpus template still
+ * fits). The schema's own bounds stand where it has them. The injector still refuses an object over
+ * its own byte limit (MAX_OBJECT_BYTES in src/templates/cluster.ts): CEL has no size of a whole
+ * object, and a rule summing its strings would cost more than the API server's CRD budget allows.
+ */
+export const CrdBounds = { maxLength: 32 * 1024, maxItems: 256, maxProperties: 128 } as const;
+
+function boundSize(out: Schema, schema: Schema): void {
+  if (out['type'] === 'string' && out['enum'] === undefined) out['maxLength'] = schema['maxLength'] ?? CrdBounds.maxLength;
+  if (out['type'] === 'array') out['maxItems'] = schema['maxItems'] ?? CrdBounds.maxItems;
+  if (out['type'] === 'object' && schema['additionalProperties'] !== undefined && schema['additionalProperties'] !== false) out['maxProperties'] = schema['maxProperties'] ?? CrdBounds.maxProperties;
 }
 
 /** The text of the SidecarTemplate CustomResourceDefinition, its schema from sidecarTemplateSchema(). */

@@ -1,7 +1,7 @@
-import { makeInformer, type Informer, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import { Watch, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import { formatFault } from '../errors.js';
 import type { Logger } from '../log.js';
-import { clusterSet, compileObject, loadedCondition, objectKey, SidecarTemplateResource, type ObjectCandidates, statusSays, type ObjectResult, type TemplateObject } from '../templates/cluster.js';
+import { boundedObject, clusterSet, compileObject, loadedCondition, MAX_OBJECT_BYTES, OBJECT_OVERHEAD_BYTES, objectKey, tooLarge, SidecarTemplateResource, type ObjectCandidates, statusSays, type ObjectResult, type TemplateObject, type TemplateObjectStatus } from '../templates/cluster.js';
 import { SetHistory } from '../templates/history.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
@@ -10,6 +10,10 @@ import { apiStatus, type KubeClients } from './client.js';
 
 const { group, version, plural } = SidecarTemplateResource;
 
+/** A status write that meets 409 Conflict is tried again this many times, after 100, 200, 400 ... ms. */
+const STATUS_RETRIES = 5;
+const STATUS_BACKOFF_MS = 100;
+
 export interface ClusterTemplateStoreOptions {
   readonly logger: Logger;
   /** The directory's set when both sources are used: cluster-wide, shadowed by the objects in the injector's namespace. */
@@ -17,7 +21,7 @@ export interface ClusterTemplateStoreOptions {
   readonly historyWindowMs?: number;
   /** Events come in bursts (a list, `kubectl apply -f dir/`): wait this long for quiet before rebuilding. */
   readonly debounceMs?: number;
-  /** Wait before restarting the informer after the API failed it (doubled up to 30 s). */
+  /** Wait before restarting the watch after the API failed it (doubled up to 30 s). */
   readonly retryMs?: number;
   readonly onReload?: (result: ReloadResult) => void;
   /** After each rebuild: how many objects are not served as they are now (invalid, or a refused default). */
@@ -26,7 +30,7 @@ export interface ClusterTemplateStoreOptions {
 
 /** The SidecarTemplate objects of the cluster as a template store (issue 23). */
 export interface ClusterTemplateStore extends TemplateStore {
-  /** True once the informer's first full list is in the set: readiness waits for it. */
+  /** True once the first full list is in the set: readiness waits for it. */
   synced(): boolean;
   /** Resolves when the first full list is in the set. */
   readonly firstList: Promise<void>;
@@ -34,40 +38,49 @@ export interface ClusterTemplateStore extends TemplateStore {
   refresh(): void;
 }
 
-/** What is known of one object: the object, the result for its generation, and the version served for it. */
+/** What is known of one object: what is kept of it, its size, the result for its generation, and the version served for it. */
 interface Entry {
+  /** The bounded copy (boundedObject): never managedFields, no spec when over MAX_OBJECT_BYTES. */
   readonly object: TemplateObject;
   readonly generation: string;
-  readonly result: ObjectResult;
+  readonly bytes: number;
+  /** Undefined while its compile waits in the queue. */
+  result?: ObjectResult;
   /** The version last served: still served while a newer one is invalid or its default conflicts. */
   served?: CompiledTemplate | undefined;
   /** The condition last written for this generation of the object: each is tried once (a failure is logged, not retried until the spec changes). */
   written?: string;
 }
 
+/** Objects per page of the list: what one list answer holds at once is at most this many objects, not the cluster's. */
+const LIST_PAGE = 10;
+
 /**
- * Watches SidecarTemplate objects in every namespace with client-node's informer (list, then watch
- * from the list's resourceVersion; a 410 Gone lists again) and serves them as one template set:
- * each object checked alone when its generation changes, an invalid one reported in its status and
- * not served, its last valid version served in its place; a deleted object is removed. Until the
- * first list the set is empty and `synced()` false; when the API is unreachable the set stays as it
- * was and the informer is restarted with a backoff.
+ * Watches SidecarTemplate objects in every namespace (a list in pages, then a watch from the
+ * list's resourceVersion with client-node's Watch; a 410 Gone lists again) and serves them as one
+ * template set: each object kept as a bounded copy (boundedObject: an object over MAX_OBJECT_BYTES
+ * keeps its metadata alone and is refused in its status before anything of it is compiled),
+ * compiled once per generation, one object per turn of the event loop, taking namespaces in turn,
+ * so a review waits for one compile at most and a team's churn delays only its own objects; an
+ * invalid one reported in its status and not served, its last valid version served in its place; a
+ * deleted object is removed. Until the first list the set is empty and `synced()` false; when the
+ * API is unreachable the set stays as it was and the watch is restarted with a backoff.
  */
 export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemplateStoreOptions): ClusterTemplateStore {
   const { logger } = options;
   const home = kube.namespace;
   const path = `/apis/${group}/${version}/${plural}`;
-  let listed = false;
-  const list = async (): Promise<KubernetesListObject<TemplateObject & KubernetesObject>> => {
-    const found = (await kube.custom.listClusterCustomObject({ group, version, plural })) as KubernetesListObject<TemplateObject & KubernetesObject>;
-    listed = true;
-    return found;
-  };
-  const informer: Informer<TemplateObject & KubernetesObject> = makeInformer(kube.config, path, list);
+  const watcher = new Watch(kube.config);
   const entries = new Map<string, Entry>();
+  /** Keys waiting to be compiled, by namespace; the namespace first in the map goes next, then to the back. */
+  const queue = new Map<string, Set<string>>();
+  let draining = false;
   let history: SetHistory | undefined;
   const empty: TemplateSet = Object.freeze({ templates: new Map(), defaults: [], digest: 'none', source: `sidecartemplates in ${home}` });
   let closed = false;
+  let listed = false;
+  let resourceVersion = '';
+  let request: AbortController | undefined;
   let debounce: NodeJS.Timeout | undefined;
   let retry: NodeJS.Timeout | undefined;
   let backoff = options.retryMs ?? 1000;
@@ -75,14 +88,20 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
   const firstList = new Promise<void>((resolve) => (resolveFirst = resolve));
 
   const rebuild = (): void => {
-    if (closed) return;
-    const { set: next, served, refused } = clusterSet([...entries].map(([key, e]) => ({ key, created: e.object.metadata.creationTimestamp ?? '', candidates: candidatesOf(e) })), home, options.base?.());
+    debounce = undefined;
+    // Before the first set, every listed object is compiled first (readiness means all of them are in);
+    // after it, an object still queued is served as it was until its compile.
+    if (closed || !listed || (history === undefined && queue.size > 0)) return;
+    const objects = [...entries].map(([key, e]) => ({ key, created: e.object.metadata.creationTimestamp ?? '', candidates: candidatesOf(e), bytes: e.bytes + OBJECT_OVERHEAD_BYTES }));
+    const { set: next, served, refused } = clusterSet(objects, home, options.base?.());
     for (const [key, e] of entries) {
       e.served = served.get(key);
       const conflict = refused.get(key);
-      void writeStatus(e, conflict === undefined || !e.result.ok ? e.result : { ok: false, faults: conflict });
+      const result = e.result;
+      if (result === undefined) continue;
+      void writeStatus(e, conflict === undefined || !result.ok ? result : { ok: false, faults: conflict });
     }
-    options.onNotServed?.([...entries.values()].filter((e) => !e.result.ok || e.served !== e.result.template).length);
+    options.onNotServed?.([...entries.values()].filter((e) => e.result !== undefined && (!e.result.ok || e.served !== e.result.template)).length);
     const time = new Date();
     if (history === undefined) {
       history = new SetHistory(next, { windowMs: options.historyWindowMs ?? HISTORY_WINDOW_MS });
@@ -95,11 +114,51 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     options.onReload?.({ ok: true, digest: next.digest, time, serving: next.digest, faults: [] });
   };
 
+  /**
+   * A rebuild `debounceMs` after the first event since the last one: later events join it and do
+   * not push it back, so a team that changes an object without pause delays others' changes by one
+   * debounce, never starves them.
+   */
   const schedule = (): void => {
-    if (closed || history === undefined) return; // before the first list, start() rebuilds once it is in
-    clearTimeout(debounce);
+    if (closed || !listed || debounce !== undefined) return; // the first list's end rebuilds once it is in
     debounce = setTimeout(rebuild, options.debounceMs ?? 50);
     debounce.unref();
+  };
+
+  /**
+   * Compiles the next queued object, then yields (setImmediate) before the next: a review waits at
+   * most one object's compile (MAX_OBJECT_BYTES bounds it). Namespaces take turns, so a namespace
+   * with a thousand changed objects delays another's one change by one compile, not a thousand.
+   */
+  const drain = (): void => {
+    if (closed) return;
+    const [namespace, keys] = queue.entries().next().value ?? [];
+    if (namespace === undefined || keys === undefined) {
+      draining = false;
+      return schedule();
+    }
+    const [key] = keys;
+    keys.delete(key!);
+    queue.delete(namespace);
+    if (keys.size > 0) queue.set(namespace, keys);
+    const e = entries.get(key!);
+    if (e !== undefined && e.result === undefined) compile(key!, e);
+    setImmediate(drain);
+  };
+
+  const compile = (key: string, e: Entry): void => {
+    const result = e.bytes > MAX_OBJECT_BYTES ? tooLarge(e.object) : compileObject(e.object);
+    e.result = result;
+    if (!result.ok) options.onReload?.({ ok: false, digest: e.generation, time: new Date(), serving: history?.current().digest ?? 'none', faults: result.faults, error: `sidecartemplate ${key} is invalid` });
+  };
+
+  const enqueue = (key: string, namespace: string): void => {
+    const keys = queue.get(namespace) ?? new Set<string>();
+    keys.add(key);
+    queue.set(namespace, keys);
+    if (draining) return;
+    draining = true;
+    setImmediate(drain);
   };
 
   const writeStatus = async (e: Entry, result: ObjectResult): Promise<void> => {
@@ -111,60 +170,115 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     if (!result.ok) logger.error({ template: objectKey(obj), faults: result.faults.map(formatFault), serving: e.served?.version ?? null }, 'sidecartemplate NOT served as it is now; serving its last valid version (serving), or none');
     const status = { ...(obj.metadata.generation !== undefined && { observedGeneration: obj.metadata.generation }), conditions: [condition] };
     try {
-      // PUT with the object's resourceVersion: a write over a newer object gets 409. A new spec
-      // (generation) is written again; a status another replica wrote meanwhile stands.
-      await kube.custom.replaceNamespacedCustomObjectStatus({ group, version, plural, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name ?? '', body: { ...obj, status } });
+      await putStatus(obj, status);
     } catch (err) {
       logger.warn({ template: objectKey(obj), err: statusFailure(err) }, 'sidecartemplate status not written');
     }
   };
 
-  const upsert = (obj: TemplateObject): void => {
-    const key = objectKey(obj);
-    // generation counts changes of the spec only (the status subresource): a status write is no change.
-    const generation = `${obj.metadata.uid ?? ''}/${obj.metadata.generation ?? obj.metadata.resourceVersion ?? ''}`;
-    const known = entries.get(key);
-    const result = known?.generation === generation ? known.result : compileObject(obj);
-    // What was written for this generation stays known: an event of our own status write, or of
-    // another replica's that judged differently, then brings no second write (no ping-pong).
-    const written = known?.generation === generation ? known.written : undefined;
-    entries.set(key, { object: obj, generation, result, ...(known?.served !== undefined && { served: known.served }), ...(written !== undefined && { written }) });
-    if (!result.ok && known?.generation !== generation) {
-      options.onReload?.({ ok: false, digest: generation, time: new Date(), serving: history?.current().digest ?? 'none', faults: result.faults, error: `sidecartemplate ${key} is invalid` });
+  /**
+   * PUT of the status subresource with the object's resourceVersion (the apiserver takes the status
+   * alone from it, so the bounded copy serves). A 409 (another client, such as `kubectl label`,
+   * wrote first) is retried against the latest object, with backoff, as long as it is still the
+   * generation judged: a new generation gets its own write, and a status another replica wrote
+   * meanwhile for this generation stands (test/kube/sidecartemplates.test.ts, "409").
+   */
+  const putStatus = async (obj: TemplateObject, status: TemplateObjectStatus): Promise<void> => {
+    const namespace = obj.metadata.namespace ?? '';
+    const name = obj.metadata.name ?? '';
+    let resourceVersion = obj.metadata.resourceVersion;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const metadata = { ...obj.metadata, ...(resourceVersion !== undefined && { resourceVersion }) };
+        await kube.custom.replaceNamespacedCustomObjectStatus({ group, version, plural, namespace, name, body: { apiVersion: `${group}/${version}`, kind: SidecarTemplateResource.kind, metadata, status } });
+        return;
+      } catch (err) {
+        if (apiStatus(err) !== 409 || attempt >= STATUS_RETRIES || closed) throw err;
+      }
+      await new Promise((r) => setTimeout(r, STATUS_BACKOFF_MS * 2 ** attempt).unref());
+      const latest = (await kube.custom.getNamespacedCustomObject({ group, version, plural, namespace, name })) as TemplateObject;
+      if (latest.metadata.generation !== obj.metadata.generation || latest.metadata.uid !== obj.metadata.uid) return;
+      if (latest.status?.observedGeneration === obj.metadata.generation) return;
+      resourceVersion = latest.metadata.resourceVersion;
     }
-    schedule();
   };
 
-  informer.on('add', upsert);
-  informer.on('update', upsert);
-  informer.on('delete', (obj) => {
-    entries.delete(objectKey(obj));
-    schedule();
-  });
-  informer.on('connect', () => {
-    backoff = options.retryMs ?? 1000;
-  });
-  // The informer stops on an error (the API unreachable, 403); the set keeps serving meanwhile.
-  informer.on('error', (err: unknown) => {
+  const upsert = (raw: TemplateObject): void => {
+    const key = objectKey(raw);
+    const { object, bytes } = boundedObject(raw);
+    // generation counts changes of the spec only (the status subresource): a status write is no change.
+    const generation = `${object.metadata.uid ?? ''}/${object.metadata.generation ?? object.metadata.resourceVersion ?? ''}`;
+    const known = entries.get(key);
+    const same = known?.generation === generation;
+    // What was written for this generation stays known: an event of our own status write, or of
+    // another replica's that judged differently, then brings no second write (no ping-pong).
+    const entry: Entry = { object, generation, bytes, ...(same && known.result !== undefined && { result: known.result }), ...(known?.served !== undefined && { served: known.served }), ...(same && known.written !== undefined && { written: known.written }) };
+    entries.set(key, entry);
+    if (entry.result === undefined) enqueue(key, object.metadata.namespace ?? '');
+    else schedule();
+  };
+
+  const remove = (key: string): void => {
+    if (entries.delete(key)) schedule();
+  };
+
+  /** Lists every object in pages, forgets those no longer there, and watches from the list's resourceVersion. */
+  const list = async (): Promise<void> => {
+    const seen = new Set<string>();
+    let next: string | undefined;
+    do {
+      const page = (await kube.custom.listClusterCustomObject({ group, version, plural, limit: LIST_PAGE, ...(next !== undefined && { _continue: next }) })) as KubernetesListObject<TemplateObject & KubernetesObject>;
+      for (const obj of page.items) {
+        seen.add(objectKey(obj));
+        upsert(obj);
+      }
+      // Custom objects come as the API's JSON: `continue`, not the typed models' `_continue`.
+      const meta = page.metadata as { continue?: string; resourceVersion?: string } | undefined;
+      next = meta?.continue || undefined;
+      resourceVersion = meta?.resourceVersion ?? '';
+    } while (next !== undefined && !closed);
+    for (const key of [...entries.keys()]) if (!seen.has(key)) remove(key);
+    if (!listed) {
+      listed = true;
+      if (queue.size === 0) rebuild();
+    }
+  };
+
+  // A watch event's object: a SidecarTemplate, or a metav1.Status for ERROR.
+  const onEvent = (phase: string, obj: TemplateObject & { code?: number }): void => {
+    if (phase === 'BOOKMARK') resourceVersion = obj?.metadata?.resourceVersion ?? resourceVersion;
+    else if (phase === 'ERROR') resourceVersion = obj?.code === 410 ? '' : resourceVersion;
+    else if (phase === 'DELETED') remove(objectKey(obj));
+    else if (phase === 'ADDED' || phase === 'MODIFIED') upsert(obj);
+    if (phase !== 'ERROR' && obj?.metadata?.resourceVersion) resourceVersion = obj.metadata.resourceVersion;
+  };
+
+  const failed = (err: unknown): void => {
     if (closed) return;
     logger.warn({ err: watchFailure(err), retryInMs: backoff }, 'watching sidecartemplates failed; the last set keeps serving; retrying');
     clearTimeout(retry);
     retry = setTimeout(start, backoff);
     retry.unref();
     backoff = Math.min(backoff * 2, 30_000);
-  });
+  };
 
-  function start(): void {
+  /** A list when there is no resourceVersion to watch from (first, or after 410 Gone), then a watch; a watch that ends cleanly is opened again. */
+  async function start(): Promise<void> {
     if (closed) return;
-    informer.start().then(
-      () => {
-        // start() also resolves when the list failed (reported through 'error'): only a list counts.
-        if (listed && history === undefined) rebuild();
-      },
-      () => undefined, // reported through the 'error' callback, which schedules the retry
-    );
+    try {
+      if (resourceVersion === '') await list();
+      if (closed) return;
+      request = await watcher.watch(path, { resourceVersion, allowWatchBookmarks: true }, onEvent, (err) => {
+        if (closed) return;
+        if (err) failed(err);
+        else setImmediate(() => void start());
+      });
+      backoff = options.retryMs ?? 1000;
+    } catch (err) {
+      failed(err);
+    }
   }
-  start();
+  void start();
 
   return {
     current: () => history?.current() ?? empty,
@@ -176,7 +290,7 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
       closed = true;
       clearTimeout(debounce);
       clearTimeout(retry);
-      await informer.stop();
+      request?.abort();
     },
   };
 }
@@ -205,9 +319,10 @@ export async function listClusterTemplates(kube: KubeClients, home: string, name
   const items = namespaces === undefined ? await listTemplates(kube) : (await Promise.all([...new Set([home, ...namespaces])].map((namespace) => listTemplates(kube, namespace)))).flat();
   const candidates: ObjectCandidates[] = [];
   const invalid: { key: string; faults: readonly string[] }[] = [];
-  for (const obj of items) {
-    const result = compileObject(obj);
-    if (result.ok) candidates.push({ key: objectKey(obj), created: obj.metadata.creationTimestamp ?? '', candidates: [result.template] });
+  for (const raw of items) {
+    const { object: obj, bytes } = boundedObject(raw);
+    const result = bytes > MAX_OBJECT_BYTES ? tooLarge(obj) : compileObject(obj);
+    if (result.ok) candidates.push({ key: objectKey(obj), created: obj.metadata.creationTimestamp ?? '', candidates: [result.template], bytes: bytes + OBJECT_OVERHEAD_BYTES });
     else invalid.push({ key: objectKey(obj), faults: result.faults.map(formatFault) });
   }
   const { set, refused } = clusterSet(candidates, home);
@@ -223,6 +338,6 @@ async function listTemplates(kube: KubeClients, namespace?: string): Promise<(Te
 
 /** The versions to try for an object, newest first: the current one if valid, then the one served before. */
 function candidatesOf(e: Entry): CompiledTemplate[] {
-  const current = e.result.ok ? [e.result.template] : [];
+  const current = e.result?.ok === true ? [e.result.template] : [];
   return e.served === undefined || current[0] === e.served ? current : [...current, e.served];
 }

@@ -1,9 +1,9 @@
 import { formatFault, TemplateSetError, type TemplateFault } from '../errors.js';
-import { findConflicts } from './conflicts.js';
+import { Claims } from './conflicts.js';
 import { compileTemplateSet, type TemplateSet } from './load.js';
 import { renderValues } from './placeholders.js';
 import { requiredFaults } from './required.js';
-import { digestOf, type CompiledTemplate } from './template.js';
+import { digestOf, type CompiledTemplate, type RenderedTemplate } from './template.js';
 
 /** The SidecarTemplate resource (issue 23): the CRD in manifests/base/crds/ serves it. */
 export const SidecarTemplateResource = { group: 'sidecar-injector.io', version: 'v1alpha1', plural: 'sidecartemplates', kind: 'SidecarTemplate' } as const;
@@ -45,7 +45,76 @@ export interface LoadedCondition {
 /** What checking one object gave: its compiled template, or every fault found in it. */
 export type ObjectResult = { readonly ok: true; readonly template: CompiledTemplate } | { readonly ok: false; readonly faults: readonly TemplateFault[] };
 
-/** `namespace/name`, the key the informer's cache and the store use. */
+/**
+ * The most bytes of one object the injector compiles and keeps: its spec, labels and annotations as
+ * JSON (without kubectl's last-applied copy). The largest real-world sidecar of
+ * test/fixtures/corpus/sidecars is under 8 KB; the CRD's schema refuses most larger objects at write
+ * time, this refuses the rest (objects written before the CRD had its bounds). docs/limits-and-security.md.
+ */
+export const MAX_OBJECT_BYTES = 64 * 1024;
+/**
+ * What an object costs beside its bytes: a compiled template of one small container holds ~6 KiB
+ * of heap, an object of 62 KB ~210 KiB (3.5 times its bytes). Charged per object against the
+ * budgets, so many small objects are bounded as surely as a few big ones.
+ */
+export const OBJECT_OVERHEAD_BYTES = 4096;
+/** The most bytes the objects of one namespace hold together (each charged OBJECT_OVERHEAD_BYTES more); past it the newest are not served. */
+export const NAMESPACE_BUDGET_BYTES = 4 * 1024 * 1024;
+/** The most bytes the objects of every namespace hold together; the injector's namespace's count first. */
+export const TOTAL_BUDGET_BYTES = 16 * 1024 * 1024;
+
+const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
+
+/**
+ * What the injector keeps of an object as the API sent it, and its size: the fields a template is
+ * made of (spec, labels, annotations but kubectl's last-applied copy) and the metadata the store
+ * needs; never managedFields. An object over MAX_OBJECT_BYTES keeps its metadata and status alone
+ * (no spec), so a 1.5 MB object costs the injector a few hundred bytes (test/kube/tenancy.test.ts).
+ */
+export function boundedObject(obj: TemplateObject): { readonly object: TemplateObject; readonly bytes: number } {
+  const { name, namespace, uid, generation, resourceVersion, creationTimestamp, labels } = obj.metadata;
+  const { [LAST_APPLIED]: _applied, ...annotations } = obj.metadata.annotations ?? {};
+  const kept = { ...(labels && { labels }), ...(Object.keys(annotations).length > 0 && { annotations }) };
+  // Measured by a walk that stops past the limit: a 1.5 MB object costs a look at its first 64 KiB, and no copy.
+  const bytes = jsonBytesAtMost({ spec: obj.spec ?? null, ...kept }, MAX_OBJECT_BYTES + 1);
+  const metadata: TemplateObject['metadata'] = JSON.parse(JSON.stringify({ name, namespace, uid, generation, resourceVersion, creationTimestamp })); // undefined fields left out
+  const base = { ...(obj.apiVersion !== undefined && { apiVersion: obj.apiVersion }), ...(obj.kind !== undefined && { kind: obj.kind }), ...(obj.status !== undefined && { status: obj.status }) };
+  if (bytes > MAX_OBJECT_BYTES) return { object: { ...base, metadata }, bytes };
+  return { object: { ...base, metadata: { ...metadata, ...kept }, spec: obj.spec }, bytes };
+}
+
+/**
+ * The bytes of `value` as JSON (UTF-8, escapes aside), counted until they pass `stop`: the count then
+ * is `stop` or more, and the walk ends there. Iterative, so no depth a tenant writes can overflow the stack.
+ */
+export function jsonBytesAtMost(value: unknown, stop: number): number {
+  let bytes = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0 && bytes < stop) {
+    const v = pending.pop();
+    if (typeof v === 'string') bytes += Buffer.byteLength(v) + 2;
+    else if (Array.isArray(v)) {
+      bytes += 2 + Math.max(0, v.length - 1);
+      for (const item of v) pending.push(item);
+    } else if (typeof v === 'object' && v !== null) {
+      const keys = Object.keys(v);
+      bytes += 2 + Math.max(0, keys.length - 1);
+      for (const k of keys) {
+        bytes += Buffer.byteLength(k) + 3;
+        pending.push((v as Record<string, unknown>)[k]);
+      }
+    } else bytes += String(v).length;
+  }
+  return bytes;
+}
+
+/** The fault of an object over MAX_OBJECT_BYTES, found before anything of it is compiled. */
+export function tooLarge(obj: TemplateObject): ObjectResult {
+  const file = `sidecartemplate ${objectKey(obj)}`;
+  return { ok: false, faults: [{ file, ...(obj.metadata.name !== undefined && { template: obj.metadata.name }), path: '', message: `the object's spec, labels and annotations are over the injector's limit of ${MAX_OBJECT_BYTES} bytes as JSON: split it, or move large values into a ConfigMap the sidecar mounts` }] };
+}
+
+/** `namespace/name`, the key the store uses. */
 export function objectKey(obj: TemplateObject): string {
   return `${obj.metadata.namespace ?? ''}/${obj.metadata.name ?? ''}`;
 }
@@ -95,6 +164,8 @@ export interface ObjectCandidates {
   /** The object's creationTimestamp: of two conflicting default templates, the older object wins. */
   readonly created: string;
   readonly candidates: readonly CompiledTemplate[];
+  /** What the object weighs against its namespace's and the total budget: its bytes (boundedObject) and OBJECT_OVERHEAD_BYTES; 0 when unknown. */
+  readonly bytes?: number;
 }
 
 /** The set, the version served for each object, and the objects refused because their defaults conflict. */
@@ -123,18 +194,35 @@ export function clusterSet(objects: readonly ObjectCandidates[], home: string, b
   const refused = new Map<string, readonly TemplateFault[]>();
   // The directory's defaults come first, but not one a cluster-wide object shadows by name (default or not).
   const shadowed = new Set(objects.flatMap((o) => (o.candidates[0]?.namespace === home ? [o.candidates[0].name] : [])));
-  const takenDefaults = new Map<string, CompiledTemplate[]>([[home, (base?.defaults ?? []).filter((d) => !shadowed.has(d.name))]]);
-  const ordered = [...objects].sort((a, b) => a.created.localeCompare(b.created) || a.key.localeCompare(b.key));
+  const scopes = new Map<string, DefaultsScope>();
+  const scopeOf = (namespace: string): DefaultsScope => {
+    const found = scopes.get(namespace);
+    if (found !== undefined) return found;
+    const scope = new DefaultsScope(namespace === home ? 'cluster-wide' : `of namespace ${namespace}`);
+    if (namespace === home) for (const d of base?.defaults ?? []) if (!shadowed.has(d.name)) scope.take(d);
+    scopes.set(namespace, scope);
+    return scope;
+  };
+  scopeOf(home);
+  // The injector's namespace first (the platform's templates never yield to a tenant's bytes), then oldest first.
+  const rank = (o: ObjectCandidates): number => (o.candidates[0]?.namespace === home ? 0 : 1);
+  const ordered = [...objects].sort((a, b) => rank(a) - rank(b) || a.created.localeCompare(b.created) || a.key.localeCompare(b.key));
+  const budget = new Budget();
   const wideRequired = requiredNames(objects, home, base);
-  for (const { key, candidates } of ordered) {
+  for (const { key, candidates, bytes } of ordered) {
     const namespace = candidates[0]?.namespace ?? '';
-    const taken = takenDefaults.get(namespace) ?? [];
-    const faults = candidates.map((t) => [...requiredFaults(t, home, wideRequired), ...(t.isDefault ? defaultConflicts(taken, t, namespace === home ? 'cluster-wide' : `of namespace ${namespace}`) : [])]);
+    const over = candidates[0] === undefined ? undefined : budget.charge(candidates[0], bytes ?? 0);
+    if (over !== undefined) {
+      refused.set(key, [over]);
+      continue;
+    }
+    const scope = scopeOf(namespace);
+    const faults = candidates.map((t) => [...requiredFaults(t, home, wideRequired), ...(t.isDefault ? scope.conflicts(t) : [])]);
     const chosen = candidates.find((_, i) => faults[i]!.length === 0);
     if (chosen !== candidates[0]) refused.set(key, faults[0] ?? []);
     if (chosen === undefined) continue;
     served.set(key, chosen);
-    if (chosen.isDefault) takenDefaults.set(namespace, [...taken, chosen]);
+    if (chosen.isDefault) scope.take(chosen);
   }
   return { set: setOf(served, home, base), served, refused };
 }
@@ -145,21 +233,75 @@ function requiredNames(objects: readonly ObjectCandidates[], home: string, base?
   return new Set([...(base?.required ?? []), ...wide.filter((t) => t.required !== undefined)].map((t) => t.name));
 }
 
-/** How `t`, a default template, conflicts with the defaults already taken in its scope. */
-function defaultConflicts(taken: readonly CompiledTemplate[], t: CompiledTemplate, scope: string): TemplateFault[] {
-  if (taken.length === 0) return [];
-  const values = renderValues({ metadata: {}, spec: { containers: [] } }, 'default');
-  const winner = (name: string): string => (taken.find((d) => d.name === name)?.namespace === undefined ? `the directory's template "${name}"` : `the older object "${name}"`);
-  return findConflicts([...taken, t].map((d) => d.render(values)))
-    .filter((c) => c.template === t.name)
-    .map((c) => ({ file: t.file, template: t.name, path: c.path, message: `${c.message}: both are default templates ${scope}, so every pod there that names none would be denied; ${winner(c.with)} is served` }));
+/**
+ * The bytes the objects served so far hold, per namespace and in total: an object that would take
+ * either past its budget is not served, so a team's objects cost the injector at most
+ * NAMESPACE_BUDGET_BYTES, and all of them TOTAL_BUDGET_BYTES (docs/limits-and-security.md).
+ */
+class Budget {
+  readonly #namespaces = new Map<string, number>();
+  #total = 0;
+
+  /** Counts `t`'s object, or says why it does not fit (and counts nothing). */
+  charge(t: CompiledTemplate, bytes: number): TemplateFault | undefined {
+    const namespace = t.namespace ?? '';
+    const used = this.#namespaces.get(namespace) ?? 0;
+    const fault = (message: string): TemplateFault => ({ file: t.file, template: t.name, path: '', message });
+    if (used + bytes > NAMESPACE_BUDGET_BYTES) return fault(`namespace ${namespace}'s older objects already hold ${used} of the ${NAMESPACE_BUDGET_BYTES} bytes the injector keeps per namespace, and this one is ${bytes}: delete templates nobody names`);
+    if (this.#total + bytes > TOTAL_BUDGET_BYTES) return fault(`the objects of all namespaces already hold ${this.#total} of the ${TOTAL_BUDGET_BYTES} bytes the injector keeps, and this one is ${bytes}: ask the platform team`);
+    this.#namespaces.set(namespace, used + bytes);
+    this.#total += bytes;
+    return undefined;
+  }
+}
+
+/**
+ * The default templates taken in one scope (cluster-wide, or one namespace) and their claims in one
+ * map, so checking a default is linear in its own size (test/templates/cluster.test.ts, "2000
+ * defaults"). A rule on what a scope may take belongs here, beside `conflicts`.
+ */
+class DefaultsScope {
+  readonly #claims = new Claims();
+  readonly #taken = new Map<string, CompiledTemplate>();
+  constructor(readonly name: string) {}
+
+  /** How `t`, a default template, conflicts with the defaults taken in this scope. */
+  conflicts(t: CompiledTemplate): TemplateFault[] {
+    if (this.#taken.size === 0) return [];
+    return this.#claims.check(renderedDefault(t)).map((c) => ({ file: t.file, template: t.name, path: c.path, message: `${c.message}: both are default templates ${this.name}, so every pod there that names none would be denied; ${this.#winner(c.with)} is served` }));
+  }
+
+  take(t: CompiledTemplate): void {
+    this.#taken.set(t.name, t);
+    this.#claims.add(renderedDefault(t));
+  }
+
+  #winner(name: string): string {
+    return this.#taken.get(name)?.namespace === undefined ? `the directory's template "${name}"` : `the older object "${name}"`;
+  }
+}
+
+/**
+ * A default template rendered for a pod that names none, once per compiled template: a rebuild
+ * after one object changed renders that object alone (the others' compiled templates are the same
+ * objects). Keyed weakly, so a version no longer served takes its rendering with it.
+ */
+const renderedDefaults = new WeakMap<CompiledTemplate, RenderedTemplate>();
+function renderedDefault(t: CompiledTemplate): RenderedTemplate {
+  const found = renderedDefaults.get(t);
+  if (found !== undefined) return found;
+  const rendered = t.render(renderValues({ metadata: {}, spec: { containers: [] } }, 'default'));
+  renderedDefaults.set(t, rendered);
+  return rendered;
 }
 
 function setOf(served: ReadonlyMap<string, CompiledTemplate>, home: string, base?: TemplateSet): TemplateSet {
   const byNamespace = new Map<string, CompiledTemplate[]>();
   for (const t of served.values()) {
     const ns = t.namespace ?? '';
-    byNamespace.set(ns, [...(byNamespace.get(ns) ?? []), t]);
+    const own = byNamespace.get(ns);
+    if (own === undefined) byNamespace.set(ns, [t]);
+    else own.push(t);
   }
   const wide = new Map(base?.templates ?? []);
   for (const t of byNamespace.get(home) ?? []) wide.set(t.name, t);

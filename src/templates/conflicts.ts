@@ -12,10 +12,45 @@ export interface Conflict {
   readonly message: string;
 }
 
+/** One name (or port) a template wants in the pod, keyed so that two wants of the same thing meet. */
 interface Claim {
+  /** `container:NAME`, `volume:NAME`, `env:NAME`, `mount:PATH`, `port:N/PROTOCOL`. */
+  readonly key: string;
+  /** How a conflict names it: `container "mesh"`. */
+  readonly what: string;
   readonly template: string;
   readonly path: string;
   readonly value: unknown;
+  /** Two identical definitions are shared, not a conflict (volumes, env vars, mounts). */
+  readonly sameIsFine: boolean;
+}
+
+/**
+ * The claims of the templates taken so far in one scope (a pod's selection, a namespace's
+ * defaults), in one map: checking a template costs time linear in its own size, whatever the number
+ * taken before it, so taking n templates is linear in their total size
+ * (test/templates/conflicts.test.ts, "linear"). `check` does not add: a caller that refuses a
+ * template (a default that clashes) leaves its claims out.
+ */
+export class Claims {
+  readonly #claims = new Map<string, Claim>();
+
+  /** How `r` clashes with the templates added so far: one conflict per claim an earlier template holds differently. */
+  check(r: RenderedTemplate): Conflict[] {
+    const out: Conflict[] = [];
+    for (const c of claimsOf(r)) {
+      const prior = this.#claims.get(c.key);
+      if (prior === undefined || prior.template === c.template) continue;
+      if (c.sameIsFine && isSubset(c.value, prior.value) && isSubset(prior.value, c.value)) continue;
+      out.push({ template: c.template, with: prior.template, path: c.path, message: `${c.what} is defined by both template "${prior.template}" and template "${c.template}"` });
+    }
+    return out;
+  }
+
+  /** Takes `r`'s claims; a key already held keeps its first holder. */
+  add(r: RenderedTemplate): void {
+    for (const c of claimsOf(r)) if (!this.#claims.has(c.key)) this.#claims.set(c.key, c);
+  }
 }
 
 /**
@@ -26,37 +61,39 @@ interface Claim {
  */
 export function findConflicts(rendered: readonly RenderedTemplate[]): Conflict[] {
   if (rendered.length < 2) return [];
+  const claims = new Claims();
   const out: Conflict[] = [];
-  const claims = new Map<string, Claim>();
-  const claim = (key: string, what: string, c: Claim, sameIsFine: boolean): void => {
-    const prior = claims.get(key);
-    if (prior === undefined) return void claims.set(key, c);
-    if (prior.template === c.template) return;
-    if (sameIsFine && isSubset(c.value, prior.value) && isSubset(prior.value, c.value)) return;
-    out.push({ template: c.template, with: prior.template, path: c.path, message: `${what} is defined by both template "${prior.template}" and template "${c.template}"` });
-  };
   for (const r of rendered) {
-    const t = r.name;
-    const lists: [readonly Container[], string][] = [[r.containers, '/spec/containers'], [r.initContainers, '/spec/initContainers']];
-    for (const [list, base] of lists) {
-      list.forEach((c, i) => {
-        claim(`container:${c.name}`, `container "${c.name}"`, { template: t, path: `${base}/${i}/name`, value: c }, false);
-        (c.ports ?? []).forEach((p, j) => portClaims(p, `${base}/${i}/ports/${j}`, t, claim));
-      });
-    }
-    r.volumes.forEach((v, i) => claim(`volume:${v.name}`, `volume "${v.name}"`, { template: t, path: `/spec/volumes/${i}/name`, value: v }, true));
-    r.env.forEach((e, i) => claim(`env:${e.name}`, `env var "${e.name}" for the application containers`, { template: t, path: `/spec/env/${i}/name`, value: e }, true));
-    r.volumeMounts.forEach((m, i) => claim(`mount:${m.mountPath}`, `mount path ${m.mountPath} in the application containers`, { template: t, path: `/spec/volumeMounts/${i}/mountPath`, value: m }, true));
+    out.push(...claims.check(r));
+    claims.add(r);
   }
   return out;
 }
 
-function portClaims(p: JsonObject, path: string, template: string, claim: (key: string, what: string, c: Claim, sameIsFine: boolean) => void): void {
+/** Every claim of one rendered template, in the order of its fields. */
+function claimsOf(r: RenderedTemplate): Claim[] {
+  const template = r.name;
+  const out: Claim[] = [];
+  const lists: [readonly Container[], string][] = [[r.containers, '/spec/containers'], [r.initContainers, '/spec/initContainers']];
+  for (const [list, base] of lists) {
+    list.forEach((c, i) => {
+      out.push({ key: `container:${c.name}`, what: `container "${c.name}"`, template, path: `${base}/${i}/name`, value: c, sameIsFine: false });
+      (c.ports ?? []).forEach((p, j) => out.push(portClaim(p, `${base}/${i}/ports/${j}`, template)));
+    });
+  }
+  r.volumes.forEach((v, i) => out.push({ key: `volume:${v.name}`, what: `volume "${v.name}"`, template, path: `/spec/volumes/${i}/name`, value: v, sameIsFine: true }));
+  r.env.forEach((e, i) => out.push({ key: `env:${e.name}`, what: `env var "${e.name}" for the application containers`, template, path: `/spec/env/${i}/name`, value: e, sameIsFine: true }));
+  r.volumeMounts.forEach((m, i) => out.push({ key: `mount:${m.mountPath}`, what: `mount path ${m.mountPath} in the application containers`, template, path: `/spec/volumeMounts/${i}/mountPath`, value: m, sameIsFine: true }));
+  return out;
+}
+
+function portClaim(p: JsonObject, path: string, template: string): Claim {
   // A port name shared by two containers is not a conflict: Kubernetes only warns of it
   // (pkg/api/pod/warnings.go), each probe resolves a named port in its own container, and the
   // apiserver's warning already reaches the user. Two sidecars binding one port number cannot work.
   const protocol = typeof p['protocol'] === 'string' ? p['protocol'] : 'TCP';
-  claim(`port:${String(p['containerPort'])}/${protocol}`, `port ${String(p['containerPort'])}/${protocol}`, { template, path: `${path}/containerPort`, value: p }, false);
+  const port = `${String(p['containerPort'])}/${protocol}`;
+  return { key: `port:${port}`, what: `port ${port}`, template, path: `${path}/containerPort`, value: p, sameIsFine: false };
 }
 
 /**

@@ -63,6 +63,8 @@ export interface FakeApiServer {
   template(namespace: string, name: string): any;
   /** Writes an object's status as another client would (another replica): PUT of the status subresource. */
   writeTemplateStatus(namespace: string, name: string, status: unknown): void;
+  /** Called before each PUT of a template's status is judged: a test changes the object here to make that write meet 409 Conflict. */
+  beforeStatusWrite: ((namespace: string, name: string) => void) | undefined;
   /** Forgets the events so far, as etcd compaction does: a watch from before them gets 410 Gone. */
   compact(): void;
   /** Sends a BOOKMARK with the current resourceVersion to every open watch. */
@@ -97,7 +99,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
   const rights: { granted?: ((method: string, path: string) => boolean) | undefined } = {};
   const bundleHistory: Record<'mutating' | 'validating', string[]> = { mutating: [], validating: [] };
   let version = 100;
-  const state = { latencyMs: 0 };
+  const state: { latencyMs: number; beforeStatusWrite: ((namespace: string, name: string) => void) | undefined } = { latencyMs: 0, beforeStatusWrite: undefined };
   const nextVersion = (): string => String(++version);
 
   const recordBundles = (kind: 'mutating' | 'validating', obj: any): void => {
@@ -114,9 +116,14 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     events.push({ rv: version, type, object });
     for (const w of watchers) if (w.ns === undefined || w.ns === object.metadata.namespace) w.res.write(`${JSON.stringify({ type, object })}\n`);
   };
-  const templateList = (ns: string | undefined): [number, unknown] => {
-    const items = [...templates.values()].filter((t) => ns === undefined || t.metadata.namespace === ns);
-    return [200, { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplateList', metadata: { resourceVersion: String(version) }, items }];
+  /** A list, in pages when asked (limit and continue, as the apiserver's chunked lists). */
+  const templateList = (ns: string | undefined, query: URLSearchParams): [number, unknown] => {
+    const all = [...templates.values()].filter((t) => ns === undefined || t.metadata.namespace === ns);
+    const from = Number(Buffer.from(query.get('continue') ?? '', 'base64url').toString() || '0');
+    const limit = Number(query.get('limit') ?? '0') || all.length;
+    const items = all.slice(from, from + limit);
+    const more = from + limit < all.length;
+    return [200, { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplateList', metadata: { resourceVersion: String(version), ...(more && { continue: Buffer.from(String(from + limit)).toString('base64url') }) }, items }];
   };
   const templateStatus = (ns: string, name: string, body: string): [number, unknown] => {
     const current = templates.get(`${ns}/${name}`);
@@ -162,11 +169,12 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     const hook = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations\/([^/]+)$/);
     if (hook) return hookRoute(req, hook[1] as 'mutating' | 'validating', hook[2]!, body);
     const template = url.pathname.match(TEMPLATES);
-    if (template && req.method === 'GET' && template[2] === undefined) return templateList(template[1]);
+    if (template && req.method === 'GET' && template[2] === undefined) return templateList(template[1], url.searchParams);
     if (template && req.method === 'GET') {
       const found = templates.get(`${template[1]}/${template[2]}`);
       return found === undefined ? status(404, 'NotFound', `sidecartemplates.sidecar-injector.io "${template[2]}" not found`) : [200, found];
     }
+    if (template && req.method === 'PUT' && template[3] !== undefined) state.beforeStatusWrite?.(template[1]!, template[2]!);
     if (template && req.method === 'PUT' && template[3] !== undefined) return templateStatus(template[1]!, template[2]!, body);
     const configMap = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/configmaps\/([^/]+)$/);
     if (configMap && req.method === 'GET') {
@@ -309,6 +317,12 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     },
     set latencyMs(v: number) {
       state.latencyMs = v;
+    },
+    get beforeStatusWrite() {
+      return state.beforeStatusWrite;
+    },
+    set beforeStatusWrite(f) {
+      state.beforeStatusWrite = f;
     },
     secret: (ns, name) => secrets.get(`${ns}/${name}`),
     putSecret: (ns, obj) => secrets.set(`${ns}/${obj.metadata.name}`, { ...obj, metadata: { ...obj.metadata, namespace: ns, resourceVersion: nextVersion() } }),

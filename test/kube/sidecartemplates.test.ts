@@ -135,6 +135,24 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
     await eventually(async () => api.template('team-g', 'agent').status?.observedGeneration === 2, 'generation 2 observed');
   });
 
+  it('writes the status again against the latest object when a label change landed meanwhile (409 Conflict)', async () => {
+    let changed = 0;
+    api.beforeStatusWrite = (namespace, name) => {
+      if (namespace !== 'team-h' || changed++ > 0) return;
+      // Another client (kubectl label) writes first: the injector's PUT carries a stale resourceVersion.
+      const current = api.template('team-h', 'agent');
+      api.applyTemplate({ ...current, metadata: { ...current.metadata, labels: { team: 'h' } } });
+    };
+    try {
+      api.applyTemplate(sct('team-h', 'agent', 'registry.example.com/agent-h:1'));
+      await eventually(async () => api.template('team-h', 'agent').status?.conditions?.[0]?.status === 'True', 'Loaded=True after the conflict');
+      assert.equal(api.calls.filter((c) => c.method === 'PUT' && c.status === 409 && c.path.endsWith('/namespaces/team-h/sidecartemplates/agent/status')).length, 1);
+      assert.equal(api.template('team-h', 'agent').metadata.labels.team, 'h', 'the label change stands');
+    } finally {
+      api.beforeStatusWrite = undefined;
+    }
+  });
+
   it('records the namespace and version of each template in the status annotation', async () => {
     api.applyTemplate(sct('team-d', 'agent', 'registry.example.com/agent-d:1'));
     await eventually(async () => JSON.stringify(await injected('team-d', 'agent')) === JSON.stringify(['registry.example.com/agent-d:1']), 'team-d agent');

@@ -157,6 +157,13 @@ describe('Helm chart', () => {
     assert.match(helmError({ values: { templates: { source: 'cluster', inline: { 'proxy.yaml': templateValue('templates/proxy.yaml') } } } }) ?? 'rendered', /templates.source=both/);
   });
 
+  it('renders, opted in with templates.quota.namespaces, a ResourceQuota on the count of SidecarTemplates in each team namespace', () => {
+    assert.ok(!helmObjects({ set: { 'templates.source': 'cluster' } }).some((o) => o.kind === 'ResourceQuota'), 'none by default');
+    const quotas = helmObjects({ values: { templates: { source: 'cluster', quota: { namespaces: ['team-a', 'team-b'], maxObjects: 20 } } } }).filter((o) => o.kind === 'ResourceQuota');
+    assert.deepEqual(quotas.map((q) => [q.metadata.namespace, q.spec.hard]), [['team-a', { 'count/sidecartemplates.sidecar-injector.io': '20' }], ['team-b', { 'count/sidecartemplates.sidecar-injector.io': '20' }]]);
+    assert.ok(!helmObjects({ values: { templates: { quota: { namespaces: ['team-a'] } } } }).some((o) => o.kind === 'ResourceQuota'), 'none with the ConfigMap source: no team writes templates');
+  });
+
   it('renders with autoscaling.enabled the objects of the autoscaling component: an HPA on CPU, no replicas, a PDB that evicts one at a time', () => {
     const objects = helmObjects({ set: { 'autoscaling.enabled': true, 'namespace.create': true } });
     assertSameObjects(objects, templated(kustomizeWithComponent('base', 'components/autoscaling')));

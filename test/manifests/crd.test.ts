@@ -98,4 +98,14 @@ describe('the SidecarTemplate CRD schema (issue 23)', () => {
     assert.deepEqual(version.subresources, { status: {} });
     assert.deepEqual(crd.spec.names.shortNames, ['sct']);
   });
+
+  it('refuses at write time the fields that grow past what any sidecar needs: 10,000 env vars, a 40 KB arg, 300 annotations', () => {
+    const base = { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: {} };
+    const env = Array.from({ length: 10_000 }, (_, i) => ({ name: `VAR_${i}`, value: 'x'.repeat(100) }));
+    assert.match(apiServerFaults({ ...base, spec: { containers: [{ name: 'big', image: 'r/big:1', env }] } }).join('\n'), /\/spec\/containers\/0\/env must NOT have more than 256 items/);
+    assert.match(apiServerFaults({ ...base, spec: { containers: [{ name: 'big', image: 'r/big:1', args: ['x'.repeat(40_000)] }] } }).join('\n'), /\/spec\/containers\/0\/args\/0 must NOT have more than 32768 characters/);
+    const annotations = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`a${i}`, 'v']));
+    const faults = apiServerFaults({ ...base, spec: { annotations, containers: [{ name: 'big', image: 'r/big:1' }] } });
+    assert.match(faults.join('\n'), /\/spec\/annotations must NOT have more than 128 properties/);
+  });
 });
