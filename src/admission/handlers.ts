@@ -5,11 +5,12 @@ import { NoImageMirrors, type ImageMirrors } from '../kube-values/image.js';
 import { Keys } from '../inject/keys.js';
 import { applyInjection, planInjection } from '../inject/mutate.js';
 import type { InjectionContext } from '../inject/render.js';
-import { keyWarnings, OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
+import { keyWarnings, OptInScope, Reason, refusalReason, requiredFor, selectTemplates } from '../inject/policy.js';
 import { verifyPod } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
 import { diff } from '../patch/diff.js';
 import { setFor, type TemplateSet } from '../templates/load.js';
+import type { CompiledTemplate } from '../templates/template.js';
 import { DefaultBodyLimits, type BodyLimits, type ReviewRequest } from './codec.js';
 import { Endpoints, HandlerKind } from './endpoints.js';
 import { DefaultPodLimits, podObject, type PodLimits } from './pod.js';
@@ -59,7 +60,8 @@ export function mutating(source: HandlerSource, scope: OptInScope = OptInScope.P
   const { templates } = source;
   const limits = source.limits ?? DefaultReviewLimits;
   const context = { revision: source.revision ?? '' };
-  return (req) => mutatePod(req, templates, scope, limits, context);
+  const mirrors = source.imageMirrors ?? NoImageMirrors;
+  return (req) => mutatePod(req, templates, scope, limits, context, mirrors);
 }
 
 /**
@@ -96,20 +98,41 @@ export function createHandlers(source: HandlerSource): Handlers {
   };
 }
 
-function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, context: InjectionContext): Verdict {
+function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, context: InjectionContext, mirrors: ImageMirrors): Verdict {
   if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
-  const pod = checkedPod(req, scope, limits);
+  const pod = checkedPod(req, scope, limits, templates);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
   const namespace = namespaceOf(req, pod);
   const set = setFor(templates(), namespace);
+  if (scope === OptInScope.Required) return mutateRequired(pod, set, namespace, limits, context, mirrors);
   const selection = attempt(() => selectTemplates(pod, set, scope, namespace));
   if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate);
   // Keys that look meant for the injector are warned of whatever it decides (issue 21): a typo is
   // most often why a pod got the default templates, or none.
   if (!selection.inject) return passed(Decision.Skipped, selection.reason, keyWarnings(pod, set));
-  const keys = keyWarnings(pod, set, selection.templates);
+  return inject(pod, selection.templates, namespace, limits, context, keyWarnings(pod, set, selection.templates));
+}
 
-  const injection = attempt(() => planInjection(pod, selection.templates, namespace, context));
+/**
+ * /mutate/required: the templates required in the namespace, into a pod /validate/required would
+ * refuse; a pod it admits (one /mutate already injected, or this path before a reinvocation) is
+ * answered with no patch, so the status annotation /mutate wrote for all the pod's templates stays
+ * and the two webhooks, called in either order, never add a sidecar twice
+ * (test/server/required-webhooks.test.ts). The pod's keys are not warned of here: /mutate does it.
+ */
+function mutateRequired(pod: Pod, set: TemplateSet, namespace: string, limits: ReviewLimits, context: InjectionContext, mirrors: ImageMirrors): Verdict {
+  const selection = selectTemplates(pod, set, OptInScope.Required, namespace);
+  if (!selection.inject) return passed(Decision.Skipped, selection.reason);
+  const held = verifyPod(pod, set, namespace, {}, OptInScope.Required, mirrors);
+  if (held.kind === 'allowed') return injected(Reason.AlreadyInjected, held.templates, 0, undefined, NO_WARNINGS);
+  return inject(pod, selection.templates, namespace, limits, context, NO_WARNINGS);
+}
+
+const NO_WARNINGS: readonly string[] = Object.freeze([]);
+
+/** The answer that injects `selected` into the pod: the patch, or the refusal. */
+function inject(pod: Pod, selected: readonly CompiledTemplate[], namespace: string, limits: ReviewLimits, context: InjectionContext, keys: readonly string[]): Verdict {
+  const injection = attempt(() => planInjection(pod, selected, namespace, context));
   if (injection instanceof InjectorError) return denied(injection, refusalReason(injection));
   // The patch is the difference between the pod and the injected pod, lists compared by name.
   const ops = diff(pod, applyInjection(pod, injection));
@@ -134,7 +157,7 @@ const HistoryReasons: ReadonlySet<string> = new Set([Reason.EarlierTemplates, Re
 
 function validatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, mirrors: ImageMirrors): Verdict {
   if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
-  const pod = checkedPod(req, scope, limits);
+  const pod = checkedPod(req, scope, limits, templates);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
   const namespace = namespaceOf(req, pod);
   const verdict = verifyPod(pod, setFor(templates(), namespace), namespace, {}, scope, mirrors);
@@ -145,17 +168,25 @@ function validatePod(req: ReviewRequest, templates: () => TemplateSet, scope: Op
 
 /**
  * The pod, checked for shape and for the review limits; undefined for a pod whose check failed but
- * whose inject label says it is not opted in. The injector never acts on such a pod, so refusing it
- * for a limit of ours (--max-containers, ...) would deny a pod that did not ask for anything; the
- * apiserver's own validation still judges it.
+ * whose inject label says it is not opted in (on the required paths: whose namespace no template is
+ * required in). The injector never acts on such a pod, so refusing it for a limit of ours
+ * (--max-containers, ...) would deny a pod that did not ask for anything; the apiserver's own
+ * validation still judges it.
  */
-function checkedPod(req: ReviewRequest, scope: OptInScope, limits: ReviewLimits): Pod | undefined {
+function checkedPod(req: ReviewRequest, scope: OptInScope, limits: ReviewLimits, templates: () => TemplateSet): Pod | undefined {
   try {
     return podObject(req.object, limits.pod);
   } catch (err) {
-    if (err instanceof InjectorError && err.status < 500 && !optedInByLabel(req.object, scope)) return undefined;
+    if (err instanceof InjectorError && err.status < 500 && !inScope(req, scope, templates)) return undefined;
     throw err;
   }
+}
+
+/** Whether the injector acts on the review's pod: by its label, or on the required paths by the templates required in the review's namespace. */
+function inScope(req: ReviewRequest, scope: OptInScope, templates: () => TemplateSet): boolean {
+  if (scope !== OptInScope.Required) return optedInByLabel(req.object, scope);
+  const namespace = req.namespace || 'default';
+  return requiredFor(setFor(templates(), namespace), namespace).length > 0;
 }
 
 /** The opt-in rule of selectTemplates read from the raw object: false only for a pod whose label (or its absence) does not opt it in. */
