@@ -10,7 +10,6 @@ import { verifyPod } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
 import { diff } from '../patch/diff.js';
 import { setFor, type TemplateSet } from '../templates/load.js';
-import type { CompiledTemplate } from '../templates/template.js';
 import { DefaultBodyLimits, type BodyLimits, type ReviewRequest } from './codec.js';
 import { Endpoints, HandlerKind } from './endpoints.js';
 import { DefaultPodLimits, podObject, type PodLimits } from './pod.js';
@@ -104,35 +103,16 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
   const namespace = namespaceOf(req, pod);
   const set = setFor(templates(), namespace);
-  if (scope === OptInScope.Required) return mutateRequired(pod, set, namespace, limits, context, mirrors);
   const selection = attempt(() => selectTemplates(pod, set, scope, namespace));
   if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate);
   // Keys that look meant for the injector are warned of whatever it decides (issue 21): a typo is
   // most often why a pod got the default templates, or none.
   if (!selection.inject) return passed(Decision.Skipped, selection.reason, keyWarnings(pod, set));
-  return inject(pod, selection.templates, namespace, limits, context, keyWarnings(pod, set, selection.templates));
-}
+  // /mutate/required leaves a pod /validate/required admits as it is (requiredHeld); /mutate warns of its keys.
+  if (scope === OptInScope.Required && requiredHeld(pod, set, namespace, mirrors)) return injected(Reason.AlreadyInjected, selection.templates.map((t) => t.name), 0, undefined, NO_WARNINGS);
+  const keys = scope === OptInScope.Required ? NO_WARNINGS : keyWarnings(pod, set, selection.templates);
 
-/**
- * /mutate/required: the templates required in the namespace, into a pod /validate/required would
- * refuse; a pod it admits (one /mutate already injected, or this path before a reinvocation) is
- * answered with no patch, so the status annotation /mutate wrote for all the pod's templates stays
- * and the two webhooks, called in either order, never add a sidecar twice
- * (test/server/required-webhooks.test.ts). The pod's keys are not warned of here: /mutate does it.
- */
-function mutateRequired(pod: Pod, set: TemplateSet, namespace: string, limits: ReviewLimits, context: InjectionContext, mirrors: ImageMirrors): Verdict {
-  const selection = selectTemplates(pod, set, OptInScope.Required, namespace);
-  if (!selection.inject) return passed(Decision.Skipped, selection.reason);
-  const held = verifyPod(pod, set, namespace, {}, OptInScope.Required, mirrors);
-  if (held.kind === 'allowed') return injected(Reason.AlreadyInjected, held.templates, 0, undefined, NO_WARNINGS);
-  return inject(pod, selection.templates, namespace, limits, context, NO_WARNINGS);
-}
-
-const NO_WARNINGS: readonly string[] = Object.freeze([]);
-
-/** The answer that injects `selected` into the pod: the patch, or the refusal. */
-function inject(pod: Pod, selected: readonly CompiledTemplate[], namespace: string, limits: ReviewLimits, context: InjectionContext, keys: readonly string[]): Verdict {
-  const injection = attempt(() => planInjection(pod, selected, namespace, context));
+  const injection = attempt(() => planInjection(pod, selection.templates, namespace, context));
   if (injection instanceof InjectorError) return denied(injection, refusalReason(injection));
   // The patch is the difference between the pod and the injected pod, lists compared by name.
   const ops = diff(pod, applyInjection(pod, injection));
@@ -148,6 +128,18 @@ function inject(pod: Pod, selected: readonly CompiledTemplate[], namespace: stri
   // AdmissionResponse.patch is []byte in Go: base64 in JSON.
   return injected(Reason.Injected, injection.plan.status.templates, ops.length, Buffer.from(text).toString('base64'), warnings);
 }
+
+/**
+ * Whether the pod already holds the templates required in its namespace, as /validate/required
+ * judges it (verifyPod): one /mutate injected, or /mutate/required before a reinvocation. Such a
+ * pod gets no patch, so the status annotation /mutate wrote for all its templates stays, and the
+ * two webhooks, called in either order, never add a sidecar twice (test/server/required-webhooks.test.ts).
+ */
+function requiredHeld(pod: Pod, set: TemplateSet, namespace: string, mirrors: ImageMirrors): boolean {
+  return verifyPod(pod, set, namespace, {}, OptInScope.Required, mirrors).kind === 'allowed';
+}
+
+const NO_WARNINGS: readonly string[] = Object.freeze([]);
 
 /**
  * Verdicts that lean on the history of the sets served before (their window ends while the set
