@@ -100,6 +100,18 @@ describe('required webhooks: /mutate/required and /validate/required hold the re
     assert.equal((await review('/validate/required', pod, 'legacy')).allowed, true);
   });
 
+  it('refuses a pod over a review limit where a template is required, and lets the apiserver judge it where none is', async () => {
+    const crowded = teamPod({ 'sidecar-injector.io/inject': 'false' });
+    crowded.spec.containers = Array.from({ length: 251 }, (_, i) => ({ name: `c${i}`, image: 'nginx:1.27' }));
+    for (const path of ['/mutate/required', '/validate/required']) {
+      const enforced = await review(path, crowded, 'team-b');
+      assert.equal(enforced.allowed, false, path);
+      assert.equal(enforced.status.code, 400, path);
+      assert.match(enforced.status.message, /max-containers/, path);
+      assert.equal((await review(path, crowded, 'legacy')).allowed, true, path);
+    }
+  });
+
   it('agrees with /mutate in either order: no sidecar twice, and the status /mutate wrote stays', async () => {
     // /mutate first (its webhook comes first in the configuration): /mutate/required adds nothing.
     const full = await through('/mutate', optedInPod(), 'team-b');
