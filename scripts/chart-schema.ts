@@ -189,6 +189,30 @@ export function chartValuesSchema(core?: Readonly<Record<string, CoreDefinition>
         },
       },
       namespaceOptIn: { type: 'object', additionalProperties: false, properties: { enabled: { type: 'boolean' } } },
+      // The namespaces whose every pod goes to the required webhooks (a metav1.LabelSelector on the namespace's labels).
+      required: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          enabled: { type: 'boolean' },
+          namespaceSelector: {
+            type: 'object',
+            additionalProperties: false,
+            properties: {
+              matchLabels: { $ref: '#/definitions/labels' },
+              matchExpressions: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  additionalProperties: false,
+                  required: ['key', 'operator'],
+                  properties: { key: { type: 'string', minLength: 1 }, operator: { enum: ['In', 'NotIn', 'Exists', 'DoesNotExist'] }, values: { type: 'array', items: { type: 'string' } } },
+                },
+              },
+            },
+          },
+        },
+      },
       metrics: {
         type: 'object',
         additionalProperties: false,

@@ -12,8 +12,9 @@ export interface Endpoint {
 }
 
 /**
- * The review endpoints: pods that opted in themselves, and pods of namespaces that opted in
- * (issue 12). Adding an endpoint is one row: the server routes from this table, the handlers are
+ * The review endpoints: pods that opted in themselves, pods of namespaces that opted in (issue 12),
+ * and every pod of the namespaces the platform enforces its required templates in (the optional
+ * required webhooks: manifests/components/required, the chart's `required` values). Adding an endpoint is one row: the server routes from this table, the handlers are
  * built from it, and the metrics take its kind as their endpoint label.
  */
 export const Endpoints: readonly Endpoint[] = Object.freeze([
@@ -21,6 +22,8 @@ export const Endpoints: readonly Endpoint[] = Object.freeze([
   { path: '/validate', kind: HandlerKind.Validate, scope: OptInScope.Pod },
   { path: '/mutate/namespace', kind: HandlerKind.Mutate, scope: OptInScope.Namespace },
   { path: '/validate/namespace', kind: HandlerKind.Validate, scope: OptInScope.Namespace },
+  { path: '/mutate/required', kind: HandlerKind.Mutate, scope: OptInScope.Required },
+  { path: '/validate/required', kind: HandlerKind.Validate, scope: OptInScope.Required },
 ]);
 
 /** The endpoint label of the metrics for anything that is not a review path. */

@@ -5,7 +5,7 @@ import { NoImageMirrors, type ImageMirrors } from '../kube-values/image.js';
 import { Keys } from '../inject/keys.js';
 import { applyInjection, planInjection } from '../inject/mutate.js';
 import type { InjectionContext } from '../inject/render.js';
-import { keyWarnings, OptInScope, Reason, refusalReason, selectTemplates } from '../inject/policy.js';
+import { keyWarnings, OptInScope, Reason, refusalReason, requiredFor, selectTemplates } from '../inject/policy.js';
 import { verifyPod } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
 import { diff } from '../patch/diff.js';
@@ -67,9 +67,10 @@ export function mutating(source: HandlerSource, scope: OptInScope = OptInScope.P
   const { templates } = source;
   const limits = source.limits ?? DefaultReviewLimits;
   const context = { revision: source.revision ?? '', renderBytes: limits.patchBytes };
+  const mirrors = source.imageMirrors ?? NoImageMirrors;
   const { debug } = source;
-  if (debug === undefined) return (req) => mutatePod(req, templates, scope, limits, context);
-  return (req) => mutatePod(req, templates, scope, limits, context, stepsOf(req, debug, scope));
+  if (debug === undefined) return (req) => mutatePod(req, templates, scope, limits, context, mirrors);
+  return (req) => mutatePod(req, templates, scope, limits, context, mirrors, stepsOf(req, debug, scope));
 }
 
 /**
@@ -116,12 +117,12 @@ export function createHandlers(source: HandlerSource): Handlers {
   };
 }
 
-function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, context: InjectionContext, step?: StepLog): Verdict {
+function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, context: InjectionContext, mirrors: ImageMirrors, step?: StepLog): Verdict {
   if (!isPodCreate(req)) {
     step?.({ operation: req.operation, subResource: req.subResource }, 'skipped: not the CREATE of a pod');
     return passed(Decision.Skipped, Reason.NotPodCreate);
   }
-  const pod = checkedPod(req, scope, limits);
+  const pod = checkedPod(req, scope, limits, templates);
   if (pod === undefined) {
     step?.({}, 'skipped: a pod that did not opt in, over a review limit');
     return passed(Decision.Skipped, Reason.OptedOut);
@@ -140,7 +141,9 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
     return passed(Decision.Skipped, selection.reason, keyWarnings(pod, set));
   }
   step?.({ optedIn: selection.optedIn, templates: selection.templates.map((t) => `${t.namespace === undefined ? '' : `${t.namespace}/`}${t.name}@${t.version}`), from: selection.explicit ? 'the templates annotation' : 'the default templates', set: set.digest }, 'selected');
-  const keys = keyWarnings(pod, set, selection.templates);
+  // /mutate/required leaves a pod /validate/required admits as it is (requiredHeld); /mutate warns of its keys.
+  if (scope === OptInScope.Required && requiredHeld(pod, set, namespace, mirrors, limits)) return injected(Reason.AlreadyInjected, selection.templates.map((t) => t.name), 0, undefined, NO_WARNINGS);
+  const keys = scope === OptInScope.Required ? NO_WARNINGS : keyWarnings(pod, set, selection.templates);
 
   const injection = attempt(() => planInjection(pod, selection.templates, namespace, context));
   if (injection instanceof InjectorError) {
@@ -164,6 +167,18 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
 }
 
 /**
+ * Whether the pod already holds the templates required in its namespace, as /validate/required
+ * judges it (verifyPod): one /mutate injected, or /mutate/required before a reinvocation. Such a
+ * pod gets no patch, so the status annotation /mutate wrote for all its templates stays, and the
+ * two webhooks, called in either order, never add a sidecar twice (test/server/required-webhooks.test.ts).
+ */
+function requiredHeld(pod: Pod, set: TemplateSet, namespace: string, mirrors: ImageMirrors, limits: ReviewLimits): boolean {
+  return verifyPod(pod, set, namespace, { renderBytes: limits.patchBytes }, OptInScope.Required, mirrors).kind === 'allowed';
+}
+
+const NO_WARNINGS: readonly string[] = Object.freeze([]);
+
+/**
  * Verdicts that lean on the history of the sets served before (their window ends while the set
  * stays) or on the time since start: never kept by the answer cache.
  */
@@ -171,7 +186,7 @@ const HistoryReasons: ReadonlySet<string> = new Set([Reason.EarlierTemplates, Re
 
 function validatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, mirrors: ImageMirrors, step?: StepLog): Verdict {
   if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
-  const pod = checkedPod(req, scope, limits);
+  const pod = checkedPod(req, scope, limits, templates);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
   const namespace = namespaceOf(req, pod);
   const verdict = verifyPod(pod, setFor(templates(), namespace), namespace, { renderBytes: limits.patchBytes }, scope, mirrors);
@@ -183,17 +198,25 @@ function validatePod(req: ReviewRequest, templates: () => TemplateSet, scope: Op
 
 /**
  * The pod, checked for shape and for the review limits; undefined for a pod whose check failed but
- * whose inject label says it is not opted in. The injector never acts on such a pod, so refusing it
- * for a limit of ours (--max-containers, ...) would deny a pod that did not ask for anything; the
- * apiserver's own validation still judges it.
+ * whose inject label says it is not opted in (on the required paths: whose namespace no template is
+ * required in). The injector never acts on such a pod, so refusing it for a limit of ours
+ * (--max-containers, ...) would deny a pod that did not ask for anything; the apiserver's own
+ * validation still judges it.
  */
-function checkedPod(req: ReviewRequest, scope: OptInScope, limits: ReviewLimits): Pod | undefined {
+function checkedPod(req: ReviewRequest, scope: OptInScope, limits: ReviewLimits, templates: () => TemplateSet): Pod | undefined {
   try {
     return podObject(req.object, limits.pod);
   } catch (err) {
-    if (err instanceof InjectorError && err.status < 500 && !optedInByLabel(req.object, scope)) return undefined;
+    if (err instanceof InjectorError && err.status < 500 && !inScope(req, scope, templates)) return undefined;
     throw err;
   }
+}
+
+/** Whether the injector acts on the review's pod: by its label, or on the required paths by the templates required in the review's namespace. */
+function inScope(req: ReviewRequest, scope: OptInScope, templates: () => TemplateSet): boolean {
+  if (scope !== OptInScope.Required) return optedInByLabel(req.object, scope);
+  const namespace = req.namespace || 'default';
+  return requiredFor(setFor(templates(), namespace), namespace).length > 0;
 }
 
 /** The opt-in rule of selectTemplates read from the raw object: false only for a pod whose label (or its absence) does not opt it in. */

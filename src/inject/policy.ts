@@ -68,8 +68,11 @@ export function refusalReason(err: InjectorError): string {
  * `/validate`, called for pods labelled `sidecar-injector.io/inject: "true"`. `namespace`:
  * `/mutate/namespace` and `/validate/namespace`, called for the pods of a namespace labelled so,
  * where a pod without the label is in and a pod labelled anything but "true" has opted out.
+ * `required`: `/mutate/required` and `/validate/required`, called for every pod of the namespaces
+ * the platform selected (the optional required webhooks, no objectSelector): no pod opts in or out
+ * there, and only the templates required in its namespace are selected.
  */
-export const OptInScope = { Pod: 'pod', Namespace: 'namespace' } as const;
+export const OptInScope = { Pod: 'pod', Namespace: 'namespace', Required: 'required' } as const;
 export type OptInScope = (typeof OptInScope)[keyof typeof OptInScope];
 
 export type Selection =
@@ -82,16 +85,18 @@ export type Selection =
  * only the label "true" opts in; with the namespace scope (the webhook's namespaceSelector has
  * already chosen the namespace) a pod without the label is in too. The templates the pod names, or
  * else the defaults, are followed by every template required in `namespace` that they lack
- * (required.ts), so no annotation or namespace default leaves one out.
+ * (required.ts), so no annotation or namespace default leaves one out. With the required scope the
+ * pod's labels and annotations are not read: it gets the required templates alone (requiredOnly).
  */
 export function selectTemplates(pod: Pod, set: TemplateSet, scope: OptInScope = OptInScope.Pod, namespace = pod.metadata?.namespace ?? 'default'): Selection {
+  if (scope === OptInScope.Required) return requiredOnly(set, namespace);
   const meta = pod.metadata ?? {};
   const label = own(meta.labels, Keys.inject);
   if (label === undefined && scope === OptInScope.Pod) return { inject: false, reason: Reason.NotOptedIn, detail: `label ${Keys.inject} is not set` };
   if (label !== undefined && label !== 'true') return { inject: false, reason: Reason.OptedOut, detail: `label ${Keys.inject}="${label}"` };
   const optedIn = label === undefined ? `the namespace is labelled ${Keys.inject}="true" and the pod has no ${Keys.inject} label` : `label ${Keys.inject}="true"`;
   const requested = parseNames(own(meta.annotations, Keys.templates) ?? '');
-  const required = set.required === undefined ? NONE : set.required.filter((t) => requiredIn(t, namespace));
+  const required = requiredFor(set, namespace);
   if (requested.length === 0) {
     if (set.defaults.length === 0 && required.length === 0) return { inject: false, reason: Reason.NoTemplates, detail: 'no template is marked default and the pod names none' };
     return { inject: true, templates: withRequired(set.defaults, required), explicit: false, optedIn };
@@ -100,6 +105,22 @@ export function selectTemplates(pod: Pod, set: TemplateSet, scope: OptInScope = 
 }
 
 const NONE: readonly CompiledTemplate[] = Object.freeze([]);
+
+/**
+ * The selection of the required paths: the templates required in `namespace`, whatever the pod's
+ * inject label, templates annotation or revision label say, so a pod that opted out or names a
+ * revision nobody installed still gets them (test/server/required-webhooks.test.ts).
+ */
+function requiredOnly(set: TemplateSet, namespace: string): Selection {
+  const required = requiredFor(set, namespace);
+  if (required.length === 0) return { inject: false, reason: Reason.NoTemplates, detail: `no template is required in namespace ${namespace}` };
+  return { inject: true, templates: required, explicit: false, optedIn: 'the platform enforces its required templates in the namespace (the required webhooks)' };
+}
+
+/** The templates required in `namespace`, in name order. */
+export function requiredFor(set: TemplateSet, namespace: string): readonly CompiledTemplate[] {
+  return set.required === undefined ? NONE : set.required.filter((t) => requiredIn(t, namespace));
+}
 
 /** The templates chosen, then each required one they lack, in name order: whatever a pod names, it gets those too (required.ts). */
 function withRequired(chosen: readonly CompiledTemplate[], required: readonly CompiledTemplate[]): readonly CompiledTemplate[] {

@@ -5,7 +5,7 @@ import { renderValues, type RenderValues } from '../templates/placeholders.js';
 import { RenderBudget, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
 import { IMAGE_MIRROR_FLAG, imageRepository, mirroredFrom, NoImageMirrors, sameRepository, suggestedMirror, type ImageMirrors } from '../kube-values/image.js';
 import { Keys } from './keys.js';
-import { OptInScope, parseNames, Reason, refusalReason, selectTemplates } from './policy.js';
+import { OptInScope, parseNames, Reason, refusalReason, requiredFor, selectTemplates } from './policy.js';
 import { renderTemplates, type InjectionContext } from './render.js';
 import { requiredIn, whyRequired } from '../templates/required.js';
 import { readStatus, StatusFormat, type InjectionStatus, type TemplateRecord } from './status.js';
@@ -51,8 +51,8 @@ export function verifyPod(pod: Pod, set: TemplateSet, namespace: string, context
     const verdict = checkSet(pod, earlier, namespace, context, scope, mirrors);
     if (verdict.kind === 'allowed' && required.every((n) => verdict.templates.includes(n))) return { ...verdict, reason: Reason.EarlierTemplates };
   }
-  const recorded = vouchedByStatus(pod, set, namespace, context, mirrors);
-  return recorded === undefined ? current : { kind: 'allowed', reason: recorded, templates: selectedNames(pod, set, namespace) };
+  const recorded = vouchedByStatus(pod, set, namespace, context, mirrors, scope);
+  return recorded === undefined ? current : { kind: 'allowed', reason: recorded, templates: selectedNames(pod, set, namespace, scope) };
 }
 
 /** Steps 1 and 2: the pod against one template set. */
@@ -85,7 +85,7 @@ function requiredMissing(pod: Pod, selected: readonly CompiledTemplate[], namesp
 
 /** The names of the templates required in `namespace`. */
 function requiredNames(set: TemplateSet, namespace: string): string[] {
-  return (set.required ?? []).filter((t) => requiredIn(t, namespace)).map((t) => t.name);
+  return requiredFor(set, namespace).map((t) => t.name);
 }
 
 /**
@@ -187,16 +187,16 @@ function checkContainer(want: Container, found: Container | undefined, native: b
 }
 
 /** Steps 3 and 4: the reason the status annotation vouches for the pod, or undefined. */
-function vouchedByStatus(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext, mirrors: ImageMirrors): Reason | undefined {
+function vouchedByStatus(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext, mirrors: ImageMirrors, scope: OptInScope): Reason | undefined {
   const recorded = readStatus(pod);
-  if (recorded.format === StatusFormat.Versioned) return vouchedByRecord(pod, recorded.status, set, namespace, context, mirrors) ? Reason.RecordedTemplates : undefined;
+  if (recorded.format === StatusFormat.Versioned) return vouchedByRecord(pod, recorded.status, set, namespace, context, mirrors, scope) ? Reason.RecordedTemplates : undefined;
   if (recorded.format === StatusFormat.Unversioned && set.history?.acceptsUnversioned === true) {
-    return vouchedByNames(pod, recorded.templates, set, namespace, context) ? Reason.UnversionedStatus : undefined;
+    return vouchedByNames(pod, recorded.templates, set, namespace, context, scope) ? Reason.UnversionedStatus : undefined;
   }
   return undefined;
 }
 
-function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, namespace: string, context: InjectionContext, mirrors: ImageMirrors): boolean {
+function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, namespace: string, context: InjectionContext, mirrors: ImageMirrors, scope: OptInScope): boolean {
   const knows = (r: TemplateRecord): boolean => set.history?.knows(r.template, r.version, r.namespace) ?? set.templates.get(r.template)?.version === r.version;
   // A version served here was checked in full above: the record adds nothing to that verdict.
   if (status.injected.every(knows)) return false;
@@ -208,7 +208,7 @@ function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, na
   if (!status.injected.every((r) => !knows(r) || holdsCurrent(pod, r, set, namespace, context, mirrors))) return false;
   const records = new Map(status.injected.map((r) => [r.template, r]));
   const values = renderValues(pod, namespace);
-  return selectedNames(pod, set, namespace).every((name) => {
+  return selectedNames(pod, set, namespace, scope).every((name) => {
     const record = records.get(name);
     if (record === undefined) return false;
     const t = set.templates.get(name);
@@ -226,10 +226,10 @@ function holdsCurrent(pod: Pod, r: TemplateRecord, set: TemplateSet, namespace: 
   return !(check instanceof InjectorError) && check.missing.length === 0;
 }
 
-function vouchedByNames(pod: Pod, recorded: readonly string[], set: TemplateSet, namespace: string, context: InjectionContext): boolean {
+function vouchedByNames(pod: Pod, recorded: readonly string[], set: TemplateSet, namespace: string, context: InjectionContext, scope: OptInScope): boolean {
   const { containers, initContainers } = podParts(pod);
   const values = renderValues(pod, namespace);
-  return selectedNames(pod, set, namespace).every((name) => {
+  return selectedNames(pod, set, namespace, scope).every((name) => {
     const t = set.templates.get(name);
     if (t === undefined || !recorded.includes(name)) return false;
     const rendered = renderedWithin(t, values, context);
@@ -257,8 +257,12 @@ function holds(parts: PodParts, r: TemplateRecord, mirrors: ImageMirrors): boole
   return (r.volumes ?? []).every((v) => parts.volumes.has(v));
 }
 
-/** The template names the set selects for an opted-in pod: its templates annotation, else the defaults; then those required in its namespace. */
-function selectedNames(pod: Pod, set: TemplateSet, namespace: string): string[] {
+/**
+ * The template names the set selects for an opted-in pod: its templates annotation, else the
+ * defaults; then those required in its namespace. With the required scope, those alone (selectTemplates).
+ */
+function selectedNames(pod: Pod, set: TemplateSet, namespace: string, scope: OptInScope): string[] {
+  if (scope === OptInScope.Required) return requiredNames(set, namespace);
   const annotations = pod.metadata?.annotations ?? {};
   const requested = parseNames(Object.hasOwn(annotations, Keys.templates) ? (annotations[Keys.templates] ?? '') : '');
   const chosen = requested.length > 0 ? requested : set.defaults.map((t) => t.name);

@@ -86,6 +86,26 @@ describe('Helm chart', () => {
     assert.deepEqual(none.spec.ingress.map((r: Obj) => r.ports[0].port), ['https'], 'no namespace: the health port reached from the node alone');
   });
 
+  it('renders with required.enabled the webhooks of the required component, after the others, on the namespaces required.namespaceSelector takes; never for a revision', () => {
+    const withComponent = templated(kustomizeWithComponent('base', 'components/required'));
+    assertSameObjects(helmObjects({ set: { 'required.enabled': true, 'namespace.create': true } }), withComponent);
+    const names = (objects: Obj[]): string[] => objects.filter((o) => o.kind.endsWith('WebhookConfiguration')).flatMap((o) => o.webhooks.map((w: Obj) => w.name));
+    assert.equal(names(helmObjects()).filter((n) => n.startsWith('required.')).length, 0, 'off by default');
+    assert.deepEqual(names(helmObjects({ set: { 'required.enabled': true, revision: 'canary' } })).filter((n) => n.startsWith('required.')), [], 'a revision never renders them');
+    const mutating = one(helmObjects({ values: { required: { enabled: true, namespaceSelector: { matchLabels: null, matchExpressions: [{ key: 'team', operator: 'Exists' }] } } } }), 'MutatingWebhookConfiguration');
+    const hook = mutating.webhooks.at(-1);
+    assert.equal(hook.name, 'required.mutate.sidecar-injector.io');
+    assert.equal(hook.objectSelector, undefined, 'every pod of the namespace, whatever its labels');
+    assert.deepEqual(hook.namespaceSelector, {
+      matchExpressions: [
+        { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'kube-public', 'kube-node-lease', 'sidecar-injector'] },
+        { key: 'runlevel', operator: 'NotIn', values: ['0', '1'] },
+        { key: 'team', operator: 'Exists' },
+      ],
+    });
+    assert.match(helmError({ values: { required: { enabled: true, namespaceSelector: { matchExpressions: [{ key: 'team', operator: 'Maybe' }] } } } }) ?? 'rendered', /operator/);
+  });
+
   it('renders with revision=canary the objects of the revision component: a second install, every name suffixed, its own selector label', () => {
     const component = templated(kustomizeWithComponent('base', 'components/revision'));
     assertSameObjects(helmObjects({ set: { revision: 'canary' } }), component);

@@ -57,7 +57,7 @@ describe('manifests', () => {
   it('builds every kustomization and component with real kustomize, and each object passes the Kubernetes schemas', () => {
     const { kustomizations: dirs, components } = kustomizations();
     assert.deepEqual(dirs.sort(), ['', 'base', 'overlays/cert-manager']);
-    assert.deepEqual(components.sort(), ['components/autoscaling', 'components/networkpolicy', 'components/podmonitor', 'components/revision', 'components/sidecartemplates']);
+    assert.deepEqual(components.sort(), ['components/autoscaling', 'components/networkpolicy', 'components/podmonitor', 'components/required', 'components/revision', 'components/sidecartemplates']);
     // The revision component builds on the base (self-managed certificates) only, and names itself.
     const onBoth = components.filter((c) => c !== 'components/revision');
     const builds = [...dirs.map((d) => kustomizeObjects(d)), ...onBoth.flatMap((c) => [kustomizeWithComponent('base', c), kustomizeWithComponent('overlays/cert-manager', c)]), kustomizeWithComponent('base', 'components/revision')];

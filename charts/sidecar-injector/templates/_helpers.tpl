@@ -179,3 +179,52 @@ mutating twins, so a pod is checked against the templates of the install that in
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The required webhook of one configuration (values `required`): every pod CREATE of the namespaces
+required.namespaceSelector takes, with no objectSelector, so no label of the pod (inject "false", a
+revision nobody installed) keeps it from the templates required in its namespace; the excluded and
+release namespaces and runlevel "0"/"1" stay out as for the other webhooks. It comes after them in
+its configuration: /mutate has injected the pod when /mutate/required sees it, and leaves it as is.
+*/}}
+{{- define "sidecar-injector.requiredWebhook" -}}
+{{- $root := .root -}}
+{{- $v := $root.Values -}}
+{{- $selector := $v.required.namespaceSelector | default dict -}}
+- name: required.{{ ternary "mutate" "validate" .mutating }}.sidecar-injector.io
+  admissionReviewVersions: ["v1", "v1beta1"]
+  clientConfig:
+    service:
+      name: {{ include "sidecar-injector.fullname" $root }}
+      namespace: {{ $root.Release.Namespace }}
+      path: /{{ ternary "mutate" "validate" .mutating }}/required
+      port: 443
+  rules:
+    - operations: ["CREATE"]
+      apiGroups: [""]
+      apiVersions: ["v1"]
+      resources: ["pods"]
+      scope: Namespaced
+  failurePolicy: {{ .failurePolicy }}
+  matchPolicy: Equivalent
+  sideEffects: None
+  timeoutSeconds: {{ $v.webhooks.timeoutSeconds }}
+  {{- if .mutating }}
+  reinvocationPolicy: IfNeeded
+  {{- end }}
+  namespaceSelector:
+    {{- with $selector.matchLabels }}
+    matchLabels:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    matchExpressions:
+      - key: kubernetes.io/metadata.name
+        operator: NotIn
+        values: {{ concat $v.webhooks.excludedNamespaces (list $root.Release.Namespace) | uniq | toJson }}
+      - key: runlevel
+        operator: NotIn
+        values: ["0", "1"]
+      {{- with $selector.matchExpressions }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
+{{- end -}}
