@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { HOME, sct, eventually } from '../helpers/sidecartemplates.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
@@ -7,22 +8,6 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { createKubeClients } from '../../src/kube/client.js';
 import { openClusterTemplateStore } from '../../src/kube/sidecartemplates.js';
 import { createLogger } from '../../src/log.js';
-
-const HOME = 'sidecar-injector';
-
-function sct(namespace: string, name: string, image: string, extra: object = {}): any {
-  return { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name, namespace }, spec: { containers: [{ name, image }], ...extra } };
-}
-
-/** Polls `check` until it holds (a watch event reaches the set within a few seconds). */
-async function eventually(check: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  assert.fail(`timed out waiting for: ${what}`);
-}
 
 describe('SidecarTemplate objects through the API server (issue 23)', () => {
   let api: FakeApiServer;
@@ -137,7 +122,7 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
 
   it('writes the status again against the latest object when a label change landed meanwhile (409 Conflict)', async () => {
     let changed = 0;
-    api.beforeStatusWrite = (namespace, name) => {
+    api.beforeStatusWrite = (namespace) => {
       if (namespace !== 'team-h' || changed++ > 0) return;
       // Another client (kubectl label) writes first: the injector's PUT carries a stale resourceVersion.
       const current = api.template('team-h', 'agent');

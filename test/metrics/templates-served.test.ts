@@ -3,6 +3,7 @@ import { after, describe, it } from 'node:test';
 import { cp, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { eventually } from '../helpers/sidecartemplates.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -16,15 +17,6 @@ const notServed = async (server: TestServer, source: string): Promise<number | u
   const line = text.split('\n').find((l) => l.startsWith(`sidecar_injector_templates_not_served{source="${source}"} `));
   return line === undefined ? undefined : Number(line.split(' ')[1]);
 };
-
-async function eventually(check: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  assert.fail(`timed out waiting for: ${what}`);
-}
 
 describe('templates_not_served', () => {
   const closers: (() => Promise<void>)[] = [];

@@ -1,26 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import fastJsonPatch from 'fast-json-patch';
+import { HOME, sct, eventually } from '../helpers/sidecartemplates.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const { applyPatch } = fastJsonPatch;
-const HOME = 'sidecar-injector';
-
-function sct(namespace: string, name: string, image: string, extra: object = {}): any {
-  return { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name, namespace }, spec: { containers: [{ name, image }], ...extra } };
-}
-
-async function eventually(check: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  assert.fail(`timed out waiting for: ${what}`);
-}
 
 /** A pod as a team writes it, with these labels and annotations and no inject label of its own unless given. */
 function teamPod(labels: Record<string, string> = {}, annotations?: Record<string, string>): any {
