@@ -90,7 +90,7 @@ export function planInjection(pod: Pod, templates: readonly CompiledTemplate[], 
   }
 
   // The pod's own maps are never copied nor walked here, only looked up: a pod may carry tens of
-  // thousands of keys (issue 11).
+  // thousands of keys.
   const ownAnnotations = meta.annotations ?? NONE;
   const annotations = addedKeys(ownAnnotations, plan.annotations, plan.annotationMap, 'annotation', warnings);
   checkAnnotationBytes(ownAnnotations, annotations, plan.statusText);
@@ -323,13 +323,13 @@ function placeSidecars(spec: PodSpec, sidecars: readonly Sidecar[], warnings: st
 /**
  * A port of an added sidecar that a running container of the pod also declares, same number and
  * protocol: the containers of a pod share one network namespace, so one of the two processes
- * cannot bind it (daprd's 9090 and Tekton's controller, issue 21). Kubernetes itself only warns of
+ * cannot bind it (daprd's 9090 and Tekton's controller). Kubernetes itself only warns of
  * it ("duplicate port definition", pkg/api/pod/warnings.go), so this is a warning, one per sidecar
  * port, naming the first container of the pod that declares it. A run-to-completion init
  * container (of the pod or a template) has exited before the others start: it never counts.
  */
 function portWarnings(spec: PodSpec, sidecars: readonly Sidecar[], warnings: string[]): void {
-  // The sidecars' ports by number; the pod's ports are only looked up, never indexed (issue 11).
+  // The sidecars' ports by number; the pod's ports are only looked up, never indexed.
   let wanted: Map<number, SidecarPort[]> | undefined;
   for (const { container: c, template, init } of sidecars) {
     if (init && c.restartPolicy !== 'Always') continue;
@@ -406,7 +406,7 @@ const NO_ITEMS: readonly never[] = Object.freeze([]);
 function addedMounts(c: Container, mounts: readonly Owned<VolumeMount>[], all: readonly VolumeMount[] | undefined, plan: InjectionPlan, warnings: string[]): readonly VolumeMount[] {
   if (mounts.length === 0) return NO_ITEMS;
   // Only the pod's mounts that the templates' could clash with are indexed: a container may hold a
-  // thousand mounts, and this runs for every application container (issue 11).
+  // thousand mounts, and this runs for every application container.
   const { mountNames: wantedNames, mountPaths: wantedPaths } = plan.wanted;
   let names: Map<string, VolumeMount> | undefined;
   let paths: Map<string, VolumeMount> | undefined;
@@ -439,7 +439,7 @@ function addedMounts(c: Container, mounts: readonly Owned<VolumeMount>[], all: r
 function addedNamed<T extends NamedItem>(own: readonly T[] | undefined, items: readonly Owned<T>[], all: readonly T[] | undefined, wanted: ReadonlySet<string>, what: (name: string) => string, warnings: string[]): readonly T[] {
   if (items.length === 0) return NO_ITEMS;
   // Only the pod's items with a name the templates use are indexed: a container may hold a thousand
-  // env vars, and this runs for every application container (issue 11).
+  // env vars, and this runs for every application container.
   let byName: Map<string, T> | undefined;
   for (const i of own ?? []) if (wanted.has(i.name)) (byName ??= new Map()).set(i.name, i);
   if (byName === undefined && all !== undefined) return all;

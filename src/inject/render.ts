@@ -59,7 +59,7 @@ export function renderForPod(pod: Pod, templates: readonly CompiledTemplate[], n
 /**
  * A rendered value the apiserver would refuse (a label value ending in "-") would make it refuse the
  * pod after admission, with a message that does not name the injector, and a controller could
- * create no pod at all (issue 21): denied here instead, naming the template, the field and the
+ * create no pod at all: denied here instead, naming the template, the field and the
  * value. Only the values holding a placeholder are checked (the static ones passed at load): none
  * in most templates, a few regular expressions in the others.
  */
@@ -82,9 +82,8 @@ export function renderTemplates(pod: Pod, templates: readonly CompiledTemplate[]
 /**
  * Renders against the pod as it will be stored: its own labels and annotations plus those the
  * selected templates add, by templateKeys, the rule injectSidecars applies.
- * Rendering against the pod as submitted renders differently when the webhook is re-invoked on the
- * injected pod, so the re-invocation patched again and warned of a sidecar that "differs" (found by
- * test/inject/property.test.ts). A template's own labels may hold placeholders, so this repeats
+ * So a re-invocation on the injected pod renders alike: it patches nothing and warns of nothing
+ * (test/inject/render.test.ts, test/inject/property.test.ts). A template's own labels may hold placeholders, so this repeats
  * until they settle: no extra render when the templates add no key the pod lacks or no placeholder
  * reads one they add (each template knows the keys it reads, from its compilation).
  */
@@ -102,7 +101,7 @@ function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: str
   // added matter only to the override annotations, when a template adds one under such a prefix.
   if (!readsAdded(templates) && !templates.some((t) => t.addsOverrideKeys)) return { values, rendered };
   // Only the keys the templates add are compared, and rendered from beside the pod's own maps,
-  // which may hold tens of thousands of keys (256 KiB of annotations) and are never copied here (issue 11).
+  // which may hold tens of thousands of keys (256 KiB of annotations) and are never copied here.
   let added: AddedKeys = { labels: undefined, annotations: undefined };
   for (let round = 0; round <= templates.length; round++) {
     const plan = planFor(rendered);

@@ -99,7 +99,7 @@ export interface ClusterLintReport extends Omit<LintReport, 'dir'> {
 }
 
 /**
- * Lints the cluster's SidecarTemplate objects as the injector loads them (issue 23). Errors: every
+ * Lints the cluster's SidecarTemplate objects as the injector loads them. Errors: every
  * invalid object, which the injector leaves out. Warnings: `setWarnings` of the set each namespace's
  * pods see (its own templates over the cluster-wide ones). `only` narrows it to one namespace: its
  * view, and the invalid objects of that namespace and of `home`, which its pods would also see.

@@ -89,8 +89,8 @@ export function createAdmissionApp(deps: AdmissionAppDeps): AdmissionApp {
   app.use(route(pipelines));
   app.use(contentType);
   app.use(body(new TransitBudget(deps.transitBytes ?? TRANSIT_BYTES), (deps.bodyTimeout ?? 2) * 1000));
-  // After the body: a slow client holds the bytes it sent of the transit budget, never a slot (32
-  // stalled bodies once kept every review out; issue 11).
+  // After the body: a slow client holds the bytes it sent of the transit budget, never a slot, so
+  // stalled bodies never keep reviews out (test/server/hostile.test.ts).
   app.use(slot(new ReviewSlots(deps.maxInflight ?? 32, (deps.answerTimeout ?? 10) * 1000)));
   app.use(review);
   return app.callback();
@@ -192,7 +192,7 @@ function answerError(ctx: Koa.ParameterizedContext<ReviewState>, err: unknown): 
   const { status, code, message } = error;
   // A body left unread (refused before or while it was read: the client gone, too slow, over the
   // transit budget, chunked, sent to a wrong path) goes with its connection, so no byte more of
-  // it is read (issue 20). A body over the size limit, refused by its Content-Length, is
+  // it is read. A body over the size limit, refused by its Content-Length, is
   // discarded by Node instead: closing at once would reset the connection while the client still
   // writes, losing the 413 (soak).
   if (!ctx.req.complete && code !== 'BODY_TOO_LARGE') ctx.set('Connection', 'close');
