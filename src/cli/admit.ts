@@ -2,7 +2,7 @@ import { checkBody, DefaultBodyLimits, type BodyLimits, type ReviewRequest } fro
 import { mutating, validating } from '../admission/handlers.js';
 import { attempt, InjectorError } from '../errors.js';
 import { Keys, workloadKeyWarnings } from '../inject/keys.js';
-import { keyWarnings, OptInScope, Reason, refusalReason, selectTemplates, type Selection } from '../inject/policy.js';
+import { keyWarnings, OptInScope, Reason, selectTemplates, type Selection } from '../inject/policy.js';
 import { isOwnedByJob } from '../inject/render.js';
 import { apiserverReview } from '../kube/apiserver-review.js';
 import { namespaceCalls, webhookCalls, type WebhookCall } from '../kube/selectors.js';

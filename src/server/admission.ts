@@ -246,7 +246,11 @@ export class ReviewSlots {
     const connection = res.socket ?? res.req.socket;
     const timer = setTimeout(() => connection.destroy(), this.#answerTimeoutMs);
     let released = false;
-    let waiting: Set<() => void> | undefined;
+    // An answer queued behind another on its connection (HTTP/1.1 pipelining, which the apiserver
+    // never does) has no socket yet, and if the connection goes before its turn Node emits nothing
+    // on it: its slot is given back when the connection closes (one listener a connection), or at
+    // once if it has closed already.
+    const waiting = res.socket === null && !connection.destroyed ? this.#waitingOn(connection) : undefined;
     const release = (): void => {
       if (released) return;
       released = true;
@@ -257,13 +261,8 @@ export class ReviewSlots {
     // 'close': Node emits it on every response that has its connection, the tick after 'finish'
     // (the answer handed to the socket) or when the connection goes first.
     res.once('close', release);
-    // An answer queued behind another on its connection (HTTP/1.1 pipelining, which the apiserver
-    // never does) has no socket yet, and if the connection goes before its turn Node emits nothing
-    // on it: its slot is given back when the connection closes (one listener a connection), or at
-    // once if it has closed already.
     if (res.socket !== null) return;
-    if (connection.destroyed) return release();
-    waiting = this.#waitingOn(connection);
+    if (waiting === undefined) return release();
     waiting.add(release);
   }
 

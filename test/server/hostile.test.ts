@@ -55,10 +55,6 @@ function httpGet(url: string): Promise<{ status: number }> {
   });
 }
 
-function review(request: Record<string, unknown>): string {
-  return JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request });
-}
-
 describe('hostile review bodies', () => {
   it('answers 400 BODY_MALFORMED for malformed JSON', async () => {
     const res = await post('/mutate', '{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {');
