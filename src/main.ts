@@ -9,7 +9,9 @@ import { watchCertificate, watchForChange } from './certs/watcher.js';
 import { imageMirrors, type Config } from './config/config.js';
 import { createLogger, type Logger } from './log.js';
 import { CertificateKind, createMetrics, ReloadResult as CertificateReload, type Metrics } from './metrics/metrics.js';
-import { createAdmissionApp, createAdmissionServer, secureContextOptions } from './server/admission.js';
+import { createAdmissionApp } from './server/admission-app.js';
+import { createAdmissionServer } from './server/admission-server.js';
+import { secureContextOptions } from './server/edge.js';
 import { createHealthServer } from './server/health.js';
 import { openTemplateStore, type ReloadResult, type TemplateStore } from './templates/watch.js';
 
