@@ -9,9 +9,9 @@ import { parseNames } from './policy.js';
 import type { InjectionPlan, Owned, Sidecar } from './plan.js';
 import { copyWithKeys, renderForPod, templateKeys, type InjectionContext } from './render.js';
 import { checkPodResources } from './resources.js';
-import type { InjectionStatus } from './status.js';
+import type { InjectionStatus } from './status-annotation.js';
 
-export type { InjectionStatus } from './status.js';
+export type { InjectionStatus } from './status-annotation.js';
 
 export interface InjectionResult {
   /** The mutated pod. Unchanged branches are the input's own objects (copy-on-write). */

@@ -7,7 +7,7 @@ import { asInjectorError, InjectorError } from '../errors.js';
 import { clip } from '../log.js';
 import { checkContentType, readBody, TransitBudget } from './body.js';
 import { ReviewSlots } from './review-slots.js';
-import { encodeStatus } from './status.js';
+import { encodeStatus } from './status-answer.js';
 
 export interface AdmissionAppDeps {
   /**
@@ -175,7 +175,7 @@ function send(ctx: Koa.ParameterizedContext<ReviewState>, status: number, text: 
 }
 
 /**
- * Answers an error: a metav1.Status (status.ts), the body the apiserver's webhook client decodes
+ * Answers an error: a metav1.Status (status-answer.ts), the body the apiserver's webhook client decodes
  * into the error its user reads, so the message reaches them. That holds for a fault after the
  * review was decoded too (ReviewFault): an AdmissionReview under a 500 would be read by nobody
  * (client-go's Result.Into returns Result.Error() for any non-2xx and never decodes into the

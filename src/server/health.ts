@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import Koa from 'koa';
 import { limitConnections } from './connections.js';
-import { encodeStatus, type StatusAnswer } from './status.js';
+import { encodeStatus, type StatusAnswer } from './status-answer.js';
 
 /** A handler for an extra path on the health port (such as /metrics). */
 export type HealthRoute = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;

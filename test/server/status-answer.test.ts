@@ -8,7 +8,7 @@ import type { ReviewRecord } from '../../src/admission/record.js';
 import { ErrorCodes, type ErrorStatus } from '../../src/errors.js';
 import { createAdmissionApp } from '../../src/server/admission-app.js';
 import { createAdmissionServer } from '../../src/server/admission-server.js';
-import { encodeStatus, StatusReasons } from '../../src/server/status.js';
+import { encodeStatus, StatusReasons } from '../../src/server/status-answer.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { httpsRequest } from '../helpers/client.js';
 import { decodeStatus, webhookCallError } from '../helpers/client-go.js';
