@@ -2,7 +2,7 @@ import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
 import { findConflicts } from '../templates/conflicts.js';
 import type { Placement } from '../templates/placement.js';
 import type { RenderedTemplate } from '../templates/template.js';
-import { encodeStatus, statusOf, type InjectionStatus } from './status-annotation.js';
+import { encodeStatusAnnotation, statusOf, type InjectionStatus } from './status-annotation.js';
 
 /** An item a template adds, with the template's name (for warnings and errors). */
 export type Owned<T> = readonly [item: T, template: string];
@@ -150,7 +150,7 @@ function makePlan(rendered: readonly RenderedTemplate[], revision: string): Inje
       imagePullSecrets: names(imagePullSecrets),
     },
     status,
-    statusText: encodeStatus(status),
+    statusText: encodeStatusAnnotation(status),
   });
 }
 

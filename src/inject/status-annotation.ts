@@ -63,7 +63,7 @@ export function statusOf(rendered: readonly RenderedTemplate[], revision = ''): 
 }
 
 /** The annotation's value. */
-export function encodeStatus(status: InjectionStatus): string {
+export function encodeStatusAnnotation(status: InjectionStatus): string {
   return JSON.stringify(status);
 }
 

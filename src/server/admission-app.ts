@@ -7,7 +7,7 @@ import { asInjectorError, InjectorError } from '../errors.js';
 import { clip } from '../log.js';
 import { checkContentType, readBody, TransitBudget } from './body.js';
 import { ReviewSlots } from './review-slots.js';
-import { encodeStatus } from './status-answer.js';
+import { encodeStatusAnswer } from './status-answer.js';
 
 export interface AdmissionAppDeps {
   /**
@@ -195,7 +195,7 @@ function answerError(ctx: Koa.ParameterizedContext<ReviewState>, err: unknown): 
   if (!ctx.req.complete && code !== 'BODY_TOO_LARGE') ctx.set('Connection', 'close');
   const retryAfterSeconds = code === 'OVERLOADED' ? RETRY_AFTER_SECONDS : undefined;
   if (retryAfterSeconds !== undefined) ctx.set('Retry-After', String(retryAfterSeconds));
-  send(ctx, status, encodeStatus(retryAfterSeconds === undefined ? { status, code, message } : { status, code, message, retryAfterSeconds }));
+  send(ctx, status, encodeStatusAnswer(retryAfterSeconds === undefined ? { status, code, message } : { status, code, message, retryAfterSeconds }));
   const uid = fault?.review.request.uid ?? claimedUid(ctx.state.body);
   return errorRecord(ctx.path, ctx.method, error, uid, ctx.state.started);
 }

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import Koa from 'koa';
 import { limitConnections } from './connections.js';
-import { encodeStatus, type StatusAnswer } from './status-answer.js';
+import { encodeStatusAnswer, type StatusAnswer } from './status-answer.js';
 
 /** A handler for an extra path on the health port (such as /metrics). */
 export type HealthRoute = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
@@ -90,7 +90,7 @@ function healthApp(opts: HealthOptions): (req: IncomingMessage, res: ServerRespo
 
 /** An error answer, in the review port's shape (a metav1.Status with our code as its cause). */
 function sendError(ctx: Koa.Context, answer: StatusAnswer): void {
-  send(ctx, answer.status, encodeStatus(answer));
+  send(ctx, answer.status, encodeStatusAnswer(answer));
 }
 
 function send(ctx: Koa.Context, status: number, text: string): void {
