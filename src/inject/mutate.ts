@@ -1,6 +1,6 @@
 import { MetadataLimits } from '../kube/types.js';
 import { InjectorError } from '../errors.js';
-import type { Container, NamedItem, Pod, PodSpec, VolumeMount } from '../kube/types.js';
+import { NO_ITEMS, NO_KEYS, type Container, type NamedItem, type Pod, type PodSpec, type VolumeMount } from '../kube/types.js';
 import { isSubset } from '../templates/conflicts.js';
 import { placeItems, type Placement } from '../templates/placement.js';
 import { SERVICE_ACCOUNT_TOKEN_PATH, tokenMount, withTokenMount, type AppContainers, type CompiledTemplate } from '../templates/template.js';
@@ -91,10 +91,10 @@ export function planInjection(pod: Pod, templates: readonly CompiledTemplate[], 
 
   // The pod's own maps are never copied nor walked here, only looked up: a pod may carry tens of
   // thousands of keys.
-  const ownAnnotations = meta.annotations ?? NONE;
+  const ownAnnotations = meta.annotations ?? NO_KEYS;
   const annotations = addedKeys(ownAnnotations, plan.annotations, plan.annotationMap, 'annotation', warnings);
   checkAnnotationBytes(ownAnnotations, annotations, plan.statusText);
-  const labels = addedKeys(meta.labels ?? NONE, plan.labels, plan.labelMap, 'label', warnings);
+  const labels = addedKeys(meta.labels ?? NO_KEYS, plan.labels, plan.labelMap, 'label', warnings);
   return { plan, warnings, containers, initContainers, extensions, volumes, imagePullSecrets, annotations, labels };
 }
 
@@ -106,8 +106,8 @@ export function applyInjection(pod: Pod, injection: Injection): Pod {
 /** `metadata` once injected (a new object: the status annotation is always set). */
 function injectedMetadata(metadata: Pod['metadata'], injection: Injection): NonNullable<Pod['metadata']> {
   const meta = metadata ?? {};
-  const newMeta = { ...meta, annotations: injectedAnnotations(meta.annotations ?? NONE, injection) };
-  if (injection.labels !== undefined) newMeta.labels = copyWithKeys(meta.labels ?? NONE, injection.labels);
+  const newMeta = { ...meta, annotations: injectedAnnotations(meta.annotations ?? NO_KEYS, injection) };
+  if (injection.labels !== undefined) newMeta.labels = copyWithKeys(meta.labels ?? NO_KEYS, injection.labels);
   return newMeta;
 }
 
@@ -397,7 +397,6 @@ function extensionsOf(own: readonly Container[], plan: InjectionPlan, touches: T
   return out;
 }
 
-const NO_ITEMS: readonly never[] = Object.freeze([]);
 
 /**
  * The template mounts (`mounts`, of the plan's) a container lacks: a mount is skipped when the
@@ -457,4 +456,3 @@ function addedNamed<T extends NamedItem>(own: readonly T[] | undefined, items: r
   return added.length === items.length && all !== undefined ? all : added;
 }
 
-const NONE: Readonly<Record<string, string>> = Object.freeze({});

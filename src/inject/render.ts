@@ -1,5 +1,5 @@
 import { InjectorError } from '../errors.js';
-import type { Pod } from '../kube/types.js';
+import { NO_KEYS, setKey, type Pod } from '../kube/types.js';
 import { renderValues, type RenderValues } from '../templates/placeholders.js';
 import { RenderBudget, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
 import { describeFault, renderedFault } from '../templates/values.js';
@@ -106,7 +106,7 @@ function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: str
   for (let round = 0; round <= templates.length; round++) {
     const plan = planFor(rendered);
     const next: AddedKeys = { labels: templateKeys(own.labels, plan.labels), annotations: templateKeys(own.annotations, plan.annotations) };
-    if (sameMap(next.labels ?? NONE, added.labels ?? NONE) && sameMap(next.annotations ?? NONE, added.annotations ?? NONE)) break;
+    if (sameMap(next.labels ?? NO_KEYS, added.labels ?? NO_KEYS) && sameMap(next.annotations ?? NO_KEYS, added.annotations ?? NO_KEYS)) break;
     added = next;
     values = { ...own, ...(added.labels && { addedLabels: added.labels }), ...(added.annotations && { addedAnnotations: added.annotations }) };
     // Rendered again with those keys, each template renders as it did, since it reads none of them.
@@ -138,7 +138,6 @@ interface AddedKeys {
   readonly annotations: Readonly<Record<string, string>> | undefined;
 }
 
-const NONE: Readonly<Record<string, string>> = Object.freeze({});
 
 /** Template labels or annotations, `[[key, value], template]` in the templates' order (InjectionPlan.labels). */
 export type TemplateKeys = InjectionPlan['labels'];
@@ -147,12 +146,6 @@ export type TemplateKeys = InjectionPlan['labels'];
 export function copyWithKeys(own: Readonly<Record<string, string>>, added: Readonly<Record<string, string>> | undefined): Record<string, string> {
   // Spread defines each own key as a data property: a `__proto__` key stays a key.
   return { ...own, ...added };
-}
-
-function setKey(map: Record<string, string>, key: string, value: string): void {
-  // Assigning "__proto__" would set the prototype (and drop a string); it must stay a key.
-  if (key === '__proto__') Object.defineProperty(map, key, { value, enumerable: true, writable: true, configurable: true });
-  else map[key] = value;
 }
 
 /** Only the keys the templates add to `own` (undefined: none), by the rule injectSidecars applies (the pod's value wins, then the first template's); never walks `own`. */
