@@ -142,7 +142,7 @@ function templateNames(set: TemplateSet): string[] {
  * placeholders that fail pods without the key they read, and `{{ pod.name }}` read as a name
  * (values.ts). Each once, without a line yet: only the caller knows the files.
  */
-export function setWarnings(set: TemplateSet, level: PodSecurityLevel): TemplateFault[] {
+function setWarnings(set: TemplateSet, level: PodSecurityLevel): TemplateFault[] {
   const faults: TemplateFault[] = [];
   const all = [...set.templates.values()].sort((a, b) => a.name.localeCompare(b.name));
   for (const t of all) for (const s of Samples) faults.push(...checkCombination([t], s, level));
