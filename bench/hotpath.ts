@@ -15,7 +15,7 @@ import { ReviewPipeline } from '../src/admission/pipeline.js';
 import { logReviews } from '../src/admission/record.js';
 import { createLogger } from '../src/log.js';
 import { createMetrics } from '../src/metrics/metrics.js';
-import { ANSWER_CACHE_BYTES } from '../src/server/admission.js';
+import { ANSWER_CACHE_BYTES } from '../src/server/admission-app.js';
 import { loadTemplateSet } from '../src/templates/load.js';
 import { Pods, reviewTemplate, type PodSize } from './pods.js';
 

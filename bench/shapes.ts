@@ -96,17 +96,6 @@ function fill(build: (n: number) => object, max: number): string {
   return review(build(lo));
 }
 
-function annotationsWithin(bytes: number): Record<string, string> {
-  const out: Record<string, string> = {};
-  let used = 0;
-  for (const key of keys(200_000)) {
-    if (used + key.length > bytes) break;
-    out[key] = '';
-    used += key.length;
-  }
-  return out;
-}
-
 function containers(n: number, each: (i: number) => object): object[] {
   return Array.from({ length: n }, (_, i) => ({ name: `c${i}`, image: 'nginx:1.27', ...each(i) }));
 }

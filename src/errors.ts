@@ -9,9 +9,9 @@ export const ErrorCodes = {
   BODY_MALFORMED: { status: 400, message: 'request body is not valid JSON: %s' },
   BODY_TOO_LARGE: { status: 413, message: 'request body exceeds the limit of %s bytes' },
   BODY_ABORTED: { status: 400, message: 'request body was not received completely: %s' },
-  /** A chunked body (issue 20): the apiserver always sends Content-Length. */
+  /** A chunked body: the apiserver always sends Content-Length. */
   LENGTH_REQUIRED: { status: 411, message: 'request body has no Content-Length (chunked transfer encoding); send the review whole with its length' },
-  /** A body still arriving after --body-timeout (issue 11: stalled bodies must not hold the server). */
+  /** A body still arriving after --body-timeout (stalled bodies must not hold the server). */
   BODY_TIMEOUT: { status: 408, message: 'request body not received within %s s; a review must be sent at once' },
   REVIEW_INVALID: { status: 400, message: 'not a valid AdmissionReview: %s' },
   NOT_FOUND: { status: 404, message: 'no such path %s; the webhook serves POST /mutate, /validate, /mutate/namespace and /validate/namespace' },
@@ -23,13 +23,13 @@ export const ErrorCodes = {
   TEMPLATE_CONFLICT: { status: 400, message: 'the selected templates conflict: %s' },
   TEMPLATE_VOLUME_MISSING: { status: 400, message: 'the injected pod would mount volumes that neither the templates nor the pod define: %s' },
   OVERRIDE_REFUSED: { status: 400, message: '%s' },
-  /** A placeholder rendered a value Kubernetes refuses where it lands (issue 21): denied here, naming the template, never by the apiserver. */
+  /** A placeholder rendered a value Kubernetes refuses where it lands: denied here, naming the template, never by the apiserver. */
   TEMPLATE_VALUE_INVALID: { status: 400, message: '%s' },
   SIDECARS_MISSING: { status: 403, message: 'pod opted in to sidecar injection but is missing: %s' },
   SIDECARS_NOT_INJECTED: { status: 403, message: 'pod opted in to sidecar injection but was never injected (no %s annotation): the injector\'s mutating webhook did not answer for it (down, unreachable or slower than its timeoutSeconds; it fails open); a controller creates the pod again by itself, create a bare pod again once an injector replica is ready; missing: %s' },
   /** A template the platform made mandatory (spec.required) is not in the pod: /validate refuses it, whatever the pod named. */
   REQUIRED_SIDECAR_MISSING: { status: 403, message: '%s, and the pod lacks it (%s); create the pod through the injector, whose /mutate adds it' },
-  /** Bounded cost per review (issue 11): refused before any work that grows with the pod. */
+  /** Bounded cost per review: refused before any work that grows with the pod. */
   POD_OVER_KUBERNETES_LIMIT: { status: 400, message: 'the apiserver would refuse this pod after admission: %s (%s)' },
   POD_OVER_LIMIT: { status: 400, message: 'the pod has %s, over the limit of %s (--%s); no real workload needs that many, ask the operator to raise the flag if yours does' },
   /** The pod's annotations fit Kubernetes' limit, but not with what the injection adds (the apiserver's refusal would not name the injector). */
@@ -50,10 +50,10 @@ export const ErrorCodes = {
   /** Command-line authoring tools (inject, lint, explain). */
   INPUT_INVALID: { status: 400, message: 'cannot read %s: %s' },
   USAGE: { status: 400, message: '%s' },
-  /** Certificate bootstrap through the Kubernetes API (issue 3). */
+  /** Certificate bootstrap through the Kubernetes API. */
   KUBE_CONFIG_INVALID: { status: 500, message: 'cannot configure the Kubernetes client: %s; pass --kubeconfig or run in a pod with a ServiceAccount' },
   KUBE_API_FAILED: { status: 500, message: 'Kubernetes API call %s failed: %s' },
-  /** sidecar-injector drift (issue 12). */
+  /** sidecar-injector drift. */
   TEMPLATES_CONFIGMAP_MISSING: { status: 500, message: 'ConfigMap %s not found; name the installed templates with --templates-configmap NAMESPACE/NAME, or compare with a directory with --templates-dir' },
   CERT_SECRET_CONTENDED: { status: 500, message: 'gave up on Secret %s after %s conflicting writes; another writer keeps changing it' },
   CERT_SECRET_INVALID: { status: 500, message: 'Secret %s holds no usable certificate: %s' },

@@ -115,7 +115,7 @@ export function flushLogs(logger: Logger, timeoutMs = 2000): Promise<void> {
   });
 }
 
-/** The most characters a log field taken from a request keeps (issue 11: a client must not make log lines long). */
+/** The most characters a log field taken from a request keeps: a client cannot make log lines long (test/server/admission.test.ts). */
 export const LOG_FIELD_MAX = 256;
 
 /** A value taken from a request, cut to LOG_FIELD_MAX characters, saying how many more there were. */

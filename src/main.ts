@@ -9,7 +9,9 @@ import { watchCertificate, watchForChange } from './certs/watcher.js';
 import { imageMirrors, type Config } from './config/config.js';
 import { createLogger, type Logger } from './log.js';
 import { CertificateKind, createMetrics, ReloadResult as CertificateReload, type Metrics } from './metrics/metrics.js';
-import { createAdmissionApp, createAdmissionServer, secureContextOptions } from './server/admission.js';
+import { createAdmissionApp } from './server/admission-app.js';
+import { createAdmissionServer } from './server/admission-server.js';
+import { secureContextOptions } from './server/edge.js';
 import { createHealthServer } from './server/health.js';
 import { openTemplateStore, type ReloadResult, type TemplateStore } from './templates/watch.js';
 
@@ -71,7 +73,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
     draining: () => draining,
   });
   const admission = createAdmissionServer(app, { ...tls, ...(clientCaPem !== undefined && { clientCaPem }) }, { requestTimeout: config.requestTimeout, maxConnections: config.maxConnections });
-  // Readiness waits for the SidecarTemplates' first full list (issue 23): before it, pods would be judged against no templates.
+  // Readiness waits for the SidecarTemplates' first full list: before it, pods would be judged against no templates.
   const health = createHealthServer({ isReady: () => ready && templates.synced(), routes: new Map([['/metrics', metrics.route]]), requestTimeout: config.requestTimeout });
   let served = tls;
   // Built like the first context from the pair and the client CA in use, so a swap of either keeps
@@ -150,7 +152,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
 
 /**
  * The template store of --templates-source: the directory (a mounted ConfigMap), the cluster's
- * SidecarTemplate objects (issue 23), or both, the directory's templates then being cluster-wide
+ * SidecarTemplate objects, or both, the directory's templates then being cluster-wide
  * beneath the objects of the injector's namespace. `synced` is false until the objects are listed.
  */
 async function openTemplates(config: Config, logger: Logger, metrics: Metrics): Promise<{ store: TemplateStore; synced: () => boolean }> {

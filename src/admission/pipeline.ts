@@ -31,7 +31,7 @@ export interface Reviewed {
 /**
  * A fault after the review was decoded (an internal error, a template set that cannot be read):
  * the error edge answers it with HTTP 500, so the webhook's failurePolicy decides, and a
- * metav1.Status that carries its message to the user (server/status.ts); the record keeps the
+ * metav1.Status that carries its message to the user (server/status-answer.ts); the record keeps the
  * uid. Never a half-made patch.
  */
 export class ReviewFault extends Error {

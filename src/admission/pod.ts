@@ -1,6 +1,6 @@
 import { InjectorError } from '../errors.js';
 import { Options } from '../config/config.js';
-import { isObject, MetadataLimits, type JsonObject, type Pod } from '../kube/types.js';
+import { isObject, MetadataLimits, NO_ITEMS, type JsonObject, type Pod } from '../kube/types.js';
 import { describeValue } from './codec.js';
 
 /**
@@ -164,7 +164,6 @@ function optionalString(value: unknown, base: Base, field: string): void {
   if (value !== undefined && typeof value !== 'string') throw invalid(`request.object.${pathOf(base, field)} must be a string`);
 }
 
-const NO_ITEMS: readonly never[] = Object.freeze([]);
 
 function optionalList(value: unknown, base: Base, field: string): readonly unknown[] {
   if (value === undefined) return NO_ITEMS;

@@ -39,7 +39,7 @@ export interface ReviewOutcome {
 export interface ReviewRecord extends ReviewOutcome {
   /** The request's path (clipped). */
   readonly endpoint: string;
-  /** request.uid; for a body refused before it was decoded, the uid its apiserver prefix claims if clean (claimedUid in server/admission.ts), else ''. */
+  /** request.uid; for a body refused before it was decoded, the uid its apiserver prefix claims if clean (claimedUid in server/admission-app.ts), else ''. */
   readonly uid: string;
   /** True when the answer came from the answer cache. */
   readonly cached: boolean;

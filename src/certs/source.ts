@@ -29,7 +29,7 @@ const SELF_SIGNED_MIN_LEFT_MS = 24 * 60 * 60 * 1000;
  * is written to `<dir>/ca.crt` for clients (curl --cacert) to trust, the serving pair beside it
  * (tls.crt, tls.key). A pair already there that chains to ca.crt and has a day left is served
  * again, so a second `npm start` (which then fails on the busy port) or a restart never replaces
- * the certificate a running server serves and its clients trust (issue 21). Each file is written
+ * the certificate a running server serves and its clients trust (test/certs/source.test.ts). Each file is written
  * whole (a temporary, then a rename), so a reader never sees half of one.
  */
 export async function makeSelfSigned(dir: string, now: Date = new Date()): Promise<KeyPair & { readonly caFile: string; readonly reused: boolean }> {

@@ -65,7 +65,7 @@ export function watchForChange<T>(opts: WatchOptions<T>): Watcher<T> {
     return true;
   };
   // One check at a time: a slow API call must not overlap the next tick. The catch is a second
-  // guard: an unhandled rejection would end the process (an empty tls.crt once did; issue 11).
+  // guard: an unhandled rejection would end the process (test/certs/watcher.test.ts serves through an empty tls.crt).
   const check = (): Promise<boolean> =>
     (running ??= checkOnce()
       .catch((err: unknown) => keep(err, `${opts.what} check failed`))

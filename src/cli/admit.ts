@@ -2,7 +2,7 @@ import { checkBody, DefaultBodyLimits, type BodyLimits, type ReviewRequest } fro
 import { mutating, validating } from '../admission/handlers.js';
 import { attempt, InjectorError } from '../errors.js';
 import { Keys, workloadKeyWarnings } from '../inject/keys.js';
-import { keyWarnings, OptInScope, Reason, refusalReason, selectTemplates, type Selection } from '../inject/policy.js';
+import { keyWarnings, OptInScope, Reason, selectTemplates, type Selection } from '../inject/policy.js';
 import { isOwnedByJob } from '../inject/render.js';
 import { apiserverReview } from '../kube/apiserver-review.js';
 import { namespaceCalls, webhookCalls, type WebhookCall } from '../kube/selectors.js';
@@ -49,11 +49,11 @@ const isValidating = (call: WebhookCall): boolean => call.configuration === 'Val
 
 /**
  * Plays the admission of one pod; never throws for a pod the server would deny (that is a `rejected`
- * verdict). Its warnings begin with what only the CLI can see (issue 21): the injector's keys on a
+ * verdict). Its warnings begin with what only the CLI can see: the injector's keys on a
  * workload's own metadata, which its pods never get.
  */
 export function admitPod(site: PodSite, set: TemplateSet, cluster: Cluster): Admission {
-  // SidecarTemplates of the pod's namespace overlay the cluster-wide ones (issue 23), as in the server.
+  // SidecarTemplates of the pod's namespace overlay the cluster-wide ones, as in the server.
   const admission = admitted(site, setFor(set, site.namespace), cluster);
   const workload = site.workloadMetadata === undefined ? [] : workloadKeyWarnings(site.kind, site.workloadMetadata, site.pod.metadata ?? {});
   return workload.length === 0 ? admission : { ...admission, warnings: [...workload, ...admission.warnings] };
@@ -130,7 +130,7 @@ function refusedBody(site: PodSite, calls: readonly WebhookCall[], limits: BodyL
 /**
  * Why no webhook receives the pod: its namespace (no webhook is `open` to its pods), or its labels
  * (said as the server's policy says it). A pod whose labels keep it from the webhooks gets the
- * warnings /mutate would give about its keys (issue 21): the label written as an annotation, or
+ * warnings /mutate would give about its keys: the label written as an annotation, or
  * with a typo, is most often why.
  */
 function notSent(site: PodSite, set: TemplateSet, open: readonly WebhookCall[]): Admission {
@@ -150,7 +150,7 @@ function templatesReason(selection: Extract<Selection, { inject: true }>, pod: P
   return `annotation ${Keys.templates}="${pod.metadata?.annotations?.[Keys.templates] ?? ''}" names the templates`;
 }
 
-/** The paths of the namespace opt-in (issue 12) end in /namespace. */
+/** The paths of the namespace opt-in end in /namespace. */
 function scopeOf(hook: WebhookCall): OptInScope {
   return hook.path.endsWith('/namespace') ? OptInScope.Namespace : OptInScope.Pod;
 }

@@ -15,7 +15,7 @@ export interface InputOptions {
   /** `-f`: a file, or `-` for standard input. */
   readonly filename: string;
   readonly templatesDir?: string;
-  /** `--templates-source cluster`: the cluster's SidecarTemplate objects instead of a directory (issue 23). */
+  /** `--templates-source cluster`: the cluster's SidecarTemplate objects instead of a directory. */
   readonly templatesSource?: string;
   /** With `--templates-source cluster`: the injector's namespace, whose templates are cluster-wide. */
   readonly templatesNamespace?: string;

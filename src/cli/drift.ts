@@ -16,7 +16,7 @@ import { clusterTemplates, loadTemplates, processIO, templatesDir, type IO } fro
 /** `drift`'s flags, as the command line gave them. */
 export interface DriftOptions {
   readonly templatesDir?: string;
-  /** `cluster`: the cluster's SidecarTemplate objects, each pod judged with its namespace's view (issue 23). */
+  /** `cluster`: the cluster's SidecarTemplate objects, each pod judged with its namespace's view. */
   readonly templatesSource?: string;
   /** With the cluster: the injector's namespace, whose templates are cluster-wide. */
   readonly templatesNamespace?: string;

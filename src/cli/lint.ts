@@ -17,7 +17,7 @@ export interface LintOptions {
   readonly podSecurity: PodSecurityLevel | typeof PRIVILEGED;
   /** Exit 1 on warnings too. */
   readonly strict: boolean;
-  /** `cluster`: the cluster's SidecarTemplate objects instead of a directory (issue 23). */
+  /** `cluster`: the cluster's SidecarTemplate objects instead of a directory. */
   readonly templatesSource?: string;
   /** With the cluster: the injector's namespace, whose templates are cluster-wide. */
   readonly templatesNamespace?: string;

@@ -218,7 +218,7 @@ function filenameOption(): Option {
   return new Option('-f, --filename <file>', 'manifest file to read; - reads standard input').makeOptionMandatory();
 }
 
-/** --templates-source cluster (issue 23): the cluster's SidecarTemplate objects, as the pods' namespace sees them; `files` says where `dir` reads. */
+/** --templates-source cluster: the cluster's SidecarTemplate objects, as the pods' namespace sees them; `files` says where `dir` reads. */
 function templatesSourceOption(files = '--templates-dir'): Option {
   return new Option('--templates-source <source>', `dir: ${files}; cluster: the SidecarTemplate objects of the cluster, those of the pod's namespace over the cluster-wide ones`).choices(['dir', 'cluster']).default('dir');
 }

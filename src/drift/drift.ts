@@ -234,7 +234,7 @@ function mutatingScope(pod: Pod, view: OptInView): OptInScope | undefined {
   const where = { namespace, namespaceLabels: view.namespaceLabels.get(namespace) ?? {}, podLabels: pod.metadata?.labels ?? {} };
   const hook = webhookCalls(where, view.configurations).find((c) => c.configuration === 'MutatingWebhookConfiguration');
   if (hook === undefined) return undefined;
-  // The namespace opt-in's paths end in /namespace (issue 12), as src/cli/admit.ts reads them.
+  // The namespace opt-in's paths end in /namespace, as src/cli/admit.ts reads them.
   return hook.path.endsWith('/namespace') ? OptInScope.Namespace : OptInScope.Pod;
 }
 
@@ -323,7 +323,7 @@ export interface DriftOptions {
   readonly optIn: OptInView;
   /**
    * The install whose pods are judged ('' or absent: the default install): a pod whose status
-   * names another revision is that install's, and is left out (issue 22).
+   * names another revision is that install's, and is left out.
    */
   readonly revision?: string;
 }

@@ -53,8 +53,8 @@ const MAX_KEYS_EXAMINED = 64;
 const MAX_NAMES_COMPARED = 256;
 
 /**
- * The pod's labels and annotations that look meant for the injector but that it does not read
- * (issue 21), each with the key it probably meant: a key under `sidecar-injector.io/` that is not
+ * The pod's labels and annotations that look meant for the injector but that it does not read,
+ * each with the key it probably meant: a key under `sidecar-injector.io/` that is not
  * one of the contract's (`/template` for `/templates`), a contract key on the wrong object (the
  * label `inject` written as an annotation), a key whose prefix is a near miss
  * (`sidecar-injector.com/`, `sidecarinjector.io/`, `sidecar.injector.io/`), an override annotation
@@ -188,7 +188,7 @@ const nearEnough = (word: string): number => (word.length <= 4 ? 1 : word.length
 /**
  * A cheap test that a prefix may be a near miss, before any string is made: at most two edits of
  * `sidecarinjectorio` leave one of the three pieces `sidec`, `injec`, `tor` whole (two edits
- * break two pieces at most), so a prefix with none of them is none (issue 11: every key of a pod
+ * break two pieces at most), so a prefix with none of them is none (every key of a pod
  * comes here, and a pod may carry thousands). Measured on 4096 annotations of common prefixes
  * (prometheus.io, kubectl.kubernetes.io, app.kubernetes.io), in process: keyWarnings took 0.6 ms
  * with this test and 2.1 ms without it, the bare walk of the map 0.4 ms; the injector's review of

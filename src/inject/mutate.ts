@@ -1,6 +1,6 @@
 import { MetadataLimits } from '../kube/types.js';
 import { InjectorError } from '../errors.js';
-import type { Container, NamedItem, Pod, PodSpec, VolumeMount } from '../kube/types.js';
+import { NO_ITEMS, NO_KEYS, type Container, type NamedItem, type Pod, type PodSpec, type VolumeMount } from '../kube/types.js';
 import { isSubset } from '../templates/conflicts.js';
 import { placeItems, type Placement } from '../templates/placement.js';
 import { SERVICE_ACCOUNT_TOKEN_PATH, tokenMount, withTokenMount, type AppContainers, type CompiledTemplate } from '../templates/template.js';
@@ -9,9 +9,9 @@ import { parseNames } from './policy.js';
 import type { InjectionPlan, Owned, Sidecar } from './plan.js';
 import { copyWithKeys, renderForPod, templateKeys, type InjectionContext } from './render.js';
 import { checkPodResources } from './resources.js';
-import type { InjectionStatus } from './status.js';
+import type { InjectionStatus } from './status-annotation.js';
 
-export type { InjectionStatus } from './status.js';
+export type { InjectionStatus } from './status-annotation.js';
 
 export interface InjectionResult {
   /** The mutated pod. Unchanged branches are the input's own objects (copy-on-write). */
@@ -90,11 +90,11 @@ export function planInjection(pod: Pod, templates: readonly CompiledTemplate[], 
   }
 
   // The pod's own maps are never copied nor walked here, only looked up: a pod may carry tens of
-  // thousands of keys (issue 11).
-  const ownAnnotations = meta.annotations ?? NONE;
+  // thousands of keys.
+  const ownAnnotations = meta.annotations ?? NO_KEYS;
   const annotations = addedKeys(ownAnnotations, plan.annotations, plan.annotationMap, 'annotation', warnings);
   checkAnnotationBytes(ownAnnotations, annotations, plan.statusText);
-  const labels = addedKeys(meta.labels ?? NONE, plan.labels, plan.labelMap, 'label', warnings);
+  const labels = addedKeys(meta.labels ?? NO_KEYS, plan.labels, plan.labelMap, 'label', warnings);
   return { plan, warnings, containers, initContainers, extensions, volumes, imagePullSecrets, annotations, labels };
 }
 
@@ -106,8 +106,8 @@ export function applyInjection(pod: Pod, injection: Injection): Pod {
 /** `metadata` once injected (a new object: the status annotation is always set). */
 function injectedMetadata(metadata: Pod['metadata'], injection: Injection): NonNullable<Pod['metadata']> {
   const meta = metadata ?? {};
-  const newMeta = { ...meta, annotations: injectedAnnotations(meta.annotations ?? NONE, injection) };
-  if (injection.labels !== undefined) newMeta.labels = copyWithKeys(meta.labels ?? NONE, injection.labels);
+  const newMeta = { ...meta, annotations: injectedAnnotations(meta.annotations ?? NO_KEYS, injection) };
+  if (injection.labels !== undefined) newMeta.labels = copyWithKeys(meta.labels ?? NO_KEYS, injection.labels);
   return newMeta;
 }
 
@@ -323,13 +323,13 @@ function placeSidecars(spec: PodSpec, sidecars: readonly Sidecar[], warnings: st
 /**
  * A port of an added sidecar that a running container of the pod also declares, same number and
  * protocol: the containers of a pod share one network namespace, so one of the two processes
- * cannot bind it (daprd's 9090 and Tekton's controller, issue 21). Kubernetes itself only warns of
+ * cannot bind it (daprd's 9090 and Tekton's controller). Kubernetes itself only warns of
  * it ("duplicate port definition", pkg/api/pod/warnings.go), so this is a warning, one per sidecar
  * port, naming the first container of the pod that declares it. A run-to-completion init
  * container (of the pod or a template) has exited before the others start: it never counts.
  */
 function portWarnings(spec: PodSpec, sidecars: readonly Sidecar[], warnings: string[]): void {
-  // The sidecars' ports by number; the pod's ports are only looked up, never indexed (issue 11).
+  // The sidecars' ports by number; the pod's ports are only looked up, never indexed.
   let wanted: Map<number, SidecarPort[]> | undefined;
   for (const { container: c, template, init } of sidecars) {
     if (init && c.restartPolicy !== 'Always') continue;
@@ -397,7 +397,6 @@ function extensionsOf(own: readonly Container[], plan: InjectionPlan, touches: T
   return out;
 }
 
-const NO_ITEMS: readonly never[] = Object.freeze([]);
 
 /**
  * The template mounts (`mounts`, of the plan's) a container lacks: a mount is skipped when the
@@ -406,7 +405,7 @@ const NO_ITEMS: readonly never[] = Object.freeze([]);
 function addedMounts(c: Container, mounts: readonly Owned<VolumeMount>[], all: readonly VolumeMount[] | undefined, plan: InjectionPlan, warnings: string[]): readonly VolumeMount[] {
   if (mounts.length === 0) return NO_ITEMS;
   // Only the pod's mounts that the templates' could clash with are indexed: a container may hold a
-  // thousand mounts, and this runs for every application container (issue 11).
+  // thousand mounts, and this runs for every application container.
   const { mountNames: wantedNames, mountPaths: wantedPaths } = plan.wanted;
   let names: Map<string, VolumeMount> | undefined;
   let paths: Map<string, VolumeMount> | undefined;
@@ -439,7 +438,7 @@ function addedMounts(c: Container, mounts: readonly Owned<VolumeMount>[], all: r
 function addedNamed<T extends NamedItem>(own: readonly T[] | undefined, items: readonly Owned<T>[], all: readonly T[] | undefined, wanted: ReadonlySet<string>, what: (name: string) => string, warnings: string[]): readonly T[] {
   if (items.length === 0) return NO_ITEMS;
   // Only the pod's items with a name the templates use are indexed: a container may hold a thousand
-  // env vars, and this runs for every application container (issue 11).
+  // env vars, and this runs for every application container.
   let byName: Map<string, T> | undefined;
   for (const i of own ?? []) if (wanted.has(i.name)) (byName ??= new Map()).set(i.name, i);
   if (byName === undefined && all !== undefined) return all;
@@ -457,4 +456,3 @@ function addedNamed<T extends NamedItem>(own: readonly T[] | undefined, items: r
   return added.length === items.length && all !== undefined ? all : added;
 }
 
-const NONE: Readonly<Record<string, string>> = Object.freeze({});

@@ -10,7 +10,7 @@ import { overrideKey, type OverrideAnnotations } from '../templates/override-key
  * Per-pod overrides: `<template>.sidecar-injector.io/image`, `/cpu` and `/memory` annotations change
  * the first container of that template, when the template lists the field in `spec.overrides`.
  * These are the only annotations interpreted, and only an invalid value of an allowed override
- * denies the pod (issue 10): a template may set any annotation under its own prefix and a pod may
+ * denies the pod: a template may set any annotation under its own prefix and a pod may
  * carry any annotation, so anything else under the prefix is ignored with a warning (a typo such as
  * `/memroy` is still seen) and never a reason to refuse a pod.
  */

@@ -1,8 +1,8 @@
-import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
+import { setKey, type Container, type NamedItem, type VolumeMount } from '../kube/types.js';
 import { findConflicts } from '../templates/conflicts.js';
 import type { Placement } from '../templates/placement.js';
 import type { RenderedTemplate } from '../templates/template.js';
-import { encodeStatus, statusOf, type InjectionStatus } from './status.js';
+import { encodeStatusAnnotation, statusOf, type InjectionStatus } from './status-annotation.js';
 
 /** An item a template adds, with the template's name (for warnings and errors). */
 export type Owned<T> = readonly [item: T, template: string];
@@ -150,15 +150,15 @@ function makePlan(rendered: readonly RenderedTemplate[], revision: string): Inje
       imagePullSecrets: names(imagePullSecrets),
     },
     status,
-    statusText: encodeStatus(status),
+    statusText: encodeStatusAnnotation(status),
   });
 }
 
-/** The map of `entries` when no two share a key; built as templateKeys builds one ("__proto__" stays a key). */
+/** The map of `entries` when no two share a key; "__proto__" stays a key (setKey). */
 function keyMap(entries: readonly Owned<readonly [key: string, value: string]>[]): Readonly<Record<string, string>> | undefined {
   if (new Set(entries.map(([[key]]) => key)).size !== entries.length) return undefined;
   const map: Record<string, string> = {};
-  for (const [[key, value]] of entries) Object.defineProperty(map, key, { value, enumerable: true, writable: true, configurable: true });
+  for (const [[key, value]] of entries) setKey(map, key, value);
   return Object.freeze(map);
 }
 

@@ -1,5 +1,5 @@
 import { InjectorError } from '../errors.js';
-import type { Pod } from '../kube/types.js';
+import { NO_KEYS, setKey, type Pod } from '../kube/types.js';
 import { renderValues, type RenderValues } from '../templates/placeholders.js';
 import { RenderBudget, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
 import { describeFault, renderedFault } from '../templates/values.js';
@@ -59,7 +59,7 @@ export function renderForPod(pod: Pod, templates: readonly CompiledTemplate[], n
 /**
  * A rendered value the apiserver would refuse (a label value ending in "-") would make it refuse the
  * pod after admission, with a message that does not name the injector, and a controller could
- * create no pod at all (issue 21): denied here instead, naming the template, the field and the
+ * create no pod at all: denied here instead, naming the template, the field and the
  * value. Only the values holding a placeholder are checked (the static ones passed at load): none
  * in most templates, a few regular expressions in the others.
  */
@@ -82,9 +82,8 @@ export function renderTemplates(pod: Pod, templates: readonly CompiledTemplate[]
 /**
  * Renders against the pod as it will be stored: its own labels and annotations plus those the
  * selected templates add, by templateKeys, the rule injectSidecars applies.
- * Rendering against the pod as submitted renders differently when the webhook is re-invoked on the
- * injected pod, so the re-invocation patched again and warned of a sidecar that "differs" (found by
- * test/inject/property.test.ts). A template's own labels may hold placeholders, so this repeats
+ * So a re-invocation on the injected pod renders alike: it patches nothing and warns of nothing
+ * (test/inject/render.test.ts, test/inject/property.test.ts). A template's own labels may hold placeholders, so this repeats
  * until they settle: no extra render when the templates add no key the pod lacks or no placeholder
  * reads one they add (each template knows the keys it reads, from its compilation).
  */
@@ -102,12 +101,12 @@ function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: str
   // added matter only to the override annotations, when a template adds one under such a prefix.
   if (!readsAdded(templates) && !templates.some((t) => t.addsOverrideKeys)) return { values, rendered };
   // Only the keys the templates add are compared, and rendered from beside the pod's own maps,
-  // which may hold tens of thousands of keys (256 KiB of annotations) and are never copied here (issue 11).
+  // which may hold tens of thousands of keys (256 KiB of annotations) and are never copied here.
   let added: AddedKeys = { labels: undefined, annotations: undefined };
   for (let round = 0; round <= templates.length; round++) {
     const plan = planFor(rendered);
     const next: AddedKeys = { labels: templateKeys(own.labels, plan.labels), annotations: templateKeys(own.annotations, plan.annotations) };
-    if (sameMap(next.labels ?? NONE, added.labels ?? NONE) && sameMap(next.annotations ?? NONE, added.annotations ?? NONE)) break;
+    if (sameMap(next.labels ?? NO_KEYS, added.labels ?? NO_KEYS) && sameMap(next.annotations ?? NO_KEYS, added.annotations ?? NO_KEYS)) break;
     added = next;
     values = { ...own, ...(added.labels && { addedLabels: added.labels }), ...(added.annotations && { addedAnnotations: added.annotations }) };
     // Rendered again with those keys, each template renders as it did, since it reads none of them.
@@ -139,7 +138,6 @@ interface AddedKeys {
   readonly annotations: Readonly<Record<string, string>> | undefined;
 }
 
-const NONE: Readonly<Record<string, string>> = Object.freeze({});
 
 /** Template labels or annotations, `[[key, value], template]` in the templates' order (InjectionPlan.labels). */
 export type TemplateKeys = InjectionPlan['labels'];
@@ -148,12 +146,6 @@ export type TemplateKeys = InjectionPlan['labels'];
 export function copyWithKeys(own: Readonly<Record<string, string>>, added: Readonly<Record<string, string>> | undefined): Record<string, string> {
   // Spread defines each own key as a data property: a `__proto__` key stays a key.
   return { ...own, ...added };
-}
-
-function setKey(map: Record<string, string>, key: string, value: string): void {
-  // Assigning "__proto__" would set the prototype (and drop a string); it must stay a key.
-  if (key === '__proto__') Object.defineProperty(map, key, { value, enumerable: true, writable: true, configurable: true });
-  else map[key] = value;
 }
 
 /** Only the keys the templates add to `own` (undefined: none), by the rule injectSidecars applies (the pod's value wins, then the first template's); never walks `own`. */

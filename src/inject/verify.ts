@@ -8,7 +8,7 @@ import { Keys } from './keys.js';
 import { OptInScope, parseNames, Reason, refusalReason, requiredFor, selectTemplates } from './policy.js';
 import { renderTemplates, type InjectionContext } from './render.js';
 import { requiredIn, whyRequired } from '../templates/required.js';
-import { readStatus, StatusFormat, type InjectionStatus, type TemplateRecord } from './status.js';
+import { readStatus, StatusFormat, type InjectionStatus, type TemplateRecord } from './status-annotation.js';
 
 /** The validating handler's verdict on one pod. */
 export type Verdict =

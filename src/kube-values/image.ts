@@ -169,7 +169,7 @@ export function parseImageMirrors(entries: readonly string[]): ImageMirrors | { 
 /**
  * One `--image-mirror` entry that parseImageMirrors accepts, as a pattern in the syntax ECMAScript
  * and Go's RE2 share: the chart's values.schema.json refuses at render time what the server would
- * refuse at start (issue 21; Helm checks the schema with Go's regexp). Each side is a registry host
+ * refuse at start (Helm checks the schema with Go's regexp). Each side is a registry host
  * with a dot or a port, or localhost, then path components. Left to the server: a side over 255
  * characters, an entry that maps a prefix to itself; refused here though the flag takes them: two
  * entries joined by a comma (the chart gives one flag per entry).

@@ -17,7 +17,7 @@ export interface KubeClients {
   /** ReplicaSets and Jobs, read by `drift` to find the workload that owns a pod. */
   readonly apps: AppsV1Api;
   readonly batch: BatchV1Api;
-  /** SidecarTemplate objects (issue 23): listed, watched, their status written. */
+  /** SidecarTemplate objects: listed, watched, their status written. */
   readonly custom: CustomObjectsApi;
   /** The loaded configuration, for client-node's informer (makeInformer), which builds its own watch. */
   readonly config: KubeConfig;

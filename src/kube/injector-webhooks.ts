@@ -45,7 +45,7 @@ export async function injectorWebhooks(kube: KubeClients, revision = ''): Promis
   if (list === undefined) return shipped(`cannot list mutatingwebhookconfigurations (HTTP 403): judging which pods are opted in by ${SHIPPED}`);
   const found = list.items
     .map((c): WebhookConfiguration => JSON.parse(JSON.stringify({ ...c, kind: 'MutatingWebhookConfiguration' })) as WebhookConfiguration)
-    // Only the webhooks of the install asked for: each install takes its own pods (issue 22).
+    // Only the webhooks of the install asked for: each install takes its own pods.
     .map((c) => ({ ...c, webhooks: (c.webhooks ?? []).filter((w) => OURS.has(w.name) && webhookRevision(w) === revision) }))
     .filter((c) => c.webhooks.length > 0);
   if (found.length === 0) return shipped(`no MutatingWebhookConfiguration holds the injector's webhooks${revision === '' ? '' : ` of revision ${revision}`} (${SHIPPED_NAMES.join(', ')}): judging which pods are opted in by ${SHIPPED}`);

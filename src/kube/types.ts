@@ -53,6 +53,18 @@ export function isObject(value: unknown): value is JsonObject {
 
 export type Labels = Readonly<Record<string, string>>;
 
+/** A frozen empty list, returned for "none" so that no empty array is made per call. */
+export const NO_ITEMS: readonly never[] = Object.freeze([]);
+
+/** A frozen empty label or annotation map, read where an object has none. */
+export const NO_KEYS: Readonly<Record<string, string>> = Object.freeze({});
+
+/** Sets `key` in `map` as an own key: assigning "__proto__" would set the prototype (and drop a string), so it is defined instead. */
+export function setKey(map: Record<string, string>, key: string, value: string): void {
+  if (key === '__proto__') Object.defineProperty(map, key, { value, enumerable: true, writable: true, configurable: true });
+  else map[key] = value;
+}
+
 /** The four operators of a metav1.LabelSelectorRequirement. */
 export const SelectorOperator = { In: 'In', NotIn: 'NotIn', Exists: 'Exists', DoesNotExist: 'DoesNotExist' } as const;
 export type SelectorOperator = (typeof SelectorOperator)[keyof typeof SelectorOperator];

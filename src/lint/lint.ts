@@ -99,7 +99,7 @@ export interface ClusterLintReport extends Omit<LintReport, 'dir'> {
 }
 
 /**
- * Lints the cluster's SidecarTemplate objects as the injector loads them (issue 23). Errors: every
+ * Lints the cluster's SidecarTemplate objects as the injector loads them. Errors: every
  * invalid object, which the injector leaves out. Warnings: `setWarnings` of the set each namespace's
  * pods see (its own templates over the cluster-wide ones). `only` narrows it to one namespace: its
  * view, and the invalid objects of that namespace and of `home`, which its pods would also see.
@@ -142,7 +142,7 @@ function templateNames(set: TemplateSet): string[] {
  * placeholders that fail pods without the key they read, and `{{ pod.name }}` read as a name
  * (values.ts). Each once, without a line yet: only the caller knows the files.
  */
-export function setWarnings(set: TemplateSet, level: PodSecurityLevel): TemplateFault[] {
+function setWarnings(set: TemplateSet, level: PodSecurityLevel): TemplateFault[] {
   const faults: TemplateFault[] = [];
   const all = [...set.templates.values()].sort((a, b) => a.name.localeCompare(b.name));
   for (const t of all) for (const s of Samples) faults.push(...checkCombination([t], s, level));

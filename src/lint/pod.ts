@@ -78,7 +78,7 @@ function portFaults(p: JsonObject, path: string, container: string, names: Map<s
     else names.set(name, container);
   }
   const key = `${String(p['containerPort'])}/${typeof p['protocol'] === 'string' ? p['protocol'] : 'TCP'}`;
-  // Only a warning too ("duplicate port definition"), though one of the two processes cannot bind it (issue 21).
+  // Only a warning too ("duplicate port definition"), though one of the two processes cannot bind it.
   const first = numbers.get(key);
   if (first !== undefined) out.push({ container, path: `${path}/containerPort`, other: first, message: `port ${key} is declared by both container "${first.container}" and container "${container}"; one of them will fail to bind` });
   else numbers.set(key, { container, path: `${path}/containerPort` });

@@ -5,7 +5,7 @@ import type { CompiledTemplate } from '../templates/template.js';
 import { DeploymentPod, KeysRead, valueFaults } from '../templates/values.js';
 
 /**
- * What lint says of a template's placeholders beyond what the loader refuses (issue 21): a value
+ * What lint says of a template's placeholders beyond what the loader refuses: a value
  * that Kubernetes refuses for the pods that lack a label or annotation the placeholder reads (they
  * would be denied), and `{{ pod.name }}` where a program reads it as the pod's name.
  */

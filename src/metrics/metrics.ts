@@ -22,8 +22,8 @@ export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 
 /**
  * Label values come only from closed sets, and anything else is `other`: a label value that a
- * request chooses would let any client add time series, which Prometheus keeps for good (3,000
- * reviews with distinct operations once grew /metrics from 12 KB to 6 MB; issue 11).
+ * request chooses would let any client add time series, which Prometheus keeps for good
+ * (test/metrics/metrics.test.ts: 3,000 distinct operations leave /metrics the size it was).
  */
 export const OTHER = 'other';
 
@@ -250,8 +250,7 @@ export const LAG_SLOTS = 7;
 /**
  * nodejs_eventloop_lag_max_seconds as the longest event loop delay of the last 60 to 70 s.
  * prom-client's gauge reports the longest since the previous scrape and resets it, so a client
- * that scraped /metrics in between hid a stall from Prometheus (a 143 ms stall read as 10 ms;
- * issue 20). Here each scrape moves what perf_hooks measured since the previous one into the
+ * that scraped /metrics in between would hide a stall from Prometheus. Here each scrape moves what perf_hooks measured since the previous one into the
  * current 10 s slot, and reads the largest of the last seven slots: a stall shows in every scrape
  * for at least 60 s after it, whoever else scrapes.
  */

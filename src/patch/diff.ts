@@ -9,7 +9,7 @@ import { escapeToken } from './pointer.js';
  * is when the op applies. The mutating handler answers with diff(pod, applyInjection(pod,
  * injection)); the CLI shows the pod it makes by applying that answer. Diffing costs about 9 µs
  * more than the hand-written writer it replaced for the typical pod (3% of a distinct review,
- * issue 20, docs/performance.md).
+ * docs/performance.md).
  *
  * Unchanged branches of a copy-on-write result are skipped by identity. Lists of named items
  * (containers, volumes, env, mounts) are matched by name, so an insertion anywhere in a list is a

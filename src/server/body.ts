@@ -9,9 +9,9 @@ const MAX_BODY_BYTES = 7 * 1024 * 1024;
  * What one chunk of a body costs in memory besides its bytes, rounded up: the Buffer, its backing
  * store and the list entry that keep it until the body is whole. A client may send a body one
  * byte a TLS record (or a chunk of a chunked body), and each byte then arrives as a chunk of its
- * own: about 200 bytes of heap and 400-500 of RSS a chunk, measured on Node 20 (issue 20 measured
- * 390 bytes of RSS a byte for chunked bodies; 8 bodies of 250 KB took 700 MiB). The transit
- * budget charges each chunk this on top of its bytes, so it bounds memory however a body is cut.
+ * own: about 200 bytes of heap and 400-500 of RSS a chunk, measured on Node 20. The transit
+ * budget charges each chunk this on top of its bytes, so it bounds memory however a body is cut
+ * (test/server/body.test.ts, test/server/hostile.test.ts).
  */
 export const CHUNK_OVERHEAD_BYTES = 512;
 
@@ -109,7 +109,7 @@ export async function readBody(req: IncomingMessage, opts: ReadBodyOptions): Pro
 /**
  * The body's announced length. The kube-apiserver always sends Content-Length (client-go's rest
  * client writes a whole encoded body); a chunked body, whose size is known only at its end and
- * whose tiny chunks cost hundreds of bytes each to hold (issue 20), is refused with 411.
+ * whose tiny chunks cost hundreds of bytes each to hold, is refused with 411 (test/server/body.test.ts).
  */
 function contentLength(req: IncomingMessage): number {
   const header = req.headers['content-length'];

@@ -11,10 +11,9 @@ interface Open {
 /**
  * Bounds the open connections of a server at `max`, making room for a new one by closing the
  * oldest idle connection: no request in progress, a TCP connection that never completed TLS
- * included. Only when every connection is busy is the new one closed. A refusing cap
- * (`server.maxConnections`) let 1023 idle TLS connections, or bare TCP connections reopened
- * every few seconds, keep the apiserver out, and 64 idle keep-alive connections fail every
- * kubelet probe (issue 20); with eviction a client that comes later always gets in.
+ * included. Only when every connection is busy is the new one closed. Unlike a refusing cap
+ * (`server.maxConnections`), idle connections never keep the apiserver or a kubelet probe out: a
+ * client that comes later always gets in (test/server/connections.test.ts).
  *
  * A request is seen on its TLS socket, the connection on its TCP socket: both report the same
  * peer, which is unique among a listener's open connections, so the peer is the key.

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import Koa from 'koa';
 import { limitConnections } from './connections.js';
-import { encodeStatus, type StatusAnswer } from './status.js';
+import { encodeStatusAnswer, type StatusAnswer } from './status-answer.js';
 
 /** A handler for an extra path on the health port (such as /metrics). */
 export type HealthRoute = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
@@ -17,10 +17,9 @@ export interface HealthOptions {
 /**
  * The edge limits of the health port, for its few clients: the kubelet's probes (a new connection
  * and one request each, answered within the probe's 1 s timeout by default) and a Prometheus
- * scraper or two (a request every 15-60 s). Before these, a client could hold the port with
- * headers that never end (Node's default headers timeout is 60 s) and open connections without
- * bound (issue 11); and 64 idle keep-alive connections, or a slowloris at 13 connections a second,
- * held every slot for two minutes, so the probes failed and the kubelet restarted the pod (issue 20).
+ * scraper or two (a request every 15-60 s). No client holds the port with headers that never end
+ * (Node's default headers timeout is 60 s) or with idle keep-alive connections, so the probes are
+ * answered while every slot is taken (test/server/connections.test.ts, test/server/hostile.test.ts).
  */
 export const HealthLimits = {
   /** A probe sends its headers at once. */
@@ -91,7 +90,7 @@ function healthApp(opts: HealthOptions): (req: IncomingMessage, res: ServerRespo
 
 /** An error answer, in the review port's shape (a metav1.Status with our code as its cause). */
 function sendError(ctx: Koa.Context, answer: StatusAnswer): void {
-  send(ctx, answer.status, encodeStatus(answer));
+  send(ctx, answer.status, encodeStatusAnswer(answer));
 }
 
 function send(ctx: Koa.Context, status: number, text: string): void {

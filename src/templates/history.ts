@@ -90,7 +90,7 @@ export class SetHistory {
         sawUnknownVersion: () => onUnknown?.(),
       });
     // Each namespace with templates of its own, now or in a set still remembered, gets its view
-    // with the history as that namespace saw it (issue 23): a pod injected from a team's template
+    // with the history as that namespace saw it: a pod injected from a team's template
     // deleted a minute ago is still accepted for the window, as a replaced ConfigMap set is.
     const named = new Set([this.#current, ...earlier].flatMap((s) => [...(s.namespaces?.keys() ?? [])]));
     const namespaces = new Map([...named].map((ns) => [ns, Object.freeze({ ...setFor(this.#current, ns), history: historyOf(earlier.map((e) => setFor(e, ns))) })] as const));

@@ -25,7 +25,7 @@ export interface TemplateSet {
   /** The sets a running server served before this one (absent outside the server: CLI, tests). */
   readonly history?: TemplateHistory;
   /**
-   * The set each namespace with SidecarTemplates of its own sees (issue 23): the cluster-wide
+   * The set each namespace with SidecarTemplates of its own sees: the cluster-wide
    * templates overlaid by the namespace's, prepared once per change. Absent for a namespace without
    * templates of its own, which sees this set itself; absent altogether for a directory of files.
    */
@@ -51,7 +51,7 @@ export interface TemplateHistory {
   /**
    * True when this replica has served that version of that template, from that namespace's
    * SidecarTemplate objects (absent: a file), at most the last VERSIONS_KEPT kept. A team's
-   * template and another's of the same name and content are different templates (issue 23).
+   * template and another's of the same name and content are different templates.
    */
   knows(template: string, version: string, namespace?: string): boolean;
   /**

@@ -12,7 +12,7 @@ export type OverrideAnnotations = ReadonlyMap<string, readonly (readonly [string
 
 /**
  * The annotations under `<template>.sidecar-injector.io/` in `maps` (the pod's, then those the
- * templates add), by template, in one walk however many templates are selected (issue 11: a pod
+ * templates add), by template, in one walk however many templates are selected (a pod
  * may carry thousands of annotations). Template names hold no `/`, so a key is under a template's
  * prefix exactly when the text before its first `/` is `<template>.sidecar-injector.io`.
  */

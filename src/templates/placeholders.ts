@@ -17,7 +17,7 @@ export interface RenderValues {
   readonly annotations: Readonly<Record<string, string>>;
   /**
    * Keys the selected templates add to the pod's labels and annotations (never keys the pod has),
-   * read where the pod has none: the pod's maps plus these, without copying the pod's (issue 11).
+   * read where the pod has none: the pod's maps plus these, without copying the pod's.
    */
   readonly addedLabels?: Readonly<Record<string, string>>;
   readonly addedAnnotations?: Readonly<Record<string, string>>;
@@ -108,7 +108,7 @@ export function compileValue(value: unknown, path = ''): Compiled {
 
 /**
  * Every placeholder fault below `value`, the first of each string, so that lint and a refused load
- * name them all at once instead of one per run (issue 21); compileValue stops at the first.
+ * name them all at once instead of one per run; compileValue stops at the first.
  */
 export function placeholderFaults(value: unknown, path = ''): PlaceholderError[] {
   if (typeof value === 'string') {

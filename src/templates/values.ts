@@ -6,7 +6,7 @@ import { compileValue, keysRead, materialize, placeholdersOf, type RenderValues 
 import { Formats, FormatMessages } from './schema.js';
 
 /**
- * The rule Kubernetes applies to a value where a template puts it (issue 21): a template's string
+ * The rule Kubernetes applies to a value where a template puts it: a template's string
  * may land in a label value, a container name, an image... and a placeholder may expand to text the
  * apiserver refuses there (`{{ pod.name }}` is a controller's generateName, `web-7d9f8b6c5-`, which
  * no label value may end with). The rules are those of pkg/apis/core/validation and apimachinery's

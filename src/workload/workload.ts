@@ -83,7 +83,7 @@ function isStringMap(value: unknown): value is Record<string, string> {
  * The name an object gets when it is created: its `metadata.name`, else its `generateName` and the
  * random suffix the apiserver appends (five characters, names.SimpleNameGenerator), written
  * `<suffix>`. A workload written for `kubectl create` with only generateName (Knative's
- * storage-version-migration Job) still owns its pods (issue 21).
+ * storage-version-migration Job) still owns its pods.
  */
 function objectName(meta: JsonObject): string {
   if (typeof meta['name'] === 'string' && meta['name'] !== '') return meta['name'];

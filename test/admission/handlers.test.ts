@@ -10,7 +10,7 @@ import { diff } from '../../src/patch/diff.js';
 import { applyPatchV4 } from '../helpers/jsonpatch-v4.js';
 import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { decodePatch, mutate, optedInPod, podReview, validate } from '../helpers/review.js';
-import { agent, jobOwner, locked, podWith, set, template, templates } from '../helpers/templates.js';
+import { jobOwner, podWith, set, template, templates } from '../helpers/templates.js';
 
 // The handlers answer a review with an AdmissionResponse: allowed or a denial with a status a person
 // can act on, the patch, and warnings. Golden responses are in golden.test.ts; the audit

@@ -5,7 +5,7 @@ import { createHandlers } from '../../src/admission/handlers.js';
 import { ReviewPipeline } from '../../src/admission/pipeline.js';
 import { Options } from '../../src/config/config.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
-import { admit, validatePod } from '../helpers/apiserver.js';
+import { admit } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { errorCode } from '../helpers/client-go.js';
 import { managedFieldsOf } from '../helpers/managed-fields.js';

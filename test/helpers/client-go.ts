@@ -113,7 +113,7 @@ export function decodeStatus(text: string): DecodedStatus {
   try {
     body = JSON.parse(text);
   } catch (err) {
-    throw new Error(`not JSON: ${(err as Error).message}`);
+    throw new Error(`not JSON: ${(err as Error).message}`, { cause: err });
   }
   if (!isRecord(body)) throw new Error('not a JSON object');
   // The serializer's first look (meta.Interpret) reads apiVersion and kind as strings.

@@ -5,7 +5,7 @@ import { copyWithKeys, isOwnedByJob, renderTemplates } from '../../src/inject/re
 import { compileTemplate } from '../../src/templates/template.js';
 import { diff } from '../../src/patch/diff.js';
 import { optedInPod } from '../helpers/review.js';
-import { agent, jobOwner, locked, podWith, set, template, templates } from '../helpers/templates.js';
+import { agent, jobOwner, podWith, set, template, templates } from '../helpers/templates.js';
 
 
 function agentOf(pod: any, set = templates): any {

@@ -9,7 +9,9 @@ import { after, before, describe, it } from 'node:test';
 import { createHandlers } from '../../src/admission/handlers.js';
 import { createCA, issueClientCert } from '../../src/certs/pki.js';
 import { serveConfig } from '../../src/cli/serve-flags.js';
-import { createAdmissionApp, createAdmissionServer, EdgeLimits } from '../../src/server/admission.js';
+import { createAdmissionApp } from '../../src/server/admission-app.js';
+import { createAdmissionServer } from '../../src/server/admission-server.js';
+import { EdgeLimits } from '../../src/server/edge.js';
 import { HealthLimits } from '../../src/server/health.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { admit } from '../helpers/apiserver.js';
@@ -53,10 +55,6 @@ function httpGet(url: string): Promise<{ status: number }> {
       res.on('end', () => resolve({ status: res.statusCode ?? 0 }));
     }).on('error', reject);
   });
-}
-
-function review(request: Record<string, unknown>): string {
-  return JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request });
 }
 
 describe('hostile review bodies', () => {

@@ -1,7 +1,4 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
-import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
-import type { SecureContextOptions } from 'node:tls';
 import Koa from 'koa';
 import { apiserverEnvelope, type BodyLimits } from '../admission/codec.js';
 import { ReviewFault, ReviewPipeline, type ReviewHandler } from '../admission/pipeline.js';
@@ -9,8 +6,8 @@ import { errorRecord, type ReviewObserver, type ReviewRecord } from '../admissio
 import { asInjectorError, InjectorError } from '../errors.js';
 import { clip } from '../log.js';
 import { checkContentType, readBody, TransitBudget } from './body.js';
-import { limitConnections } from './connections.js';
-import { encodeStatus } from './status.js';
+import { ReviewSlots } from './review-slots.js';
+import { encodeStatusAnswer } from './status-answer.js';
 
 export interface AdmissionAppDeps {
   /**
@@ -89,8 +86,8 @@ export function createAdmissionApp(deps: AdmissionAppDeps): AdmissionApp {
   app.use(route(pipelines));
   app.use(contentType);
   app.use(body(new TransitBudget(deps.transitBytes ?? TRANSIT_BYTES), (deps.bodyTimeout ?? 2) * 1000));
-  // After the body: a slow client holds the bytes it sent of the transit budget, never a slot (32
-  // stalled bodies once kept every review out; issue 11).
+  // After the body: a slow client holds the bytes it sent of the transit budget, never a slot, so
+  // stalled bodies never keep reviews out (test/server/hostile.test.ts).
   app.use(slot(new ReviewSlots(deps.maxInflight ?? 32, (deps.answerTimeout ?? 10) * 1000)));
   app.use(review);
   return app.callback();
@@ -178,7 +175,7 @@ function send(ctx: Koa.ParameterizedContext<ReviewState>, status: number, text: 
 }
 
 /**
- * Answers an error: a metav1.Status (status.ts), the body the apiserver's webhook client decodes
+ * Answers an error: a metav1.Status (status-answer.ts), the body the apiserver's webhook client decodes
  * into the error its user reads, so the message reaches them. That holds for a fault after the
  * review was decoded too (ReviewFault): an AdmissionReview under a 500 would be read by nobody
  * (client-go's Result.Into returns Result.Error() for any non-2xx and never decodes into the
@@ -192,13 +189,13 @@ function answerError(ctx: Koa.ParameterizedContext<ReviewState>, err: unknown): 
   const { status, code, message } = error;
   // A body left unread (refused before or while it was read: the client gone, too slow, over the
   // transit budget, chunked, sent to a wrong path) goes with its connection, so no byte more of
-  // it is read (issue 20). A body over the size limit, refused by its Content-Length, is
+  // it is read. A body over the size limit, refused by its Content-Length, is
   // discarded by Node instead: closing at once would reset the connection while the client still
   // writes, losing the 413 (soak).
   if (!ctx.req.complete && code !== 'BODY_TOO_LARGE') ctx.set('Connection', 'close');
   const retryAfterSeconds = code === 'OVERLOADED' ? RETRY_AFTER_SECONDS : undefined;
   if (retryAfterSeconds !== undefined) ctx.set('Retry-After', String(retryAfterSeconds));
-  send(ctx, status, encodeStatus(retryAfterSeconds === undefined ? { status, code, message } : { status, code, message, retryAfterSeconds }));
+  send(ctx, status, encodeStatusAnswer(retryAfterSeconds === undefined ? { status, code, message } : { status, code, message, retryAfterSeconds }));
   const uid = fault?.review.request.uid ?? claimedUid(ctx.state.body);
   return errorRecord(ctx.path, ctx.method, error, uid, ctx.state.started);
 }
@@ -221,157 +218,5 @@ function claimedUid(body: Buffer | undefined): string {
 /** A uid as the apiserver writes one (a UUID is 36 characters). */
 const CLEAN_UID = /^[0-9A-Za-z-]{1,64}$/;
 
-/**
- * Review slots. A slot is held from the end of a review's body until its answer has been flushed
- * to the socket or the connection is gone, so clients that never read hold at most `max` answers
- * (each bounded by the patch limit), never an unbounded heap of them. An answer not taken within
- * `answerTimeoutMs` closes its connection, so such clients cannot hold the slots for long either.
- * A review that finds every slot taken is answered 429: client-go retries it after Retry-After,
- * well inside the apiserver's timeout, where a queued review could outlive it.
- */
-export class ReviewSlots {
-  readonly #max: number;
-  readonly #answerTimeoutMs: number;
-  #held = 0;
-
-  constructor(max: number, answerTimeoutMs: number) {
-    this.#max = max;
-    this.#answerTimeoutMs = answerTimeoutMs;
-  }
-
-  /** Takes a slot until `res` is flushed or closed; throws OVERLOADED when none is free. */
-  hold(res: ServerResponse): void {
-    if (this.#held >= this.#max) throw new InjectorError('OVERLOADED');
-    this.#held++;
-    const connection = res.socket ?? res.req.socket;
-    const timer = setTimeout(() => connection.destroy(), this.#answerTimeoutMs);
-    let released = false;
-    let waiting: Set<() => void> | undefined;
-    const release = (): void => {
-      if (released) return;
-      released = true;
-      clearTimeout(timer);
-      this.#held--;
-      waiting?.delete(release);
-    };
-    // 'close': Node emits it on every response that has its connection, the tick after 'finish'
-    // (the answer handed to the socket) or when the connection goes first.
-    res.once('close', release);
-    // An answer queued behind another on its connection (HTTP/1.1 pipelining, which the apiserver
-    // never does) has no socket yet, and if the connection goes before its turn Node emits nothing
-    // on it: its slot is given back when the connection closes (one listener a connection), or at
-    // once if it has closed already.
-    if (res.socket !== null) return;
-    if (connection.destroyed) return release();
-    waiting = this.#waitingOn(connection);
-    waiting.add(release);
-  }
-
-  /** The slots of answers queued on each connection, released when it closes. */
-  readonly #queued = new WeakMap<Socket, Set<() => void>>();
-
-  #waitingOn(connection: Socket): Set<() => void> {
-    const known = this.#queued.get(connection);
-    if (known !== undefined) return known;
-    const releases = new Set<() => void>();
-    this.#queued.set(connection, releases);
-    connection.once('close', () => {
-      for (const release of [...releases]) release();
-    });
-    return releases;
-  }
-}
-
 /** Seconds a client is told to wait after a 429; client-go honours it (rest/with_retry.go). */
 const RETRY_AFTER_SECONDS = 1;
-
-/**
- * The HTTP edge, chosen for one client, the kube-apiserver: it sends small headers, a body of at
- * most ~3 MiB at once, gives up after timeoutSeconds (10 s by default), and keeps idle connections
- * for 90 s (Go's IdleConnTimeout).
- */
-export const EdgeLimits = {
-  /** The TLS handshake and the request headers; the apiserver sends both in milliseconds. */
-  handshakeSeconds: 5,
-  headersSeconds: 5,
-  /** Longer than the apiserver's 90 s idle timeout, so the client, not the server, closes an idle
-   * connection: client-go does not retry a POST on a connection the server closed. */
-  keepAliveSeconds: 120,
-  /** Bounded so that long-lived apiserver connections rebalance across replicas after a scale-out. */
-  maxRequestsPerSocket: 1000,
-  /** The apiserver sends a few hundred bytes of headers (a bearer token fits well). */
-  maxHeaderSize: 8 * 1024,
-  maxHeadersCount: 64,
-  /** A socket with no traffic for this long while a request is open (a reader that never reads). */
-  idleSocketSeconds: 30,
-  /** How often Node checks the header and request timeouts (its default, 30 s, makes them late). */
-  checkIntervalMs: 1000,
-} as const;
-
-export interface AdmissionServerOptions {
-  /** Seconds a client may take to send a whole request (`--request-timeout`). */
-  readonly requestTimeout?: number;
-  /** Open connections (`--max-connections`); one more closes the oldest idle one (connections.ts). */
-  readonly maxConnections?: number;
-}
-
-/** The serving certificate and, for mutual TLS, the CA that client certificates must chain to. */
-export interface AdmissionTls {
-  readonly certPem: string;
-  readonly keyPem: string;
-  readonly clientCaPem?: string;
-}
-
-/** TLS settings: TLS 1.2 at least, forward-secret AEAD suites only (Mozilla "intermediate"). */
-const TLS_OPTIONS: SecureContextOptions = {
-  minVersion: 'TLSv1.2',
-  ciphers: [
-    'TLS_AES_128_GCM_SHA256',
-    'TLS_AES_256_GCM_SHA384',
-    'TLS_CHACHA20_POLY1305_SHA256',
-    'ECDHE-ECDSA-AES128-GCM-SHA256',
-    'ECDHE-RSA-AES128-GCM-SHA256',
-    'ECDHE-ECDSA-AES256-GCM-SHA384',
-    'ECDHE-RSA-AES256-GCM-SHA384',
-    'ECDHE-ECDSA-CHACHA20-POLY1305',
-    'ECDHE-RSA-CHACHA20-POLY1305',
-  ].join(':'),
-  honorCipherOrder: true,
-};
-
-/**
- * Everything that goes into the TLS context, in one place: the certificate swap (rotation) builds
- * the new context with this too, `server.setSecureContext(secureContextOptions(tls))`, so a
- * rotated certificate keeps the protocol floor, the ciphers and the client CA.
- */
-export function secureContextOptions(tls: AdmissionTls): SecureContextOptions {
-  return { ...TLS_OPTIONS, cert: tls.certPem, key: tls.keyPem, ...(tls.clientCaPem !== undefined && { ca: tls.clientCaPem }) };
-}
-
-/** The HTTPS server for the review listener, with the limits of EdgeLimits and `opts`. */
-export function createAdmissionServer(app: AdmissionApp, tls: AdmissionTls, opts: AdmissionServerOptions = {}): HttpsServer {
-  const requestSeconds = opts.requestTimeout ?? 10;
-  const mutualTls = tls.clientCaPem !== undefined;
-  const server = createHttpsServer(
-    {
-      ...secureContextOptions(tls),
-      // With a client CA only clients holding a certificate from it complete the handshake.
-      requestCert: mutualTls,
-      rejectUnauthorized: mutualTls,
-      handshakeTimeout: Math.min(EdgeLimits.handshakeSeconds, requestSeconds) * 1000,
-      requestTimeout: requestSeconds * 1000,
-      headersTimeout: Math.min(EdgeLimits.headersSeconds, requestSeconds) * 1000,
-      keepAliveTimeout: EdgeLimits.keepAliveSeconds * 1000,
-      connectionsCheckingInterval: EdgeLimits.checkIntervalMs,
-      maxHeaderSize: EdgeLimits.maxHeaderSize,
-      insecureHTTPParser: false,
-      requireHostHeader: true,
-    },
-    app,
-  );
-  server.maxRequestsPerSocket = EdgeLimits.maxRequestsPerSocket;
-  server.maxHeadersCount = EdgeLimits.maxHeadersCount;
-  limitConnections(server, opts.maxConnections ?? 1024);
-  server.setTimeout(EdgeLimits.idleSocketSeconds * 1000);
-  return server;
-}

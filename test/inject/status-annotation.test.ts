@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { injectSidecars } from '../../src/inject/mutate.js';
-import { readStatus, StatusFormat } from '../../src/inject/status.js';
+import { readStatus, StatusFormat } from '../../src/inject/status-annotation.js';
 import { compileTemplateSet, type TemplateSet } from '../../src/templates/load.js';
 import { optedInPod } from '../helpers/review.js';
 

@@ -6,8 +6,9 @@ import { after, before, describe, it } from 'node:test';
 import { createHandlers } from '../../src/admission/handlers.js';
 import type { ReviewRecord } from '../../src/admission/record.js';
 import { ErrorCodes, type ErrorStatus } from '../../src/errors.js';
-import { createAdmissionApp, createAdmissionServer } from '../../src/server/admission.js';
-import { encodeStatus, StatusReasons } from '../../src/server/status.js';
+import { createAdmissionApp } from '../../src/server/admission-app.js';
+import { createAdmissionServer } from '../../src/server/admission-server.js';
+import { encodeStatusAnswer, StatusReasons } from '../../src/server/status-answer.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { httpsRequest } from '../helpers/client.js';
 import { decodeStatus, webhookCallError } from '../helpers/client-go.js';
@@ -17,11 +18,11 @@ import { makeTestCerts } from '../helpers/tls.js';
 
 const WEBHOOK = 'mutate.sidecar-injector.io';
 
-describe('encodeStatus', () => {
+describe('encodeStatusAnswer', () => {
   it('gives every status of the error table its Kubernetes reason, in a body client-go decodes as a Failure', () => {
     const statuses = new Set(Object.values(ErrorCodes).map((e) => e.status));
     for (const status of statuses) {
-      const body = decodeStatus(encodeStatus({ status, code: 'REVIEW_INVALID', message: 'what went wrong' }));
+      const body = decodeStatus(encodeStatusAnswer({ status, code: 'REVIEW_INVALID', message: 'what went wrong' }));
       assert.deepEqual(
         [body.kind, body.apiVersion, body.status, body.message, body.reason, body.code, body.details?.causes],
         ['Status', 'v1', 'Failure', 'what went wrong', StatusReasons[status], status, [{ reason: 'REVIEW_INVALID', message: 'what went wrong' }]],
@@ -30,14 +31,14 @@ describe('encodeStatus', () => {
   });
 
   it('says when to retry a 429 in the details, as the Retry-After header does', () => {
-    const body = decodeStatus(encodeStatus({ status: 429, code: 'OVERLOADED', message: 'busy', retryAfterSeconds: 1 }));
+    const body = decodeStatus(encodeStatusAnswer({ status: 429, code: 'OVERLOADED', message: 'busy', retryAfterSeconds: 1 }));
     assert.equal(body.details?.retryAfterSeconds, 1);
   });
 });
 
 describe('what the apiserver makes of an answer (the test helper)', () => {
   it('reads our message from a Status, and only the generic one from the bodies answered before', () => {
-    const ours = webhookCallError(WEBHOOK, { status: 400, contentType: 'application/json', text: encodeStatus({ status: 400, code: 'BODY_MALFORMED', message: 'request body is not valid JSON: x' }) });
+    const ours = webhookCallError(WEBHOOK, { status: 400, contentType: 'application/json', text: encodeStatusAnswer({ status: 400, code: 'BODY_MALFORMED', message: 'request body is not valid JSON: x' }) });
     assert.equal(ours.userMessage, `Internal error occurred: failed calling webhook "${WEBHOOK}": failed to call webhook: request body is not valid JSON: x`);
     const old = webhookCallError(WEBHOOK, { status: 400, contentType: 'application/json', text: '{"error":"BODY_MALFORMED","message":"request body is not valid JSON: x","status":400}' });
     assert.equal(old.status, undefined);

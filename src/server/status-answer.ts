@@ -47,7 +47,7 @@ export interface StatusAnswer {
  * a number in `status` would lose the message). Our stable code, for machines, is the first
  * cause's `reason` (StatusCause's CauseType): `reason` itself is Kubernetes' closed set.
  */
-export function encodeStatus(answer: StatusAnswer): string {
+export function encodeStatusAnswer(answer: StatusAnswer): string {
   const cause = { reason: answer.code, message: answer.message };
   const details = answer.retryAfterSeconds === undefined ? { causes: [cause] } : { causes: [cause], retryAfterSeconds: answer.retryAfterSeconds };
   return JSON.stringify({

@@ -12,7 +12,7 @@ import { Keys } from './keys.js';
  *     {"template":"proxy","version":"9a41…","initContainers":{"envoy":"docker.io/envoyproxy/envoy"}}]}
  *
  * An install with a revision (--revision canary) adds `"revision":"canary"`, so `drift` and a person
- * reading the pod can tell which install's templates it carries (issue 22).
+ * reading the pod can tell which install's templates it carries.
  *
  * `templates` keeps the field of the earlier format (`{"templates":[...],"digest":"..."}`), which
  * had no versions; `containers` and `initContainers` (native sidecars) map each sidecar's name to
@@ -28,7 +28,7 @@ export interface InjectionStatus {
 /** What one template put into the pod. */
 export interface TemplateRecord {
   readonly template: string;
-  /** The namespace of the SidecarTemplate object (issue 23); absent for a template read from files. */
+  /** The namespace of the SidecarTemplate object; absent for a template read from files. */
   readonly namespace?: string;
   /** The template's version (CompiledTemplate.version). */
   readonly version: string;
@@ -63,7 +63,7 @@ export function statusOf(rendered: readonly RenderedTemplate[], revision = ''): 
 }
 
 /** The annotation's value. */
-export function encodeStatus(status: InjectionStatus): string {
+export function encodeStatusAnnotation(status: InjectionStatus): string {
   return JSON.stringify(status);
 }
 
