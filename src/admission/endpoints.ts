@@ -12,7 +12,7 @@ export interface Endpoint {
 }
 
 /**
- * The review endpoints: pods that opted in themselves, pods of namespaces that opted in (issue 12),
+ * The review endpoints: pods that opted in themselves, pods of namespaces that opted in,
  * and every pod of the namespaces the platform enforces its required templates in (the optional
  * required webhooks: manifests/components/required, the chart's `required` values). Adding an endpoint is one row: the server routes from this table, the handlers are
  * built from it, and the metrics take its kind as their endpoint label.

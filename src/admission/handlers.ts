@@ -134,7 +134,7 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
     step?.({ code: selection.code, error: selection.message }, 'denied: the templates the pod names');
     return denied(selection, Reason.UnknownTemplate);
   }
-  // Keys that look meant for the injector are warned of whatever it decides (issue 21): a typo is
+  // Keys that look meant for the injector are warned of whatever it decides: a typo is
   // most often why a pod got the default templates, or none.
   if (!selection.inject) {
     step?.({ reason: selection.reason, detail: selection.detail }, 'skipped: not selected');

@@ -34,7 +34,7 @@ export const Reason = {
   UnknownTemplate: 'unknown-template',
   TemplateConflict: 'template-conflict',
   OverrideRefused: 'override-refused',
-  /** A template's placeholder rendered a value Kubernetes refuses where it lands (issue 21). */
+  /** A template's placeholder rendered a value Kubernetes refuses where it lands. */
   TemplateValueInvalid: 'template-value-invalid',
   VolumeMissing: 'volume-missing',
   /** The pod's own spec.resources would not cover the sidecars' requests or limits. */
@@ -64,7 +64,7 @@ export function refusalReason(err: InjectorError): string {
 }
 
 /**
- * Who may opt a pod in, set by the webhook path the review came to (issue 12). `pod`: `/mutate` and
+ * Who may opt a pod in, set by the webhook path the review came to. `pod`: `/mutate` and
  * `/validate`, called for pods labelled `sidecar-injector.io/inject: "true"`. `namespace`:
  * `/mutate/namespace` and `/validate/namespace`, called for the pods of a namespace labelled so,
  * where a pod without the label is in and a pod labelled anything but "true" has opted out.

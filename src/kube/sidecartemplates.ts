@@ -28,7 +28,7 @@ export interface ClusterTemplateStoreOptions {
   readonly onNotServed?: (count: number) => void;
 }
 
-/** The SidecarTemplate objects of the cluster as a template store (issue 23). */
+/** The SidecarTemplate objects of the cluster as a template store. */
 export interface ClusterTemplateStore extends TemplateStore {
   /** True once the first full list is in the set: readiness waits for it. */
   synced(): boolean;

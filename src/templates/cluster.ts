@@ -5,7 +5,7 @@ import { renderValues } from './placeholders.js';
 import { requiredFaults } from './required.js';
 import { digestOf, type CompiledTemplate, type RenderedTemplate } from './template.js';
 
-/** The SidecarTemplate resource (issue 23): the CRD in manifests/base/crds/ serves it. */
+/** The SidecarTemplate resource: the CRD in manifests/base/crds/ serves it. */
 export const SidecarTemplateResource = { group: 'sidecar-injector.io', version: 'v1alpha1', plural: 'sidecartemplates', kind: 'SidecarTemplate' } as const;
 
 /** A SidecarTemplate object as the API server returns it (only the fields read here). */
@@ -180,7 +180,7 @@ export interface ClusterSet {
  * The set every pod is judged against. Templates in `home` (the injector's namespace), over the
  * directory's `base` when both sources are used, are cluster-wide; a namespace's own templates are
  * seen by its pods alone, shadow a cluster-wide one of the same name there, and when any is
- * `default: true` they replace the cluster defaults for its pods (issue 23).
+ * `default: true` they replace the cluster defaults for its pods.
  *
  * Two default templates of one scope that conflict (a container name, a port) would deny every pod
  * there that names none; each object is checked alone, so that is found here. Objects are taken
