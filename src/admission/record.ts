@@ -1,5 +1,6 @@
 import { ErrorCodes, type InjectorError } from '../errors.js';
 import { Reason } from '../inject/policy.js';
+import { EVENT_MESSAGE_MAX, type OwnerEvent } from '../kube/events.js';
 import { isObject } from '../kube/types.js';
 import { clip, type Logger } from '../log.js';
 import type { ReviewRequest } from './codec.js';
@@ -36,20 +37,6 @@ export interface ReviewOutcome {
   readonly ownerEvent?: OwnerEvent;
 }
 
-/** The pod's controller, as its controller ownerReference names it, and the denial to tell it of (values clipped). */
-export interface OwnerEvent {
-  readonly apiVersion: string;
-  readonly kind: string;
-  readonly name: string;
-  readonly uid: string;
-  /** request.dryRun: no Event is made for a dry run. */
-  readonly dryRun: boolean;
-  /** The denial's one-line message, at most EVENT_MESSAGE_MAX characters. */
-  readonly message: string;
-}
-
-/** The longest message of an owner Event (the apiserver takes up to 1 KiB for a note). */
-export const EVENT_MESSAGE_MAX = 1024;
 
 /** Denials whose cause is in the pod's template (its owner's spec), so an Event on the owner says what to change. */
 export const OwnerReasons: ReadonlySet<string> = new Set<string>([

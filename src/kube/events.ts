@@ -1,5 +1,4 @@
 import type { CoreV1Event } from '@kubernetes/client-node';
-import type { ReviewObserver } from '../admission/record.js';
 
 /** What became of a review's Event for its pod's owner; the label of sidecar_injector_owner_events_total. */
 export const OwnerEventResult = {
@@ -13,6 +12,30 @@ export const OwnerEventResult = {
   Dropped: 'dropped',
 } as const;
 export type OwnerEventResult = (typeof OwnerEventResult)[keyof typeof OwnerEventResult];
+
+/** The pod's controller, as its controller ownerReference names it, and the denial to tell it of (values clipped): what a review's record carries for its Event. */
+export interface OwnerEvent {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly name: string;
+  readonly uid: string;
+  /** request.dryRun: no Event is made for a dry run. */
+  readonly dryRun: boolean;
+  /** The denial's one-line message, at most EVENT_MESSAGE_MAX characters. */
+  readonly message: string;
+}
+
+/** The longest message of an owner Event. */
+export const EVENT_MESSAGE_MAX = 1024;
+
+/** What the observer reads of a review's record (admission/record.ts ReviewRecord). */
+export interface ObservedReview {
+  /** The pod's namespace, where its owner and the Event live. */
+  readonly namespace: string;
+  /** The denial's reason (a policy Reason). */
+  readonly reason: string;
+  readonly ownerEvent?: OwnerEvent;
+}
 
 /** The component Events name as their source (`kubectl describe` shows it in the From column). */
 export const EVENT_COMPONENT = 'sidecar-injector';
@@ -39,7 +62,8 @@ export interface OwnerEventsOptions {
 
 /** The review observer that tells a pod's owner why the pod was refused, and how to stop it. */
 export interface OwnerEvents {
-  readonly observe: ReviewObserver;
+  /** A review observer (main.ts hands it every record after the log's and the metrics'). */
+  readonly observe: (record: ObservedReview) => void;
   /** Drops what is queued and resolves once the Event being created, if any, is done. */
   close(): Promise<void>;
 }
@@ -81,7 +105,7 @@ export function ownerEvents(options: OwnerEventsOptions): OwnerEvents {
     running = undefined;
   };
 
-  const observe: ReviewObserver = (record) => {
+  const observe = (record: ObservedReview): void => {
     const owner = record.ownerEvent;
     if (owner === undefined || owner.dryRun || closed) return;
     const at = now();
