@@ -2,14 +2,14 @@ import type { Server } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
-import type { CoreV1Api } from '@kubernetes/client-node';
 import { createHandlers, reviewLimits } from './admission/handlers.js';
 import { logReviews } from './admission/record.js';
 import type { KeyPair } from './certs/pki.js';
 import { certificateValidity, makeSelfSigned, readCertDir, readClientCa, verifyClientCa, verifyServingPair } from './certs/source.js';
 import { watchCertificate, watchForChange } from './certs/watcher.js';
 import { imageMirrors, type Config } from './config/config.js';
-import { ownerEvents, type OwnerEvents } from './kube/events.js';
+import type { KubeClients } from './kube/client.js';
+import { controllerOf, ownerEvents, type OwnerEvents } from './kube/events.js';
 import { createLogger, type Logger } from './log.js';
 import { CertificateKind, createMetrics, ReloadResult as CertificateReload, type Metrics } from './metrics/metrics.js';
 import { createAdmissionApp, createAdmissionServer, secureContextOptions } from './server/admission.js';
@@ -160,12 +160,13 @@ export async function serve(config: Config, logger: Logger = createLogger(config
  * --templates-dir) starts as before, and its Events count as failed, with one warning in the log.
  */
 function openOwnerEvents(config: Config, logger: Logger, metrics: Metrics): OwnerEvents {
-  let core: Promise<CoreV1Api> | undefined;
+  let kube: Promise<KubeClients> | undefined;
   let warned = false;
-  const client = (): Promise<CoreV1Api> =>
-    (core ??= import('./kube/client.js').then(({ createKubeClients }) => createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace }).core));
+  const clients = (): Promise<KubeClients> => (kube ??= import('./kube/client.js').then(({ createKubeClients }) => createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace })));
   return ownerEvents({
-    create: async (namespace, body) => (await client()).createNamespacedEvent({ namespace, body }),
+    create: async (namespace, body) => (await clients()).core.createNamespacedEvent({ namespace, body }),
+    // A Deployment's pods name their ReplicaSet: its own controller is where `kubectl describe deployment` looks.
+    parentOf: async (namespace, name) => controllerOf((await (await clients()).apps.readNamespacedReplicaSet({ namespace, name })).metadata?.ownerReferences),
     count: metrics.countOwnerEvent,
     failed: (err) => {
       if (warned) return;

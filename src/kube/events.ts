@@ -28,6 +28,14 @@ export interface OwnerEvent {
 /** The longest message of an owner Event. */
 export const EVENT_MESSAGE_MAX = 1024;
 
+/** An object's controller, as its controller ownerReference names it. */
+export interface Controller {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly name: string;
+  readonly uid: string;
+}
+
 /** What the observer reads of a review's record (admission/record.ts ReviewRecord). */
 export interface ObservedReview {
   /** The pod's namespace, where its owner and the Event live. */
@@ -43,6 +51,12 @@ export const EVENT_COMPONENT = 'sidecar-injector';
 export interface OwnerEventsOptions {
   /** Creates one Event in its namespace (CoreV1Api.createNamespacedEvent); a rejection counts as failed. */
   readonly create: (namespace: string, event: CoreV1Event) => Promise<unknown>;
+  /**
+   * The controller of a ReplicaSet (its Deployment), read when its Event is about to be created, so
+   * the Event lands where `kubectl describe deployment` shows it; undefined, or a rejection, keeps
+   * the Event on the ReplicaSet.
+   */
+  readonly parentOf?: (namespace: string, name: string) => Promise<Controller | undefined>;
   /** Called once per Event considered, with what became of it. */
   readonly count?: (result: OwnerEventResult) => void;
   /** Called with the error of an Event that failed. */
@@ -69,8 +83,8 @@ export interface OwnerEvents {
 }
 
 /**
- * Events on the controller of a refused pod (the ReplicaSet, Job, StatefulSet...), as `kubectl
- * describe` shows them: core/v1 Events whose involvedObject is the owner, type Warning, the
+ * Events on the controller of a refused pod (the ReplicaSet, Job, StatefulSet...; a ReplicaSet's
+ * Deployment when `parentOf` finds it), as `kubectl describe` shows them: core/v1 Events whose involvedObject is the owner, type Warning, the
  * reason in UpperCamelCase and the denial's message. Never in a review's path: the observer only
  * decides and queues; one Event at a time is created after the answer. Bounded: at most one Event
  * per owner and reason per interval (an LRU of `remembered` pairs), `perSecond` in all, a queue of
@@ -95,6 +109,7 @@ export function ownerEvents(options: OwnerEventsOptions): OwnerEvents {
   const drain = async (): Promise<void> => {
     for (let next = queue.shift(); next !== undefined && !closed; next = queue.shift()) {
       try {
+        await onParent(next.namespace, next.event);
         await options.create(next.namespace, next.event);
         count(OwnerEventResult.Sent);
       } catch (err) {
@@ -103,6 +118,16 @@ export function ownerEvents(options: OwnerEventsOptions): OwnerEvents {
       }
     }
     running = undefined;
+  };
+
+  // One GET of the ReplicaSet per Event, after the rate limits: at most perSecond a second.
+  const onParent = async (namespace: string, event: CoreV1Event): Promise<void> => {
+    const involved = event.involvedObject;
+    if (options.parentOf === undefined || involved.kind !== 'ReplicaSet' || involved.apiVersion !== 'apps/v1' || involved.name === undefined) return;
+    const parent = await options.parentOf(namespace, involved.name).catch(() => undefined);
+    if (parent === undefined) return;
+    event.involvedObject = { apiVersion: parent.apiVersion, kind: parent.kind, name: parent.name, namespace, ...(parent.uid !== '' && { uid: parent.uid }) };
+    event.message = `${event.message ?? ''} (pods of ReplicaSet ${involved.name})`.slice(0, EVENT_MESSAGE_MAX);
   };
 
   const observe = (record: ObservedReview): void => {
@@ -158,4 +183,10 @@ export function ownerEvents(options: OwnerEventsOptions): OwnerEvents {
 /** `unknown-template` -> `UnknownTemplate`, as Kubernetes spells Event reasons. */
 export function upperCamel(reason: string): string {
   return reason.replace(/(?:^|-)([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+}
+
+/** The controller ownerReference of an object's list, if any (a ReplicaSet's Deployment). */
+export function controllerOf(refs: readonly { apiVersion: string; kind: string; name: string; uid: string; controller?: boolean }[] | undefined): Controller | undefined {
+  const ref = refs?.find((r) => r.controller === true);
+  return ref === undefined ? undefined : { apiVersion: ref.apiVersion, kind: ref.kind, name: ref.name, uid: ref.uid };
 }

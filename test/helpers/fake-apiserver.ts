@@ -194,6 +194,11 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
       const found = objects.get('ConfigMap')!.get(`${configMap[1]}/${configMap[2]}`);
       return found === undefined ? status(404, 'NotFound', `configmaps "${configMap[2]}" not found`) : [200, found];
     }
+    const replicaSet = url.pathname.match(/^\/apis\/apps\/v1\/namespaces\/([^/]+)\/replicasets\/([^/]+)$/);
+    if (replicaSet && req.method === 'GET') {
+      const found = objects.get('ReplicaSet')!.get(`${replicaSet[1]}/${replicaSet[2]}`);
+      return found === undefined ? status(404, 'NotFound', `replicasets.apps "${replicaSet[2]}" not found`) : [200, found];
+    }
     const namespace = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)$/);
     if (namespace && req.method === 'GET') {
       const found = objects.get('Namespace')!.get(`/${namespace[1]}`);

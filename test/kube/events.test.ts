@@ -77,6 +77,18 @@ describe('owner events through the real server and the API stand-in', () => {
     assert.equal((await ownerEventCounts(s))['sent'], 1);
   });
 
+  it("puts the Event on the ReplicaSet's Deployment when the ReplicaSet names one, where kubectl describe deployment shows it", async () => {
+    const s = await start();
+    api.putObject({ apiVersion: 'apps/v1', kind: 'ReplicaSet', metadata: { name: 'shop-6f7a8b9c0', namespace: 'shop', uid: uidOf('shop-6f7a8b9c0'), ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'shop', uid: uidOf('shop'), controller: true, blockOwnerDeletion: true }] } });
+    const response = await review(s, replicaSetPod('shop-6f7a8b9c0'));
+    const [event, ...more] = await eventsOn(api, 'shop');
+    assert.equal(more.length, 0);
+    assert.deepEqual(event.involvedObject, { apiVersion: 'apps/v1', kind: 'Deployment', name: 'shop', namespace: 'shop', uid: uidOf('shop') });
+    assert.equal(event.reason, 'UnknownTemplate');
+    assert.equal(event.message, `${response.status.message} (pods of ReplicaSet shop-6f7a8b9c0)`);
+    assert.deepEqual(await eventsOn(api, 'shop-6f7a8b9c0', () => true), [], 'not on the ReplicaSet as well');
+  });
+
   it('puts the Event of a pod the validator refuses (sidecars missing) on its ReplicaSet', async () => {
     const s = await start();
     const response = await review(s, replicaSetPod('api-6b7c8d9f0', 'log-shipper'), { path: '/validate' });

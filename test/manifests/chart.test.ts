@@ -255,7 +255,10 @@ describe('Helm chart', () => {
   it('grants creating Events with ownerEvents (the default, on cert-manager too), and with ownerEvents=false neither the RBAC nor the Events', () => {
     for (const mode of ['self-managed', 'cert-manager']) {
       const on = helmObjects({ release: 'mesh', set: { 'certificates.mode': mode } });
-      assert.deepEqual(one(on, 'ClusterRole', 'mesh-sidecar-injector-events').rules, [{ apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] }]);
+      assert.deepEqual(one(on, 'ClusterRole', 'mesh-sidecar-injector-events').rules, [
+        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+        { apiGroups: ['apps'], resources: ['replicasets'], verbs: ['get'] },
+      ]);
       assert.deepEqual(one(on, 'ClusterRoleBinding', 'mesh-sidecar-injector-events').subjects, [{ kind: 'ServiceAccount', name: one(on, 'ServiceAccount').metadata.name, namespace: one(on, 'ServiceAccount').metadata.namespace }]);
       assert.equal(args(on).ownerEvents, 'on');
       const off = helmObjects({ release: 'mesh', set: { 'certificates.mode': mode, ownerEvents: false } });

@@ -283,7 +283,10 @@ describe('manifests', () => {
       ]);
       for (const o of base.filter((x) => x.rules)) for (const r of o.rules) assert.ok(![...r.verbs, ...r.resources, ...r.apiGroups].includes('*'), 'no wildcard');
       const sa = one(base, 'ServiceAccount');
-      assert.deepEqual(one(base, 'ClusterRole', 'sidecar-injector-events').rules, [{ apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] }]);
+      assert.deepEqual(one(base, 'ClusterRole', 'sidecar-injector-events').rules, [
+        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+        { apiGroups: ['apps'], resources: ['replicasets'], verbs: ['get'] },
+      ]);
       assert.equal(one(base, 'ClusterRoleBinding', 'sidecar-injector-events').roleRef.name, 'sidecar-injector-events');
       for (const b of [one(base, 'RoleBinding'), one(base, 'ClusterRoleBinding', 'sidecar-injector'), one(base, 'ClusterRoleBinding', 'sidecar-injector-events')]) assert.deepEqual(b.subjects, [{ kind: 'ServiceAccount', name: sa.metadata.name, namespace: sa.metadata.namespace }]);
       assert.equal(one(base, 'Deployment').spec.template.spec.serviceAccountName, sa.metadata.name);
