@@ -126,6 +126,7 @@ export function chartValuesSchema(core?: Readonly<Record<string, CoreDefinition>
         properties: { requests: { $ref: '#/definitions/resourceList' }, limits: { $ref: '#/definitions/resourceList' } },
       },
       extraArgs: { type: 'array', items: { type: 'string', pattern: '^--[a-z]' } },
+      ownerEvents: { type: 'boolean', description: "Warning Events on the controller of a pod refused for a reason its owner can fix (--owner-events), with a ClusterRole to create events in every namespace; false: neither" },
       imageMirrors: {
         type: 'array',
         description: 'SOURCE=MIRROR registry mirrors, one --image-mirror each: a registry host (with a dot or a port, or localhost) and optional path on each side',

@@ -1,12 +1,15 @@
 import type { Server } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { hostname } from 'node:os';
 import { createHandlers, reviewLimits } from './admission/handlers.js';
 import { logReviews } from './admission/record.js';
 import type { KeyPair } from './certs/pki.js';
 import { certificateValidity, makeSelfSigned, readCertDir, readClientCa, verifyClientCa, verifyServingPair } from './certs/source.js';
 import { watchCertificate, watchForChange } from './certs/watcher.js';
 import { imageMirrors, type Config } from './config/config.js';
+import type { KubeClients } from './kube/client.js';
+import { controllerOf, ownerEvents, type OwnerEvents } from './kube/events.js';
 import { createLogger, type Logger } from './log.js';
 import { CertificateKind, createMetrics, ReloadResult as CertificateReload, type Metrics } from './metrics/metrics.js';
 import { createAdmissionApp } from './server/admission-app.js';
@@ -56,13 +59,15 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   const limits = reviewLimits(config);
   const mirrors = imageMirrors(config);
   if (mirrors.entries.length > 0) logger.info({ imageMirrors: mirrors.entries.map((m) => `${m.source}=${m.mirror}`) }, 'image mirrors: /validate accepts sidecars running their repository from these mirrors');
+  const events = config.ownerEvents === 'on' ? openOwnerEvents(config, logger, metrics) : undefined;
   // During a graceful stop every answer says Connection: close (AdmissionAppDeps.draining).
   let draining = false;
   const app = createAdmissionApp({
     // At debug level, one line per decision of a review; at info, nothing is built for them.
     handlers: createHandlers({ templates: store.current, limits, imageMirrors: mirrors, revision: config.revision, ...(logger.isLevelEnabled('debug') && { debug: (fields, decided) => logger.debug(fields, decided) }) }),
-    // Every request ends in one record: its log line, then its metrics.
-    observers: [logReviews(logger), metrics.observeReview],
+    // Every request ends in one record: its log line, its metrics, then the Event for a refused pod's owner.
+    observers: [logReviews(logger), metrics.observeReview, ...(events === undefined ? [] : [events.observe])],
+    ownerEvents: events !== undefined,
     maxInflight: config.maxInflight,
     bodyTimeout: config.bodyTimeout,
     transitBytes: config.bodiesInTransitMb * 1024 * 1024,
@@ -146,8 +151,32 @@ export async function serve(config: Config, logger: Logger = createLogger(config
       draining = true;
       stopWatchers();
       await Promise.all([closeServer(admission), closeServer(health), store.close()]);
+      await events?.close();
     },
   };
+}
+
+/**
+ * --owner-events: Events on the controller of a refused pod, through the Kubernetes API. The client
+ * is made at the first Event, not at start: a server without a cluster (a laptop, --cert-dir and
+ * --templates-dir) starts as before, and its Events count as failed, with one warning in the log.
+ */
+function openOwnerEvents(config: Config, logger: Logger, metrics: Metrics): OwnerEvents {
+  let kube: Promise<KubeClients> | undefined;
+  let warned = false;
+  const clients = (): Promise<KubeClients> => (kube ??= import('./kube/client.js').then(({ createKubeClients }) => createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace })));
+  return ownerEvents({
+    create: async (namespace, body) => (await clients()).core.createNamespacedEvent({ namespace, body }),
+    // A Deployment's pods name their ReplicaSet: its own controller is where `kubectl describe deployment` looks.
+    parentOf: async (namespace, name) => controllerOf((await (await clients()).apps.readNamespacedReplicaSet({ namespace, name })).metadata?.ownerReferences),
+    count: metrics.countOwnerEvent,
+    failed: (err) => {
+      if (warned) return;
+      warned = true;
+      logger.warn({ err }, 'an Event for the owner of a refused pod could not be created (needs create on events; --owner-events=off turns them off); later failures are only counted in sidecar_injector_owner_events_total{result="failed"}');
+    },
+    instance: hostname(),
+  });
 }
 
 /**

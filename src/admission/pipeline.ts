@@ -20,6 +20,8 @@ export interface PipelineOptions {
   readonly answerCacheBytes: number;
   /** What a body may hold before it is parsed (--max-object-keys, --max-json-keys, --max-json-nodes). */
   readonly bodyLimits?: BodyLimits;
+  /** Records of denials an owner can fix carry the pod's controller, for its Event (--owner-events; default false: nothing is read for them). */
+  readonly ownerEvents?: boolean;
 }
 
 /** A review's answer: the AdmissionReview text, and the one record the observers get. */
@@ -64,6 +66,7 @@ export class ReviewPipeline {
   readonly #generation: () => unknown;
   readonly #cache: AnswerCache<Kept>;
   readonly #bodyLimits: BodyLimits | undefined;
+  readonly #ownerEvents: boolean;
 
   constructor(options: PipelineOptions) {
     this.#endpoint = options.endpoint;
@@ -71,6 +74,7 @@ export class ReviewPipeline {
     this.#generation = options.generation;
     this.#cache = new AnswerCache(options.answerCacheBytes);
     this.#bodyLimits = options.bodyLimits;
+    this.#ownerEvents = options.ownerEvents ?? false;
   }
 
   /**
@@ -87,7 +91,7 @@ export class ReviewPipeline {
     const review = decodeBody(body.toString('utf8'), this.#bodyLimits);
     const verdict = this.#verdict(review);
     const text = encodeAnswer(review, verdict.response);
-    const outcome = reviewOutcome(review.request, verdict);
+    const outcome = reviewOutcome(review.request, verdict, this.#ownerEvents);
     if (slot !== undefined && verdict.repeatable) this.#cache.offer(slot, review, { response: verdict.response, outcome }, text.length);
     return { text, record: reviewRecord(this.#endpoint, review.request.uid, outcome, false, started) };
   }

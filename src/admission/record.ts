@@ -1,5 +1,6 @@
 import { ErrorCodes, type InjectorError } from '../errors.js';
 import { Reason } from '../inject/policy.js';
+import { EVENT_MESSAGE_MAX, type OwnerEvent } from '../kube/events.js';
 import { isObject } from '../kube/types.js';
 import { clip, type Logger } from '../log.js';
 import type { ReviewRequest } from './codec.js';
@@ -29,7 +30,28 @@ export interface ReviewOutcome {
   readonly reason: string;
   readonly templates: readonly string[];
   readonly patchOps: number;
+  /**
+   * Only when the pipeline is asked for it (--owner-events) and the pod was refused for a reason
+   * its owner can fix: what the Event on the pod's controller says (src/kube/events.ts).
+   */
+  readonly ownerEvent?: OwnerEvent;
 }
+
+
+/** Denials whose cause is in the pod's template (its owner's spec), so an Event on the owner says what to change. */
+export const OwnerReasons: ReadonlySet<string> = new Set<string>([
+  Reason.UnknownTemplate,
+  Reason.OverrideRefused,
+  Reason.TemplateValueInvalid,
+  Reason.RenderingTooLarge,
+  Reason.TemplateConflict,
+  Reason.VolumeMissing,
+  Reason.PodResourcesExceeded,
+  Reason.AnnotationsTooLarge,
+  Reason.PatchTooLarge,
+  Reason.SidecarsMissing,
+  Reason.RequiredSidecarMissing,
+]);
 
 /**
  * The one record of a request to a review path, answered or not: it is the review's log line as
@@ -56,8 +78,12 @@ export interface ReviewRecord extends ReviewOutcome {
 /** Observes every record (the log line, the metrics), in the order given. */
 export type ReviewObserver = (record: ReviewRecord) => void;
 
-/** The outcome of a decoded review; only string fields are taken from the object. */
-export function reviewOutcome(req: ReviewRequest, verdict: Verdict): ReviewOutcome {
+/**
+ * The outcome of a decoded review; only string fields are taken from the object. With `ownerEvents`,
+ * a denial for one of OwnerReasons also carries the pod's controller (its ownerReferences are read
+ * for those denials only: an injected or skipped pod costs one comparison).
+ */
+export function reviewOutcome(req: ReviewRequest, verdict: Verdict, ownerEvents = false): ReviewOutcome {
   const object = isObject(req.object) ? req.object : undefined;
   const meta = object !== undefined && isObject(object['metadata']) ? object['metadata'] : undefined;
   // The answer cache keeps the outcome: no string of it may be a view of a larger one. JSON.parse
@@ -70,6 +96,28 @@ export function reviewOutcome(req: ReviewRequest, verdict: Verdict): ReviewOutco
     reason: verdict.reason,
     templates: verdict.templates,
     patchOps: verdict.patchOps,
+    ...(ownerEvents && verdict.decision === Decision.Denied && OwnerReasons.has(verdict.reason) && ownerEventOf(req, meta, verdict)),
+  };
+}
+
+/** The Event for the pod's controller ownerReference, as clipped copies; undefined for a pod without one. */
+function ownerEventOf(req: ReviewRequest, meta: Record<string, unknown> | undefined, verdict: Verdict): { ownerEvent: OwnerEvent } | undefined {
+  const refs = meta?.['ownerReferences'];
+  if (!Array.isArray(refs)) return undefined;
+  // A pod has at most one controller; the apiserver refuses a second. The scan is bounded by what
+  // the body limits let a review hold.
+  const ref: unknown = refs.find((r: unknown) => isObject(r) && r['controller'] === true);
+  if (!isObject(ref) || text(ref['kind']) === '' || text(ref['name']) === '') return undefined;
+  const message = verdict.response.status?.message ?? verdict.reason;
+  return {
+    ownerEvent: {
+      apiVersion: clip(text(ref['apiVersion'])),
+      kind: clip(text(ref['kind'])),
+      name: clip(text(ref['name'])),
+      uid: clip(text(ref['uid'])),
+      dryRun: req.dryRun === true,
+      message: clip(message, EVENT_MESSAGE_MAX - 32),
+    },
   };
 }
 
@@ -89,6 +137,7 @@ export function reviewRecord(endpoint: string, uid: string, outcome: ReviewOutco
     reason: outcome.reason,
     templates: outcome.templates,
     patchOps: outcome.patchOps,
+    ...(outcome.ownerEvent !== undefined && { ownerEvent: outcome.ownerEvent }),
     cached,
     durationMs: millisSince(started),
   };
@@ -128,7 +177,11 @@ function millisSince(started: number): number {
  */
 export function logReviews(logger: Logger): ReviewObserver {
   return (record) => {
-    if (record.status === undefined) logger.info(record, REVIEW_MESSAGE);
+    // The Event's facts are not a log field: the line keeps flat values, and already holds the reason.
+    if (record.ownerEvent !== undefined) {
+      const { ownerEvent: _, ...line } = record;
+      logger.info(line, REVIEW_MESSAGE);
+    } else if (record.status === undefined) logger.info(record, REVIEW_MESSAGE);
     else if (record.status < 500) logger.warn(record, REVIEW_MESSAGE);
     else logger.error(record, REVIEW_MESSAGE);
   };

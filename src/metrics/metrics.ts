@@ -6,6 +6,7 @@ import { Decisions, ERROR_DECISION, Reasons, type ReviewRecord } from '../admiss
 import { Decision } from '../admission/verdict.js';
 import { Reason } from '../inject/policy.js';
 import { buildInfo } from '../build/info.js';
+import { OwnerEventResult } from '../kube/events.js';
 
 /** Every metric name starts with this, so one `{__name__=~"sidecar_injector_.*"}` finds them all. */
 export const PREFIX = 'sidecar_injector_';
@@ -70,6 +71,8 @@ export interface Metrics {
   setCertificateExpiry(notAfter: Date): void;
   /** Counts a certificate reload: a new serving pair or client CA swapped in (success), or one that could not be used (failure). */
   recordCertificateReload(certificate: CertificateKind, result: ReloadResult): void;
+  /** Counts an Event considered for a refused pod's owner (--owner-events) by what became of it. */
+  countOwnerEvent(result: OwnerEventResult): void;
   /** The `/metrics` route for the health server: Prometheus text format. */
   readonly route: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
 }
@@ -158,6 +161,13 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     labelNames: ['certificate', 'result'] as const,
     registers,
   });
+  const ownerEvents = new Counter({
+    name: `${PREFIX}owner_events_total`,
+    help: "Events for a refused pod's owner, by result (sent; failed: the API refused or was not reached; limited: one per owner and reason per minute, 5 a second in all; dropped: the queue was full)",
+    labelNames: ['result'] as const,
+    registers,
+  });
+  for (const result of Object.values(OwnerEventResult)) ownerEvents.inc({ result }, 0);
   // The Prometheus *_build_info convention: always 1, the labels say what runs (join it onto other series).
   const build = new Gauge({
     name: `${PREFIX}build_info`,
@@ -211,6 +221,9 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     },
     recordCertificateReload(certificate, result) {
       certReloads.inc({ certificate, result });
+    },
+    countOwnerEvent(result) {
+      ownerEvents.inc({ result });
     },
     route: async (_req, res) => {
       const text = await registry.metrics();

@@ -33,6 +33,8 @@ export interface AdmissionAppDeps {
   readonly answerCacheBytes?: number;
   /** What a body may hold before it is parsed (--max-object-keys, --max-json-keys, --max-json-nodes); default: their defaults. */
   readonly bodyLimits?: BodyLimits;
+  /** Records of denials an owner can fix carry the pod's controller, for its Event (--owner-events). */
+  readonly ownerEvents?: boolean;
   /**
    * True while the server drains (a graceful stop): every answer then says `Connection: close`,
    * so the apiserver drops its pooled connections to this replica one by one instead of finding
@@ -73,7 +75,7 @@ type Middleware = Koa.Middleware<ReviewState>;
 export function createAdmissionApp(deps: AdmissionAppDeps): AdmissionApp {
   const pipelines = new Map<string, ReviewPipeline>();
   for (const [path, handle] of deps.handlers.byPath) {
-    const options = { endpoint: path, handle, generation: deps.handlers.generation, answerCacheBytes: deps.answerCacheBytes ?? ANSWER_CACHE_BYTES };
+    const options = { endpoint: path, handle, generation: deps.handlers.generation, answerCacheBytes: deps.answerCacheBytes ?? ANSWER_CACHE_BYTES, ownerEvents: deps.ownerEvents ?? false };
     pipelines.set(path, new ReviewPipeline(deps.bodyLimits === undefined ? options : { ...options, bodyLimits: deps.bodyLimits }));
   }
   const app = new Koa<ReviewState>();

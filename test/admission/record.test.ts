@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
 import { errorRecord, logReviews, reviewOutcome, reviewRecord } from '../../src/admission/record.js';
-import { injected, passed } from '../../src/admission/verdict.js';
+import { denied, injected, passed } from '../../src/admission/verdict.js';
 import { InjectorError } from '../../src/errors.js';
 import { createLogger, LOG_FIELD_MAX } from '../../src/log.js';
 
@@ -71,5 +71,27 @@ describe('the review record', () => {
     );
     assert.equal(logged[0].err, undefined);
     assert.match(logged[1].err.stack, /TypeError: boom/);
+  });
+});
+
+describe('the owner Event facts of a review outcome', () => {
+  const owner = (name: string, controller = true) => ({ apiVersion: 'apps/v1', kind: 'ReplicaSet', name, uid: 'u-1', controller });
+  const request = (refs: unknown[], dryRun = false): any => ({ operation: 'CREATE', namespace: 'shop', dryRun, object: { metadata: { generateName: 'web-', ownerReferences: refs } } });
+  const refusal = () => denied(new InjectorError('TEMPLATE_UNKNOWN', ['"x"', 'a', 'b']), 'unknown-template');
+
+  it("carries the pod's controller and the denial's message only when asked, for a reason its owner can fix", () => {
+    const verdict = refusal();
+    assert.equal(reviewOutcome(request([owner('web-1')]), verdict).ownerEvent, undefined, 'not asked (--owner-events=off): nothing read');
+    assert.deepEqual(reviewOutcome(request([owner('web-1')]), verdict, true).ownerEvent, { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-1', uid: 'u-1', dryRun: false, message: verdict.response.status!.message });
+    assert.equal(reviewOutcome(request([owner('web-1')], true), verdict, true).ownerEvent?.dryRun, true);
+    assert.equal(reviewOutcome(request([owner('web-1', false)]), verdict, true).ownerEvent, undefined, 'an owner that is not the controller');
+    assert.equal(reviewOutcome(request([owner('web-1')]), passed('skipped', 'not-opted-in'), true).ownerEvent, undefined, 'a pod not refused');
+    assert.equal(reviewOutcome(request([owner('web-1')]), denied(new InjectorError('TEMPLATE_UNKNOWN', ['"x"', 'a', 'b']), 'invalid-review'), true).ownerEvent, undefined, 'a refusal the owner cannot fix');
+  });
+
+  it('clips what it takes from the pod', () => {
+    const facts = reviewOutcome(request([{ ...owner('w'.repeat(100_000)), kind: 'K'.repeat(100_000) }]), refusal(), true).ownerEvent!;
+    assert.ok(facts.name.length <= LOG_FIELD_MAX + 32 && facts.kind.length <= LOG_FIELD_MAX + 32);
+    assert.ok(facts.message.length <= 1024);
   });
 });

@@ -73,6 +73,8 @@ export interface FakeApiServer {
   endWatches(): void;
   /** Open watch streams. */
   readonly watches: number;
+  /** Every core/v1 Event created (POST /api/v1/namespaces/NS/events), in order, as stored: the apiserver's 201 answer. */
+  readonly createdEvents: any[];
   /** Milliseconds to hold each answer: widens the window in which replicas race. */
   latencyMs: number;
   close(): Promise<void>;
@@ -107,6 +109,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     if (bundleHistory[kind].at(-1) !== bundle) bundleHistory[kind].push(bundle);
   };
 
+  const createdEvents: any[] = [];
   const templates = new Map<string, any>();
   const events: { rv: number; type: string; object: any }[] = [];
   let compactedAt = 0;
@@ -159,6 +162,16 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     const url = new URL(req.url ?? '/', 'https://x');
     if (forbidden.has(url.pathname)) return status(403, 'Forbidden', `forbidden: User "drift" cannot ${req.method} ${url.pathname}`);
     if (rights.granted !== undefined && !rights.granted(req.method ?? '', url.pathname)) return status(403, 'Forbidden', `forbidden: User "team-a" cannot ${req.method} ${url.pathname}`);
+    const eventPost = req.method === 'POST' && url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/events$/);
+    if (eventPost) {
+      const event = JSON.parse(body);
+      // The apiserver's checks that matter to a client: the namespace of the path, and of the object involved.
+      if (event.metadata?.namespace !== undefined && event.metadata.namespace !== eventPost[1]) return status(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
+      if (event.involvedObject?.namespace !== eventPost[1]) return status(422, 'Invalid', 'involvedObject.namespace: Invalid value: does not match event.namespace');
+      const stored = { ...event, metadata: { ...event.metadata, namespace: eventPost[1], resourceVersion: nextVersion() } };
+      createdEvents.push(stored);
+      return [201, stored];
+    }
     const secret = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/);
     if (secret) return secretRoute(req.method ?? '', secret[1]!, secret[2], body);
     const hookList = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations$/);
@@ -180,6 +193,11 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     if (configMap && req.method === 'GET') {
       const found = objects.get('ConfigMap')!.get(`${configMap[1]}/${configMap[2]}`);
       return found === undefined ? status(404, 'NotFound', `configmaps "${configMap[2]}" not found`) : [200, found];
+    }
+    const replicaSet = url.pathname.match(/^\/apis\/apps\/v1\/namespaces\/([^/]+)\/replicasets\/([^/]+)$/);
+    if (replicaSet && req.method === 'GET') {
+      const found = objects.get('ReplicaSet')!.get(`${replicaSet[1]}/${replicaSet[2]}`);
+      return found === undefined ? status(404, 'NotFound', `replicasets.apps "${replicaSet[2]}" not found`) : [200, found];
     }
     const namespace = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)$/);
     if (namespace && req.method === 'GET') {
@@ -310,6 +328,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     url,
     kubeconfig,
     calls,
+    createdEvents,
     token: TOKEN,
     bundleHistory,
     get latencyMs() {

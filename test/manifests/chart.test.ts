@@ -114,7 +114,7 @@ describe('Helm chart', () => {
     const main = helmObjects({ release: 'mesh' });
     const names = (objects: Obj[]) => new Set(objects.filter((o) => o.kind !== 'Namespace').map(key));
     for (const k of names(canary)) assert.ok(!names(main).has(k), `${k} is not the default install's`);
-    for (const o of canary) assert.match(o.metadata.name, /^mesh-sidecar-injector-canary($|-)|^mesh-sidecar-injector-templates-canary$/, key(o));
+    for (const o of canary) assert.match(o.metadata.name, /^mesh-sidecar-injector-canary($|-)|^mesh-sidecar-injector-(templates|events)-canary$/, key(o));
     // The default install's Deployment, Service and PDB never take the canary's pods, nor the other way round.
     const podLabels = (objects: Obj[]) => one(objects, 'Deployment').spec.template.metadata.labels;
     for (const [own, other] of [[main, canary], [canary, main]] as const) {
@@ -223,7 +223,7 @@ describe('Helm chart', () => {
         assert.equal(config.serviceName, service.metadata.name);
         assert.equal(config.webhookConfig, one(objects, 'MutatingWebhookConfiguration').metadata.name);
         assert.deepEqual(one(objects, 'Role').rules[0].resourceNames, [config.certSecret]);
-        assert.deepEqual(one(objects, 'ClusterRole').rules[0].resourceNames, [config.webhookConfig]);
+        assert.deepEqual(one(objects, 'ClusterRole', 'mesh-sidecar-injector').rules[0].resourceNames, [config.webhookConfig]);
       } else {
         const serving = objects.find((o) => o.kind === 'Certificate' && !o.spec.isCA)!;
         assert.deepEqual(serving.spec.dnsNames, serviceDnsNames(service.metadata.name, 'platform'));
@@ -270,6 +270,21 @@ describe('Helm chart', () => {
     assert.ok(!existing.some((o) => o.kind === 'ConfigMap'));
     assert.equal(one(existing, 'Deployment').spec.template.spec.volumes.find((v: Obj) => v.name === 'templates').configMap.name, 'team-sidecars');
     assert.match(helmError({ values: { templates: { inline: { 'a.yaml': quoted }, existingConfigMap: 'x' } } }) ?? '', /templates.inline or templates.existingConfigMap, not both/);
+  });
+
+  it('grants creating Events with ownerEvents (the default, on cert-manager too), and with ownerEvents=false neither the RBAC nor the Events', () => {
+    for (const mode of ['self-managed', 'cert-manager']) {
+      const on = helmObjects({ release: 'mesh', set: { 'certificates.mode': mode } });
+      assert.deepEqual(one(on, 'ClusterRole', 'mesh-sidecar-injector-events').rules, [
+        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+        { apiGroups: ['apps'], resources: ['replicasets'], verbs: ['get'] },
+      ]);
+      assert.deepEqual(one(on, 'ClusterRoleBinding', 'mesh-sidecar-injector-events').subjects, [{ kind: 'ServiceAccount', name: one(on, 'ServiceAccount').metadata.name, namespace: one(on, 'ServiceAccount').metadata.namespace }]);
+      assert.equal(args(on).ownerEvents, 'on');
+      const off = helmObjects({ release: 'mesh', set: { 'certificates.mode': mode, ownerEvents: false } });
+      assert.ok(!off.some((o) => o.metadata.name === 'mesh-sidecar-injector-events'), 'no Events RBAC');
+      assert.equal(args(off).ownerEvents, 'off');
+    }
   });
 
   it('takes the failure policies and the timeout from values', () => {

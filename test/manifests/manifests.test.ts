@@ -43,7 +43,7 @@ const CUSTOM_GROUPS = ['cert-manager.io/v1', 'monitoring.coreos.com/v1'];
 // `kubectl apply -k manifests/` and `kubectl apply -k manifests/overlays/cert-manager`, by real kustomize.
 const base = kustomizeObjects('');
 const overlay = kustomizeObjects('overlays/cert-manager');
-const one = (objects: Obj[], kind: string): Obj => oneOf(objects, kind);
+const one = (objects: Obj[], kind: string, name?: string): Obj => oneOf(objects, kind, name);
 const argsConfig = (objects: Obj[]) => serveConfig(container(objects).args.slice(1), {});
 const selects = (selector: Obj, labels: Record<string, string>): boolean => selectorMatches(selector, labels);
 /** The labels a namespace carries (the apiserver sets kubernetes.io/metadata.name on every one). */
@@ -71,13 +71,13 @@ describe('manifests', () => {
         assert.equal(o.metadata.labels?.['app.kubernetes.io/name'], nameLabel, `${o.kind} ${o.metadata.name} carries the name label`);
       }
     }
-    assert.deepEqual(base.map((o) => o.kind), ['Namespace', 'CustomResourceDefinition', 'ServiceAccount', 'Role', 'ClusterRole', 'RoleBinding', 'ClusterRoleBinding', 'ConfigMap', 'Service', 'Deployment', 'PodDisruptionBudget', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']);
+    assert.deepEqual(base.map((o) => o.kind), ['Namespace', 'CustomResourceDefinition', 'ServiceAccount', 'Role', 'ClusterRole', 'ClusterRole', 'RoleBinding', 'ClusterRoleBinding', 'ClusterRoleBinding', 'ConfigMap', 'Service', 'Deployment', 'PodDisruptionBudget', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']);
     assert.deepEqual(kustomizeObjects('base'), base, 'manifests/ is the base');
     // Every build runs the image of this version (package.json), as the chart's appVersion does.
     const version = JSON.parse(readFileSync('package.json', 'utf8')).version as string;
     for (const objects of builds) assert.equal(container(objects).image, `ghcr.io/sidecar-injector/sidecar-injector:${version}`);
     assert.match(readFileSync('charts/sidecar-injector/Chart.yaml', 'utf8'), new RegExp(`^appVersion: "${version.replace(/\./g, '\\.')}"$`, 'm'));
-    assert.deepEqual(new Set(base.map((o) => o.metadata.name)), new Set(['sidecar-injector', 'sidecar-injector-templates', 'sidecartemplates.sidecar-injector.io']));
+    assert.deepEqual(new Set(base.map((o) => o.metadata.name)), new Set(['sidecar-injector', 'sidecar-injector-events', 'sidecar-injector-templates', 'sidecartemplates.sidecar-injector.io']));
   });
 
   it('keeps install.yaml, the typed webhook copy and the template copies in step (make install-yaml)', () => {
@@ -266,7 +266,7 @@ describe('manifests', () => {
   });
 
   describe('rbac', () => {
-    it('grants one Secret in its own namespace and its own two webhook configurations, nothing else', () => {
+    it('grants one Secret in its own namespace, its own two webhook configurations, and creating Events (--owner-events), nothing else', () => {
       const config = argsConfig(base);
       const role = one(base, 'Role');
       assert.equal(role.metadata.namespace, one(base, 'Deployment').metadata.namespace);
@@ -277,19 +277,24 @@ describe('manifests', () => {
         else assert.deepEqual(rule.resourceNames, [config.certSecret]);
       }
       assert.deepEqual(role.rules.flatMap((r: Obj) => r.verbs).sort(), ['create', 'get', 'update']);
-      const cluster = one(base, 'ClusterRole');
+      const cluster = one(base, 'ClusterRole', 'sidecar-injector');
       assert.deepEqual(cluster.rules, [
         { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations'], resourceNames: [config.webhookConfig], verbs: ['get', 'patch'] },
       ]);
       for (const o of base.filter((x) => x.rules)) for (const r of o.rules) assert.ok(![...r.verbs, ...r.resources, ...r.apiGroups].includes('*'), 'no wildcard');
       const sa = one(base, 'ServiceAccount');
-      for (const b of [one(base, 'RoleBinding'), one(base, 'ClusterRoleBinding')]) assert.deepEqual(b.subjects, [{ kind: 'ServiceAccount', name: sa.metadata.name, namespace: sa.metadata.namespace }]);
+      assert.deepEqual(one(base, 'ClusterRole', 'sidecar-injector-events').rules, [
+        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+        { apiGroups: ['apps'], resources: ['replicasets'], verbs: ['get'] },
+      ]);
+      assert.equal(one(base, 'ClusterRoleBinding', 'sidecar-injector-events').roleRef.name, 'sidecar-injector-events');
+      for (const b of [one(base, 'RoleBinding'), one(base, 'ClusterRoleBinding', 'sidecar-injector'), one(base, 'ClusterRoleBinding', 'sidecar-injector-events')]) assert.deepEqual(b.subjects, [{ kind: 'ServiceAccount', name: sa.metadata.name, namespace: sa.metadata.namespace }]);
       assert.equal(one(base, 'Deployment').spec.template.spec.serviceAccountName, sa.metadata.name);
     });
   });
 
   describe('cert-manager overlay', () => {
-    it('serves the cert-manager Secret from files, has cainjector fill both caBundles, and drops the API access', () => {
+    it('serves the cert-manager Secret from files, has cainjector fill both caBundles, and drops the API access but creating Events', () => {
       const config = argsConfig(overlay);
       assert.equal(config.certSecret, '');
       const serving = overlay.find((o) => o.kind === 'Certificate' && !o.spec.isCA)!;
@@ -303,7 +308,8 @@ describe('manifests', () => {
       for (const kind of ['MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']) {
         assert.equal(one(overlay, kind).metadata.annotations['cert-manager.io/inject-ca-from'], `${serving.metadata.namespace}/${serving.metadata.name}`);
       }
-      for (const kind of ['Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding']) assert.ok(!overlay.some((o) => o.kind === kind), `no ${kind}`);
+      // What is left is the Events RBAC of --owner-events, its one call to the API.
+      for (const kind of ['Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding']) assert.ok(!overlay.some((o) => o.kind === kind && o.metadata.name !== 'sidecar-injector-events'), `no ${kind} but the Events one`);
       for (const o of overlay.filter((x) => x.apiVersion === 'cert-manager.io/v1')) assert.equal(o.metadata.namespace, 'sidecar-injector');
     });
   });
