@@ -2,10 +2,7 @@ import { InjectorError } from '../errors.js';
 import { driftReport, PodState, type DriftReport, type NamespaceDrift, type PodDrift, type WorkloadDrift } from '../drift/drift.js';
 import { ownerIndex } from '../drift/owners.js';
 import { needs, Outcome, restartPlan, restartWorkloads, type RestartPlan, type RestartResult } from '../drift/restart.js';
-import { existsSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
-import { apiError, apiStatus, createKubeClients, KubeSource, type KubeClients } from '../kube/client.js';
+import { apiError, apiStatus, createKubeClients, type KubeClients } from '../kube/client.js';
 import { listCronJobs, listDaemonSets, listDeployments, listJobs, listLivePods, listNamespaces, listReplicaSets, listStatefulSets, type Scope } from '../kube/pods.js';
 import { injectorWebhooks } from '../kube/injector-webhooks.js';
 import type { Labels, Pod } from '../kube/types.js';
@@ -52,10 +49,6 @@ export async function driftCommand(values: DriftOptions, io: IO = processIO, env
   // --dry-run alone asks for the plan too. The flags are checked before anything is read.
   const restart = values.restart || values.dryRun ? restartFlags(values) : undefined;
   const kube = createKubeClients({ kubeconfig: values.kubeconfig ?? '', namespace: values.namespace ?? '', env });
-  // Without any kubeconfig, client-node falls back to http://localhost:8080 and fails with a TLS message.
-  if (kube.source === KubeSource.default && !kubeconfigExists(env)) {
-    throw new InjectorError('KUBE_CONFIG_INVALID', ['no kubeconfig found ($KUBECONFIG is not set and ~/.kube/config does not exist)']);
-  }
   const scope: Scope = values.allNamespaces ? { allNamespaces: true } : { namespace: kube.namespace };
   const [{ set, source }, pods, replicaSets, deployments, statefulSets, daemonSets, jobs, cronJobs, namespaces, webhooks] = await Promise.all([
     templatesFor(values, kube, env, (line) => io.stderr(`${line}\n`), 'namespace' in scope ? [scope.namespace] : undefined),
@@ -145,10 +138,6 @@ function summary(results: readonly RestartResult[]): string {
   const count = (o: Outcome): number => results.filter((r) => r.outcome === o).length;
   const parts = [`${count(Outcome.Restarted)} restarted`, `${count(Outcome.Skipped)} skipped`, `${count(Outcome.Failed) + count(Outcome.TimedOut)} failed`, `${count(Outcome.NotStarted)} not started`];
   return `restart: ${parts.join(', ')} of ${results.length} workload(s)`;
-}
-
-function kubeconfigExists(env: NodeJS.ProcessEnv): boolean {
-  return (env['KUBECONFIG'] ?? '') !== '' || existsSync(join(homedir(), '.kube', 'config'));
 }
 
 /** The ConfigMap --templates-configmap names; a revision's, as components/revision and the chart name it, when the flag keeps its default. */

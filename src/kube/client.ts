@@ -1,5 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { AdmissionregistrationV1Api, AppsV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { InjectorError } from '../errors.js';
 
@@ -69,9 +71,15 @@ function loadKubeConfig(opts: KubeClientOptions): { config: KubeConfig; source: 
       loadInCluster(config, env, `${opts.serviceAccountPrefix ?? ''}${SERVICE_ACCOUNT_DIR}`);
       return { config, source: KubeSource.inCluster };
     }
+    // Without any kubeconfig client-node falls back to http://localhost:8080: whatever listens there
+    // would be sent the injector's requests (Events, drift's lists), so no kubeconfig is an error.
+    if ((env['KUBECONFIG'] ?? '') === '' && !existsSync(join(homedir(), '.kube', 'config'))) {
+      throw new Error('no kubeconfig found ($KUBECONFIG is not set and ~/.kube/config does not exist)');
+    }
     config.loadFromDefault();
     return { config, source: KubeSource.default };
   } catch (err) {
+    if (err instanceof InjectorError) throw err;
     throw new InjectorError('KUBE_CONFIG_INVALID', [(err as Error).message], { cause: err });
   }
 }
