@@ -60,12 +60,30 @@ export interface ApisimLoad {
 /** One measured run of `apisim load` against 127.0.0.1:port/mutate, the client pinned to its core. */
 export async function apisimLoad(load: ApisimLoad): Promise<ApisimResult> {
   const args = [
-    '-c', Cores.client, load.binary, 'load',
-    '--url', `https://localhost:${load.port}/mutate`, '--addr', `127.0.0.1:${load.port}`,
-    '--ca', load.caFile, '--server-name', 'localhost',
-    '--object', load.podFile, '--namespace', 'shop',
-    '--conns', String(load.connections), '--duration', `${load.seconds}s`, '--warmup', `${load.warmupSeconds ?? 1}s`,
-    '--pid', String(load.pid),
+    '-c',
+    Cores.client,
+    load.binary,
+    'load',
+    '--url',
+    `https://localhost:${load.port}/mutate`,
+    '--addr',
+    `127.0.0.1:${load.port}`,
+    '--ca',
+    load.caFile,
+    '--server-name',
+    'localhost',
+    '--object',
+    load.podFile,
+    '--namespace',
+    'shop',
+    '--conns',
+    String(load.connections),
+    '--duration',
+    `${load.seconds}s`,
+    '--warmup',
+    `${load.warmupSeconds ?? 1}s`,
+    '--pid',
+    String(load.pid),
     ...(load.distinct ? ['--distinct'] : []),
     ...(load.rate !== undefined ? ['--rate', String(load.rate)] : []),
     ...(load.expectPatch ? ['--expect-patch'] : []),
@@ -76,7 +94,11 @@ export async function apisimLoad(load: ApisimLoad): Promise<ApisimResult> {
 }
 
 /** Writes the CA and each pod where apisim reads them, once per run. */
-export async function apisimFiles(dir: string, ca: string, pods: Readonly<Record<string, object>>): Promise<{ readonly caFile: string; readonly podFiles: Record<string, string> }> {
+export async function apisimFiles(
+  dir: string,
+  ca: string,
+  pods: Readonly<Record<string, object>>,
+): Promise<{ readonly caFile: string; readonly podFiles: Record<string, string> }> {
   const caFile = join(dir, 'ca.crt');
   await writeFile(caFile, ca);
   const podFiles: Record<string, string> = {};

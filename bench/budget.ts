@@ -42,7 +42,7 @@ export const Lines = [
   'pipeline: envelope check, verdict, record',
   'handler: mutate (select, render, inject, diff, patch)',
   'answer JSON (encodeAnswer)',
-  'the floor\'s handler (floor.mjs: JSON.parse, answer)',
+  "the floor's handler (floor.mjs: JSON.parse, answer)",
   'log line (pino, destination, stdout)',
   'metrics (prom-client)',
   'other JavaScript of the product',
@@ -57,7 +57,10 @@ export type Line = (typeof Lines)[number];
  * answer's write.
  */
 const Rules: readonly { readonly line: Line; readonly url: RegExp; readonly fn?: RegExp }[] = [
-  { line: 'log line (pino, destination, stdout)', url: /node_modules\/(pino|sonic-boom|on-exit-leak-free|quick-format-unescaped|fast-redact|thread-stream)\/|\/src\/log\.js$/ },
+  {
+    line: 'log line (pino, destination, stdout)',
+    url: /node_modules\/(pino|sonic-boom|on-exit-leak-free|quick-format-unescaped|fast-redact|thread-stream)\/|\/src\/log\.js$/,
+  },
   { line: 'log line (pino, destination, stdout)', url: /\/src\/admission\/record\.js$/, fn: /^(logReviews|\(anonymous\)|)$/ },
   { line: 'metrics (prom-client)', url: /node_modules\/(prom-client|bintrees)\/|\/src\/metrics\// },
   { line: 'transport: writing the answer (res.end: headers, TLS, socket)', url: /^node:_http_outgoing$/, fn: /^(end|write_|_send|_writeRaw)$/ },
@@ -69,9 +72,15 @@ const Rules: readonly { readonly line: Line; readonly url: RegExp; readonly fn?:
   { line: 'JSON.parse of the body', url: /\/src\/admission\/codec\.js$/, fn: /^parseJson$/ },
   { line: 'answer JSON (encodeAnswer)', url: /\/src\/admission\/codec\.js$/, fn: /^encodeAnswer$/ },
   { line: 'pipeline: envelope check, verdict, record', url: /\/src\/admission\/(codec|pipeline|record|verdict|audit)\.js$/ },
-  { line: 'handler: mutate (select, render, inject, diff, patch)', url: /\/src\/(admission\/(handlers|pod)|inject|templates|patch|kube)\b|node_modules\/fast-json-patch\// },
-  { line: 'Koa (context, compose, respond)', url: /node_modules\/(koa|koa-compose|delegates|on-finished|ee-first|statuses|http-errors|vary|cookies|encodeurl|escape-html|content-type|type-is|mime-types|accepts|only|destroy|fresh|depd|http-assert|koa-convert)\// },
-  { line: 'the floor\'s handler (floor.mjs: JSON.parse, answer)', url: /\/bench\/floor(-koa)?\.mjs$/ },
+  {
+    line: 'handler: mutate (select, render, inject, diff, patch)',
+    url: /\/src\/(admission\/(handlers|pod)|inject|templates|patch|kube)\b|node_modules\/fast-json-patch\//,
+  },
+  {
+    line: 'Koa (context, compose, respond)',
+    url: /node_modules\/(koa|koa-compose|delegates|on-finished|ee-first|statuses|http-errors|vary|cookies|encodeurl|escape-html|content-type|type-is|mime-types|accepts|only|destroy|fresh|depd|http-assert|koa-convert)\//,
+  },
+  { line: "the floor's handler (floor.mjs: JSON.parse, answer)", url: /\/bench\/floor(-koa)?\.mjs$/ },
   { line: 'other JavaScript of the product', url: /\/dist\/src\// },
 ];
 
@@ -148,7 +157,11 @@ export function threadCpu(pid: number): Map<number, { readonly name: string; rea
 }
 
 /** What each thread spent between two readings: the main thread, the others (the profiler's own thread left out). */
-export function threadDelta(pid: number, before: ReturnType<typeof threadCpu>, after: ReturnType<typeof threadCpu>): { readonly main: number; readonly others: number; readonly profiler: number } {
+export function threadDelta(
+  pid: number,
+  before: ReturnType<typeof threadCpu>,
+  after: ReturnType<typeof threadCpu>,
+): { readonly main: number; readonly others: number; readonly profiler: number } {
   let main = 0;
   let others = 0;
   let profiler = 0;

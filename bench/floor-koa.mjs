@@ -22,7 +22,22 @@ const app = new Koa();
 app.use(async (ctx, next) => {
   const started = performance.now();
   await next();
-  logger.info({ endpoint: '/mutate', uid: ctx.state.uid, operation: 'CREATE', namespace: 'shop', pod: 'checkout-6d4f9c7b8-', decision: 'injected', reason: 'injected', templates: ['log-shipper'], patchOps: 9, cached: true, durationMs: Math.round((performance.now() - started) * 1e3) / 1e3 }, 'review');
+  logger.info(
+    {
+      endpoint: '/mutate',
+      uid: ctx.state.uid,
+      operation: 'CREATE',
+      namespace: 'shop',
+      pod: 'checkout-6d4f9c7b8-',
+      decision: 'injected',
+      reason: 'injected',
+      templates: ['log-shipper'],
+      patchOps: 9,
+      cached: true,
+      durationMs: Math.round((performance.now() - started) * 1e3) / 1e3,
+    },
+    'review',
+  );
 });
 app.use(async (ctx) => {
   if (ctx.method === 'GET') return void (ctx.body = 'ok');

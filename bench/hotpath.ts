@@ -59,7 +59,9 @@ export async function measureSteps(size: PodSize, iterations = 20000): Promise<S
     return { step, micros: (used.user + used.system) / iterations };
   };
   return [
-    time('answer cache hit: the whole pipeline (lookup, answer, record), instead of every step below but the metrics and the log line', () => cached.review(bytes)),
+    time('answer cache hit: the whole pipeline (lookup, answer, record), instead of every step below but the metrics and the log line', () =>
+      cached.review(bytes),
+    ),
     time('the whole pipeline without the answer cache (every step below but the metrics and the log line)', () => fresh.review(bytes)),
     time('body limits (checkBody)', () => checkBody(text)),
     time('JSON.parse of the body (the floor does this too)', () => JSON.parse(text)),

@@ -177,7 +177,9 @@ function nextUid(): string {
 
 function headerFor(target: Target, body: ReviewBody): Buffer {
   const length = body.prefix.length + 36 + (body.middle ? body.middle.length + 36 : 0) + body.suffix.length;
-  return Buffer.from(`POST ${target.path}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, */*\r\nContent-Length: ${length}\r\n\r\n`);
+  return Buffer.from(
+    `POST ${target.path}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, */*\r\nContent-Length: ${length}\r\n\r\n`,
+  );
 }
 
 class Recorder {
@@ -259,14 +261,11 @@ export async function steadyRate(target: Target, body: ReviewBody, rate: number,
         const conn = idle.shift()!;
         const at = due.shift()!;
         inFlight += 1;
-        rec.one(conn, header, body, at).then(
-          () => {
-            inFlight -= 1;
-            idle.push(conn);
-            pump();
-          },
-          reject,
-        );
+        rec.one(conn, header, body, at).then(() => {
+          inFlight -= 1;
+          idle.push(conn);
+          pump();
+        }, reject);
       }
       if (scheduled === total && due.length === 0 && inFlight === 0) resolve();
     };

@@ -19,7 +19,14 @@ function container(name: string, envCount: number, suffix: string): object {
       value: `value-${i}-for-${name}-with-some-realistic-length-${'x'.repeat(i % 17)}`,
     })),
     resources: { requests: { cpu: '250m', memory: '256Mi' }, limits: { memory: '512Mi' } },
-    livenessProbe: { httpGet: { path: '/healthz', port: 8080, scheme: 'HTTP' }, initialDelaySeconds: 10, timeoutSeconds: 1, periodSeconds: 10, successThreshold: 1, failureThreshold: 3 },
+    livenessProbe: {
+      httpGet: { path: '/healthz', port: 8080, scheme: 'HTTP' },
+      initialDelaySeconds: 10,
+      timeoutSeconds: 1,
+      periodSeconds: 10,
+      successThreshold: 1,
+      failureThreshold: 3,
+    },
     readinessProbe: { httpGet: { path: '/ready', port: 8080, scheme: 'HTTP' }, timeoutSeconds: 1, periodSeconds: 5, successThreshold: 1, failureThreshold: 3 },
     volumeMounts: [
       { name: 'data', mountPath: '/data' },
@@ -43,7 +50,16 @@ function deploymentPod(app: string, containers: number, envCount: number): objec
       namespace: 'shop',
       labels: { app, 'app.kubernetes.io/name': app, 'app.kubernetes.io/part-of': 'shop', 'pod-template-hash': '6d4f9c7b8', ...OPT_IN },
       annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-11-01T10:00:00Z', 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9090' },
-      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: `${app}-6d4f9c7b8`, uid: '1f0c2a9e-6a55-4c1e-9d0a-3b8f7e2d1c4a', controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        {
+          apiVersion: 'apps/v1',
+          kind: 'ReplicaSet',
+          name: `${app}-6d4f9c7b8`,
+          uid: '1f0c2a9e-6a55-4c1e-9d0a-3b8f7e2d1c4a',
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
     },
     spec: {
       volumes: [{ name: 'data', emptyDir: {} }, kubeApiAccessVolume(`kube-api-access-${suffix}`)],
@@ -96,7 +112,10 @@ export type PodSize = keyof typeof Pods;
  * the two), so every review is a different pod and the product's answer cache never answers one:
  * the cost of a pod seen for the first time, as when every pod comes from another Deployment.
  */
-export function reviewTemplate(pod: object, opts: { readonly distinct?: boolean } = {}): { readonly prefix: Buffer; readonly middle?: Buffer; readonly suffix: Buffer; readonly bytes: number } {
+export function reviewTemplate(
+  pod: object,
+  opts: { readonly distinct?: boolean } = {},
+): { readonly prefix: Buffer; readonly middle?: Buffer; readonly suffix: Buffer; readonly bytes: number } {
   const marker = '00000000-0000-4000-8000-000000000000';
   const labelled = opts.distinct ? withLabel(pod, 'bench.sidecar-injector.io/pod', marker) : pod;
   // In the apiserver's field order (Go's encoding/json follows the struct): kind, apiVersion, request.
@@ -111,7 +130,11 @@ export function reviewTemplate(pod: object, opts: { readonly distinct?: boolean 
       requestResource: { group: '', version: 'v1', resource: 'pods' },
       namespace: 'shop',
       operation: 'CREATE',
-      userInfo: { username: 'system:serviceaccount:kube-system:replicaset-controller', uid: 'a3b5c7d9-1111-2222-3333-444455556666', groups: ['system:serviceaccounts', 'system:serviceaccounts:kube-system', 'system:authenticated'] },
+      userInfo: {
+        username: 'system:serviceaccount:kube-system:replicaset-controller',
+        uid: 'a3b5c7d9-1111-2222-3333-444455556666',
+        groups: ['system:serviceaccounts', 'system:serviceaccounts:kube-system', 'system:authenticated'],
+      },
       object: labelled,
       oldObject: null,
       dryRun: false,

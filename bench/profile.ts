@@ -21,7 +21,9 @@ interface Profile {
 
 const [where = 'bench/profiles', topArg = '30'] = process.argv.slice(2);
 const files = statSync(where).isDirectory()
-  ? readdirSync(where).filter((f) => f.endsWith('.cpuprofile')).map((f) => join(where, f))
+  ? readdirSync(where)
+      .filter((f) => f.endsWith('.cpuprofile'))
+      .map((f) => join(where, f))
   : [where];
 
 const byFunction = new Map<string, number>();

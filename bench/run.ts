@@ -111,7 +111,10 @@ async function main(): Promise<void> {
     if (APISIM !== undefined) execFileSync('taskset', ['-a', '-p', '-c', `${Cores.client},${Cores.server}`, String(process.pid)], { stdio: 'ignore' });
     if (SHAPES.length > 0) {
       shapesOverTls = await measureShapesOverTls(product.port, productHealthPort, ca, SHAPES, flags.quick ? 3 : 10, product.child.pid);
-      for (const f of shapesOverTls) log(`${f.name} over TLS: ${f.status}, median ${f.medianMs.toFixed(0)} ms, event loop blocked up to ${f.loopMedianMs.toFixed(0)} ms (median; worst ${f.loopWorstMs.toFixed(0)}), main thread CPU ${f.mainCpuMedianMs.toFixed(0)} ms (worst ${f.mainCpuWorstMs.toFixed(0)}; waited for a core up to ${f.runQueueWorstMs.toFixed(0)}), a small review meanwhile waited up to ${f.probeWorstMs.toFixed(0)} ms`);
+      for (const f of shapesOverTls)
+        log(
+          `${f.name} over TLS: ${f.status}, median ${f.medianMs.toFixed(0)} ms, event loop blocked up to ${f.loopMedianMs.toFixed(0)} ms (median; worst ${f.loopWorstMs.toFixed(0)}), main thread CPU ${f.mainCpuMedianMs.toFixed(0)} ms (worst ${f.mainCpuWorstMs.toFixed(0)}; waited for a core up to ${f.runQueueWorstMs.toFixed(0)}), a small review meanwhile waited up to ${f.probeWorstMs.toFixed(0)} ms`,
+        );
       shapesPeakRssMb = memory(product.child.pid!).peak / 2 ** 20;
     }
   } finally {
@@ -120,13 +123,17 @@ async function main(): Promise<void> {
   // The steps first: the shapes leave this process a heap and a string table that slow every later step.
   const steps = SIZES.length > 0 ? await measureSteps(SIZES.includes('typical') ? 'typical' : SIZES[0]!, flags.quick ? 3000 : 20000) : [];
   const shapeSteps = SHAPES.length > 0 ? await measureShapes(SHAPES, flags.quick ? 3 : 10) : [];
-  const report = render(servers, saturated, distinct, steady, steps) + (budget && budgetSize ? renderBudget(budget, budgetSize) : '') + renderShapes(shapeSteps, shapesOverTls, shapesPeakRssMb);
+  const report =
+    render(servers, saturated, distinct, steady, steps) +
+    (budget && budgetSize ? renderBudget(budget, budgetSize) : '') +
+    renderShapes(shapeSteps, shapesOverTls, shapesPeakRssMb);
   process.stdout.write(`\n${report}`);
   if (!flags['no-write'] && !flags.quick) {
     await writeFile('BENCHMARKS.md', report);
     log('wrote BENCHMARKS.md');
   }
-  if (flags.profile) log('CPU profile of the product written to bench/profiles/{product,floor} (summarize: node --import tsx bench/profile.ts bench/profiles/product)');
+  if (flags.profile)
+    log('CPU profile of the product written to bench/profiles/{product,floor} (summarize: node --import tsx bench/profile.ts bench/profiles/product)');
 }
 
 /** The budget of each load: the floor's and the product's, each line in µs per review. */
@@ -149,9 +156,37 @@ async function budgetPhase(servers: readonly ServerProcess[], certDir: string, c
   const profiled = (name: string): string[] => ['--cpu-prof', `--cpu-prof-dir=${join(dir, name)}`, `--cpu-prof-interval=${PROFILE_INTERVAL_US}`, ...observer];
   process.env['BENCH_GC_DIR'] = resolve(dir);
   const floorPort = await freePort();
-  const floor = await startServer('floor', [...profiled('floor'), flags.floor, String(floorPort), join(certDir, 'tls.crt'), join(certDir, 'tls.key')], floorPort, () => tlsOk(floorPort, ca), pinned());
+  const floor = await startServer(
+    'floor',
+    [...profiled('floor'), flags.floor, String(floorPort), join(certDir, 'tls.crt'), join(certDir, 'tls.key')],
+    floorPort,
+    () => tlsOk(floorPort, ca),
+    pinned(),
+  );
   const [port, healthPort] = [await freePort(), await freePort()];
-  const product = await startServer('product', [...profiled('product'), ...nodeFlags(), ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', TEMPLATES_DIR, ...flags['product-flags'].split(' ').filter(Boolean)], port, () => httpOk(healthPort, '/readyz'), pinned());
+  const product = await startServer(
+    'product',
+    [
+      ...profiled('product'),
+      ...nodeFlags(),
+      ENTRY,
+      'serve',
+      '--port',
+      String(port),
+      '--health-port',
+      String(healthPort),
+      '--host',
+      '127.0.0.1',
+      '--cert-dir',
+      certDir,
+      '--templates-dir',
+      TEMPLATES_DIR,
+      ...flags['product-flags'].split(' ').filter(Boolean),
+    ],
+    port,
+    () => httpOk(healthPort, '/readyz'),
+    pinned(),
+  );
   const twins = [
     { profiled: floor, plain: servers.find((s) => s.name === 'floor')! },
     { profiled: product, plain: servers.find((s) => s.name === 'product')! },
@@ -160,7 +195,19 @@ async function budgetPhase(servers: readonly ServerProcess[], certDir: string, c
   const plainCpu = new Map<string, { micros: number; reviews: number }>();
   try {
     for (const kind of ['replicaset', 'distinct'] as const) {
-      const load = (server: ServerProcess, seconds: number) => apisimLoad({ binary: APISIM!, port: server.port, caFile: apisimInput!.caFile, podFile: apisimInput!.podFiles[size]!, pid: server.child.pid!, connections: CONNECTIONS, distinct: kind === 'distinct', expectPatch: server.name === 'product' && size !== 'optout', seconds, warmupSeconds: 0 });
+      const load = (server: ServerProcess, seconds: number) =>
+        apisimLoad({
+          binary: APISIM!,
+          port: server.port,
+          caFile: apisimInput!.caFile,
+          podFile: apisimInput!.podFiles[size]!,
+          pid: server.child.pid!,
+          connections: CONNECTIONS,
+          distinct: kind === 'distinct',
+          expectPatch: server.name === 'product' && size !== 'optout',
+          seconds,
+          warmupSeconds: 0,
+        });
       for (const twin of twins) for (const server of [twin.plain, twin.profiled]) await load(server, 1);
       for (let round = 0; round < ROUNDS; round++) {
         for (const twin of round % 2 === 0 ? twins : [...twins].reverse()) {
@@ -176,10 +223,13 @@ async function budgetPhase(servers: readonly ServerProcess[], certDir: string, c
           const end = monotonicMicros();
           const threads = threadDelta(pid, before, threadCpu(pid));
           const gcAfter = await gcCounts(dir, pid);
-          for (const r of [plain, result]) if (r.errors > 0) throw new Error(`${twin.profiled.name} answered ${r.errors} reviews wrongly in the budget run: ${r.firstError}`);
+          for (const r of [plain, result])
+            if (r.errors > 0) throw new Error(`${twin.profiled.name} answered ${r.errors} reviews wrongly in the budget run: ${r.firstError}`);
           const gc = { minor: gcAfter.minor - gcBefore.minor, major: gcAfter.major - gcBefore.major, pauseMs: gcAfter.pauseMs - gcBefore.pauseMs };
           windows.set(key, [...(windows.get(key) ?? []), { window: { start, end }, reviews: result.ok, threads, gc }]);
-          log(`budget, ${kind}: ${twin.profiled.name} unprofiled ${plain.cpuUsPerReq?.toFixed(0)} µs/review; profiled: main thread ${(threads.main / result.ok).toFixed(0)}, other threads ${(threads.others / result.ok).toFixed(0)}`);
+          log(
+            `budget, ${kind}: ${twin.profiled.name} unprofiled ${plain.cpuUsPerReq?.toFixed(0)} µs/review; profiled: main thread ${(threads.main / result.ok).toFixed(0)}, other threads ${(threads.others / result.ok).toFixed(0)}`,
+          );
         }
       }
     }
@@ -191,7 +241,10 @@ async function budgetPhase(servers: readonly ServerProcess[], certDir: string, c
     const plain = plainCpu.get(`${kind} ${name}`)!;
     return budgetOf(profiles[name], windows.get(`${kind} ${name}`)!, plain.micros / plain.reviews);
   };
-  return { replicaset: { floor: of('replicaset', 'floor'), product: of('replicaset', 'product') }, distinct: { floor: of('distinct', 'floor'), product: of('distinct', 'product') } };
+  return {
+    replicaset: { floor: of('replicaset', 'floor'), product: of('replicaset', 'product') },
+    distinct: { floor: of('distinct', 'floor'), product: of('distinct', 'product') },
+  };
 }
 
 const PROFILE_INTERVAL_US = 5000;
@@ -246,16 +299,55 @@ let productHealthPort = 0;
 async function startBoth(certDir: string, ca: string): Promise<ServerProcess[]> {
   const floorPort = await freePort();
   if (APISIM !== undefined) apisimInput = await apisimFiles(certDir, ca, PODS);
-  const floor = await startServer('floor', [...profileFlags('floor'), flags.floor, String(floorPort), join(certDir, 'tls.crt'), join(certDir, 'tls.key')], floorPort, () => tlsOk(floorPort, ca), pinned());
+  const floor = await startServer(
+    'floor',
+    [...profileFlags('floor'), flags.floor, String(floorPort), join(certDir, 'tls.crt'), join(certDir, 'tls.key')],
+    floorPort,
+    () => tlsOk(floorPort, ca),
+    pinned(),
+  );
   const [port, healthPort] = [await freePort(), await freePort()];
   productHealthPort = healthPort;
-  const args = [...profileFlags('product'), ...nodeFlags(), ENTRY, 'serve', '--port', String(port), '--health-port', String(healthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', TEMPLATES_DIR, ...flags['product-flags'].split(' ').filter(Boolean)];
+  const args = [
+    ...profileFlags('product'),
+    ...nodeFlags(),
+    ENTRY,
+    'serve',
+    '--port',
+    String(port),
+    '--health-port',
+    String(healthPort),
+    '--host',
+    '127.0.0.1',
+    '--cert-dir',
+    certDir,
+    '--templates-dir',
+    TEMPLATES_DIR,
+    ...flags['product-flags'].split(' ').filter(Boolean),
+  ];
   const product = await startServer('product', args, port, () => httpOk(healthPort, '/readyz'), pinned());
   log(`product ready in ${product.readyMs.toFixed(0)} ms (spawn to 200 from /readyz); floor in ${floor.readyMs.toFixed(0)} ms`);
   if (!WARN_TOO) return [floor, product];
   // The same product with its review lines off, for comparison: what the log line costs.
   const [warnPort, warnHealthPort] = [await freePort(), await freePort()];
-  const warnArgs = [...nodeFlags(), ENTRY, 'serve', '--port', String(warnPort), '--health-port', String(warnHealthPort), '--host', '127.0.0.1', '--cert-dir', certDir, '--templates-dir', TEMPLATES_DIR, ...flags['product-flags'].split(' ').filter(Boolean), '--log-level', 'warn'];
+  const warnArgs = [
+    ...nodeFlags(),
+    ENTRY,
+    'serve',
+    '--port',
+    String(warnPort),
+    '--health-port',
+    String(warnHealthPort),
+    '--host',
+    '127.0.0.1',
+    '--cert-dir',
+    certDir,
+    '--templates-dir',
+    TEMPLATES_DIR,
+    ...flags['product-flags'].split(' ').filter(Boolean),
+    '--log-level',
+    'warn',
+  ];
   const warn = await startServer(WARN_PRODUCT, warnArgs, warnPort, () => httpOk(warnHealthPort, '/readyz'), pinned());
   return [floor, product, warn];
 }
@@ -316,7 +408,11 @@ let apisimInput: { readonly caFile: string; readonly podFiles: Record<string, st
  * The same phase driven by apisim: rounds alternating between the servers, each a measured run
  * after apisim's own warm-up; the server's CPU per review is what apisim read of its /proc.
  */
-async function apisimPhase(servers: readonly ServerProcess[], size: PodSize, opts: { readonly distinct: boolean; readonly rounds: number; readonly rate?: number; readonly seconds?: number }): Promise<Record<string, Row>> {
+async function apisimPhase(
+  servers: readonly ServerProcess[],
+  size: PodSize,
+  opts: { readonly distinct: boolean; readonly rounds: number; readonly rate?: number; readonly seconds?: number },
+): Promise<Record<string, Row>> {
   const figures = new Map(servers.map((s) => [s.name, { results: [], cpuMicros: 0, apisim: [] } as Figures]));
   for (let round = 0; round < opts.rounds; round++) {
     const order = round % 2 === 0 ? servers : [...servers].reverse();
@@ -353,7 +449,8 @@ function checkAnswer(server: ServerProcess, size: PodSize, r: LoadResult): void 
   if (r.errors > 0) throw new Error(`${server.name} answered ${r.errors} ${size} reviews wrongly: ${r.firstError}`);
   const response = JSON.parse(r.sample ?? '{}').response;
   if (response?.allowed !== true) throw new Error(`${server.name} did not allow the ${size} pod: ${r.sample}`);
-  if (server.name !== 'floor' && size !== 'optout' && typeof response.patch !== 'string') throw new Error(`product did not inject the ${size} pod: ${r.sample}`);
+  if (server.name !== 'floor' && size !== 'optout' && typeof response.patch !== 'string')
+    throw new Error(`product did not inject the ${size} pod: ${r.sample}`);
 }
 
 function row(server: ServerProcess, f: Figures): Row {
@@ -392,11 +489,20 @@ function apisimRow(server: ServerProcess, runs: readonly ApisimResult[]): Row {
 
 function describe(rows: Record<string, Row>): string {
   return Object.entries(rows)
-    .map(([name, r]) => `${name} ${r.reviewsPerSecond.toFixed(0)}/s p99 ${r.p99.toFixed(2)} ms cpu ${r.cpuPerReview.toFixed(0)} us rss ${r.peakRssMb.toFixed(0)} MB${r.errors ? ` ERRORS ${r.errors}` : ''}`)
+    .map(
+      ([name, r]) =>
+        `${name} ${r.reviewsPerSecond.toFixed(0)}/s p99 ${r.p99.toFixed(2)} ms cpu ${r.cpuPerReview.toFixed(0)} us rss ${r.peakRssMb.toFixed(0)} MB${r.errors ? ` ERRORS ${r.errors}` : ''}`,
+    )
     .join(' | ');
 }
 
-function render(servers: readonly ServerProcess[], saturated: Record<string, Record<string, Row>>, distinct: Record<string, Record<string, Row>>, steady: Record<string, Record<string, Row>>, steps: readonly Step[]): string {
+function render(
+  servers: readonly ServerProcess[],
+  saturated: Record<string, Record<string, Row>>,
+  distinct: Record<string, Record<string, Row>>,
+  steady: Record<string, Record<string, Row>>,
+  steps: readonly Step[],
+): string {
   const product = servers.find((s) => s.name === 'product')!;
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
   const command = `npm run bench${process.argv.slice(2).length ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
@@ -414,7 +520,12 @@ function render(servers: readonly ServerProcess[], saturated: Record<string, Rec
     'during the phase, divided by the reviews answered. Peak RSS is the process high-water mark (VmHWM) so far.',
     '',
     `Product ready to serve ${product.readyMs.toFixed(0)} ms after spawn (first 200 from /readyz; target < 1000 ms).`,
-    ...(WARN_TOO ? ['', `The rows "${WARN_PRODUCT}" are a third server, the same product with \`--log-level warn\` (no review lines), measured in the same rounds: the targets apply to the product with its info lines.`] : []),
+    ...(WARN_TOO
+      ? [
+          '',
+          `The rows "${WARN_PRODUCT}" are a third server, the same product with \`--log-level warn\` (no review lines), measured in the same rounds: the targets apply to the product with its info lines.`,
+        ]
+      : []),
     '',
     `## Saturated: ${CONNECTIONS} keep-alive connections, ${ROUNDS} rounds of ${SECONDS} s per server, alternating`,
     '',
@@ -437,7 +548,7 @@ function render(servers: readonly ServerProcess[], saturated: Record<string, Rec
     '',
     'Targets for the typical pod (measured with apisim, 4 connections, client and server on their own cores, logs at info',
     'into a pipe that is read): CPU/review ≤ 1.2 × floor for the pods of one ReplicaSet and ≤ 2.0 × for every pod distinct',
-    '(saturated), p99 < 5 ms at a steady 500 distinct reviews/s, peak RSS < 120 MB with the image\'s node flags and 7 templates,',
+    "(saturated), p99 < 5 ms at a steady 500 distinct reviews/s, peak RSS < 120 MB with the image's node flags and 7 templates,",
     'ready within 1 s. Under apisim the steady phase sends distinct pods; under the Node driver, the pods of one ReplicaSet.',
     '',
     `## Where a review's CPU goes, in process (\`bench/hotpath.ts ${SIZES.includes('typical') ? 'typical' : SIZES[0]}\`, hot loop, no network)`,
@@ -470,7 +581,9 @@ function renderBudget(b: BudgetFigures, size: PodSize): string {
     '',
     '| line | floor, one ReplicaSet | product, one ReplicaSet | floor, every pod distinct | product, every pod distinct |',
     '| --- | ---: | ---: | ---: | ---: |',
-    ...Lines.filter((line) => columns.some((c) => (c.perReview.get(line) ?? 0) >= 0.05)).map((line) => `| ${line} | ${cells((c) => (c.perReview.get(line) ?? 0).toFixed(1))} |`),
+    ...Lines.filter((line) => columns.some((c) => (c.perReview.get(line) ?? 0) >= 0.05)).map(
+      (line) => `| ${line} | ${cells((c) => (c.perReview.get(line) ?? 0).toFixed(1))} |`,
+    ),
     `| **sum of the lines** | ${cells((c) => `**${budgetSum(c).toFixed(0)}**`)} |`,
     `| measured without the profiler, alternating rounds | ${cells((c) => c.unprofiled.toFixed(0))} |`,
     `| sum / measured | ${cells((c) => `${((100 * budgetSum(c)) / c.unprofiled).toFixed(0)}%`)} |`,
@@ -493,7 +606,7 @@ function logLevel(): string {
 /** Which client drove the load, for the report. */
 function driverText(): string {
   if (APISIM === undefined) return `the load driver (\`bench/load.ts\`, Node) shares the same ${cpus().length} cores with them.`;
-  return 'the load driver is apisim (`../shared/tools/apisim`, the apiserver\'s own Go webhook client: reviews in its field order, keep-alive HTTP/1.1 over TLS, answers verified as it verifies them; every pod distinct gives each review its own pod name, `--distinct`), pinned to core 0 with the servers on core 1 (`taskset`).';
+  return "the load driver is apisim (`../shared/tools/apisim`, the apiserver's own Go webhook client: reviews in its field order, keep-alive HTTP/1.1 over TLS, answers verified as it verifies them; every pod distinct gives each review its own pod name, `--distinct`), pinned to core 0 with the servers on core 1 (`taskset`).";
 }
 
 function renderShapes(steps: readonly ShapeFigures[], overTls: readonly TlsFigures[], peakRssMb: number): string {
@@ -503,18 +616,18 @@ function renderShapes(steps: readonly ShapeFigures[], overTls: readonly TlsFigur
   const loopIdle = overTls[0]?.loopIdleMs ?? 0;
   const reviews = flags.quick ? 3 : 10;
   const lines = [
-    '## Worst shapes within the apiserver\'s 3 MiB (issue 11)',
+    "## Worst shapes within the apiserver's 3 MiB (issue 11)",
     '',
     'Each shape is built by `bench/shapes.ts` at the limits (docs/limits-and-security.md, "Limits per review"); key names and short strings that',
-    'must be new to V8 are new in every review. Over TLS, the product\'s own measure comes first: each shape is sent',
+    "must be new to V8 are new in every review. Over TLS, the product's own measure comes first: each shape is sent",
     `${reviews} times, one review at a time, and around each review the product's \`/metrics\` is scraped; its`,
-    '`nodejs_eventloop_lag_p99_seconds` (prom-client\'s `monitorEventLoopDelay`, reset at every scrape; with so few ticks its p99 is their maximum) is the longest the',
+    "`nodejs_eventloop_lag_p99_seconds` (prom-client's `monitorEventLoopDelay`, reset at every scrape; with so few ticks its p99 is their maximum) is the longest the",
     'event loop was blocked meanwhile. Its timer ticks every 10 ms, so a block of B ms reads as B to B + 10 ms (with only small',
     `reviews going it read ${loopIdle.toFixed(1)} ms). Then the shape's own latency, and the worst latency of a small review sent`,
     `meanwhile from another thread (alone: ${idle.toFixed(1)} ms), which also counts the client's CPU on a shared machine. In process:`,
-    'the synchronous work of one review (body scan, JSON.parse, shape check, the handler, the answer\'s JSON), wall and CPU',
+    "the synchronous work of one review (body scan, JSON.parse, shape check, the handler, the answer's JSON), wall and CPU",
     `milliseconds, and JSON.parse alone. Peak RSS of the product after the shapes: ${peakRssMb.toFixed(0)} MB.`,
-    'The product\'s main-thread CPU is its event loop\'s CPU time (`/proc/<pid>/task/<pid>/schedstat`) from sending a review to',
+    "The product's main-thread CPU is its event loop's CPU time (`/proc/<pid>/task/<pid>/schedstat`) from sending a review to",
     '30 ms after its answer, over 5 more reviews sent with nothing else: it bounds the work of the longest block, which the event',
     'loop measure over-reads by the time the main thread waited for a core on a shared machine (the worst such wait is in the last column).',
     '',
@@ -530,11 +643,15 @@ function renderShapes(steps: readonly ShapeFigures[], overTls: readonly TlsFigur
 }
 
 function table(bySize: Record<string, Record<string, Row>>): string[] {
-  const out = ['| pod | server | reviews/s | p50 ms | p99 ms | p99.9 ms | CPU µs/review | peak RSS MB |', '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |'];
+  const out = [
+    '| pod | server | reviews/s | p50 ms | p99 ms | p99.9 ms | CPU µs/review | peak RSS MB |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ];
   for (const [size, rows] of Object.entries(bySize)) {
     const floor = rows['floor']!;
     const product = rows['product']!;
-    const fmt = (r: Row): string => `${r.reviewsPerSecond.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.p999.toFixed(2)} | ${r.cpuPerReview.toFixed(0)} | ${r.peakRssMb.toFixed(0)}`;
+    const fmt = (r: Row): string =>
+      `${r.reviewsPerSecond.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.p999.toFixed(2)} | ${r.cpuPerReview.toFixed(0)} | ${r.peakRssMb.toFixed(0)}`;
     const ratio = (a: number, b: number): string => `${(a / b).toFixed(2)}×`;
     out.push(`| ${size} | floor | ${fmt(floor)} |`);
     out.push(`| ${size} | product | ${fmt(product)} |`);
@@ -544,7 +661,9 @@ function table(bySize: Record<string, Record<string, Row>>): string[] {
     const warn = rows[WARN_PRODUCT];
     if (warn !== undefined) {
       out.push(`| ${size} | ${WARN_PRODUCT} | ${fmt(warn)} |`);
-      out.push(`| ${size} | ${WARN_PRODUCT} / floor | ${ratio(warn.reviewsPerSecond, floor.reviewsPerSecond)} | ${ratio(warn.p50, floor.p50)} | ${ratio(warn.p99, floor.p99)} | ${ratio(warn.p999, floor.p999)} | ${ratio(warn.cpuPerReview, floor.cpuPerReview)} | ${ratio(warn.peakRssMb, floor.peakRssMb)} |`);
+      out.push(
+        `| ${size} | ${WARN_PRODUCT} / floor | ${ratio(warn.reviewsPerSecond, floor.reviewsPerSecond)} | ${ratio(warn.p50, floor.p50)} | ${ratio(warn.p99, floor.p99)} | ${ratio(warn.p999, floor.p999)} | ${ratio(warn.cpuPerReview, floor.cpuPerReview)} | ${ratio(warn.peakRssMb, floor.peakRssMb)} |`,
+      );
     }
   }
   return out;

@@ -74,7 +74,12 @@ function review(pod: object): string {
 }
 
 function pod(metadata: object, spec: object): object {
-  return { apiVersion: 'v1', kind: 'Pod', metadata: { generateName: 'web-', namespace: 'shop', ...metadata, labels: { app: 'web', ...OPT_IN, ...(metadata as { labels?: object }).labels } }, spec };
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { generateName: 'web-', namespace: 'shop', ...metadata, labels: { app: 'web', ...OPT_IN, ...(metadata as { labels?: object }).labels } },
+    spec,
+  };
 }
 
 const app = { name: 'web', image: 'nginx:1.27' };
@@ -114,7 +119,12 @@ function distinctKeys(n: number): object[] {
 
 /** A review of a one-container pod whose managedFields entry holds `fields` (fieldsV1 is free-form JSON). */
 function managedFieldsReview(fields: object[]): string {
-  return review(pod({ managedFields: [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:x': fields } }] }, { containers: [app] }));
+  return review(
+    pod(
+      { managedFields: [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:x': fields } }] },
+      { containers: [app] },
+    ),
+  );
 }
 
 /** Every shape, built on demand (some take a second to build). */
@@ -128,7 +138,11 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
     const width = Math.floor((MetadataLimits.annotationBytes - 1024) / n);
     const key = Math.min(width, MetadataLimits.keyName);
     const annotations = Object.fromEntries(keys(n).map((k) => [k.padEnd(key, '-'), 'v'.repeat(width - key)]));
-    return { name: 'annotations-256k', what: `${n} annotations (--max-object-keys), 256 KiB (Kubernetes' limit): injected`, text: review(pod({ annotations }, { containers: [app] })) };
+    return {
+      name: 'annotations-256k',
+      what: `${n} annotations (--max-object-keys), 256 KiB (Kubernetes' limit): injected`,
+      text: review(pod({ annotations }, { containers: [app] })),
+    };
   },
   'annotations-3mib': () => {
     const text = fill((n) => pod({ annotations: Object.fromEntries(keys(n).map((k) => [k, ''])) }, { containers: [app] }), 400_000);
@@ -137,14 +151,21 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
   'labels-max': () => {
     const n = ONE_MAP;
     const labels = Object.fromEntries(keys(n).map((k) => [k.padEnd(MetadataLimits.keyName, '-'), 'v'.repeat(MetadataLimits.labelValue)]));
-    return { name: 'labels-max', what: `${n} labels (--max-object-keys) of the longest keys and values: injected`, text: review(pod({ labels }, { containers: [app] })) };
+    return {
+      name: 'labels-max',
+      what: `${n} labels (--max-object-keys) of the longest keys and values: injected`,
+      text: review(pod({ labels }, { containers: [app] })),
+    };
   },
   'labels-3mib': () => {
     const text = fill((n) => pod({ labels: Object.fromEntries(keys(n).map((k) => [k, ''])) }, { containers: [app] }), 400_000);
     return { name: 'labels-3mib', what: 'as many labels as 3 MiB holds: refused before parsing (--max-object-keys)', text };
   },
   'containers-limit': () => {
-    const text = fill((n) => pod({}, { containers: containers(Options.maxContainers.schema.default, () => ({ args: ['x'.repeat(n)] })) }), MAX_REVIEW_BYTES / Options.maxContainers.schema.default);
+    const text = fill(
+      (n) => pod({}, { containers: containers(Options.maxContainers.schema.default, () => ({ args: ['x'.repeat(n)] })) }),
+      MAX_REVIEW_BYTES / Options.maxContainers.schema.default,
+    );
     return { name: 'containers-limit', what: `${Options.maxContainers.schema.default} containers (--max-containers) filling 3 MiB: injected`, text };
   },
   'containers-over': () => {
@@ -154,17 +175,28 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
   'env-limit': () => {
     const env = Array.from({ length: Options.maxEnvPerContainer.schema.default }, (_, i) => ({ name: `E${i}`, value: '' }));
     const text = withinLimits((k) => review(pod({}, { containers: containers(k, () => ({ env })) })), 100);
-    return { name: 'env-limit', what: `1000 env vars (--max-env-per-container) in each container, as many as --max-json-keys and --max-json-nodes allow: injected`, text };
+    return {
+      name: 'env-limit',
+      what: `1000 env vars (--max-env-per-container) in each container, as many as --max-json-keys and --max-json-nodes allow: injected`,
+      text,
+    };
   },
   'mounts-limit': () => {
     const volumes = Array.from({ length: 998 }, (_, i) => ({ name: `v${i}`, emptyDir: {} }));
     const mounts = Array.from({ length: 998 }, (_, i) => ({ name: `v${i}`, mountPath: `/m/${i}` }));
     const text = withinLimits((k) => review(pod({}, { volumes, containers: containers(k, () => ({ volumeMounts: mounts })) })), 100);
-    return { name: 'mounts-limit', what: `998 mounts (--max-mounts-per-container) in each container, as many as --max-json-keys and --max-json-nodes allow: injected`, text };
+    return {
+      name: 'mounts-limit',
+      what: `998 mounts (--max-mounts-per-container) in each container, as many as --max-json-keys and --max-json-nodes allow: injected`,
+      text,
+    };
   },
   'nodes-limit': () => {
     // Lists and objects nested to the depth limit in a field the injector never reads: the most parse work allowed.
-    const text = withinLimits((n) => review(pod({}, { containers: [app], affinity: { x: Array.from({ length: n }, () => nested(57)) } })), Math.ceil(NODES / 57));
+    const text = withinLimits(
+      (n) => review(pod({}, { containers: [app], affinity: { x: Array.from({ length: n }, () => nested(57)) } })),
+      Math.ceil(NODES / 57),
+    );
     return { name: 'nodes-limit', what: `spec.affinity holding lists and objects nested 64 deep, as many as --max-json-nodes allows: injected`, text };
   },
   'nodes-over': () => {
@@ -197,7 +229,8 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
   },
   'keys-same': () => {
     // Objects of the same 16 keys: the cheapest keys to parse, as many as --max-json-keys allows.
-    const fields = (n: number): object[] => Array.from({ length: n }, () => Object.fromEntries(Array.from({ length: 16 }, (_, j) => [`${SALT}${j.toString(36)}`, 0])));
+    const fields = (n: number): object[] =>
+      Array.from({ length: n }, () => Object.fromEntries(Array.from({ length: 16 }, (_, j) => [`${SALT}${j.toString(36)}`, 0])));
     const text = withinLimits((n) => managedFieldsReview(fields(n)), Math.ceil(KEYS / 16));
     return { name: 'keys-same', what: 'managedFields holding objects of the same 16 keys, as many as --max-json-keys allows: injected', text };
   },
@@ -210,26 +243,55 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
       return names.map((_, n) => Object.fromEntries(names.slice(0, n + 1).map((name) => [name, 0])));
     };
     const text = withinLimits((n) => managedFieldsReview(Array.from({ length: n }, (_, c) => chain(c)).flat()), 16);
-    return { name: 'keys-by-count', what: 'managedFields holding objects of the first 1 to 127 names of runs new to V8, as many as --max-json-keys allows: injected', text };
+    return {
+      name: 'keys-by-count',
+      what: 'managedFields holding objects of the first 1 to 127 names of runs new to V8, as many as --max-json-keys allows: injected',
+      text,
+    };
   },
   'one-key-distinct': () => {
     // One-key objects of names new to V8: past 1536 of them V8's map for one-key objects has no
     // room for more transitions and each gets a map of its own (2 to 7 µs a key, measured before
     // keys were bounded in all).
     const text = withinLimits((n) => managedFieldsReview(Array.from({ length: n }, (_, i) => ({ [`${SALT}${i.toString(36)}`]: {} }))), KEYS);
-    return { name: 'one-key-distinct', what: 'managedFields holding one-key objects of names new to V8, as many as --max-json-keys and --max-json-nodes allow: injected', text };
+    return {
+      name: 'one-key-distinct',
+      what: 'managedFields holding one-key objects of names new to V8, as many as --max-json-keys and --max-json-nodes allow: injected',
+      text,
+    };
   },
   'keys-over': () => {
     // Objects of distinct keys just within --max-json-nodes: refused once --max-json-keys is met.
     const text = managedFieldsReview(distinctKeys(Math.floor((NODES - 100) / 18)));
-    return { name: 'keys-over', what: 'managedFields holding objects of 16 keys new to V8, as many as --max-json-nodes allows: refused before parsing (--max-json-keys)', text };
+    return {
+      name: 'keys-over',
+      what: 'managedFields holding objects of 16 keys new to V8, as many as --max-json-nodes allows: refused before parsing (--max-json-keys)',
+      text,
+    };
   },
   'keys-and-strings': () => {
     // The costliest body allowed: keys new to V8 up to --max-json-keys, and a container's args of
     // short strings new to V8 (each interned by JSON.parse) up to --max-json-nodes.
     const objects = Math.floor(KEYS / 16) - 16;
-    const text = withinLimits((n) => review(pod({ managedFields: [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:x': distinctKeys(objects) } }] }, { containers: [{ ...app, args: newStrings(n) }] })), NODES);
-    return { name: 'keys-and-strings', what: "keys new to V8 up to --max-json-keys, then a container's args of short strings new to V8 up to --max-json-nodes: injected", text };
+    const text = withinLimits(
+      (n) =>
+        review(
+          pod(
+            {
+              managedFields: [
+                { manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:x': distinctKeys(objects) } },
+              ],
+            },
+            { containers: [{ ...app, args: newStrings(n) }] },
+          ),
+        ),
+      NODES,
+    );
+    return {
+      name: 'keys-and-strings',
+      what: "keys new to V8 up to --max-json-keys, then a container's args of short strings new to V8 up to --max-json-nodes: injected",
+      text,
+    };
   },
   'strings-distinct': () => {
     // Strings V8 has never seen: JSON.parse interns the short ones (up to 10 characters), as it
@@ -238,12 +300,23 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
     return { name: 'strings-distinct', what: "a container's args of short strings new to V8, as many as --max-json-nodes allows: injected", text };
   },
   'strings-3mib': () => {
-    const text = fill((n) => pod({}, { containers: [{ ...app, args: Array.from({ length: n }, (_, i) => `${SALT}${i.toString(36)}`.padEnd(11, '.')) }] }), 600_000);
-    return { name: 'strings-3mib', what: "a container's args of as many strings of 11 characters as 3 MiB holds: refused before parsing (--max-json-nodes)", text };
+    const text = fill(
+      (n) => pod({}, { containers: [{ ...app, args: Array.from({ length: n }, (_, i) => `${SALT}${i.toString(36)}`.padEnd(11, '.')) }] }),
+      600_000,
+    );
+    return {
+      name: 'strings-3mib',
+      what: "a container's args of as many strings of 11 characters as 3 MiB holds: refused before parsing (--max-json-nodes)",
+      text,
+    };
   },
   'numbers-3mib': () => {
     const text = fill((n) => pod({}, { containers: [app], securityContext: { supplementalGroups: Array.from({ length: n }, () => 0) } }), 2_000_000);
-    return { name: 'numbers-3mib', what: 'spec.securityContext.supplementalGroups of as many numbers as 3 MiB holds: refused before parsing (--max-json-nodes)', text };
+    return {
+      name: 'numbers-3mib',
+      what: 'spec.securityContext.supplementalGroups of as many numbers as 3 MiB holds: refused before parsing (--max-json-nodes)',
+      text,
+    };
   },
   'whitespace-3mib': () => {
     // A typical review padded with white space between its tokens: the most characters the body scan looks at one by one.
@@ -254,7 +327,10 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
     return { name: 'whitespace-3mib', what: 'a typical review padded to 3 MiB with white space (the apiserver sends none): injected', text };
   },
   'long-strings': () => {
-    const text = fill((n) => pod({ annotations: { note: 'x'.repeat(200_000) } }, { containers: [{ ...app, env: [{ name: 'BLOB', value: 'x'.repeat(n) }] }] }), MAX_REVIEW_BYTES);
+    const text = fill(
+      (n) => pod({ annotations: { note: 'x'.repeat(200_000) } }, { containers: [{ ...app, env: [{ name: 'BLOB', value: 'x'.repeat(n) }] }] }),
+      MAX_REVIEW_BYTES,
+    );
     return { name: 'long-strings', what: 'one env value of ~2.8 MiB and a 200 KB annotation: injected', text };
   },
   'deep-over': () => {
@@ -265,7 +341,23 @@ export const Shapes: Readonly<Record<string, () => Shape>> = {
 };
 
 /** The shapes `npm run soak` sends: the costliest allowed and refused ones, and a pod refused by a --max-* limit. */
-export const SoakShapes = ['keys-distinct', 'keys-reordered', 'keys-same', 'keys-by-count', 'one-key-distinct', 'keys-and-strings', 'strings-distinct', 'containers-limit', 'annotations-256k', 'nodes-limit', 'whitespace-3mib', 'strings-3mib', 'nodes-over', 'keys-over', 'containers-over'] as const;
+export const SoakShapes = [
+  'keys-distinct',
+  'keys-reordered',
+  'keys-same',
+  'keys-by-count',
+  'one-key-distinct',
+  'keys-and-strings',
+  'strings-distinct',
+  'containers-limit',
+  'annotations-256k',
+  'nodes-limit',
+  'whitespace-3mib',
+  'strings-3mib',
+  'nodes-over',
+  'keys-over',
+  'containers-over',
+] as const;
 
 /** `n` short strings new to V8 (JSON.parse interns a string of up to 10 characters). */
 function newStrings(n: number): string[] {
@@ -403,7 +495,14 @@ export interface TlsFigures {
  * it. Every body is made distinct (uid, generateName and the fresh key names of `fresh`), so the
  * answer cache never answers one and V8 has seen none of its new names.
  */
-export async function measureShapesOverTls(port: number, healthPort: number, ca: string, names: readonly string[], reviews: number, pid?: number): Promise<TlsFigures[]> {
+export async function measureShapesOverTls(
+  port: number,
+  healthPort: number,
+  ca: string,
+  names: readonly string[],
+  reviews: number,
+  pid?: number,
+): Promise<TlsFigures[]> {
   const sender = post(port, ca, new Agent({ keepAlive: true, maxSockets: 1 }));
   const small = Shapes['typical']!().text;
   // The small review runs in a worker thread, so that this thread's own work (building, encrypting
@@ -456,7 +555,20 @@ export async function measureShapesOverTls(port: number, healthPort: number, ca:
         cpus.push(after.cpuMs - before.cpuMs);
         waits.push(after.waitMs - before.waitMs);
       }
-      out.push({ name, medianMs: median(times), worstMs: Math.max(...times), loopMedianMs: median(loops), loopWorstMs: Math.max(...loops), probeWorstMs, probeIdleMs, loopIdleMs, mainCpuMedianMs: median(cpus), mainCpuWorstMs: Math.max(...cpus), runQueueWorstMs: Math.max(...waits), status });
+      out.push({
+        name,
+        medianMs: median(times),
+        worstMs: Math.max(...times),
+        loopMedianMs: median(loops),
+        loopWorstMs: Math.max(...loops),
+        probeWorstMs,
+        probeIdleMs,
+        loopIdleMs,
+        mainCpuMedianMs: median(cpus),
+        mainCpuWorstMs: Math.max(...cpus),
+        runQueueWorstMs: Math.max(...waits),
+        status,
+      });
     }
     return out;
   } finally {
@@ -539,24 +651,39 @@ parentPort.on('message', async (m) => {
 
 /** The shape's text as one more review of it: a new uid and generateName, fresh key names and strings. */
 export function distinct(text: string): string {
-  return fresh(text).replace('00000000-0000-4000-8000-000000000000', randomUUID()).replace('"generateName":"web-"', `"generateName":"web-${randomUUID().slice(0, 8)}-"`);
+  return fresh(text)
+    .replace('00000000-0000-4000-8000-000000000000', randomUUID())
+    .replace('"generateName":"web-"', `"generateName":"web-${randomUUID().slice(0, 8)}-"`);
 }
 
 function post(port: number, ca: string, agent: Agent): (body: string) => Promise<{ ms: number; status: string }> {
   return (body) =>
     new Promise((resolve, reject) => {
       const started = performance.now();
-      const req = request({ host: '127.0.0.1', port, path: '/mutate', method: 'POST', ca, servername: 'localhost', agent, headers: { 'content-type': 'application/json' } }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const ms = performance.now() - started;
-          const text = Buffer.concat(chunks).toString('utf8');
-          const response = res.statusCode === 200 ? JSON.parse(text).response : undefined;
-          resolve({ ms, status: response === undefined ? `HTTP ${res.statusCode ?? 0}` : response.allowed ? (response.patch ? 'injected' : 'allowed') : `refused ${response.status?.code ?? ''}` });
-        });
-        res.on('error', reject);
-      });
+      const req = request(
+        { host: '127.0.0.1', port, path: '/mutate', method: 'POST', ca, servername: 'localhost', agent, headers: { 'content-type': 'application/json' } },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const ms = performance.now() - started;
+            const text = Buffer.concat(chunks).toString('utf8');
+            const response = res.statusCode === 200 ? JSON.parse(text).response : undefined;
+            resolve({
+              ms,
+              status:
+                response === undefined
+                  ? `HTTP ${res.statusCode ?? 0}`
+                  : response.allowed
+                    ? response.patch
+                      ? 'injected'
+                      : 'allowed'
+                    : `refused ${response.status?.code ?? ''}`,
+            });
+          });
+          res.on('error', reject);
+        },
+      );
       req.on('error', reject);
       req.end(body);
     });
@@ -567,6 +694,8 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const names = process.argv[3]?.split(',') ?? Object.keys(Shapes);
   for (const f of await measureShapes(names, runs)) {
     const ms = (v: number): string => v.toFixed(1).padStart(6);
-    process.stdout.write(`${f.name.padEnd(17)} ${(f.bytes / 2 ** 20).toFixed(2)} MiB  worst ${ms(f.worstMs)} ms  median ${ms(f.medianMs)} ms  cpu ${ms(f.cpuMs)} ms  parse ${ms(f.parseMs)} ms  ${f.answer}\n`);
+    process.stdout.write(
+      `${f.name.padEnd(17)} ${(f.bytes / 2 ** 20).toFixed(2)} MiB  worst ${ms(f.worstMs)} ms  median ${ms(f.medianMs)} ms  cpu ${ms(f.cpuMs)} ms  parse ${ms(f.parseMs)} ms  ${f.answer}\n`,
+    );
   }
 }

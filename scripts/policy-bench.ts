@@ -28,7 +28,10 @@ const serving = await issueServingCert(ca, { dnsNames: ['sidecar-injector.sideca
 await writeFile(join(dir, 'tls.crt'), serving.certPem);
 await writeFile(join(dir, 'tls.key'), serving.keyPem);
 await writeFile(join(dir, 'ca.crt'), ca.certPem);
-const running = await serve(serveConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', dir, '--templates-dir', 'templates', '--log-level', 'silent'], {}), createLogger('silent'));
+const running = await serve(
+  serveConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', dir, '--templates-dir', 'templates', '--log-level', 'silent'], {}),
+  createLogger('silent'),
+);
 const list = (items: readonly unknown[]): string => JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
 const webhooks = readYaml11('manifests/install.yaml').filter((o) => String(o['kind']).endsWith('WebhookConfiguration'));
 await writeFile(join(dir, 'webhook.json'), list(webhooks));
@@ -43,7 +46,11 @@ const wire: number[] = [];
 for (let i = 0; i < ROUNDS; i++) {
   for (const mode of modes) {
     const start = process.hrtime.bigint();
-    const { stdout } = await promisify(execFile)(binary, ['--scenario', join(dir, 'scenario.json'), '--config', join(dir, `${mode}.json`), '--addr', `127.0.0.1:${running.port}`, '--ca', join(dir, 'ca.crt')], { maxBuffer: 1 << 26 });
+    const { stdout } = await promisify(execFile)(
+      binary,
+      ['--scenario', join(dir, 'scenario.json'), '--config', join(dir, `${mode}.json`), '--addr', `127.0.0.1:${running.port}`, '--ca', join(dir, 'ca.crt')],
+      { maxBuffer: 1 << 26 },
+    );
     wall[mode]!.push(Number(process.hrtime.bigint() - start) / 1e6);
     const res = JSON.parse(stdout) as { allowed: boolean; calls: { ms: number }[]; object?: { spec: { containers: unknown[] } } };
     if (!res.allowed) throw new Error(`${mode}: refused`);

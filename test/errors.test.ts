@@ -28,7 +28,10 @@ describe('the error table', () => {
         assert.ok(next > at, `${code}: ${a} in place in "${err.message}"`);
         at = next;
       }
-      assert.equal(err.message, ErrorCodes[code].message.split('%s').reduce((out, part, i) => out + (i === 0 ? '' : args[i - 1]) + part, ''));
+      assert.equal(
+        err.message,
+        ErrorCodes[code].message.split('%s').reduce((out, part, i) => out + (i === 0 ? '' : args[i - 1]) + part, ''),
+      );
     });
   }
 
@@ -45,7 +48,10 @@ describe('the error table', () => {
 
 describe('formatFault', () => {
   it('writes file:line:column: template "x": /path: message', () => {
-    assert.equal(formatFault({ file: 't.yaml', template: 'x', path: '/spec/containers/0/image', message: 'must be a string', line: 9, column: 14 }), 't.yaml:9:14: template "x": /spec/containers/0/image: must be a string');
+    assert.equal(
+      formatFault({ file: 't.yaml', template: 'x', path: '/spec/containers/0/image', message: 'must be a string', line: 9, column: 14 }),
+      't.yaml:9:14: template "x": /spec/containers/0/image: must be a string',
+    );
   });
 
   it('leaves out what it does not know: the position, the template, an empty path; a line without a column is column 1', () => {
@@ -54,7 +60,10 @@ describe('formatFault', () => {
   });
 
   it('lists every fault of a template set, one a line', () => {
-    const err = new TemplateSetError([{ file: 'a.yaml', path: '', message: 'one' }, { file: 'b.yaml', path: '/x', message: 'two', line: 2, column: 5 }]);
+    const err = new TemplateSetError([
+      { file: 'a.yaml', path: '', message: 'one' },
+      { file: 'b.yaml', path: '/x', message: 'two', line: 2, column: 5 },
+    ]);
     assert.equal(err.code, 'TEMPLATE_INVALID');
     assert.equal(err.message, 'invalid sidecar templates:\n  a.yaml: one\n  b.yaml:2:5: /x: two');
   });

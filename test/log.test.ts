@@ -10,7 +10,13 @@ import { clip, createLogger, LOG_BATCH_BYTES, LOG_BATCH_DELAY_MS, LOG_FIELD_MAX,
 const LOG_MODULE = JSON.stringify(new URL('../src/log.ts', import.meta.url).pathname);
 
 /** Runs `body` in a child process with the product's logger on its real stdout; collects its lines as they arrive. */
-function child(body: string): { lines: Promise<string[]>; firstLineMs: Promise<number>; exited: Promise<number | null>; kill: () => void; closeStdout: () => void } {
+function child(body: string): {
+  lines: Promise<string[]>;
+  firstLineMs: Promise<number>;
+  exited: Promise<number | null>;
+  kill: () => void;
+  closeStdout: () => void;
+} {
   const script = `import { createLogger, flushLogs } from ${LOG_MODULE}; const logger = createLogger('info'); ${body}`;
   const started = performance.now();
   const proc = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -48,12 +54,18 @@ describe('createLogger', () => {
     const c = child(`for (let n = 0; n < 500; n++) logger.info({ n }, 'review'); await flushLogs(logger); process.exit(0);`);
     const lines = await c.lines;
     assert.equal(lines.length, 500);
-    assert.deepEqual(lines.map((l) => JSON.parse(l).n), [...Array(500).keys()]);
+    assert.deepEqual(
+      lines.map((l) => JSON.parse(l).n),
+      [...Array(500).keys()],
+    );
   });
 
   it('loses no line when the process exits without flushing', async () => {
     const c = child(`logger.info({ n: 1 }, 'review'); logger.info({ n: 2 }, 'review'); process.exit(0);`);
-    assert.deepEqual((await c.lines).map((l) => JSON.parse(l).n), [1, 2]);
+    assert.deepEqual(
+      (await c.lines).map((l) => JSON.parse(l).n),
+      [1, 2],
+    );
   });
 
   it('never tears a line when the pipe fills, at exit too', async () => {
@@ -77,7 +89,10 @@ describe('createLogger', () => {
     const logged = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'review');
     assert.equal(lines.length - logged.length, (65536 - 4096) / 16, 'the filler did not all arrive');
     assert.ok(logged.length >= 10 && logged.length < 40, `${logged.length} of the 40 lines arrived: none were written, or more than the free page holds`);
-    assert.deepEqual(logged.map((l) => l.n), [...Array(logged.length).keys()]);
+    assert.deepEqual(
+      logged.map((l) => l.n),
+      [...Array(logged.length).keys()],
+    );
   });
 
   it('keeps the event loop running and the waiting lines bounded while the reader of stdout stalls', async () => {
@@ -102,7 +117,9 @@ describe('createLogger', () => {
   });
 
   it('still exits promptly when the reader of stdout has gone away', async () => {
-    const c = child(`await new Promise((r) => setTimeout(r, 1500)); for (let n = 0; n < 2000; n++) logger.info({ n }, 'review'); await flushLogs(logger); process.exit(0);`);
+    const c = child(
+      `await new Promise((r) => setTimeout(r, 1500)); for (let n = 0; n < 2000; n++) logger.info({ n }, 'review'); await flushLogs(logger); process.exit(0);`,
+    );
     c.closeStdout();
     try {
       assert.notEqual(await within(15000, c.exited), 'timeout', 'the process hung at exit');
@@ -122,7 +139,7 @@ describe('createLogger', () => {
     }
   });
 
-  it('writes pino\'s JSON lines: the level, an ISO time, the name, a child\'s bindings, the fields, the message', () => {
+  it("writes pino's JSON lines: the level, an ISO time, the name, a child's bindings, the fields, the message", () => {
     const written: string[] = [];
     const logger = createLogger('info', { write: (line: string) => void written.push(line) });
     logger.child({ replica: 'a' }).info({ uid: 'u-1', pod: 'web' }, 'review');
@@ -175,7 +192,10 @@ describe('stdoutDestination', () => {
     destination.write('b\n');
     destination.handOn();
     out.take();
-    assert.deepEqual(out.written.map((w) => w.slice(0, 2)), ['a\n', 'xx', 'b\n']);
+    assert.deepEqual(
+      out.written.map((w) => w.slice(0, 2)),
+      ['a\n', 'xx', 'b\n'],
+    );
   });
 
   it('hands lines on in whole batches of at most PIPE_BUF bytes, the last after a short delay', async () => {
@@ -188,7 +208,10 @@ describe('stdoutDestination', () => {
     const full = out.written.length;
     assert.ok(full >= 2, 'no batch was handed on when full');
     for (const batch of out.written) assert.ok(Buffer.byteLength(batch) <= LOG_BATCH_BYTES, `a batch of ${Buffer.byteLength(batch)} bytes`);
-    assert.ok(out.written.every((batch) => batch.endsWith('\n')), 'a batch ended inside a line');
+    assert.ok(
+      out.written.every((batch) => batch.endsWith('\n')),
+      'a batch ended inside a line',
+    );
     await new Promise((r) => setTimeout(r, LOG_BATCH_DELAY_MS + 50));
     out.take();
     assert.equal(out.written.length, full + 1, 'the last lines were not handed on after the delay');

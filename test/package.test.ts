@@ -31,7 +31,9 @@ describe('npm package', () => {
     const scratch = mkdtempSync(join(tmpdir(), 'pack-'));
     try {
       const clone = join(scratch, 'clone');
-      for (const file of sh('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: ROOT }).split('\0').filter((f) => f !== '' && f !== 'node_modules')) {
+      for (const file of sh('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: ROOT })
+        .split('\0')
+        .filter((f) => f !== '' && f !== 'node_modules')) {
         mkdirSync(dirname(join(clone, file)), { recursive: true });
         cpSync(join(ROOT, file), join(clone, file));
       }
@@ -42,10 +44,18 @@ describe('npm package', () => {
       sh(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(clone, 'tsconfig.build.json')]);
       sh(process.execPath, [join(clone, 'dist', 'src', 'build', 'stamp.js')]);
 
-      const [packed] = JSON.parse(sh('npm', ['pack', '--json', '--pack-destination', scratch, '--ignore-scripts'], { cwd: clone })) as { filename: string; files: { path: string }[] }[];
+      const [packed] = JSON.parse(sh('npm', ['pack', '--json', '--pack-destination', scratch, '--ignore-scripts'], { cwd: clone })) as {
+        filename: string;
+        files: { path: string }[];
+      }[];
       const files = packed!.files.map((f) => f.path).sort();
-      assert.deepEqual(files.filter((f) => !PACKAGED.test(f)), [], 'nothing but the CLI, its templates, README.md and LICENSE');
-      for (const needed of ['package.json', 'README.md', 'LICENSE', 'dist/build-info.json', 'dist/src/cli/index.js', 'templates/proxy.yaml']) assert.ok(files.includes(needed), needed);
+      assert.deepEqual(
+        files.filter((f) => !PACKAGED.test(f)),
+        [],
+        'nothing but the CLI, its templates, README.md and LICENSE',
+      );
+      for (const needed of ['package.json', 'README.md', 'LICENSE', 'dist/build-info.json', 'dist/src/cli/index.js', 'templates/proxy.yaml'])
+        assert.ok(files.includes(needed), needed);
       const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { bin: Record<string, string> };
       assert.ok(files.includes(pkg.bin['sidecar-injector']!), 'the bin is packed');
 
@@ -57,7 +67,9 @@ describe('npm package', () => {
       try {
         sh('npm', ['ci', '--omit=dev', '--offline', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: installed });
       } catch (err) {
-        t.diagnostic(`npm ci --offline failed (${String((err as { stderr?: unknown }).stderr ?? err).split('\n')[0]}); running the bin with the repository's node_modules`);
+        t.diagnostic(
+          `npm ci --offline failed (${String((err as { stderr?: unknown }).stderr ?? err).split('\n')[0]}); running the bin with the repository's node_modules`,
+        );
         symlinkSync(join(ROOT, 'node_modules'), join(installed, 'node_modules'));
       }
       const bin = join(installed, pkg.bin['sidecar-injector']!);
@@ -65,7 +77,10 @@ describe('npm package', () => {
 
       assert.match(cli(['version']), /^sidecar-injector 0\.\d+\.\d+/);
       assert.match(cli(['lint', join(installed, 'templates')]), /2 template\(s\) OK/);
-      writeFileSync(join(empty, 'pod.yaml'), 'apiVersion: v1\nkind: Pod\nmetadata: {name: web, labels: {sidecar-injector.io/inject: "true"}}\nspec: {containers: [{name: app, image: nginx}]}\n');
+      writeFileSync(
+        join(empty, 'pod.yaml'),
+        'apiVersion: v1\nkind: Pod\nmetadata: {name: web, labels: {sidecar-injector.io/inject: "true"}}\nspec: {containers: [{name: app, image: nginx}]}\n',
+      );
       const injected = cli(['inject', '-f', join(empty, 'pod.yaml'), '--templates-dir', join(installed, 'templates')]);
       assert.match(injected, /name: app/);
       assert.ok(injected.split('name:').length > 3, 'the bundled templates add their containers');

@@ -193,7 +193,8 @@ export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits):
         if (counts[depth] !== LIST && ++counts[depth]! > limits.objectKeys) {
           throw invalid(`the body has an object of more than ${limits.objectKeys} keys (--${Options.maxObjectKeys.flag}); no real pod has a map that large`);
         }
-        if (++keys > limits.keys) throw invalid(`the body holds more than ${limits.keys} keys in all (--${Options.maxJsonKeys.flag}); no real pod holds that many`);
+        if (++keys > limits.keys)
+          throw invalid(`the body holds more than ${limits.keys} keys in all (--${Options.maxJsonKeys.flag}); no real pod holds that many`);
         if (++nodes > limits.nodes) throw tooManyNodes(limits.nodes);
         break;
       case COMMA:
@@ -219,7 +220,9 @@ export function checkBody(text: string, limits: BodyLimits = DefaultBodyLimits):
 const LIST = -1;
 
 function tooManyNodes(limit: number): InjectorError {
-  return invalid(`the body holds more than ${limit} JSON nodes (objects, lists, keys and list items; --${Options.maxJsonNodes.flag}); no real pod holds that many`);
+  return invalid(
+    `the body holds more than ${limit} JSON nodes (objects, lists, keys and list items; --${Options.maxJsonNodes.flag}); no real pod holds that many`,
+  );
 }
 
 const COLON = 0x3a;

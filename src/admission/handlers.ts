@@ -24,7 +24,11 @@ export interface ReviewLimits {
   readonly patchBytes: number;
 }
 
-export const DefaultReviewLimits: ReviewLimits = Object.freeze({ body: DefaultBodyLimits, pod: DefaultPodLimits, patchBytes: Options.maxPatchKib.schema.default * 1024 });
+export const DefaultReviewLimits: ReviewLimits = Object.freeze({
+  body: DefaultBodyLimits,
+  pod: DefaultPodLimits,
+  patchBytes: Options.maxPatchKib.schema.default * 1024,
+});
 
 /** The limits the --max-* flags set. */
 export function reviewLimits(config: Config): ReviewLimits {
@@ -40,7 +44,6 @@ export function reviewLimits(config: Config): ReviewLimits {
     patchBytes: config.maxPatchKib * 1024,
   };
 }
-
 
 /** What the handlers are built over. */
 export interface HandlerSource {
@@ -117,7 +120,15 @@ export function createHandlers(source: HandlerSource): Handlers {
   };
 }
 
-function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, context: InjectionContext, mirrors: ImageMirrors, step?: StepLog): Verdict {
+function mutatePod(
+  req: ReviewRequest,
+  templates: () => TemplateSet,
+  scope: OptInScope,
+  limits: ReviewLimits,
+  context: InjectionContext,
+  mirrors: ImageMirrors,
+  step?: StepLog,
+): Verdict {
   if (!isPodCreate(req)) {
     step?.({ operation: req.operation, subResource: req.subResource }, 'skipped: not the CREATE of a pod');
     return passed(Decision.Skipped, Reason.NotPodCreate);
@@ -140,9 +151,24 @@ function mutatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptI
     step?.({ reason: selection.reason, detail: selection.detail }, 'skipped: not selected');
     return passed(Decision.Skipped, selection.reason, keyWarnings(pod, set));
   }
-  step?.({ optedIn: selection.optedIn, templates: selection.templates.map((t) => `${t.namespace === undefined ? '' : `${t.namespace}/`}${t.name}@${t.version}`), from: selection.explicit ? 'the templates annotation' : 'the default templates', set: set.digest }, 'selected');
+  step?.(
+    {
+      optedIn: selection.optedIn,
+      templates: selection.templates.map((t) => `${t.namespace === undefined ? '' : `${t.namespace}/`}${t.name}@${t.version}`),
+      from: selection.explicit ? 'the templates annotation' : 'the default templates',
+      set: set.digest,
+    },
+    'selected',
+  );
   // /mutate/required leaves a pod /validate/required admits as it is (requiredHeld); /mutate warns of its keys.
-  if (scope === OptInScope.Required && requiredHeld(pod, set, namespace, mirrors, limits)) return injected(Reason.AlreadyInjected, selection.templates.map((t) => t.name), 0, undefined, NO_WARNINGS);
+  if (scope === OptInScope.Required && requiredHeld(pod, set, namespace, mirrors, limits))
+    return injected(
+      Reason.AlreadyInjected,
+      selection.templates.map((t) => t.name),
+      0,
+      undefined,
+      NO_WARNINGS,
+    );
   const keys = scope === OptInScope.Required ? NO_WARNINGS : keyWarnings(pod, set, selection.templates);
 
   const injection = attempt(() => planInjection(pod, selection.templates, namespace, context));
@@ -184,13 +210,27 @@ const NO_WARNINGS: readonly string[] = Object.freeze([]);
  */
 const HistoryReasons: ReadonlySet<string> = new Set([Reason.EarlierTemplates, Reason.RecordedTemplates, Reason.UnversionedStatus]);
 
-function validatePod(req: ReviewRequest, templates: () => TemplateSet, scope: OptInScope, limits: ReviewLimits, mirrors: ImageMirrors, step?: StepLog): Verdict {
+function validatePod(
+  req: ReviewRequest,
+  templates: () => TemplateSet,
+  scope: OptInScope,
+  limits: ReviewLimits,
+  mirrors: ImageMirrors,
+  step?: StepLog,
+): Verdict {
   if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
   const pod = checkedPod(req, scope, limits, templates);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
   const namespace = namespaceOf(req, pod);
   const verdict = verifyPod(pod, setFor(templates(), namespace), namespace, { renderBytes: limits.patchBytes }, scope, mirrors);
-  step?.({ reason: verdict.reason, ...(verdict.kind !== 'skipped' && { templates: verdict.templates }), ...(verdict.kind === 'denied' && { error: verdict.error.message }) }, `validated: ${verdict.kind}`);
+  step?.(
+    {
+      reason: verdict.reason,
+      ...(verdict.kind !== 'skipped' && { templates: verdict.templates }),
+      ...(verdict.kind === 'denied' && { error: verdict.error.message }),
+    },
+    `validated: ${verdict.kind}`,
+  );
   if (verdict.kind === 'skipped') return passed(Decision.Skipped, verdict.reason);
   if (verdict.kind === 'denied') return denied(verdict.error, verdict.reason, verdict.statusReason, verdict.templates);
   return allowed(verdict.reason, verdict.templates, !HistoryReasons.has(verdict.reason));

@@ -61,7 +61,10 @@ function checkLabels(value: unknown): void {
     if (typeof v !== 'string') throw invalid(`request.object.metadata.labels must map strings to strings; ${describeValue(key)} maps to ${describeValue(v)}`);
     checkKey(key, 'label');
     if (v.length > MetadataLimits.labelValue) {
-      throw overKubernetes(`label ${describeValue(key)} has a value of ${v.length} characters; Kubernetes allows at most ${MetadataLimits.labelValue}`, 'validation.IsValidLabelValue');
+      throw overKubernetes(
+        `label ${describeValue(key)} has a value of ${v.length} characters; Kubernetes allows at most ${MetadataLimits.labelValue}`,
+        'validation.IsValidLabelValue',
+      );
     }
   }
 }
@@ -73,7 +76,8 @@ function checkAnnotations(value: unknown): void {
   let units = 0;
   for (const key in annotations) {
     const v = annotations[key];
-    if (typeof v !== 'string') throw invalid(`request.object.metadata.annotations must map strings to strings; ${describeValue(key)} maps to ${describeValue(v)}`);
+    if (typeof v !== 'string')
+      throw invalid(`request.object.metadata.annotations must map strings to strings; ${describeValue(key)} maps to ${describeValue(v)}`);
     checkKey(key, 'annotation');
     units += key.length + v.length;
   }
@@ -81,7 +85,10 @@ function checkAnnotations(value: unknown): void {
   let bytes = 0;
   for (const key in annotations) bytes += utf8Length(key) + utf8Length(annotations[key] as string);
   if (bytes > MetadataLimits.annotationBytes) {
-    throw overKubernetes(`the annotations take ${bytes} bytes (keys plus values); Kubernetes allows at most ${MetadataLimits.annotationBytes} (256 KiB)`, 'ValidateAnnotationsSize');
+    throw overKubernetes(
+      `the annotations take ${bytes} bytes (keys plus values); Kubernetes allows at most ${MetadataLimits.annotationBytes} (256 KiB)`,
+      'ValidateAnnotationsSize',
+    );
   }
 }
 
@@ -103,10 +110,16 @@ function checkKey(key: string, what: 'label' | 'annotation'): void {
   const slash = key.indexOf('/');
   const name = slash < 0 ? key.length : key.length - slash - 1;
   if (name > MetadataLimits.keyName) {
-    throw overKubernetes(`${what} key ${describeValue(key)} has a name part of ${name} characters; Kubernetes allows at most ${MetadataLimits.keyName}`, 'validation.IsQualifiedName');
+    throw overKubernetes(
+      `${what} key ${describeValue(key)} has a name part of ${name} characters; Kubernetes allows at most ${MetadataLimits.keyName}`,
+      'validation.IsQualifiedName',
+    );
   }
   if (slash > MetadataLimits.keyPrefix) {
-    throw overKubernetes(`${what} key ${describeValue(key)} has a prefix of ${slash} characters; Kubernetes allows at most ${MetadataLimits.keyPrefix}`, 'validation.IsQualifiedName');
+    throw overKubernetes(
+      `${what} key ${describeValue(key)} has a prefix of ${slash} characters; Kubernetes allows at most ${MetadataLimits.keyPrefix}`,
+      'validation.IsQualifiedName',
+    );
   }
 }
 
@@ -123,7 +136,8 @@ function checkSpec(spec: JsonObject, limits: PodLimits): void {
   const initContainers = namedList(spec['initContainers'], 'spec.', 'initContainers');
   const ephemeralContainers = namedList(spec['ephemeralContainers'], 'spec.', 'ephemeralContainers');
   const count = containers.length + initContainers.length + ephemeralContainers.length;
-  if (count > limits.containers) throw overLimit(`${count} containers (containers, initContainers and ephemeralContainers together)`, limits.containers, Options.maxContainers.flag);
+  if (count > limits.containers)
+    throw overLimit(`${count} containers (containers, initContainers and ephemeralContainers together)`, limits.containers, Options.maxContainers.flag);
   for (let i = 0; i < containers.length; i++) checkContainer(containers[i]!, 'containers', i, limits);
   for (let i = 0; i < initContainers.length; i++) checkContainer(initContainers[i]!, 'initContainers', i, limits);
   for (let i = 0; i < ephemeralContainers.length; i++) checkContainer(ephemeralContainers[i]!, 'ephemeralContainers', i, limits);
@@ -133,18 +147,21 @@ function checkContainer(c: JsonObject, list: string, i: number, limits: PodLimit
   const at: Base = { list, i };
   optionalString(c['image'], at, '.image');
   const env = namedList(c['env'], at, '.env');
-  if (env.length > limits.envPerContainer) throw overLimit(`${env.length} env vars in ${pathOf(at, '')}`, limits.envPerContainer, Options.maxEnvPerContainer.flag);
+  if (env.length > limits.envPerContainer)
+    throw overLimit(`${env.length} env vars in ${pathOf(at, '')}`, limits.envPerContainer, Options.maxEnvPerContainer.flag);
   for (let j = 0; j < env.length; j++) {
     const value = env[j]!['value'];
     if (value !== undefined && typeof value !== 'string') throw invalid(`request.object.${pathOf(at, `.env[${j}].value`)} must be a string`);
   }
   const mounts = namedList(c['volumeMounts'], at, '.volumeMounts');
-  if (mounts.length > limits.mountsPerContainer) throw overLimit(`${mounts.length} volumeMounts in ${pathOf(at, '')}`, limits.mountsPerContainer, Options.maxMountsPerContainer.flag);
+  if (mounts.length > limits.mountsPerContainer)
+    throw overLimit(`${mounts.length} volumeMounts in ${pathOf(at, '')}`, limits.mountsPerContainer, Options.maxMountsPerContainer.flag);
   for (let j = 0; j < mounts.length; j++) {
     if (typeof mounts[j]!['mountPath'] !== 'string') throw invalid(`request.object.${pathOf(at, `.volumeMounts[${j}].mountPath`)} must be a string`);
   }
   const ports = optionalList(c['ports'], at, '.ports');
-  if (ports.length > limits.portsPerContainer) throw overLimit(`${ports.length} ports in ${pathOf(at, '')}`, limits.portsPerContainer, Options.maxPortsPerContainer.flag);
+  if (ports.length > limits.portsPerContainer)
+    throw overLimit(`${ports.length} ports in ${pathOf(at, '')}`, limits.portsPerContainer, Options.maxPortsPerContainer.flag);
 }
 
 /** Where a field is, for a message: a path written out, or a container of a list (`spec.<list>[<i>]`). */
@@ -163,7 +180,6 @@ function optionalObject(value: unknown, field: string): JsonObject | undefined {
 function optionalString(value: unknown, base: Base, field: string): void {
   if (value !== undefined && typeof value !== 'string') throw invalid(`request.object.${pathOf(base, field)} must be a string`);
 }
-
 
 function optionalList(value: unknown, base: Base, field: string): readonly unknown[] {
   if (value === undefined) return NO_ITEMS;

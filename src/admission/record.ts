@@ -37,7 +37,6 @@ export interface ReviewOutcome {
   readonly ownerEvent?: OwnerEvent;
 }
 
-
 /** Denials whose cause is in the pod's template (its owner's spec), so an Event on the owner says what to change. */
 export const OwnerReasons: ReadonlySet<string> = new Set<string>([
   Reason.UnknownTemplate,

@@ -36,7 +36,8 @@ export interface Verdict {
 /** The pod passes untouched (not a pod CREATE, not opted in, no templates), with what to warn of (keys that look meant for the injector). */
 export function passed(decision: Decision, reason: string, warnings: readonly string[] = NO_WARNINGS): Verdict {
   const audit = auditAnnotations(decision, reason, NO_TEMPLATES);
-  const response: ResponseBody = warnings.length === 0 ? { allowed: true, auditAnnotations: audit } : { allowed: true, warnings: boundedWarnings(warnings), auditAnnotations: audit };
+  const response: ResponseBody =
+    warnings.length === 0 ? { allowed: true, auditAnnotations: audit } : { allowed: true, warnings: boundedWarnings(warnings), auditAnnotations: audit };
   return { response, decision, reason, templates: NO_TEMPLATES, patchOps: 0, repeatable: true };
 }
 
@@ -88,12 +89,23 @@ export function injected(reason: string, templates: readonly string[], patchOps:
 
 /** The validating handler's admission of a pod that holds its sidecars. */
 export function allowed(reason: string, templates: readonly string[], repeatable: boolean): Verdict {
-  return { response: { allowed: true, auditAnnotations: auditAnnotations(Decision.Allowed, reason, templates) }, decision: Decision.Allowed, reason, templates, patchOps: 0, repeatable };
+  return {
+    response: { allowed: true, auditAnnotations: auditAnnotations(Decision.Allowed, reason, templates) },
+    decision: Decision.Allowed,
+    reason,
+    templates,
+    patchOps: 0,
+    repeatable,
+  };
 }
 
 /** Answers a review with allowed: false and the error's status and message. */
 export function denied(err: InjectorError, reason: string, statusReason = 'BadRequest', templates: readonly string[] = NO_TEMPLATES): Verdict {
-  const response: ResponseBody = { allowed: false, status: { code: err.status, message: err.message, reason: statusReason }, auditAnnotations: auditAnnotations(Decision.Denied, reason, templates) };
+  const response: ResponseBody = {
+    allowed: false,
+    status: { code: err.status, message: err.message, reason: statusReason },
+    auditAnnotations: auditAnnotations(Decision.Denied, reason, templates),
+  };
   return { response, decision: Decision.Denied, reason, templates, patchOps: 0, repeatable: true };
 }
 

@@ -76,7 +76,7 @@ export async function reconcileCertificate(deps: BootstrapDeps): Promise<Serving
   const where = `${deps.store.namespace}/${deps.store.name}`;
   let secret = await deps.store.read();
   let conflicts = 0;
-  for (let writes = 0; ; ) {
+  for (let writes = 0; ;) {
     const published = secret === undefined ? false : deps.publish === undefined ? true : await deps.publish(secret.data[SecretKeys.caBundle] ?? '');
     const step = writes >= MAX_WRITES ? ({ kind: 'none', reason: 'write budget spent' } as const) : await nextStep(secret, deps.policy, now(), published);
     if (step.kind === 'none') {
@@ -124,8 +124,10 @@ async function nextStep(secret: StoredSecret | undefined, policy: CertPolicy, no
     return write('rotate the CA: drop the old CA', content(newestPair, [pem(newest)], pairOf(secret), {}));
   }
   const names = missingNames(serving, policy.dnsNames);
-  if (names.length > 0) return write(`the serving certificate lacks ${names.join(', ')}`, content(newestPair, cas.map(pem), await issue(newestPair, policy), secret.annotations));
-  if (dueForRenewal(serving, now, policy.renewWhenRemaining)) return write('renew the serving certificate', content(newestPair, cas.map(pem), await issue(newestPair, policy), secret.annotations));
+  if (names.length > 0)
+    return write(`the serving certificate lacks ${names.join(', ')}`, content(newestPair, cas.map(pem), await issue(newestPair, policy), secret.annotations));
+  if (dueForRenewal(serving, now, policy.renewWhenRemaining))
+    return write('renew the serving certificate', content(newestPair, cas.map(pem), await issue(newestPair, policy), secret.annotations));
   return { kind: 'none', reason: 'current' };
 }
 
@@ -144,7 +146,12 @@ function issue(ca: KeyPair, policy: CertPolicy): Promise<KeyPair> {
 
 function content(ca: KeyPair, bundle: readonly string[], serving: KeyPair, annotations: Readonly<Record<string, string>>): SecretContent {
   return {
-    data: { [SecretKeys.cert]: serving.certPem, [SecretKeys.key]: serving.keyPem, [SecretKeys.caBundle]: bundle.map((p) => p.trim()).join('\n') + '\n', [SecretKeys.caKey]: ca.keyPem },
+    data: {
+      [SecretKeys.cert]: serving.certPem,
+      [SecretKeys.key]: serving.keyPem,
+      [SecretKeys.caBundle]: bundle.map((p) => p.trim()).join('\n') + '\n',
+      [SecretKeys.caKey]: ca.keyPem,
+    },
     annotations,
   };
 }

@@ -47,7 +47,10 @@ export async function issueServingCert(ca: KeyPair, opts: ServingCertOptions): P
   const caCert = new x509.X509Certificate(ca.certPem);
   const caKey = await importKey(ca.keyPem);
   const keys = await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify']);
-  const names = [...opts.dnsNames.map((value) => ({ type: 'dns' as const, value })), ...(opts.ipAddresses ?? []).map((value) => ({ type: 'ip' as const, value }))];
+  const names = [
+    ...opts.dnsNames.map((value) => ({ type: 'dns' as const, value })),
+    ...(opts.ipAddresses ?? []).map((value) => ({ type: 'ip' as const, value })),
+  ];
   const cert = await x509.X509CertificateGenerator.create({
     serialNumber: serial(),
     subject: `CN=${opts.commonName ?? opts.dnsNames[0] ?? 'sidecar-injector'}`,
@@ -92,7 +95,10 @@ export async function issueClientCert(ca: KeyPair, commonName: string, validityD
 
 async function exportKey(key: CryptoKey): Promise<string> {
   const der = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', key));
-  return `-----BEGIN PRIVATE KEY-----\n${der.toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '')}\n-----END PRIVATE KEY-----\n`;
+  return `-----BEGIN PRIVATE KEY-----\n${der
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n')
+    .replace(/\n$/, '')}\n-----END PRIVATE KEY-----\n`;
 }
 
 async function importKey(pem: string): Promise<CryptoKey> {

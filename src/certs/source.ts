@@ -59,7 +59,10 @@ async function keptSelfSigned(dir: string, caFile: string, now: Date): Promise<K
   if (servingPairFault(pair, now) !== undefined) return undefined;
   try {
     const cert = new X509Certificate(pair.certPem);
-    const ok = cert.verify(new X509Certificate(caPem).publicKey) && cert.checkHost('localhost') !== undefined && Date.parse(cert.validTo) - now.getTime() >= SELF_SIGNED_MIN_LEFT_MS;
+    const ok =
+      cert.verify(new X509Certificate(caPem).publicKey) &&
+      cert.checkHost('localhost') !== undefined &&
+      Date.parse(cert.validTo) - now.getTime() >= SELF_SIGNED_MIN_LEFT_MS;
     return ok ? pair : undefined;
   } catch {
     return undefined; // ca.crt is not a certificate: make a new pair

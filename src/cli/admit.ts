@@ -72,7 +72,15 @@ function admitted(site: PodSite, set: TemplateSet, cluster: Cluster): Admission 
   const why: string[] = [];
   const warnings: string[] = [];
   const patch: Operation[] = [];
-  const rejected = (reason: string, message: string): Admission => ({ verdict: 'rejected', reason, why: [...why, message], pod: site.pod, patch: [], ...(selection !== undefined && { selection }), warnings });
+  const rejected = (reason: string, message: string): Admission => ({
+    verdict: 'rejected',
+    reason,
+    why: [...why, message],
+    pod: site.pod,
+    patch: [],
+    ...(selection !== undefined && { selection }),
+    warnings,
+  });
   for (const hook of calls.filter(isMutating)) {
     // The handler decides; selectTemplates only says why, in words.
     const chosen = attempt(() => selectTemplates(pod, set, scopeOf(hook), site.namespace));
@@ -81,11 +89,23 @@ function admitted(site: PodSite, set: TemplateSet, cluster: Cluster): Admission 
     warnings.push(...(answer.response.warnings ?? []));
     if (!(chosen instanceof InjectorError) && chosen.inject) {
       selection = chosen;
-      why.push(chosen.optedIn, templatesReason(chosen, pod), ...chosen.templates.filter((t) => requiredIn(t, site.namespace)).map((t) => whyRequired(t, site.namespace)));
+      why.push(
+        chosen.optedIn,
+        templatesReason(chosen, pod),
+        ...chosen.templates.filter((t) => requiredIn(t, site.namespace)).map((t) => whyRequired(t, site.namespace)),
+      );
       if (isOwnedByJob(pod)) why.push('the pod belongs to a Job');
     }
     if (!answer.response.allowed) return rejected(answer.reason, answer.response.status?.message ?? 'denied');
-    if (chosen instanceof InjectorError || !chosen.inject) return { verdict: 'not-injected', reason: answer.reason, why: chosen instanceof InjectorError ? [chosen.message] : [chosen.detail], pod: site.pod, patch: [], warnings };
+    if (chosen instanceof InjectorError || !chosen.inject)
+      return {
+        verdict: 'not-injected',
+        reason: answer.reason,
+        why: chosen instanceof InjectorError ? [chosen.message] : [chosen.detail],
+        pod: site.pod,
+        patch: [],
+        warnings,
+      };
     const ops = decodePatch(answer.response.patch);
     const patched = attempt(() => applyJsonPatch(pod, ops));
     if (patched instanceof InjectorError) return rejected('patch-not-applicable', patched.message);
@@ -103,7 +123,8 @@ function admitted(site: PodSite, set: TemplateSet, cluster: Cluster): Admission 
       return rejected(answer.reason, `the validating webhook ${hook.webhook} (${hook.path}) would reject it: ${message}`);
     }
   }
-  if (selection === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: ['no mutating webhook of the injector receives this pod'], pod, patch, warnings };
+  if (selection === undefined)
+    return { verdict: 'not-injected', reason: 'not-selected', why: ['no mutating webhook of the injector receives this pod'], pod, patch, warnings };
   return { verdict: 'injected', reason: Reason.Injected, why, pod, patch, selection, warnings };
 }
 
@@ -122,9 +143,23 @@ function refusedBody(site: PodSite, calls: readonly WebhookCall[], limits: BodyL
   const why = `the review of this pod would be refused before it is read (HTTP 400): ${refusal.message}`;
   const closed = calls.find((call) => call.failurePolicy === 'Fail');
   if (closed === undefined) {
-    return { verdict: 'not-injected', reason: refusal.code, why: ['every webhook of the injector that receives the pod has failurePolicy Ignore, so it is created without sidecars', why], pod: site.pod, patch: [], warnings: [] };
+    return {
+      verdict: 'not-injected',
+      reason: refusal.code,
+      why: ['every webhook of the injector that receives the pod has failurePolicy Ignore, so it is created without sidecars', why],
+      pod: site.pod,
+      patch: [],
+      warnings: [],
+    };
   }
-  return { verdict: 'rejected', reason: refusal.code, why: [`the webhook ${closed.webhook} (${closed.path}) receives the pod and has failurePolicy Fail, so it is not created`, why], pod: site.pod, patch: [], warnings: [] };
+  return {
+    verdict: 'rejected',
+    reason: refusal.code,
+    why: [`the webhook ${closed.webhook} (${closed.path}) receives the pod and has failurePolicy Fail, so it is not created`, why],
+    pod: site.pod,
+    patch: [],
+    warnings: [],
+  };
 }
 
 /**
@@ -135,13 +170,28 @@ function refusedBody(site: PodSite, calls: readonly WebhookCall[], limits: BodyL
  */
 function notSent(site: PodSite, set: TemplateSet, open: readonly WebhookCall[]): Admission {
   if (open.length === 0) {
-    return { verdict: 'not-injected', reason: 'namespace-rule', why: [`namespace ${site.namespace} is excluded by the namespaceSelector of every webhook in ${SHIPPED_WEBHOOKS}`], pod: site.pod, patch: [], warnings: [] };
+    return {
+      verdict: 'not-injected',
+      reason: 'namespace-rule',
+      why: [`namespace ${site.namespace} is excluded by the namespaceSelector of every webhook in ${SHIPPED_WEBHOOKS}`],
+      pod: site.pod,
+      patch: [],
+      warnings: [],
+    };
   }
   const warnings = keyWarnings(site.pod, set);
   const scope = open.some((w) => scopeOf(w) === OptInScope.Namespace) ? OptInScope.Namespace : OptInScope.Pod;
   const chosen = attempt(() => selectTemplates(site.pod, set, scope, site.namespace));
   const detail = chosen instanceof InjectorError || chosen.inject ? undefined : chosen;
-  if (detail === undefined) return { verdict: 'not-injected', reason: 'not-selected', why: [`the objectSelector of the webhooks in ${SHIPPED_WEBHOOKS} does not match the pod's labels`], pod: site.pod, patch: [], warnings };
+  if (detail === undefined)
+    return {
+      verdict: 'not-injected',
+      reason: 'not-selected',
+      why: [`the objectSelector of the webhooks in ${SHIPPED_WEBHOOKS} does not match the pod's labels`],
+      pod: site.pod,
+      patch: [],
+      warnings,
+    };
   return { verdict: 'not-injected', reason: detail.reason, why: [detail.detail], pod: site.pod, patch: [], warnings };
 }
 
@@ -156,6 +206,11 @@ function scopeOf(hook: WebhookCall): OptInScope {
 }
 
 function podCreate(pod: Pod, namespace: string): ReviewRequest {
-  return { kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace, operation: 'CREATE', object: pod };
+  return {
+    kind: { group: '', version: 'v1', kind: 'Pod' },
+    resource: { group: '', version: 'v1', resource: 'pods' },
+    namespace,
+    operation: 'CREATE',
+    object: pod,
+  };
 }
-

@@ -35,7 +35,12 @@ export interface Inputs {
 }
 
 /** Reads what inject and explain share: the input documents, the template set and the cluster. */
-export async function readInputs(command: string, values: InputOptions, stdin: NodeJS.ReadableStream, stderr: (text: string) => void = (t) => process.stderr.write(t)): Promise<Inputs> {
+export async function readInputs(
+  command: string,
+  values: InputOptions,
+  stdin: NodeJS.ReadableStream,
+  stderr: (text: string) => void = (t) => process.stderr.write(t),
+): Promise<Inputs> {
   const cluster = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels: values.namespaceLabels ?? {} };
   const text = await readInput(command, values.filename, stdin);
   const source = values.filename === '-' ? 'standard input' : values.filename;
@@ -44,7 +49,10 @@ export async function readInputs(command: string, values: InputOptions, stdin: N
   if (docs.length === 0) throw new InjectorError('INPUT_INVALID', [source, 'it holds no Kubernetes object (it is empty, or only comments)']);
   // The cluster's templates of the namespaces the objects go to: what a team may read there.
   const namespaces = docs.map((doc) => namespaceOf(doc) ?? values.namespace);
-  const set = values.templatesSource === 'cluster' ? await clusterTemplates(values, (line) => stderr(`${line}\n`), undefined, namespaces) : await loadTemplates(values.templatesDir);
+  const set =
+    values.templatesSource === 'cluster'
+      ? await clusterTemplates(values, (line) => stderr(`${line}\n`), undefined, namespaces)
+      : await loadTemplates(values.templatesDir);
   return { docs, set, cluster };
 }
 
@@ -62,7 +70,9 @@ async function readInput(command: string, file: string | undefined, stdin: NodeJ
       return await readFile(file, 'utf8');
     } catch (err) {
       const missing = (err as { code?: unknown }).code === 'ENOENT';
-      throw new InjectorError('INPUT_INVALID', [file, missing ? 'no such file; check the -f path (or use -f - for standard input)' : (err as Error).message], { cause: err });
+      throw new InjectorError('INPUT_INVALID', [file, missing ? 'no such file; check the -f path (or use -f - for standard input)' : (err as Error).message], {
+        cause: err,
+      });
     }
   }
   const chunks: Buffer[] = [];
@@ -76,7 +86,12 @@ export function templatesDir(flag: string | undefined, env: NodeJS.ProcessEnv = 
 }
 
 /** The cluster's SidecarTemplates as a server would serve them; an invalid object is named on standard error (a `note:`) and left out, as the server leaves it. */
-export async function clusterTemplates(values: Pick<InputOptions, 'kubeconfig' | 'templatesNamespace'>, warn: (line: string) => void, kube?: KubeClients, namespaces?: readonly string[]): Promise<TemplateSet> {
+export async function clusterTemplates(
+  values: Pick<InputOptions, 'kubeconfig' | 'templatesNamespace'>,
+  warn: (line: string) => void,
+  kube?: KubeClients,
+  namespaces?: readonly string[],
+): Promise<TemplateSet> {
   const { set, invalid } = await listTemplateObjects(values, kube, namespaces);
   for (const i of invalid) warn(`note: sidecartemplate ${i.key} is invalid and not served: ${i.faults.join('; ')}`);
   return set;
@@ -88,7 +103,11 @@ export async function clusterTemplates(values: Pick<InputOptions, 'kubeconfig' |
  * `--kubeconfig`; the templates of `--templates-namespace` are cluster-wide. With `namespaces`,
  * only those and the cluster-wide ones (namespaced lists: a team's rights, docs/cli.md).
  */
-export async function listTemplateObjects(values: Pick<InputOptions, 'kubeconfig' | 'templatesNamespace'>, kube?: KubeClients, namespaces?: readonly string[]): ReturnType<typeof listClusterTemplates> {
+export async function listTemplateObjects(
+  values: Pick<InputOptions, 'kubeconfig' | 'templatesNamespace'>,
+  kube?: KubeClients,
+  namespaces?: readonly string[],
+): ReturnType<typeof listClusterTemplates> {
   // Loaded only when the cluster is read: the Kubernetes client costs ~350 ms to import.
   const [{ createKubeClients, apiError }, { listClusterTemplates }] = await Promise.all([import('../kube/client.js'), import('../kube/sidecartemplates.js')]);
   const home = values.templatesNamespace ?? 'sidecar-injector';

@@ -11,7 +11,15 @@ export function bashCompletion(program: Command): string {
   const fn = `_${name.replace(/[^A-Za-z0-9]/g, '_')}`;
   const commands = program.commands;
   const values = commands.flatMap((c) => c.options.filter((o) => o.required || o.optional).flatMap((o) => valueCase(c.name(), o)));
-  const flags = commands.map((c) => `    ${c.name()}) words=${quote(c.options.flatMap((o) => [o.short, o.long]).filter((f) => f !== undefined).join(' '))} ;;`);
+  const flags = commands.map(
+    (c) =>
+      `    ${c.name()}) words=${quote(
+        c.options
+          .flatMap((o) => [o.short, o.long])
+          .filter((f) => f !== undefined)
+          .join(' '),
+      )} ;;`,
+  );
   return `# bash completion for ${name}: source <(${name} completion bash)
 ${fn}() {
   local cur="\${COMP_WORDS[COMP_CWORD]}" prev="\${COMP_WORDS[COMP_CWORD-1]}" cmd="\${COMP_WORDS[1]}" words
@@ -36,7 +44,14 @@ complete -o default -F ${fn} ${name}
 function valueCase(command: string, o: Option): string[] {
   const patterns = [o.short, o.long].filter((f) => f !== undefined).map((f) => `"${command} ${f}"`);
   const choices = o.argChoices;
-  const words = choices !== undefined ? `-W ${quote(choices.join(' '))}` : /dir\b/.test(o.long ?? '') ? '-d' : /file|kubeconfig|client-ca/.test(o.long ?? '') ? '-f' : undefined;
+  const words =
+    choices !== undefined
+      ? `-W ${quote(choices.join(' '))}`
+      : /dir\b/.test(o.long ?? '')
+        ? '-d'
+        : /file|kubeconfig|client-ca/.test(o.long ?? '')
+          ? '-f'
+          : undefined;
   if (words === undefined) return [`    ${patterns.join('|')}) COMPREPLY=(); return ;;`];
   return [`    ${patterns.join('|')}) COMPREPLY=($(compgen ${words} -- "$cur")); return ;;`];
 }

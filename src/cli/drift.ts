@@ -3,7 +3,17 @@ import { driftReport, PodState, type DriftReport, type NamespaceDrift, type PodD
 import { ownerIndex } from '../drift/owners.js';
 import { needs, Outcome, restartPlan, restartWorkloads, type RestartPlan, type RestartResult } from '../drift/restart.js';
 import { apiError, apiStatus, createKubeClients, type KubeClients } from '../kube/client.js';
-import { listCronJobs, listDaemonSets, listDeployments, listJobs, listLivePods, listNamespaces, listReplicaSets, listStatefulSets, type Scope } from '../kube/pods.js';
+import {
+  listCronJobs,
+  listDaemonSets,
+  listDeployments,
+  listJobs,
+  listLivePods,
+  listNamespaces,
+  listReplicaSets,
+  listStatefulSets,
+  type Scope,
+} from '../kube/pods.js';
 import { injectorWebhooks } from '../kube/injector-webhooks.js';
 import type { Labels, Pod } from '../kube/types.js';
 import { readWorkload, restartWorkload } from '../kube/workloads.js';
@@ -74,7 +84,12 @@ export async function driftCommand(values: DriftOptions, io: IO = processIO, env
   ]);
   // Whether a pod is opted in is decided as the webhooks' selectors decide it, with the namespaces' own labels.
   const namespaceLabels = new Map<string, Labels>(namespaces.map((n) => [n.metadata?.name ?? '', n.metadata?.labels ?? {}]));
-  const report = driftReport(pods.map(toPod), owners, set, { all: values.all, source, optIn: { configurations: webhooks.configurations, source: webhooks.source, namespaceLabels }, ...(values.revision !== undefined && { revision: values.revision }) });
+  const report = driftReport(pods.map(toPod), owners, set, {
+    all: values.all,
+    source,
+    optIn: { configurations: webhooks.configurations, source: webhooks.source, namespaceLabels },
+    ...(values.revision !== undefined && { revision: values.revision }),
+  });
   const where = `${'namespace' in scope ? `namespace ${scope.namespace}` : 'all namespaces'}${values.revision === undefined ? '' : ` (revision ${values.revision})`}`;
   if (restart === undefined) {
     io.stdout(values.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : printReport(report, where));
@@ -91,7 +106,8 @@ interface RestartFlags {
 
 function restartFlags(values: DriftOptions): RestartFlags {
   const maxWorkloads = Number(values.maxWorkloads);
-  if (!Number.isInteger(maxWorkloads) || maxWorkloads < 1) throw new InjectorError('USAGE', [`drift: --max-workloads must be a whole number of at least 1, got "${values.maxWorkloads}"`]);
+  if (!Number.isInteger(maxWorkloads) || maxWorkloads < 1)
+    throw new InjectorError('USAGE', [`drift: --max-workloads must be a whole number of at least 1, got "${values.maxWorkloads}"`]);
   return { timeoutMs: durationMs('--timeout', values.timeout), pollMs: durationMs('--poll-interval', values.pollInterval), maxWorkloads };
 }
 
@@ -100,7 +116,8 @@ export function durationMs(flag: string, text: string): number {
   const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
   const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
   const ms = parts.reduce((sum, p) => sum + Number(p[1]) * units[p[2]!]!, 0);
-  if (text === '' || parts.map((p) => p[0]).join('') !== text || ms <= 0) throw new InjectorError('USAGE', [`drift: ${flag} must be a duration such as 30s, 5m or 1h, got "${text}"`]);
+  if (text === '' || parts.map((p) => p[0]).join('') !== text || ms <= 0)
+    throw new InjectorError('USAGE', [`drift: ${flag} must be a duration such as 30s, 5m or 1h, got "${text}"`]);
   return ms;
 }
 
@@ -114,9 +131,19 @@ async function restartCommand(report: DriftReport, kube: KubeClients, flags: Res
   const json = values.output === 'json';
   const say = (line: string): void => (json ? io.stderr : io.stdout)(`${line}\n`);
   for (const line of planLines(plan, values.dryRun)) say(line);
-  const results = values.dryRun || plan.restart.length === 0 ? [] : await restartWorkloads(plan, { read: (w) => readWorkload(kube, w), restart: (w, at) => restartWorkload(kube, w, at) }, { timeoutMs: flags.timeoutMs, pollMs: flags.pollMs, say });
+  const results =
+    values.dryRun || plan.restart.length === 0
+      ? []
+      : await restartWorkloads(
+          plan,
+          { read: (w) => readWorkload(kube, w), restart: (w, at) => restartWorkload(kube, w, at) },
+          { timeoutMs: flags.timeoutMs, pollMs: flags.pollMs, say },
+        );
   if (!values.dryRun) say(summary(results));
-  if (json) io.stdout(`${JSON.stringify({ ...report, restart: { dryRun: values.dryRun, planned: plan.restart.map(ref), untouched: plan.untouched.map((u) => ({ ...ref(u.workload), why: u.why })), results } }, null, 2)}\n`);
+  if (json)
+    io.stdout(
+      `${JSON.stringify({ ...report, restart: { dryRun: values.dryRun, planned: plan.restart.map(ref), untouched: plan.untouched.map((u) => ({ ...ref(u.workload), why: u.why })), results } }, null, 2)}\n`,
+    );
   const failed = results.some((r) => r.outcome === Outcome.Failed || r.outcome === Outcome.TimedOut);
   return failed ? 1 : 0;
 }
@@ -136,7 +163,12 @@ function planLines(plan: RestartPlan, dryRun: boolean): string[] {
 
 function summary(results: readonly RestartResult[]): string {
   const count = (o: Outcome): number => results.filter((r) => r.outcome === o).length;
-  const parts = [`${count(Outcome.Restarted)} restarted`, `${count(Outcome.Skipped)} skipped`, `${count(Outcome.Failed) + count(Outcome.TimedOut)} failed`, `${count(Outcome.NotStarted)} not started`];
+  const parts = [
+    `${count(Outcome.Restarted)} restarted`,
+    `${count(Outcome.Skipped)} skipped`,
+    `${count(Outcome.Failed) + count(Outcome.TimedOut)} failed`,
+    `${count(Outcome.NotStarted)} not started`,
+  ];
   return `restart: ${parts.join(', ')} of ${results.length} workload(s)`;
 }
 
@@ -150,12 +182,19 @@ export function templatesConfigmap(values: Pick<DriftOptions, 'revision' | 'temp
 const DEFAULT_TEMPLATES_CONFIGMAP = 'sidecar-injector/sidecar-injector-templates';
 
 /** The templates to compare with: a directory, the cluster's SidecarTemplate objects, or the ConfigMap the injector mounts, read through the API. */
-async function templatesFor(values: DriftOptions, kube: KubeClients, env: NodeJS.ProcessEnv, note: (line: string) => void, namespaces: readonly string[] | undefined): Promise<{ set: TemplateSet; source: string }> {
+async function templatesFor(
+  values: DriftOptions,
+  kube: KubeClients,
+  env: NodeJS.ProcessEnv,
+  note: (line: string) => void,
+  namespaces: readonly string[] | undefined,
+): Promise<{ set: TemplateSet; source: string }> {
   if (values.templatesSource === 'cluster') {
     const set = await clusterTemplates(values, note, kube, namespaces);
     return { set, source: set.source };
   }
-  if (values.templatesDir !== undefined) return { set: await loadTemplates(values.templatesDir), source: `directory ${templatesDir(values.templatesDir, env)}` };
+  if (values.templatesDir !== undefined)
+    return { set: await loadTemplates(values.templatesDir), source: `directory ${templatesDir(values.templatesDir, env)}` };
   const [namespace, name, ...rest] = templatesConfigmap(values).split('/');
   if (namespace === undefined || namespace === '' || name === undefined || name === '' || rest.length > 0) {
     throw new InjectorError('USAGE', [`drift: --templates-configmap must be NAMESPACE/NAME, got "${values.templatesConfigmap}"`]);
@@ -203,7 +242,9 @@ function summaryLine(report: DriftReport, where: string): string {
 }
 
 function printWorkload(w: WorkloadDrift): string {
-  const counts = [w.injected > 0 && `${w.stale} of ${w.injected} pod(s) out of date`, w.missing > 0 && `${w.missing} pod(s) missing their sidecars`].filter(Boolean).join(', ');
+  const counts = [w.injected > 0 && `${w.stale} of ${w.injected} pod(s) out of date`, w.missing > 0 && `${w.missing} pod(s) missing their sidecars`]
+    .filter(Boolean)
+    .join(', ');
   const lines = [`${w.namespace} ${w.kind}/${w.name}: ${counts}`];
   for (const p of w.pods) lines.push(`  ${p.name}: ${podLine(p)}`);
   if (w.stale + w.missing > 0) lines.push(`  roll: ${w.rollout}`);

@@ -45,7 +45,8 @@ function systemError(err: unknown): string | undefined {
     case 'EADDRNOTAVAIL':
       return `cannot listen on ${where}: no such address on this machine; choose another with --host`;
     case 'EACCES':
-      if (e.syscall === 'listen') return `cannot listen on ${where}: permission denied; ports below 1024 need privileges, choose a higher --port or --health-port`;
+      if (e.syscall === 'listen')
+        return `cannot listen on ${where}: permission denied; ports below 1024 need privileges, choose a higher --port or --health-port`;
       return e.path === undefined ? undefined : `${e.path}: permission denied; check the file's permissions`;
     case 'ENOENT':
       return e.path === undefined ? undefined : `${e.path}: no such file or directory`;

@@ -71,8 +71,16 @@ function withServiceAccountToken(pod: Pod): Pod {
   const all = [...(spec.initContainers ?? []), ...(spec.containers ?? [])];
   if (all.some((c) => (c.volumeMounts ?? []).some((m) => m.mountPath === SERVICE_ACCOUNT_TOKEN_PATH))) return pod;
   const name = 'kube-api-access-xxxxx';
-  const volume = { name, projected: { sources: [{ serviceAccountToken: { path: 'token' } }, { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } }] } };
-  const mounted = (c: Container): Container => ({ ...c, volumeMounts: [...(c.volumeMounts ?? []), { name, mountPath: SERVICE_ACCOUNT_TOKEN_PATH, readOnly: true }] });
+  const volume = {
+    name,
+    projected: {
+      sources: [{ serviceAccountToken: { path: 'token' } }, { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } }],
+    },
+  };
+  const mounted = (c: Container): Container => ({
+    ...c,
+    volumeMounts: [...(c.volumeMounts ?? []), { name, mountPath: SERVICE_ACCOUNT_TOKEN_PATH, readOnly: true }],
+  });
   const out: PodSpec = { ...spec, containers: (spec.containers ?? []).map(mounted), volumes: [...(spec.volumes ?? []), volume] };
   if (spec.initContainers !== undefined) out.initContainers = spec.initContainers.map(mounted);
   return { ...pod, spec: out };
@@ -103,7 +111,8 @@ function describeTemplate(r: RenderedTemplate): string {
   for (const c of r.containers) parts.push(`${r.nativeSidecar ? 'native sidecar' : 'container'} "${c.name}" (${c.image ?? 'no image'}) in ${list}, ${where}`);
   for (const c of r.initContainers) parts.push(`init container "${c.name}", first`);
   if (r.volumes.length > 0) parts.push(`volumes ${r.volumes.map((v) => v.name).join(', ')}`);
-  if (r.env.length > 0 || r.volumeMounts.length > 0) parts.push(`into ${appScope(r)}: ${[...r.env.map((e) => `env ${e.name}`), ...r.volumeMounts.map((m) => `mount ${m.mountPath}`)].join(', ')}`);
+  if (r.env.length > 0 || r.volumeMounts.length > 0)
+    parts.push(`into ${appScope(r)}: ${[...r.env.map((e) => `env ${e.name}`), ...r.volumeMounts.map((m) => `mount ${m.mountPath}`)].join(', ')}`);
   if (r.podToken === true) parts.push("the pod's ServiceAccount token, where the pod mounts one");
   if (r.tokenVolume !== undefined) parts.push(`a ServiceAccount token of its own (volume ${r.tokenVolume})`);
   return parts.join('; ');
@@ -122,7 +131,13 @@ function placementText(p: Placement): string {
 }
 
 function printExplanation(e: Explanation): string {
-  const head = e.verdict === 'injected' ? `injected with ${e.templates.map((t) => t.name).join(', ')}` : e.verdict === 'rejected' ? 'would be REJECTED' : 'not injected';
-  const lines = [`${e.object}: ${head} (${e.reason})`, ...e.why.map((w) => `  - ${w}`), ...e.templates.map((t) => `  * ${t.name}: ${t.detail}`), ...e.warnings.map((w) => `  ! warning: ${w}`)];
+  const head =
+    e.verdict === 'injected' ? `injected with ${e.templates.map((t) => t.name).join(', ')}` : e.verdict === 'rejected' ? 'would be REJECTED' : 'not injected';
+  const lines = [
+    `${e.object}: ${head} (${e.reason})`,
+    ...e.why.map((w) => `  - ${w}`),
+    ...e.templates.map((t) => `  * ${t.name}: ${t.detail}`),
+    ...e.warnings.map((w) => `  ! warning: ${w}`),
+  ];
   return `${lines.join('\n')}\n`;
 }

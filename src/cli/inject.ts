@@ -39,7 +39,14 @@ export async function injectCommand(values: InjectOptions, io: IO = processIO): 
     for (const e of errors) io.stderr(`error: ${e}\n`);
     return 1;
   }
-  io.stdout(values.patch === true ? printPatches(results) : printDocuments(results.map((r) => r.after), format));
+  io.stdout(
+    values.patch === true
+      ? printPatches(results)
+      : printDocuments(
+          results.map((r) => r.after),
+          format,
+        ),
+  );
   return 0;
 }
 
@@ -95,7 +102,12 @@ function printPatches(results: readonly InjectedDocument[]): string {
   if (results.length === 1) return `${JSON.stringify(results[0]!.patch, null, 2)}\n`;
   const entries = results.map((r) => {
     const meta = (r.before['metadata'] ?? {}) as { name?: string; generateName?: string; namespace?: string };
-    return { kind: r.before['kind'], ...(meta.namespace !== undefined && { namespace: meta.namespace }), name: meta.name ?? meta.generateName ?? '', patch: r.patch };
+    return {
+      kind: r.before['kind'],
+      ...(meta.namespace !== undefined && { namespace: meta.namespace }),
+      name: meta.name ?? meta.generateName ?? '',
+      patch: r.patch,
+    };
   });
   return `${JSON.stringify(entries, null, 2)}\n`;
 }

@@ -41,14 +41,19 @@ const PRIVILEGED = 'privileged';
 export async function lintCommand(values: LintOptions, io: IO = processIO): Promise<number> {
   const level = values.podSecurity === PRIVILEGED ? PodSecurityLevel.None : values.podSecurity;
   if (values.templatesSource === 'cluster') return lintClusterCommand(values, level, io);
-  if (values.namespace !== undefined || values.allNamespaces === true) throw new InjectorError('USAGE', ['lint: -n and -A choose namespaces of the cluster; add --templates-source cluster']);
+  if (values.namespace !== undefined || values.allNamespaces === true)
+    throw new InjectorError('USAGE', ['lint: -n and -A choose namespaces of the cluster; add --templates-source cluster']);
   const dir = values.dir ?? templatesDir(undefined);
   const report = await lintTemplates(dir, level).catch((err: unknown) => {
     throw missingDir(err, dir);
   });
   const verdicts = values.policies === true && report.errors === 0 ? (await loadTemplateSet(dir)).templates : undefined;
   const policies = verdicts === undefined ? undefined : [...verdicts.values()].map(policyVerdict);
-  io.stdout(values.output === 'json' ? `${JSON.stringify(policies === undefined ? report : { ...report, policies }, null, 2)}\n` : textReport(report, dir, level) + (policies ?? []).map(policyLine).join(''));
+  io.stdout(
+    values.output === 'json'
+      ? `${JSON.stringify(policies === undefined ? report : { ...report, policies }, null, 2)}\n`
+      : textReport(report, dir, level) + (policies ?? []).map(policyLine).join(''),
+  );
   return exitStatus(report, values.strict);
 }
 
@@ -61,8 +66,16 @@ function policyLine(v: PolicyVerdict): string {
 async function lintClusterCommand(values: LintOptions, level: PodSecurityLevel, io: IO): Promise<number> {
   if (values.dir !== undefined) throw new InjectorError('USAGE', [`lint: give DIR (${values.dir}) or --templates-source cluster, not both`]);
   const home = values.templatesNamespace ?? 'sidecar-injector';
-  const report = lintCluster(await listTemplateObjects(values, undefined, values.namespace === undefined ? undefined : [values.namespace]), home, level, values.namespace);
-  const where = values.namespace === undefined ? `the sidecartemplates of every namespace (cluster-wide: ${home})` : `the sidecartemplates namespace ${values.namespace} sees (its own over ${home}'s)`;
+  const report = lintCluster(
+    await listTemplateObjects(values, undefined, values.namespace === undefined ? undefined : [values.namespace]),
+    home,
+    level,
+    values.namespace,
+  );
+  const where =
+    values.namespace === undefined
+      ? `the sidecartemplates of every namespace (cluster-wide: ${home})`
+      : `the sidecartemplates namespace ${values.namespace} sees (its own over ${home}'s)`;
   io.stdout(values.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : textReport(report, where, level));
   return exitStatus(report, values.strict);
 }
@@ -74,8 +87,10 @@ function exitStatus(report: { readonly errors: number; readonly warnings: number
 /** A DIR that is not there, or not a directory, as one line that says what to fix instead of scandir's error; any other error unchanged. */
 function missingDir(err: unknown, dir: string): unknown {
   const code = ((err as Error | null)?.cause as { code?: unknown } | undefined)?.code;
-  if (code === 'ENOENT') return new InjectorError('INPUT_INVALID', [dir, 'no such directory; give lint the directory of SidecarTemplate YAML files (lint DIR)'], { cause: err });
-  if (code === 'ENOTDIR') return new InjectorError('INPUT_INVALID', [dir, 'not a directory; give lint the directory of SidecarTemplate YAML files (lint DIR)'], { cause: err });
+  if (code === 'ENOENT')
+    return new InjectorError('INPUT_INVALID', [dir, 'no such directory; give lint the directory of SidecarTemplate YAML files (lint DIR)'], { cause: err });
+  if (code === 'ENOTDIR')
+    return new InjectorError('INPUT_INVALID', [dir, 'not a directory; give lint the directory of SidecarTemplate YAML files (lint DIR)'], { cause: err });
   return err;
 }
 

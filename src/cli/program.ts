@@ -56,7 +56,9 @@ function usageError(err: unknown): boolean {
  */
 function createProgram(io: IO, done: (code: number) => void): Command {
   const program = new Command(PROGRAM)
-    .description('Injects sidecar containers into pods from SidecarTemplate files, as a Kubernetes admission webhook, and explains, lints and checks what it injects.')
+    .description(
+      'Injects sidecar containers into pods from SidecarTemplate files, as a Kubernetes admission webhook, and explains, lints and checks what it injects.',
+    )
     .usage('<command> [options]')
     .helpOption('-h, --help', 'show help for a command')
     .version(versionLine(), '-V, --version', 'print the version and exit')
@@ -70,11 +72,23 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     configure(sub, io, `${PROGRAM} ${name}`);
     return sub;
   };
-  const act = (run: (...args: unknown[]) => Promise<number>) => async (...args: unknown[]) => done(await run(...args));
+  const act =
+    (run: (...args: unknown[]) => Promise<number>) =>
+    async (...args: unknown[]) =>
+      done(await run(...args));
 
   const serve = command('serve', 'run the admission webhook server')
-    .description('Runs the admission webhook: /mutate and /validate over HTTPS, /healthz, /readyz and /metrics over HTTP. Every flag can also be set by its environment variable; a flag wins over the variable, which wins over the default.')
-    .addHelpText('after', examples([`${PROGRAM} serve --templates-dir ./templates`, `${PROGRAM} serve --cert-dir /etc/webhook/certs --port 8443 --log-level debug`, `SIDECAR_INJECTOR_PORT=9443 ${PROGRAM} serve --templates-dir ./templates`]));
+    .description(
+      'Runs the admission webhook: /mutate and /validate over HTTPS, /healthz, /readyz and /metrics over HTTP. Every flag can also be set by its environment variable; a flag wins over the variable, which wins over the default.',
+    )
+    .addHelpText(
+      'after',
+      examples([
+        `${PROGRAM} serve --templates-dir ./templates`,
+        `${PROGRAM} serve --cert-dir /etc/webhook/certs --port 8443 --log-level debug`,
+        `SIDECAR_INJECTOR_PORT=9443 ${PROGRAM} serve --templates-dir ./templates`,
+      ]),
+    );
   for (const option of serveOptions()) serve.addOption(option);
   serve.action(
     act(async (...args) => {
@@ -85,7 +99,9 @@ function createProgram(io: IO, done: (code: number) => void): Command {
   );
 
   command('inject', 'print manifests with the sidecars injected, or the patch')
-    .description('Prints the manifests of FILE (a Pod, a workload with a pod template, a List, several YAML documents) with the sidecars injected exactly as admission would inject them, or with --patch the JSON patch /mutate would answer. Exit status 1 when a pod would be denied.')
+    .description(
+      'Prints the manifests of FILE (a Pod, a workload with a pod template, a List, several YAML documents) with the sidecars injected exactly as admission would inject them, or with --patch the JSON patch /mutate would answer. Exit status 1 when a pod would be denied.',
+    )
     .addOption(filenameOption())
     .addOption(templatesDirOption())
     .addOption(namespaceOption())
@@ -95,7 +111,14 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(templatesNamespaceOption())
     .addOption(templatesKubeconfigOption())
     .addOption(namespaceLabelsOption())
-    .addHelpText('after', examples([`${PROGRAM} inject -f deployment.yaml | kubectl apply -f -`, `kubectl get pod web-0 -o yaml | ${PROGRAM} inject -f - --patch`, `${PROGRAM} inject -f app.yaml -n team-a --templates-dir ./templates -o json`]))
+    .addHelpText(
+      'after',
+      examples([
+        `${PROGRAM} inject -f deployment.yaml | kubectl apply -f -`,
+        `kubectl get pod web-0 -o yaml | ${PROGRAM} inject -f - --patch`,
+        `${PROGRAM} inject -f app.yaml -n team-a --templates-dir ./templates -o json`,
+      ]),
+    )
     .action(act(async (...args) => (await Commands.inject()).injectCommand(optionsOf(args, 0, { patch: false }), io)));
 
   command('explain', 'say for each pod whether it would be injected, with what, and why')
@@ -108,41 +131,91 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(templatesSourceOption())
     .addOption(templatesNamespaceOption())
     .addOption(templatesKubeconfigOption())
-    .addHelpText('after', examples([`${PROGRAM} explain -f deployment.yaml`, `kubectl get deploy web -o yaml | ${PROGRAM} explain -f - --namespace-labels sidecar-injector.io/inject=true`, `${PROGRAM} explain -f app.yaml -o json`]))
+    .addHelpText(
+      'after',
+      examples([
+        `${PROGRAM} explain -f deployment.yaml`,
+        `kubectl get deploy web -o yaml | ${PROGRAM} explain -f - --namespace-labels sidecar-injector.io/inject=true`,
+        `${PROGRAM} explain -f app.yaml -o json`,
+      ]),
+    )
     .action(act(async (...args) => (await Commands.explain()).explainCommand(optionsOf(args), io)));
 
   command('lint', 'check every template in a directory or the cluster; exit 1 on errors (and warnings with --strict)')
-    .description("Checks every SidecarTemplate in DIR: load faults as file:line:column, each template injected into sample pods (valid pod, Pod Security level, conflicts between templates). With --templates-source cluster, the cluster's SidecarTemplate objects instead: invalid objects as errors, and the templates each namespace sees checked on the sample pods. Exit status 1 when there is any fault, for pre-commit hooks and CI.")
+    .description(
+      "Checks every SidecarTemplate in DIR: load faults as file:line:column, each template injected into sample pods (valid pod, Pod Security level, conflicts between templates). With --templates-source cluster, the cluster's SidecarTemplate objects instead: invalid objects as errors, and the templates each namespace sees checked on the sample pods. Exit status 1 when there is any fault, for pre-commit hooks and CI.",
+    )
     .argument('[dir]', `templates directory (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`)
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
-    .addOption(new Option('--pod-security <level>', 'Pod Security Standard the injected pods must meet (none: the same as privileged)').choices(['privileged', 'baseline', 'restricted', 'none']).default('privileged'))
+    .addOption(
+      new Option('--pod-security <level>', 'Pod Security Standard the injected pods must meet (none: the same as privileged)')
+        .choices(['privileged', 'baseline', 'restricted', 'none'])
+        .default('privileged'),
+    )
     .addOption(new Option('--strict', 'exit 1 on warnings too, not only on errors'))
     .addOption(new Option('--policies', 'also say per template whether it compiles to an admission policy (the policies command), and why not'))
     .addOption(templatesSourceOption('DIR'))
     .addOption(templatesNamespaceOption())
     .addOption(templatesKubeconfigOption())
-    .addOption(new Option('-n, --namespace <namespace>', "with --templates-source cluster: lint what this namespace's pods see, its own templates over the cluster-wide ones (default: every namespace that has templates)").conflicts('allNamespaces'))
+    .addOption(
+      new Option(
+        '-n, --namespace <namespace>',
+        "with --templates-source cluster: lint what this namespace's pods see, its own templates over the cluster-wide ones (default: every namespace that has templates)",
+      ).conflicts('allNamespaces'),
+    )
     .addOption(new Option('-A, --all-namespaces', 'with --templates-source cluster: every namespace that has templates (the default)'))
-    .addHelpText('after', examples([`${PROGRAM} lint ./templates`, `${PROGRAM} lint ./templates --pod-security restricted --strict`, `${PROGRAM} lint -o json`, `${PROGRAM} lint --templates-source cluster -n team-a`]))
-    .action(act(async (...args) => (await Commands.lint()).lintCommand({ ...optionsOf(args, 1, { strict: false, allNamespaces: false }), ...(args[0] !== undefined && { dir: args[0] as string }) }, io)));
+    .addHelpText(
+      'after',
+      examples([
+        `${PROGRAM} lint ./templates`,
+        `${PROGRAM} lint ./templates --pod-security restricted --strict`,
+        `${PROGRAM} lint -o json`,
+        `${PROGRAM} lint --templates-source cluster -n team-a`,
+      ]),
+    )
+    .action(
+      act(async (...args) =>
+        (await Commands.lint()).lintCommand(
+          { ...optionsOf(args, 1, { strict: false, allNamespaces: false }), ...(args[0] !== undefined && { dir: args[0] as string }) },
+          io,
+        ),
+      ),
+    );
 
   command('policies', 'print the templates as MutatingAdmissionPolicies and a ValidatingAdmissionPolicy (Kubernetes 1.36)')
-    .description("Compiles the SidecarTemplates of DIR to admission policies the apiserver runs itself (admissionregistration.k8s.io/v1, Kubernetes 1.36; 1.34 with the beta API): per template a MutatingAdmissionPolicy with its bindings, and a ValidatingAdmissionPolicy that refuses an opted-in pod without its sidecars. A template that does not compile (overrides, placement next to a named container, the pod's own ServiceAccount token) is named on standard error with the reason, and the exit status is 1: the webhook must inject it.")
+    .description(
+      "Compiles the SidecarTemplates of DIR to admission policies the apiserver runs itself (admissionregistration.k8s.io/v1, Kubernetes 1.36; 1.34 with the beta API): per template a MutatingAdmissionPolicy with its bindings, and a ValidatingAdmissionPolicy that refuses an opted-in pod without its sidecars. A template that does not compile (overrides, placement next to a named container, the pod's own ServiceAccount token) is named on standard error with the reason, and the exit status is 1: the webhook must inject it.",
+    )
     .argument('[dir]', `templates directory (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`)
     .addOption(new Option('-o, --output <format>', 'output format').choices(['yaml', 'json']).default('yaml'))
     .addOption(new Option('--namespace <namespace>', "the injector's namespace, never injected").default('sidecar-injector'))
     .addHelpText('after', examples([`${PROGRAM} policies ./templates | kubectl apply -f -`, `${PROGRAM} policies ./templates -o json --namespace platform`]))
-    .action(act(async (...args) => (await Commands.policies()).policiesCommand({ ...optionsOf(args, 1), ...(args[0] !== undefined && { dir: args[0] as string }) }, io)));
+    .action(
+      act(async (...args) =>
+        (await Commands.policies()).policiesCommand({ ...optionsOf(args, 1), ...(args[0] !== undefined && { dir: args[0] as string }) }, io),
+      ),
+    );
 
   command('drift', 'list running pods whose sidecars are out of date or missing; --restart rolls them')
-    .description('Lists the running pods whose injected sidecars are out of date with the current templates (the recorded status differs from what the templates render for the pod now, or a template it used is gone), and the opted-in pods that run without sidecars, grouped by owning workload with the command that rolls each, and counted per namespace. With --templates-source cluster, each pod is judged against the SidecarTemplate objects its namespace sees. With --restart, rolls those Deployments, StatefulSets and DaemonSets one at a time as kubectl rollout restart does. Reads pods through the Kubernetes API with the usual kubeconfig rules.')
+    .description(
+      'Lists the running pods whose injected sidecars are out of date with the current templates (the recorded status differs from what the templates render for the pod now, or a template it used is gone), and the opted-in pods that run without sidecars, grouped by owning workload with the command that rolls each, and counted per namespace. With --templates-source cluster, each pod is judged against the SidecarTemplate objects its namespace sees. With --restart, rolls those Deployments, StatefulSets and DaemonSets one at a time as kubectl rollout restart does. Reads pods through the Kubernetes API with the usual kubeconfig rules.',
+    )
     .addOption(templatesDirOption().conflicts('templatesConfigmap'))
-    .addOption(new Option('--templates-configmap <namespace/name>', 'the installed templates ConfigMap, read through the API unless --templates-dir is given').default('sidecar-injector/sidecar-injector-templates'))
+    .addOption(
+      new Option('--templates-configmap <namespace/name>', 'the installed templates ConfigMap, read through the API unless --templates-dir is given').default(
+        'sidecar-injector/sidecar-injector-templates',
+      ),
+    )
     .addOption(templatesSourceOption('--templates-dir, else --templates-configmap').conflicts(['templatesDir', 'templatesConfigmap']))
     .addOption(templatesNamespaceOption())
     .addOption(new Option('-n, --namespace <namespace>', "namespace to look in (default: the kubeconfig context's namespace)").conflicts('allNamespaces'))
     .addOption(new Option('-A, --all-namespaces', 'look in every namespace'))
-    .addOption(new Option('--revision <name>', "judge the pods injected by the install of this revision (sidecar-injector.io/rev), against its webhooks and templates (the ConfigMap <configmap>-<name> unless --templates-configmap is given)"))
+    .addOption(
+      new Option(
+        '--revision <name>',
+        'judge the pods injected by the install of this revision (sidecar-injector.io/rev), against its webhooks and templates (the ConfigMap <configmap>-<name> unless --templates-configmap is given)',
+      ),
+    )
     .addOption(new Option('--all', 'list every injected pod, not only the stale ones'))
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addOption(new Option('--kubeconfig <file>', 'kubeconfig file (default: $KUBECONFIG, else ~/.kube/config; in a pod, its ServiceAccount)'))
@@ -151,8 +224,21 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(new Option('--timeout <duration>', 'with --restart: how long one rollout may take before the run stops').default('5m'))
     .addOption(new Option('--max-workloads <n>', 'with --restart: roll at most this many workloads').default('10'))
     .addOption(new Option('--poll-interval <duration>', "how often a rollout's status is read").default('2s').hideHelp())
-    .addHelpText('after', examples([`${PROGRAM} drift -A`, `${PROGRAM} drift -n team-a --all -o json`, `${PROGRAM} drift -A --templates-source cluster`, `${PROGRAM} drift -A --templates-dir ./templates   # before applying a template change`, `${PROGRAM} drift -n team-a --restart --dry-run`]))
-    .action(act(async (...args) => (await Commands.drift()).driftCommand(optionsOf(args, 0, { all: false, allNamespaces: false, restart: false, dryRun: false }), io)));
+    .addHelpText(
+      'after',
+      examples([
+        `${PROGRAM} drift -A`,
+        `${PROGRAM} drift -n team-a --all -o json`,
+        `${PROGRAM} drift -A --templates-source cluster`,
+        `${PROGRAM} drift -A --templates-dir ./templates   # before applying a template change`,
+        `${PROGRAM} drift -n team-a --restart --dry-run`,
+      ]),
+    )
+    .action(
+      act(async (...args) =>
+        (await Commands.drift()).driftCommand(optionsOf(args, 0, { all: false, allNamespaces: false, restart: false, dryRun: false }), io),
+      ),
+    );
 
   command('version', 'print the version, the git commit it was built from, and the Node.js version')
     .description('Prints the version, the git commit it was built from (when known) and the Node.js version.')
@@ -161,9 +247,14 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .action(act(async (...args) => (await Commands.version()).versionCommand(optionsOf(args), io)));
 
   command('completion', 'print a shell completion script')
-    .description('Prints a bash completion script for the commands, their flags and the values of flags with choices. zsh can load it after `autoload -U bashcompinit && bashcompinit`.')
+    .description(
+      'Prints a bash completion script for the commands, their flags and the values of flags with choices. zsh can load it after `autoload -U bashcompinit && bashcompinit`.',
+    )
     .addArgument(new Argument('<shell>', 'the shell').choices(['bash']))
-    .addHelpText('after', examples([`${PROGRAM} completion bash > ~/.local/share/bash-completion/completions/${PROGRAM}`, `source <(${PROGRAM} completion bash)`]))
+    .addHelpText(
+      'after',
+      examples([`${PROGRAM} completion bash > ~/.local/share/bash-completion/completions/${PROGRAM}`, `source <(${PROGRAM} completion bash)`]),
+    )
     .action(
       act(async () => {
         io.stdout(bashCompletion(program));
@@ -220,11 +311,18 @@ function filenameOption(): Option {
 
 /** --templates-source cluster: the cluster's SidecarTemplate objects, as the pods' namespace sees them; `files` says where `dir` reads. */
 function templatesSourceOption(files = '--templates-dir'): Option {
-  return new Option('--templates-source <source>', `dir: ${files}; cluster: the SidecarTemplate objects of the cluster, those of the pod's namespace over the cluster-wide ones`).choices(['dir', 'cluster']).default('dir');
+  return new Option(
+    '--templates-source <source>',
+    `dir: ${files}; cluster: the SidecarTemplate objects of the cluster, those of the pod's namespace over the cluster-wide ones`,
+  )
+    .choices(['dir', 'cluster'])
+    .default('dir');
 }
 
 function templatesNamespaceOption(): Option {
-  return new Option('--templates-namespace <namespace>', 'with --templates-source cluster: the injector\'s namespace, whose templates are cluster-wide').default('sidecar-injector');
+  return new Option('--templates-namespace <namespace>', "with --templates-source cluster: the injector's namespace, whose templates are cluster-wide").default(
+    'sidecar-injector',
+  );
 }
 
 function templatesKubeconfigOption(): Option {
@@ -232,7 +330,10 @@ function templatesKubeconfigOption(): Option {
 }
 
 function templatesDirOption(): Option {
-  return new Option('--templates-dir <dir>', `directory of SidecarTemplate YAML files (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`);
+  return new Option(
+    '--templates-dir <dir>',
+    `directory of SidecarTemplate YAML files (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`,
+  );
 }
 
 function namespaceOption(): Option {
@@ -240,7 +341,10 @@ function namespaceOption(): Option {
 }
 
 function namespaceLabelsOption(): Option {
-  return new Option('--namespace-labels <key=value,...>', "labels of the pods' namespace, for the namespace opt-in (sidecar-injector.io/inject=true)").argParser(parseLabels);
+  return new Option(
+    '--namespace-labels <key=value,...>',
+    "labels of the pods' namespace, for the namespace opt-in (sidecar-injector.io/inject=true)",
+  ).argParser(parseLabels);
 }
 
 /** `k=v,k2=v2` as a label map; a pair without `=` or with an empty key is a usage error. */

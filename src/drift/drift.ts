@@ -185,9 +185,15 @@ export function podDrift(pod: Pod, set: TemplateSet, revision = '', scope: OptIn
   const name = pod.metadata?.name ?? '';
   const recorded = recordedStatus(pod);
   if (recorded === undefined) return undefined;
-  if (recorded === 'unreadable') return stale(name, { reason: StaleReason.StatusUnreadable, detail: `annotation ${Keys.status} is not JSON with a "templates" list` });
+  if (recorded === 'unreadable')
+    return stale(name, { reason: StaleReason.StatusUnreadable, detail: `annotation ${Keys.status} is not JSON with a "templates" list` });
   const gone = recorded.templates.filter((t) => !set.templates.has(t));
-  if (gone.length > 0) return stale(name, { reason: StaleReason.TemplateRemoved, detail: `template${gone.length === 1 ? '' : 's'} ${list(gone)} no longer exist${gone.length === 1 ? 's' : ''}` }, recorded);
+  if (gone.length > 0)
+    return stale(
+      name,
+      { reason: StaleReason.TemplateRemoved, detail: `template${gone.length === 1 ? '' : 's'} ${list(gone)} no longer exist${gone.length === 1 ? 's' : ''}` },
+      recorded,
+    );
   const fresh = reinject(pod, set, revision, scope);
   if ('refused' in fresh) return stale(name, fresh.refused, recorded);
   const difference = compareStatus(recorded, fresh.status);
@@ -224,7 +230,12 @@ export function missingSidecars(pod: Pod, set: TemplateSet, view: OptInView): Po
     return { name, state: PodState.Missing, reason: MissingReason.NotInjected, detail: `no sidecars: ${selection.optedIn}, would get ${names}` };
   } catch (err) {
     if (!(err instanceof InjectorError)) throw err;
-    return { name, state: PodState.Missing, reason: MissingReason.WouldBeRefused, detail: `no sidecars, and the templates would refuse it now: ${err.message}` };
+    return {
+      name,
+      state: PodState.Missing,
+      reason: MissingReason.WouldBeRefused,
+      detail: `no sidecars, and the templates would refuse it now: ${err.message}`,
+    };
   }
 }
 
@@ -279,7 +290,14 @@ function asAdmitted(pod: Pod): Pod {
 }
 
 function stale(name: string, d: Difference, recorded?: RecordedStatus, current?: RecordedStatus): PodDrift {
-  return { name, state: PodState.Stale, reason: d.reason, detail: d.detail, ...(recorded !== undefined && { recorded }), ...(current !== undefined && { current }) };
+  return {
+    name,
+    state: PodState.Stale,
+    reason: d.reason,
+    detail: d.detail,
+    ...(recorded !== undefined && { recorded }),
+    ...(current !== undefined && { current }),
+  };
 }
 
 function list(names: readonly string[]): string {
@@ -347,7 +365,12 @@ export function driftReport(pods: readonly Pod[], owners: Owners, set: TemplateS
     const verdict = podDrift(pod, seen, revision, scope) ?? missingSidecars(pod, seen, opts.optIn);
     if (verdict === undefined) continue;
     const owner = podOwner(pod, owners);
-    const ref = { namespace: owner.namespace, kind: owner.kind, name: owner.name, ...(owner.object !== undefined && { templateOptsIn: templateOptsIn(owner.object, seen, opts.optIn) }) };
+    const ref = {
+      namespace: owner.namespace,
+      kind: owner.kind,
+      name: owner.name,
+      ...(owner.object !== undefined && { templateOptsIn: templateOptsIn(owner.object, seen, opts.optIn) }),
+    };
     const key = `${ref.namespace}\u0000${ref.kind}\u0000${ref.name}`;
     const group = groups.get(key) ?? { ref, pods: [] };
     group.pods.push(verdict);
@@ -362,7 +385,16 @@ export function driftReport(pods: readonly Pod[], owners: Owners, set: TemplateS
   for (const g of groups.values()) byNamespace.set(g.ref.namespace, [...(byNamespace.get(g.ref.namespace) ?? []), ...g.pods]);
   const namespaces = [...byNamespace.keys()].sort().map((ns) => namespaceDrift(ns, byNamespace.get(ns)!));
   const { injected, stale, missing } = namespaceDrift('', all);
-  return { ...(revision !== '' && { revision }), templates: { source: opts.source, digest: set.digest }, webhooks: { source: opts.optIn.source }, injected, stale, missing, namespaces, workloads };
+  return {
+    ...(revision !== '' && { revision }),
+    templates: { source: opts.source, digest: set.digest },
+    webhooks: { source: opts.optIn.source },
+    injected,
+    stale,
+    missing,
+    namespaces,
+    workloads,
+  };
 }
 
 /**
@@ -379,7 +411,13 @@ function templateOptsIn(owner: OwnerObject, set: TemplateSet, view: OptInView): 
 
 function namespaceDrift(namespace: string, pods: readonly PodDrift[]): NamespaceDrift {
   const count = (state: PodState): number => pods.filter((p) => p.state === state).length;
-  return { namespace, injected: pods.length - count(PodState.Missing), stale: count(PodState.Stale), missing: count(PodState.Missing), current: count(PodState.Current) };
+  return {
+    namespace,
+    injected: pods.length - count(PodState.Missing),
+    stale: count(PodState.Stale),
+    missing: count(PodState.Missing),
+    current: count(PodState.Current),
+  };
 }
 
 function workloadDrift(ref: WorkloadRef & { templateOptsIn?: boolean }, pods: readonly PodDrift[], all: boolean): WorkloadDrift {
@@ -392,7 +430,10 @@ function workloadDrift(ref: WorkloadRef & { templateOptsIn?: boolean }, pods: re
     injected: pods.length - count(PodState.Missing),
     stale: count(PodState.Stale),
     missing: count(PodState.Missing),
-    rollout: rolloutCommand(ref, outdated.map((p) => p.name)),
+    rollout: rolloutCommand(
+      ref,
+      outdated.map((p) => p.name),
+    ),
   };
 }
 

@@ -60,8 +60,16 @@ export function restartPlan(report: DriftReport, maxWorkloads: number): RestartP
   for (const w of report.workloads.filter((x) => x.stale + x.missing > 0)) {
     const kind = w.kind;
     if (!isRestartable(kind)) untouched.push({ workload: w, why: `never restarted by drift: ${w.rollout}` });
-    else if (w.templateOptsIn !== true) untouched.push({ workload: w, why: `its pod template does not opt in to injection: drift restarts only workloads whose new pods the webhooks would inject` });
-    else if (w.pods.some(wouldBeRefused)) untouched.push({ workload: w, why: 'the templates would refuse its pods now: restarting would leave it without pods; fix the templates or the pods first' });
+    else if (w.templateOptsIn !== true)
+      untouched.push({
+        workload: w,
+        why: `its pod template does not opt in to injection: drift restarts only workloads whose new pods the webhooks would inject`,
+      });
+    else if (w.pods.some(wouldBeRefused))
+      untouched.push({
+        workload: w,
+        why: 'the templates would refuse its pods now: restarting would leave it without pods; fix the templates or the pods first',
+      });
     else if (restart.length >= maxWorkloads) untouched.push({ workload: w, why: `over --max-workloads ${maxWorkloads}: run again to roll it` });
     else restart.push({ ...w, kind });
   }
@@ -125,7 +133,8 @@ async function restartOne(ref: WorkloadKey, api: WorkloadApi, opts: RestartOptio
     if (status.done) return { ...ref, outcome: Outcome.Restarted, detail: status.message };
     if (status.message !== said) opts.say(`${label(ref)}: ${status.message}`);
     said = status.message;
-    if (Date.now() >= deadline) return { ...ref, outcome: Outcome.TimedOut, detail: `not rolled out after ${opts.timeoutMs / 1000}s (--timeout): ${status.message}` };
+    if (Date.now() >= deadline)
+      return { ...ref, outcome: Outcome.TimedOut, detail: `not rolled out after ${opts.timeoutMs / 1000}s (--timeout): ${status.message}` };
     await sleep(Math.min(opts.pollMs, Math.max(0, deadline - Date.now())));
   }
 }
@@ -172,14 +181,31 @@ interface Generations {
 }
 interface DeploymentLike extends Generations {
   readonly spec?: { readonly replicas?: number };
-  readonly status?: { readonly observedGeneration?: number; readonly replicas?: number; readonly updatedReplicas?: number; readonly availableReplicas?: number; readonly conditions?: readonly { type: string; reason?: string }[] };
+  readonly status?: {
+    readonly observedGeneration?: number;
+    readonly replicas?: number;
+    readonly updatedReplicas?: number;
+    readonly availableReplicas?: number;
+    readonly conditions?: readonly { type: string; reason?: string }[];
+  };
 }
 interface StatefulSetLike extends Generations {
   readonly spec?: { readonly replicas?: number; readonly updateStrategy?: { readonly rollingUpdate?: { readonly partition?: number } } };
-  readonly status?: { readonly observedGeneration?: number; readonly readyReplicas?: number; readonly updatedReplicas?: number; readonly currentRevision?: string; readonly updateRevision?: string };
+  readonly status?: {
+    readonly observedGeneration?: number;
+    readonly readyReplicas?: number;
+    readonly updatedReplicas?: number;
+    readonly currentRevision?: string;
+    readonly updateRevision?: string;
+  };
 }
 interface DaemonSetLike extends Generations {
-  readonly status?: { readonly observedGeneration?: number; readonly desiredNumberScheduled?: number; readonly updatedNumberScheduled?: number; readonly numberAvailable?: number };
+  readonly status?: {
+    readonly observedGeneration?: number;
+    readonly desiredNumberScheduled?: number;
+    readonly updatedNumberScheduled?: number;
+    readonly numberAvailable?: number;
+  };
 }
 
 const waiting = (message: string): RolloutStatus => ({ done: false, message });
@@ -194,7 +220,8 @@ function deploymentStatus(name: string, d: DeploymentLike): RolloutStatus {
   if (!observed(d)) return waiting(OBSERVING);
   const s = d.status ?? {};
   // The Progressing condition's reason once spec.progressDeadlineSeconds has passed without progress.
-  if (s.conditions?.some((c) => c.type === 'Progressing' && c.reason === 'ProgressDeadlineExceeded')) return { done: false, message: '', failed: `deployment "${name}" exceeded its progress deadline` };
+  if (s.conditions?.some((c) => c.type === 'Progressing' && c.reason === 'ProgressDeadlineExceeded'))
+    return { done: false, message: '', failed: `deployment "${name}" exceeded its progress deadline` };
   const updated = s.updatedReplicas ?? 0;
   const wanted = d.spec?.replicas;
   if (wanted !== undefined && updated < wanted) return waiting(`${updated} out of ${wanted} new replicas have been updated`);
@@ -210,10 +237,12 @@ function statefulSetStatus(s: StatefulSetLike): RolloutStatus {
   if (wanted !== undefined && (st.readyReplicas ?? 0) < wanted) return waiting(`waiting for ${wanted - (st.readyReplicas ?? 0)} pod(s) to be ready`);
   const partition = s.spec?.updateStrategy?.rollingUpdate?.partition;
   if (partition !== undefined && wanted !== undefined) {
-    if (partition < wanted && (st.updatedReplicas ?? 0) < wanted - partition) return waiting(`partitioned roll out: ${st.updatedReplicas ?? 0} out of ${wanted - partition} new pods have been updated`);
+    if (partition < wanted && (st.updatedReplicas ?? 0) < wanted - partition)
+      return waiting(`partitioned roll out: ${st.updatedReplicas ?? 0} out of ${wanted - partition} new pods have been updated`);
     return { done: true, message: `partitioned roll out complete: ${st.updatedReplicas ?? 0} new pods have been updated` };
   }
-  if (st.updateRevision !== st.currentRevision) return waiting(`rolling update to revision ${st.updateRevision ?? ''}: ${st.updatedReplicas ?? 0} pods updated`);
+  if (st.updateRevision !== st.currentRevision)
+    return waiting(`rolling update to revision ${st.updateRevision ?? ''}: ${st.updatedReplicas ?? 0} pods updated`);
   return { done: true, message: `successfully rolled out: ${st.readyReplicas ?? 0} pod(s) at revision ${st.currentRevision ?? ''}` };
 }
 

@@ -64,9 +64,13 @@ const MAX_NAMES_COMPARED = 256;
 export function strayKeyWarnings(meta: KeyMaps, context: KeyContext): string[] {
   const found: string[] = [];
   const inject = meta.labels !== undefined && Object.hasOwn(meta.labels, Keys.inject) ? meta.labels[Keys.inject] : undefined;
-  if (typeof inject === 'string' && inject !== 'true' && inject !== 'false') found.push(`label ${Keys.inject}="${shown(inject)}" leaves the pod alone: only "true" opts it in`);
+  if (typeof inject === 'string' && inject !== 'true' && inject !== 'false')
+    found.push(`label ${Keys.inject}="${shown(inject)}" leaves the pod alone: only "true" opts it in`);
   let examined = 0;
-  for (const [where, map] of [['label', meta.labels], ['annotation', meta.annotations]] as const) {
+  for (const [where, map] of [
+    ['label', meta.labels],
+    ['annotation', meta.annotations],
+  ] as const) {
     for (const key in map) {
       // Described only once it is known to be a stray: a key some template adds or reads needs no
       // suggestion, whose search compares names.
@@ -92,7 +96,10 @@ const UNEXAMINED_KEYS = `the pod has more than ${MAX_KEYS_EXAMINED} keys under t
  */
 export function workloadKeyWarnings(kind: string, workload: KeyMaps, pod: KeyMaps): string[] {
   const out: string[] = [];
-  for (const [where, own, template] of [['label', workload.labels, pod.labels], ['annotation', workload.annotations, pod.annotations]] as const) {
+  for (const [where, own, template] of [
+    ['label', workload.labels, pod.labels],
+    ['annotation', workload.annotations, pod.annotations],
+  ] as const) {
     for (const key in own) {
       if (out.length >= MAX_KEY_WARNINGS) return out;
       if (!isInjectorKey(key) || (template !== undefined && Object.hasOwn(template, key))) continue;
@@ -105,7 +112,10 @@ export function workloadKeyWarnings(kind: string, workload: KeyMaps, pod: KeyMap
 /** A key of the contract, or under a template's override prefix. */
 function isInjectorKey(key: string): boolean {
   const slash = key.indexOf('/');
-  return (slash === KEY_PREFIX.length && key.startsWith(KEY_PREFIX)) || (slash > TEMPLATE_SUFFIX.length && key.startsWith(TEMPLATE_SUFFIX, slash - TEMPLATE_SUFFIX.length));
+  return (
+    (slash === KEY_PREFIX.length && key.startsWith(KEY_PREFIX)) ||
+    (slash > TEMPLATE_SUFFIX.length && key.startsWith(TEMPLATE_SUFFIX, slash - TEMPLATE_SUFFIX.length))
+  );
 }
 
 /** A key some template of the set adds or reads. */

@@ -77,16 +77,27 @@ export function planInjection(pod: Pod, templates: readonly CompiledTemplate[], 
   const containers = placed.containers.length > 0 ? placeItems(own, placed.containers) : undefined;
   const initContainers = placed.initContainers.length > 0 ? placeItems(spec.initContainers ?? [], placed.initContainers) : undefined;
   const volumes = addedNamed(spec.volumes, plan.volumes, plan.volumeItems, plan.wanted.volumes, (n) => `volume "${n}"`, warnings);
-  const imagePullSecrets = addedNamed(spec.imagePullSecrets, plan.imagePullSecrets, plan.imagePullSecretItems, plan.wanted.imagePullSecrets, (n) => `imagePullSecret "${n}"`, warnings);
+  const imagePullSecrets = addedNamed(
+    spec.imagePullSecrets,
+    plan.imagePullSecrets,
+    plan.imagePullSecretItems,
+    plan.wanted.imagePullSecrets,
+    (n) => `imagePullSecret "${n}"`,
+    warnings,
+  );
 
   if (context.lenientMounts !== true) checkMounts(spec.volumes, volumes, placed.sidecars, plan, extensions);
   // Only a pod with pod-level resources (rare) pays for the lists once injected.
   if (spec['resources'] !== undefined && placed.sidecars.length > 0) {
     const ownInits = spec.initContainers ?? [];
-    checkPodResources(spec, { containers: own, initContainers: ownInits }, {
-      containers: containers === undefined ? own : fromPlaced(containers, own),
-      initContainers: initContainers === undefined ? ownInits : fromPlaced(initContainers, ownInits),
-    });
+    checkPodResources(
+      spec,
+      { containers: own, initContainers: ownInits },
+      {
+        containers: containers === undefined ? own : fromPlaced(containers, own),
+        initContainers: initContainers === undefined ? ownInits : fromPlaced(initContainers, ownInits),
+      },
+    );
   }
 
   // The pod's own maps are never copied nor walked here, only looked up: a pod may carry tens of
@@ -147,7 +158,13 @@ export function extend(c: Container, extension: Extension | undefined): Containe
  * The keys the templates add to the pod's labels or annotations (templateKeys); the plan's own map
  * (`all`) when the pod has none of its keys, as most pods have none.
  */
-function addedKeys(own: Readonly<Record<string, string>>, entries: InjectionPlan['labels'], all: Readonly<Record<string, string>> | undefined, what: 'annotation' | 'label', warnings: string[]): Readonly<Record<string, string>> | undefined {
+function addedKeys(
+  own: Readonly<Record<string, string>>,
+  entries: InjectionPlan['labels'],
+  all: Readonly<Record<string, string>> | undefined,
+  what: 'annotation' | 'label',
+  warnings: string[],
+): Readonly<Record<string, string>> | undefined {
   if (entries.length === 0) return undefined;
   if (all !== undefined && !entries.some(([[key]]) => Object.hasOwn(own, key))) return all;
   return templateKeys(own, entries, (key, template) => void warnings.push(keptWarning(what, key, template)));
@@ -194,7 +211,13 @@ function mapSize(map: Readonly<Record<string, string>> | undefined, except: stri
  * application container gets it: a pod whose containers are all sidecars, or whose containers
  * already use that mount's path, gets none, and is valid without the volume (it was denied).
  */
-function checkMounts(ownVolumes: readonly NamedItem[] | undefined, added: readonly NamedItem[], placed: readonly Sidecar[], plan: InjectionPlan, extensions: readonly (Extension | undefined)[]): void {
+function checkMounts(
+  ownVolumes: readonly NamedItem[] | undefined,
+  added: readonly NamedItem[],
+  placed: readonly Sidecar[],
+  plan: InjectionPlan,
+  extensions: readonly (Extension | undefined)[],
+): void {
   let volumes: Set<string> | undefined;
   const has = (name: string): boolean => {
     if (volumes === undefined) {
@@ -212,7 +235,8 @@ function checkMounts(ownVolumes: readonly NamedItem[] | undefined, added: readon
   }
   for (const [m, template] of plan.podVolumeMounts) {
     // An extension's mounts are the plan's own objects (addedMounts), so looked up by identity.
-    if (!has(m.name) && extensions.some((e) => e !== undefined && e.volumeMounts.includes(m))) missing.push(`"${m.name}" (application mounts of template "${template}")`);
+    if (!has(m.name) && extensions.some((e) => e !== undefined && e.volumeMounts.includes(m)))
+      missing.push(`"${m.name}" (application mounts of template "${template}")`);
   }
   if (missing.length > 0) throw new InjectorError('TEMPLATE_VOLUME_MISSING', [missing.join(', ')]);
 }
@@ -259,7 +283,12 @@ type Touches = (template: string, container: string) => boolean;
  * `exclude` name the pod lacks is not: a template excludes proxies and exporters most pods do not
  * run (test/inject/warnings.test.ts).
  */
-function appTargets(own: readonly Container[], plan: InjectionPlan, annotations: Readonly<Record<string, string>> | undefined, warnings: string[]): Touches | undefined {
+function appTargets(
+  own: readonly Container[],
+  plan: InjectionPlan,
+  annotations: Readonly<Record<string, string>> | undefined,
+  warnings: string[],
+): Touches | undefined {
   if (plan.env.length === 0 && plan.volumeMounts.length === 0) return undefined;
   const value = annotations !== undefined && Object.hasOwn(annotations, Keys.appContainers) ? annotations[Keys.appContainers] : undefined;
   // Most pods and templates narrow nothing: nothing is allocated for them.
@@ -285,7 +314,10 @@ function appTargets(own: readonly Container[], plan: InjectionPlan, annotations:
 
 /** The first few names, each cut short, and how many more: a pod's annotation may list thousands. */
 function quoted(names: readonly string[]): string {
-  const shown = names.slice(0, QUOTED_NAMES).map((n) => `"${n.length <= 64 ? n : `${n.slice(0, 61)}...`}"`).join(', ');
+  const shown = names
+    .slice(0, QUOTED_NAMES)
+    .map((n) => `"${n.length <= 64 ? n : `${n.slice(0, 61)}...`}"`)
+    .join(', ');
   return names.length <= QUOTED_NAMES ? shown : `${shown} and ${names.length - QUOTED_NAMES} more`;
 }
 
@@ -356,7 +388,9 @@ function portWarnings(spec: PodSpec, sidecars: readonly Sidecar[], warnings: str
     for (const { key, sidecar, template, declaredBy } of hits) {
       if (declaredBy.length === 0) continue;
       const more = declaredBy.length > 1 ? ` (and ${declaredBy.length - 1} more)` : '';
-      warnings.push(`port ${key} of sidecar "${sidecar}" (template ${template}) is also declared by container "${declaredBy[0]}"${more}; one of them will fail to bind`);
+      warnings.push(
+        `port ${key} of sidecar "${sidecar}" (template ${template}) is also declared by container "${declaredBy[0]}"${more}; one of them will fail to bind`,
+      );
     }
   }
 }
@@ -397,12 +431,17 @@ function extensionsOf(own: readonly Container[], plan: InjectionPlan, touches: T
   return out;
 }
 
-
 /**
  * The template mounts (`mounts`, of the plan's) a container lacks: a mount is skipped when the
  * container already mounts that volume or already uses that path. `all` itself when every one is added.
  */
-function addedMounts(c: Container, mounts: readonly Owned<VolumeMount>[], all: readonly VolumeMount[] | undefined, plan: InjectionPlan, warnings: string[]): readonly VolumeMount[] {
+function addedMounts(
+  c: Container,
+  mounts: readonly Owned<VolumeMount>[],
+  all: readonly VolumeMount[] | undefined,
+  plan: InjectionPlan,
+  warnings: string[],
+): readonly VolumeMount[] {
   if (mounts.length === 0) return NO_ITEMS;
   // Only the pod's mounts that the templates' could clash with are indexed: a container may hold a
   // thousand mounts, and this runs for every application container.
@@ -425,7 +464,9 @@ function addedMounts(c: Container, mounts: readonly Owned<VolumeMount>[], all: r
       names.set(m.name, m);
       paths.set(m.mountPath, m);
     } else if (!isSubset(m, existing)) {
-      warnings.push(`volume mount "${m.name}" at ${m.mountPath} of template "${template}" conflicts with the mount "${existing.name}" at ${existing.mountPath} in container "${c.name}"; the pod's was kept`);
+      warnings.push(
+        `volume mount "${m.name}" at ${m.mountPath} of template "${template}" conflicts with the mount "${existing.name}" at ${existing.mountPath} in container "${c.name}"; the pod's was kept`,
+      );
     }
   }
   return added.length === mounts.length && all !== undefined ? all : added;
@@ -435,7 +476,14 @@ function addedMounts(c: Container, mounts: readonly Owned<VolumeMount>[], all: r
  * The template items the pod's list lacks by name (to append to it); `all` (the items alone, when
  * their names are distinct) itself when every one is added.
  */
-function addedNamed<T extends NamedItem>(own: readonly T[] | undefined, items: readonly Owned<T>[], all: readonly T[] | undefined, wanted: ReadonlySet<string>, what: (name: string) => string, warnings: string[]): readonly T[] {
+function addedNamed<T extends NamedItem>(
+  own: readonly T[] | undefined,
+  items: readonly Owned<T>[],
+  all: readonly T[] | undefined,
+  wanted: ReadonlySet<string>,
+  what: (name: string) => string,
+  warnings: string[],
+): readonly T[] {
   if (items.length === 0) return NO_ITEMS;
   // Only the pod's items with a name the templates use are indexed: a container may hold a thousand
   // env vars, and this runs for every application container.
@@ -455,4 +503,3 @@ function addedNamed<T extends NamedItem>(own: readonly T[] | undefined, items: r
   }
   return added.length === items.length && all !== undefined ? all : added;
 }
-

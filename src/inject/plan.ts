@@ -123,7 +123,8 @@ function makePlan(rendered: readonly RenderedTemplate[], revision: string): Inje
   const annotations = owned((r) => Object.entries(r.annotations));
   const sidecars = sidecarsOf(rendered, volumeNames);
   const mountPaths = new Set(volumeMounts.map(([m]) => m.mountPath));
-  const distinct = <T extends NamedItem>(items: readonly Owned<T>[], ...sizes: number[]): readonly T[] | undefined => (sizes.every((n) => n === items.length) ? Object.freeze(items.map(([item]) => item)) : undefined);
+  const distinct = <T extends NamedItem>(items: readonly Owned<T>[], ...sizes: number[]): readonly T[] | undefined =>
+    sizes.every((n) => n === items.length) ? Object.freeze(items.map(([item]) => item)) : undefined;
   return Object.freeze({
     rendered: Object.freeze([...rendered]),
     conflict: conflicts.length > 0 ? conflicts.map((c) => c.message).join('; ') : undefined,
@@ -178,7 +179,8 @@ function sidecarsOf(rendered: readonly RenderedTemplate[], volumes: ReadonlySet<
   const podVolumeMounts = (c: Container): readonly VolumeMount[] => (c.volumeMounts ?? []).filter((m) => !volumes.has(m.name));
   for (const r of rendered) {
     for (const c of r.initContainers) out.push({ container: c, template: r.name, init: true, placement: 'first', podVolumeMounts: podVolumeMounts(c) });
-    for (const c of r.containers) out.push({ container: c, template: r.name, init: r.nativeSidecar, placement: where.get(c.name) ?? 'first', podVolumeMounts: podVolumeMounts(c) });
+    for (const c of r.containers)
+      out.push({ container: c, template: r.name, init: r.nativeSidecar, placement: where.get(c.name) ?? 'first', podVolumeMounts: podVolumeMounts(c) });
   }
   return out;
 }

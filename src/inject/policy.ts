@@ -94,11 +94,13 @@ export function selectTemplates(pod: Pod, set: TemplateSet, scope: OptInScope = 
   const label = own(meta.labels, Keys.inject);
   if (label === undefined && scope === OptInScope.Pod) return { inject: false, reason: Reason.NotOptedIn, detail: `label ${Keys.inject} is not set` };
   if (label !== undefined && label !== 'true') return { inject: false, reason: Reason.OptedOut, detail: `label ${Keys.inject}="${label}"` };
-  const optedIn = label === undefined ? `the namespace is labelled ${Keys.inject}="true" and the pod has no ${Keys.inject} label` : `label ${Keys.inject}="true"`;
+  const optedIn =
+    label === undefined ? `the namespace is labelled ${Keys.inject}="true" and the pod has no ${Keys.inject} label` : `label ${Keys.inject}="true"`;
   const requested = parseNames(own(meta.annotations, Keys.templates) ?? '');
   const required = requiredFor(set, namespace);
   if (requested.length === 0) {
-    if (set.defaults.length === 0 && required.length === 0) return { inject: false, reason: Reason.NoTemplates, detail: 'no template is marked default and the pod names none' };
+    if (set.defaults.length === 0 && required.length === 0)
+      return { inject: false, reason: Reason.NoTemplates, detail: 'no template is marked default and the pod names none' };
     return { inject: true, templates: withRequired(set.defaults, required), explicit: false, optedIn };
   }
   return { inject: true, templates: withRequired(namedTemplates(requested, set), required), explicit: true, optedIn };
@@ -114,7 +116,12 @@ const NONE: readonly CompiledTemplate[] = Object.freeze([]);
 function requiredOnly(set: TemplateSet, namespace: string): Selection {
   const required = requiredFor(set, namespace);
   if (required.length === 0) return { inject: false, reason: Reason.NoTemplates, detail: `no template is required in namespace ${namespace}` };
-  return { inject: true, templates: required, explicit: false, optedIn: 'the platform enforces its required templates in the namespace (the required webhooks)' };
+  return {
+    inject: true,
+    templates: required,
+    explicit: false,
+    optedIn: 'the platform enforces its required templates in the namespace (the required webhooks)',
+  };
 }
 
 /** The templates required in `namespace`, in name order. */
@@ -143,7 +150,14 @@ function namedTemplates(names: readonly string[], set: TemplateSet): CompiledTem
 export function parseNames(value: string): string[] {
   // Most pods name no template: nothing to split.
   if (value === '') return [];
-  return [...new Set(value.split(',').map((n) => n.trim()).filter((n) => n !== ''))];
+  return [
+    ...new Set(
+      value
+        .split(',')
+        .map((n) => n.trim())
+        .filter((n) => n !== ''),
+    ),
+  ];
 }
 
 function own(map: Record<string, string> | undefined, key: string): string | undefined {

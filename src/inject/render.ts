@@ -75,7 +75,12 @@ function labelKept(key: string, own: Readonly<Record<string, string>>, earlier: 
 }
 
 /** renderForPod without the warnings. */
-export function renderTemplates(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext = {}): readonly RenderedTemplate[] {
+export function renderTemplates(
+  pod: Pod,
+  templates: readonly CompiledTemplate[],
+  namespace: string,
+  context: InjectionContext = {},
+): readonly RenderedTemplate[] {
   return renderForPod(pod, templates, namespace, context).templates;
 }
 
@@ -87,7 +92,13 @@ export function renderTemplates(pod: Pod, templates: readonly CompiledTemplate[]
  * until they settle: no extra render when the templates add no key the pod lacks or no placeholder
  * reads one they add (each template knows the keys it reads, from its compilation).
  */
-function settle(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, job: boolean, renderBytes: number | undefined): { values: RenderValues; rendered: RenderedTemplate[] } {
+function settle(
+  pod: Pod,
+  templates: readonly CompiledTemplate[],
+  namespace: string,
+  job: boolean,
+  renderBytes: number | undefined,
+): { values: RenderValues; rendered: RenderedTemplate[] } {
   const own = renderValues(pod, namespace);
   let values = own;
   // One budget per rendering of the whole list: the templates share what the pod may gain.
@@ -138,7 +149,6 @@ interface AddedKeys {
   readonly annotations: Readonly<Record<string, string>> | undefined;
 }
 
-
 /** Template labels or annotations, `[[key, value], template]` in the templates' order (InjectionPlan.labels). */
 export type TemplateKeys = InjectionPlan['labels'];
 
@@ -149,7 +159,11 @@ export function copyWithKeys(own: Readonly<Record<string, string>>, added: Reado
 }
 
 /** Only the keys the templates add to `own` (undefined: none), by the rule injectSidecars applies (the pod's value wins, then the first template's); never walks `own`. */
-export function templateKeys(own: Readonly<Record<string, string>>, entries: TemplateKeys, onKept?: (key: string, template: string) => void): Record<string, string> | undefined {
+export function templateKeys(
+  own: Readonly<Record<string, string>>,
+  entries: TemplateKeys,
+  onKept?: (key: string, template: string) => void,
+): Record<string, string> | undefined {
   let added: Record<string, string> | undefined;
   for (const [[key, value], template] of entries) {
     const current = Object.hasOwn(own, key) ? own : added !== undefined && Object.hasOwn(added, key) ? added : undefined;

@@ -48,7 +48,8 @@ export function checkPodResources(spec: PodSpec, before: PodContainers, after: P
       if (before.containers.includes(c)) continue;
       const limit = amount(c, 'limits', resource);
       const own = quantityOf(limit);
-      if (own !== undefined && own.nanos > allowed.nanos) problems.push(`limits.${resource} is ${written(value)}, sidecar "${c.name}" limits it to ${written(limit)}`);
+      if (own !== undefined && own.nanos > allowed.nanos)
+        problems.push(`limits.${resource} is ${written(value)}, sidecar "${c.name}" limits it to ${written(limit)}`);
     }
   }
   if (problems.length > 0) throw new InjectorError('POD_RESOURCES_EXCEEDED', [problems.join('; ')]);

@@ -108,7 +108,12 @@ export function readStatus(pod: Pod): RecordedStatus {
 
 function isRecord(v: unknown): v is TemplateRecord {
   if (!isObject(v) || typeof v['template'] !== 'string' || typeof v['version'] !== 'string') return false;
-  return optional(v['namespace'], (n) => typeof n === 'string') && optional(v['containers'], isStringMap) && optional(v['initContainers'], isStringMap) && optional(v['volumes'], isStringList);
+  return (
+    optional(v['namespace'], (n) => typeof n === 'string') &&
+    optional(v['containers'], isStringMap) &&
+    optional(v['initContainers'], isStringMap) &&
+    optional(v['volumes'], isStringList)
+  );
 }
 
 function optional(v: unknown, check: (v: unknown) => boolean): boolean {

@@ -42,7 +42,14 @@ type Denied = Extract<Verdict, { kind: 'denied' }>;
  * `mirrors` (--image-mirror) are the registry mirrors a later webhook rewrites images to: a sidecar
  * running its template's repository from a mirror holds (README, "Image matching").
  */
-export function verifyPod(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext = {}, scope: OptInScope = OptInScope.Pod, mirrors: ImageMirrors = NoImageMirrors): Verdict {
+export function verifyPod(
+  pod: Pod,
+  set: TemplateSet,
+  namespace: string,
+  context: InjectionContext = {},
+  scope: OptInScope = OptInScope.Pod,
+  mirrors: ImageMirrors = NoImageMirrors,
+): Verdict {
   const current = checkSet(pod, set, namespace, context, scope, mirrors);
   if (current.kind !== 'denied') return current;
   // An earlier set admits the pod only with every template the current set requires in its namespace.
@@ -74,7 +81,13 @@ function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: Inject
 }
 
 /** The denial for the first required template (name order) whose sidecars the pod lacks: it names the template and why it is required. */
-function requiredMissing(pod: Pod, selected: readonly CompiledTemplate[], namespace: string, context: InjectionContext, mirrors: ImageMirrors): InjectorError | undefined {
+function requiredMissing(
+  pod: Pod,
+  selected: readonly CompiledTemplate[],
+  namespace: string,
+  context: InjectionContext,
+  mirrors: ImageMirrors,
+): InjectorError | undefined {
   for (const t of selected.filter((s) => requiredIn(s, namespace))) {
     const check = attempt(() => missingSidecars(pod, [t], namespace, context, mirrors));
     if (check instanceof InjectorError || check.missing.length === 0) continue;
@@ -187,16 +200,32 @@ function checkContainer(want: Container, found: Container | undefined, native: b
 }
 
 /** Steps 3 and 4: the reason the status annotation vouches for the pod, or undefined. */
-function vouchedByStatus(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext, mirrors: ImageMirrors, scope: OptInScope): Reason | undefined {
+function vouchedByStatus(
+  pod: Pod,
+  set: TemplateSet,
+  namespace: string,
+  context: InjectionContext,
+  mirrors: ImageMirrors,
+  scope: OptInScope,
+): Reason | undefined {
   const recorded = readStatus(pod);
-  if (recorded.format === StatusFormat.Versioned) return vouchedByRecord(pod, recorded.status, set, namespace, context, mirrors, scope) ? Reason.RecordedTemplates : undefined;
+  if (recorded.format === StatusFormat.Versioned)
+    return vouchedByRecord(pod, recorded.status, set, namespace, context, mirrors, scope) ? Reason.RecordedTemplates : undefined;
   if (recorded.format === StatusFormat.Unversioned && set.history?.acceptsUnversioned === true) {
     return vouchedByNames(pod, recorded.templates, set, namespace, context, scope) ? Reason.UnversionedStatus : undefined;
   }
   return undefined;
 }
 
-function vouchedByRecord(pod: Pod, status: InjectionStatus, set: TemplateSet, namespace: string, context: InjectionContext, mirrors: ImageMirrors, scope: OptInScope): boolean {
+function vouchedByRecord(
+  pod: Pod,
+  status: InjectionStatus,
+  set: TemplateSet,
+  namespace: string,
+  context: InjectionContext,
+  mirrors: ImageMirrors,
+  scope: OptInScope,
+): boolean {
   const knows = (r: TemplateRecord): boolean => set.history?.knows(r.template, r.version, r.namespace) ?? set.templates.get(r.template)?.version === r.version;
   // A version served here was checked in full above: the record adds nothing to that verdict.
   if (status.injected.every(knows)) return false;
@@ -246,7 +275,8 @@ function renderedWithin(t: CompiledTemplate, values: RenderValues, context: Inje
 /** True when the pod holds everything the record says its template put there (a recorded repository may run from its mirror). */
 function holds(parts: PodParts, r: TemplateRecord, mirrors: ImageMirrors): boolean {
   const same = (found: Container | undefined, repository: string): boolean =>
-    found !== undefined && (sameRepository(repository, found.image ?? '') || mirroredFrom(imageRepository(repository), found.image ?? '', mirrors) !== undefined);
+    found !== undefined &&
+    (sameRepository(repository, found.image ?? '') || mirroredFrom(imageRepository(repository), found.image ?? '', mirrors) !== undefined);
   for (const [name, repository] of Object.entries(r.containers ?? {})) {
     if (!same(parts.containers.get(name), repository)) return false;
   }

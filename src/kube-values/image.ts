@@ -68,7 +68,8 @@ export function parseImage(text: string): ImageReference | { readonly problem: s
   const { domain, path } = splitDomain(name);
   if (!DOMAIN.test(domain)) return { problem: `registry "${domain}" is not a valid host[:port]` };
   if (path.toLowerCase() !== path) return { problem: `repository name "${path}" must be lowercase` };
-  if (!PATH.test(path)) return { problem: `repository name "${path}" is not valid (lowercase letters, digits and separators . _ __ -, in components separated by /)` };
+  if (!PATH.test(path))
+    return { problem: `repository name "${path}" is not valid (lowercase letters, digits and separators . _ __ -, in components separated by /)` };
   const repository = `${domain}/${path}`;
   if (repository.length > NAME_MAX) return { problem: `repository name is longer than ${NAME_MAX} characters` };
   const pinnedTag = tag ?? (digest === undefined ? DEFAULT_TAG : undefined);
@@ -192,8 +193,12 @@ function repositoryPrefix(text: string): { readonly prefix: string } | { readonl
   if (path.includes(':')) return { problem: `"${text}" has a tag; give a registry or repository prefix` };
   if (!DOMAIN.test(host)) return { problem: `"${host}" is not a valid registry host[:port]` };
   // splitDockerDomain: without a dot, a port or `localhost`, the runtime reads the first component as a Docker Hub path.
-  if (!host.includes('.') && !host.includes(':') && host !== 'localhost') return { problem: `"${text}" does not begin with a registry host (a name with a dot or a port, or localhost); the runtime would read it as docker.io/${text}` };
-  if (path !== '' && !PATH.test(path)) return { problem: `"${path}" is not a valid repository path (lowercase letters, digits and separators . _ __ -, in components separated by /)` };
+  if (!host.includes('.') && !host.includes(':') && host !== 'localhost')
+    return {
+      problem: `"${text}" does not begin with a registry host (a name with a dot or a port, or localhost); the runtime would read it as docker.io/${text}`,
+    };
+  if (path !== '' && !PATH.test(path))
+    return { problem: `"${path}" is not a valid repository path (lowercase letters, digits and separators . _ __ -, in components separated by /)` };
   const domain = host === LEGACY_DEFAULT_DOMAIN ? DEFAULT_DOMAIN : host;
   return { prefix: path === '' ? domain : `${domain}/${path}` };
 }

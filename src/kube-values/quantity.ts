@@ -17,8 +17,26 @@ export interface Quantity {
 }
 
 /** The suffixes with a fixed meaning (suffix.go): base and exponent. */
-const DECIMAL_SUFFIXES: ReadonlyMap<string, number> = new Map([['n', -9], ['u', -6], ['m', -3], ['', 0], ['k', 3], ['M', 6], ['G', 9], ['T', 12], ['P', 15], ['E', 18]]);
-const BINARY_SUFFIXES: ReadonlyMap<string, number> = new Map([['Ki', 10], ['Mi', 20], ['Gi', 30], ['Ti', 40], ['Pi', 50], ['Ei', 60]]);
+const DECIMAL_SUFFIXES: ReadonlyMap<string, number> = new Map([
+  ['n', -9],
+  ['u', -6],
+  ['m', -3],
+  ['', 0],
+  ['k', 3],
+  ['M', 6],
+  ['G', 9],
+  ['T', 12],
+  ['P', 15],
+  ['E', 18],
+]);
+const BINARY_SUFFIXES: ReadonlyMap<string, number> = new Map([
+  ['Ki', 10],
+  ['Mi', 20],
+  ['Gi', 30],
+  ['Ti', 40],
+  ['Pi', 50],
+  ['Ei', 60],
+]);
 
 /**
  * parseQuantityString's grammar: a sign, digits, an optional `.` and digits (either may be empty:
@@ -63,7 +81,8 @@ export function parseQuantity(text: string): Quantity | undefined {
   const fracDigits = fraction.slice(0, fractionEnd);
   const digits = (whole + fracDigits).replace(/^0+/, '');
   if (digits.length > MAX_DIGITS) return undefined;
-  const magnitude = digits === '' ? 0n : unit.base === 10 ? decimalNanos(digits, unit.exponent - fracDigits.length) : binaryNanos(digits, unit.exponent, fracDigits.length);
+  const magnitude =
+    digits === '' ? 0n : unit.base === 10 ? decimalNanos(digits, unit.exponent - fracDigits.length) : binaryNanos(digits, unit.exponent, fracDigits.length);
   if (magnitude === undefined) return undefined;
   // A binary quantity below one is printed as a decimal one (ParseQuantity: "this avoids rounding").
   const format = unit.format === QuantityFormat.BinarySI && magnitude > 0n && magnitude < NANOS_PER_UNIT ? QuantityFormat.DecimalSI : unit.format;

@@ -36,4 +36,3 @@ export function apiserverReview(site: ReviewSite, mutated: Pod = site.pod): stri
   };
   return JSON.stringify({ kind: 'AdmissionReview', apiVersion: 'admission.k8s.io/v1', request });
 }
-

@@ -153,8 +153,17 @@ export function ownerEvents(options: OwnerEventsOptions): OwnerEvents {
       namespace: record.namespace,
       event: {
         // client-go's recorder names an Event <object>.<hex nanoseconds>.
-        metadata: { name: `${owner.name.slice(0, 200)}.${(BigInt(at) * 1_000_000n + BigInt(sequence++ % 1_000_000)).toString(16)}`, namespace: record.namespace },
-        involvedObject: { apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, namespace: record.namespace, ...(owner.uid !== '' && { uid: owner.uid }) },
+        metadata: {
+          name: `${owner.name.slice(0, 200)}.${(BigInt(at) * 1_000_000n + BigInt(sequence++ % 1_000_000)).toString(16)}`,
+          namespace: record.namespace,
+        },
+        involvedObject: {
+          apiVersion: owner.apiVersion,
+          kind: owner.kind,
+          name: owner.name,
+          namespace: record.namespace,
+          ...(owner.uid !== '' && { uid: owner.uid }),
+        },
         type: 'Warning',
         reason: upperCamel(record.reason),
         message: owner.message,
@@ -186,7 +195,9 @@ export function upperCamel(reason: string): string {
 }
 
 /** The controller ownerReference of an object's list, if any (a ReplicaSet's Deployment). */
-export function controllerOf(refs: readonly { apiVersion: string; kind: string; name: string; uid: string; controller?: boolean }[] | undefined): Controller | undefined {
+export function controllerOf(
+  refs: readonly { apiVersion: string; kind: string; name: string; uid: string; controller?: boolean }[] | undefined,
+): Controller | undefined {
   const ref = refs?.find((r) => r.controller === true);
   return ref === undefined ? undefined : { apiVersion: ref.apiVersion, kind: ref.kind, name: ref.name, uid: ref.uid };
 }

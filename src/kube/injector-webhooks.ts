@@ -48,6 +48,9 @@ export async function injectorWebhooks(kube: KubeClients, revision = ''): Promis
     // Only the webhooks of the install asked for: each install takes its own pods.
     .map((c) => ({ ...c, webhooks: (c.webhooks ?? []).filter((w) => OURS.has(w.name) && webhookRevision(w) === revision) }))
     .filter((c) => c.webhooks.length > 0);
-  if (found.length === 0) return shipped(`no MutatingWebhookConfiguration holds the injector's webhooks${revision === '' ? '' : ` of revision ${revision}`} (${SHIPPED_NAMES.join(', ')}): judging which pods are opted in by ${SHIPPED}`);
+  if (found.length === 0)
+    return shipped(
+      `no MutatingWebhookConfiguration holds the injector's webhooks${revision === '' ? '' : ` of revision ${revision}`} (${SHIPPED_NAMES.join(', ')}): judging which pods are opted in by ${SHIPPED}`,
+    );
   return { configurations: found, source: found.map((c) => `MutatingWebhookConfiguration ${c.metadata.name}`).join(', ') };
 }

@@ -12,7 +12,8 @@ const LIVE_PODS = 'status.phase!=Succeeded,status.phase!=Failed';
 
 /** The pods that are running or about to (not Succeeded or Failed), every page of them. */
 export function listLivePods(kube: KubeClients, scope: Scope): Promise<V1Pod[]> {
-  if ('namespace' in scope) return listAll('list pods', (page) => kube.core.listNamespacedPod({ namespace: scope.namespace, fieldSelector: LIVE_PODS, ...page }));
+  if ('namespace' in scope)
+    return listAll('list pods', (page) => kube.core.listNamespacedPod({ namespace: scope.namespace, fieldSelector: LIVE_PODS, ...page }));
   return listAll('list pods', (page) => kube.core.listPodForAllNamespaces({ fieldSelector: LIVE_PODS, ...page }));
 }
 

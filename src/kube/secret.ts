@@ -74,7 +74,13 @@ function encode(name: string, namespace: string, content: SecretContent, resourc
     apiVersion: 'v1',
     kind: 'Secret',
     type: 'kubernetes.io/tls',
-    metadata: { name, namespace, labels: { ...MANAGED_BY }, annotations: { ...content.annotations }, ...(resourceVersion !== undefined && { resourceVersion }) },
+    metadata: {
+      name,
+      namespace,
+      labels: { ...MANAGED_BY },
+      annotations: { ...content.annotations },
+      ...(resourceVersion !== undefined && { resourceVersion }),
+    },
     data: Object.fromEntries(Object.entries(content.data).map(([k, v]) => [k, Buffer.from(v, 'utf8').toString('base64')])),
   };
 }

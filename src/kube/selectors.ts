@@ -1,5 +1,13 @@
 import { injectorError } from '../errors.js';
-import { SelectorOperator, type LabelSelector, type LabelSelectorRequirement, type Labels, type Webhook, type WebhookConfiguration, type WebhookRule } from './types.js';
+import {
+  SelectorOperator,
+  type LabelSelector,
+  type LabelSelectorRequirement,
+  type Labels,
+  type Webhook,
+  type WebhookConfiguration,
+  type WebhookRule,
+} from './types.js';
 
 /**
  * What the kube-apiserver decides before it calls a webhook: whether a pod CREATE matches a
@@ -69,7 +77,14 @@ function requirementHolds(r: LabelSelectorRequirement, labels: Labels): boolean 
 /** Whether one of the rules covers CREATE of core/v1 pods (a namespaced resource); `*` matches anything. */
 function coversPodCreate(rules: readonly WebhookRule[]): boolean {
   const has = (list: readonly string[] | undefined, want: string): boolean => (list ?? []).some((v) => v === want || v === '*');
-  return rules.some((r) => has(r.operations, 'CREATE') && has(r.apiGroups, '') && has(r.apiVersions, 'v1') && has(r.resources, 'pods') && (r.scope === undefined || r.scope === '*' || r.scope === 'Namespaced'));
+  return rules.some(
+    (r) =>
+      has(r.operations, 'CREATE') &&
+      has(r.apiGroups, '') &&
+      has(r.apiVersions, 'v1') &&
+      has(r.resources, 'pods') &&
+      (r.scope === undefined || r.scope === '*' || r.scope === 'Namespaced'),
+  );
 }
 
 interface Candidate {
@@ -95,7 +110,12 @@ function namespaceCandidates(pod: PodNamespace, configurations: readonly Webhook
 
 function callOf({ configuration, hook }: Candidate): WebhookCall {
   // failurePolicy defaults to Fail in admissionregistration/v1.
-  return { configuration, webhook: hook.name, path: hook.clientConfig.service?.path ?? hook.clientConfig.url ?? '/', failurePolicy: hook.failurePolicy ?? 'Fail' };
+  return {
+    configuration,
+    webhook: hook.name,
+    path: hook.clientConfig.service?.path ?? hook.clientConfig.url ?? '/',
+    failurePolicy: hook.failurePolicy ?? 'Fail',
+  };
 }
 
 /** The webhooks of `configurations` the apiserver calls for `pod`'s CREATE, in the order it calls them. */

@@ -1,7 +1,22 @@
 import { Watch, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import { formatFault } from '../errors.js';
 import type { Logger } from '../log.js';
-import { boundedObject, clusterSet, compileObject, loadedCondition, MAX_OBJECT_BYTES, OBJECT_OVERHEAD_BYTES, objectKey, tooLarge, SidecarTemplateResource, type ObjectCandidates, statusSays, type ObjectResult, type TemplateObject, type TemplateObjectStatus } from '../templates/cluster.js';
+import {
+  boundedObject,
+  clusterSet,
+  compileObject,
+  loadedCondition,
+  MAX_OBJECT_BYTES,
+  OBJECT_OVERHEAD_BYTES,
+  objectKey,
+  tooLarge,
+  SidecarTemplateResource,
+  type ObjectCandidates,
+  statusSays,
+  type ObjectResult,
+  type TemplateObject,
+  type TemplateObjectStatus,
+} from '../templates/cluster.js';
 import { SetHistory } from '../templates/history.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
@@ -92,7 +107,12 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     // Before the first set, every listed object is compiled first (readiness means all of them are in);
     // after it, an object still queued is served as it was until its compile.
     if (closed || !listed || (history === undefined && queue.size > 0)) return;
-    const objects = [...entries].map(([key, e]) => ({ key, created: e.object.metadata.creationTimestamp ?? '', candidates: candidatesOf(e), bytes: e.bytes + OBJECT_OVERHEAD_BYTES }));
+    const objects = [...entries].map(([key, e]) => ({
+      key,
+      created: e.object.metadata.creationTimestamp ?? '',
+      candidates: candidatesOf(e),
+      bytes: e.bytes + OBJECT_OVERHEAD_BYTES,
+    }));
     const { set: next, served, refused } = clusterSet(objects, home, options.base?.());
     for (const [key, e] of entries) {
       e.served = served.get(key);
@@ -149,7 +169,15 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
   const compile = (key: string, e: Entry): void => {
     const result = e.bytes > MAX_OBJECT_BYTES ? tooLarge(e.object) : compileObject(e.object);
     e.result = result;
-    if (!result.ok) options.onReload?.({ ok: false, digest: e.generation, time: new Date(), serving: history?.current().digest ?? 'none', faults: result.faults, error: `sidecartemplate ${key} is invalid` });
+    if (!result.ok)
+      options.onReload?.({
+        ok: false,
+        digest: e.generation,
+        time: new Date(),
+        serving: history?.current().digest ?? 'none',
+        faults: result.faults,
+        error: `sidecartemplate ${key} is invalid`,
+      });
   };
 
   const enqueue = (key: string, namespace: string): void => {
@@ -167,7 +195,11 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     const says = `${condition.status}\0${condition.message}`;
     if (statusSays(obj, condition) || e.written === says) return;
     e.written = says;
-    if (!result.ok) logger.error({ template: objectKey(obj), faults: result.faults.map(formatFault), serving: e.served?.version ?? null }, 'sidecartemplate NOT served as it is now; serving its last valid version (serving), or none');
+    if (!result.ok)
+      logger.error(
+        { template: objectKey(obj), faults: result.faults.map(formatFault), serving: e.served?.version ?? null },
+        'sidecartemplate NOT served as it is now; serving its last valid version (serving), or none',
+      );
     const status = { ...(obj.metadata.generation !== undefined && { observedGeneration: obj.metadata.generation }), conditions: [condition] };
     try {
       await putStatus(obj, status);
@@ -190,7 +222,14 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     for (let attempt = 0; ; attempt++) {
       try {
         const metadata = { ...obj.metadata, ...(resourceVersion !== undefined && { resourceVersion }) };
-        await kube.custom.replaceNamespacedCustomObjectStatus({ group, version, plural, namespace, name, body: { apiVersion: `${group}/${version}`, kind: SidecarTemplateResource.kind, metadata, status } });
+        await kube.custom.replaceNamespacedCustomObjectStatus({
+          group,
+          version,
+          plural,
+          namespace,
+          name,
+          body: { apiVersion: `${group}/${version}`, kind: SidecarTemplateResource.kind, metadata, status },
+        });
         return;
       } catch (err) {
         if (apiStatus(err) !== 409 || attempt >= STATUS_RETRIES || closed) throw err;
@@ -212,7 +251,14 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     const same = known?.generation === generation;
     // What was written for this generation stays known: an event of our own status write, or of
     // another replica's that judged differently, then brings no second write (no ping-pong).
-    const entry: Entry = { object, generation, bytes, ...(same && known.result !== undefined && { result: known.result }), ...(known?.served !== undefined && { served: known.served }), ...(same && known.written !== undefined && { written: known.written }) };
+    const entry: Entry = {
+      object,
+      generation,
+      bytes,
+      ...(same && known.result !== undefined && { result: known.result }),
+      ...(known?.served !== undefined && { served: known.served }),
+      ...(same && known.written !== undefined && { written: known.written }),
+    };
     entries.set(key, entry);
     if (entry.result === undefined) enqueue(key, object.metadata.namespace ?? '');
     else schedule();
@@ -227,7 +273,13 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     const seen = new Set<string>();
     let next: string | undefined;
     do {
-      const page = (await kube.custom.listClusterCustomObject({ group, version, plural, limit: LIST_PAGE, ...(next !== undefined && { _continue: next }) })) as KubernetesListObject<TemplateObject & KubernetesObject>;
+      const page = (await kube.custom.listClusterCustomObject({
+        group,
+        version,
+        plural,
+        limit: LIST_PAGE,
+        ...(next !== undefined && { _continue: next }),
+      })) as KubernetesListObject<TemplateObject & KubernetesObject>;
       for (const obj of page.items) {
         seen.add(objectKey(obj));
         upsert(obj);
@@ -298,14 +350,17 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
 /** Why the list or watch failed, saying what to do for the two failures an install causes. */
 function watchFailure(err: unknown): string {
   const status = apiStatus(err);
-  if (status === 404) return `HTTP 404: the CustomResourceDefinition sidecartemplates.${group} is not installed (it is in manifests/base/crds/ and the chart's crds/)`;
-  if (status === 403) return `HTTP 403: the injector's ServiceAccount may not get, list and watch sidecartemplates.${group} (docs/templates.md, "Templates per team")`;
+  if (status === 404)
+    return `HTTP 404: the CustomResourceDefinition sidecartemplates.${group} is not installed (it is in manifests/base/crds/ and the chart's crds/)`;
+  if (status === 403)
+    return `HTTP 403: the injector's ServiceAccount may not get, list and watch sidecartemplates.${group} (docs/templates.md, "Templates per team")`;
   return (err as Error | undefined)?.message ?? String(err);
 }
 
 /** Why a status write failed; a 403 says which right is missing. */
 function statusFailure(err: unknown): string {
-  if (apiStatus(err) === 403) return `HTTP 403: the injector's ServiceAccount may not update sidecartemplates/status (manifests/components/sidecartemplates/rbac.yaml)`;
+  if (apiStatus(err) === 403)
+    return `HTTP 403: the injector's ServiceAccount may not update sidecartemplates/status (manifests/components/sidecartemplates/rbac.yaml)`;
   return (err as Error | undefined)?.message ?? String(err);
 }
 
@@ -315,14 +370,27 @@ function statusFailure(err: unknown): string {
  * With `namespaces`, only those and `home` are listed, each with a namespaced list: what the
  * injector serves to their pods, read with a team's rights (test/cli/cluster-templates.test.ts).
  */
-export async function listClusterTemplates(kube: KubeClients, home: string, namespaces?: readonly string[]): Promise<{ set: TemplateSet; invalid: { key: string; faults: readonly string[] }[] }> {
-  const items = namespaces === undefined ? await listTemplates(kube) : (await Promise.all([...new Set([home, ...namespaces])].map((namespace) => listTemplates(kube, namespace)))).flat();
+export async function listClusterTemplates(
+  kube: KubeClients,
+  home: string,
+  namespaces?: readonly string[],
+): Promise<{ set: TemplateSet; invalid: { key: string; faults: readonly string[] }[] }> {
+  const items =
+    namespaces === undefined
+      ? await listTemplates(kube)
+      : (await Promise.all([...new Set([home, ...namespaces])].map((namespace) => listTemplates(kube, namespace)))).flat();
   const candidates: ObjectCandidates[] = [];
   const invalid: { key: string; faults: readonly string[] }[] = [];
   for (const raw of items) {
     const { object: obj, bytes } = boundedObject(raw);
     const result = bytes > MAX_OBJECT_BYTES ? tooLarge(obj) : compileObject(obj);
-    if (result.ok) candidates.push({ key: objectKey(obj), created: obj.metadata.creationTimestamp ?? '', candidates: [result.template], bytes: bytes + OBJECT_OVERHEAD_BYTES });
+    if (result.ok)
+      candidates.push({
+        key: objectKey(obj),
+        created: obj.metadata.creationTimestamp ?? '',
+        candidates: [result.template],
+        bytes: bytes + OBJECT_OVERHEAD_BYTES,
+      });
     else invalid.push({ key: objectKey(obj), faults: result.faults.map(formatFault) });
   }
   const { set, refused } = clusterSet(candidates, home);
@@ -332,7 +400,10 @@ export async function listClusterTemplates(kube: KubeClients, home: string, name
 
 /** One list of SidecarTemplate objects: of one namespace, or of every namespace. */
 async function listTemplates(kube: KubeClients, namespace?: string): Promise<(TemplateObject & KubernetesObject)[]> {
-  const found = namespace === undefined ? await kube.custom.listClusterCustomObject({ group, version, plural }) : await kube.custom.listNamespacedCustomObject({ group, version, plural, namespace });
+  const found =
+    namespace === undefined
+      ? await kube.custom.listClusterCustomObject({ group, version, plural })
+      : await kube.custom.listNamespacedCustomObject({ group, version, plural, namespace });
   return (found as KubernetesListObject<TemplateObject & KubernetesObject>).items;
 }
 

@@ -93,7 +93,10 @@ export interface WebhookRule {
 /** The part of one webhook of a Mutating- or ValidatingWebhookConfiguration that routing reads. */
 export interface Webhook {
   readonly name: string;
-  readonly clientConfig: { readonly service?: { readonly name: string; readonly namespace: string; readonly path?: string; readonly port?: number }; readonly url?: string };
+  readonly clientConfig: {
+    readonly service?: { readonly name: string; readonly namespace: string; readonly path?: string; readonly port?: number };
+    readonly url?: string;
+  };
   readonly rules?: readonly WebhookRule[];
   readonly namespaceSelector?: LabelSelector;
   readonly objectSelector?: LabelSelector;

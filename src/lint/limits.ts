@@ -83,7 +83,8 @@ export function excesses(a: Admitted): Excess[] {
   }
   // Refused by no limit of serve's: by a rule of Kubernetes (a label value too long) or of the review's shape.
   const other = pod instanceof InjectorError ? pod : body instanceof InjectorError ? body : undefined;
-  if (other !== undefined && !out.some((e) => e.webhook === Webhook.Validating)) out.push({ webhook: Webhook.Validating, refusal: other.message, code: other.code });
+  if (other !== undefined && !out.some((e) => e.webhook === Webhook.Validating))
+    out.push({ webhook: Webhook.Validating, refusal: other.message, code: other.code });
   return out;
 }
 
@@ -117,7 +118,14 @@ function all<L extends object>(defaults: L, value: number): L {
  * check with that limit at a value and every other one open. The review's length bounds every
  * count (each thing counted takes a character of it at least), so it is open.
  */
-function checked<L extends object>(webhook: Webhook, defaults: L, key: keyof L & string, flag: string, unit: string, check: (a: Admitted, limits: L) => unknown): Meter {
+function checked<L extends object>(
+  webhook: Webhook,
+  defaults: L,
+  key: keyof L & string,
+  flag: string,
+  unit: string,
+  check: (a: Admitted, limits: L) => unknown,
+): Meter {
   const at = (a: Admitted, value: number): L => ({ ...all(defaults, open(a)), [key]: value });
   const passes = (a: Admitted, value: number): boolean => !(attempt(() => check(a, at(a, value))) instanceof InjectorError);
   const limit = defaults[key] as number;
@@ -138,8 +146,10 @@ function checked<L extends object>(webhook: Webhook, defaults: L, key: keyof L &
 
 const open = (a: Admitted): number => Math.max(a.review.length, Buffer.byteLength(a.patch));
 
-const onPod = (key: keyof PodLimits, flag: string, unit: string): Meter => checked(Webhook.Validating, DefaultPodLimits, key, flag, unit, (a, limits) => podObject(a.pod, limits));
-const onBody = (key: keyof BodyLimits, flag: string, unit: string): Meter => checked(Webhook.Validating, DefaultBodyLimits, key, flag, unit, (a, limits) => checkBody(a.review, limits));
+const onPod = (key: keyof PodLimits, flag: string, unit: string): Meter =>
+  checked(Webhook.Validating, DefaultPodLimits, key, flag, unit, (a, limits) => podObject(a.pod, limits));
+const onBody = (key: keyof BodyLimits, flag: string, unit: string): Meter =>
+  checked(Webhook.Validating, DefaultBodyLimits, key, flag, unit, (a, limits) => checkBody(a.review, limits));
 
 const PatchMeter: Meter = {
   webhook: Webhook.Mutating,

@@ -53,13 +53,44 @@ interface Sample {
 }
 
 const RESTRICTED = { runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } };
-const APP = { name: 'app', image: 'registry.example.com/app:1.0', ports: [{ name: 'http', containerPort: 8080 }], securityContext: RESTRICTED, volumeMounts: [{ name: 'app-data', mountPath: '/data' }] };
+const APP = {
+  name: 'app',
+  image: 'registry.example.com/app:1.0',
+  ports: [{ name: 'http', containerPort: 8080 }],
+  securityContext: RESTRICTED,
+  volumeMounts: [{ name: 'app-data', mountPath: '/data' }],
+};
 
 /** The sample pods: each meets the restricted profile by itself, so every fault found is a template's. */
 const Samples: readonly Sample[] = [
-  { name: 'deployment-pod', kind: 'ReplicaSet', ownedByJob: false, pod: { metadata: { generateName: 'web-5d8f7c9b4-', labels: { app: 'web' } }, spec: { containers: [APP], volumes: [{ name: 'app-data', emptyDir: {} }] } } },
-  { name: 'job-pod', kind: 'Job', ownedByJob: true, pod: { metadata: { generateName: 'nightly-28811520-', labels: { 'batch.kubernetes.io/job-name': 'nightly-28811520' } }, spec: { restartPolicy: 'Never', containers: [{ ...APP, name: 'main', ports: [] }], volumes: [{ name: 'app-data', emptyDir: {} }] } } },
-  { name: 'pod-with-init', kind: 'StatefulSet', ownedByJob: false, pod: { metadata: { name: 'db-0', labels: { app: 'db' } }, spec: { initContainers: [{ name: 'setup', image: 'registry.example.com/setup:1.0', securityContext: RESTRICTED }], containers: [APP], volumes: [{ name: 'app-data', emptyDir: {} }] } } },
+  {
+    name: 'deployment-pod',
+    kind: 'ReplicaSet',
+    ownedByJob: false,
+    pod: { metadata: { generateName: 'web-5d8f7c9b4-', labels: { app: 'web' } }, spec: { containers: [APP], volumes: [{ name: 'app-data', emptyDir: {} }] } },
+  },
+  {
+    name: 'job-pod',
+    kind: 'Job',
+    ownedByJob: true,
+    pod: {
+      metadata: { generateName: 'nightly-28811520-', labels: { 'batch.kubernetes.io/job-name': 'nightly-28811520' } },
+      spec: { restartPolicy: 'Never', containers: [{ ...APP, name: 'main', ports: [] }], volumes: [{ name: 'app-data', emptyDir: {} }] },
+    },
+  },
+  {
+    name: 'pod-with-init',
+    kind: 'StatefulSet',
+    ownedByJob: false,
+    pod: {
+      metadata: { name: 'db-0', labels: { app: 'db' } },
+      spec: {
+        initContainers: [{ name: 'setup', image: 'registry.example.com/setup:1.0', securityContext: RESTRICTED }],
+        containers: [APP],
+        volumes: [{ name: 'app-data', emptyDir: {} }],
+      },
+    },
+  },
 ];
 
 /**
@@ -71,15 +102,23 @@ export async function lintTemplates(dir: string, level: PodSecurityLevel): Promi
   const files = await readTemplateDir(dir).catch((err: Error) => {
     throw new InjectorError('INPUT_INVALID', [dir, err.message], { cause: err });
   });
-  if (files.length === 0) return report(dir, [], [{ severity: Severity.Error, file: dir, path: '', message: new InjectorError('TEMPLATES_EMPTY', [dir]).message }]);
+  if (files.length === 0)
+    return report(dir, [], [{ severity: Severity.Error, file: dir, path: '', message: new InjectorError('TEMPLATES_EMPTY', [dir]).message }]);
   let set: TemplateSet;
   try {
     set = compileTemplateSet(files, dir);
   } catch (err) {
     if (!(err instanceof TemplateSetError)) throw err;
-    return report(dir, [], err.faults.map((f) => ({ severity: Severity.Error, ...f })));
+    return report(
+      dir,
+      [],
+      err.faults.map((f) => ({ severity: Severity.Error, ...f })),
+    );
   }
-  const located = setWarnings(set, level).map((f): TemplateFault => ({ ...f, ...(f.line === undefined && positionInFiles(files, f.file, f.template, f.path)) }));
+  const located = setWarnings(set, level).map((f): TemplateFault => ({
+    ...f,
+    ...(f.line === undefined && positionInFiles(files, f.file, f.template, f.path)),
+  }));
   return report(dir, templateNames(set), asWarnings(located));
 }
 
@@ -108,7 +147,10 @@ export function lintCluster(listing: ClusterListing, home: string, level: PodSec
   const namespaces = only !== undefined ? [only] : [home, ...[...(listing.set.namespaces?.keys() ?? [])].sort()];
   const views = namespaces.map((ns) => setFor(listing.set, ns));
   const seen = (key: string): boolean => only === undefined || [only, home].includes(key.slice(0, key.indexOf('/')));
-  const errors = [...listing.invalid].sort((a, b) => a.key.localeCompare(b.key)).filter((i) => seen(i.key)).flatMap((i) => i.faults.map((f) => invalidObject(i.key, f)));
+  const errors = [...listing.invalid]
+    .sort((a, b) => a.key.localeCompare(b.key))
+    .filter((i) => seen(i.key))
+    .flatMap((i) => i.faults.map((f) => invalidObject(i.key, f)));
   const templates = [...new Set(views.flatMap((v) => [...v.templates.values()].map((t) => `${t.namespace ?? ''}/${t.name}`)))].sort();
   return { templatesNamespace: home, namespaces, templates, ...tally([...errors, ...asWarnings(unique(views.flatMap((v) => setWarnings(v, level))))]) };
 }
@@ -166,7 +208,12 @@ function checkCombination(templates: readonly CompiledTemplate[], sample: Sample
   const rendered = templates.map((t) => t.render(renderValues(sample.pod, 'default')));
   const conflicts = findConflicts(rendered);
   if (conflicts.length > 0) {
-    return conflicts.map((c) => ({ file: fileOf.get(c.template) ?? '', template: c.template, path: c.path, message: `${c.message}: the two cannot be selected together` }));
+    return conflicts.map((c) => ({
+      file: fileOf.get(c.template) ?? '',
+      template: c.template,
+      path: c.path,
+      message: `${c.message}: the two cannot be selected together`,
+    }));
   }
   const injected = injectInto(templates, sample);
   if (injected instanceof InjectorError) return refusedFaults([refusedInjection(injected)], templates, sample);
@@ -216,7 +263,12 @@ function refusalsOf(templates: readonly CompiledTemplate[], sample: Sample): Exc
 function refusedFaults(over: readonly Excess[], templates: readonly CompiledTemplate[], sample: Sample): TemplateFault[] {
   const [only] = templates;
   if (templates.length === 1 && only !== undefined) {
-    return over.map((e) => ({ file: only.file, template: only.name, path: '/spec', message: `injected into sample pod "${sample.name}", ${refusedBy(e, 'this template')}${excessText(e)}: ${e.refusal}` }));
+    return over.map((e) => ({
+      file: only.file,
+      template: only.name,
+      path: '/spec',
+      message: `injected into sample pod "${sample.name}", ${refusedBy(e, 'this template')}${excessText(e)}: ${e.refusal}`,
+    }));
   }
   const overAlone = new Set(templates.flatMap((t) => refusalsOf([t], sample).map(keyOf)));
   return over.filter((e) => !overAlone.has(keyOf(e))).flatMap((e) => blameTogether(e, templates, sample));
@@ -273,10 +325,12 @@ function ownersOf(rendered: ReturnType<typeof renderTemplates>): Map<string, Own
 function attribute(f: PodFault, owners: Map<string, Owner>, templates: readonly CompiledTemplate[], sample: Sample): TemplateFault {
   const fileOf = (name: string): string => templates.find((t) => t.name === name)?.file ?? '';
   const byContainer = f.container === undefined ? undefined : owners.get(`container:${f.container}`);
-  if (byContainer !== undefined) return { file: fileOf(byContainer.template), template: byContainer.template, path: byContainer.path + f.path, message: f.message };
+  if (byContainer !== undefined)
+    return { file: fileOf(byContainer.template), template: byContainer.template, path: byContainer.path + f.path, message: f.message };
   const other = f.other;
   const byOther = other === undefined ? undefined : owners.get(`container:${other.container}`);
-  if (other !== undefined && byOther !== undefined) return { file: fileOf(byOther.template), template: byOther.template, path: byOther.path + other.path, message: f.message };
+  if (other !== undefined && byOther !== undefined)
+    return { file: fileOf(byOther.template), template: byOther.template, path: byOther.path + other.path, message: f.message };
   const byVolume = f.volume === undefined ? undefined : owners.get(`volume:${f.volume}`);
   if (byVolume !== undefined) return { file: fileOf(byVolume.template), template: byVolume.template, path: byVolume.path + f.path, message: f.message };
   const byMount = f.mount === undefined ? undefined : owners.get(`mount:${f.mount}`);

@@ -24,7 +24,21 @@ export interface PodFault {
   readonly other?: { readonly container: string; readonly path: string };
 }
 
-const BASELINE_CAPABILITIES = new Set(['AUDIT_WRITE', 'CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'MKNOD', 'NET_BIND_SERVICE', 'SETFCAP', 'SETGID', 'SETPCAP', 'SETUID', 'SYS_CHROOT']);
+const BASELINE_CAPABILITIES = new Set([
+  'AUDIT_WRITE',
+  'CHOWN',
+  'DAC_OVERRIDE',
+  'FOWNER',
+  'FSETID',
+  'KILL',
+  'MKNOD',
+  'NET_BIND_SERVICE',
+  'SETFCAP',
+  'SETGID',
+  'SETPCAP',
+  'SETUID',
+  'SYS_CHROOT',
+]);
 const RESTRICTED_VOLUMES = new Set(['configMap', 'csi', 'downwardAPI', 'emptyDir', 'ephemeral', 'persistentVolumeClaim', 'projected', 'secret']);
 const SELINUX_TYPES = new Set(['', 'container_t', 'container_init_t', 'container_kvm_t', 'container_engine_t']);
 
@@ -55,11 +69,19 @@ function validity(pod: Pod): PodFault[] {
     const at = { container: c.name };
     if (names.has(c.name)) out.push({ ...at, path: '/name', message: `duplicate container name "${c.name}" in the pod` });
     names.add(c.name);
-    if (!init && c.restartPolicy !== undefined) out.push({ ...at, path: '/restartPolicy', message: 'restartPolicy is only allowed on init containers (native sidecars)' });
+    if (!init && c.restartPolicy !== undefined)
+      out.push({ ...at, path: '/restartPolicy', message: 'restartPolicy is only allowed on init containers (native sidecars)' });
     const paths = new Set<string>();
     (c.volumeMounts ?? []).forEach((m, i) => {
-      if (!volumes.has(m.name)) out.push({ ...at, mount: m.name, path: `/volumeMounts/${i}/name`, message: `container "${c.name}" mounts volume "${m.name}", which the pod does not have` });
-      if (paths.has(m.mountPath)) out.push({ ...at, mount: m.name, path: `/volumeMounts/${i}/mountPath`, message: `container "${c.name}" mounts ${m.mountPath} twice` });
+      if (!volumes.has(m.name))
+        out.push({
+          ...at,
+          mount: m.name,
+          path: `/volumeMounts/${i}/name`,
+          message: `container "${c.name}" mounts volume "${m.name}", which the pod does not have`,
+        });
+      if (paths.has(m.mountPath))
+        out.push({ ...at, mount: m.name, path: `/volumeMounts/${i}/mountPath`, message: `container "${c.name}" mounts ${m.mountPath} twice` });
       paths.add(m.mountPath);
     });
     // A run-to-completion init container has exited before the others start: its ports bind nothing then.
@@ -69,18 +91,36 @@ function validity(pod: Pod): PodFault[] {
 }
 
 // Services and probes select ports by name, and all containers share one network namespace.
-function portFaults(p: JsonObject, path: string, container: string, names: Map<string, string>, numbers: Map<string, { readonly container: string; readonly path: string }>, out: PodFault[]): void {
+function portFaults(
+  p: JsonObject,
+  path: string,
+  container: string,
+  names: Map<string, string>,
+  numbers: Map<string, { readonly container: string; readonly path: string }>,
+  out: PodFault[],
+): void {
   const name = p['name'];
   if (typeof name === 'string') {
     const other = names.get(name);
     // pkg/api/pod/warnings.go: only a warning; Services and probes selecting the name use the first.
-    if (other !== undefined) out.push({ container, path: `${path}/name`, message: `port name "${name}" is also used by container "${other}"; a Service whose targetPort names it reaches the first container that declares it, while probes use their own container's port (Kubernetes only warns)` });
+    if (other !== undefined)
+      out.push({
+        container,
+        path: `${path}/name`,
+        message: `port name "${name}" is also used by container "${other}"; a Service whose targetPort names it reaches the first container that declares it, while probes use their own container's port (Kubernetes only warns)`,
+      });
     else names.set(name, container);
   }
   const key = `${String(p['containerPort'])}/${typeof p['protocol'] === 'string' ? p['protocol'] : 'TCP'}`;
   // Only a warning too ("duplicate port definition"), though one of the two processes cannot bind it.
   const first = numbers.get(key);
-  if (first !== undefined) out.push({ container, path: `${path}/containerPort`, other: first, message: `port ${key} is declared by both container "${first.container}" and container "${container}"; one of them will fail to bind` });
+  if (first !== undefined)
+    out.push({
+      container,
+      path: `${path}/containerPort`,
+      other: first,
+      message: `port ${key} is declared by both container "${first.container}" and container "${container}"; one of them will fail to bind`,
+    });
   else numbers.set(key, { container, path: `${path}/containerPort` });
 }
 
@@ -115,7 +155,8 @@ function baseline(pod: Pod): PodFault[] {
   }
   for (const { c } of allContainers(pod)) {
     const sc = contextOf(c);
-    const f = (path: string, message: string): void => void out.push({ container: c.name, path: `/securityContext${path}`, message: `container "${c.name}": ${message}` });
+    const f = (path: string, message: string): void =>
+      void out.push({ container: c.name, path: `/securityContext${path}`, message: `container "${c.name}": ${message}` });
     if (sc.privileged === true) f('/privileged', 'privileged containers are not allowed (Pod Security baseline)');
     if (sc.windowsOptions?.hostProcess === true) f('/windowsOptions/hostProcess', 'hostProcess is not allowed (Pod Security baseline)');
     const extra = (sc.capabilities?.add ?? []).filter((cap) => !BASELINE_CAPABILITIES.has(cap));
@@ -123,9 +164,11 @@ function baseline(pod: Pod): PodFault[] {
     if (sc.procMount !== undefined && sc.procMount !== 'Default') f('/procMount', 'procMount must be Default (Pod Security baseline)');
     if (sc.seccompProfile?.type === 'Unconfined') f('/seccompProfile/type', 'seccompProfile Unconfined is not allowed (Pod Security baseline)');
     if (sc.appArmorProfile?.type === 'Unconfined') f('/appArmorProfile/type', 'appArmorProfile Unconfined is not allowed (Pod Security baseline)');
-    if (!SELINUX_TYPES.has(sc.seLinuxOptions?.type ?? '') || sc.seLinuxOptions?.user || sc.seLinuxOptions?.role) f('/seLinuxOptions', 'seLinuxOptions may only set an allowed type (Pod Security baseline)');
+    if (!SELINUX_TYPES.has(sc.seLinuxOptions?.type ?? '') || sc.seLinuxOptions?.user || sc.seLinuxOptions?.role)
+      f('/seLinuxOptions', 'seLinuxOptions may only set an allowed type (Pod Security baseline)');
     (c.ports ?? []).forEach((p, i) => {
-      if (typeof p['hostPort'] === 'number' && p['hostPort'] !== 0) out.push({ container: c.name, path: `/ports/${i}/hostPort`, message: `container "${c.name}": hostPort is not allowed (Pod Security baseline)` });
+      if (typeof p['hostPort'] === 'number' && p['hostPort'] !== 0)
+        out.push({ container: c.name, path: `/ports/${i}/hostPort`, message: `container "${c.name}": hostPort is not allowed (Pod Security baseline)` });
     });
   }
   return out;
@@ -137,11 +180,17 @@ function restricted(pod: Pod): PodFault[] {
   for (const v of pod.spec?.volumes ?? []) {
     // A volume with no source (or `emptyDir:` left empty) is defaulted to an emptyDir.
     const type = volumeSources(v)[0] ?? 'emptyDir';
-    if (!RESTRICTED_VOLUMES.has(type) && type !== 'hostPath') out.push({ volume: v.name, path: `/${type}`, message: `volume "${v.name}" of type ${type} is not allowed (Pod Security restricted allows ${[...RESTRICTED_VOLUMES].join(', ')})` });
+    if (!RESTRICTED_VOLUMES.has(type) && type !== 'hostPath')
+      out.push({
+        volume: v.name,
+        path: `/${type}`,
+        message: `volume "${v.name}" of type ${type} is not allowed (Pod Security restricted allows ${[...RESTRICTED_VOLUMES].join(', ')})`,
+      });
   }
   for (const { c } of allContainers(pod)) {
     const sc = contextOf(c);
-    const f = (path: string, message: string): void => void out.push({ container: c.name, path: `/securityContext${path}`, message: `container "${c.name}": ${message} (Pod Security restricted)` });
+    const f = (path: string, message: string): void =>
+      void out.push({ container: c.name, path: `/securityContext${path}`, message: `container "${c.name}": ${message} (Pod Security restricted)` });
     if (sc.allowPrivilegeEscalation !== false) f('/allowPrivilegeEscalation', 'allowPrivilegeEscalation must be false');
     const nonRoot = sc.runAsNonRoot ?? podSc.runAsNonRoot;
     if (nonRoot !== true) f('/runAsNonRoot', 'runAsNonRoot must be true');

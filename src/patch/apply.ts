@@ -20,7 +20,11 @@ export function applyJsonPatch<T>(doc: T, ops: readonly Operation[]): T {
     if (!(err instanceof JsonPatchError)) throw err;
     // The error's own index is 0 for a failed validation (fast-json-patch 3.1); its operation is ours.
     const index = patch.indexOf(err.operation as Operation);
-    throw new InjectorError('PATCH_NOT_APPLICABLE', [index >= 0 ? index : '?', `${err.operation?.op ?? ''} ${err.operation?.path ?? ''}`.trim(), `${err.name}: ${err.message.split('\n')[0] ?? ''}`], { cause: err });
+    throw new InjectorError(
+      'PATCH_NOT_APPLICABLE',
+      [index >= 0 ? index : '?', `${err.operation?.op ?? ''} ${err.operation?.path ?? ''}`.trim(), `${err.name}: ${err.message.split('\n')[0] ?? ''}`],
+      { cause: err },
+    );
   }
 }
 

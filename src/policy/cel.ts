@@ -74,7 +74,9 @@ function celScalar(value: unknown): string {
 const OPEN = '{{';
 const CLOSE = '}}';
 const QUOTED = String.raw`(?:'([^']*)'|"([^"]*)")`;
-const EXPR = new RegExp(String.raw`^\s*(namespace|serviceAccountName|pod\.name|pod\.(labels|annotations)\[\s*${QUOTED}\s*\])` + String.raw`\s*(?:\|\s*default\s+${QUOTED}\s*)?$`);
+const EXPR = new RegExp(
+  String.raw`^\s*(namespace|serviceAccountName|pod\.name|pod\.(labels|annotations)\[\s*${QUOTED}\s*\])` + String.raw`\s*(?:\|\s*default\s+${QUOTED}\s*)?$`,
+);
 
 /**
  * A template string as a CEL string expression: the static parts as literals, each placeholder as
@@ -106,7 +108,10 @@ function placeholderExpr(source: string): string {
   const fallback = celString(def1 ?? def2 ?? '');
   const orDefault = (value: string): string => `(${value} != "" ? ${value} : ${fallback})`;
   if (head === 'namespace') return orDefault('request.namespace');
-  if (head === 'serviceAccountName') return orDefault(`(object.spec.?serviceAccountName.orValue("") != "" ? object.spec.serviceAccountName : object.spec.?serviceAccount.orValue("") != "" ? object.spec.serviceAccount : "default")`);
+  if (head === 'serviceAccountName')
+    return orDefault(
+      `(object.spec.?serviceAccountName.orValue("") != "" ? object.spec.serviceAccountName : object.spec.?serviceAccount.orValue("") != "" ? object.spec.serviceAccount : "default")`,
+    );
   if (head === 'pod.name') return orDefault(`(object.metadata.?name.orValue("") != "" ? object.metadata.name : object.metadata.?generateName.orValue(""))`);
   return orDefault(`object.metadata.?${map}[?${celString(key1 ?? key2 ?? '')}].orValue("")`);
 }

@@ -46,7 +46,8 @@ export interface PolicySet {
 export function policyVerdict(t: CompiledTemplate): PolicyVerdict {
   const no = (detail: string): PolicyVerdict => ({ template: t.name, compiles: false, detail });
   if (t.overrides.length > 0) return no(`overrides (${t.overrides.join(', ')}) are read from annotations and checked by the webhook; not compiled to CEL`);
-  if (typeof t.placement === 'object' && t.nativeMode !== NativeSidecar.Never) return no(`placement ${JSON.stringify(t.placement)} of native sidecars next to a named init container is not compiled to CEL`);
+  if (typeof t.placement === 'object' && t.nativeMode !== NativeSidecar.Never)
+    return no(`placement ${JSON.stringify(t.placement)} of native sidecars next to a named init container is not compiled to CEL`);
   if (t.spec.containers.length + t.spec.initContainers.length === 0) return no('no containers to inject');
   if (podToken(t)) return no("serviceAccountToken: true (the pod's own token volume, found by its mount) is not compiled to CEL");
   return { template: t.name, compiles: true, detail: policyName(t.name) };
@@ -197,9 +198,21 @@ function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext):
   const init = [...t.spec.initContainers, ...(native ? t.spec.containers.map((c) => ({ ...c, restartPolicy: 'Always' })) : [])];
   const regular = native ? [] : t.spec.containers;
   if (init.length > 0) groups.push(containerOps('initContainers', init, headIndex('initContainers', context.containers)));
-  if (t.spec.volumes.length > 0) groups.push(namedOps('/spec/volumes', 'object.spec.?volumes.orValue([])', t.spec.volumes, 'Object.spec.volumes', Definition.volume, context.volumes));
-  if (t.spec.imagePullSecrets.length > 0) groups.push(namedOps('/spec/imagePullSecrets', 'object.spec.?imagePullSecrets.orValue([])', t.spec.imagePullSecrets, 'Object.spec.imagePullSecrets', Definition.reference, context.pullSecrets));
-  if (t.spec.env.length > 0) groups.push(appOps('env', t.spec.env, context.env, (e) => `!(${celString(e.name)} in c.?env.orValue([]).map(x, x.name))`, 'name', Definition.env));
+  if (t.spec.volumes.length > 0)
+    groups.push(namedOps('/spec/volumes', 'object.spec.?volumes.orValue([])', t.spec.volumes, 'Object.spec.volumes', Definition.volume, context.volumes));
+  if (t.spec.imagePullSecrets.length > 0)
+    groups.push(
+      namedOps(
+        '/spec/imagePullSecrets',
+        'object.spec.?imagePullSecrets.orValue([])',
+        t.spec.imagePullSecrets,
+        'Object.spec.imagePullSecrets',
+        Definition.reference,
+        context.pullSecrets,
+      ),
+    );
+  if (t.spec.env.length > 0)
+    groups.push(appOps('env', t.spec.env, context.env, (e) => `!(${celString(e.name)} in c.?env.orValue([]).map(x, x.name))`, 'name', Definition.env));
   if (t.spec.volumeMounts.length > 0) {
     const absent = (m: NamedItem): string => {
       const mount = m as VolumeMount;
@@ -215,7 +228,10 @@ function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext):
     const at = t.placement === 'first' ? headIndex('containers', context.firstContainers) : typeof t.placement === 'object' ? nextTo(t.placement, tail) : tail;
     groups.push(containerOps('containers', regular, at));
   }
-  for (const [field, map] of [['labels', t.spec.labels], ['annotations', t.spec.annotations]] as const) {
+  for (const [field, map] of [
+    ['labels', t.spec.labels],
+    ['annotations', t.spec.annotations],
+  ] as const) {
     const keys = Object.entries(map);
     if (keys.length > 0) groups.push(keyOps(field, keys));
   }
@@ -263,7 +279,12 @@ function headOf(list: string, names: string, key: (item: string) => string): str
 function containerOps(field: 'containers' | 'initContainers', containers: readonly Container[], at: string): string {
   const type = `Object.spec.${field}`;
   const parent = field === 'initContainers' ? `(has(object.spec.initContainers) ? [] : [JSONPatch{op: "add", path: "/spec/initContainers", value: []}])` : '[]';
-  const ops = [...containers].reverse().map((c) => `(${celString(c.name)} in variables.names ? [] : [JSONPatch{op: "add", path: "/spec/${field}/" + string(${at}), value: ${celObject(c, type, Definition.container)}}])`);
+  const ops = [...containers]
+    .reverse()
+    .map(
+      (c) =>
+        `(${celString(c.name)} in variables.names ? [] : [JSONPatch{op: "add", path: "/spec/${field}/" + string(${at}), value: ${celObject(c, type, Definition.container)}}])`,
+    );
   return [parent, ...ops].join(' + ');
 }
 
@@ -271,24 +292,44 @@ function containerOps(field: 'containers' | 'initContainers', containers: readon
 function namedOps(path: string, list: string, items: readonly NamedItem[], type: string, definition: Definition, byTemplate: string): string {
   const parent = `(has(object.spec.${path.split('/').pop()}) ? [] : [JSONPatch{op: "add", path: ${celString(path)}, value: []}])`;
   const at = tailIndex(list, (item) => `${item}.name`, byTemplate);
-  const ops = [...items].reverse().map((item) => `(${list}.exists(x, x.name == ${celString(item.name)}) ? [] : [JSONPatch{op: "add", path: ${celString(`${path}/`)} + string(${at}), value: ${celObject(item, type, definition)}}])`);
+  const ops = [...items]
+    .reverse()
+    .map(
+      (item) =>
+        `(${list}.exists(x, x.name == ${celString(item.name)}) ? [] : [JSONPatch{op: "add", path: ${celString(`${path}/`)} + string(${at}), value: ${celObject(item, type, definition)}}])`,
+    );
   return [parent, ...ops].join(' + ');
 }
 
 /** Env vars or mounts for each application container that lacks them. */
-function appOps(field: 'env' | 'volumeMounts', items: readonly NamedItem[], byTemplate: string, absent: (item: NamedItem) => string, key: string, definition: Definition): string {
+function appOps(
+  field: 'env' | 'volumeMounts',
+  items: readonly NamedItem[],
+  byTemplate: string,
+  absent: (item: NamedItem) => string,
+  key: string,
+  definition: Definition,
+): string {
   const list = `c.?${field}.orValue([])`;
   const at = tailOf(list, `variables.later.filter(t, t in ${byTemplate}).map(t, ${byTemplate}[t]).flatten()`, (item) => `${item}.${key}`);
   const path = `"/spec/containers/" + string(i) + "/${field}"`;
   const parent = `(has(c.${field}) ? [] : [JSONPatch{op: "add", path: ${path}, value: []}])`;
-  const ops = [...items].reverse().map((item) => `(${absent(item)} ? [JSONPatch{op: "add", path: ${path} + "/" + string(${at}), value: ${celObject(item, `Object.spec.containers.${field}`, definition)}}] : [])`);
+  const ops = [...items]
+    .reverse()
+    .map(
+      (item) =>
+        `(${absent(item)} ? [JSONPatch{op: "add", path: ${path} + "/" + string(${at}), value: ${celObject(item, `Object.spec.containers.${field}`, definition)}}] : [])`,
+    );
   return `object.spec.containers.transformList(i, c, i in variables.apps, ${[parent, ...ops].join(' + ')}).flatten()`;
 }
 
 /** Labels or annotations the pod lacks (its own value wins), with the map added when missing. */
 function keyOps(field: 'labels' | 'annotations', entries: readonly (readonly [string, string])[]): string {
   const parent = `(has(object.metadata.${field}) ? [] : [JSONPatch{op: "add", path: "/metadata/${field}", value: {}}])`;
-  const ops = entries.map(([key, value]) => `(has(object.metadata.${field}) && ${celString(key)} in object.metadata.${field} ? [] : [JSONPatch{op: "add", path: ${celString(`/metadata/${field}/${escapeToken(key)}`)}, value: ${placeholderCel(value)}}])`);
+  const ops = entries.map(
+    ([key, value]) =>
+      `(has(object.metadata.${field}) && ${celString(key)} in object.metadata.${field} ? [] : [JSONPatch{op: "add", path: ${celString(`/metadata/${field}/${escapeToken(key)}`)}, value: ${placeholderCel(value)}}])`,
+  );
   return [parent, ...ops].join(' + ');
 }
 
@@ -297,7 +338,13 @@ function keyOps(field: 'labels' | 'annotations', entries: readonly (readonly [st
  * only the webhook can inject, or lacks a compiled template's containers (by name, native sidecars
  * in initContainers with restartPolicy Always) or volumes (by name), is refused.
  */
-function validatingPolicy(set: TemplateSet, compiled: readonly CompiledTemplate[], verdicts: readonly PolicyVerdict[], context: SetContext, options: PolicyOptions): Record<string, unknown> {
+function validatingPolicy(
+  set: TemplateSet,
+  compiled: readonly CompiledTemplate[],
+  verdicts: readonly PolicyVerdict[],
+  context: SetContext,
+  options: PolicyOptions,
+): Record<string, unknown> {
   const known = [...set.templates.keys()].sort();
   const webhookOnly = verdicts.filter((v) => !v.compiles).map((v) => v.template);
   const validations: Record<string, unknown>[] = [
@@ -335,12 +382,18 @@ function validatingPolicy(set: TemplateSet, compiled: readonly CompiledTemplate[
 
 function presence(t: CompiledTemplate): Record<string, unknown> {
   const regular = (n: string): string => `object.spec.containers.exists(c, c.name == ${celString(n)})`;
-  const native = (n: string): string => `object.spec.?initContainers.orValue([]).exists(c, c.name == ${celString(n)} && c.?restartPolicy.orValue("") == "Always")`;
+  const native = (n: string): string =>
+    `object.spec.?initContainers.orValue([]).exists(c, c.name == ${celString(n)} && c.?restartPolicy.orValue("") == "Always")`;
   const init = (n: string): string => `object.spec.?initContainers.orValue([]).exists(c, c.name == ${celString(n)})`;
   const checks: [string, string][] = [];
   for (const c of t.spec.initContainers) checks.push([init(c.name), `init container "${c.name}"`]);
   for (const c of t.spec.containers) {
-    const where = t.nativeMode === NativeSidecar.Always ? native(c.name) : t.nativeMode === NativeSidecar.JobsOnly ? `(variables.inJob ? ${native(c.name)} : ${regular(c.name)})` : regular(c.name);
+    const where =
+      t.nativeMode === NativeSidecar.Always
+        ? native(c.name)
+        : t.nativeMode === NativeSidecar.JobsOnly
+          ? `(variables.inJob ? ${native(c.name)} : ${regular(c.name)})`
+          : regular(c.name);
     checks.push([where, `container "${c.name}"`]);
   }
   for (const v of t.spec.volumes) checks.push([`object.spec.?volumes.orValue([]).exists(v, v.name == ${celString(v.name)})`, `volume "${v.name}"`]);

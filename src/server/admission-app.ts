@@ -75,7 +75,13 @@ type Middleware = Koa.Middleware<ReviewState>;
 export function createAdmissionApp(deps: AdmissionAppDeps): AdmissionApp {
   const pipelines = new Map<string, ReviewPipeline>();
   for (const [path, handle] of deps.handlers.byPath) {
-    const options = { endpoint: path, handle, generation: deps.handlers.generation, answerCacheBytes: deps.answerCacheBytes ?? ANSWER_CACHE_BYTES, ownerEvents: deps.ownerEvents ?? false };
+    const options = {
+      endpoint: path,
+      handle,
+      generation: deps.handlers.generation,
+      answerCacheBytes: deps.answerCacheBytes ?? ANSWER_CACHE_BYTES,
+      ownerEvents: deps.ownerEvents ?? false,
+    };
     pipelines.set(path, new ReviewPipeline(deps.bodyLimits === undefined ? options : { ...options, bodyLimits: deps.bodyLimits }));
   }
   const app = new Koa<ReviewState>();

@@ -78,9 +78,11 @@ function healthApp(opts: HealthOptions): (req: IncomingMessage, res: ServerRespo
       return sendError(ctx, { status: 405, code: 'METHOD_NOT_ALLOWED', message: 'use GET' });
     }
     if (ctx.path === '/healthz' || ctx.path === '/livez') return send(ctx, 200, JSON.stringify({ status: 'ok' }));
-    if (ctx.path === '/readyz') return opts.isReady() ? send(ctx, 200, JSON.stringify({ status: 'ready' })) : send(ctx, 503, JSON.stringify({ status: 'not ready' }));
+    if (ctx.path === '/readyz')
+      return opts.isReady() ? send(ctx, 200, JSON.stringify({ status: 'ready' })) : send(ctx, 503, JSON.stringify({ status: 'not ready' }));
     const handler = opts.routes?.get(ctx.path);
-    if (handler === undefined) return sendError(ctx, { status: 404, code: 'NOT_FOUND', message: 'no such path; the health port serves /healthz, /readyz and /metrics' });
+    if (handler === undefined)
+      return sendError(ctx, { status: 404, code: 'NOT_FOUND', message: 'no such path; the health port serves /healthz, /readyz and /metrics' });
     // The route writes its own answer (prom-client's text).
     ctx.respond = false;
     await handler(ctx.req, ctx.res);

@@ -47,7 +47,8 @@ export function parseDocuments(text: string, source: string): JsonObject[] {
   const lineCounter = new LineCounter();
   for (const { doc, value } of parseKubectl(text, lineCounter)) {
     const at = errorPosition(doc, lineCounter);
-    if (at !== undefined) throw new InjectorError('INPUT_INVALID', [source, `YAML at line ${at.line}, column ${at.column}: ${doc.errors[0]!.message.split('\n')[0]}`]);
+    if (at !== undefined)
+      throw new InjectorError('INPUT_INVALID', [source, `YAML at line ${at.line}, column ${at.column}: ${doc.errors[0]!.message.split('\n')[0]}`]);
     if (value === null || value === undefined) continue;
     if (!isObject(value)) throw new InjectorError('INPUT_INVALID', [source, 'every document must be a Kubernetes object (a YAML mapping)']);
     out.push(value);
@@ -71,7 +72,10 @@ export function podSites(doc: JsonObject, namespace: string, path: readonly (str
   const title = `${kind} ${ns}/${name || '(unnamed)'}`;
   const template = checkedPod(found, title);
   const pod = kind === 'Pod' ? template : asControllerPod(template, kind, name, doc);
-  const workloadMetadata = kind === 'Pod' ? undefined : { ...(isStringMap(meta['labels']) && { labels: meta['labels'] }), ...(isStringMap(meta['annotations']) && { annotations: meta['annotations'] }) };
+  const workloadMetadata =
+    kind === 'Pod'
+      ? undefined
+      : { ...(isStringMap(meta['labels']) && { labels: meta['labels'] }), ...(isStringMap(meta['annotations']) && { annotations: meta['annotations'] }) };
   return [{ title, kind, path: [...path, ...at], pod, namespace: ns, ...(workloadMetadata !== undefined && { workloadMetadata }) }];
 }
 
@@ -154,7 +158,13 @@ function isIndexed(spec: unknown): boolean {
 
 /** The controller reference a controller puts on its pods (the Job's for a CronJob's pods); `uid` is unknown here. */
 function controllerRef(kind: string, owner: string): JsonObject | undefined {
-  const ref = (apiVersion: string, refKind: string, name: string): JsonObject => ({ apiVersion, kind: refKind, name, controller: true, blockOwnerDeletion: true });
+  const ref = (apiVersion: string, refKind: string, name: string): JsonObject => ({
+    apiVersion,
+    kind: refKind,
+    name,
+    controller: true,
+    blockOwnerDeletion: true,
+  });
   if (kind === 'Deployment') return ref('apps/v1', 'ReplicaSet', `${owner}-<hash>`);
   if (kind === 'CronJob') return ref('batch/v1', 'Job', `${owner}-<time>`);
   if (kind === 'Job') return ref('batch/v1', 'Job', owner);

@@ -90,7 +90,13 @@ export interface KubectlDocument {
 
 /** Every YAML (or JSON) document of a text, read as kubectl reads it. Syntax errors stay in `doc.errors`. */
 export function parseKubectl(text: string, lineCounter: LineCounter = new LineCounter(), options: { uniqueKeys?: boolean } = {}): KubectlDocument[] {
-  const docs = parseAllDocuments(goYamlEscapes(text), { schema: 'failsafe', merge: true, lineCounter, uniqueKeys: options.uniqueKeys ?? true, prettyErrors: false });
+  const docs = parseAllDocuments(goYamlEscapes(text), {
+    schema: 'failsafe',
+    merge: true,
+    lineCounter,
+    uniqueKeys: options.uniqueKeys ?? true,
+    prettyErrors: false,
+  });
   if (!Array.isArray(docs)) return []; // only comments: no document
   return docs.map((doc) => {
     if (doc.errors.length > 0) return { doc, value: null };

@@ -16,7 +16,8 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 const RUNS = Number(process.env['PROPERTY_RUNS'] ?? 60);
 
 /** The apiserver's text for a review of `pod` with `uid` (podReview keeps the apiserver's field order). */
-const reviewText = (pod: object, uid: string, opts: { apiVersion?: string; namespace?: string } = {}): string => JSON.stringify(podReview(pod, { ...opts, uid }));
+const reviewText = (pod: object, uid: string, opts: { apiVersion?: string; namespace?: string } = {}): string =>
+  JSON.stringify(podReview(pod, { ...opts, uid }));
 
 function scrape(server: TestServer): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -67,11 +68,22 @@ describe('the answer cache, through the server', () => {
     const unknown = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'nope' } });
     const plain = { metadata: { generateName: 'plain-' }, spec: { containers: [{ name: 'a', image: 'a' }] } };
     const sequence: [object, string?][] = [
-      [web], [web], [web], [web], // computed, computed again with another uid and kept, two hits
-      [named], [named], [named],
-      [web, ReviewVersion.V1Beta1], [web, ReviewVersion.V1Beta1], [web, ReviewVersion.V1Beta1], // another version, another entry
-      [unknown], [unknown], [unknown], // denials repeat too
-      [plain], [plain], [plain], // and skips
+      [web],
+      [web],
+      [web],
+      [web], // computed, computed again with another uid and kept, two hits
+      [named],
+      [named],
+      [named],
+      [web, ReviewVersion.V1Beta1],
+      [web, ReviewVersion.V1Beta1],
+      [web, ReviewVersion.V1Beta1], // another version, another entry
+      [unknown],
+      [unknown],
+      [unknown], // denials repeat too
+      [plain],
+      [plain],
+      [plain], // and skips
       [web], // still there
     ];
     for (const [pod, apiVersion] of sequence) {
@@ -111,7 +123,8 @@ describe('the answer cache, through the server', () => {
   });
 
   it('never answers from a uid token that a later duplicate key shadows', async () => {
-    const text = (first: string, last: string) => reviewText(optedInPod({ labels: { shadow: 'test' } }), last).replace(`"request":{"uid":"${last}"`, `"request":{"uid":"${first}","uid":"${last}"`);
+    const text = (first: string, last: string) =>
+      reviewText(optedInPod({ labels: { shadow: 'test' } }), last).replace(`"request":{"uid":"${last}"`, `"request":{"uid":"${first}","uid":"${last}"`);
     // A first token that differs from the parsed uid is never kept.
     for (const decoy of ['decoy-1', 'decoy-2']) assert.equal((await sameAnswer('/mutate', text(decoy, 'real'))).json().response.uid, 'real');
     // A first token equal to the parsed one is seen once; the same text again proves nothing about
@@ -136,7 +149,8 @@ describe('the answer cache, through the server', () => {
       fc.asyncProperty(review, async (r) => {
         const pod = optedInPod({ labels: r.labels, ...(r.templates !== undefined && { annotations: { 'sidecar-injector.io/templates': r.templates } }) });
         if (!r.optIn) delete pod.metadata.labels['sidecar-injector.io/inject'];
-        for (const u of r.uids) await sameAnswer(r.templates === 'missing' ? '/validate' : '/mutate', reviewText(pod, u, { apiVersion: r.apiVersion, namespace: r.namespace }));
+        for (const u of r.uids)
+          await sameAnswer(r.templates === 'missing' ? '/validate' : '/mutate', reviewText(pod, u, { apiVersion: r.apiVersion, namespace: r.namespace }));
       }),
       { numRuns: RUNS },
     );
@@ -191,7 +205,10 @@ describe('AnswerCache', () => {
   it('keeps a value once two reviews of one body with different uids were run, and gives it for every later one', () => {
     const cache = new AnswerCache<string>(1024 * 1024);
     const answers = ['u-1', 'u-2', 'u-3', 'u-4'].map((uid) => review(cache, reviewText(optedInPod(), uid)));
-    assert.deepEqual(answers.map((a) => a !== undefined), [false, false, true, true]);
+    assert.deepEqual(
+      answers.map((a) => a !== undefined),
+      [false, false, true, true],
+    );
     assert.equal(cache.size.entries, 1);
   });
 
@@ -202,8 +219,15 @@ describe('AnswerCache', () => {
 
   it('never keeps a value for a uid token that a later duplicate key shadows', () => {
     const cache = new AnswerCache<string>(1024 * 1024);
-    const text = (first: string, last: string): string => reviewText(optedInPod(), last).replace(`"request":{"uid":"${last}"`, `"request":{"uid":"${first}","uid":"${last}"`);
-    for (const [first, last] of [['same', 'same'], ['other', 'same'], ['third', 'same'], ['fourth', 'same']] as const) assert.equal(review(cache, text(first, last)), undefined);
+    const text = (first: string, last: string): string =>
+      reviewText(optedInPod(), last).replace(`"request":{"uid":"${last}"`, `"request":{"uid":"${first}","uid":"${last}"`);
+    for (const [first, last] of [
+      ['same', 'same'],
+      ['other', 'same'],
+      ['third', 'same'],
+      ['fourth', 'same'],
+    ] as const)
+      assert.equal(review(cache, text(first, last)), undefined);
     assert.equal(cache.size.entries, 0, 'a first sighting takes no entry');
   });
 
@@ -213,7 +237,8 @@ describe('AnswerCache', () => {
     // Fills the budget with kept answers, then sends far more distinct pods than it could hold.
     for (let i = 0; i < 400; i++) for (let twice = 0; twice < 2; twice++) review(cache, reviewText(pod(i), randomUUID()));
     const kept = cache.size;
-    const answered = (from: number, to: number): number => Array.from({ length: to - from }, (_, i) => review(cache, reviewText(pod(from + i), randomUUID()))).filter((a) => a !== undefined).length;
+    const answered = (from: number, to: number): number =>
+      Array.from({ length: to - from }, (_, i) => review(cache, reviewText(pod(from + i), randomUUID()))).filter((a) => a !== undefined).length;
     const before = answered(0, 400);
     for (let i = 0; i < 5000; i++) review(cache, reviewText(optedInPod({ name: `distinct-${i}` }), randomUUID()));
     assert.deepEqual(cache.size, kept, 'distinct pods changed what is kept');
@@ -252,7 +277,8 @@ describe('AnswerCache', () => {
     const cache = new AnswerCache<string>(4 * 1024 * 1024);
     const base = 'a'.repeat(40_000);
     const notes = [base, ...[0, 1, 2, 3, 2047, 2048, 16_383, 16_384, 39_998, 39_999].map((at) => base.slice(0, at) + 'b' + base.slice(at + 1))];
-    const noteOf = (text: string): string => String((JSON.parse(text) as { request: { object: { metadata: { annotations: { note: string } } } } }).request.object.metadata.annotations.note);
+    const noteOf = (text: string): string =>
+      String((JSON.parse(text) as { request: { object: { metadata: { annotations: { note: string } } } } }).request.object.metadata.annotations.note);
     for (let round = 0; round < 3; round++) {
       for (const note of notes) {
         const text = reviewText(optedInPod({ annotations: { note } }), randomUUID());

@@ -80,7 +80,11 @@ describe('auditAnnotations', () => {
   it('name the decision, the reason and the templates, if any', () => {
     const names = ['proxy', 'log-shipper'];
     assert.deepEqual(auditAnnotations('injected', 'injected', names), { decision: 'injected', reason: 'injected', templates: 'proxy,log-shipper' });
-    assert.deepEqual(auditAnnotations('injected', 'already-injected', names), { decision: 'injected', reason: 'already-injected', templates: 'proxy,log-shipper' });
+    assert.deepEqual(auditAnnotations('injected', 'already-injected', names), {
+      decision: 'injected',
+      reason: 'already-injected',
+      templates: 'proxy,log-shipper',
+    });
     assert.deepEqual(auditAnnotations('skipped', 'not-opted-in', []), { decision: 'skipped', reason: 'not-opted-in' });
   });
 

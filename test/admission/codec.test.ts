@@ -1,6 +1,16 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { apiserverEnvelope, checkBody, decodeBody, describeValue, encodeAnswer, MAX_NESTING, ReviewVersion, type BodyLimits, type ResponseBody } from '../../src/admission/codec.js';
+import {
+  apiserverEnvelope,
+  checkBody,
+  decodeBody,
+  describeValue,
+  encodeAnswer,
+  MAX_NESTING,
+  ReviewVersion,
+  type BodyLimits,
+  type ResponseBody,
+} from '../../src/admission/codec.js';
 import { InjectorError } from '../../src/errors.js';
 
 /**
@@ -80,15 +90,38 @@ describe('checkBody', () => {
   it('admits bodies of many keys in new orders or new names up to the limits, which the layout counting once refused', () => {
     // The first 1, 2, ... 40 names of one run: 820 keys, 820 hidden classes for V8.
     const names = Array.from({ length: 40 }, (_, i) => `n${i}`);
-    const prefixes = `[${names.map((_, n) => `{${names.slice(0, n + 1).map((k) => `"${k}":0`).join(',')}}`).join(',')}]`;
+    const prefixes = `[${names
+      .map(
+        (_, n) =>
+          `{${names
+            .slice(0, n + 1)
+            .map((k) => `"${k}":0`)
+            .join(',')}}`,
+      )
+      .join(',')}]`;
     assert.doesNotThrow(() => checkBody(prefixes, { objectKeys: 1000, keys: 820, nodes: 2000 }));
     assert.throws(() => checkBody(prefixes, { objectKeys: 1000, keys: 819, nodes: 2000 }), /more than 819 keys in all/);
   });
 
-  it('admits, at the default limits, a pod of 2100 annotations (about 100 KB, inside Kubernetes\' 256 KiB) with its managedFields entry', () => {
+  it("admits, at the default limits, a pod of 2100 annotations (about 100 KB, inside Kubernetes' 256 KiB) with its managedFields entry", () => {
     const annotations = Object.fromEntries(Array.from({ length: 2100 }, (_, i) => [`example.com/setting-${i}`, `value-${i}-${'x'.repeat(20)}`]));
     const fields = Object.fromEntries(Object.keys(annotations).map((key) => [`f:${key}`, {}]));
-    const pod = { metadata: { name: 'web', annotations, managedFields: [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': { 'f:annotations': { '.': {}, ...fields } } } }] }, spec: { containers: [{ name: 'app', image: 'app' }] } };
+    const pod = {
+      metadata: {
+        name: 'web',
+        annotations,
+        managedFields: [
+          {
+            manager: 'kubectl',
+            operation: 'Update',
+            apiVersion: 'v1',
+            fieldsType: 'FieldsV1',
+            fieldsV1: { 'f:metadata': { 'f:annotations': { '.': {}, ...fields } } },
+          },
+        ],
+      },
+      spec: { containers: [{ name: 'app', image: 'app' }] },
+    };
     const text = JSON.stringify({ kind: 'AdmissionReview', apiVersion: ReviewVersion.V1, request: { uid: 'u', object: pod } });
     assert.doesNotThrow(() => checkBody(text));
     assert.equal(decodeBody(text).request.uid, 'u');
@@ -126,7 +159,8 @@ describe('encodeAnswer', () => {
 });
 
 describe('apiserverEnvelope', () => {
-  const body = (uid: string, apiVersion: string = ReviewVersion.V1): Buffer => Buffer.from(`{"kind":"AdmissionReview","apiVersion":"${apiVersion}","request":{"uid":"${uid}","kind":{}}}`);
+  const body = (uid: string, apiVersion: string = ReviewVersion.V1): Buffer =>
+    Buffer.from(`{"kind":"AdmissionReview","apiVersion":"${apiVersion}","request":{"uid":"${uid}","kind":{}}}`);
 
   it('reads the version and the uid of a body that begins as the apiserver writes one', () => {
     const uid = '2d4f5e1c-7a8b-4c9d-8e0f-1a2b3c4d5e6f';

@@ -73,7 +73,9 @@ describe('AdmissionResponses of the handlers (golden files)', () => {
   };
   const send = async (path: string, pod: object): Promise<any> => (await exchange(path, pod)).response;
 
-  for (const name of readdirSync(ROOT).filter((n) => n !== 'templates').sort()) {
+  for (const name of readdirSync(ROOT)
+    .filter((n) => n !== 'templates')
+    .sort()) {
     it(name, async () => {
       const dir = join(ROOT, name);
       const c = parse(readFileSync(join(dir, 'request.yaml'), 'utf8')) as Case;
@@ -83,7 +85,8 @@ describe('AdmissionResponses of the handlers (golden files)', () => {
       golden(join(dir, 'response.json'), `${JSON.stringify(readable(response), null, 2)}\n`);
       const answerFile = join(dir, 'answer.json');
       // The patch's own text first, so that a change in it reads as JSON rather than as base64.
-      if (!refresh && existsSync(answerFile)) assert.equal(patchTextOf(text), patchTextOf(readFileSync(answerFile, 'utf8')), `${answerFile}: the patch's text differs`);
+      if (!refresh && existsSync(answerFile))
+        assert.equal(patchTextOf(text), patchTextOf(readFileSync(answerFile, 'utf8')), `${answerFile}: the patch's text differs`);
       golden(answerFile, `${text}\n`);
 
       // What the apiserver does with the answer: a patch applies under json-patch v4 rules, the

@@ -18,14 +18,18 @@ import { jobOwner, podWith, set, template, templates } from '../helpers/template
 
 const requestOf = (pod: object, opts: Parameters<typeof podReview>[1] = {}): AdmissionRequest => podReview(pod, opts).request;
 
-
 /** One default template whose `nativeSidecar` line is given. */
 function agentSet(nativeSidecar: string): TemplateSet {
-  return set(template('agent', `  default: true
+  return set(
+    template(
+      'agent',
+      `  default: true
 ${nativeSidecar}  containers:
     - name: agent
       image: registry.example.com/agent:1.0
-`));
+`,
+    ),
+  );
 }
 
 function jobPod(): any {
@@ -35,13 +39,18 @@ function jobPod(): any {
   return pod;
 }
 
-const usesPodVolume = set(template('uses-pod-volume', `  default: true
+const usesPodVolume = set(
+  template(
+    'uses-pod-volume',
+    `  default: true
   containers:
     - name: reader
       image: busybox:1.36
       volumeMounts:
         - { name: shared-data, mountPath: /data, readOnly: true }
-`));
+`,
+  ),
+);
 
 describe('denials', () => {
   it('answer a volume the pod lacks with a denial, not with a patch the apiserver would reject', () => {
@@ -73,18 +82,26 @@ describe('denials', () => {
   }
 
   it('denies a pod whose value a template reads so often that the rendering would pass the patch limit, in both handlers, at the configured limit', () => {
-    const amp = set(template('amp', `  default: true
+    const amp = set(
+      template(
+        'amp',
+        `  default: true
   containers:
     - name: amp
       image: registry.example.com/amp:1.0
       args: [${Array.from({ length: 400 }, () => `"{{ pod.annotations['b'] }}"`).join(', ')}]
-`));
+`,
+      ),
+    );
     const review = podReview(optedInPod({ annotations: { b: 'x'.repeat(10_000) } }));
     for (const factory of [mutating, validating]) {
       const r = factory({ templates: () => amp, limits: { ...DefaultReviewLimits, patchBytes: 1_000_000 } })(review.request);
       assert.equal(r.response.allowed, false);
       assert.equal(r.response.status?.code, 400);
-      assert.equal(r.response.status?.message, `template "amp" would add more than 1000000 bytes to the pod (--max-patch-kib): {{ pod.annotations['b'] }} expands to 10000 bytes for this pod, 400 times in the template; shorten that value of the pod, or ask the template's owner to read it fewer times`);
+      assert.equal(
+        r.response.status?.message,
+        `template "amp" would add more than 1000000 bytes to the pod (--max-patch-kib): {{ pod.annotations['b'] }} expands to 10000 bytes for this pod, 400 times in the template; shorten that value of the pod, or ask the template's owner to read it fewer times`,
+      );
       assert.equal(r.reason, 'rendering-too-large');
     }
     // The same pod with a short value is injected.
@@ -94,29 +111,38 @@ describe('denials', () => {
 });
 
 describe('templates that conflict', () => {
-  const a = template('a', `  containers:
+  const a = template(
+    'a',
+    `  containers:
     - name: shared
       image: registry.example.com/a:1
       ports: [{ name: metrics, containerPort: 9090 }]
   volumes:
     - name: cache
       emptyDir: {}
-`);
-  const b = template('b', `  containers:
+`,
+  );
+  const b = template(
+    'b',
+    `  containers:
     - name: b
       image: registry.example.com/b:1
       ports: [{ name: metrics, containerPort: 9091 }, { containerPort: 9090 }]
   volumes:
     - name: cache
       emptyDir: {}
-`);
-  const c = template('c', `  containers:
+`,
+  );
+  const c = template(
+    'c',
+    `  containers:
     - name: shared
       image: registry.example.com/c:1
   volumes:
     - name: cache
       emptyDir: { medium: Memory }
-`);
+`,
+  );
   const three = set(a, b, c);
 
   it('denies the pod with every conflict named, and validate agrees', () => {
@@ -145,9 +171,21 @@ describe('templates that conflict', () => {
 
 describe('warnings about overrides and Jobs', () => {
   const ignored: [string, Record<string, string>, RegExp][] = [
-    ['a field the template does not allow', { 'locked.sidecar-injector.io/image': 'evil.example.com/x:1' }, /template "locked" does not allow overriding image \(it allows none\); ignored/],
-    ['a field outside the vocabulary', { 'agent.sidecar-injector.io/replicas': '3' }, /"replicas" is not an override field \(image, cpu, memory\) and template "agent" does not read it; ignored/],
-    ['an invalid value of a field the template does not allow', { 'locked.sidecar-injector.io/cpu': 'lots' }, /template "locked" does not allow overriding cpu/],
+    [
+      'a field the template does not allow',
+      { 'locked.sidecar-injector.io/image': 'evil.example.com/x:1' },
+      /template "locked" does not allow overriding image \(it allows none\); ignored/,
+    ],
+    [
+      'a field outside the vocabulary',
+      { 'agent.sidecar-injector.io/replicas': '3' },
+      /"replicas" is not an override field \(image, cpu, memory\) and template "agent" does not read it; ignored/,
+    ],
+    [
+      'an invalid value of a field the template does not allow',
+      { 'locked.sidecar-injector.io/cpu': 'lots' },
+      /template "locked" does not allow overriding cpu/,
+    ],
   ];
   for (const [title, annotations, message] of ignored) {
     it(`admits with a warning ${title}, in both handlers, and applies nothing`, () => {
@@ -163,13 +201,18 @@ describe('warnings about overrides and Jobs', () => {
   }
 
   it('never warns of an annotation a selected template sets under its own prefix, and injects it', () => {
-    const versioned = set(template('log-shipper', `  default: true
+    const versioned = set(
+      template(
+        'log-shipper',
+        `  default: true
   containers:
     - name: log-shipper
       image: registry.example.com/fluent-bit:3.1
   annotations:
     log-shipper.sidecar-injector.io/version: "3.1"
-`));
+`,
+      ),
+    );
     const r = mutate(podReview(optedInPod()).request, versioned);
     assert.equal(r.response.allowed, true, r.response.status?.message);
     assert.equal(r.response.warnings, undefined);
@@ -180,12 +223,17 @@ describe('warnings about overrides and Jobs', () => {
   });
 
   it('never warns of an annotation under its prefix that its placeholders read, but does of one only written in its text', () => {
-    const reader = set(template('reader', `  default: true
+    const reader = set(
+      template(
+        'reader',
+        `  default: true
   containers:
     - name: reader
       image: registry.example.com/reader:1.0
       args: ["--level={{ pod.annotations['reader.sidecar-injector.io/level'] | default 'info' }}", "see pod.annotations['reader.sidecar-injector.io/note']"]
-`));
+`,
+      ),
+    );
     const pod = optedInPod({ annotations: { 'reader.sidecar-injector.io/level': 'debug', 'reader.sidecar-injector.io/note': 'x' } });
     const r = mutate(podReview(pod).request, reader);
     assert.equal(r.response.allowed, true, r.response.status?.message);
@@ -206,13 +254,15 @@ describe('warnings about overrides and Jobs', () => {
     assert.equal(mutate(podReview(pod).request, templates).response.allowed, true);
   });
 
-  it('warns in the AdmissionResponse when a regular sidecar goes into a Job\'s pod', () => {
+  it("warns in the AdmissionResponse when a regular sidecar goes into a Job's pod", () => {
     const r = mutate(podReview(jobPod()).request, agentSet(''));
     assert.equal(r.response.allowed, true);
-    assert.deepEqual(r.response.warnings, ['template "agent" adds "agent" as a regular container to a Job\'s pod, which then never completes; set nativeSidecar: jobs (or true) in the template']);
+    assert.deepEqual(r.response.warnings, [
+      'template "agent" adds "agent" as a regular container to a Job\'s pod, which then never completes; set nativeSidecar: jobs (or true) in the template',
+    ]);
   });
 
-  it('does not warn for a native sidecar in a Job\'s pod, nor for a regular one elsewhere', () => {
+  it("does not warn for a native sidecar in a Job's pod, nor for a regular one elsewhere", () => {
     for (const native of ['  nativeSidecar: jobs\n', '  nativeSidecar: true\n']) {
       assert.equal(mutate(podReview(jobPod()).request, agentSet(native)).response.warnings, undefined, native);
     }
@@ -225,9 +275,19 @@ describe('warnings about keys that look meant for the injector (issue 21)', () =
     const pod = optedInPod({ annotations: { 'sidecar-injector.io/template': 'locked' } });
     const r = mutate(podReview(pod).request, templates);
     assert.equal(r.response.allowed, true);
-    assert.deepEqual(r.templates, templates.defaults.map((t) => t.name), 'the defaults, as before');
-    assert.deepEqual(r.response.warnings, ['annotation "sidecar-injector.io/template" is not read by the injector; did you mean "sidecar-injector.io/templates"?']);
-    assert.equal(validate(podReview(injectSidecars(pod, templates.defaults, 'default').pod).request, templates).response.warnings, undefined, '/validate does not say it twice');
+    assert.deepEqual(
+      r.templates,
+      templates.defaults.map((t) => t.name),
+      'the defaults, as before',
+    );
+    assert.deepEqual(r.response.warnings, [
+      'annotation "sidecar-injector.io/template" is not read by the injector; did you mean "sidecar-injector.io/templates"?',
+    ]);
+    assert.equal(
+      validate(podReview(injectSidecars(pod, templates.defaults, 'default').pod).request, templates).response.warnings,
+      undefined,
+      '/validate does not say it twice',
+    );
   });
 
   it('warns of a pod it leaves alone too: the inject label written as an annotation, in an opted-in namespace', () => {
@@ -243,7 +303,9 @@ describe('warnings about keys that look meant for the injector (issue 21)', () =
 
   it('warns of an override of a template the pod does not select, besides the overrides of those it does', () => {
     const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'locked', 'agent.sidecar-injector.io/image': 'x y' } });
-    assert.deepEqual(mutate(podReview(pod).request, templates).response.warnings, ['annotation "agent.sidecar-injector.io/image" is not read by the injector: template "agent" is not selected for this pod']);
+    assert.deepEqual(mutate(podReview(pod).request, templates).response.warnings, [
+      'annotation "agent.sidecar-injector.io/image" is not read by the injector: template "agent" is not selected for this pod',
+    ]);
   });
 
   it('bounds them on a pod of eight thousand such keys: five, and one line that says there are more', () => {
@@ -262,7 +324,10 @@ describe('/validate agreeing with /mutate', () => {
     const withTemplateImage = injectSidecars(podWith({}), [templates.templates.get('agent')!, templates.templates.get('locked')!], 'default').pod;
     const r = validate(podReview({ ...withTemplateImage, metadata: pod.metadata }).request, templates);
     assert.equal(r.response.allowed, false);
-    assert.match(r.response.status?.message ?? '', /container "agent" with image repository mirror\.example\.com\/agent \(it runs registry\.example\.com\/agent:1\.0\)/);
+    assert.match(
+      r.response.status?.message ?? '',
+      /container "agent" with image repository mirror\.example\.com\/agent \(it runs registry\.example\.com\/agent:1\.0\)/,
+    );
   });
 
   it('validates a Job pod by its native sidecars and is idempotent on reinvocation', () => {
@@ -274,7 +339,7 @@ describe('/validate agreeing with /mutate', () => {
   });
 });
 
-describe('warnings about the pod\'s own values (shipped templates)', () => {
+describe("warnings about the pod's own values (shipped templates)", () => {
   let set: TemplateSet;
   before(async () => {
     set = await loadTemplateSet('templates');
@@ -293,8 +358,14 @@ describe('warnings about the pod\'s own values (shipped templates)', () => {
     const r = mutate(requestOf(pod), set);
     const warnings = r.response.warnings ?? [];
     assert.equal(warnings.length, 2, warnings.join('\n'));
-    assert.ok(warnings.some((w) => w.includes('"LOG_DIR"') && w.includes('"log-shipper"')), warnings.join('\n'));
-    assert.ok(warnings.some((w) => w.includes('"fluentbit.io/exclude"') && w.includes('"log-shipper"')), warnings.join('\n'));
+    assert.ok(
+      warnings.some((w) => w.includes('"LOG_DIR"') && w.includes('"log-shipper"')),
+      warnings.join('\n'),
+    );
+    assert.ok(
+      warnings.some((w) => w.includes('"fluentbit.io/exclude"') && w.includes('"log-shipper"')),
+      warnings.join('\n'),
+    );
     // The pod still gets its sidecar, and the audit trail still says so.
     assert.equal(r.response.auditAnnotations?.['decision'], 'injected');
     const after = fjp.applyPatch(pod, decodePatch(r.response), false, false).newDocument as any;
@@ -312,7 +383,10 @@ describe('a template reload', () => {
   // the audit annotations, the names of the defaults) belongs to that set's compiled templates: the
   // next set, even with the same names, must be answered from its own.
   const version = (n: number): TemplateSet =>
-    set(template('agent', `  default: true
+    set(
+      template(
+        'agent',
+        `  default: true
   containers:
     - name: agent
       image: registry.example.com/agent:${n}.0
@@ -322,9 +396,11 @@ describe('a template reload', () => {
   volumeMounts: [{ name: cache-${n}, mountPath: /cache-${n} }]
   env: [{ name: AGENT_VERSION, value: "${n}" }]
   annotations: { example.com/agent: "v${n}" }
-`));
+`,
+      ),
+    );
 
-  it('is answered from the new set\'s templates only, by both handlers', () => {
+  it("is answered from the new set's templates only, by both handlers", () => {
     let current = version(1);
     const source = { templates: () => current };
     const mutating = createHandlers(source).byPath.get('/mutate')!;
@@ -356,10 +432,16 @@ describe('a template reload', () => {
   });
 });
 
-describe('the patch\'s bytes', () => {
-  it('are the diff\'s, byte for byte, for patches small and large, one review after another', async () => {
+describe("the patch's bytes", () => {
+  it("are the diff's, byte for byte, for patches small and large, one review after another", async () => {
     const shipped = await loadTemplateSet('templates');
-    const pods = [1, 30, 240, 2].map((n) => optedInPod({ labels: { 'app.kubernetes.io/name': 'café€😀' }, annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' }, spec: { containers: Array.from({ length: n }, (_, i) => ({ name: `app-${i}`, image: 'nginx:1.27' })) } }));
+    const pods = [1, 30, 240, 2].map((n) =>
+      optedInPod({
+        labels: { 'app.kubernetes.io/name': 'café€😀' },
+        annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' },
+        spec: { containers: Array.from({ length: n }, (_, i) => ({ name: `app-${i}`, image: 'nginx:1.27' })) },
+      }),
+    );
     const answers = pods.map((pod) => mutate(requestOf(pod), shipped).response.patch);
     pods.forEach((pod, i) => {
       const selected = ['log-shipper', 'proxy'].map((name) => shipped.templates.get(name)!);
@@ -372,17 +454,23 @@ describe('the patch\'s bytes', () => {
 describe('registry mirrors (--image-mirror)', () => {
   // A log shipper from Docker Hub and a native-sidecar proxy from Docker Hub's library.
   const hub = set(
-    template('shipper', `  default: true
+    template(
+      'shipper',
+      `  default: true
   containers:
     - name: shipper
       image: docker.io/fluent/fluent-bit:3.2
-`),
-    template('proxy', `  default: true
+`,
+    ),
+    template(
+      'proxy',
+      `  default: true
   nativeSidecar: true
   containers:
     - name: proxy
       image: envoy:1.31
-`),
+`,
+    ),
   );
   const mirrorsOf = (...entries: string[]) => {
     const parsed = parseImageMirrors(entries);
@@ -421,7 +509,12 @@ describe('registry mirrors (--image-mirror)', () => {
     assert.equal(r.reason, 'sidecars-mirrored');
     assert.equal(r.response.auditAnnotations?.['reason'], 'sidecars-mirrored');
     // The pod as /mutate left it still says sidecars-present.
-    assert.equal(withMirror.get('/validate')!(requestOf(fjp.applyPatch(optedInPod(), decodePatch(withMirror.get('/mutate')!(requestOf(optedInPod())).response)).newDocument)).reason, 'sidecars-present');
+    assert.equal(
+      withMirror.get('/validate')!(
+        requestOf(fjp.applyPatch(optedInPod(), decodePatch(withMirror.get('/mutate')!(requestOf(optedInPod())).response)).newDocument),
+      ).reason,
+      'sidecars-present',
+    );
   });
 
   it('refuses the mirrored pod without the flag, with a message that names the flag and the entry', () => {
@@ -429,13 +522,20 @@ describe('registry mirrors (--image-mirror)', () => {
     assert.equal(r.response.allowed, false);
     assert.equal(r.response.status?.code, 403);
     const message = r.response.status?.message ?? '';
-    assert.match(message, /container "shipper" with image repository docker\.io\/fluent\/fluent-bit \(it runs mirror\.example\.com\/dockerhub\/fluent\/fluent-bit:3\.2\)/);
+    assert.match(
+      message,
+      /container "shipper" with image repository docker\.io\/fluent\/fluent-bit \(it runs mirror\.example\.com\/dockerhub\/fluent\/fluent-bit:3\.2\)/,
+    );
     assert.match(message, /start the injector with --image-mirror docker\.io=mirror\.example\.com\/dockerhub$/);
     assert.doesNotMatch(message, /\n/);
   });
 
   it('still refuses, with the flag, a sidecar that runs another repository from the mirror or another registry', () => {
-    for (const image of ['mirror.example.com/dockerhub/fluent/fluentd:1.17', 'mirror.example.com/quay/fluent/fluent-bit:3.2', 'evil.example.com/fluent-bit:3.2']) {
+    for (const image of [
+      'mirror.example.com/dockerhub/fluent/fluentd:1.17',
+      'mirror.example.com/quay/fluent/fluent-bit:3.2',
+      'evil.example.com/fluent-bit:3.2',
+    ]) {
       const pod = mirroredPod();
       pod.spec.containers.find((c: any) => c.name === 'shipper').image = image;
       const r = withMirror.get('/validate')!(requestOf(pod));
@@ -452,8 +552,14 @@ describe('registry mirrors (--image-mirror)', () => {
       const ops = decodePatch(again.response);
       assert.deepEqual(ops, [], 'the status annotation already says what was injected');
       const after = fjp.applyPatch(structuredClone(pod), ops, true).newDocument as any;
-      assert.deepEqual(after.spec.containers.map((c: any) => c.name), pod.spec.containers.map((c: any) => c.name));
-      assert.deepEqual(after.spec.initContainers.map((c: any) => c.name), pod.spec.initContainers.map((c: any) => c.name));
+      assert.deepEqual(
+        after.spec.containers.map((c: any) => c.name),
+        pod.spec.containers.map((c: any) => c.name),
+      );
+      assert.deepEqual(
+        after.spec.initContainers.map((c: any) => c.name),
+        pod.spec.initContainers.map((c: any) => c.name),
+      );
       // The mirror's image is kept; nothing is rewritten back.
       assert.deepEqual(after.spec, pod.spec);
       assert.equal(withMirror.get('/validate')!(requestOf(after)).response.allowed, true);
@@ -463,15 +569,20 @@ describe('registry mirrors (--image-mirror)', () => {
 
 describe('the ServiceAccount token and the application containers a template touches (issue 22)', () => {
   const tokenPath = '/var/run/secrets/kubernetes.io/serviceaccount';
-  const vault = template('vault-agent', `  default: true
+  const vault = template(
+    'vault-agent',
+    `  default: true
   serviceAccountToken: true
   containers:
     - name: vault-agent
       image: hashicorp/vault:1.18
   env:
     - { name: VAULT_ADDR, value: "http://127.0.0.1:8200" }
-`);
-  const projected = template('spire-agent', `  default: true
+`,
+  );
+  const projected = template(
+    'spire-agent',
+    `  default: true
   serviceAccountToken: { audience: spire, expirationSeconds: 7200 }
   containers:
     - name: spire-agent
@@ -479,8 +590,11 @@ describe('the ServiceAccount token and the application containers a template tou
   initContainers:
     - name: spire-init
       image: ghcr.io/spiffe/spire-agent:1.11
-`);
-  const otel = template('otel', `  default: true
+`,
+  );
+  const otel = template(
+    'otel',
+    `  default: true
   appContainers: { exclude: [istio-proxy, exporter] }
   containers:
     - name: otel-collector
@@ -491,7 +605,8 @@ describe('the ServiceAccount token and the application containers a template tou
     - { name: otel-conf, mountPath: /etc/otel }
   volumes:
     - { name: otel-conf, emptyDir: {} }
-`);
+`,
+  );
 
   /** The pod the apiserver sends the webhook: defaulted, with the ServiceAccount plugin's kube-api-access volume. */
   function admitted(spec: object, annotations: Record<string, string> = {}): any {
@@ -516,7 +631,7 @@ describe('the ServiceAccount token and the application containers a template tou
 
   const mountsAt = (c: any, path: string) => (c.volumeMounts ?? []).filter((m: any) => m.mountPath === path);
 
-  it('mounts the pod\'s own token volume, read-only, into the sidecars of serviceAccountToken: true', () => {
+  it("mounts the pod's own token volume, read-only, into the sidecars of serviceAccountToken: true", () => {
     const pod = admitted({ containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] });
     const tokenVolume = pod.spec.volumes.find((v: any) => v.name.startsWith('kube-api-access-')).name;
     const { pod: out, warnings } = mutated(pod, set(vault));
@@ -536,7 +651,7 @@ describe('the ServiceAccount token and the application containers a template tou
     settled(out, set(vault));
   });
 
-  it('gives the template\'s own projected token, with its audience, to each of its containers, automount or not', () => {
+  it("gives the template's own projected token, with its audience, to each of its containers, automount or not", () => {
     for (const automount of [true, false]) {
       const pod = admitted({ automountServiceAccountToken: automount, containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] });
       const { pod: out } = mutated(pod, set(projected));
@@ -554,7 +669,7 @@ describe('the ServiceAccount token and the application containers a template tou
     }
   });
 
-  it('gives the template\'s env and mounts only to the containers appContainers allows', () => {
+  it("gives the template's env and mounts only to the containers appContainers allows", () => {
     const pod = admitted({
       containers: [
         { name: 'app', image: 'registry.example.com/app:1.0' },
@@ -574,36 +689,57 @@ describe('the ServiceAccount token and the application containers a template tou
     settled(out, set(otel));
   });
 
-  it('narrows them further by the pod\'s app-containers annotation, and warns of a name the pod lacks', () => {
+  it("narrows them further by the pod's app-containers annotation, and warns of a name the pod lacks", () => {
     const pod = admitted(
-      { containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }, { name: 'worker', image: 'registry.example.com/app:1.0' }, { name: 'exporter', image: 'registry.example.com/exporter:1.0' }] },
+      {
+        containers: [
+          { name: 'app', image: 'registry.example.com/app:1.0' },
+          { name: 'worker', image: 'registry.example.com/app:1.0' },
+          { name: 'exporter', image: 'registry.example.com/exporter:1.0' },
+        ],
+      },
       { 'sidecar-injector.io/app-containers': 'app, exporter, wroker' },
     );
     const { pod: out, warnings } = mutated(pod, set(otel, vault));
     const got = (name: string) => out.spec.containers.find((c: any) => c.name === name);
     // otel allows app and worker, the pod app and exporter: only app gets otel's; vault allows all: app and exporter get vault's.
-    assert.deepEqual(got('app').env.map((e: any) => e.name), ['OTEL_EXPORTER_OTLP_ENDPOINT', 'VAULT_ADDR']);
+    assert.deepEqual(
+      got('app').env.map((e: any) => e.name),
+      ['OTEL_EXPORTER_OTLP_ENDPOINT', 'VAULT_ADDR'],
+    );
     assert.equal(got('worker').env, undefined);
-    assert.deepEqual(got('exporter').env.map((e: any) => e.name), ['VAULT_ADDR']);
-    assert.deepEqual(warnings, [
-      'annotation sidecar-injector.io/app-containers names "wroker", not containers of the pod',
-    ]);
+    assert.deepEqual(
+      got('exporter').env.map((e: any) => e.name),
+      ['VAULT_ADDR'],
+    );
+    assert.deepEqual(warnings, ['annotation sidecar-injector.io/app-containers names "wroker", not containers of the pod']);
     settled(out, set(otel, vault));
   });
 
   it('names a few of thousands of unknown names in the app-containers annotation, in a warning of a few hundred characters', () => {
     const names = Array.from({ length: 10_000 }, (_, i) => `unknown-container-${i}`).join(',');
     assert.ok(names.length > 199_000 && names.length < 250_000);
-    const pod = optedInPod({ annotations: { 'sidecar-injector.io/app-containers': `app,${names}` }, spec: { containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] } });
+    const pod = optedInPod({
+      annotations: { 'sidecar-injector.io/app-containers': `app,${names}` },
+      spec: { containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] },
+    });
     const answer = mutate(requestOf(pod), set(vault)).response;
     assert.equal(answer.allowed, true, answer.status?.message);
-    assert.deepEqual(answer.warnings?.filter((w) => w.includes('app-containers')), ['annotation sidecar-injector.io/app-containers names "unknown-container-0", "unknown-container-1", "unknown-container-2", "unknown-container-3", "unknown-container-4" and 9995 more, not containers of the pod']);
+    assert.deepEqual(
+      answer.warnings?.filter((w) => w.includes('app-containers')),
+      [
+        'annotation sidecar-injector.io/app-containers names "unknown-container-0", "unknown-container-1", "unknown-container-2", "unknown-container-3", "unknown-container-4" and 9995 more, not containers of the pod',
+      ],
+    );
   });
 
   it('suggests the app-containers annotation for a typo of it', () => {
     const pod = admitted({ containers: [{ name: 'app', image: 'registry.example.com/app:1.0' }] }, { 'sidecar-injector.io/app-container': 'app' });
     const { warnings } = mutated(pod, set(otel));
-    assert.ok(warnings.includes('annotation "sidecar-injector.io/app-container" is not read by the injector; did you mean "sidecar-injector.io/app-containers"?'), String(warnings));
+    assert.ok(
+      warnings.includes('annotation "sidecar-injector.io/app-container" is not read by the injector; did you mean "sidecar-injector.io/app-containers"?'),
+      String(warnings),
+    );
   });
 });
 

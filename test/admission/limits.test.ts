@@ -88,7 +88,11 @@ describe("metadata over Kubernetes' limits", () => {
   for (const [what, labels, message] of [
     ['a label value over 63 characters', { tier: 'v'.repeat(64) }, /label "tier" has a value of 64 characters; Kubernetes allows at most 63/],
     ['a label key whose name is over 63 characters', { ['n'.repeat(64)]: 'x' }, /label key "n{64}" has a name part of 64 characters/],
-    ['a label key whose prefix is over 253 characters', { [`${'p'.repeat(254)}/name`]: 'x' }, /label key "p{64}…" has a prefix of 254 characters; Kubernetes allows at most 253/],
+    [
+      'a label key whose prefix is over 253 characters',
+      { [`${'p'.repeat(254)}/name`]: 'x' },
+      /label key "p{64}…" has a prefix of 254 characters; Kubernetes allows at most 253/,
+    ],
   ] as const) {
     it(`refuses ${what}`, async () => {
       await assertRefused(optedInPod({ labels }), message);
@@ -99,7 +103,11 @@ describe("metadata over Kubernetes' limits", () => {
   it('refuses an annotation key over the limits, and keeps the longest allowed ones', async () => {
     await assertRefused(optedInPod({ annotations: { [`example.com/${'n'.repeat(64)}`]: '' } }), /annotation key .* name part of 64 characters/);
     const longest = { [`${'p'.repeat(253)}/${'n'.repeat(63)}`]: 'x', tier: 'v'.repeat(63) };
-    const { response } = await admit(server.url, ca, optedInPod({ annotations: longest, labels: { [`${'p'.repeat(253)}/${'n'.repeat(63)}`]: 'v'.repeat(63) } }));
+    const { response } = await admit(
+      server.url,
+      ca,
+      optedInPod({ annotations: longest, labels: { [`${'p'.repeat(253)}/${'n'.repeat(63)}`]: 'v'.repeat(63) } }),
+    );
     assert.equal(response.allowed, true, JSON.stringify(response.status));
   });
 });
@@ -108,16 +116,28 @@ describe('pods over the --max-* limits', () => {
   const cases: [string, object, RegExp][] = [
     [
       'more containers than --max-containers, counting init and ephemeral containers',
-      { containers: repeat(150, (i) => app({ name: `c${i}` })), initContainers: repeat(75, (i) => app({ name: `i${i}` })), ephemeralContainers: repeat(26, (i) => app({ name: `e${i}` })) },
+      {
+        containers: repeat(150, (i) => app({ name: `c${i}` })),
+        initContainers: repeat(75, (i) => app({ name: `i${i}` })),
+        ephemeralContainers: repeat(26, (i) => app({ name: `e${i}` })),
+      },
       /the pod has 251 containers .* over the limit of 250 \(--max-containers\)/,
     ],
-    ['more env vars in one container than --max-env-per-container', { containers: [app({ env: repeat(1001, (i) => ({ name: `E${i}`, value: 'v' })) })] }, /1001 env vars in spec.containers\[0\], over the limit of 1000 \(--max-env-per-container\)/],
+    [
+      'more env vars in one container than --max-env-per-container',
+      { containers: [app({ env: repeat(1001, (i) => ({ name: `E${i}`, value: 'v' })) })] },
+      /1001 env vars in spec.containers\[0\], over the limit of 1000 \(--max-env-per-container\)/,
+    ],
     [
       'more mounts in one container than --max-mounts-per-container',
       { volumes: [{ name: 'v', emptyDir: {} }], containers: [app({ volumeMounts: repeat(1001, (i) => ({ name: 'v', mountPath: `/m/${i}` })) })] },
       /1001 volumeMounts in spec.containers\[0\], over the limit of 1000 \(--max-mounts-per-container\)/,
     ],
-    ['more volumes than --max-volumes', { volumes: repeat(1001, (i) => ({ name: `v${i}`, emptyDir: {} })), containers: [app()] }, /1001 volumes, over the limit of 1000 \(--max-volumes\)/],
+    [
+      'more volumes than --max-volumes',
+      { volumes: repeat(1001, (i) => ({ name: `v${i}`, emptyDir: {} })), containers: [app()] },
+      /1001 volumes, over the limit of 1000 \(--max-volumes\)/,
+    ],
   ];
   for (const [what, spec, message] of cases) {
     it(`refuses a pod with ${what}, on both endpoints`, async () => {
@@ -129,8 +149,22 @@ describe('pods over the --max-* limits', () => {
   // Each --max-* limit can be met by a pod that stays within --max-json-nodes, but not all of them
   // at once: a pod at the container limit and one at the env, mount and volume limits.
   for (const [what, spec] of [
-    ['containers and env vars', { containers: [app({ env: repeat(1000, (i) => ({ name: `E${i}`, value: 'v' })) }), ...repeat(Options.maxContainers.schema.default - 1, (i) => app({ name: `c${i}` }))] }],
-    ['mounts and volumes', { volumes: repeat(1000, (i) => ({ name: `v${i}`, emptyDir: {} })), containers: [app({ volumeMounts: repeat(1000, (i) => ({ name: `v${i}`, mountPath: `/m/${i}` })) })] }],
+    [
+      'containers and env vars',
+      {
+        containers: [
+          app({ env: repeat(1000, (i) => ({ name: `E${i}`, value: 'v' })) }),
+          ...repeat(Options.maxContainers.schema.default - 1, (i) => app({ name: `c${i}` })),
+        ],
+      },
+    ],
+    [
+      'mounts and volumes',
+      {
+        volumes: repeat(1000, (i) => ({ name: `v${i}`, emptyDir: {} })),
+        containers: [app({ volumeMounts: repeat(1000, (i) => ({ name: `v${i}`, mountPath: `/m/${i}` })) })],
+      },
+    ],
   ] as const) {
     it(`injects a pod at the limits of ${what}`, async () => {
       const started = Date.now();
@@ -147,8 +181,18 @@ describe('pods over the --max-* limits', () => {
       const ports = { initContainers: [app({ name: 'init', ports: repeat(101, (i) => ({ containerPort: 1 + i })) })], containers: [app()] };
       await assertRefused(optedInPod({ spec: ports }), /101 ports in spec.initContainers\[0\].*limit of 100 \(--max-ports-per-container\)/, '/mutate', small);
       await assertRefused(optedInPod({ spec: ports }), /101 ports in spec.initContainers\[0\]/, '/validate', small);
-      await assertRefused(optedInPod({ spec: { containers: [app(), app({ name: 'b' }), app({ name: 'c' })] } }), /3 containers .* limit of 2 \(--max-containers\)/, '/mutate', small);
-      await assertRefused(optedInPod({ spec: { containers: [app({ env: repeat(4, (i) => ({ name: `E${i}` })) })] } }), /4 env vars .* limit of 3/, '/mutate', small);
+      await assertRefused(
+        optedInPod({ spec: { containers: [app(), app({ name: 'b' }), app({ name: 'c' })] } }),
+        /3 containers .* limit of 2 \(--max-containers\)/,
+        '/mutate',
+        small,
+      );
+      await assertRefused(
+        optedInPod({ spec: { containers: [app({ env: repeat(4, (i) => ({ name: `E${i}` })) })] } }),
+        /4 env vars .* limit of 3/,
+        '/mutate',
+        small,
+      );
     } finally {
       await small.close();
     }
@@ -219,7 +263,17 @@ describe('bodies over the --max-object-keys, --max-json-keys and --max-json-node
   // mirrors them: about 24 000 to 30 000 JSON nodes and 12 000 to 16 000 keys each (each env var or
   // port a key name of its own in managedFields: k:{"name":...}, k:{"containerPort":...}).
   for (const [what, spec] of [
-    ['3 containers of 300 env vars from Secrets', { containers: repeat(3, (c) => app({ name: `c${c}`, env: repeat(300, (i) => ({ name: `C${c}_SETTING_${i}`, valueFrom: { secretKeyRef: { name: `app-secrets-${c}`, key: `setting-${i}` } } })) })) }],
+    [
+      '3 containers of 300 env vars from Secrets',
+      {
+        containers: repeat(3, (c) =>
+          app({
+            name: `c${c}`,
+            env: repeat(300, (i) => ({ name: `C${c}_SETTING_${i}`, valueFrom: { secretKeyRef: { name: `app-secrets-${c}`, key: `setting-${i}` } } })),
+          }),
+        ),
+      },
+    ],
     ['2000 ports', { containers: [app({ name: 'rtp', ports: repeat(2000, (i) => ({ containerPort: 10000 + i, protocol: 'UDP' })) })] }],
     ['2000 named ports', { containers: [app({ name: 'rtp', ports: repeat(2000, (i) => ({ containerPort: 10000 + i, name: `rtp-${i}`, protocol: 'UDP' })) })] }],
   ] as const) {
@@ -256,15 +310,26 @@ describe('the costliest bodies the limits let through', () => {
     // for more transitions (the old MAX_KEY_FANOUT and the parse in a vm context guarded this).
     ['one-key objects of names new to V8', (s) => fields(repeat(Math.min(KEYS, NODES / 4) - 200, (i) => ({ [`${s}${i.toString(36)}`]: {} })))],
     // Known names in new orders, and the first 1 to 127 names of runs (the old layout counting).
-    ['objects of the first 1 to 127 names of runs', (s) => fields(repeat(Math.floor(KEYS / 8128), (c) => repeat(127, (n) => Object.fromEntries(repeat(n + 1, (j) => [`${s}${c}-${j}`, 0])))).flat())],
+    [
+      'objects of the first 1 to 127 names of runs',
+      (s) => fields(repeat(Math.floor(KEYS / 8128), (c) => repeat(127, (n) => Object.fromEntries(repeat(n + 1, (j) => [`${s}${c}-${j}`, 0])))).flat()),
+    ],
     // Short strings new to V8, each interned by JSON.parse (the old --max-short-strings).
-    ['short strings new to V8 in a container\'s args', (s) => optedInPod({ spec: { containers: [app({ args: repeat(NODES - 200, (i) => `${s}${i.toString(36)}`) })] } })],
+    [
+      "short strings new to V8 in a container's args",
+      (s) => optedInPod({ spec: { containers: [app({ args: repeat(NODES - 200, (i) => `${s}${i.toString(36)}`) })] } }),
+    ],
   ];
   for (const [what, shape] of shapes) {
     it(`answers ${what}, as many as the limits allow, in one short synchronous review`, async (t) => {
       const set = await loadTemplateSet('templates');
       const handlers = createHandlers({ templates: () => set });
-      const pipeline = new ReviewPipeline({ endpoint: '/mutate', handle: handlers.byPath.get('/mutate')!, generation: handlers.generation, answerCacheBytes: 0 });
+      const pipeline = new ReviewPipeline({
+        endpoint: '/mutate',
+        handle: handlers.byPath.get('/mutate')!,
+        generation: handlers.generation,
+        answerCacheBytes: 0,
+      });
       const times: number[] = [];
       for (let i = 0; i < 5; i++) {
         const body = Buffer.from(JSON.stringify(podReview(shape(salt()))));
@@ -306,14 +371,25 @@ describe('review limits and the opt-in', () => {
     const { loadTemplateSet } = await import('../../src/templates/load.js');
     const set = await loadTemplateSet('templates');
     const containers = Array.from({ length: 1001 }, (_, i) => ({ name: `c${i}`, image: 'busybox' }));
-    const request = (labels: Record<string, string>) => ({ uid: 'u', operation: 'CREATE', kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace: 'shop', object: { metadata: { name: 'big', labels }, spec: { containers } } });
+    const request = (labels: Record<string, string>) => ({
+      uid: 'u',
+      operation: 'CREATE',
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      resource: { group: '', version: 'v1', resource: 'pods' },
+      namespace: 'shop',
+      object: { metadata: { name: 'big', labels }, spec: { containers } },
+    });
     for (const handler of [mutate, validate]) {
       for (const scope of [OptInScope.Pod, OptInScope.Namespace]) {
         const out = handler(request({ 'sidecar-injector.io/inject': 'false' }), set, scope);
         assert.equal(out.response.allowed, true, `${handler.name} ${scope}: ${JSON.stringify(out.response.status)}`);
       }
       assert.equal(handler(request({}), set, OptInScope.Pod).response.allowed, true, `${handler.name}: a pod without the label, pod scope`);
-      assert.throws(() => handler(request({ 'sidecar-injector.io/inject': 'true' }), set, OptInScope.Pod), /containers/, `${handler.name}: an opted-in pod over the limit is refused`);
+      assert.throws(
+        () => handler(request({ 'sidecar-injector.io/inject': 'true' }), set, OptInScope.Pod),
+        /containers/,
+        `${handler.name}: an opted-in pod over the limit is refused`,
+      );
     }
   });
 });

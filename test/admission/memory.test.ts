@@ -21,7 +21,26 @@ let ca: string;
 before(async () => {
   const certs = await makeTestCerts();
   ca = certs.ca.certPem;
-  child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--log-level', 'info'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      'src/cli/index.ts',
+      'serve',
+      '--port',
+      '0',
+      '--health-port',
+      '0',
+      '--host',
+      '127.0.0.1',
+      '--cert-dir',
+      certs.certDir,
+      '--log-level',
+      'info',
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   const port = await new Promise<number>((resolve, reject) => {
     createInterface({ input: child.stdout! }).on('line', (line) => {
       const entry = JSON.parse(line);

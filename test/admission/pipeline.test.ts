@@ -12,7 +12,8 @@ import { optedInPod, podReview } from '../helpers/review.js';
 import { memoryAfterGc } from '../helpers/memory.js';
 import { set, template } from '../helpers/templates.js';
 
-const text = (pod: object, uid: string, apiVersion?: string): Buffer => Buffer.from(JSON.stringify(podReview(pod, { uid, ...(apiVersion !== undefined && { apiVersion }) })));
+const text = (pod: object, uid: string, apiVersion?: string): Buffer =>
+  Buffer.from(JSON.stringify(podReview(pod, { uid, ...(apiVersion !== undefined && { apiVersion }) })));
 
 /** A pipeline over one handler, with a fixed generation and room for answers. */
 function pipeline(handle: ReviewHandler, generation: () => unknown = () => 'one generation'): ReviewPipeline {
@@ -28,7 +29,11 @@ describe('ReviewPipeline', () => {
     });
     for (const apiVersion of ['admission.k8s.io/v1', 'admission.k8s.io/v1beta1']) {
       const answer = JSON.parse(p.review(text(optedInPod(), 'the-uid', apiVersion)).text);
-      assert.deepEqual(answer, { apiVersion, kind: 'AdmissionReview', response: { uid: 'the-uid', allowed: true, auditAnnotations: { decision: 'skipped', reason: 'not-opted-in' } } });
+      assert.deepEqual(answer, {
+        apiVersion,
+        kind: 'AdmissionReview',
+        response: { uid: 'the-uid', allowed: true, auditAnnotations: { decision: 'skipped', reason: 'not-opted-in' } },
+      });
     }
     assert.deepEqual(seen, ['CREATE', 'CREATE']);
   });
@@ -36,7 +41,10 @@ describe('ReviewPipeline', () => {
   it('gives the bytes JSON.stringify gives the whole AdmissionReview, uid first', () => {
     const verdict = denied(new InjectorError('TEMPLATE_UNKNOWN', ['"x"', 'a', 'b']), 'unknown-template');
     const uid = 'odd "uid" \\ é \u2028';
-    const answer = pipeline(() => verdict, () => undefined).review(text(optedInPod(), uid)).text;
+    const answer = pipeline(
+      () => verdict,
+      () => undefined,
+    ).review(text(optedInPod(), uid)).text;
     assert.equal(answer, JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid, ...verdict.response } }));
   });
 
@@ -58,7 +66,12 @@ describe('ReviewPipeline', () => {
     });
     assert.throws(
       () => p.review(text(optedInPod(), 'u-2', 'admission.k8s.io/v1beta1')),
-      (err: unknown) => err instanceof ReviewFault && err.review.request.uid === 'u-2' && err.review.apiVersion === 'admission.k8s.io/v1beta1' && err.error.code === 'INTERNAL' && /a bug/.test(err.error.message),
+      (err: unknown) =>
+        err instanceof ReviewFault &&
+        err.review.request.uid === 'u-2' &&
+        err.review.apiVersion === 'admission.k8s.io/v1beta1' &&
+        err.error.code === 'INTERNAL' &&
+        /a bug/.test(err.error.message),
     );
   });
 
@@ -68,8 +81,14 @@ describe('ReviewPipeline', () => {
       ran++;
       return passed('skipped', 'not-opted-in');
     });
-    assert.throws(() => p.review(Buffer.from('{not json')), (err: unknown) => err instanceof InjectorError && err.code === 'BODY_MALFORMED');
-    assert.throws(() => p.review(Buffer.from('{"kind":"Pod"}')), (err: unknown) => err instanceof InjectorError && err.code === 'REVIEW_INVALID');
+    assert.throws(
+      () => p.review(Buffer.from('{not json')),
+      (err: unknown) => err instanceof InjectorError && err.code === 'BODY_MALFORMED',
+    );
+    assert.throws(
+      () => p.review(Buffer.from('{"kind":"Pod"}')),
+      (err: unknown) => err instanceof InjectorError && err.code === 'REVIEW_INVALID',
+    );
     assert.equal(ran, 0);
   });
 
@@ -89,7 +108,12 @@ describe('ReviewPipeline', () => {
   });
 
   it('keeps no review text alive with the answers it keeps: an entry holds a digest of the body, not its bytes', async () => {
-    const p = new ReviewPipeline({ endpoint: '/mutate', handle: () => passed('skipped', 'not-opted-in'), generation: () => 'one', answerCacheBytes: 64 * 1024 * 1024 });
+    const p = new ReviewPipeline({
+      endpoint: '/mutate',
+      handle: () => passed('skipped', 'not-opted-in'),
+      generation: () => 'one',
+      answerCacheBytes: 64 * 1024 * 1024,
+    });
     // Made in a function of its own, so no register of the test keeps a body.
     const keep = (i: number): void => {
       const pod = optedInPod({ annotations: { note: 'x'.repeat(1024 * 1024) + i } });
@@ -120,7 +144,10 @@ describe('ReviewPipeline', () => {
     }
     assert.deepEqual([parsed, ran], [2, 2]);
     const fresh = new ReviewPipeline({ endpoint: '/mutate', handle: () => passed('skipped', 'not-opted-in'), generation: () => 'one', answerCacheBytes: 0 });
-    assert.deepEqual(answers, ['a', 'b', 'c', 'd', 'e'].map((uid) => fresh.review(text(optedInPod(), uid)).text));
+    assert.deepEqual(
+      answers,
+      ['a', 'b', 'c', 'd', 'e'].map((uid) => fresh.review(text(optedInPod(), uid)).text),
+    );
   });
 
   it('keeps answers per generation: another generation computes again', () => {
@@ -164,7 +191,12 @@ describe('the pipeline over the validating handler', () => {
     };
     const serving: TemplateSet = { ...now, history };
     const handlers = createHandlers({ templates: () => serving });
-    const p = new ReviewPipeline({ endpoint: '/validate', handle: handlers.byPath.get('/validate')!, generation: handlers.generation, answerCacheBytes: 1024 * 1024 });
+    const p = new ReviewPipeline({
+      endpoint: '/validate',
+      handle: handlers.byPath.get('/validate')!,
+      generation: handlers.generation,
+      answerCacheBytes: 1024 * 1024,
+    });
     const decide = (uid: string) => {
       const { text: answer, record } = p.review(text(pod, uid));
       return [JSON.parse(answer).response.allowed, record.reason];

@@ -33,7 +33,10 @@ function appSpec(): object {
       {
         name: 'web',
         image: 'nginx:1.27',
-        env: [{ name: 'LOG_DIR', value: '/var/log/app' }, { name: 'MODE', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }],
+        env: [
+          { name: 'LOG_DIR', value: '/var/log/app' },
+          { name: 'MODE', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+        ],
         volumeMounts: [{ name: 'data', mountPath: '/data' }],
         ports: [{ containerPort: 8080, name: 'http' }],
         resources: { requests: { cpu: '100m' } },
@@ -46,7 +49,23 @@ const DEEP = '"__DEEP__"';
 
 /** What goes in place of a value; `deep` is spliced into the text, since JSON.stringify recurses. */
 const hostile = fc.oneof(
-  fc.constantFrom<unknown>(null, 0, -1, 1e308, true, false, '', [], {}, [[[['x']]]], { toString: 'x' }, { toString: {}, valueOf: 1 }, { constructor: { prototype: { polluted: 'yes' } } }, ['a', { b: 'c' }], 'x'.repeat(70_000)),
+  fc.constantFrom<unknown>(
+    null,
+    0,
+    -1,
+    1e308,
+    true,
+    false,
+    '',
+    [],
+    {},
+    [[[['x']]]],
+    { toString: 'x' },
+    { toString: {}, valueOf: 1 },
+    { constructor: { prototype: { polluted: 'yes' } } },
+    ['a', { b: 'c' }],
+    'x'.repeat(70_000),
+  ),
   fc.record({ deep: fc.constantFrom(20, 65, 10_000, 100_000), kind: fc.constantFrom('[', '{"a":') }),
 );
 
@@ -102,8 +121,18 @@ describe('hostile values in a review', () => {
 
   for (const [what, path, value, message] of [
     ['10 000 levels of nesting in object.kind', ['request', 'object', 'kind'], { deep: 10_000, kind: '{"a":' }, /nested more than 64 levels/],
-    ['an env value that is an object with a toString key', ['request', 'object', 'spec', 'containers', 0, 'env', 0, 'value'], { toString: 'x' }, /env\[0\]\.value must be a string/],
-    ['a label value that is an object', ['request', 'object', 'metadata', 'labels', 'app'], { a: { b: 'c' } }, /labels must map strings to strings; "app" maps to an object/],
+    [
+      'an env value that is an object with a toString key',
+      ['request', 'object', 'spec', 'containers', 0, 'env', 0, 'value'],
+      { toString: 'x' },
+      /env\[0\]\.value must be a string/,
+    ],
+    [
+      'a label value that is an object',
+      ['request', 'object', 'metadata', 'labels', 'app'],
+      { a: { b: 'c' } },
+      /labels must map strings to strings; "app" maps to an object/,
+    ],
     ['a kind that is a long string', ['request', 'object', 'kind'], 'Pod'.repeat(30_000), /request.object has kind "(Pod){21}P…", not Pod/],
   ] as const) {
     it(`refuses ${what} with a short message`, async () => {

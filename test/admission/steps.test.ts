@@ -22,7 +22,10 @@ describe('review steps at debug level', () => {
     const { lines, debug } = capture();
     const handler = mutating({ templates: () => set, debug });
     handler(podReview(optedInPod(), { namespace: 'shop' }).request);
-    assert.deepEqual(lines.map(([, d]) => d), ['selected', 'injected']);
+    assert.deepEqual(
+      lines.map(([, d]) => d),
+      ['selected', 'injected'],
+    );
     assert.equal(lines[0]![0]['from'], 'the default templates');
     assert.equal(lines[0]![0]['namespace'], 'shop');
     assert.match(String((lines[0]![0]['templates'] as string[])[0]), /@/);
@@ -34,7 +37,10 @@ describe('review steps at debug level', () => {
     const handler = mutating({ templates: () => set, debug });
     handler(podReview(optedInPod({ labels: { 'sidecar-injector.io/inject': 'false' } }), { namespace: 'shop' }).request);
     handler(podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': 'nosuch' } }), { namespace: 'shop' }).request);
-    assert.deepEqual(lines.map(([, d]) => d), ['skipped: not selected', 'denied: the templates the pod names']);
+    assert.deepEqual(
+      lines.map(([, d]) => d),
+      ['skipped: not selected', 'denied: the templates the pod names'],
+    );
     assert.equal(lines[1]![0]['code'], 'TEMPLATE_UNKNOWN');
   });
 
@@ -42,7 +48,10 @@ describe('review steps at debug level', () => {
     const set = await loadTemplateSet('templates');
     const { lines, debug } = capture();
     validating({ templates: () => set, debug })(podReview(optedInPod(), { namespace: 'shop' }).request);
-    assert.deepEqual(lines.map(([, d]) => d), ['validated: denied']);
+    assert.deepEqual(
+      lines.map(([, d]) => d),
+      ['validated: denied'],
+    );
   });
 
   it('is what the server writes at --log-level debug, and nothing of it at info', async () => {
@@ -50,15 +59,29 @@ describe('review steps at debug level', () => {
     for (const level of ['debug', 'info']) {
       const chunks: string[] = [];
       const sink = new Writable({ write: (c, _e, cb) => (chunks.push(String(c)), cb()) });
-      const config = serveConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--log-level', level], {});
+      const config = serveConfig(
+        ['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--log-level', level],
+        {},
+      );
       const running = await serve(config, createLogger(level, sink));
       try {
-        await httpsRequest(`https://127.0.0.1:${running.port}/mutate`, JSON.stringify(podReview(optedInPod(), { namespace: 'shop' })), { ca: certs.ca.certPem });
+        await httpsRequest(`https://127.0.0.1:${running.port}/mutate`, JSON.stringify(podReview(optedInPod(), { namespace: 'shop' })), {
+          ca: certs.ca.certPem,
+        });
       } finally {
         await running.close();
       }
-      const steps = chunks.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((l) => l.level === 20 && ['selected', 'injected'].includes(l.msg));
-      assert.deepEqual(steps.map((l) => l.msg), level === 'debug' ? ['selected', 'injected'] : [], level);
+      const steps = chunks
+        .join('')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l))
+        .filter((l) => l.level === 20 && ['selected', 'injected'].includes(l.msg));
+      assert.deepEqual(
+        steps.map((l) => l.msg),
+        level === 'debug' ? ['selected', 'injected'] : [],
+        level,
+      );
     }
   });
 });

@@ -32,10 +32,13 @@ async function frontMutate(running: RunningInstall, holdMs: number | undefined):
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const pass = (): void => {
-        const upstream = request({ host: '127.0.0.1', port: running.port, servername: running.dnsName, ca: running.caPem, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
-          answer.pipe(res);
-        });
+        const upstream = request(
+          { host: '127.0.0.1', port: running.port, servername: running.dnsName, ca: running.caPem, method: req.method, path: req.url, headers: req.headers },
+          (answer) => {
+            res.writeHead(answer.statusCode ?? 502, answer.headers);
+            answer.pipe(res);
+          },
+        );
         upstream.on('error', () => res.destroy());
         upstream.end(Buffer.concat(chunks));
       };
@@ -46,10 +49,11 @@ async function frontMutate(running: RunningInstall, holdMs: number | undefined):
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     addr: `127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 
@@ -65,7 +69,15 @@ describe('one pod CREATE through the apiserver admission code (kubeadmit), kusto
     it('changing the pod in the first round only: the injector is called again and adds nothing', async () => {
       const res = await running.admit(inShop(appPod(), { interlopers: [{ patch: label }] }));
       assertInjected(res);
-      assert.deepEqual(res.calls.map((c) => [c.interloper ? 'interloper' : c.path, c.patchOps]), [['/mutate/namespace', 5], ['interloper', 1], ['/mutate/namespace', 0], ['/validate/namespace', 0]]);
+      assert.deepEqual(
+        res.calls.map((c) => [c.interloper ? 'interloper' : c.path, c.patchOps]),
+        [
+          ['/mutate/namespace', 5],
+          ['interloper', 1],
+          ['/mutate/namespace', 0],
+          ['/validate/namespace', 0],
+        ],
+      );
       assert.equal(res.object.metadata.labels.touched, 'yes');
       assert.deepEqual(containerNames(res), ['app', 'log-shipper']);
     });
@@ -87,7 +99,10 @@ describe('one pod CREATE through the apiserver admission code (kubeadmit), kusto
       assert.equal(res.allowed, false);
       assert.equal(res.stage, 'validating');
       assert.equal(res.code, 403);
-      assert.equal(res.reason, 'admission webhook "namespace.validate.sidecar-injector.io" denied the request: pod opted in to sidecar injection but is missing: container "log-shipper" (template "log-shipper")');
+      assert.equal(
+        res.reason,
+        'admission webhook "namespace.validate.sidecar-injector.io" denied the request: pod opted in to sidecar injection but is missing: container "log-shipper" (template "log-shipper")',
+      );
     });
   });
 
@@ -102,15 +117,44 @@ describe('one pod CREATE through the apiserver admission code (kubeadmit), kusto
       for (const c of v1beta1) for (const w of c.webhooks) w.admissionReviewVersions = ['v1beta1'];
       const res = await running.admit(inShop(appPod()), { configs: [await writeConfigurations(v1beta1)] });
       assertInjected(res, { scope: 'namespace' });
-      assert.deepEqual(res.calls.map((c) => c.version), ['v1beta1', 'v1beta1']);
+      assert.deepEqual(
+        res.calls.map((c) => c.version),
+        ['v1beta1', 'v1beta1'],
+      );
     });
 
-    const owner = (kind: string, name: string) => ({ apiVersion: kind === 'Job' ? 'batch/v1' : 'apps/v1', kind, name, uid: '5f0d4c1e-93a4-4b55-8d7e-2a9c8e1b7f30', controller: true, blockOwnerDeletion: true });
+    const owner = (kind: string, name: string) => ({
+      apiVersion: kind === 'Job' ? 'batch/v1' : 'apps/v1',
+      kind,
+      name,
+      uid: '5f0d4c1e-93a4-4b55-8d7e-2a9c8e1b7f30',
+      controller: true,
+      blockOwnerDeletion: true,
+    });
     it("controller pods: a ReplicaSet's and a Job's (only generateName) and a StatefulSet's get their sidecars and the apiserver's name", async () => {
       const rs = appPod({ 'pod-template-hash': '7d9f8b6c5' });
       rs.metadata.ownerReferences = [owner('ReplicaSet', 'web-7d9f8b6c5')];
-      const job = { apiVersion: 'v1', kind: 'Pod', metadata: { generateName: 'backup-28391234-', labels: { 'batch.kubernetes.io/job-name': 'backup-28391234', 'batch.kubernetes.io/controller-uid': '5f0d4c1e-93a4-4b55-8d7e-2a9c8e1b7f30' }, ownerReferences: [owner('Job', 'backup-28391234')] }, spec: { restartPolicy: 'Never', containers: [{ name: 'backup', image: 'busybox:1.36' }] } };
-      const sts = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'db-0', generateName: 'db-', labels: { 'statefulset.kubernetes.io/pod-name': 'db-0', 'apps.kubernetes.io/pod-index': '0' }, ownerReferences: [owner('StatefulSet', 'db')] }, spec: { hostname: 'db-0', subdomain: 'db', containers: [{ name: 'db', image: 'postgres:17' }] } };
+      const job = {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {
+          generateName: 'backup-28391234-',
+          labels: { 'batch.kubernetes.io/job-name': 'backup-28391234', 'batch.kubernetes.io/controller-uid': '5f0d4c1e-93a4-4b55-8d7e-2a9c8e1b7f30' },
+          ownerReferences: [owner('Job', 'backup-28391234')],
+        },
+        spec: { restartPolicy: 'Never', containers: [{ name: 'backup', image: 'busybox:1.36' }] },
+      };
+      const sts = {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {
+          name: 'db-0',
+          generateName: 'db-',
+          labels: { 'statefulset.kubernetes.io/pod-name': 'db-0', 'apps.kubernetes.io/pod-index': '0' },
+          ownerReferences: [owner('StatefulSet', 'db')],
+        },
+        spec: { hostname: 'db-0', subdomain: 'db', containers: [{ name: 'db', image: 'postgres:17' }] },
+      };
       const [r, j, s] = await mapLimit([rs, job, sts], 3, (pod) => running.admit(inShop(pod)));
       assertInjected(r!, { scope: 'namespace' });
       assert.match(r!.object.metadata.name, /^web-7d9f8b6c5-[a-z0-9]{5}$/);
@@ -128,7 +172,7 @@ describe('one pod CREATE through the apiserver admission code (kubeadmit), kusto
       assert.ok(JSON.stringify(pod).length > 2.8 * 1024 * 1024 && JSON.stringify(pod).length < 3 * 1024 * 1024);
       const res = await running.admit(inShop(pod));
       assertInjected(res, { scope: 'namespace' });
-      assert.equal(res.object.spec.containers[0].env.length, 30, 'the pod kept its own env and got the template\'s LOG_DIR');
+      assert.equal(res.object.spec.containers[0].env.length, 30, "the pod kept its own env and got the template's LOG_DIR");
     });
   });
 
@@ -137,12 +181,18 @@ describe('one pod CREATE through the apiserver admission code (kubeadmit), kusto
       const res = await running.admit(inShop(appPod({}, { 'sidecar-injector.io/templates': 'log-shipper,tracing' })));
       assert.equal(res.stage, 'mutating');
       assert.equal(res.code, 400);
-      assert.equal(res.reason, 'admission webhook "namespace.inject.sidecar-injector.io" denied the request: unknown sidecar template(s) "tracing" named in annotation sidecar-injector.io/templates; known templates: log-shipper, proxy');
+      assert.equal(
+        res.reason,
+        'admission webhook "namespace.inject.sidecar-injector.io" denied the request: unknown sidecar template(s) "tracing" named in annotation sidecar-injector.io/templates; known templates: log-shipper, proxy',
+      );
     });
 
     const notInjected =
       'pod opted in to sidecar injection but was never injected (no sidecar-injector.io/status annotation): the injector\'s mutating webhook did not answer for it (down, unreachable or slower than its timeoutSeconds; it fails open); a controller creates the pod again by itself, create a bare pod again once an injector replica is ready; missing: container "log-shipper" (template "log-shipper"); volume "app-logs" (template "log-shipper")';
-    for (const [what, holdMs] of [['slower than its timeoutSeconds', 2500], ['down (connections reset)', undefined]] as const) {
+    for (const [what, holdMs] of [
+      ['slower than its timeoutSeconds', 2500],
+      ['down (connections reset)', undefined],
+    ] as const) {
       it(`the injector's mutating side ${what} while /validate answers: the pod passes /mutate (failurePolicy Ignore) and /validate refuses it`, async () => {
         const front = await frontMutate(running, holdMs);
         try {
@@ -160,11 +210,19 @@ describe('one pod CREATE through the apiserver admission code (kubeadmit), kusto
     }
 
     it('the injector down altogether: the validating webhook fails closed and the pod is refused, naming it', async () => {
-      const [byNamespace, byPod] = await mapLimit([inShop(appPod()), { namespace: 'web', object: appPod({ [INJECT]: 'true' }) }], 2, (s) => running.admit(s, { addr: '127.0.0.1:1' }));
-      for (const [res, hook, path] of [[byNamespace!, 'namespace.validate.sidecar-injector.io', '/validate/namespace'], [byPod!, 'validate.sidecar-injector.io', '/validate']] as const) {
+      const [byNamespace, byPod] = await mapLimit([inShop(appPod()), { namespace: 'web', object: appPod({ [INJECT]: 'true' }) }], 2, (s) =>
+        running.admit(s, { addr: '127.0.0.1:1' }),
+      );
+      for (const [res, hook, path] of [
+        [byNamespace!, 'namespace.validate.sidecar-injector.io', '/validate/namespace'],
+        [byPod!, 'validate.sidecar-injector.io', '/validate'],
+      ] as const) {
         assert.equal(res.stage, 'validating');
         assert.equal(res.code, 500);
-        assert.equal(res.reason, `Internal error occurred: failed calling webhook "${hook}": failed to call webhook: Post "https://sidecar-injector.sidecar-injector.svc:443${path}?timeout=5s": dial tcp 127.0.0.1:1: connect: connection refused`);
+        assert.equal(
+          res.reason,
+          `Internal error occurred: failed calling webhook "${hook}": failed to call webhook: Post "https://sidecar-injector.sidecar-injector.svc:443${path}?timeout=5s": dial tcp 127.0.0.1:1: connect: connection refused`,
+        );
       }
     });
 

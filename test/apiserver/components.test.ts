@@ -14,7 +14,11 @@ const found = findKubeadmit();
 const skip = 'skip' in found ? found.skip : false;
 const binary = 'binary' in found ? found.binary : '';
 
-const scenario = (namespace: string, nsLabels: Record<string, string>, podLabels: Record<string, string>) => ({ namespace, namespaces: { [namespace]: { labels: nsLabels } }, object: appPod(podLabels) });
+const scenario = (namespace: string, nsLabels: Record<string, string>, podLabels: Record<string, string>) => ({
+  namespace,
+  namespaces: { [namespace]: { labels: nsLabels } },
+  object: appPod(podLabels),
+});
 
 const components = kustomizations().components.filter((c) => c !== 'components/revision');
 const installs: { name: string; objects: () => Obj[] }[] = [
@@ -26,7 +30,8 @@ describe('each component on the kustomize base, through the apiserver admission 
   const started = new Map<string, RunningInstall>();
   before(async () => {
     const rendered = installs.map((i) => [i.name, i.objects()] as const);
-    for (const [name, r] of await Promise.all(rendered.map(async ([name, objects]) => [name, await startInstall(binary, objects)] as const))) started.set(name, r);
+    for (const [name, r] of await Promise.all(rendered.map(async ([name, objects]) => [name, await startInstall(binary, objects)] as const)))
+      started.set(name, r);
   });
   after(() => Promise.all([...started.values()].map((r) => r.close())));
   for (const install of installs) {
@@ -36,7 +41,12 @@ describe('each component on the kustomize base, through the apiserver admission 
 
       it('injects pods opted in by their label or their namespace, and leaves opted-out pods and system namespaces alone', async () => {
         const [byPod, byNamespace, optedOut, system] = await mapLimit(
-          [scenario('shop', {}, { [INJECT]: 'true' }), scenario('shop', { [INJECT]: 'true' }, {}), scenario('shop', { [INJECT]: 'true' }, { [INJECT]: 'false' }), scenario('kube-system', { [INJECT]: 'true' }, { [INJECT]: 'true' })],
+          [
+            scenario('shop', {}, { [INJECT]: 'true' }),
+            scenario('shop', { [INJECT]: 'true' }, {}),
+            scenario('shop', { [INJECT]: 'true' }, { [INJECT]: 'false' }),
+            scenario('kube-system', { [INJECT]: 'true' }, { [INJECT]: 'true' }),
+          ],
           4,
           (s) => running.admit(s),
         );

@@ -22,7 +22,9 @@ const OPTED_IN = (ns: string) => ({ [ns]: { labels: { [INJECT]: 'true' } } });
 
 /** The YAML block of the README that starts with the comment `# <file>`. */
 function readmeYaml(file: string): string {
-  const block = README.split('```yaml\n').map((b) => b.split('\n```')[0]!).find((b) => b.startsWith(`# ${file}\n`));
+  const block = README.split('```yaml\n')
+    .map((b) => b.split('\n```')[0]!)
+    .find((b) => b.startsWith(`# ${file}\n`));
   if (block === undefined) throw new Error(`README.md has no yaml block starting "# ${file}"`);
   return block;
 }
@@ -39,14 +41,23 @@ describe('the README and examples/, through the apiserver admission code (kubead
   after(() => running?.close());
 
   it('every bundled template (templates/), named by a pod, is injected whole', async () => {
-    const templates = readdirSync('templates').filter((f) => f.endsWith('.yaml')).map((f) => parse(readFileSync(`templates/${f}`, 'utf8')));
-    const results = await mapLimit(templates, 4, (t) => running.admit({ namespace: 'shop', namespaces: OPTED_IN('shop'), object: appPod({}, { 'sidecar-injector.io/templates': t.metadata.name }) }));
+    const templates = readdirSync('templates')
+      .filter((f) => f.endsWith('.yaml'))
+      .map((f) => parse(readFileSync(`templates/${f}`, 'utf8')));
+    const results = await mapLimit(templates, 4, (t) =>
+      running.admit({ namespace: 'shop', namespaces: OPTED_IN('shop'), object: appPod({}, { 'sidecar-injector.io/templates': t.metadata.name }) }),
+    );
     for (const [i, t] of templates.entries()) {
       const res = results[i]!;
       assertInjected(res, { scope: 'namespace', templates: [t.metadata.name] });
       const native = t.spec.nativeSidecar === true;
-      for (const c of t.spec.containers) assert.ok(containerNames(res).includes(native ? `init:${c.name}` : c.name), `${t.metadata.name}: ${c.name} in ${containerNames(res).join(' ')}`);
-      for (const v of t.spec.volumes ?? []) assert.ok(res.object.spec.volumes.some((p: any) => p.name === v.name), `${t.metadata.name}: volume ${v.name}`);
+      for (const c of t.spec.containers)
+        assert.ok(containerNames(res).includes(native ? `init:${c.name}` : c.name), `${t.metadata.name}: ${c.name} in ${containerNames(res).join(' ')}`);
+      for (const v of t.spec.volumes ?? [])
+        assert.ok(
+          res.object.spec.volumes.some((p: any) => p.name === v.name),
+          `${t.metadata.name}: volume ${v.name}`,
+        );
     }
   });
 
@@ -71,17 +82,29 @@ describe('the README and examples/, through the apiserver admission code (kubead
     assert.deepEqual(containerNames(d!), ['checkout', 'log-shipper']);
     assertInjected(r1!, { scope: 'pod', templates: ['log-shipper', 'proxy'] });
     assertInjected(r2!, { scope: 'pod' });
-    assert.deepEqual(r2!.calls.map((c) => c.version), ['v1beta1', 'v1beta1']);
+    assert.deepEqual(
+      r2!.calls.map((c) => c.version),
+      ['v1beta1', 'v1beta1'],
+    );
   });
 
   it("the README's kubectl commands: `kubectl -n demo run demo` in a labelled namespace, `kubectl run solo --labels=...`, a Deployment's pods, proxy by name", async () => {
-    const run = (name: string, labels: Record<string, string> = {}) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, labels: { run: name, ...labels } }, spec: { containers: [{ name, image: 'nginx' }] } });
+    const run = (name: string, labels: Record<string, string> = {}) => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name, labels: { run: name, ...labels } },
+      spec: { containers: [{ name, image: 'nginx' }] },
+    });
     const web = { spec: { template: { metadata: { labels: { app: 'web', [INJECT]: 'true' } }, spec: { containers: [{ name: 'nginx', image: 'nginx' }] } } } };
     const [demo, solo, deployment, proxy] = await Promise.all([
       running.admit({ namespace: 'demo', namespaces: OPTED_IN('demo'), object: run('demo') }),
       running.admit({ namespace: 'default', object: run('solo', { [INJECT]: 'true' }) }),
       running.admit({ namespace: 'default', object: podOf(web, 'web-5d4f8c7b9-') }),
-      running.admit({ namespace: 'demo', namespaces: OPTED_IN('demo'), object: { ...run('both'), metadata: { name: 'both', annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' } } } }),
+      running.admit({
+        namespace: 'demo',
+        namespaces: OPTED_IN('demo'),
+        object: { ...run('both'), metadata: { name: 'both', annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' } } },
+      }),
     ]);
     // README: kubectl -n demo get pod demo -o jsonpath='{.spec.containers[*].name}' prints the line after it.
     const printed = README.split('\n')[README.split('\n').findIndex((l) => l.startsWith('kubectl -n demo get pod demo -o jsonpath')) + 1]!.replace(/^# /, '');
@@ -107,7 +130,9 @@ describe("the README's first template (my-templates/hello-agent.yaml), and a tem
       `      image: "registry.example.com/agent:{{ pod.labels['version'] }}"`,
       '',
     ].join('\n');
-    running = await startInstall(binary, kustomizeObjects('base'), { templates: { 'hello-agent.yaml': readmeYaml('my-templates/hello-agent.yaml'), 'versioned-agent.yaml': versioned } });
+    running = await startInstall(binary, kustomizeObjects('base'), {
+      templates: { 'hello-agent.yaml': readmeYaml('my-templates/hello-agent.yaml'), 'versioned-agent.yaml': versioned },
+    });
   });
   after(() => running?.close());
 
@@ -115,17 +140,27 @@ describe("the README's first template (my-templates/hello-agent.yaml), and a tem
     const job = appPod({ 'batch.kubernetes.io/job-name': 'once' });
     job.metadata.ownerReferences = [{ apiVersion: 'batch/v1', kind: 'Job', name: 'once', uid: '5f0d4c1e-93a4-4b55-8d7e-2a9c8e1b7f30', controller: true }];
     job.spec.restartPolicy = 'Never';
-    const [pod, jobPod] = await Promise.all([running.admit({ namespace: 'shop', namespaces: OPTED_IN('shop'), object: appPod() }), running.admit({ namespace: 'shop', namespaces: OPTED_IN('shop'), object: job })]);
+    const [pod, jobPod] = await Promise.all([
+      running.admit({ namespace: 'shop', namespaces: OPTED_IN('shop'), object: appPod() }),
+      running.admit({ namespace: 'shop', namespaces: OPTED_IN('shop'), object: job }),
+    ]);
     assertInjected(pod!, { scope: 'namespace', templates: ['hello-agent'] });
     assert.deepEqual(containerNames(pod!), ['app', 'hello-agent']);
     const agent = pod!.object.spec.containers[1];
     assert.equal(agent.image, 'busybox:1.36');
-    assert.deepEqual(agent.env, [{ name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } }, { name: 'POD_NAMESPACE', value: 'shop' }]);
+    assert.deepEqual(agent.env, [
+      { name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
+      { name: 'POD_NAMESPACE', value: 'shop' },
+    ]);
     assert.deepEqual(containerNames(jobPod!), ['init:hello-agent', 'app']);
   });
 
   it('a placeholder that renders an invalid image for this pod: the mutating webhook refuses it, saying which template, field and value', async () => {
-    const asks = (labels: Record<string, string>) => ({ namespace: 'shop', namespaces: OPTED_IN('shop'), object: appPod(labels, { 'sidecar-injector.io/templates': 'versioned-agent' }) });
+    const asks = (labels: Record<string, string>) => ({
+      namespace: 'shop',
+      namespaces: OPTED_IN('shop'),
+      object: appPod(labels, { 'sidecar-injector.io/templates': 'versioned-agent' }),
+    });
     const [without, withVersion] = await Promise.all([running.admit(asks({})), running.admit(asks({ version: '1.4.2' }))]);
     assert.equal(without!.stage, 'mutating');
     assert.equal(without!.code, 400);
@@ -138,7 +173,7 @@ describe("the README's first template (my-templates/hello-agent.yaml), and a tem
   });
 });
 
-describe('Templates per team (README): a team\'s SidecarTemplate object, with components/sidecartemplates, through kubeadmit', { skip }, () => {
+describe("Templates per team (README): a team's SidecarTemplate object, with components/sidecartemplates, through kubeadmit", { skip }, () => {
   let running: RunningInstall;
   before(async () => (running = await startInstall(binary, kustomizeWithComponent('base', 'components/sidecartemplates'))));
   after(() => running?.close());

@@ -29,7 +29,17 @@ export function imageEntrypoint(): { nodeFlags: string[]; env: Record<string, st
   const line = lines.find((l) => l.startsWith('ENTRYPOINT '));
   if (line === undefined) throw new Error('Dockerfile has no ENTRYPOINT in its last stage');
   const words = JSON.parse(line.slice('ENTRYPOINT '.length)) as string[];
-  const env = Object.fromEntries(lines.filter((l) => l.startsWith('ENV ')).flatMap((l) => l.slice(4).trim().split(/\s+/).map((kv) => kv.split('=') as [string, string])));
+  const env = Object.fromEntries(
+    lines
+      .filter((l) => l.startsWith('ENV '))
+      .flatMap((l) =>
+        l
+          .slice(4)
+          .trim()
+          .split(/\s+/)
+          .map((kv) => kv.split('=') as [string, string]),
+      ),
+  );
   return { nodeFlags: words.slice(1, -1), env };
 }
 
@@ -64,7 +74,8 @@ export interface StartOptions {
 }
 
 /** The webhook configurations among rendered objects. */
-export const webhookConfigurations = (objects: readonly Obj[]): Obj[] => objects.filter((o) => o.kind === 'MutatingWebhookConfiguration' || o.kind === 'ValidatingWebhookConfiguration');
+export const webhookConfigurations = (objects: readonly Obj[]): Obj[] =>
+  objects.filter((o) => o.kind === 'MutatingWebhookConfiguration' || o.kind === 'ValidatingWebhookConfiguration');
 
 /** The DNS name the apiserver dials and verifies for the install's webhooks: <service>.<namespace>.svc. */
 export function serviceDnsName(objects: readonly Obj[]): string {
@@ -143,7 +154,11 @@ export async function startInstall(binary: string, objects: readonly Obj[], opts
     configurations,
     ...(api && { api }),
     logs,
-    admit: (scenario, o = {}) => kubeadmit({ binary, configs: o.configs ?? [configFile], addr: o.addr ?? addr, ca: caFile, ...(o.timeout !== undefined && { timeout: o.timeout }) }, scenario),
+    admit: (scenario, o = {}) =>
+      kubeadmit(
+        { binary, configs: o.configs ?? [configFile], addr: o.addr ?? addr, ca: caFile, ...(o.timeout !== undefined && { timeout: o.timeout }) },
+        scenario,
+      ),
     close: async () => {
       if (child.exitCode === null && child.signalCode === null) {
         const exited = new Promise((resolve) => child.on('close', resolve));

@@ -18,7 +18,11 @@ const binary = 'binary' in found ? found.binary : '';
 const ns = (labels: Record<string, string> = {}) => ({ labels });
 
 /** A pod CREATE in `namespace`, its namespace labelled `nsLabels`, the pod `podLabels`. */
-const scenario = (namespace: string, nsLabels: Record<string, string>, podLabels: Record<string, string>) => ({ namespace, namespaces: { [namespace]: ns(nsLabels) }, object: appPod(podLabels) });
+const scenario = (namespace: string, nsLabels: Record<string, string>, podLabels: Record<string, string>) => ({
+  namespace,
+  namespaces: { [namespace]: ns(nsLabels) },
+  object: appPod(podLabels),
+});
 
 type Outcome = 'pod' | 'namespace' | 'skipped' | 'none';
 /** Pods labelled anything but "true" in an opted-in namespace reach the namespace scope, whose server skips them. */
@@ -30,7 +34,12 @@ const namespaces = {
   "the injector's own (labelled)": ['sidecar-injector', { [INJECT]: 'true' }],
   'runlevel 0 (labelled)': ['addons', { [INJECT]: 'true', runlevel: '0' }],
 } as const;
-const pods = { 'labelled "true"': { [INJECT]: 'true' }, 'labelled "false"': { [INJECT]: 'false' }, unlabelled: {}, 'labelled "yes"': { [INJECT]: 'yes' } } as const;
+const pods = {
+  'labelled "true"': { [INJECT]: 'true' },
+  'labelled "false"': { [INJECT]: 'false' },
+  unlabelled: {},
+  'labelled "yes"': { [INJECT]: 'yes' },
+} as const;
 const matrix: Record<keyof typeof namespaces, Record<keyof typeof pods, Outcome>> = {
   labelled: { 'labelled "true"': 'namespace', 'labelled "false"': 'none', unlabelled: 'namespace', 'labelled "yes"': 'skipped' },
   unlabelled: { 'labelled "true"': 'pod', 'labelled "false"': 'none', unlabelled: 'none', 'labelled "yes"': 'none' },
@@ -65,7 +74,9 @@ describe('namespace and pod opt-in, through the apiserver admission code (kubead
       after(() => running?.close());
 
       it('takes each namespace x pod case as docs/operating.md says: opt-in by pod or namespace label, opt-out, system and own namespaces', async (t) => {
-        const cases = Object.entries(namespaces).flatMap(([nsCase, [name, labels]]) => Object.entries(pods).map(([podCase, podLabels]) => ({ nsCase, podCase, name, labels, podLabels })));
+        const cases = Object.entries(namespaces).flatMap(([nsCase, [name, labels]]) =>
+          Object.entries(pods).map(([podCase, podLabels]) => ({ nsCase, podCase, name, labels, podLabels })),
+        );
         const results = await mapLimit(cases, 6, (c) => running.admit(scenario(c.name, c.labels, c.podLabels)));
         for (const [i, c] of cases.entries()) {
           const want = matrix[c.nsCase as keyof typeof namespaces][c.podCase as keyof typeof pods];

@@ -32,7 +32,11 @@ spec:
 `;
 const REQUIRED_PATHS = ['m:/mutate/required', 'v:/validate/required'];
 
-const scenario = (namespace: string, nsLabels: Record<string, string>, podLabels: Record<string, string>) => ({ namespace, namespaces: { [namespace]: { labels: nsLabels } }, object: appPod(podLabels) });
+const scenario = (namespace: string, nsLabels: Record<string, string>, podLabels: Record<string, string>) => ({
+  namespace,
+  namespaces: { [namespace]: { labels: nsLabels } },
+  object: appPod(podLabels),
+});
 
 describe('the required component, through the apiserver admission code (kubeadmit)', { skip }, () => {
   let running: RunningInstall;
@@ -60,7 +64,10 @@ describe('the required component, through the apiserver admission code (kubeadmi
     // Mutating webhooks in order, /mutate first; the validating ones run in parallel.
     assert.deepEqual(paths(res).slice(0, 2), ['m:/mutate/namespace', 'm:/mutate/required']);
     assert.deepEqual(paths(res).slice(2).sort(), ['v:/validate/namespace', 'v:/validate/required']);
-    assert.deepEqual(containerNames(res).filter((n) => n === 'agent'), ['agent']);
+    assert.deepEqual(
+      containerNames(res).filter((n) => n === 'agent'),
+      ['agent'],
+    );
     assert.deepEqual(status(res).templates, ['log-shipper', 'agent']);
   });
 
@@ -69,11 +76,16 @@ describe('the required component, through the apiserver admission code (kubeadmi
     const res = await running.admit(scenario('shop', ENFORCED, { [INJECT]: 'false' }), { configs: [validating] });
     assert.equal(res.allowed, false);
     assert.equal(res.code, 403);
-    assert.match(res.reason ?? '', /template "agent" is required in namespace shop \(its namespaceSelector takes it\) by the platform's spec\.required, and the pod lacks it \(container "agent" \(template "agent"\)\)/);
+    assert.match(
+      res.reason ?? '',
+      /template "agent" is required in namespace shop \(its namespaceSelector takes it\) by the platform's spec\.required, and the pod lacks it \(container "agent" \(template "agent"\)\)/,
+    );
   });
 
   it('leaves alone a namespace the template leaves out, and a namespace the webhooks leave out', async () => {
-    const [legacy, other] = await mapLimit([scenario('legacy', ENFORCED, { [INJECT]: 'false' }), scenario('other', {}, { [INJECT]: 'false' })], 2, (s) => running.admit(s));
+    const [legacy, other] = await mapLimit([scenario('legacy', ENFORCED, { [INJECT]: 'false' }), scenario('other', {}, { [INJECT]: 'false' })], 2, (s) =>
+      running.admit(s),
+    );
     assert.equal(legacy!.allowed, true, legacy!.reason);
     assert.deepEqual(paths(legacy!), REQUIRED_PATHS);
     assert.deepEqual(containerNames(legacy!), ['app']);

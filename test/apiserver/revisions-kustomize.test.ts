@@ -1,4 +1,7 @@
 import { kustomizeObjects, kustomizeWithComponent } from '../manifests/render.js';
 import { revisionSuite } from './revisions.js';
 
-revisionSuite('kustomize manifests/base + components/revision', () => ({ byDefault: kustomizeObjects('base'), canary: kustomizeWithComponent('base', 'components/revision') }));
+revisionSuite('kustomize manifests/base + components/revision', () => ({
+  byDefault: kustomizeObjects('base'),
+  canary: kustomizeWithComponent('base', 'components/revision'),
+}));

@@ -9,7 +9,11 @@ const found = findKubeadmit();
 const skip = 'skip' in found ? found.skip : false;
 const binary = 'binary' in found ? found.binary : '';
 
-const scenario = (namespace: string, nsLabels: Record<string, string>, podLabels: Record<string, string>) => ({ namespace, namespaces: { [namespace]: { labels: nsLabels } }, object: appPod(podLabels) });
+const scenario = (namespace: string, nsLabels: Record<string, string>, podLabels: Record<string, string>) => ({
+  namespace,
+  namespaces: { [namespace]: { labels: nsLabels } },
+  object: appPod(podLabels),
+});
 
 /** Where each pod goes when the default install and "canary" run side by side. */
 const sideBySide: { namespace: Record<string, string>; pod: Record<string, string>; install: 'default' | 'canary' | undefined }[] = [
@@ -82,7 +86,9 @@ export function revisionSuite(tool: string, render: () => { byDefault: Obj[]; ca
     });
 
     it("beside the default install, sends each pod to one install at most, the pod's revision winning over its namespace's", async () => {
-      const results = await mapLimit(sideBySide, 6, (c) => byDefault.admit(scenario('apps', c.namespace, c.pod), { configs: [byDefault.configFile, canaryConfigs] }));
+      const results = await mapLimit(sideBySide, 6, (c) =>
+        byDefault.admit(scenario('apps', c.namespace, c.pod), { configs: [byDefault.configFile, canaryConfigs] }),
+      );
       for (const [i, c] of sideBySide.entries()) {
         const res = results[i]!;
         const label = `namespace ${JSON.stringify(c.namespace)}, pod ${JSON.stringify(c.pod)}`;

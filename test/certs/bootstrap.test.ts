@@ -32,7 +32,8 @@ describe('certificate bootstrap', () => {
     const s = api.secret(NS, NAME);
     return Object.fromEntries(Object.entries(s.data as Record<string, string>).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]));
   };
-  const caBundleOf = (kind: 'mutating' | 'validating') => Buffer.from(api.webhookConfig(kind, 'sidecar-injector').webhooks[0].clientConfig.caBundle ?? '', 'base64').toString();
+  const caBundleOf = (kind: 'mutating' | 'validating') =>
+    Buffer.from(api.webhookConfig(kind, 'sidecar-injector').webhooks[0].clientConfig.caBundle ?? '', 'base64').toString();
 
   before(async () => {
     api = await startFakeApiServer();
@@ -71,7 +72,10 @@ describe('certificate bootstrap', () => {
     const states = await Promise.all(Array.from({ length: 5 }, () => replica()));
     const creates = api.calls.filter((c) => c.method === 'POST');
     assert.equal(creates.filter((c) => c.status === 201).length, 1, 'one create wins');
-    assert.ok(creates.some((c) => c.status === 409), 'the others lost the race with 409 and read again');
+    assert.ok(
+      creates.some((c) => c.status === 409),
+      'the others lost the race with 409 and read again',
+    );
     assert.equal(new Set(states.map((s) => s.serving.certPem)).size, 1);
     assert.equal(states[0]!.serving.certPem, stored()[SecretKeys.cert]);
   });
@@ -97,7 +101,10 @@ describe('certificate bootstrap', () => {
     api.putSecret(NS, secretObject(ca.certPem, ca.keyPem, old.certPem, old.keyPem));
     api.latencyMs = 5;
     const states = await Promise.all([replica(), replica(), replica()]);
-    assert.ok(api.calls.some((c) => c.method === 'PUT' && c.status === 409), 'a stale resourceVersion was refused');
+    assert.ok(
+      api.calls.some((c) => c.method === 'PUT' && c.status === 409),
+      'a stale resourceVersion was refused',
+    );
     assert.equal(api.calls.filter((c) => c.method === 'PUT' && c.status === 200).length, 1);
     assert.equal(new Set(states.map((s) => s.serving.certPem)).size, 1);
   });
@@ -135,7 +142,10 @@ describe('certificate bootstrap', () => {
     clock += OVERLAP + 1;
     const p3 = await replica(now);
     assert.equal(p3.serving.certPem, p2.serving.certPem);
-    assert.deepEqual(splitPem(p3.caBundlePem).map((p) => p.trim()), [bundle1[0]!.trim()]);
+    assert.deepEqual(
+      splitPem(p3.caBundlePem).map((p) => p.trim()),
+      [bundle1[0]!.trim()],
+    );
     assert.equal(caBundleOf('mutating'), p3.caBundlePem);
     assert.equal(api.secret(NS, NAME).metadata.annotations?.[ROTATION_ANNOTATION], undefined);
 
@@ -154,7 +164,13 @@ describe('certificate bootstrap', () => {
       fresh.putSecret(NS, secretObject(oldCa.certPem, oldCa.keyPem, oldServing.certPem, oldServing.keyPem));
       const clients = createKubeClients({ kubeconfig: fresh.kubeconfig, namespace: NS });
       const run = (now: number) =>
-        reconcileCertificate({ store: createSecretStore(clients.core, NS, NAME), policy, logger, now: () => now, publish: async (pem) => isPublished(await publishCaBundle(clients.admission, 'sidecar-injector', pem)) });
+        reconcileCertificate({
+          store: createSecretStore(clients.core, NS, NAME),
+          policy,
+          logger,
+          now: () => now,
+          publish: async (pem) => isPublished(await publishCaBundle(clients.admission, 'sidecar-injector', pem)),
+        });
       await run(Date.now());
       const later = await run(Date.now() + 10 * OVERLAP);
       assert.equal(later.serving.certPem, oldServing.certPem, 'still the old certificate: nobody trusts the new CA yet');
@@ -166,5 +182,11 @@ describe('certificate bootstrap', () => {
 
 function secretObject(caPem: string, caKey: string, cert: string, key: string): any {
   const b = (s: string) => Buffer.from(s).toString('base64');
-  return { apiVersion: 'v1', kind: 'Secret', type: 'kubernetes.io/tls', metadata: { name: NAME, namespace: NS }, data: { 'ca.crt': b(caPem), 'ca.key': b(caKey), 'tls.crt': b(cert), 'tls.key': b(key) } };
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: 'kubernetes.io/tls',
+    metadata: { name: NAME, namespace: NS },
+    data: { 'ca.crt': b(caPem), 'ca.key': b(caKey), 'tls.crt': b(cert), 'tls.key': b(key) },
+  };
 }

@@ -9,7 +9,10 @@ import { makeSelfSigned, readCertDir, readClientCa, verifyClientCa, verifyServin
 import { InjectorError } from '../../src/errors.js';
 
 /** True for CERT_INVALID whose message matches `why`. */
-const certInvalid = (why: RegExp) => (err: unknown): boolean => err instanceof InjectorError && err.code === 'CERT_INVALID' && why.test(err.message);
+const certInvalid =
+  (why: RegExp) =>
+  (err: unknown): boolean =>
+    err instanceof InjectorError && err.code === 'CERT_INVALID' && why.test(err.message);
 
 describe('certificate sources', () => {
   let ca: KeyPair;
@@ -35,7 +38,7 @@ describe('certificate sources', () => {
         ['an empty certificate', { certPem: '', keyPem: serving.keyPem }, /tls\.crt holds no certificate/],
         ['half a certificate', { certPem: serving.certPem.slice(0, 200), keyPem: serving.keyPem }, /tls\.crt holds no certificate/],
         ['an empty key', { certPem: serving.certPem, keyPem: '' }, /tls\.key holds no private key/],
-        ['another certificate\'s key', { certPem: other.certPem, keyPem: serving.keyPem }, /tls\.key is not the key of the certificate in tls\.crt/],
+        ["another certificate's key", { certPem: other.certPem, keyPem: serving.keyPem }, /tls\.key is not the key of the certificate in tls\.crt/],
         ['an expired certificate', expired, /the certificate expired at /],
       ];
       for (const [name, pair, why] of broken) {

@@ -23,7 +23,16 @@ function review(port: number, ca: string | string[], opts: { servername?: string
   const body = JSON.stringify(podReview(optedInPod()));
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port, path: '/mutate', method: 'POST', ca, servername: opts.servername ?? 'localhost', headers: { 'content-type': 'application/json' }, agent: opts.agent ?? false },
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/mutate',
+        method: 'POST',
+        ca,
+        servername: opts.servername ?? 'localhost',
+        headers: { 'content-type': 'application/json' },
+        agent: opts.agent ?? false,
+      },
       (res) => {
         const serial = (res.socket as TLSSocket).getPeerCertificate().serialNumber;
         res.resume();
@@ -45,7 +54,16 @@ describe('certificate watcher', () => {
     const b = await issueServingCert(ca, { dnsNames: ['localhost'] });
     let next: KeyPair | Error = a;
     const swapped: KeyPair[] = [];
-    const w = watchCertificate({ initial: a, load: async () => { if (next instanceof Error) throw next; return next; }, intervalMs: 3_600_000, onChange: (p) => swapped.push(p), logger });
+    const w = watchCertificate({
+      initial: a,
+      load: async () => {
+        if (next instanceof Error) throw next;
+        return next;
+      },
+      intervalMs: 3_600_000,
+      onChange: (p) => swapped.push(p),
+      logger,
+    });
     after(() => w.stop());
     assert.equal(await w.check(), false, 'same pair: nothing to do');
     next = { certPem: b.certPem, keyPem: a.keyPem }; // a Secret volume caught between tls.crt and tls.key
@@ -60,7 +78,10 @@ describe('certificate watcher', () => {
 
   it('swaps the certificate of a running server under continuous requests without failing one', async () => {
     const certs = await makeTestCerts();
-    const config = serveConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--cert-check-interval', '1'], {});
+    const config = serveConfig(
+      ['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--cert-check-interval', '1'],
+      {},
+    );
     const running = await serve(config, logger);
     after(() => running.close());
     const newCa = await createCA('rotated-ca', 1);
@@ -86,7 +107,7 @@ describe('certificate watcher', () => {
     // Traffic on both sides of the swap, counted rather than timed, so a busy machine cannot thin it out.
     const served = (pem: string): number => results.filter((r) => r.serial === serialOf(pem)).length;
     const until = async (pem: string): Promise<void> => {
-      for (const deadline = Date.now() + 20_000; Date.now() < deadline && served(pem) < 20; ) await new Promise((r) => setTimeout(r, 50));
+      for (const deadline = Date.now() + 20_000; Date.now() < deadline && served(pem) < 20;) await new Promise((r) => setTimeout(r, 50));
     };
     await until(certs.serving.certPem);
     await writeFile(join(certs.certDir, 'tls.key'), next.keyPem);
@@ -96,7 +117,10 @@ describe('certificate watcher', () => {
     await Promise.all(workers);
 
     assert.deepEqual(failures, []);
-    assert.ok(served(certs.serving.certPem) >= 20 && served(next.certPem) >= 20, `enough traffic: ${served(certs.serving.certPem)} reviews before the swap, ${served(next.certPem)} after`);
+    assert.ok(
+      served(certs.serving.certPem) >= 20 && served(next.certPem) >= 20,
+      `enough traffic: ${served(certs.serving.certPem)} reviews before the swap, ${served(next.certPem)} after`,
+    );
     assert.ok(results.every((r) => r.status === 200));
     const serials = new Set(results.map((r) => r.serial));
     assert.ok(serials.has(serialOf(certs.serving.certPem)) && serials.has(serialOf(next.certPem)), 'served the old, then the new certificate');
@@ -140,7 +164,9 @@ describe('certificate watcher', () => {
 /** The value of `sidecar_injector_certificate_reloads_total` for these labels on a running server. */
 async function reloads(healthPort: number, certificate: string, result: string): Promise<number> {
   const res = await fetch(`http://127.0.0.1:${healthPort}/metrics`);
-  const line = (await res.text()).split('\n').find((l) => l.startsWith(`sidecar_injector_certificate_reloads_total{certificate="${certificate}",result="${result}"}`));
+  const line = (await res.text())
+    .split('\n')
+    .find((l) => l.startsWith(`sidecar_injector_certificate_reloads_total{certificate="${certificate}",result="${result}"}`));
   return Number(line?.split(' ')[1] ?? NaN);
 }
 
@@ -160,7 +186,10 @@ describe('certificate reload faults', () => {
 
   it('keeps serving the current pair through an empty key, an empty certificate, a mismatched pair and an expired one, counts each, then swaps in a good pair', async () => {
     const certs = await makeTestCerts();
-    const config = serveConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--cert-check-interval', '1'], {});
+    const config = serveConfig(
+      ['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--cert-check-interval', '1'],
+      {},
+    );
     const running = await serve(config, logger);
     after(() => running.close());
     const crt = join(certs.certDir, 'tls.crt');
@@ -174,7 +203,7 @@ describe('certificate reload faults', () => {
       ['an empty tls.key', certs.serving.certPem, ''],
       ['an empty tls.crt', '', certs.serving.keyPem],
       ['half a tls.crt', certs.serving.certPem.slice(0, 200), certs.serving.keyPem],
-      ['a key that is not the certificate\'s', other.certPem, certs.serving.keyPem],
+      ["a key that is not the certificate's", other.certPem, certs.serving.keyPem],
       ['an expired certificate', expired.certPem, expired.keyPem],
     ];
     for (const [name, certPem, keyPem] of broken) {
@@ -198,7 +227,22 @@ describe('certificate reload faults', () => {
     const file = join(certs.certDir, 'client-ca.crt');
     const [first, second, expired] = [await createCA('client-ca-1', 1), await createCA('client-ca-2', 1), await createCA('client-ca-old', -1)];
     await writeFile(file, first.certPem);
-    const flags = ['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', '--cert-check-interval', '1', '--client-ca', file];
+    const flags = [
+      '--port',
+      '0',
+      '--health-port',
+      '0',
+      '--host',
+      '127.0.0.1',
+      '--cert-dir',
+      certs.certDir,
+      '--templates-dir',
+      'templates',
+      '--cert-check-interval',
+      '1',
+      '--client-ca',
+      file,
+    ];
     const running = await serve(serveConfig(flags, {}), logger);
     after(() => running.close());
     const statusWith = async (ca: KeyPair): Promise<number | string> => {

@@ -19,7 +19,10 @@ before(async () => {
 const shipped = (namespaceLabels: Record<string, string> = {}): Cluster => ({ configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, namespaceLabels });
 
 function pod(namespace: string, labels: Record<string, string>): any {
-  return podSites({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace, labels }, spec: { containers: [{ name: 'app', image: 'busybox' }] } }, 'default')[0]!;
+  return podSites(
+    { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace, labels }, spec: { containers: [{ name: 'app', image: 'busybox' }] } },
+    'default',
+  )[0]!;
 }
 
 const optedInNamespace = { 'sidecar-injector.io/inject': 'true' };
@@ -58,7 +61,7 @@ describe('admitPod with the shipped webhook configurations', () => {
     assert.equal(admitPod(pod('shop', { 'sidecar-injector.io/inject': 'true' }), set, cluster).verdict, 'injected');
   });
 
-  it('gives the validating handler\'s verdict on the mutated pod', async () => {
+  it("gives the validating handler's verdict on the mutated pod", async () => {
     const cluster = shipped();
     const site = pod('shop', { 'sidecar-injector.io/inject': 'true' });
     // The template's container is already in the pod, with another image: /mutate keeps the pod's, /validate refuses it.
@@ -66,7 +69,10 @@ describe('admitPod with the shipped webhook configurations', () => {
     const a = admitPod(site, set, cluster);
     assert.equal(a.verdict, 'rejected');
     assert.equal(a.reason, 'sidecars-missing');
-    assert.match(a.why.at(-1) ?? '', /validate\.sidecar-injector\.io \(\/validate\) would reject it: .*container "log-agent" with image repository registry\.example\.com\/log-agent/);
+    assert.match(
+      a.why.at(-1) ?? '',
+      /validate\.sidecar-injector\.io \(\/validate\) would reject it: .*container "log-agent" with image repository registry\.example\.com\/log-agent/,
+    );
   });
 });
 
@@ -82,7 +88,13 @@ describe('admitPod with the review limits of serve', () => {
           selector: { matchLabels: { app: 'envs' } },
           template: {
             metadata: { labels: { app: 'envs', 'sidecar-injector.io/inject': 'true' } },
-            spec: { containers: Array.from({ length: containers }, (_, c) => ({ name: `c${c}`, image: 'busybox', env: Array.from({ length: perContainer }, (_, i) => ({ name: `E${c}_${i}`, value: 'v' })) })) },
+            spec: {
+              containers: Array.from({ length: containers }, (_, c) => ({
+                name: `c${c}`,
+                image: 'busybox',
+                env: Array.from({ length: perContainer }, (_, i) => ({ name: `E${c}_${i}`, value: 'v' })),
+              })),
+            },
           },
         },
       },
@@ -93,7 +105,13 @@ describe('admitPod with the review limits of serve', () => {
     const site = envDeployment(8, 900);
     // The pod alone fits every body limit: only the managedFields entry (an object of keys per env var) takes it over --max-json-keys.
     assert.doesNotThrow(() => checkBody(JSON.stringify(podReview(site.pod))));
-    assert.throws(() => checkBody(JSON.stringify(podReview({ ...site.pod, metadata: { ...site.pod.metadata, managedFields: [managedFieldsOf(site.pod, 'kube-controller-manager')] } }))), /--max-json-keys/);
+    assert.throws(
+      () =>
+        checkBody(
+          JSON.stringify(podReview({ ...site.pod, metadata: { ...site.pod.metadata, managedFields: [managedFieldsOf(site.pod, 'kube-controller-manager')] } })),
+        ),
+      /--max-json-keys/,
+    );
     const a = admitPod(site, set, shipped());
     assert.deepEqual([a.verdict, a.reason], ['rejected', 'REVIEW_INVALID'], a.why.join('; '));
     assert.match(a.why[0] ?? '', /validate\.sidecar-injector\.io \(\/validate\) receives the pod and has failurePolicy Fail/);
@@ -101,7 +119,10 @@ describe('admitPod with the review limits of serve', () => {
   });
 
   it('says the pod goes without sidecars when only webhooks that fail open receive it', () => {
-    const mutatingOnly: Cluster = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS.filter((c) => c.kind === 'MutatingWebhookConfiguration'), namespaceLabels: {} };
+    const mutatingOnly: Cluster = {
+      configurations: SHIPPED_WEBHOOK_CONFIGURATIONS.filter((c) => c.kind === 'MutatingWebhookConfiguration'),
+      namespaceLabels: {},
+    };
     const a = admitPod(envDeployment(8, 900), set, mutatingOnly);
     assert.deepEqual([a.verdict, a.reason], ['not-injected', 'REVIEW_INVALID'], a.why.join('; '));
     assert.match(a.why[0] ?? '', /failurePolicy Ignore, so it is created without sidecars/);
@@ -118,25 +139,47 @@ describe('admitPod with the review limits of serve', () => {
 
 describe('admitPod: keys that look meant for the injector (issue 21)', () => {
   const deployment = (workload: Record<string, unknown>, template: Record<string, unknown>): any =>
-    podSites({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', namespace: 'shop', ...workload }, spec: { template: { metadata: template, spec: { containers: [{ name: 'app', image: 'busybox' }] } } } }, 'default')[0]!;
+    podSites(
+      {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'web', namespace: 'shop', ...workload },
+        spec: { template: { metadata: template, spec: { containers: [{ name: 'app', image: 'busybox' }] } } },
+      },
+      'default',
+    )[0]!;
 
   it('warns of the inject label set on the Deployment instead of its pod template, which admission never sees', () => {
     const a = admitPod(deployment({ labels: { 'sidecar-injector.io/inject': 'true' } }, { labels: { app: 'web' } }), set, shipped());
     assert.equal(a.verdict, 'not-injected');
-    assert.deepEqual(a.warnings, ['label "sidecar-injector.io/inject" is on the Deployment, not on its pod template (spec.template.metadata): its pods never get it']);
+    assert.deepEqual(a.warnings, [
+      'label "sidecar-injector.io/inject" is on the Deployment, not on its pod template (spec.template.metadata): its pods never get it',
+    ]);
   });
 
   it('warns of a typo of the templates annotation in the pod template, as the mutating webhook does', () => {
-    const a = admitPod(deployment({}, { labels: { 'sidecar-injector.io/inject': 'true' }, annotations: { 'sidecar-injector.io/template': 'x' } }), set, shipped());
+    const a = admitPod(
+      deployment({}, { labels: { 'sidecar-injector.io/inject': 'true' }, annotations: { 'sidecar-injector.io/template': 'x' } }),
+      set,
+      shipped(),
+    );
     assert.equal(a.verdict, 'injected');
     assert.equal(a.warnings[0], 'annotation "sidecar-injector.io/template" is not read by the injector; did you mean "sidecar-injector.io/templates"?');
   });
 });
 
 describe('admitPod: a port a sidecar and the pod both declare (issue 21)', () => {
-  it('carries the mutating webhook\'s warning, naming both containers, for explain and inject', async () => {
+  it("carries the mutating webhook's warning, naming both containers, for explain and inject", async () => {
     const bundled = await loadTemplateSet('templates');
-    const site = podSites({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'shop', labels: { 'sidecar-injector.io/inject': 'true' }, annotations: { 'sidecar-injector.io/templates': 'proxy' } }, spec: { containers: [{ name: 'admin', image: 'busybox', ports: [{ containerPort: 9901 }] }] } }, 'default')[0]!;
+    const site = podSites(
+      {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'p', namespace: 'shop', labels: { 'sidecar-injector.io/inject': 'true' }, annotations: { 'sidecar-injector.io/templates': 'proxy' } },
+        spec: { containers: [{ name: 'admin', image: 'busybox', ports: [{ containerPort: 9901 }] }] },
+      },
+      'default',
+    )[0]!;
     const a = admitPod(site, bundled, shipped());
     assert.equal(a.verdict, 'injected', a.why.join('; '));
     assert.deepEqual(a.warnings, ['port 9901/TCP of sidecar "proxy" (template proxy) is also declared by container "admin"; one of them will fail to bind']);
@@ -160,7 +203,10 @@ describe('admitPod agrees with admission for every workload kind', () => {
     ['Job', 'batch/v1', 'Job', 'batch/v1'],
     ['CronJob', 'batch/v1', 'Job', 'batch/v1'],
   ];
-  const template = { metadata: { labels: { app: 'w', 'sidecar-injector.io/inject': 'true' } }, spec: { restartPolicy: 'OnFailure', containers: [{ name: 'main', image: 'busybox' }] } };
+  const template = {
+    metadata: { labels: { app: 'w', 'sidecar-injector.io/inject': 'true' } },
+    spec: { restartPolicy: 'OnFailure', containers: [{ name: 'main', image: 'busybox' }] },
+  };
   const workload = (kind: string, apiVersion: string, meta: object): any => ({
     apiVersion,
     kind,
@@ -170,14 +216,33 @@ describe('admitPod agrees with admission for every workload kind', () => {
   /** What admission stores for the pod a controller makes: /mutate's patch applied, then /validate. */
   const admission = (ownerKind: string, ownerApiVersion: string): { allowed: boolean; pod: any } => {
     const owner = 'w-x7k2p';
-    const pod = { ...template, metadata: { ...template.metadata, generateName: `${owner}-`, ownerReferences: [{ apiVersion: ownerApiVersion, kind: ownerKind, name: owner, uid: '6f1c1c44-0d61-4c8e-9a53-7d0f0f6b8a11', controller: true, blockOwnerDeletion: true }] } };
+    const pod = {
+      ...template,
+      metadata: {
+        ...template.metadata,
+        generateName: `${owner}-`,
+        ownerReferences: [
+          {
+            apiVersion: ownerApiVersion,
+            kind: ownerKind,
+            name: owner,
+            uid: '6f1c1c44-0d61-4c8e-9a53-7d0f0f6b8a11',
+            controller: true,
+            blockOwnerDeletion: true,
+          },
+        ],
+      },
+    };
     const mutated = applyPatchV4(pod, decodePatch(mutate(podReview(pod, { namespace: 'shop' }).request, set).response));
     return { allowed: validate(podReview(mutated, { namespace: 'shop' }).request, set).response.allowed, pod: mutated };
   };
   const lists = (pod: any): unknown => [pod.spec.initContainers?.map((c: any) => [c.name, c.restartPolicy]), pod.spec.containers.map((c: any) => c.name)];
 
   for (const [kind, apiVersion, ownerKind, ownerApiVersion] of kinds) {
-    for (const [how, meta] of [['named', { name: 'w' }], ['written with only generateName', { generateName: 'w-' }]] as const) {
+    for (const [how, meta] of [
+      ['named', { name: 'w' }],
+      ['written with only generateName', { generateName: 'w-' }],
+    ] as const) {
       it(`admits the pod of a ${kind} ${how} as admission does`, () => {
         const reference = admission(ownerKind, ownerApiVersion);
         const a = admitPod(podSites(workload(kind, apiVersion, meta), 'default')[0]!, set, shipped());
@@ -193,14 +258,20 @@ describe('admitPod agrees with admission for every workload kind', () => {
     assert.deepEqual([a.verdict, a.reason], ['injected', 'injected'], a.why.join('; '));
     const agent = a.pod.spec?.initContainers?.find((c) => c.name === 'log-agent');
     assert.equal(agent?.restartPolicy, 'Always');
-    assert.deepEqual(agent?.env?.find((e) => e.name === 'POD_NAME'), { name: 'POD_NAME', value: 'storage-version-migration-serving-<suffix>-' });
+    assert.deepEqual(
+      agent?.env?.find((e) => e.name === 'POD_NAME'),
+      { name: 'POD_NAME', value: 'storage-version-migration-serving-<suffix>-' },
+    );
   });
 });
 
 describe('admitPod at the limits', () => {
   it('says rejected, as /validate answers, for a pod that goes over --max-containers once injected (it threw before)', () => {
     const containers = Array.from({ length: 250 }, (_, i) => ({ name: `c${i}`, image: 'busybox' }));
-    const site = podSites({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'shop', labels: optedInNamespace }, spec: { containers } }, 'default')[0]!;
+    const site = podSites(
+      { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'shop', labels: optedInNamespace }, spec: { containers } },
+      'default',
+    )[0]!;
     const a = admitPod(site, set, shipped());
     assert.deepEqual([a.verdict, a.reason], ['rejected', 'invalid-review'], a.why.join('; '));
     assert.match(a.why.join('; '), /containers/);

@@ -4,7 +4,6 @@ import { once } from 'node:events';
 import { describe, it } from 'node:test';
 import { CLI_ENTRY } from '../helpers/cli.js';
 
-
 /**
  * Runs the real CLI with its standard output a pipe whose reader is gone before the first write
  * (as `sidecar-injector ... | head -0` leaves it), and returns its exit status and standard error.
@@ -24,7 +23,7 @@ describe('processIO', () => {
     assert.deepEqual(r, { code: 0, stderr: '' });
   });
 
-  it('keeps the command\'s own exit status when its report cannot be written (lint of broken templates exits 1)', async () => {
+  it("keeps the command's own exit status when its report cannot be written (lint of broken templates exits 1)", async () => {
     const r = await runIntoClosedPipe(['lint', 'test/fixtures/cli/lint-load']);
     assert.deepEqual(r, { code: 1, stderr: '' });
   });

@@ -11,7 +11,10 @@ import { clusterSet, compileObject } from '../../src/templates/cluster.js';
 import { setFor, type TemplateSet } from '../../src/templates/load.js';
 import type { CompiledTemplate } from '../../src/templates/template.js';
 
-const sct = (namespace: string, name: string, image: string, extra: object = {}): any => ({ metadata: { name, namespace }, spec: { containers: [{ name, image }], ...extra } });
+const sct = (namespace: string, name: string, image: string, extra: object = {}): any => ({
+  metadata: { name, namespace },
+  spec: { containers: [{ name, image }], ...extra },
+});
 
 describe('inject and explain with --templates-source cluster (issue 23)', () => {
   let api: FakeApiServer;
@@ -25,17 +28,26 @@ describe('inject and explain with --templates-source cluster (issue 23)', () => 
     api.applyTemplate(broken);
     const dir = await mkdtemp(join(tmpdir(), 'cluster-templates-'));
     pod = join(dir, 'pod.yaml');
-    await writeFile(pod, 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: {sidecar-injector.io/inject: "true"}\nspec:\n  containers: [{name: web, image: nginx}]\n');
+    await writeFile(
+      pod,
+      'apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: {sidecar-injector.io/inject: "true"}\nspec:\n  containers: [{name: web, image: nginx}]\n',
+    );
   });
   after(() => api.close());
 
   it("injects a pod with its namespace's templates over the cluster-wide ones, naming invalid objects on stderr", async () => {
     const inTeamA = await cli(['inject', '-f', pod, '-n', 'team-a', '--templates-source', 'cluster', '--kubeconfig', api.kubeconfig]);
     assert.equal(inTeamA.code, 0, inTeamA.err);
-    assert.deepEqual(parse(inTeamA.out).spec.containers.map((c: any) => c.image), ['nginx', 'registry.example.com/mesh:1']);
+    assert.deepEqual(
+      parse(inTeamA.out).spec.containers.map((c: any) => c.image),
+      ['nginx', 'registry.example.com/mesh:1'],
+    );
     assert.match(inTeamA.err, /sidecartemplate team-a\/broken is invalid and not served: .*contaners/);
     const inTeamB = await cli(['inject', '-f', pod, '-n', 'team-b', '--templates-source', 'cluster', '--kubeconfig', api.kubeconfig]);
-    assert.deepEqual(parse(inTeamB.out).spec.containers.map((c: any) => c.image), ['nginx', 'registry.example.com/proxy:1']);
+    assert.deepEqual(
+      parse(inTeamB.out).spec.containers.map((c: any) => c.image),
+      ['nginx', 'registry.example.com/proxy:1'],
+    );
   });
 
   it('explains with the same set', async () => {
@@ -48,7 +60,10 @@ describe('inject and explain with --templates-source cluster (issue 23)', () => 
 
 describe('lint with --templates-source cluster (issue 23)', () => {
   // Native in Job pods, so that the only sample-pod warning is team-a's below.
-  const sct = (namespace: string, name: string, image: string, extra: object = {}): any => ({ metadata: { name, namespace }, spec: { nativeSidecar: 'jobs', containers: [{ name, image }], ...extra } });
+  const sct = (namespace: string, name: string, image: string, extra: object = {}): any => ({
+    metadata: { name, namespace },
+    spec: { nativeSidecar: 'jobs', containers: [{ name, image }], ...extra },
+  });
   let api: FakeApiServer;
   let kube: string[];
   before(async () => {
@@ -74,7 +89,10 @@ describe('lint with --templates-source cluster (issue 23)', () => {
     assert.equal(r.code, 1, r.err);
     assert.match(r.out, /^sidecartemplate team-a\/broken: error: template "broken": \/spec\/contaners: /m);
     assert.match(r.out, /^sidecartemplate team-b\/broken-b: error: template "broken-b": \/spec\/containers\/0\/imagePullPolicy: must be one of/m);
-    assert.match(r.out, /^sidecartemplate team-a\/mesh: warning: template "mesh": \/spec\/containers\/0\/ports\/0\/containerPort: port 8080\/TCP is declared by both/m);
+    assert.match(
+      r.out,
+      /^sidecartemplate team-a\/mesh: warning: template "mesh": \/spec\/containers\/0\/ports\/0\/containerPort: port 8080\/TCP is declared by both/m,
+    );
     assert.match(r.out, /\n2 error\(s\), 1 warning\(s\) in the sidecartemplates of every namespace \(cluster-wide: sidecar-injector\)\n$/);
   });
 
@@ -82,13 +100,22 @@ describe('lint with --templates-source cluster (issue 23)', () => {
     const teamA = await cli(['lint', ...kube, '-n', 'team-a', '-o', 'json']);
     assert.equal(teamA.code, 1, teamA.err);
     const report = JSON.parse(teamA.out);
-    assert.deepEqual([report.templatesNamespace, report.namespaces, report.templates], ['sidecar-injector', ['team-a'], ['sidecar-injector/proxy', 'team-a/mesh']]);
-    assert.deepEqual(report.faults.map((f: any) => `${f.severity} ${f.file}`), ['error sidecartemplate team-a/broken', 'warning sidecartemplate team-a/mesh']);
+    assert.deepEqual(
+      [report.templatesNamespace, report.namespaces, report.templates],
+      ['sidecar-injector', ['team-a'], ['sidecar-injector/proxy', 'team-a/mesh']],
+    );
+    assert.deepEqual(
+      report.faults.map((f: any) => `${f.severity} ${f.file}`),
+      ['error sidecartemplate team-a/broken', 'warning sidecartemplate team-a/mesh'],
+    );
     assert.deepEqual([report.errors, report.warnings], [1, 1]);
     // A namespace without objects of its own sees the cluster-wide templates alone, which are good.
     const teamC = await cli(['lint', ...kube, '-n', 'team-c']);
     assert.equal(teamC.code, 0, teamC.out);
-    assert.equal(teamC.out, "the sidecartemplates namespace team-c sees (its own over sidecar-injector's): 1 template(s) OK (sidecar-injector/proxy; Pod Security privileged)\n");
+    assert.equal(
+      teamC.out,
+      "the sidecartemplates namespace team-c sees (its own over sidecar-injector's): 1 template(s) OK (sidecar-injector/proxy; Pod Security privileged)\n",
+    );
     // --strict fails on the warning of team-a's view once the invalid object is gone.
     api.deleteTemplate('team-a', 'broken');
     try {
@@ -102,12 +129,21 @@ describe('lint with --templates-source cluster (issue 23)', () => {
   });
 
   it('reports a default template refused for clashing with an older default of its namespace as an error', async () => {
-    api.applyTemplate(sct('team-b', 'first', 'registry.example.com/first:1', { default: true, containers: [{ name: 'agent', image: 'registry.example.com/first:1' }] }));
-    api.applyTemplate(sct('team-b', 'second', 'registry.example.com/second:1', { default: true, containers: [{ name: 'agent', image: 'registry.example.com/second:1' }] }));
+    api.applyTemplate(
+      sct('team-b', 'first', 'registry.example.com/first:1', { default: true, containers: [{ name: 'agent', image: 'registry.example.com/first:1' }] }),
+    );
+    api.applyTemplate(
+      sct('team-b', 'second', 'registry.example.com/second:1', { default: true, containers: [{ name: 'agent', image: 'registry.example.com/second:1' }] }),
+    );
     try {
       const r = await cli(['lint', ...kube, '-n', 'team-b', '-o', 'json']);
       assert.equal(r.code, 1);
-      assert.deepEqual(JSON.parse(r.out).faults.filter((f: any) => f.severity === 'error').map((f: any) => f.file), ['sidecartemplate team-b/broken-b', 'sidecartemplate team-b/second']);
+      assert.deepEqual(
+        JSON.parse(r.out)
+          .faults.filter((f: any) => f.severity === 'error')
+          .map((f: any) => f.file),
+        ['sidecartemplate team-b/broken-b', 'sidecartemplate team-b/second'],
+      );
     } finally {
       api.deleteTemplate('team-b', 'first');
       api.deleteTemplate('team-b', 'second');
@@ -126,7 +162,10 @@ describe('lint with --templates-source cluster (issue 23)', () => {
 
 /** The set the injector serves from these objects, as the API answers them. */
 function setOf(...objects: any[]): TemplateSet {
-  return clusterSet(objects.map((o) => ({ key: `${o.metadata.namespace}/${o.metadata.name}`, created: '', candidates: [compiled(o)] })), 'sidecar-injector').set;
+  return clusterSet(
+    objects.map((o) => ({ key: `${o.metadata.namespace}/${o.metadata.name}`, created: '', candidates: [compiled(o)] })),
+    'sidecar-injector',
+  ).set;
 }
 
 function compiled(obj: any): CompiledTemplate {
@@ -151,7 +190,8 @@ describe('drift with --templates-source cluster (issue 23)', () => {
     const set = setOf(wide, teams);
     const wideOnly = setOf(wide);
     const old = setOf({ apiVersion: wide.apiVersion, kind: wide.kind, ...sct('sidecar-injector', 'log', 'registry.example.com/log:1', { default: true }) });
-    for (const name of ['team-a', 'team-b']) api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: { 'kubernetes.io/metadata.name': name } } });
+    for (const name of ['team-a', 'team-b'])
+      api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: { 'kubernetes.io/metadata.name': name } } });
     api.putObject(runningPod(setFor(set, 'team-a'), { namespace: 'team-a', name: 'own' }));
     api.putObject(runningPod(wideOnly, { namespace: 'team-a', name: 'before-own' }));
     api.putObject(runningPod(wideOnly, { namespace: 'team-b', name: 'wide' }));
@@ -179,13 +219,19 @@ describe('drift with --templates-source cluster (issue 23)', () => {
     ]);
     assert.deepEqual([json.injected, json.stale, json.missing], [4, 2, 0]);
     const text = await cli(['drift', '-A', ...kube]);
-    assert.match(text.out, /\n\nnamespace team-a: 1 stale, 0 missing, 1 current\nnamespace team-b: 1 stale, 0 missing, 1 current\n\n2 of 4 injected pod\(s\) in all namespaces are out of date, in 2 workload\(s\) \(templates: sidecartemplates in sidecar-injector, digest [0-9a-f]+\)\n$/);
+    assert.match(
+      text.out,
+      /\n\nnamespace team-a: 1 stale, 0 missing, 1 current\nnamespace team-b: 1 stale, 0 missing, 1 current\n\n2 of 4 injected pod\(s\) in all namespaces are out of date, in 2 workload\(s\) \(templates: sidecartemplates in sidecar-injector, digest [0-9a-f]+\)\n$/,
+    );
     // One namespace: its line would repeat the overall one.
     assert.doesNotMatch((await cli(['drift', '-n', 'team-a', ...kube])).out, /^namespace team-a:/m);
   });
 
   it('refuses --templates-source with --templates-dir or --templates-configmap', async () => {
-    for (const flag of [['--templates-dir', 'templates'], ['--templates-configmap', 'sidecar-injector/t']]) {
+    for (const flag of [
+      ['--templates-dir', 'templates'],
+      ['--templates-configmap', 'sidecar-injector/t'],
+    ]) {
       const r = await cli(['drift', '-A', ...flag, ...kube]);
       assert.equal(r.code, 2);
       assert.match(r.err, /option '--templates-source <source>' cannot be used with option '--templates-(dir|configmap)/);
@@ -200,11 +246,12 @@ describe('drift with --templates-source cluster (issue 23)', () => {
  * (sidecar-injector-template-reader). The API stand-in refuses everything else with 403, so a
  * cluster-wide list fails, as it does for such a team in a real cluster.
  */
-describe('lint, inject and explain with a team\'s rights', () => {
+describe("lint, inject and explain with a team's rights", () => {
   let api: FakeApiServer;
   let kube: string[];
   let pod: string;
-  const teamRights = (method: string, path: string): boolean => method === 'GET' && /^\/apis\/sidecar-injector\.io\/v1alpha1\/namespaces\/(team-a|sidecar-injector)\/sidecartemplates(\/[^/]+)?$/.test(path);
+  const teamRights = (method: string, path: string): boolean =>
+    method === 'GET' && /^\/apis\/sidecar-injector\.io\/v1alpha1\/namespaces\/(team-a|sidecar-injector)\/sidecartemplates(\/[^/]+)?$/.test(path);
   before(async () => {
     api = await startFakeApiServer();
     kube = ['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig];
@@ -214,7 +261,10 @@ describe('lint, inject and explain with a team\'s rights', () => {
     api.grantOnly(teamRights);
     const dir = await mkdtemp(join(tmpdir(), 'team-rights-'));
     pod = join(dir, 'pod.yaml');
-    await writeFile(pod, 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: {sidecar-injector.io/inject: "true"}\nspec:\n  containers: [{name: web, image: nginx}]\n');
+    await writeFile(
+      pod,
+      'apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: {sidecar-injector.io/inject: "true"}\nspec:\n  containers: [{name: web, image: nginx}]\n',
+    );
   });
   after(() => api.close());
 
@@ -227,7 +277,10 @@ describe('lint, inject and explain with a team\'s rights', () => {
   it('injects and explains a team-a pod', async () => {
     const injected = await cli(['inject', '-f', pod, '-n', 'team-a', ...kube]);
     assert.equal(injected.code, 0, injected.err);
-    assert.deepEqual(parse(injected.out).spec.containers.map((c: any) => c.image), ['nginx', 'registry.example.com/mesh:1']);
+    assert.deepEqual(
+      parse(injected.out).spec.containers.map((c: any) => c.image),
+      ['nginx', 'registry.example.com/mesh:1'],
+    );
     const explained = await cli(['explain', '-f', pod, '-n', 'team-a', ...kube]);
     assert.equal(explained.code, 0, explained.err);
     assert.match(explained.out, /mesh/);

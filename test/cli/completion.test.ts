@@ -15,7 +15,7 @@ function complete(script: string, words: readonly string[]): string[] {
 }
 
 describe('sidecar-injector completion', { skip: !hasBash && 'bash is not installed' }, () => {
-  it('completes commands, each command\'s own flags, and the values of flags with choices', async () => {
+  it("completes commands, each command's own flags, and the values of flags with choices", async () => {
     const r = await cli(['completion', 'bash']);
     assert.equal(r.code, 0, r.err);
     assert.deepEqual(complete(r.out, ['sidecar-injector', 'dr']), ['drift']);
@@ -23,7 +23,7 @@ describe('sidecar-injector completion', { skip: !hasBash && 'bash is not install
     assert.deepEqual(complete(r.out, ['sidecar-injector', 'lint', '--pod-security', '']), ['privileged', 'baseline', 'restricted', 'none']);
     assert.deepEqual(complete(r.out, ['sidecar-injector', 'inject', '-o', 'j']), ['json']);
     assert.deepEqual(complete(r.out, ['sidecar-injector', 'serve', '--max-inf']), ['--max-inflight']);
-    assert.ok(!complete(r.out, ['sidecar-injector', 'inject', '--']).includes('--pod-security'), 'lint\'s flag is not offered to inject');
+    assert.ok(!complete(r.out, ['sidecar-injector', 'inject', '--']).includes('--pod-security'), "lint's flag is not offered to inject");
   });
 
   it('refuses a shell it has no script for', async () => {

@@ -18,12 +18,25 @@ const batch = (kind: string, name: string) => ({ apiVersion: 'batch/v1', kind, n
  * A controller as the apiserver stores it: uid `uid-NAME` (the helpers' pods reference their owner
  * so), a selector on `app`, a pod template with that label, and its own controller when given.
  */
-const owned = (kind: string, namespace: string, name: string, app: string, owner?: { apiVersion: string; kind: string; name: string }, templateLabels: Record<string, string> = {}) => {
+const owned = (
+  kind: string,
+  namespace: string,
+  name: string,
+  app: string,
+  owner?: { apiVersion: string; kind: string; name: string },
+  templateLabels: Record<string, string> = {},
+) => {
   const template = { metadata: { labels: { app, ...templateLabels } } };
   return {
     apiVersion: kind === 'Job' || kind === 'CronJob' ? 'batch/v1' : 'apps/v1',
     kind,
-    metadata: { name, namespace, uid: `uid-${name}`, generation: 1, ...(owner !== undefined && { ownerReferences: [{ ...owner, uid: `uid-${owner.name}`, controller: true }] }) },
+    metadata: {
+      name,
+      namespace,
+      uid: `uid-${name}`,
+      generation: 1,
+      ...(owner !== undefined && { ownerReferences: [{ ...owner, uid: `uid-${owner.name}`, controller: true }] }),
+    },
     spec: kind === 'CronJob' ? { jobTemplate: { spec: { template } } } : { selector: { matchLabels: { app } }, template },
   };
 };
@@ -37,8 +50,14 @@ function seed(api: FakeApiServer): void {
   const current = templates();
   const old = oldTemplates();
   const withRetired = templates(undefined, [RETIRED]);
-  for (const name of ['shop', 'billing', 'sidecar-injector']) api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: { 'kubernetes.io/metadata.name': name } } });
-  api.putObject({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' }, data: Object.fromEntries(['log-agent.yaml', 'mesh.yaml'].map((f) => [f, readFileSync(join(TEMPLATES_DIR, f), 'utf8')])) });
+  for (const name of ['shop', 'billing', 'sidecar-injector'])
+    api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: { 'kubernetes.io/metadata.name': name } } });
+  api.putObject({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' },
+    data: Object.fromEntries(['log-agent.yaml', 'mesh.yaml'].map((f) => [f, readFileSync(join(TEMPLATES_DIR, f), 'utf8')])),
+  });
   api.putObject(owned('Deployment', 'shop', 'web', 'web', undefined, optedIn));
   api.putObject(owned('ReplicaSet', 'shop', 'web-7c9f8b6d4', 'web', apps('Deployment', 'web'), optedIn));
   api.putObject(owned('ReplicaSet', 'shop', 'web-5d4f9c8b7', 'web', apps('Deployment', 'web'), optedIn));
@@ -55,17 +74,36 @@ function seed(api: FakeApiServer): void {
     runningPod(old, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'a1b2c', owner: apps('ReplicaSet', 'web-7c9f8b6d4'), labels: app('web') }),
     runningPod(old, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', suffix: 'd4e5f', owner: apps('ReplicaSet', 'web-7c9f8b6d4'), labels: app('web') }),
     runningPod(current, { namespace: 'shop', name: 'db-0', owner: apps('StatefulSet', 'db'), labels: app('db') }),
-    runningPod(withRetired, { namespace: 'shop', generateName: 'node-agent-', owner: apps('DaemonSet', 'node-agent'), labels: app('node-agent'), annotations: { 'sidecar-injector.io/templates': 'log-agent,retired' } }),
+    runningPod(withRetired, {
+      namespace: 'shop',
+      generateName: 'node-agent-',
+      owner: apps('DaemonSet', 'node-agent'),
+      labels: app('node-agent'),
+      annotations: { 'sidecar-injector.io/templates': 'log-agent,retired' },
+    }),
     runningPod(old, { namespace: 'shop', generateName: 'nightly-29123-', owner: batch('Job', 'nightly-29123'), labels: app('nightly') }),
     runningPod(old, { namespace: 'shop', generateName: 'migrate-', owner: batch('Job', 'migrate'), labels: app('migrate') }),
     runningPod(old, { namespace: 'shop', name: 'debug' }),
     // A finished Job's pod runs nothing: never listed, though stale.
-    runningPod(old, { namespace: 'shop', generateName: 'migrate-', suffix: 'done1', owner: batch('Job', 'migrate'), labels: app('migrate'), phase: 'Succeeded' }),
+    runningPod(old, {
+      namespace: 'shop',
+      generateName: 'migrate-',
+      suffix: 'done1',
+      owner: batch('Job', 'migrate'),
+      labels: app('migrate'),
+      phase: 'Succeeded',
+    }),
     // Another team's namespace: only with -A.
     runningPod(old, { namespace: 'billing', name: 'invoices-0', owner: apps('StatefulSet', 'invoices'), labels: app('invoices') }),
   ];
   for (const pod of pods) api.putObject(pod);
-  api.putObject({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'plain', namespace: 'shop' }, spec: { containers: [{ name: 'a', image: 'a' }] }, status: { phase: 'Running' } });
+  api.putObject({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'plain', namespace: 'shop' },
+    spec: { containers: [{ name: 'a', image: 'a' }] },
+    status: { phase: 'Running' },
+  });
 }
 
 describe('sidecar-injector drift (against a fake API server, through a kubeconfig)', () => {
@@ -87,7 +125,10 @@ describe('sidecar-injector drift (against a fake API server, through a kubeconfi
     assert.match(r.out, /\n {2}roll: kubectl -n shop rollout restart deployment\/web\n/);
     assert.match(r.out, /node-agent-x7k2p: template "retired" no longer exists/);
     assert.doesNotMatch(r.out, /db-0|q2w3e|plain|done1|invoices/);
-    assert.match(r.out, /6 of 8 injected pod\(s\) in namespace shop are out of date, in 5 workload\(s\) \(templates: configmap sidecar-injector\/sidecar-injector-templates/);
+    assert.match(
+      r.out,
+      /6 of 8 injected pod\(s\) in namespace shop are out of date, in 5 workload\(s\) \(templates: configmap sidecar-injector\/sidecar-injector-templates/,
+    );
   });
 
   it('lists every injected pod with --all, and prints JSON with -o json', async () => {
@@ -134,13 +175,19 @@ describe('sidecar-injector drift (against a fake API server, through a kubeconfi
     const home = await mkdtemp(join(tmpdir(), 'drift-home-'));
     const r = await withEnv({ HOME: home, KUBECONFIG: undefined, KUBERNETES_SERVICE_HOST: undefined }, () => cli(['drift']));
     assert.equal(r.code, 1);
-    assert.equal(r.err, 'sidecar-injector: cannot configure the Kubernetes client: no kubeconfig found ($KUBECONFIG is not set and ~/.kube/config does not exist); pass --kubeconfig or run in a pod with a ServiceAccount\n');
+    assert.equal(
+      r.err,
+      'sidecar-injector: cannot configure the Kubernetes client: no kubeconfig found ($KUBECONFIG is not set and ~/.kube/config does not exist); pass --kubeconfig or run in a pod with a ServiceAccount\n',
+    );
   });
 
   it('says what to do when the templates ConfigMap is not there, or named wrongly', async () => {
     const missing = await cli(['drift', '-n', 'shop', '--templates-configmap', 'sidecar-injector/nope', ...kube]);
     assert.equal(missing.code, 1);
-    assert.equal(missing.err, 'sidecar-injector: ConfigMap sidecar-injector/nope not found; name the installed templates with --templates-configmap NAMESPACE/NAME, or compare with a directory with --templates-dir\n');
+    assert.equal(
+      missing.err,
+      'sidecar-injector: ConfigMap sidecar-injector/nope not found; name the installed templates with --templates-configmap NAMESPACE/NAME, or compare with a directory with --templates-dir\n',
+    );
     // A revision's templates are its own ConfigMap, named as components/revision and the chart name it.
     const revision = await cli(['drift', '-n', 'shop', '--revision', 'canary', ...kube]);
     assert.equal(revision.code, 1);
@@ -153,7 +200,10 @@ describe('sidecar-injector drift (against a fake API server, through a kubeconfi
   it('says which call failed when the API server refuses', async () => {
     const r = await cli(['drift', '-n', 'shop', '--kubeconfig', await wrongTokenKubeconfig(api)]);
     assert.equal(r.code, 1);
-    assert.match(r.err, /^sidecar-injector: Kubernetes API call (list pods|list replicasets|list jobs|get namespace shop|list mutatingwebhookconfigurations|get configmap sidecar-injector\/sidecar-injector-templates) failed: HTTP 401: Unauthorized\n$/);
+    assert.match(
+      r.err,
+      /^sidecar-injector: Kubernetes API call (list pods|list replicasets|list jobs|get namespace shop|list mutatingwebhookconfigurations|get configmap sidecar-injector\/sidecar-injector-templates) failed: HTTP 401: Unauthorized\n$/,
+    );
   });
 });
 
@@ -169,15 +219,39 @@ const MUTATING = { apiVersion: 'admissionregistration.k8s.io/v1', ...SHIPPED_WEB
 async function coldStartCluster(rollouts: Record<string, Rollout> = {}, webhooks = [MUTATING]): Promise<FakeApiServer> {
   const api = await startFakeApiServer();
   for (const w of webhooks) api.putWebhookConfig('mutating', w);
-  api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'orders', labels: { 'kubernetes.io/metadata.name': 'orders', 'sidecar-injector.io/inject': 'true' } } });
+  api.putObject({
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: 'orders', labels: { 'kubernetes.io/metadata.name': 'orders', 'sidecar-injector.io/inject': 'true' } },
+  });
   api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'sidecar-injector', labels: { 'kubernetes.io/metadata.name': 'sidecar-injector' } } });
-  api.putObject({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' }, data: Object.fromEntries(['log-agent.yaml', 'mesh.yaml'].map((f) => [f, readFileSync(join(TEMPLATES_DIR, f), 'utf8')])) });
+  api.putObject({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' },
+    data: Object.fromEntries(['log-agent.yaml', 'mesh.yaml'].map((f) => [f, readFileSync(join(TEMPLATES_DIR, f), 'utf8')])),
+  });
   api.putObject(owned('ReplicaSet', 'orders', 'api-6b8d7f9c5', 'api', apps('Deployment', 'api')));
   api.putObject(owned('Job', 'orders', 'report', 'report'));
-  const workload = (kind: string, name: string, spec: object, status: object) => ({ apiVersion: 'apps/v1', kind, metadata: { name, namespace: 'orders', uid: `uid-${name}`, generation: 1 }, spec: { selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } } }, ...spec }, status: { observedGeneration: 1, ...status } });
+  const workload = (kind: string, name: string, spec: object, status: object) => ({
+    apiVersion: 'apps/v1',
+    kind,
+    metadata: { name, namespace: 'orders', uid: `uid-${name}`, generation: 1 },
+    spec: { selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } } }, ...spec },
+    status: { observedGeneration: 1, ...status },
+  });
   api.putObject(workload('Deployment', 'api', { replicas: 2 }, { replicas: 2, updatedReplicas: 2, readyReplicas: 2, availableReplicas: 2 }));
-  api.putObject(workload('StatefulSet', 'ledger', { replicas: 1, updateStrategy: { type: 'RollingUpdate' } }, { replicas: 1, readyReplicas: 1, currentRevision: 'ledger-1', updateRevision: 'ledger-1' }));
-  api.putObject(workload('DaemonSet', 'agent', { updateStrategy: { type: 'RollingUpdate' } }, { desiredNumberScheduled: 2, updatedNumberScheduled: 2, numberAvailable: 2 }));
+  api.putObject(
+    workload(
+      'StatefulSet',
+      'ledger',
+      { replicas: 1, updateStrategy: { type: 'RollingUpdate' } },
+      { replicas: 1, readyReplicas: 1, currentRevision: 'ledger-1', updateRevision: 'ledger-1' },
+    ),
+  );
+  api.putObject(
+    workload('DaemonSet', 'agent', { updateStrategy: { type: 'RollingUpdate' } }, { desiredNumberScheduled: 2, updatedNumberScheduled: 2, numberAvailable: 2 }),
+  );
   for (const [name, rollout] of Object.entries(rollouts)) {
     const [kind, n] = name.split('/');
     api.setRollout(kind!, 'orders', n!, rollout);
@@ -203,12 +277,18 @@ describe('sidecar-injector drift: missing sidecars and --restart (against a fake
     try {
       const text = await cli(['drift', '-n', 'orders', '--kubeconfig', api.kubeconfig]);
       assert.equal(text.code, 0, text.err);
-      assert.match(text.out, /^orders Deployment\/api: 2 pod\(s\) missing their sidecars\n {2}api-6b8d7f9c5-a1b2c: no sidecars: the namespace is labelled sidecar-injector.io\/inject="true" and the pod has no sidecar-injector.io\/inject label, would get "log-agent"\n/m);
+      assert.match(
+        text.out,
+        /^orders Deployment\/api: 2 pod\(s\) missing their sidecars\n {2}api-6b8d7f9c5-a1b2c: no sidecars: the namespace is labelled sidecar-injector.io\/inject="true" and the pod has no sidecar-injector.io\/inject label, would get "log-agent"\n/m,
+      );
       assert.match(text.out, /\n {2}roll: kubectl -n orders rollout restart deployment\/api\n/);
       assert.match(text.out, /^orders StatefulSet\/ledger: 1 of 1 pod\(s\) out of date\n/m);
       assert.match(text.out, /^orders Pod\/one-off: 1 pod\(s\) missing their sidecars\n/m);
       assert.doesNotMatch(text.out, /opted-out/);
-      assert.match(text.out, /1 of 1 injected pod\(s\) in namespace orders are out of date; 5 opted-in pod\(s\) run without their sidecars, in 5 workload\(s\)/);
+      assert.match(
+        text.out,
+        /1 of 1 injected pod\(s\) in namespace orders are out of date; 5 opted-in pod\(s\) run without their sidecars, in 5 workload\(s\)/,
+      );
       assert.equal(text.err, '');
       const json = JSON.parse((await cli(['drift', '-n', 'orders', '-o', 'json', '--kubeconfig', api.kubeconfig])).out);
       assert.deepEqual([json.injected, json.stale, json.missing], [1, 1, 5]);
@@ -249,7 +329,10 @@ describe('sidecar-injector drift: missing sidecars and --restart (against a fake
       const r = await cli(['drift', '-n', 'orders', '-o', 'json', '--kubeconfig', api.kubeconfig]);
       assert.equal(r.code, 0, r.err);
       assert.deepEqual(JSON.parse(r.out).missing, 5);
-      assert.equal(r.err, "note: no MutatingWebhookConfiguration holds the injector's webhooks (inject.sidecar-injector.io, namespace.inject.sidecar-injector.io): judging which pods are opted in by manifests/base/webhooks.yaml\n");
+      assert.equal(
+        r.err,
+        "note: no MutatingWebhookConfiguration holds the injector's webhooks (inject.sidecar-injector.io, namespace.inject.sidecar-injector.io): judging which pods are opted in by manifests/base/webhooks.yaml\n",
+      );
     } finally {
       await api.close();
     }
@@ -272,7 +355,10 @@ describe('sidecar-injector drift: missing sidecars and --restart (against a fake
         ].join('\n'),
       );
       assert.deepEqual(api.patches, []);
-      assert.deepEqual(api.calls.filter((c) => c.method !== 'GET'), []);
+      assert.deepEqual(
+        api.calls.filter((c) => c.method !== 'GET'),
+        [],
+      );
     } finally {
       await api.close();
     }
@@ -292,18 +378,32 @@ describe('sidecar-injector drift: missing sidecars and --restart (against a fake
         assert.match(at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
         assert.ok(Math.abs(Date.parse(at) - before) < 60_000);
       }
-      assert.equal(api.object('Deployment', 'orders', 'api').spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt'], api.patches[1]!.body.spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt']);
+      assert.equal(
+        api.object('Deployment', 'orders', 'api').spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt'],
+        api.patches[1]!.body.spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt'],
+      );
       // One at a time: a workload is patched only after the one before reads as rolled out.
-      const order = api.calls.filter((c) => c.path.startsWith('/apis/apps/v1/namespaces/orders/')).map((c) => `${c.method} ${c.path.split('/').slice(-2).join('/')}`);
+      const order = api.calls
+        .filter((c) => c.path.startsWith('/apis/apps/v1/namespaces/orders/'))
+        .map((c) => `${c.method} ${c.path.split('/').slice(-2).join('/')}`);
       const agentLast = order.lastIndexOf('GET daemonsets/agent');
-      assert.ok(agentLast < order.indexOf('PATCH deployments/api') && order.lastIndexOf('GET deployments/api') < order.indexOf('PATCH statefulsets/ledger'), order.join('\n'));
+      assert.ok(
+        agentLast < order.indexOf('PATCH deployments/api') && order.lastIndexOf('GET deployments/api') < order.indexOf('PATCH statefulsets/ledger'),
+        order.join('\n'),
+      );
       assert.match(r.out, /^will restart orders DaemonSet\/agent: 1 missing pod\(s\)\n/);
-      assert.match(r.out, /\norders DaemonSet\/agent: restarting\norders DaemonSet\/agent: waiting for the controller to observe the restart\norders DaemonSet\/agent: 1 out of 2 new pods have been updated\norders DaemonSet\/agent: successfully rolled out\n/);
+      assert.match(
+        r.out,
+        /\norders DaemonSet\/agent: restarting\norders DaemonSet\/agent: waiting for the controller to observe the restart\norders DaemonSet\/agent: 1 out of 2 new pods have been updated\norders DaemonSet\/agent: successfully rolled out\n/,
+      );
       assert.match(r.out, /\norders Deployment\/api: successfully rolled out\n/);
       assert.match(r.out, /\norders StatefulSet\/ledger: successfully rolled out: 1 pod\(s\) at revision ledger-new\n/);
       assert.match(r.out, /\nrestart: 3 restarted, 0 skipped, 0 failed, 0 not started of 3 workload\(s\)\n$/);
       // Bare pods and Jobs are never touched.
-      assert.deepEqual(api.calls.filter((c) => c.method !== 'GET' && c.method !== 'PATCH'), []);
+      assert.deepEqual(
+        api.calls.filter((c) => c.method !== 'GET' && c.method !== 'PATCH'),
+        [],
+      );
     } finally {
       await api.close();
     }
@@ -312,12 +412,31 @@ describe('sidecar-injector drift: missing sidecars and --restart (against a fake
   it('rolls at most --max-workloads workloads', async () => {
     const api = await coldStartCluster();
     try {
-      const r = await cli(['drift', '-n', 'orders', '--restart', '--max-workloads', '1', '--poll-interval', '10ms', '-o', 'json', '--kubeconfig', api.kubeconfig]);
+      const r = await cli([
+        'drift',
+        '-n',
+        'orders',
+        '--restart',
+        '--max-workloads',
+        '1',
+        '--poll-interval',
+        '10ms',
+        '-o',
+        'json',
+        '--kubeconfig',
+        api.kubeconfig,
+      ]);
       assert.equal(r.code, 0, r.err);
       assert.deepEqual(patched(api), ['daemonsets/agent']);
       const json = JSON.parse(r.out);
-      assert.deepEqual(json.restart.results.map((x: any) => `${x.kind}/${x.name}:${x.outcome}`), ['DaemonSet/agent:restarted']);
-      assert.deepEqual(json.restart.untouched.map((x: any) => `${x.kind}/${x.name}`), ['Deployment/api', 'Job/report', 'Pod/one-off', 'StatefulSet/ledger']);
+      assert.deepEqual(
+        json.restart.results.map((x: any) => `${x.kind}/${x.name}:${x.outcome}`),
+        ['DaemonSet/agent:restarted'],
+      );
+      assert.deepEqual(
+        json.restart.untouched.map((x: any) => `${x.kind}/${x.name}`),
+        ['Deployment/api', 'Job/report', 'Pod/one-off', 'StatefulSet/ledger'],
+      );
       assert.match(r.err, /leave orders Deployment\/api \(2 missing pod\(s\)\): over --max-workloads 1: run again to roll it/);
     } finally {
       await api.close();
@@ -354,7 +473,10 @@ describe('sidecar-injector drift: missing sidecars and --restart (against a fake
     try {
       const r = await cli(['drift', '-n', 'orders', '--restart', '--poll-interval', '10ms', '--kubeconfig', api.kubeconfig]);
       assert.equal(r.code, 1);
-      assert.match(r.out, /\norders DaemonSet\/agent: failed: Kubernetes API call patch daemonset orders\/agent failed: HTTP 403: daemonsets.apps "agent" is forbidden: User "drift" cannot patch/);
+      assert.match(
+        r.out,
+        /\norders DaemonSet\/agent: failed: Kubernetes API call patch daemonset orders\/agent failed: HTTP 403: daemonsets.apps "agent" is forbidden: User "drift" cannot patch/,
+      );
     } finally {
       await api.close();
     }
@@ -409,12 +531,21 @@ function authorizationOf(call: { method: string; path: string }): Authorization 
 type Rule = { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[]; namespace?: string };
 
 function rbacRules(file: string): Rule[] {
-  const docs = parseAllDocuments(readFileSync(file, 'utf8')).map((d) => d.toJS()).filter((o) => o?.rules);
+  const docs = parseAllDocuments(readFileSync(file, 'utf8'))
+    .map((d) => d.toJS())
+    .filter((o) => o?.rules);
   return docs.flatMap((o) => o.rules.map((r: Rule) => ({ ...r, ...(o.kind === 'Role' && { namespace: o.metadata.namespace }) })));
 }
 
 function granted(rules: readonly Rule[], q: Authorization): boolean {
-  return rules.some((r) => r.apiGroups.includes(q.group) && r.resources.includes(q.resource) && r.verbs.includes(q.verb) && (r.resourceNames === undefined || r.resourceNames.includes(q.name ?? '')) && (r.namespace === undefined || r.namespace === q.namespace));
+  return rules.some(
+    (r) =>
+      r.apiGroups.includes(q.group) &&
+      r.resources.includes(q.resource) &&
+      r.verbs.includes(q.verb) &&
+      (r.resourceNames === undefined || r.resourceNames.includes(q.name ?? '')) &&
+      (r.namespace === undefined || r.namespace === q.namespace),
+  );
 }
 
 /** Runs `fn` with these environment variables set (undefined: unset), then puts them back. */

@@ -10,12 +10,32 @@ describe('describeError', () => {
   // [what failed, the error, the one line the CLI prints]
   const cases: [string, unknown, string | RegExp][] = [
     ['a product error', new InjectorError('USAGE', ['inject: -f FILE is required']), /inject: -f FILE is required/],
-    ['a port in use', systemError({ code: 'EADDRINUSE', syscall: 'listen', address: '127.0.0.1', port: 8443 }), 'cannot listen on 127.0.0.1:8443: the port is already in use; stop the process that holds it or choose another with --port or --health-port'],
-    ['an address not on this machine', systemError({ code: 'EADDRNOTAVAIL', syscall: 'listen', address: '10.9.9.9', port: 8443 }), 'cannot listen on 10.9.9.9:8443: no such address on this machine; choose another with --host'],
-    ['a privileged port', systemError({ code: 'EACCES', syscall: 'listen', address: '0.0.0.0', port: 443 }), 'cannot listen on 0.0.0.0:443: permission denied; ports below 1024 need privileges, choose a higher --port or --health-port'],
-    ['an unreadable file', systemError({ code: 'EACCES', syscall: 'open', path: '/etc/webhook/certs/tls.key' }), "/etc/webhook/certs/tls.key: permission denied; check the file's permissions"],
+    [
+      'a port in use',
+      systemError({ code: 'EADDRINUSE', syscall: 'listen', address: '127.0.0.1', port: 8443 }),
+      'cannot listen on 127.0.0.1:8443: the port is already in use; stop the process that holds it or choose another with --port or --health-port',
+    ],
+    [
+      'an address not on this machine',
+      systemError({ code: 'EADDRNOTAVAIL', syscall: 'listen', address: '10.9.9.9', port: 8443 }),
+      'cannot listen on 10.9.9.9:8443: no such address on this machine; choose another with --host',
+    ],
+    [
+      'a privileged port',
+      systemError({ code: 'EACCES', syscall: 'listen', address: '0.0.0.0', port: 443 }),
+      'cannot listen on 0.0.0.0:443: permission denied; ports below 1024 need privileges, choose a higher --port or --health-port',
+    ],
+    [
+      'an unreadable file',
+      systemError({ code: 'EACCES', syscall: 'open', path: '/etc/webhook/certs/tls.key' }),
+      "/etc/webhook/certs/tls.key: permission denied; check the file's permissions",
+    ],
     ['a missing file', systemError({ code: 'ENOENT', syscall: 'open', path: 'ca.crt' }), 'ca.crt: no such file or directory'],
-    ['an unknown system error', systemError({ code: 'EIO' }), 'internal error: EIO from the system; please report it (set SIDECAR_INJECTOR_DEBUG=1 for the stack)'],
+    [
+      'an unknown system error',
+      systemError({ code: 'EIO' }),
+      'internal error: EIO from the system; please report it (set SIDECAR_INJECTOR_DEBUG=1 for the stack)',
+    ],
     ['a bug', new TypeError('x is undefined'), 'internal error: x is undefined; please report it (set SIDECAR_INJECTOR_DEBUG=1 for the stack)'],
     ['something thrown that is not an Error', 'oops', 'internal error: oops; please report it (set SIDECAR_INJECTOR_DEBUG=1 for the stack)'],
   ];

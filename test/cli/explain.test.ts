@@ -36,12 +36,18 @@ describe('sidecar-injector explain', () => {
       ],
     );
     assert.deepEqual(report.find((e: any) => e.object === 'Job default/migrate').warnings, []);
-    assert.match(report.find((e: any) => e.object === 'Job default/meshed').warnings.join('\n'), /template "mesh" adds "mesh-proxy" as a regular container to a Job's pod, which then never completes/);
+    assert.match(
+      report.find((e: any) => e.object === 'Job default/meshed').warnings.join('\n'),
+      /template "mesh" adds "mesh-proxy" as a regular container to a Job's pod, which then never completes/,
+    );
   });
 
   it('takes --namespace-labels into the shipped namespaceSelector (a runlevel 0 namespace is never sent)', async () => {
     const report = JSON.parse(await explain([...ARGS, '-o', 'json', '--namespace-labels', 'runlevel=0,team=a'], 0));
-    assert.ok(report.every((e: any) => e.reason === 'namespace-rule'), JSON.stringify(report.map((e: any) => e.reason)));
+    assert.ok(
+      report.every((e: any) => e.reason === 'namespace-rule'),
+      JSON.stringify(report.map((e: any) => e.reason)),
+    );
     const bad = await cli(['explain', ...ARGS, '--namespace-labels', 'runlevel']);
     assert.equal(bad.code, 2);
     assert.match(bad.err, /--namespace-labels <key=value,...>' argument 'runlevel' is invalid\. Expected key=value pairs separated by commas, got "runlevel"/);
@@ -50,21 +56,36 @@ describe('sidecar-injector explain', () => {
   it('says why, with which templates, where each goes, and what was overridden (text golden)', async () => {
     const text = await explain(ARGS);
     await golden('explain.txt', text);
-    assert.match(text, /Pod default\/defaults: injected with log-agent \(injected\)\n {2}- label sidecar-injector.io\/inject="true"\n {2}- no sidecar-injector.io\/templates annotation: the default templates apply/);
+    assert.match(
+      text,
+      /Pod default\/defaults: injected with log-agent \(injected\)\n {2}- label sidecar-injector.io\/inject="true"\n {2}- no sidecar-injector.io\/templates annotation: the default templates apply/,
+    );
     assert.match(text, /\* mesh: container "mesh-proxy" \(registry.example.com\/mesh-proxy:2.0.1\) in containers, first/);
     assert.match(text, /\* log-agent: .*image overridden to registry.example.com\/log-agent:2.0.0/);
     assert.match(text, /Pod default\/tuned: .*\n(?: {2}- .*\n)* {2}\* log-agent: .*; cpu request overridden to 250m; memory request overridden to 128Mi\n/);
-    assert.match(text, /Job default\/migrate: .*\n {2}- .*\n {2}- .*\n {2}- the pod belongs to a Job\n {2}\* log-agent: native sidecar "log-agent" .* in initContainers, first/);
+    assert.match(
+      text,
+      /Job default\/migrate: .*\n {2}- .*\n {2}- .*\n {2}- the pod belongs to a Job\n {2}\* log-agent: native sidecar "log-agent" .* in initContainers, first/,
+    );
     assert.match(text, /unknown sidecar template\(s\) "log-agnet"/);
-    assert.match(text, /Pod default\/refused: would be REJECTED \(override-refused\)\n(?: {2}- .*\n){2} {2}- annotation mesh.sidecar-injector.io\/cpu: "lots" is not a Kubernetes quantity/);
-    assert.match(text, /Pod default\/ignored: injected with mesh \(injected\)\n(?: {2}[-*] .*\n){3} {2}! warning: annotation mesh.sidecar-injector.io\/memory: template "mesh" does not allow overriding memory \(it allows cpu\); ignored/);
+    assert.match(
+      text,
+      /Pod default\/refused: would be REJECTED \(override-refused\)\n(?: {2}- .*\n){2} {2}- annotation mesh.sidecar-injector.io\/cpu: "lots" is not a Kubernetes quantity/,
+    );
+    assert.match(
+      text,
+      /Pod default\/ignored: injected with mesh \(injected\)\n(?: {2}[-*] .*\n){3} {2}! warning: annotation mesh.sidecar-injector.io\/memory: template "mesh" does not allow overriding memory \(it allows cpu\); ignored/,
+    );
   });
 
   it('exits 1 when any pod would be rejected, as inject does, and 0 when none would', async () => {
     const rejected = await cli(['explain', ...ARGS]);
     assert.equal(rejected.code, 1);
     assert.match(rejected.out, /would be REJECTED/);
-    const fine = await cli(['explain', '-f', '-', '--templates-dir', `${FIXTURES}/templates`], 'apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {sidecar-injector.io/inject: "true"}}\nspec: {containers: [{name: a, image: busybox}]}\n');
+    const fine = await cli(
+      ['explain', '-f', '-', '--templates-dir', `${FIXTURES}/templates`],
+      'apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {sidecar-injector.io/inject: "true"}}\nspec: {containers: [{name: a, image: busybox}]}\n',
+    );
     assert.equal(fine.code, 0, fine.err);
   });
 });

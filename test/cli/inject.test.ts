@@ -15,7 +15,9 @@ import { decodePatch, mutate, podReview } from '../helpers/review.js';
 
 const FIXTURES = 'test/fixtures/cli';
 const TEMPLATES = ['--templates-dir', `${FIXTURES}/templates`];
-const inputs = readdirSync(`${FIXTURES}/inputs`).filter((f) => f.endsWith('.yaml')).sort();
+const inputs = readdirSync(`${FIXTURES}/inputs`)
+  .filter((f) => f.endsWith('.yaml'))
+  .sort();
 
 function run(args: string[], stdin = ''): ReturnType<typeof cli> {
   return cli(['inject', ...args], stdin);
@@ -46,13 +48,22 @@ describe('sidecar-injector inject', () => {
       assert.ok(!spec.containers.some((c: any) => c.name === 'log-agent'), input);
     }
     const deployment = docs((await run(['-f', `${FIXTURES}/inputs/deployment.yaml`, ...TEMPLATES])).out)[0].spec.template.spec;
-    assert.deepEqual(deployment.containers.map((c: any) => [c.name, c.restartPolicy]), [['web', undefined], ['log-agent', undefined]]);
+    assert.deepEqual(
+      deployment.containers.map((c: any) => [c.name, c.restartPolicy]),
+      [
+        ['web', undefined],
+        ['log-agent', undefined],
+      ],
+    );
     assert.equal(deployment.initContainers, undefined);
   });
 
   it('puts a `placement: first` sidecar ahead of the application container', async () => {
     const deployment = docs((await run(['-f', `${FIXTURES}/inputs/multi.yaml`, ...TEMPLATES])).out)[1];
-    assert.deepEqual(deployment.spec.template.spec.containers.map((c: any) => c.name), ['mesh-proxy', 'web', 'log-agent']);
+    assert.deepEqual(
+      deployment.spec.template.spec.containers.map((c: any) => c.name),
+      ['mesh-proxy', 'web', 'log-agent'],
+    );
   });
 
   it('prints for a Pod with --patch exactly the patch /mutate answers', async () => {
@@ -68,7 +79,14 @@ describe('sidecar-injector inject', () => {
     const printed = await run(['-f', `${FIXTURES}/inputs/multi.yaml`, '--patch', ...TEMPLATES]);
     await golden('multi.patch.json', printed.out);
     const entries = JSON.parse(printed.out);
-    assert.deepEqual(entries.map((e: any) => [e.kind, e.patch.length > 0]), [['ConfigMap', false], ['Deployment', true], ['Service', false]]);
+    assert.deepEqual(
+      entries.map((e: any) => [e.kind, e.patch.length > 0]),
+      [
+        ['ConfigMap', false],
+        ['Deployment', true],
+        ['Service', false],
+      ],
+    );
     assert.ok(entries[1].patch.every((op: any) => op.path.startsWith('/spec/template/')));
   });
 
@@ -80,7 +98,7 @@ describe('sidecar-injector inject', () => {
     assert.equal(single.kind, 'Pod');
   });
 
-  it('uses --namespace for objects without one and keeps an object\'s own', async () => {
+  it("uses --namespace for objects without one and keeps an object's own", async () => {
     const out = docs((await run(['-f', `${FIXTURES}/inputs/list.yaml`, '--namespace', 'team-a', ...TEMPLATES])).out)[0];
     const status = JSON.parse(out.items[1].metadata.annotations['sidecar-injector.io/status']);
     assert.deepEqual(status.templates, ['mesh']);
@@ -109,7 +127,10 @@ describe('sidecar-injector inject', () => {
     const r = await run(['-f', '-', ...TEMPLATES], job);
     assert.equal(r.code, 1);
     assert.equal(r.out, '');
-    assert.match(r.err, /error: Job default\/clash: the validating webhook validate.sidecar-injector.io \(\/validate\) would reject it: pod opted in to sidecar injection but is missing: native sidecar "log-agent" in initContainers/);
+    assert.match(
+      r.err,
+      /error: Job default\/clash: the validating webhook validate.sidecar-injector.io \(\/validate\) would reject it: pod opted in to sidecar injection but is missing: native sidecar "log-agent" in initContainers/,
+    );
   });
 
   it('leaves alone the pods the shipped webhook configurations never send (kube-system)', async () => {
@@ -129,14 +150,15 @@ describe('sidecar-injector inject', () => {
     assert.match(r.err, /warning: Job default\/meshed: template "mesh" adds "mesh-proxy" as a regular container to a Job's pod, which then never completes/);
   });
 
-  it('renders {{ pod.name }} from the name fields each controller gives its pods, never the template\'s own name', async () => {
+  it("renders {{ pod.name }} from the name fields each controller gives its pods, never the template's own name", async () => {
     const podName = async (workload: string): Promise<string> => {
       const out = docs((await run(['-f', '-', ...TEMPLATES], workload)).out)[0];
       const spec = (out.spec.jobTemplate?.spec ?? out.spec).template.spec;
       const agent = [...(spec.initContainers ?? []), ...spec.containers].find((c: any) => c.name === 'log-agent');
       return agent.env.find((e: any) => e.name === 'POD_NAME').value;
     };
-    const template = '    metadata: {name: from-template, generateName: also-ignored-, labels: {sidecar-injector.io/inject: "true"}}\n    spec: {restartPolicy: Never, containers: [{name: m, image: busybox}]}\n';
+    const template =
+      '    metadata: {name: from-template, generateName: also-ignored-, labels: {sidecar-injector.io/inject: "true"}}\n    spec: {restartPolicy: Never, containers: [{name: m, image: busybox}]}\n';
     const cases: [string, string, string][] = [
       ['apps/v1', 'Deployment', 'web-<hash>-'],
       ['apps/v1', 'ReplicaSet', 'web-'],
@@ -148,9 +170,19 @@ describe('sidecar-injector inject', () => {
     for (const [apiVersion, kind, expected] of cases) {
       assert.equal(await podName(`apiVersion: ${apiVersion}\nkind: ${kind}\nmetadata: {name: web}\nspec:\n  template:\n${template}`), expected, kind);
     }
-    assert.equal(await podName(`apiVersion: batch/v1\nkind: Job\nmetadata: {name: web}\nspec:\n  completionMode: Indexed\n  template:\n${template}`), 'web-<index>-');
-    assert.equal(await podName(`apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: web}\nspec:\n  jobTemplate:\n    spec:\n      template:\n${template.replace(/^/gm, '    ')}`), 'web-<time>-');
-    const out = docs((await run(['-f', '-', ...TEMPLATES], `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n${template}`)).out)[0];
+    assert.equal(
+      await podName(`apiVersion: batch/v1\nkind: Job\nmetadata: {name: web}\nspec:\n  completionMode: Indexed\n  template:\n${template}`),
+      'web-<index>-',
+    );
+    assert.equal(
+      await podName(
+        `apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: web}\nspec:\n  jobTemplate:\n    spec:\n      template:\n${template.replace(/^/gm, '    ')}`,
+      ),
+      'web-<time>-',
+    );
+    const out = docs(
+      (await run(['-f', '-', ...TEMPLATES], `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n${template}`)).out,
+    )[0];
     assert.equal(out.spec.template.metadata.name, 'from-template', 'the output keeps the template as written');
     assert.equal(out.spec.template.metadata.ownerReferences, undefined);
   });
@@ -170,8 +202,9 @@ describe('sidecar-injector inject', () => {
     assert.match(explained.out, /^Job knative-serving\/storage-version-migration-serving-<suffix>: injected with log-agent \(injected\)\n/);
   });
 
-  it('gives a pod template without metadata the metadata its patch adds into (the controller\'s pod has a name)', async () => {
-    const job = 'apiVersion: batch/v1\nkind: Job\nmetadata: {name: bare}\nspec:\n  template:\n    spec: {restartPolicy: Never, containers: [{name: m, image: busybox}]}\n';
+  it("gives a pod template without metadata the metadata its patch adds into (the controller's pod has a name)", async () => {
+    const job =
+      'apiVersion: batch/v1\nkind: Job\nmetadata: {name: bare}\nspec:\n  template:\n    spec: {restartPolicy: Never, containers: [{name: m, image: busybox}]}\n';
     const args = ['-f', '-', ...TEMPLATES, '--namespace-labels', 'sidecar-injector.io/inject=true'];
     const r = await run(args, job);
     assert.equal(r.code, 0, r.err);
@@ -181,7 +214,7 @@ describe('sidecar-injector inject', () => {
     assert.deepEqual(applyPatchV4(parse(job), patch), docs(r.out)[0]);
   });
 
-  it('prints the pod the mutating webhook\'s own patch makes, applied as the apiserver applies it', async () => {
+  it("prints the pod the mutating webhook's own patch makes, applied as the apiserver applies it", async () => {
     const input = await readFile(`${FIXTURES}/inputs/pod.yaml`, 'utf8');
     const printed = docs((await run(['-f', '-', ...TEMPLATES], input)).out)[0];
     const answer = mutate(podReview(parse(input)).request, await loadTemplateSet(`${FIXTURES}/templates`));
@@ -191,7 +224,10 @@ describe('sidecar-injector inject', () => {
   it('refuses a bad -o value and a missing -f with a usage message and exit 2, a missing file with exit 1', async () => {
     const xml = await run(['-f', 'x.yaml', '-o', 'xml']);
     assert.deepEqual([xml.code, xml.out], [2, '']);
-    assert.match(xml.err, /^sidecar-injector inject: option '-o, --output <format>' argument 'xml' is invalid\. Allowed choices are yaml, json; see 'sidecar-injector inject --help'\n$/);
+    assert.match(
+      xml.err,
+      /^sidecar-injector inject: option '-o, --output <format>' argument 'xml' is invalid\. Allowed choices are yaml, json; see 'sidecar-injector inject --help'\n$/,
+    );
     const noFile = await run([...TEMPLATES]);
     assert.equal(noFile.code, 2);
     assert.match(noFile.err, /required option '-f, --filename <file>' not specified/);
@@ -201,7 +237,11 @@ describe('sidecar-injector inject', () => {
   });
 
   it('refuses an empty input (a pipe whose first command failed) with exit 1, as explain does', async () => {
-    for (const [command, stdin] of [['inject', ''], ['inject', '# only a comment\n---\n'], ['explain', '']]) {
+    for (const [command, stdin] of [
+      ['inject', ''],
+      ['inject', '# only a comment\n---\n'],
+      ['explain', ''],
+    ]) {
       const r = await cli([command!, '-f', '-', ...TEMPLATES], stdin);
       assert.deepEqual([r.code, r.out], [1, ''], command);
       assert.equal(r.err, 'sidecar-injector: cannot read standard input: it holds no Kubernetes object (it is empty, or only comments)\n');
@@ -217,7 +257,10 @@ describe('sidecar-injector inject', () => {
 });
 
 /** The documents of a text as kubectl reads them: the reference the output is held to. */
-const kubectlReads = (text: string): unknown[] => parseKubectl(text).map((d) => d.value).filter((v) => v !== null);
+const kubectlReads = (text: string): unknown[] =>
+  parseKubectl(text)
+    .map((d) => d.value)
+    .filter((v) => v !== null);
 
 /** Real manifests (see the header of each for its source) that hold YAML 1.1 traps. */
 const REAL = ['test/fixtures/yaml/argocd-redis-deployment.yaml', 'test/fixtures/yaml/calico-kube-controllers.yaml'];

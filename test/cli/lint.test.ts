@@ -67,7 +67,7 @@ describe('sidecar-injector lint', () => {
     assert.match(lax.err, /argument 'lax' is invalid\. Allowed choices are privileged, baseline, restricted, none/);
   });
 
-  it('takes --pod-security privileged, the Pod Security Standards\' own name for no restrictions, as none', async () => {
+  it("takes --pod-security privileged, the Pod Security Standards' own name for no restrictions, as none", async () => {
     const privileged = await lint([`${FIXTURES}/lint-pods`, '--pod-security', 'privileged']);
     const none = await lint([`${FIXTURES}/lint-pods`, '--pod-security', 'none']);
     assert.equal(privileged.code, 0, privileged.err);
@@ -90,7 +90,10 @@ describe('sidecar-injector lint', () => {
     assert.match(r.out, /no sidecar templates \(\*\.yaml, \*\.yml\) found in/);
     const missing = await lint([`${FIXTURES}/no-such-dir`]);
     assert.equal(missing.code, 1);
-    assert.equal(missing.err, `sidecar-injector: cannot read ${FIXTURES}/no-such-dir: no such directory; give lint the directory of SidecarTemplate YAML files (lint DIR)\n`);
+    assert.equal(
+      missing.err,
+      `sidecar-injector: cannot read ${FIXTURES}/no-such-dir: no such directory; give lint the directory of SidecarTemplate YAML files (lint DIR)\n`,
+    );
     const file = await lint([`${FIXTURES}/explain.yaml`]);
     assert.match(file.err, /^sidecar-injector: cannot read .*explain\.yaml: not a directory; give lint the directory/);
   });

@@ -36,14 +36,19 @@ describe('policies and lint --policies', () => {
       'template "log-agent": not compiled to a policy: overrides (image, cpu, memory) are read from annotations and checked by the webhook; not compiled to CEL; the webhook injects it\n' +
         'template "mesh": not compiled to a policy: overrides (cpu) are read from annotations and checked by the webhook; not compiled to CEL; the webhook injects it\n',
     );
-    const validating = (JSON.parse(r.out) as { items: { kind: string; spec: { validations?: { expression: string }[] } }[] }).items.find((o) => o.kind === 'ValidatingAdmissionPolicy')!;
+    const validating = (JSON.parse(r.out) as { items: { kind: string; spec: { validations?: { expression: string }[] } }[] }).items.find(
+      (o) => o.kind === 'ValidatingAdmissionPolicy',
+    )!;
     assert.match(validating.spec.validations![1]!.expression, /"log-agent", "mesh"/, 'a pod that selects them is refused, not left without sidecars');
   });
 
   it('lint --policies adds one line per template; lint alone prints what it always did', async () => {
     const r = await cli(['lint', 'templates', '--policies']);
     assert.equal(r.code, 0, r.err);
-    assert.match(r.out, /\npolicy: template "log-shipper": MutatingAdmissionPolicy sidecar-injector-log-shipper\npolicy: template "proxy": MutatingAdmissionPolicy sidecar-injector-proxy\n$/);
+    assert.match(
+      r.out,
+      /\npolicy: template "log-shipper": MutatingAdmissionPolicy sidecar-injector-log-shipper\npolicy: template "proxy": MutatingAdmissionPolicy sidecar-injector-proxy\n$/,
+    );
     const plain = await cli(['lint', 'templates']);
     assert.doesNotMatch(plain.out, /policy:/);
     const fixtures = await cli(['lint', 'test/fixtures/cli/templates', '--policies']);

@@ -34,7 +34,7 @@ describe('sidecar-injector (the command line)', () => {
     });
   }
 
-  it('shows serve\'s environment variables and defaults from the config table', async () => {
+  it("shows serve's environment variables and defaults from the config table", async () => {
     const r = await cli(['serve', '--help']);
     for (const o of Object.values(Options)) assert.ok(r.out.replace(/\s+/g, ' ').includes(`env ${o.env}`), o.env);
   });

@@ -12,7 +12,6 @@ import { admit, validatePod } from '../helpers/apiserver.js';
 import { CLI_ENTRY } from '../helpers/cli.js';
 import { optedInPod } from '../helpers/review.js';
 
-
 /** Runs the CLI to completion and returns its exit code and output. */
 function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -30,7 +29,9 @@ function runCli(args: string[]): Promise<{ code: number | null; stdout: string; 
  * kept once it logs the port it serves on (broken if it exits first).
  */
 function startServe(args: readonly string[]): { child: ChildProcess & { stdout: Readable }; logs: any[]; started: Promise<void> } {
-  const child = spawn(process.execPath, [...CLI_ENTRY, 'serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...CLI_ENTRY, 'serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const logs: any[] = [];
   const started = new Promise<void>((resolve, reject) => {
     createInterface({ input: child.stdout }).on('line', (line) => {
@@ -65,7 +66,10 @@ describe('sidecar-injector serve', () => {
       assert.equal(await exited, 0);
       const reviews = logs.filter((l) => l.msg === 'review');
       assert.equal(reviews.length, 3, 'one log line per review');
-      assert.deepEqual(reviews.map((l) => l.cached), [false, false, true]);
+      assert.deepEqual(
+        reviews.map((l) => l.cached),
+        [false, false, true],
+      );
       assert.equal(new Set(reviews.map((l) => l.uid)).size, 3);
       const review = reviews[0];
       assert.equal(review.decision, 'injected');
@@ -79,7 +83,10 @@ describe('sidecar-injector serve', () => {
 
   it('refuses to start with an invalid template, naming the file, template and path', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'bad-templates-'));
-    await writeFile(join(dir, 'broken.yaml'), 'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: broken\nspec:\n  containers:\n    - name: x\n');
+    await writeFile(
+      join(dir, 'broken.yaml'),
+      'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: broken\nspec:\n  containers:\n    - name: x\n',
+    );
     const { code, stderr } = await runCli(['serve', '--templates-dir', dir, '--port', '0', '--health-port', '0']);
     assert.equal(code, 1);
     assert.match(stderr, /broken\.yaml:7:\d+: template "broken": \/spec\/containers\/0: missing required field "image"/);
@@ -90,9 +97,22 @@ describe('sidecar-injector serve', () => {
     await once(taken, 'listening');
     try {
       const port = String((taken.address() as AddressInfo).port);
-      const { code, stderr } = await runCli(['serve', '--port', port, '--host', '127.0.0.1', '--health-port', '0', '--self-signed-dir', await mkdtemp(join(tmpdir(), 'taken-'))]);
+      const { code, stderr } = await runCli([
+        'serve',
+        '--port',
+        port,
+        '--host',
+        '127.0.0.1',
+        '--health-port',
+        '0',
+        '--self-signed-dir',
+        await mkdtemp(join(tmpdir(), 'taken-')),
+      ]);
       assert.equal(code, 1);
-      assert.equal(stderr, `sidecar-injector: cannot listen on 127.0.0.1:${port}: the port is already in use; stop the process that holds it or choose another with --port or --health-port\n`);
+      assert.equal(
+        stderr,
+        `sidecar-injector: cannot listen on 127.0.0.1:${port}: the port is already in use; stop the process that holds it or choose another with --port or --health-port\n`,
+      );
     } finally {
       taken.close();
     }
@@ -100,7 +120,14 @@ describe('sidecar-injector serve', () => {
 
   it('admits over TLS a pod whose sidecar a later webhook moved to the mirror given by --image-mirror (twice)', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'serve-mirror-'));
-    const { child, logs, started } = startServe(['--self-signed-dir', dir, '--image-mirror', 'quay.io=mirror.example.com/quay', '--image-mirror', 'docker.io=mirror.example.com/dockerhub']);
+    const { child, logs, started } = startServe([
+      '--self-signed-dir',
+      dir,
+      '--image-mirror',
+      'quay.io=mirror.example.com/quay',
+      '--image-mirror',
+      'docker.io=mirror.example.com/dockerhub',
+    ]);
     try {
       await started;
       assert.deepEqual(logs.find((l) => l.imageMirrors)?.imageMirrors, ['quay.io=mirror.example.com/quay', 'docker.io=mirror.example.com/dockerhub']);
@@ -128,7 +155,10 @@ describe('sidecar-injector serve', () => {
   it('refuses to start with an invalid --image-mirror, in one line naming the flag', async () => {
     const { code, stderr } = await runCli(['serve', '--image-mirror', 'docker.io=mirror', '--port', '0', '--health-port', '0']);
     assert.equal(code, 1);
-    assert.match(stderr, /^sidecar-injector: invalid configuration: --image-mirror \(SIDECAR_INJECTOR_IMAGE_MIRROR\): "docker\.io=mirror": the mirror "mirror" does not begin with a registry host[^\n]*\n$/);
+    assert.match(
+      stderr,
+      /^sidecar-injector: invalid configuration: --image-mirror \(SIDECAR_INJECTOR_IMAGE_MIRROR\): "docker\.io=mirror": the mirror "mirror" does not begin with a registry host[^\n]*\n$/,
+    );
   });
 
   it('refuses an invalid flag value, naming the flag', async () => {

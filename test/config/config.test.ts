@@ -8,7 +8,10 @@ import { serveConfig } from '../../src/cli/serve-flags.js';
 import { imageMirrors, Options } from '../../src/config/config.js';
 
 const refused = (argv: string[], env: NodeJS.ProcessEnv, message: RegExp) =>
-  assert.throws(() => serveConfig(argv, env), (err: unknown) => err instanceof InjectorError && err.code === 'CONFIG_INVALID' && message.test(err.message));
+  assert.throws(
+    () => serveConfig(argv, env),
+    (err: unknown) => err instanceof InjectorError && err.code === 'CONFIG_INVALID' && message.test(err.message),
+  );
 
 // Through serveConfig: the flags as `sidecar-injector serve` reads them (commander), then configFromFlags.
 describe('the configuration serve runs with', () => {
@@ -36,7 +39,11 @@ describe('the configuration serve runs with', () => {
 
   it('refuses an invalid value naming the flag, its variable and the value', () => {
     refused(['--port', '70000'], {}, /^invalid configuration: --port \(SIDECAR_INJECTOR_PORT\) must be <= 65535: 70000$/);
-    refused([], { SIDECAR_INJECTOR_LOG_LEVEL: 'loud' }, /--log-level \(SIDECAR_INJECTOR_LOG_LEVEL\) must be one of trace, debug, info, warn, error, fatal, silent: "loud"/);
+    refused(
+      [],
+      { SIDECAR_INJECTOR_LOG_LEVEL: 'loud' },
+      /--log-level \(SIDECAR_INJECTOR_LOG_LEVEL\) must be one of trace, debug, info, warn, error, fatal, silent: "loud"/,
+    );
     refused(['--drain-timeout', 'soon'], {}, /--drain-timeout \(SIDECAR_INJECTOR_DRAIN_TIMEOUT\) must be integer: "soon"/);
   });
 
@@ -48,27 +55,51 @@ describe('the configuration serve runs with', () => {
   });
 
   it('names every invalid value at once', () => {
-    refused(['--port=-1', '--max-inflight', '0'], {}, /--port \(SIDECAR_INJECTOR_PORT\) must be >= 0: -1; --max-inflight \(SIDECAR_INJECTOR_MAX_INFLIGHT\) must be >= 1: 0/);
+    refused(
+      ['--port=-1', '--max-inflight', '0'],
+      {},
+      /--port \(SIDECAR_INJECTOR_PORT\) must be >= 0: -1; --max-inflight \(SIDECAR_INJECTOR_MAX_INFLIGHT\) must be >= 1: 0/,
+    );
   });
 
   it('refuses an unknown flag and a positional argument, as usage errors of the command', () => {
     const usage = (argv: string[], code: string, message: RegExp) =>
-      assert.throws(() => serveConfig(argv, {}), (err: unknown) => err instanceof CommanderError && err.code === code && message.test(err.message));
+      assert.throws(
+        () => serveConfig(argv, {}),
+        (err: unknown) => err instanceof CommanderError && err.code === code && message.test(err.message),
+      );
     usage(['--prot', '1'], 'commander.unknownOption', /--prot/);
     usage(['serve'], 'commander.excessArguments', /too many arguments/);
   });
 
   it('takes --image-mirror repeated, or comma-separated in its variable, as one list', () => {
     const entries = (argv: string[], env: NodeJS.ProcessEnv) => imageMirrors(serveConfig(argv, env)).entries.map((m) => `${m.source}=${m.mirror}`);
-    assert.deepEqual(entries(['--image-mirror', 'docker.io=mirror.example.com/dockerhub', '--image-mirror=quay.io=mirror.example.com/quay'], {}), ['docker.io=mirror.example.com/dockerhub', 'quay.io=mirror.example.com/quay']);
-    assert.deepEqual(entries([], { SIDECAR_INJECTOR_IMAGE_MIRROR: 'docker.io=mirror.example.com/dockerhub, quay.io=mirror.example.com/quay' }), ['docker.io=mirror.example.com/dockerhub', 'quay.io=mirror.example.com/quay']);
-    assert.deepEqual(entries(['--image-mirror', 'ghcr.io=mirror.example.com/ghcr'], { SIDECAR_INJECTOR_IMAGE_MIRROR: 'docker.io=mirror.example.com/dockerhub' }), ['ghcr.io=mirror.example.com/ghcr']);
+    assert.deepEqual(entries(['--image-mirror', 'docker.io=mirror.example.com/dockerhub', '--image-mirror=quay.io=mirror.example.com/quay'], {}), [
+      'docker.io=mirror.example.com/dockerhub',
+      'quay.io=mirror.example.com/quay',
+    ]);
+    assert.deepEqual(entries([], { SIDECAR_INJECTOR_IMAGE_MIRROR: 'docker.io=mirror.example.com/dockerhub, quay.io=mirror.example.com/quay' }), [
+      'docker.io=mirror.example.com/dockerhub',
+      'quay.io=mirror.example.com/quay',
+    ]);
+    assert.deepEqual(
+      entries(['--image-mirror', 'ghcr.io=mirror.example.com/ghcr'], { SIDECAR_INJECTOR_IMAGE_MIRROR: 'docker.io=mirror.example.com/dockerhub' }),
+      ['ghcr.io=mirror.example.com/ghcr'],
+    );
     assert.deepEqual(entries([], {}), []);
   });
 
   it('refuses an invalid --image-mirror at start, in one line naming the flag and its variable', () => {
-    refused(['--image-mirror', 'docker.io'], {}, /^invalid configuration: --image-mirror \(SIDECAR_INJECTOR_IMAGE_MIRROR\): "docker\.io" is not SOURCE=MIRROR \(e\.g\. docker\.io=mirror\.example\.com\/dockerhub\)$/);
-    refused([], { SIDECAR_INJECTOR_IMAGE_MIRROR: 'docker.io=mirror.example.com,docker.io=mirror' }, /^invalid configuration: --image-mirror \(SIDECAR_INJECTOR_IMAGE_MIRROR\): "docker\.io=mirror": the mirror "mirror" does not begin with a registry host/);
+    refused(
+      ['--image-mirror', 'docker.io'],
+      {},
+      /^invalid configuration: --image-mirror \(SIDECAR_INJECTOR_IMAGE_MIRROR\): "docker\.io" is not SOURCE=MIRROR \(e\.g\. docker\.io=mirror\.example\.com\/dockerhub\)$/,
+    );
+    refused(
+      [],
+      { SIDECAR_INJECTOR_IMAGE_MIRROR: 'docker.io=mirror.example.com,docker.io=mirror' },
+      /^invalid configuration: --image-mirror \(SIDECAR_INJECTOR_IMAGE_MIRROR\): "docker\.io=mirror": the mirror "mirror" does not begin with a registry host/,
+    );
   });
 
   it("checks the settings with the generated validator: ajv's compiler never loads with the server", () => {

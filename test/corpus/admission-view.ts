@@ -43,7 +43,11 @@ export const TemplatesAnnotation = 'sidecar-injector.io/templates';
 function withoutNulls(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(withoutNulls);
   if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== null).map(([k, v]) => [k, withoutNulls(v)]));
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([, v]) => v !== null)
+      .map(([k, v]) => [k, withoutNulls(v)]),
+  );
 }
 
 /**
@@ -87,7 +91,12 @@ function controllerPod(kind: string, obj: Obj, namespace: string, optIn: (meta: 
       const pod = fromTemplate(obj['spec']['template']);
       const hash = shortHash(JSON.stringify(obj['spec']['template']));
       const rs = `${name}-${hash}`;
-      pod['metadata'] = { generateName: `${rs}-`, ...pod['metadata'], labels: { ...pod['metadata']['labels'], 'pod-template-hash': hash }, ownerReferences: [owner('ReplicaSet', 'apps/v1', rs, uidOf(rs))] };
+      pod['metadata'] = {
+        generateName: `${rs}-`,
+        ...pod['metadata'],
+        labels: { ...pod['metadata']['labels'], 'pod-template-hash': hash },
+        ownerReferences: [owner('ReplicaSet', 'apps/v1', rs, uidOf(rs))],
+      };
       return pod;
     }
     case 'ReplicaSet':
@@ -96,7 +105,12 @@ function controllerPod(kind: string, obj: Obj, namespace: string, optIn: (meta: 
       const pod = fromTemplate(obj['spec']['template']);
       const api = kind === 'ReplicationController' ? 'v1' : 'apps/v1';
       const labels = kind === 'DaemonSet' ? { 'controller-revision-hash': shortHash(name), 'pod-template-generation': '1' } : {};
-      pod['metadata'] = { generateName: `${name}-`, ...pod['metadata'], labels: { ...pod['metadata']['labels'], ...labels }, ownerReferences: [owner(kind, api, name, uid)] };
+      pod['metadata'] = {
+        generateName: `${name}-`,
+        ...pod['metadata'],
+        labels: { ...pod['metadata']['labels'], ...labels },
+        ownerReferences: [owner(kind, api, name, uid)],
+      };
       if (kind === 'DaemonSet') daemonSetScheduling(pod['spec']);
       return pod;
     }
@@ -106,7 +120,12 @@ function controllerPod(kind: string, obj: Obj, namespace: string, optIn: (meta: 
       pod['metadata'] = {
         name: podName,
         ...pod['metadata'],
-        labels: { ...pod['metadata']['labels'], 'apps.kubernetes.io/pod-index': '0', 'controller-revision-hash': `${name}-${shortHash(name)}`, 'statefulset.kubernetes.io/pod-name': podName },
+        labels: {
+          ...pod['metadata']['labels'],
+          'apps.kubernetes.io/pod-index': '0',
+          'controller-revision-hash': `${name}-${shortHash(name)}`,
+          'statefulset.kubernetes.io/pod-name': podName,
+        },
         ownerReferences: [owner('StatefulSet', 'apps/v1', name, uid)],
       };
       // pkg/controller/statefulset/stateful_set_utils.go updateStorage: each claim template becomes a
@@ -142,7 +161,13 @@ function jobPod(job: Obj, name: string, uid: string, fromTemplate: (t: Obj) => O
   pod['metadata'] = {
     generateName: `${name}-`,
     ...pod['metadata'],
-    labels: { ...pod['metadata']['labels'], 'batch.kubernetes.io/controller-uid': uid, 'batch.kubernetes.io/job-name': name, 'controller-uid': uid, 'job-name': name },
+    labels: {
+      ...pod['metadata']['labels'],
+      'batch.kubernetes.io/controller-uid': uid,
+      'batch.kubernetes.io/job-name': name,
+      'controller-uid': uid,
+      'job-name': name,
+    },
     finalizers: ['batch.kubernetes.io/job-tracking'],
     ownerReferences: [owner('Job', 'batch/v1', name, uid)],
   };
@@ -153,11 +178,19 @@ function jobPod(job: Obj, name: string, uid: string, fromTemplate: (t: Obj) => O
 function daemonSetScheduling(spec: Obj): void {
   spec['affinity'] = {
     ...spec['affinity'],
-    nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: ['node-1'] }] }] } },
+    nodeAffinity: {
+      requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: ['node-1'] }] }] },
+    },
   };
   const tolerations: Obj[] = spec['tolerations'] ?? [];
   for (const key of ['node.kubernetes.io/not-ready', 'node.kubernetes.io/unreachable']) tolerations.push({ key, operator: 'Exists', effect: 'NoExecute' });
-  for (const key of ['node.kubernetes.io/disk-pressure', 'node.kubernetes.io/memory-pressure', 'node.kubernetes.io/pid-pressure', 'node.kubernetes.io/unschedulable']) tolerations.push({ key, operator: 'Exists', effect: 'NoSchedule' });
+  for (const key of [
+    'node.kubernetes.io/disk-pressure',
+    'node.kubernetes.io/memory-pressure',
+    'node.kubernetes.io/pid-pressure',
+    'node.kubernetes.io/unschedulable',
+  ])
+    tolerations.push({ key, operator: 'Exists', effect: 'NoSchedule' });
   if (spec['hostNetwork'] === true) tolerations.push({ key: 'node.kubernetes.io/network-unavailable', operator: 'Exists', effect: 'NoSchedule' });
   spec['tolerations'] = tolerations;
 }
@@ -172,10 +205,7 @@ function applyServiceAccountAdmission(pod: Obj): void {
   const all: Obj[] = [...(spec['initContainers'] ?? []), ...(spec['containers'] ?? [])];
   if (all.some((c) => (c['volumeMounts'] ?? []).some((m: Obj) => m['mountPath'] === path))) return;
   const name = `kube-api-access-${shortHash(JSON.stringify(pod['metadata'])).slice(0, 5)}`;
-  spec['volumes'] = [
-    ...(spec['volumes'] ?? []),
-    kubeApiAccessVolume(name),
-  ];
+  spec['volumes'] = [...(spec['volumes'] ?? []), kubeApiAccessVolume(name)];
   for (const c of all) c['volumeMounts'] = [...(c['volumeMounts'] ?? []), { name, readOnly: true, mountPath: path }];
 }
 
@@ -247,7 +277,38 @@ function pullPolicy(image: string): string {
   return tag === '' || tag === 'latest' ? 'Always' : 'IfNotPresent';
 }
 
-const Sources = ['hostPath', 'emptyDir', 'gcePersistentDisk', 'awsElasticBlockStore', 'gitRepo', 'secret', 'nfs', 'iscsi', 'glusterfs', 'persistentVolumeClaim', 'rbd', 'flexVolume', 'cinder', 'cephfs', 'flocker', 'downwardAPI', 'fc', 'azureFile', 'configMap', 'vsphereVolume', 'quobyte', 'azureDisk', 'photonPersistentDisk', 'projected', 'portworxVolume', 'scaleIO', 'storageos', 'csi', 'ephemeral', 'image'];
+const Sources = [
+  'hostPath',
+  'emptyDir',
+  'gcePersistentDisk',
+  'awsElasticBlockStore',
+  'gitRepo',
+  'secret',
+  'nfs',
+  'iscsi',
+  'glusterfs',
+  'persistentVolumeClaim',
+  'rbd',
+  'flexVolume',
+  'cinder',
+  'cephfs',
+  'flocker',
+  'downwardAPI',
+  'fc',
+  'azureFile',
+  'configMap',
+  'vsphereVolume',
+  'quobyte',
+  'azureDisk',
+  'photonPersistentDisk',
+  'projected',
+  'portworxVolume',
+  'scaleIO',
+  'storageos',
+  'csi',
+  'ephemeral',
+  'image',
+];
 
 /** SetDefaults_Volume and the per-source defaults; a JSON null source is an absent one. */
 function defaultVolume(v: Obj): void {

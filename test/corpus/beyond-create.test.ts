@@ -17,7 +17,10 @@ import { admissionView, defaultPod } from './admission-view.js';
 import { corpusManifests, DefaultNamespace, pinDigests, SidecarsDir } from './corpus.js';
 import { podValidationErrors } from './pod-validation.js';
 
-const set = compileTemplateSet(readdirSync(SidecarsDir).map((file) => ({ file: join(SidecarsDir, file), text: readFileSync(join(SidecarsDir, file), 'utf8') })), 'corpus');
+const set = compileTemplateSet(
+  readdirSync(SidecarsDir).map((file) => ({ file: join(SidecarsDir, file), text: readFileSync(join(SidecarsDir, file), 'utf8') })),
+  'corpus',
+);
 const names = [...set.templates.keys()].sort();
 const manifests = corpusManifests();
 
@@ -52,7 +55,10 @@ const LaterWebhooks: Readonly<Record<string, (pod: any) => void>> = {
   'a Vault agent injected after ours': (pod) => {
     const s = pod.spec;
     s.volumes = [...(s.volumes ?? []), { name: 'later-vault-secrets', emptyDir: { medium: 'Memory' } }];
-    s.initContainers = [...(s.initContainers ?? []), { name: 'later-vault-init', image: 'hashicorp/vault:1.15.2', volumeMounts: [{ name: 'later-vault-secrets', mountPath: '/vault/later' }] }];
+    s.initContainers = [
+      ...(s.initContainers ?? []),
+      { name: 'later-vault-init', image: 'hashicorp/vault:1.15.2', volumeMounts: [{ name: 'later-vault-secrets', mountPath: '/vault/later' }] },
+    ];
     for (const c of s.containers) c.volumeMounts = [...(c.volumeMounts ?? []), { name: 'later-vault-secrets', mountPath: '/vault/later' }];
     s.containers = [...s.containers, { name: 'later-vault-agent', image: 'hashicorp/vault:1.15.2' }];
   },
@@ -66,7 +72,12 @@ const LaterWebhooks: Readonly<Record<string, (pod: any) => void>> = {
   },
   // A policy engine (Kyverno, Gatekeeper mutation): securityContext on every container and the pod, a label.
   'a policy engine that sets securityContext': (pod) => {
-    for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) c.securityContext = { ...c.securityContext, allowPrivilegeEscalation: c.securityContext?.privileged === true ? undefined : false, seccompProfile: { type: 'RuntimeDefault' } };
+    for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers])
+      c.securityContext = {
+        ...c.securityContext,
+        allowPrivilegeEscalation: c.securityContext?.privileged === true ? undefined : false,
+        seccompProfile: { type: 'RuntimeDefault' },
+      };
     pod.spec.securityContext = { ...pod.spec.securityContext, seccompProfile: { type: 'RuntimeDefault' } };
     pod.metadata.labels = { ...pod.metadata.labels, 'policy.example.com/checked': 'true' };
   },
@@ -114,7 +125,13 @@ describe('the corpus after other mutating webhooks ran after ours', () => {
 });
 
 /** Reviews of an existing pod: the operation, the subresource and the request's kind, as the apiserver sends them. */
-const OtherReviews: readonly { readonly what: string; readonly operation: string; readonly subResource?: string; readonly kind?: string; readonly object: 'pod' | 'none' }[] = [
+const OtherReviews: readonly {
+  readonly what: string;
+  readonly operation: string;
+  readonly subResource?: string;
+  readonly kind?: string;
+  readonly object: 'pod' | 'none';
+}[] = [
   { what: 'a label or annotation edit (UPDATE)', operation: 'UPDATE', object: 'pod' },
   { what: 'kubectl debug (UPDATE of pods/ephemeralcontainers)', operation: 'UPDATE', subResource: 'ephemeralcontainers', object: 'pod' },
   { what: 'an in-place resize (UPDATE of pods/resize)', operation: 'UPDATE', subResource: 'resize', object: 'pod' },
@@ -139,7 +156,10 @@ describe('the corpus pods in reviews other than their CREATE', () => {
           review.request.oldObject = pod;
           if (r.subResource !== undefined) review.request.subResource = r.subResource;
           if (r.kind !== undefined) review.request.kind = { group: '', version: 'v1', kind: r.kind };
-          for (const [name, handler] of [['/mutate', mutate], ['/validate', validate]] as const) {
+          for (const [name, handler] of [
+            ['/mutate', mutate],
+            ['/validate', validate],
+          ] as const) {
             const { response } = handler(review.request, set);
             if (response.allowed !== true || response.patch !== undefined) wrong.push(`${a.key} ${name}: ${JSON.stringify(response).slice(0, 200)}`);
           }
@@ -176,7 +196,25 @@ describe('the corpus pods in reviews other than their CREATE', () => {
 });
 
 /** Values a pod's fields never hold from the apiserver, which only other clients send. */
-const Odd: readonly unknown[] = [null, 0, -1, 1e300, '', 'x'.repeat(300), '__proto__', [], [null], {}, JSON.parse('{"__proto__":{"polluted":1}}'), { constructor: { prototype: { polluted: 1 } } }, true, 'Always', { toString: 'x' }, '\u0000\ud800', '~1/~0'];
+const Odd: readonly unknown[] = [
+  null,
+  0,
+  -1,
+  1e300,
+  '',
+  'x'.repeat(300),
+  '__proto__',
+  [],
+  [null],
+  {},
+  JSON.parse('{"__proto__":{"polluted":1}}'),
+  { constructor: { prototype: { polluted: 1 } } },
+  true,
+  'Always',
+  { toString: 'x' },
+  '\u0000\ud800',
+  '~1/~0',
+];
 
 describe('hostile variants of the corpus pods', () => {
   it('are answered by both handlers with a verdict or a 4xx, never a fault; every patch applies; no prototype is touched', () => {
@@ -196,14 +234,18 @@ describe('hostile variants of the corpus pods', () => {
           const path = paths[rnd(paths.length)]!;
           const parent = path.slice(0, -1).reduce<any>((o, k) => (o !== null && typeof o === 'object' ? o[k] : undefined), pod);
           if (parent === null || typeof parent !== 'object') continue;
-          const key = rnd(4) === 0 && !Array.isArray(parent) ? ['__proto__', 'constructor', 'name', 'resources', 'restartPolicy'][rnd(5)]! : path[path.length - 1]!;
+          const key =
+            rnd(4) === 0 && !Array.isArray(parent) ? ['__proto__', 'constructor', 'name', 'resources', 'restartPolicy'][rnd(5)]! : path[path.length - 1]!;
           const value = Odd[rnd(Odd.length)];
           // JSON text, as it arrives: `__proto__` becomes an own key, as JSON.parse makes it.
           Object.defineProperty(parent, key, { value: structuredClone(value), enumerable: true, writable: true, configurable: true });
           done.push(`${[...path.slice(0, -1), key].join('.')}=${JSON.stringify(value)}`);
         }
         const request = JSON.parse(JSON.stringify(podReview(pod, { namespace }))).request;
-        for (const [name, handler] of [['/mutate', mutate], ['/validate', validate]] as const) {
+        for (const [name, handler] of [
+          ['/mutate', mutate],
+          ['/validate', validate],
+        ] as const) {
           const at = `${m.file} ${name} ${done.join(' & ')}`;
           try {
             const { response } = handler(request, set);
@@ -217,7 +259,10 @@ describe('hostile variants of the corpus pods', () => {
       }
     }
     assert.equal(({} as any).polluted, undefined);
-    assert.deepEqual([...wrong].map(([k, v]) => `${k}: ${v}`), []);
+    assert.deepEqual(
+      [...wrong].map(([k, v]) => `${k}: ${v}`),
+      [],
+    );
   });
 });
 

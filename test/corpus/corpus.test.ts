@@ -11,7 +11,19 @@ import { compileTemplateSet } from '../../src/templates/load.js';
 import { captureIO } from '../helpers/cli.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { admissionView } from './admission-view.js';
-import { Apiserver, corpusManifests, goYamlEscapes, corpusTemplates, DefaultNamespace, PodsDir, pool, SidecarsDir, type CorpusManifest, type CorpusTemplate, type Outcome } from './corpus.js';
+import {
+  Apiserver,
+  corpusManifests,
+  goYamlEscapes,
+  corpusTemplates,
+  DefaultNamespace,
+  PodsDir,
+  pool,
+  SidecarsDir,
+  type CorpusManifest,
+  type CorpusTemplate,
+  type Outcome,
+} from './corpus.js';
 import { podValidationErrors } from './pod-validation.js';
 
 /**
@@ -49,7 +61,7 @@ const ExpectedRefusals: readonly ExpectedRefusal[] = [
     templates: 'istio-proxy',
     stage: 'validate',
     message: /missing: native sidecar "istio-proxy" in initContainers/,
-    why: 'the pod overrides Istio\'s proxy with its own istio-proxy as a regular container (and its own istio-init); the template needs istio-proxy as a native sidecar, and a pod cannot hold two containers of one name',
+    why: "the pod overrides Istio's proxy with its own istio-proxy as a regular container (and its own istio-init); the template needs istio-proxy as a native sidecar, and a pod cannot hold two containers of one name",
   },
   {
     pod: 'istio-merge-probers.yaml',
@@ -62,29 +74,30 @@ const ExpectedRefusals: readonly ExpectedRefusal[] = [
     pod: 'helm-bitnami-fluent-bit.yaml',
     templates: 'fluent-bit',
     stage: 'validate',
-    message: /missing: container "fluent-bit" with image repository cr\.fluentbit\.io\/fluent\/fluent-bit \(it runs docker\.io\/bitnami\/fluent-bit:[^)]*\) \(template "fluent-bit"\)$/,
-    why: 'the pod is Bitnami\'s fluent-bit, whose own container is named fluent-bit; the template\'s sidecar has that name too, and a pod cannot hold two containers of one name. The denial names both images and, the tags differing, suggests no registry mirror',
+    message:
+      /missing: container "fluent-bit" with image repository cr\.fluentbit\.io\/fluent\/fluent-bit \(it runs docker\.io\/bitnami\/fluent-bit:[^)]*\) \(template "fluent-bit"\)$/,
+    why: "the pod is Bitnami's fluent-bit, whose own container is named fluent-bit; the template's sidecar has that name too, and a pod cannot hold two containers of one name. The denial names both images and, the tags differing, suggests no registry mirror",
   },
   {
     pod: 'k8s-website-pod-level-resources.yaml',
     templates: 'cloud-sql-proxy',
     stage: 'mutate',
     message: /spec\.resources would not cover its containers once the sidecars are injected: .*requests\.memory is 100Mi/,
-    why: 'the pod requests 100Mi at pod level and its container 50Mi; with the sidecar\'s cpu and memory (the proxy requests 1 cpu and 2Gi) the containers would request more than the pod, which Kubernetes refuses (validatePodResourceConsistency)',
+    why: "the pod requests 100Mi at pod level and its container 50Mi; with the sidecar's cpu and memory (the proxy requests 1 cpu and 2Gi) the containers would request more than the pod, which Kubernetes refuses (validatePodResourceConsistency)",
   },
   {
     pod: 'k8s-website-pod-level-resources.yaml',
     templates: 'istio-proxy',
     stage: 'mutate',
     message: /spec\.resources would not cover its containers once the sidecars are injected: .*requests\.memory is 100Mi/,
-    why: 'the pod requests 100Mi at pod level and its container 50Mi; with the sidecar\'s memory (Envoy requests 128Mi) the containers would request more than the pod, which Kubernetes refuses (validatePodResourceConsistency)',
+    why: "the pod requests 100Mi at pod level and its container 50Mi; with the sidecar's memory (Envoy requests 128Mi) the containers would request more than the pod, which Kubernetes refuses (validatePodResourceConsistency)",
   },
   {
     pod: 'k8s-website-pod-level-resources.yaml',
     templates: 'vault-agent',
     stage: 'mutate',
     message: /spec\.resources would not cover its containers once the sidecars are injected: .*requests\.memory is 100Mi/,
-    why: 'the pod requests 100Mi at pod level and its container 50Mi; with the sidecar\'s memory (the agent requests 64Mi) the containers would request more than the pod, which Kubernetes refuses (validatePodResourceConsistency)',
+    why: "the pod requests 100Mi at pod level and its container 50Mi; with the sidecar's memory (the agent requests 64Mi) the containers would request more than the pod, which Kubernetes refuses (validatePodResourceConsistency)",
   },
   {
     pod: '*',
@@ -108,17 +121,17 @@ interface KnownFailure {
   readonly issue: string;
 }
 
-const KnownFailures: readonly KnownFailure[] = [
-];
+const KnownFailures: readonly KnownFailure[] = [];
 
 /** Manifests that `inject -f` cannot print back today because of a product bug (checked to still fail). */
-const KnownInjectFailures: Readonly<Record<string, { readonly failure: RegExp; readonly issue: string }>> = {
-};
+const KnownInjectFailures: Readonly<Record<string, { readonly failure: RegExp; readonly issue: string }>> = {};
 
 /** The objects of a YAML text as kubectl reads them; [] when it is not YAML. */
 function readYaml11Text(text: string): unknown[] {
   try {
-    return parseAllDocuments(goYamlEscapes(text), { version: '1.1' }).map((d) => d.toJS()).filter((o) => o !== null && o !== undefined);
+    return parseAllDocuments(goYamlEscapes(text), { version: '1.1' })
+      .map((d) => d.toJS())
+      .filter((o) => o !== null && o !== undefined);
   } catch {
     return [];
   }
@@ -156,7 +169,9 @@ const pairs: Selection[] = templates.flatMap((a, i) => templates.slice(i + 1).ma
 /** The known failures that cover `pod` with `selection` (an exact entry, or a `*,NAME` one). */
 function knownFailuresOf(pod: string, selection: Selection): KnownFailure[] {
   return KnownFailures.filter(
-    (e) => (e.pod === pod || e.pod === '*') && (e.templates === selection.key || (e.templates.startsWith('*,') && selection.templates.some((t) => t.name === e.templates.slice(2)))),
+    (e) =>
+      (e.pod === pod || e.pod === '*') &&
+      (e.templates === selection.key || (e.templates.startsWith('*,') && selection.templates.some((t) => t.name === e.templates.slice(2)))),
   );
 }
 
@@ -225,7 +240,8 @@ describe('real-world corpus', () => {
       const failsAsKnown = outcome.verdict !== 'admitted' && knowns.some((k) => k.failure.test(describeOutcome(outcome)));
       if (refused || failsAsKnown) continue;
       if (known !== undefined && outcome.verdict === 'admitted') wrong.push(`${key}: admitted now; remove its known failure (${known.issue})`);
-      else if (refusal !== undefined) wrong.push(`${key}: expected /${refusal.stage} to refuse it with ${refusal.message} (${refusal.why}), got ${describeOutcome(outcome)}`);
+      else if (refusal !== undefined)
+        wrong.push(`${key}: expected /${refusal.stage} to refuse it with ${refusal.message} (${refusal.why}), got ${describeOutcome(outcome)}`);
       else if (known !== undefined) wrong.push(`${key}: fails differently from its known failure ${known.failure}: ${describeOutcome(outcome)}`);
       else if (outcome.verdict !== 'admitted') wrong.push(`${key}: ${describeOutcome(outcome)}`);
     }
@@ -236,7 +252,11 @@ describe('real-world corpus', () => {
     assert.ok(manifests.length >= 40, `${manifests.length} manifests`);
     assert.ok(templates.length >= 6, `${templates.length} templates`);
     for (const t of templates) assert.equal(t.file, `${t.name}.yaml`, 'a sidecar file is named after its template');
-    for (const p of PairPods) assert.ok(manifests.some((m) => m.file === p), `no corpus pod ${p}`);
+    for (const p of PairPods)
+      assert.ok(
+        manifests.some((m) => m.file === p),
+        `no corpus pod ${p}`,
+      );
   });
 
   it('every corpus pod is a valid pod as admission sees it, before injection', () => {
@@ -250,12 +270,20 @@ describe('real-world corpus', () => {
     const ran = new Set(runs.map(({ selection, m }) => `${m.file} × ${selection.key}`));
     const names = new Set(templates.map((t) => t.name));
     const seen = new Set<string>();
-    for (const e of ExpectedRefusals) assert.ok([...ran].some((k) => k.endsWith(` × ${e.templates}`) && (e.pod === '*' || k === `${e.pod} × ${e.templates}`)), `${e.pod} × ${e.templates} is not a combination the test runs`);
+    for (const e of ExpectedRefusals)
+      assert.ok(
+        [...ran].some((k) => k.endsWith(` × ${e.templates}`) && (e.pod === '*' || k === `${e.pod} × ${e.templates}`)),
+        `${e.pod} × ${e.templates} is not a combination the test runs`,
+      );
     for (const e of KnownFailures) {
       assert.ok(e.pod === '*' || manifests.some((m) => m.file === e.pod), `no corpus pod ${e.pod}`);
       for (const name of e.templates.split(',')) assert.ok(name === '*' || names.has(name), `no corpus template ${name}`);
     }
-    for (const file of Object.keys(KnownInjectFailures)) assert.ok(manifests.some((m) => m.file === file), `no corpus pod ${file}`);
+    for (const file of Object.keys(KnownInjectFailures))
+      assert.ok(
+        manifests.some((m) => m.file === file),
+        `no corpus pod ${file}`,
+      );
     for (const e of [...ExpectedRefusals, ...KnownFailures]) {
       const key = `${e.pod} × ${e.templates}`;
       assert.ok(!seen.has(key), `${key} is listed twice`);
@@ -326,7 +354,10 @@ describe('real-world corpus', () => {
         const outcome = outcomes.get(`${m.file} × ${selection.key}`)!;
         if (outcome.verdict !== 'admitted') continue;
         const warned = outcome.warnings.some((w) => w.includes(`"${t!.name}"`) && /Job/.test(w));
-        if (warned !== t!.keepsJobsRunning) wrong.push(`${m.file} × ${t!.name}: ${t!.keepsJobsRunning ? 'no warning that the Job never completes' : `a warning for a native sidecar: ${outcome.warnings.join(' | ')}`}`);
+        if (warned !== t!.keepsJobsRunning)
+          wrong.push(
+            `${m.file} × ${t!.name}: ${t!.keepsJobsRunning ? 'no warning that the Job never completes' : `a warning for a native sidecar: ${outcome.warnings.join(' | ')}`}`,
+          );
       }
     }
     assert.deepEqual(wrong, [], `\n${wrong.join('\n')}`);

@@ -40,10 +40,12 @@ export interface CorpusTemplate {
 /** Reads YAML as kubectl does (sigs.k8s.io/yaml over go-yaml v2: YAML 1.1 octals and booleans). */
 export function readYaml11(file: string): Record<string, any>[] {
   const docs = parseAllDocuments(goYamlEscapes(readFileSync(file, 'utf8')), { version: '1.1' });
-  return docs.map((d) => {
-    if (d.errors.length > 0) throw new Error(`${file}: ${d.errors[0]!.message}`);
-    return d.toJS() as Record<string, any>;
-  }).filter((o) => o !== null && o !== undefined);
+  return docs
+    .map((d) => {
+      if (d.errors.length > 0) throw new Error(`${file}: ${d.errors[0]!.message}`);
+      return d.toJS() as Record<string, any>;
+    })
+    .filter((o) => o !== null && o !== undefined);
 }
 
 /**
@@ -118,7 +120,11 @@ export class Apiserver {
    * IfNeeded) on the patched pod, which must then add nothing.
    */
   async run(manifest: CorpusManifest, selected: readonly CorpusTemplate[]): Promise<Outcome> {
-    const { pod, namespace } = admissionView(manifest.object, selected.map((t) => t.name), DefaultNamespace);
+    const { pod, namespace } = admissionView(
+      manifest.object,
+      selected.map((t) => t.name),
+      DefaultNamespace,
+    );
     const first = await this.review('/mutate', pod, namespace);
     if (first.allowed !== true) return { verdict: 'refused', stage: 'mutate', code: first.status?.code, message: String(first.status?.message ?? '') };
     let patched: any;
@@ -140,7 +146,8 @@ export class Apiserver {
     const again = decodePatch(await this.review('/mutate', stored, namespace));
     if (again.length > 0) return { verdict: 'broken', problem: `re-invocation patches again: ${JSON.stringify(again).slice(0, 300)}` };
     const pinned = await this.review('/validate', pinDigests(stored), namespace);
-    if (pinned.allowed !== true) return { verdict: 'broken', problem: `/validate rejects the pod once a later webhook pinned its images to digests: ${pinned.status?.message}` };
+    if (pinned.allowed !== true)
+      return { verdict: 'broken', problem: `/validate rejects the pod once a later webhook pinned its images to digests: ${pinned.status?.message}` };
     return { verdict: 'admitted', warnings: first.warnings ?? [] };
   }
 }

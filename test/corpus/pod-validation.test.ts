@@ -42,13 +42,25 @@ describe('core/v1 pod validation of the corpus test', () => {
 
   it('compares pod-level resources exactly, as resource.Quantity does (a double reads 0.1 + 0.2 above 0.3)', () => {
     const withResources = (resources: object, requests: string[], limit?: string) =>
-      pod({ resources, containers: requests.map((cpu, i) => ({ name: `c${i}`, image: 'x', resources: { requests: { cpu }, ...(limit && { limits: { cpu: limit } }) } })) });
+      pod({
+        resources,
+        containers: requests.map((cpu, i) => ({ name: `c${i}`, image: 'x', resources: { requests: { cpu }, ...(limit && { limits: { cpu: limit } }) } })),
+      });
     assert.deepEqual(podValidationErrors(withResources({ requests: { cpu: '300m' } }, ['100m', '200m'])), []);
     assert.deepEqual(podValidationErrors(withResources({ requests: { cpu: '0.3' } }, ['0.1', '0.2'])), []);
     assert.deepEqual(podValidationErrors(withResources({ requests: { cpu: '1e3' } }, ['1k'])), []);
     assert.deepEqual(podValidationErrors(withResources({ limits: { cpu: '0.009' } }, ['9m'], '9m')), []);
-    assert.match(podValidationErrors(withResources({ requests: { cpu: '0.3' } }, ['0.1', '200000001n'])).join('\n'), /aggregate container requests of 300000001n/);
-    assert.match(podValidationErrors(withResources({ requests: { cpu: '300m' } }, ['300m', '0.0000000001'])).join('\n'), /aggregate container requests of 300000001n/);
-    assert.match(podValidationErrors(withResources({ limits: { cpu: '0.009' } }, ['1m'], '9000001n')).join('\n'), /must be less than or equal to pod limits of "0.009"/);
+    assert.match(
+      podValidationErrors(withResources({ requests: { cpu: '0.3' } }, ['0.1', '200000001n'])).join('\n'),
+      /aggregate container requests of 300000001n/,
+    );
+    assert.match(
+      podValidationErrors(withResources({ requests: { cpu: '300m' } }, ['300m', '0.0000000001'])).join('\n'),
+      /aggregate container requests of 300000001n/,
+    );
+    assert.match(
+      podValidationErrors(withResources({ limits: { cpu: '0.009' } }, ['1m'], '9000001n')).join('\n'),
+      /must be less than or equal to pod limits of "0.009"/,
+    );
   });
 });

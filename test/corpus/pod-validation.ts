@@ -12,7 +12,38 @@ type Obj = Record<string, any>;
 const Dns1123Label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 // IsValidPortName: an IANA_SVC_NAME, at most 15 characters, letters and digits and '-', at least one letter.
 const PortName = /^(?=.*[a-z])[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
-const VolumeSources = ['hostPath', 'emptyDir', 'gcePersistentDisk', 'awsElasticBlockStore', 'gitRepo', 'secret', 'nfs', 'iscsi', 'glusterfs', 'persistentVolumeClaim', 'rbd', 'flexVolume', 'cinder', 'cephfs', 'flocker', 'downwardAPI', 'fc', 'azureFile', 'configMap', 'vsphereVolume', 'quobyte', 'azureDisk', 'photonPersistentDisk', 'projected', 'portworxVolume', 'scaleIO', 'storageos', 'csi', 'ephemeral', 'image'];
+const VolumeSources = [
+  'hostPath',
+  'emptyDir',
+  'gcePersistentDisk',
+  'awsElasticBlockStore',
+  'gitRepo',
+  'secret',
+  'nfs',
+  'iscsi',
+  'glusterfs',
+  'persistentVolumeClaim',
+  'rbd',
+  'flexVolume',
+  'cinder',
+  'cephfs',
+  'flocker',
+  'downwardAPI',
+  'fc',
+  'azureFile',
+  'configMap',
+  'vsphereVolume',
+  'quobyte',
+  'azureDisk',
+  'photonPersistentDisk',
+  'projected',
+  'portworxVolume',
+  'scaleIO',
+  'storageos',
+  'csi',
+  'ephemeral',
+  'image',
+];
 const Handlers = ['exec', 'httpGet', 'tcpSocket', 'grpc', 'sleep'];
 
 /** Every reason the apiserver would refuse `pod`; [] when it would store it. */
@@ -57,20 +88,40 @@ function podResources(spec: Obj, errs: string[]): void {
       else inits = max(inits, sidecars + requested(c, r));
     }
     const aggregate = max(inits, sidecars + (spec.containers ?? []).reduce((n: bigint, c: Obj) => n + requested(c, r), 0n));
-    if (aggregate > quantity(spec.resources.requests[r])) errs.push(`spec.resources.requests[${r}]: Invalid value: ${JSON.stringify(spec.resources.requests[r])}: must be greater than or equal to aggregate container requests of ${aggregate}n`);
+    if (aggregate > quantity(spec.resources.requests[r]))
+      errs.push(
+        `spec.resources.requests[${r}]: Invalid value: ${JSON.stringify(spec.resources.requests[r])}: must be greater than or equal to aggregate container requests of ${aggregate}n`,
+      );
   }
   for (const [r, limit] of Object.entries(spec.resources.limits ?? {})) {
     (spec.containers ?? []).forEach((c: Obj, i: number) => {
       const own = c.resources?.limits?.[r];
-      if (own !== undefined && quantity(own) > quantity(limit)) errs.push(`spec.resources.containers[${i}][${r}].limits: Invalid value: ${JSON.stringify(own)}: must be less than or equal to pod limits of ${JSON.stringify(limit)}`);
+      if (own !== undefined && quantity(own) > quantity(limit))
+        errs.push(
+          `spec.resources.containers[${i}][${r}].limits: Invalid value: ${JSON.stringify(own)}: must be less than or equal to pod limits of ${JSON.stringify(limit)}`,
+        );
     });
   }
 }
 
 /** Each suffix as a fraction [numerator, denominator] of one unit (resource/suffix.go). */
 const Suffixes: Readonly<Record<string, readonly [bigint, bigint]>> = {
-  n: [1n, 10n ** 9n], u: [1n, 10n ** 6n], m: [1n, 1000n], '': [1n, 1n], k: [10n ** 3n, 1n], M: [10n ** 6n, 1n], G: [10n ** 9n, 1n], T: [10n ** 12n, 1n], P: [10n ** 15n, 1n], E: [10n ** 18n, 1n],
-  Ki: [1n << 10n, 1n], Mi: [1n << 20n, 1n], Gi: [1n << 30n, 1n], Ti: [1n << 40n, 1n], Pi: [1n << 50n, 1n], Ei: [1n << 60n, 1n],
+  n: [1n, 10n ** 9n],
+  u: [1n, 10n ** 6n],
+  m: [1n, 1000n],
+  '': [1n, 1n],
+  k: [10n ** 3n, 1n],
+  M: [10n ** 6n, 1n],
+  G: [10n ** 9n, 1n],
+  T: [10n ** 12n, 1n],
+  P: [10n ** 15n, 1n],
+  E: [10n ** 18n, 1n],
+  Ki: [1n << 10n, 1n],
+  Mi: [1n << 20n, 1n],
+  Gi: [1n << 30n, 1n],
+  Ti: [1n << 40n, 1n],
+  Pi: [1n << 50n, 1n],
+  Ei: [1n << 60n, 1n],
 };
 const BINARY_CAP = (2n ** 63n - 1n) * 10n ** 9n;
 
@@ -106,14 +157,17 @@ function container(c: Obj, at: string, role: 'init' | 'sidecar' | 'regular', err
   if (typeof c.image !== 'string' || c.image.trim() === '') errs.push(`${at}.image: Required value`);
   if (c.restartPolicy !== undefined && !(role !== 'regular' && c.restartPolicy === 'Always')) errs.push(`${at}.restartPolicy: Forbidden`);
   for (const key of ['command', 'args']) {
-    if (c[key] !== undefined && !(Array.isArray(c[key]) && c[key].every((s: unknown) => typeof s === 'string'))) errs.push(`${at}.${key}: must be a list of strings`);
+    if (c[key] !== undefined && !(Array.isArray(c[key]) && c[key].every((s: unknown) => typeof s === 'string')))
+      errs.push(`${at}.${key}: must be a list of strings`);
   }
   const ports = c.ports ?? [];
   ports.forEach((p: Obj, i: number) => {
     if (!isPort(p.containerPort)) errs.push(`${at}.ports[${i}].containerPort: Invalid value: ${JSON.stringify(p.containerPort)}: must be between 1 and 65535`);
     if (p.hostPort !== undefined && !isPort(p.hostPort)) errs.push(`${at}.ports[${i}].hostPort: Invalid value: ${JSON.stringify(p.hostPort)}`);
-    if (p.name !== undefined && !(typeof p.name === 'string' && p.name.length <= 15 && PortName.test(p.name))) errs.push(`${at}.ports[${i}].name: Invalid value: ${JSON.stringify(p.name)}`);
-    if (p.protocol !== undefined && !['TCP', 'UDP', 'SCTP'].includes(p.protocol)) errs.push(`${at}.ports[${i}].protocol: Unsupported value: ${JSON.stringify(p.protocol)}`);
+    if (p.name !== undefined && !(typeof p.name === 'string' && p.name.length <= 15 && PortName.test(p.name)))
+      errs.push(`${at}.ports[${i}].name: Invalid value: ${JSON.stringify(p.name)}`);
+    if (p.protocol !== undefined && !['TCP', 'UDP', 'SCTP'].includes(p.protocol))
+      errs.push(`${at}.ports[${i}].protocol: Unsupported value: ${JSON.stringify(p.protocol)}`);
   });
   (c.env ?? []).forEach((e: Obj, i: number) => {
     if (typeof e.name !== 'string' || e.name === '' || e.name.includes('=')) errs.push(`${at}.env[${i}].name: Invalid value: ${JSON.stringify(e.name)}`);
@@ -136,7 +190,8 @@ function container(c: Obj, at: string, role: 'init' | 'sidecar' | 'regular', err
     for (const k of ['initialDelaySeconds', 'timeoutSeconds', 'periodSeconds', 'successThreshold', 'failureThreshold']) {
       if (p[k] !== undefined && !(Number.isInteger(p[k]) && p[k] >= 0)) errs.push(`${at}.${probe}.${k}: Invalid value: ${JSON.stringify(p[k])}`);
     }
-    if ((probe === 'livenessProbe' || probe === 'startupProbe') && p.successThreshold !== undefined && p.successThreshold !== 1) errs.push(`${at}.${probe}.successThreshold: must be 1`);
+    if ((probe === 'livenessProbe' || probe === 'startupProbe') && p.successThreshold !== undefined && p.successThreshold !== 1)
+      errs.push(`${at}.${probe}.successThreshold: must be 1`);
   }
   if (c.lifecycle != null) {
     if (role === 'init') errs.push(`${at}.lifecycle: Forbidden: may not be set for init containers without restartPolicy=Always`);
@@ -145,10 +200,14 @@ function container(c: Obj, at: string, role: 'init' | 'sidecar' | 'regular', err
   }
   const sc = c.securityContext;
   if (sc != null) {
-    for (const k of ['runAsUser', 'runAsGroup']) if (sc[k] !== undefined && !(Number.isInteger(sc[k]) && sc[k] >= 0)) errs.push(`${at}.securityContext.${k}: Invalid value: ${JSON.stringify(sc[k])}`);
-    for (const k of ['runAsNonRoot', 'privileged', 'readOnlyRootFilesystem', 'allowPrivilegeEscalation']) if (sc[k] !== undefined && typeof sc[k] !== 'boolean') errs.push(`${at}.securityContext.${k}: must be a boolean, got ${JSON.stringify(sc[k])}`);
-    if (sc.runAsNonRoot === true && sc.runAsUser === 0) errs.push(`${at}.securityContext.runAsNonRoot: Invalid value: true: runAsUser 0 cannot run as non-root`);
-    if (sc.allowPrivilegeEscalation === false && sc.privileged === true) errs.push(`${at}.securityContext: Invalid value: cannot set allowPrivilegeEscalation to false and privileged to true`);
+    for (const k of ['runAsUser', 'runAsGroup'])
+      if (sc[k] !== undefined && !(Number.isInteger(sc[k]) && sc[k] >= 0)) errs.push(`${at}.securityContext.${k}: Invalid value: ${JSON.stringify(sc[k])}`);
+    for (const k of ['runAsNonRoot', 'privileged', 'readOnlyRootFilesystem', 'allowPrivilegeEscalation'])
+      if (sc[k] !== undefined && typeof sc[k] !== 'boolean') errs.push(`${at}.securityContext.${k}: must be a boolean, got ${JSON.stringify(sc[k])}`);
+    if (sc.runAsNonRoot === true && sc.runAsUser === 0)
+      errs.push(`${at}.securityContext.runAsNonRoot: Invalid value: true: runAsUser 0 cannot run as non-root`);
+    if (sc.allowPrivilegeEscalation === false && sc.privileged === true)
+      errs.push(`${at}.securityContext: Invalid value: cannot set allowPrivilegeEscalation to false and privileged to true`);
   }
 }
 
@@ -178,13 +237,19 @@ function volume(v: Obj, at: string, errs: string[]): void {
   for (const s of ['secret', 'configMap']) (v[s]?.items ?? []).forEach((item: Obj, i: number) => fileMode(item.mode, `${at}.${s}.items[${i}].mode`, errs));
   (v.downwardAPI?.items ?? []).forEach((item: Obj, i: number) => fileMode(item.mode, `${at}.downwardAPI.items[${i}].mode`, errs));
   (v.projected?.sources ?? []).forEach((src: Obj, i: number) => {
-    for (const s of ['secret', 'configMap', 'downwardAPI']) (src[s]?.items ?? []).forEach((item: Obj, j: number) => fileMode(item.mode, `${at}.projected.sources[${i}].${s}.items[${j}].mode`, errs));
+    for (const s of ['secret', 'configMap', 'downwardAPI'])
+      (src[s]?.items ?? []).forEach((item: Obj, j: number) => fileMode(item.mode, `${at}.projected.sources[${i}].${s}.items[${j}].mode`, errs));
     const token = src.serviceAccountToken;
     if (token != null && token.expirationSeconds !== undefined && !(Number.isInteger(token.expirationSeconds) && token.expirationSeconds >= 600)) {
       errs.push(`${at}.projected.sources[${i}].serviceAccountToken.expirationSeconds: Invalid value: may not specify a duration less than 10 minutes`);
     }
   });
-  if (v.emptyDir != null && v.emptyDir.medium !== undefined && !['', 'Memory', 'HugePages'].includes(v.emptyDir.medium) && !String(v.emptyDir.medium).startsWith('HugePages-')) {
+  if (
+    v.emptyDir != null &&
+    v.emptyDir.medium !== undefined &&
+    !['', 'Memory', 'HugePages'].includes(v.emptyDir.medium) &&
+    !String(v.emptyDir.medium).startsWith('HugePages-')
+  ) {
     errs.push(`${at}.emptyDir.medium: Unsupported value: ${JSON.stringify(v.emptyDir.medium)}`);
   }
 }
@@ -192,7 +257,8 @@ function volume(v: Obj, at: string, errs: string[]): void {
 // validation.go validateProjectionSources / validateSecretVolumeSource: "must be a number between 0 and 0777 (octal), both inclusive".
 function fileMode(mode: unknown, at: string, errs: string[]): void {
   if (mode === undefined) return;
-  if (!(Number.isInteger(mode) && (mode as number) >= 0 && (mode as number) <= 0o777)) errs.push(`${at}: Invalid value: ${JSON.stringify(mode)}: must be a number between 0 and 0777 (octal), both inclusive`);
+  if (!(Number.isInteger(mode) && (mode as number) >= 0 && (mode as number) <= 0o777))
+    errs.push(`${at}: Invalid value: ${JSON.stringify(mode)}: must be a number between 0 and 0777 (octal), both inclusive`);
 }
 
 function isPort(p: unknown): boolean {

@@ -16,7 +16,12 @@ import { createMetrics, PREFIX } from '../../src/metrics/metrics.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const DOCS = join(ROOT, 'docs');
-const PAGES = [join(ROOT, 'README.md'), ...readdirSync(DOCS).filter((f) => f.endsWith('.md')).map((f) => join(DOCS, f))];
+const PAGES = [
+  join(ROOT, 'README.md'),
+  ...readdirSync(DOCS)
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => join(DOCS, f)),
+];
 
 /** The page's text outside fenced code blocks, where `#` and `](` mean nothing to Markdown. */
 function prose(path: string): string {
@@ -28,7 +33,11 @@ function anchors(path: string): Set<string> {
   const seen = new Map<string, number>();
   const out = new Set<string>();
   for (const [, text] of prose(path).matchAll(/^#{1,6} (.+)$/gm)) {
-    const base = (text ?? '').trim().toLowerCase().replace(/[^\p{L}\p{N}_\- ]/gu, '').replace(/ /g, '-');
+    const base = (text ?? '')
+      .trim()
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}_\- ]/gu, '')
+      .replace(/ /g, '-');
     const n = seen.get(base);
     seen.set(base, (n ?? -1) + 1);
     out.add(n === undefined ? base : `${base}-${n + 1}`);
@@ -62,17 +71,25 @@ describe('the user documentation', () => {
   });
 
   it('has a row in docs/metrics-and-logs.md for every metric the injector exports, and none for a metric it does not', async () => {
-    const exported = (await createMetrics().registry.getMetricsAsJSON()).map((m) => m.name).filter((n) => n.startsWith(PREFIX)).sort();
+    const exported = (await createMetrics().registry.getMetricsAsJSON())
+      .map((m) => m.name)
+      .filter((n) => n.startsWith(PREFIX))
+      .sort();
     const documented = [...prose(join(DOCS, 'metrics-and-logs.md')).matchAll(/^\| `(sidecar_injector_[a-z_]+)` \|/gm)].map(([, name]) => name ?? '').sort();
     assert.deepEqual(documented, exported);
   });
 
   it('has a row in the commands table of docs/cli.md for every command of the CLI', () => {
-    const commands = readdirSync(join(ROOT, 'test/fixtures/cli/golden/help')).map((f) => f.replace(/\.txt$/, '')).filter((c) => c !== 'sidecar-injector');
+    const commands = readdirSync(join(ROOT, 'test/fixtures/cli/golden/help'))
+      .map((f) => f.replace(/\.txt$/, ''))
+      .filter((c) => c !== 'sidecar-injector');
     const text = prose(join(DOCS, 'cli.md'));
     const section = text.slice(text.indexOf('\n## Commands\n'), text.indexOf('\n## ', text.indexOf('\n## Commands\n') + 1));
     const documented = new Set([...section.matchAll(/^\| `([a-z-]+)` \|/gm)].map(([, name]) => name));
-    assert.deepEqual(commands.filter((c) => !documented.has(c)), []);
+    assert.deepEqual(
+      commands.filter((c) => !documented.has(c)),
+      [],
+    );
   });
 
   it('links only to files and headings that exist', () => {
@@ -83,7 +100,8 @@ describe('the user documentation', () => {
         const [path = '', anchor] = link.split('#');
         const target = path === '' ? page : resolve(dirname(page), path);
         if (!existsSync(target)) broken.push(`${relative(ROOT, page)}: ${link} (no such file)`);
-        else if (anchor !== undefined && target.endsWith('.md') && !anchors(target).has(anchor)) broken.push(`${relative(ROOT, page)}: ${link} (no such heading)`);
+        else if (anchor !== undefined && target.endsWith('.md') && !anchors(target).has(anchor))
+          broken.push(`${relative(ROOT, page)}: ${link} (no such heading)`);
       }
     }
     assert.deepEqual(broken, []);

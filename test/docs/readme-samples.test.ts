@@ -22,7 +22,15 @@ const blocks = [...README.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].map((m) => (
 function session(text: string): { args: string[]; output: string[] }[] {
   const out: { args: string[]; output: string[] }[] = [];
   for (const line of text.split('\n')) {
-    if (line.startsWith('$ sidecar-injector ')) out.push({ args: line.slice('$ sidecar-injector '.length).replace(/\s+#.*$/, '').trim().split(/\s+/), output: [] });
+    if (line.startsWith('$ sidecar-injector '))
+      out.push({
+        args: line
+          .slice('$ sidecar-injector '.length)
+          .replace(/\s+#.*$/, '')
+          .trim()
+          .split(/\s+/),
+        output: [],
+      });
     else if (line !== '' && out.length > 0) out.at(-1)!.output.push(line);
   }
   return out;

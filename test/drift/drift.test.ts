@@ -1,6 +1,16 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { compareStatus, driftReport, MissingReason, missingSidecars, podDrift, recordedStatus, rolloutCommand, StaleReason, workloadOf } from '../../src/drift/drift.js';
+import {
+  compareStatus,
+  driftReport,
+  MissingReason,
+  missingSidecars,
+  podDrift,
+  recordedStatus,
+  rolloutCommand,
+  StaleReason,
+  workloadOf,
+} from '../../src/drift/drift.js';
 import { SHIPPED_WEBHOOK_CONFIGURATIONS } from '../../src/generated/shipped-webhooks.js';
 import type { Pod } from '../../src/kube/types.js';
 import { injectSidecars } from '../../src/inject/mutate.js';
@@ -21,8 +31,16 @@ const web = { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-7c9f8b6d4' }
  */
 function owners(...objects: [OwnerKind, string, { kind: string; name: string }?, Record<string, string>?][]) {
   const item = ([, name, controller, templateLabels]: (typeof objects)[number]) => ({
-    metadata: { name, namespace: 'shop', uid: `uid-${name}`, ...(controller !== undefined && { ownerReferences: [{ ...controller, uid: `uid-${controller.name}`, controller: true }] }) },
-    spec: { selector: { matchExpressions: [{ key: 'app', operator: 'DoesNotExist' }] }, template: { metadata: { labels: templateLabels ?? { 'sidecar-injector.io/inject': 'true' } } } },
+    metadata: {
+      name,
+      namespace: 'shop',
+      uid: `uid-${name}`,
+      ...(controller !== undefined && { ownerReferences: [{ ...controller, uid: `uid-${controller.name}`, controller: true }] }),
+    },
+    spec: {
+      selector: { matchExpressions: [{ key: 'app', operator: 'DoesNotExist' }] },
+      template: { metadata: { labels: templateLabels ?? { 'sidecar-injector.io/inject': 'true' } } },
+    },
   });
   const kinds = [...new Set(objects.map(([kind]) => kind))];
   return ownerIndex(kinds.map((kind) => ({ kind, items: objects.filter(([k]) => k === kind).map(item) })));
@@ -60,7 +78,10 @@ describe('drift', () => {
   it('finds a pod stale when it would get other templates now (a new default)', () => {
     const pod = runningPod(current, { namespace: 'shop', name: 'p' });
     const meshDefault = templates((t) => t.replace('placement: first', 'placement: first\n  default: true'));
-    assert.deepEqual([podDrift(pod, meshDefault)?.reason, podDrift(pod, meshDefault)?.detail], [StaleReason.TemplatesChanged, 'injected with "log-agent", would get "log-agent", "mesh" now']);
+    assert.deepEqual(
+      [podDrift(pod, meshDefault)?.reason, podDrift(pod, meshDefault)?.detail],
+      [StaleReason.TemplatesChanged, 'injected with "log-agent", would get "log-agent", "mesh" now'],
+    );
   });
 
   it('finds a pod stale when the templates would refuse it now, or no longer inject it', () => {
@@ -92,7 +113,13 @@ describe('drift', () => {
     assert.equal(compareStatus({ templates: ['a', 'b'], digest: 'd' }, { templates: ['b', 'a'], digest: 'd' })?.reason, StaleReason.TemplatesChanged);
     assert.equal(compareStatus({ templates: ['a'], digest: 'd' }, { templates: ['a'], digest: 'e' })?.reason, StaleReason.SidecarsChanged);
     // The per-template format of the rollout work: the template whose record differs is named.
-    const versioned = (v: string) => ({ templates: ['a', 'b'], injected: [{ template: 'a', version: '1' }, { template: 'b', version: v }] });
+    const versioned = (v: string) => ({
+      templates: ['a', 'b'],
+      injected: [
+        { template: 'a', version: '1' },
+        { template: 'b', version: v },
+      ],
+    });
     assert.equal(compareStatus(versioned('2'), versioned('2')), undefined);
     assert.deepEqual(compareStatus(versioned('2'), versioned('3')), { reason: StaleReason.SidecarsChanged, detail: '"b" changed (was 2, now 3)' });
     assert.match(compareStatus({ templates: ['a', 'b'], digest: 'd' }, versioned('3'))?.detail ?? '', /recorded in another format/);
@@ -109,15 +136,25 @@ describe('drift', () => {
       ['CronJob', 'nightly'],
       ['Job', 'migrate'],
     );
-    const owned = (kind: string, name: string, apiVersion = 'apps/v1') => ({ metadata: { name: `${name}-x`, namespace: 'shop', ownerReferences: [{ apiVersion, kind, name, uid: `uid-${name}`, controller: true }] } });
+    const owned = (kind: string, name: string, apiVersion = 'apps/v1') => ({
+      metadata: { name: `${name}-x`, namespace: 'shop', ownerReferences: [{ apiVersion, kind, name, uid: `uid-${name}`, controller: true }] },
+    });
     const cases: [Pod, string, string][] = [
       [owned('ReplicaSet', 'web-7c9f8b6d4'), 'Deployment/web', 'kubectl -n shop rollout restart deployment/web'],
       [owned('ReplicaSet', 'orphan-rs'), 'ReplicaSet/orphan-rs', 'kubectl -n shop delete pod orphan-rs-x   # the ReplicaSet creates them again'],
       [owned('StatefulSet', 'db'), 'StatefulSet/db', 'kubectl -n shop rollout restart statefulset/db'],
       [owned('DaemonSet', 'node-agent'), 'DaemonSet/node-agent', 'kubectl -n shop rollout restart daemonset/node-agent'],
-      [owned('Job', 'nightly-29123', 'batch/v1'), 'CronJob/nightly', 'kubectl -n shop create job nightly-refresh --from=cronjob/nightly   # or wait: the next scheduled Job gets the current templates'],
+      [
+        owned('Job', 'nightly-29123', 'batch/v1'),
+        'CronJob/nightly',
+        'kubectl -n shop create job nightly-refresh --from=cronjob/nightly   # or wait: the next scheduled Job gets the current templates',
+      ],
       [owned('Job', 'migrate', 'batch/v1'), 'Job/migrate', 'kubectl -n shop delete job migrate   # then create it again from its manifest'],
-      [{ metadata: { name: 'debug', namespace: 'shop' } }, 'Pod/debug', 'kubectl -n shop delete pod debug   # then create it again from its manifest: nothing re-creates a bare pod'],
+      [
+        { metadata: { name: 'debug', namespace: 'shop' } },
+        'Pod/debug',
+        'kubectl -n shop delete pod debug   # then create it again from its manifest: nothing re-creates a bare pod',
+      ],
       [owned('Rollout', 'canary', 'argoproj.io/v1alpha1'), 'Rollout/canary', '# restart Rollout shop/canary through its controller'],
     ];
     for (const [pod, ref, command] of cases) {
@@ -152,7 +189,11 @@ describe('drift', () => {
   });
 
   describe('missing sidecars', () => {
-    const optedInNamespace = { configurations: SHIPPED_WEBHOOK_CONFIGURATIONS, source: 'shipped', namespaceLabels: new Map([['orders', { 'sidecar-injector.io/inject': 'true' }]]) };
+    const optedInNamespace = {
+      configurations: SHIPPED_WEBHOOK_CONFIGURATIONS,
+      source: 'shipped',
+      namespaceLabels: new Map([['orders', { 'sidecar-injector.io/inject': 'true' }]]),
+    };
     const labelled = { 'sidecar-injector.io/inject': 'true' };
 
     it('finds a pod injected as admission saw it (defaulted, with the ServiceAccount volume) up to date once stored', () => {
@@ -165,7 +206,11 @@ describe('drift', () => {
       const injected = injectSidecars(admitted, selection.templates, 'shop').pod;
       const stored: Pod = { ...injected, metadata: { ...injected.metadata, name: 'web-7c9f8b6d4-x7k2p' } };
       assert.equal(podDrift(stored, current)?.state, 'current');
-      assert.equal(missingSidecars(stored, current, NO_NAMESPACE_OPT_IN)?.state, 'missing', 'missingSidecars alone does not read the status; driftReport asks podDrift first');
+      assert.equal(
+        missingSidecars(stored, current, NO_NAMESPACE_OPT_IN)?.state,
+        'missing',
+        'missingSidecars alone does not read the status; driftReport asks podDrift first',
+      );
       assert.deepEqual(driftReport([stored], new Map(), current, { all: false, source: 'x', optIn: NO_NAMESPACE_OPT_IN }).missing, 0);
     });
 
@@ -190,7 +235,10 @@ describe('drift', () => {
 
     it('leaves alone the pods the webhooks would not inject: not opted in, opted out, an excluded namespace', () => {
       assert.equal(missingSidecars(storedPod({ namespace: 'shop', name: 'plain' }), current, optedInNamespace), undefined);
-      assert.equal(missingSidecars(storedPod({ namespace: 'orders', name: 'out', labels: { 'sidecar-injector.io/inject': 'false' } }), current, optedInNamespace), undefined);
+      assert.equal(
+        missingSidecars(storedPod({ namespace: 'orders', name: 'out', labels: { 'sidecar-injector.io/inject': 'false' } }), current, optedInNamespace),
+        undefined,
+      );
       // The shipped namespaceSelector keeps kube-system out, whatever the pod's label says.
       assert.equal(missingSidecars(storedPod({ namespace: 'kube-system', name: 'dns', labels: labelled }), current, optedInNamespace), undefined);
       const noDefault = templates((t) => t.replace('default: true', 'default: false'));
@@ -221,32 +269,72 @@ describe('drift', () => {
     });
   });
 
-  it('judges per revision (drift --revision): the pods an install injected against its templates, never another install\'s', () => {
+  it("judges per revision (drift --revision): the pods an install injected against its templates, never another install's", () => {
     const rs = (name: string) => ({ apiVersion: 'apps/v1', kind: 'ReplicaSet', name });
     const pods = [
       runningPod(current, { namespace: 'shop', generateName: 'web-7c9f8b6d4-', owner: rs('web-7c9f8b6d4') }),
-      runningPod(current, { namespace: 'shop', generateName: 'api-5d8f9c7b6-', owner: rs('api-5d8f9c7b6'), labels: { 'sidecar-injector.io/rev': 'canary' }, revision: 'canary' }),
+      runningPod(current, {
+        namespace: 'shop',
+        generateName: 'api-5d8f9c7b6-',
+        owner: rs('api-5d8f9c7b6'),
+        labels: { 'sidecar-injector.io/rev': 'canary' },
+        revision: 'canary',
+      }),
     ];
-    const listed = owners(['ReplicaSet', 'web-7c9f8b6d4', { kind: 'Deployment', name: 'web' }], ['Deployment', 'web'], ['ReplicaSet', 'api-5d8f9c7b6', { kind: 'Deployment', name: 'api' }], ['Deployment', 'api']);
+    const listed = owners(
+      ['ReplicaSet', 'web-7c9f8b6d4', { kind: 'Deployment', name: 'web' }],
+      ['Deployment', 'web'],
+      ['ReplicaSet', 'api-5d8f9c7b6', { kind: 'Deployment', name: 'api' }],
+      ['Deployment', 'api'],
+    );
     // Each install's webhooks take its own pods: the canary's require sidecar-injector.io/rev=canary.
     const rev = (s: any) => ({ ...s, matchExpressions: s.matchExpressions.filter((r: any) => r.key !== 'sidecar-injector.io/rev') });
     const canaryHooks = SHIPPED_WEBHOOK_CONFIGURATIONS.map((c) => ({
       ...c,
-      webhooks: c.webhooks.map((w: any) => ({ ...w, namespaceSelector: rev(w.namespaceSelector), objectSelector: { ...rev(w.objectSelector), matchExpressions: [...rev(w.objectSelector).matchExpressions, { key: 'sidecar-injector.io/rev', operator: 'In', values: ['canary'] }] } })),
+      webhooks: c.webhooks.map((w: any) => ({
+        ...w,
+        namespaceSelector: rev(w.namespaceSelector),
+        objectSelector: {
+          ...rev(w.objectSelector),
+          matchExpressions: [...rev(w.objectSelector).matchExpressions, { key: 'sidecar-injector.io/rev', operator: 'In', values: ['canary'] }],
+        },
+      })),
     }));
-    const report = (revision?: string) => driftReport(pods, listed, current, { all: true, source: 'x', optIn: revision === 'canary' ? { ...NO_NAMESPACE_OPT_IN, configurations: canaryHooks } : NO_NAMESPACE_OPT_IN, ...(revision !== undefined && { revision }) });
+    const report = (revision?: string) =>
+      driftReport(pods, listed, current, {
+        all: true,
+        source: 'x',
+        optIn: revision === 'canary' ? { ...NO_NAMESPACE_OPT_IN, configurations: canaryHooks } : NO_NAMESPACE_OPT_IN,
+        ...(revision !== undefined && { revision }),
+      });
     const byDefault = report();
     assert.deepEqual([byDefault.injected, byDefault.stale, byDefault.revision], [1, 0, undefined]);
-    assert.deepEqual(byDefault.workloads.map((w) => w.name), ['web']);
+    assert.deepEqual(
+      byDefault.workloads.map((w) => w.name),
+      ['web'],
+    );
     const canary = report('canary');
     assert.deepEqual([canary.injected, canary.stale, canary.revision], [1, 0, 'canary'], 'the canary pod is current with the same templates');
-    assert.deepEqual(canary.workloads.map((w) => w.name), ['api']);
+    assert.deepEqual(
+      canary.workloads.map((w) => w.name),
+      ['api'],
+    );
     assert.equal(report('b').injected, 0);
   });
 
   it("judges each pod against its namespace's templates (SidecarTemplates of team-a over the cluster-wide ones), and counts per namespace", () => {
-    const object = (namespace: string, image: string) => compileObject({ apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name: 'log', namespace }, spec: { default: true, containers: [{ name: 'log', image }] } });
-    const served = (...results: ReturnType<typeof object>[]) => clusterSet(results.map((r) => (r.ok ? { key: `${r.template.namespace}/log`, created: '', candidates: [r.template] } : assert.fail(JSON.stringify(r.faults)))), 'sidecar-injector').set;
+    const object = (namespace: string, image: string) =>
+      compileObject({
+        apiVersion: 'sidecar-injector.io/v1alpha1',
+        kind: 'SidecarTemplate',
+        metadata: { name: 'log', namespace },
+        spec: { default: true, containers: [{ name: 'log', image }] },
+      });
+    const served = (...results: ReturnType<typeof object>[]) =>
+      clusterSet(
+        results.map((r) => (r.ok ? { key: `${r.template.namespace}/log`, created: '', candidates: [r.template] } : assert.fail(JSON.stringify(r.faults)))),
+        'sidecar-injector',
+      ).set;
     const wideOnly = served(object('sidecar-injector', 'log:2'));
     const set = served(object('sidecar-injector', 'log:2'), object('team-a', 'log-team:1'));
     const pods = [

@@ -26,10 +26,31 @@ async function attackedCluster(): Promise<FakeApiServer> {
   const api = await startFakeApiServer();
   api.putWebhookConfig('mutating', MUTATING);
   api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'shop', labels: { 'kubernetes.io/metadata.name': 'shop' } } });
-  api.putObject({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' }, data: Object.fromEntries(['log-agent.yaml', 'mesh.yaml'].map((f) => [f, readFileSync(join(TEMPLATES_DIR, f), 'utf8')])) });
+  api.putObject({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' },
+    data: Object.fromEntries(['log-agent.yaml', 'mesh.yaml'].map((f) => [f, readFileSync(join(TEMPLATES_DIR, f), 'utf8')])),
+  });
   const spec = { selector: { matchLabels: { app: 'payments' } }, template: { metadata: { labels: { app: 'payments' } } } };
-  api.putObject({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'payments', namespace: 'shop', uid: 'uid-payments', generation: 1 }, spec: { replicas: 1, ...spec }, status: { observedGeneration: 1, replicas: 1, updatedReplicas: 1, availableReplicas: 1 } });
-  api.putObject({ apiVersion: 'apps/v1', kind: 'ReplicaSet', metadata: { name: rs.name, namespace: 'shop', uid: `uid-${rs.name}`, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'payments', uid: 'uid-payments', controller: true }] }, spec });
+  api.putObject({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: 'payments', namespace: 'shop', uid: 'uid-payments', generation: 1 },
+    spec: { replicas: 1, ...spec },
+    status: { observedGeneration: 1, replicas: 1, updatedReplicas: 1, availableReplicas: 1 },
+  });
+  api.putObject({
+    apiVersion: 'apps/v1',
+    kind: 'ReplicaSet',
+    metadata: {
+      name: rs.name,
+      namespace: 'shop',
+      uid: `uid-${rs.name}`,
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'payments', uid: 'uid-payments', controller: true }],
+    },
+    spec,
+  });
   const forged = (name: string, labels: Record<string, string>, uid = `uid-${rs.name}`) => {
     const pod = runningPod(oldTemplates(), { namespace: 'shop', name, labels });
     pod.metadata!.ownerReferences = [{ ...rs, uid, controller: true }];
@@ -37,7 +58,13 @@ async function attackedCluster(): Promise<FakeApiServer> {
   };
   const quiet = forged('forged-quiet', { app: 'payments' });
   delete quiet.metadata!.labels!['sidecar-injector.io/inject'];
-  for (const pod of [quiet, forged('forged-uid', { app: 'payments' }, 'uid-guessed'), forged('forged-labels', { app: 'other' }), forged('forged-member', { app: 'payments' })]) api.putObject(pod);
+  for (const pod of [
+    quiet,
+    forged('forged-uid', { app: 'payments' }, 'uid-guessed'),
+    forged('forged-labels', { app: 'other' }),
+    forged('forged-member', { app: 'payments' }),
+  ])
+    api.putObject(pod);
   return api;
 }
 

@@ -3,15 +3,32 @@ import { describe, it } from 'node:test';
 import { ownerIndex, podOwner } from '../../src/drift/owners.js';
 import type { Pod } from '../../src/kube/types.js';
 
-const meta = (name: string, uid: string, controller?: { kind: string; name: string; uid: string }) => ({ name, namespace: 'shop', uid, ...(controller !== undefined && { ownerReferences: [{ apiVersion: 'x', ...controller, controller: true }] }) });
+const meta = (name: string, uid: string, controller?: { kind: string; name: string; uid: string }) => ({
+  name,
+  namespace: 'shop',
+  uid,
+  ...(controller !== undefined && { ownerReferences: [{ apiVersion: 'x', ...controller, controller: true }] }),
+});
 const spec = (app: string) => ({ selector: { matchLabels: { app } }, template: { metadata: { labels: { app, 'sidecar-injector.io/inject': 'true' } } } });
 const owners = ownerIndex([
   { kind: 'Deployment', items: [{ metadata: meta('web', 'u-web'), spec: spec('web') }] },
-  { kind: 'ReplicaSet', items: [{ metadata: meta('web-1', 'u-web-1', { kind: 'Deployment', name: 'web', uid: 'u-web' }), spec: spec('web') }, { metadata: meta('fake-rs', 'u-fake-rs', { kind: 'Deployment', name: 'web', uid: 'u-other' }), spec: spec('web') }, { metadata: meta('open-rs', 'u-open-rs'), spec: { selector: {} } }] },
-  { kind: 'CronJob', items: [{ metadata: meta('nightly', 'u-nightly'), spec: { jobTemplate: { spec: { template: { metadata: { labels: { app: 'n' } } } } } } }] },
+  {
+    kind: 'ReplicaSet',
+    items: [
+      { metadata: meta('web-1', 'u-web-1', { kind: 'Deployment', name: 'web', uid: 'u-web' }), spec: spec('web') },
+      { metadata: meta('fake-rs', 'u-fake-rs', { kind: 'Deployment', name: 'web', uid: 'u-other' }), spec: spec('web') },
+      { metadata: meta('open-rs', 'u-open-rs'), spec: { selector: {} } },
+    ],
+  },
+  {
+    kind: 'CronJob',
+    items: [{ metadata: meta('nightly', 'u-nightly'), spec: { jobTemplate: { spec: { template: { metadata: { labels: { app: 'n' } } } } } } }],
+  },
   { kind: 'Job', items: [{ metadata: meta('nightly-1', 'u-nightly-1', { kind: 'CronJob', name: 'nightly', uid: 'u-nightly' }), spec: spec('n') }] },
 ]);
-const pod = (ref: { kind: string; name: string; uid?: string }, app = 'web'): Pod => ({ metadata: { name: 'p', namespace: 'shop', labels: { app }, ownerReferences: [{ apiVersion: 'x', uid: '', ...ref, controller: true }] } });
+const pod = (ref: { kind: string; name: string; uid?: string }, app = 'web'): Pod => ({
+  metadata: { name: 'p', namespace: 'shop', labels: { app }, ownerReferences: [{ apiVersion: 'x', uid: '', ...ref, controller: true }] },
+});
 const where = (p: Pod) => {
   const o = podOwner(p, owners);
   return `${o.kind}/${o.name}`;
@@ -21,7 +38,10 @@ describe('owner chains', () => {
   it('follows a ReplicaSet to its Deployment and a Job to its CronJob when every uid and selector matches', () => {
     assert.equal(where(pod({ kind: 'ReplicaSet', name: 'web-1', uid: 'u-web-1' })), 'Deployment/web');
     assert.equal(where(pod({ kind: 'Job', name: 'nightly-1', uid: 'u-nightly-1' }, 'n')), 'CronJob/nightly');
-    assert.deepEqual(podOwner(pod({ kind: 'ReplicaSet', name: 'web-1', uid: 'u-web-1' }), owners).object?.templateLabels, { app: 'web', 'sidecar-injector.io/inject': 'true' });
+    assert.deepEqual(podOwner(pod({ kind: 'ReplicaSet', name: 'web-1', uid: 'u-web-1' }), owners).object?.templateLabels, {
+      app: 'web',
+      'sidecar-injector.io/inject': 'true',
+    });
   });
 
   it('leaves a pod on its own when the owner it names is absent, has another uid, or its selector does not take the pod', () => {

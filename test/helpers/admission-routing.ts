@@ -17,6 +17,7 @@ export interface AdmissionRouter {
 export function admissionRouter(objects: readonly Record<string, any>[]): AdmissionRouter {
   const configs = objects.filter((o) => o.kind === 'MutatingWebhookConfiguration' || o.kind === 'ValidatingWebhookConfiguration') as WebhookConfiguration[];
   if (configs.length === 0) throw new Error('no webhook configuration among the objects');
-  const calls = (namespace: string, namespaceLabels: Labels, podLabels: Labels): WebhookCall[] => webhookCalls({ namespace, namespaceLabels, podLabels }, configs);
+  const calls = (namespace: string, namespaceLabels: Labels, podLabels: Labels): WebhookCall[] =>
+    webhookCalls({ namespace, namespaceLabels, podLabels }, configs);
   return { calls, paths: (ns, nsLabels, podLabels) => calls(ns, nsLabels, podLabels).map((c) => c.path) };
 }

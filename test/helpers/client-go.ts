@@ -56,7 +56,10 @@ export interface WebhookCallError {
 }
 
 /** What the apiserver makes of a non-2xx answer of webhook `webhook`. */
-export function webhookCallError(webhook: string, answer: { readonly status: number; readonly contentType: string | undefined; readonly text: string }): WebhookCallError {
+export function webhookCallError(
+  webhook: string,
+  answer: { readonly status: number; readonly contentType: string | undefined; readonly text: string },
+): WebhookCallError {
   if (answer.status >= 200 && answer.status <= 206) throw new Error(`a ${answer.status} is not an error answer`);
   let status: DecodedStatus | undefined;
   let notStatus: string | undefined;
@@ -66,8 +69,16 @@ export function webhookCallError(webhook: string, answer: { readonly status: num
   } catch (err) {
     notStatus = (err as Error).message;
   }
-  const clientError = notStatus === undefined ? (status?.message ?? '') : genericMessage(answer.status, isText(answer.contentType) ? answer.text.slice(0, 2048).trim() : 'unknown');
-  return { status: notStatus === undefined ? status : undefined, notStatus, clientError, userMessage: `Internal error occurred: failed calling webhook ${JSON.stringify(webhook)}: failed to call webhook: ${clientError}` };
+  const clientError =
+    notStatus === undefined
+      ? (status?.message ?? '')
+      : genericMessage(answer.status, isText(answer.contentType) ? answer.text.slice(0, 2048).trim() : 'unknown');
+  return {
+    status: notStatus === undefined ? status : undefined,
+    notStatus,
+    clientError,
+    userMessage: `Internal error occurred: failed calling webhook ${JSON.stringify(webhook)}: failed to call webhook: ${clientError}`,
+  };
 }
 
 /** client-go's isTextResponse: no Content-Type, or a text/* one. */
@@ -91,7 +102,9 @@ function genericMessage(code: number, serverMessage: string): string {
     case 415:
       return serverMessage;
     case 406:
-      return serverMessage === '' || serverMessage === 'unknown' ? 'the server was unable to respond with a content type that the client supports' : serverMessage;
+      return serverMessage === '' || serverMessage === 'unknown'
+        ? 'the server was unable to respond with a content type that the client supports'
+        : serverMessage;
     case 405:
       return 'the server does not allow this method on the requested resource';
     case 422:
@@ -103,7 +116,9 @@ function genericMessage(code: number, serverMessage: string): string {
     case 429:
       return 'the server has received too many requests and has asked us to try again later';
     default:
-      return code >= 500 ? `an error on the server (${JSON.stringify(serverMessage)}) has prevented the request from succeeding` : `the server responded with the status code ${code} but did not return more information`;
+      return code >= 500
+        ? `an error on the server (${JSON.stringify(serverMessage)}) has prevented the request from succeeding`
+        : `the server responded with the status code ${code} but did not return more information`;
   }
 }
 
@@ -170,11 +185,15 @@ function checkFields(value: Record<string, unknown>, fields: Fields, at: string)
 
 function checkType(value: unknown, type: JsonType, where: string): void {
   const ok =
-    type === 'string' ? typeof value === 'string'
-    : type === 'int32' ? Number.isInteger(value) && Math.abs(value as number) < 2 ** 31
-    : type === 'int64' ? Number.isSafeInteger(value)
-    : type === 'object' ? isRecord(value)
-    : Array.isArray(value);
+    type === 'string'
+      ? typeof value === 'string'
+      : type === 'int32'
+        ? Number.isInteger(value) && Math.abs(value as number) < 2 ** 31
+        : type === 'int64'
+          ? Number.isSafeInteger(value)
+          : type === 'object'
+            ? isRecord(value)
+            : Array.isArray(value);
   if (!ok) throw new Error(`${where}: cannot unmarshal ${JSON.stringify(value)} into Go value of type ${type}`);
 }
 

@@ -101,7 +101,10 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
   const rights: { granted?: ((method: string, path: string) => boolean) | undefined } = {};
   const bundleHistory: Record<'mutating' | 'validating', string[]> = { mutating: [], validating: [] };
   let version = 100;
-  const state: { latencyMs: number; beforeStatusWrite: ((namespace: string, name: string) => void) | undefined } = { latencyMs: 0, beforeStatusWrite: undefined };
+  const state: { latencyMs: number; beforeStatusWrite: ((namespace: string, name: string) => void) | undefined } = {
+    latencyMs: 0,
+    beforeStatusWrite: undefined,
+  };
   const nextVersion = (): string => String(++version);
 
   const recordBundles = (kind: 'mutating' | 'validating', obj: any): void => {
@@ -126,13 +129,26 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     const limit = Number(query.get('limit') ?? '0') || all.length;
     const items = all.slice(from, from + limit);
     const more = from + limit < all.length;
-    return [200, { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplateList', metadata: { resourceVersion: String(version), ...(more && { continue: Buffer.from(String(from + limit)).toString('base64url') }) }, items }];
+    return [
+      200,
+      {
+        apiVersion: 'sidecar-injector.io/v1alpha1',
+        kind: 'SidecarTemplateList',
+        metadata: { resourceVersion: String(version), ...(more && { continue: Buffer.from(String(from + limit)).toString('base64url') }) },
+        items,
+      },
+    ];
   };
   const templateStatus = (ns: string, name: string, body: string): [number, unknown] => {
     const current = templates.get(`${ns}/${name}`);
     if (current === undefined) return status(404, 'NotFound', `sidecartemplates.sidecar-injector.io "${name}" not found`);
     const obj = JSON.parse(body);
-    if (obj.metadata?.resourceVersion !== current.metadata.resourceVersion) return status(409, 'Conflict', `Operation cannot be fulfilled on sidecartemplates.sidecar-injector.io "${name}": the object has been modified; please apply your changes to the latest version and try again`);
+    if (obj.metadata?.resourceVersion !== current.metadata.resourceVersion)
+      return status(
+        409,
+        'Conflict',
+        `Operation cannot be fulfilled on sidecartemplates.sidecar-injector.io "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+      );
     // The status subresource changes status alone, and never the generation.
     const stored = { ...current, metadata: { ...current.metadata, resourceVersion: nextVersion() }, status: obj.status };
     templates.set(`${ns}/${name}`, stored);
@@ -146,7 +162,9 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     res.flushHeaders(); // the apiserver answers a watch at once, before any event
     if (from !== 0 && from < compactedAt) {
       // What the apiserver sends for a resourceVersion etcd no longer has: one ERROR event, then the end.
-      res.end(`${JSON.stringify({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `too old resource version: ${from} (${compactedAt})`, reason: 'Expired', code: 410 } })}\n`);
+      res.end(
+        `${JSON.stringify({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `too old resource version: ${from} (${compactedAt})`, reason: 'Expired', code: 410 } })}\n`,
+      );
       return;
     }
     // Without a resourceVersion a watch starts with every object as ADDED; with one, the events after it.
@@ -161,13 +179,16 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     if (req.headers.authorization !== `Bearer ${TOKEN}`) return status(401, 'Unauthorized', 'Unauthorized');
     const url = new URL(req.url ?? '/', 'https://x');
     if (forbidden.has(url.pathname)) return status(403, 'Forbidden', `forbidden: User "drift" cannot ${req.method} ${url.pathname}`);
-    if (rights.granted !== undefined && !rights.granted(req.method ?? '', url.pathname)) return status(403, 'Forbidden', `forbidden: User "team-a" cannot ${req.method} ${url.pathname}`);
+    if (rights.granted !== undefined && !rights.granted(req.method ?? '', url.pathname))
+      return status(403, 'Forbidden', `forbidden: User "team-a" cannot ${req.method} ${url.pathname}`);
     const eventPost = req.method === 'POST' && url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/events$/);
     if (eventPost) {
       const event = JSON.parse(body);
       // The apiserver's checks that matter to a client: the namespace of the path, and of the object involved.
-      if (event.metadata?.namespace !== undefined && event.metadata.namespace !== eventPost[1]) return status(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
-      if (event.involvedObject?.namespace !== eventPost[1]) return status(422, 'Invalid', 'involvedObject.namespace: Invalid value: does not match event.namespace');
+      if (event.metadata?.namespace !== undefined && event.metadata.namespace !== eventPost[1])
+        return status(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
+      if (event.involvedObject?.namespace !== eventPost[1])
+        return status(422, 'Invalid', 'involvedObject.namespace: Invalid value: does not match event.namespace');
       const stored = { ...event, metadata: { ...event.metadata, namespace: eventPost[1], resourceVersion: nextVersion() } };
       createdEvents.push(stored);
       return [201, stored];
@@ -177,7 +198,15 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     const hookList = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations$/);
     if (hookList && req.method === 'GET') {
       const items = [...hooks.entries()].filter(([key]) => key.startsWith(`${hookList[1]}/`)).map(([, obj]) => obj);
-      return [200, { kind: `${hookList[1] === 'mutating' ? 'Mutating' : 'Validating'}WebhookConfigurationList`, apiVersion: 'admissionregistration.k8s.io/v1', metadata: { resourceVersion: String(version) }, items }];
+      return [
+        200,
+        {
+          kind: `${hookList[1] === 'mutating' ? 'Mutating' : 'Validating'}WebhookConfigurationList`,
+          apiVersion: 'admissionregistration.k8s.io/v1',
+          metadata: { resourceVersion: String(version) },
+          items,
+        },
+      ];
     }
     const hook = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations\/([^/]+)$/);
     if (hook) return hookRoute(req, hook[1] as 'mutating' | 'validating', hook[2]!, body);
@@ -205,7 +234,8 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
       return found === undefined ? status(404, 'NotFound', `namespaces "${namespace[1]}" not found`) : [200, found];
     }
     const workload = url.pathname.match(/^\/apis\/apps\/v1\/namespaces\/([^/]+)\/(deployments|statefulsets|daemonsets)\/([^/]+)$/);
-    if (workload) return workloadRoute(req, url.pathname, Object.values(Listed).find((r) => r.plural === workload[2])!.kind, `${workload[1]}/${workload[3]}`, body);
+    if (workload)
+      return workloadRoute(req, url.pathname, Object.values(Listed).find((r) => r.plural === workload[2])!.kind, `${workload[1]}/${workload[3]}`, body);
     const list = url.pathname.match(/^\/(api\/v1|apis\/apps\/v1|apis\/batch\/v1)(?:\/namespaces\/([^/]+))?\/([a-z]+)$/);
     const resource = list && Object.values(Listed).find((r) => r.path === list[1] && r.plural === list[3]);
     if (list && resource && req.method === 'GET') return listRoute(resource, list[2], url.searchParams);
@@ -228,7 +258,11 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
       const current = secrets.get(key);
       if (current === undefined) return status(404, 'NotFound', `secrets "${name}" not found`);
       if (obj.metadata.resourceVersion !== undefined && obj.metadata.resourceVersion !== current.metadata.resourceVersion) {
-        return status(409, 'Conflict', `Operation cannot be fulfilled on secrets "${name}": the object has been modified; please apply your changes to the latest version and try again`);
+        return status(
+          409,
+          'Conflict',
+          `Operation cannot be fulfilled on secrets "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+        );
       }
       const stored = { ...obj, metadata: { ...obj.metadata, namespace: ns, resourceVersion: nextVersion(), uid: current.metadata.uid } };
       secrets.set(key, stored);
@@ -250,7 +284,15 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     const items = all.slice(from, from + limit);
     const more = from + limit < all.length;
     const apiVersion = resource.path.replace(/^apis?\//, '');
-    return [200, { kind: `${resource.kind}List`, apiVersion, metadata: { resourceVersion: String(version), ...(more && { continue: Buffer.from(String(from + limit)).toString('base64url') }) }, items }];
+    return [
+      200,
+      {
+        kind: `${resource.kind}List`,
+        apiVersion,
+        metadata: { resourceVersion: String(version), ...(more && { continue: Buffer.from(String(from + limit)).toString('base64url') }) },
+        items,
+      },
+    ];
   };
 
   const workloadRoute = (req: IncomingMessage, path: string, kind: string, key: string, body: string): [number, unknown] => {
@@ -266,7 +308,12 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     if (req.method !== 'PATCH') return status(405, 'MethodNotAllowed', `${req.method} is not supported here`);
     const contentType = String(req.headers['content-type']);
     patches.push({ path, contentType, body: JSON.parse(body) });
-    if (rollout.rollout === 'forbidden') return status(403, 'Forbidden', `${plural} "${key.split('/')[1]}" is forbidden: User "drift" cannot patch resource "${kind.toLowerCase()}s" in API group "apps" in the namespace "${key.split('/')[0]}"`);
+    if (rollout.rollout === 'forbidden')
+      return status(
+        403,
+        'Forbidden',
+        `${plural} "${key.split('/')[1]}" is forbidden: User "drift" cannot patch resource "${kind.toLowerCase()}s" in API group "apps" in the namespace "${key.split('/')[0]}"`,
+      );
     if (contentType !== 'application/strategic-merge-patch+json') return status(415, 'UnsupportedMediaType', `unexpected patch type ${contentType}`);
     // A strategic merge patch of maps alone (restartedAt's) merges as a JSON merge patch does.
     const patched = mergePatch(structuredClone(current), JSON.parse(body));
@@ -284,7 +331,8 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     if (current === undefined) return status(404, 'NotFound', `${resource} "${name}" not found`);
     if (req.method === 'GET') return [200, current];
     if (req.method !== 'PATCH') return status(405, 'MethodNotAllowed', `${req.method} is not supported here`);
-    if (req.headers['content-type'] !== 'application/json-patch+json') return status(415, 'UnsupportedMediaType', `unexpected patch type ${req.headers['content-type']}`);
+    if (req.headers['content-type'] !== 'application/json-patch+json')
+      return status(415, 'UnsupportedMediaType', `unexpected patch type ${req.headers['content-type']}`);
     let patched: any;
     try {
       patched = applyPatch(structuredClone(current), JSON.parse(body), true, false).newDocument;
@@ -349,7 +397,9 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     putObject: (obj) => {
       const kind = String(obj.kind);
       if (!objects.has(kind)) throw new Error(`the fake API server does not serve ${kind}`);
-      objects.get(kind)!.set(`${obj.metadata.namespace ?? ''}/${obj.metadata.name}`, { ...obj, metadata: { generation: 1, ...obj.metadata, resourceVersion: nextVersion() } });
+      objects
+        .get(kind)!
+        .set(`${obj.metadata.namespace ?? ''}/${obj.metadata.name}`, { ...obj, metadata: { generation: 1, ...obj.metadata, resourceVersion: nextVersion() } });
     },
     object: (kind, namespace, name) => objects.get(kind)?.get(`${namespace}/${name}`),
     setRollout: (kind, namespace, name, rollout) => void rollouts.set(`${kind}/${namespace}/${name}`, { rollout, step: -1 }),
@@ -369,7 +419,13 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
       const uid = current?.metadata.uid ?? `uid-${version + 1}`;
       // One second per write, as a clock would tick between them: the order of creation is clear.
       const creationTimestamp = current?.metadata.creationTimestamp ?? new Date(Date.UTC(2026, 0, 1) + version * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
-      const stored = { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', ...obj, metadata: { ...obj.metadata, uid, generation, creationTimestamp, resourceVersion: nextVersion() }, ...(current?.status && { status: current.status }) };
+      const stored = {
+        apiVersion: 'sidecar-injector.io/v1alpha1',
+        kind: 'SidecarTemplate',
+        ...obj,
+        metadata: { ...obj.metadata, uid, generation, creationTimestamp, resourceVersion: nextVersion() },
+        ...(current?.status && { status: current.status }),
+      };
       templates.set(key, stored);
       emit(current === undefined ? 'ADDED' : 'MODIFIED', stored);
       return stored;
@@ -381,13 +437,21 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
       emit('DELETED', { ...current, metadata: { ...current.metadata, resourceVersion: nextVersion() } });
     },
     template: (namespace, name) => templates.get(`${namespace}/${name}`),
-    writeTemplateStatus: (namespace, name, body) => void templateStatus(namespace, name, JSON.stringify({ metadata: { resourceVersion: templates.get(`${namespace}/${name}`)?.metadata.resourceVersion }, status: body })),
+    writeTemplateStatus: (namespace, name, body) =>
+      void templateStatus(
+        namespace,
+        name,
+        JSON.stringify({ metadata: { resourceVersion: templates.get(`${namespace}/${name}`)?.metadata.resourceVersion }, status: body }),
+      ),
     compact: () => {
       compactedAt = ++version;
       events.length = 0;
     },
     bookmark: () => {
-      for (const w of watchers) w.res.write(`${JSON.stringify({ type: 'BOOKMARK', object: { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { resourceVersion: String(version) } } })}\n`);
+      for (const w of watchers)
+        w.res.write(
+          `${JSON.stringify({ type: 'BOOKMARK', object: { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { resourceVersion: String(version) } } })}\n`,
+        );
     },
     endWatches: () => {
       for (const w of watchers) w.res.end();
@@ -443,17 +507,45 @@ function rolledTo(obj: any, rollout: Rollout, step: number): any {
   const observedGeneration = generation;
   switch (obj.kind) {
     case 'Deployment': {
-      const conditions = rollout === 'deadline' ? [{ type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: `ReplicaSet "${obj.metadata.name}-new" has timed out progressing.` }] : [];
-      const status = done ? { replicas, updatedReplicas: replicas, readyReplicas: replicas, availableReplicas: replicas } : { replicas: replicas + 1, updatedReplicas: 1, readyReplicas: replicas, availableReplicas: replicas };
+      const conditions =
+        rollout === 'deadline'
+          ? [
+              {
+                type: 'Progressing',
+                status: 'False',
+                reason: 'ProgressDeadlineExceeded',
+                message: `ReplicaSet "${obj.metadata.name}-new" has timed out progressing.`,
+              },
+            ]
+          : [];
+      const status = done
+        ? { replicas, updatedReplicas: replicas, readyReplicas: replicas, availableReplicas: replicas }
+        : { replicas: replicas + 1, updatedReplicas: 1, readyReplicas: replicas, availableReplicas: replicas };
       return { ...obj, status: { observedGeneration, ...status, conditions } };
     }
     case 'StatefulSet': {
-      const status = done ? { replicas, readyReplicas: replicas, updatedReplicas: replicas, currentRevision: `${obj.metadata.name}-new`, updateRevision: `${obj.metadata.name}-new` } : { replicas, readyReplicas: replicas - 1, updatedReplicas: 1, currentRevision: `${obj.metadata.name}-old`, updateRevision: `${obj.metadata.name}-new` };
+      const status = done
+        ? {
+            replicas,
+            readyReplicas: replicas,
+            updatedReplicas: replicas,
+            currentRevision: `${obj.metadata.name}-new`,
+            updateRevision: `${obj.metadata.name}-new`,
+          }
+        : {
+            replicas,
+            readyReplicas: replicas - 1,
+            updatedReplicas: 1,
+            currentRevision: `${obj.metadata.name}-old`,
+            updateRevision: `${obj.metadata.name}-new`,
+          };
       return { ...obj, status: { observedGeneration, ...status } };
     }
     default: {
       const desired = obj.status?.desiredNumberScheduled ?? 2;
-      const status = done ? { updatedNumberScheduled: desired, numberAvailable: desired, numberReady: desired } : { updatedNumberScheduled: 1, numberAvailable: desired - 1, numberReady: desired - 1 };
+      const status = done
+        ? { updatedNumberScheduled: desired, numberAvailable: desired, numberReady: desired }
+        : { updatedNumberScheduled: 1, numberAvailable: desired - 1, numberReady: desired - 1 };
       return { ...obj, status: { ...obj.status, observedGeneration, currentNumberScheduled: desired, desiredNumberScheduled: desired, ...status } };
     }
   }

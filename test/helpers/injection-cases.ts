@@ -46,7 +46,15 @@ const overrideValues: Readonly<Record<string, { readonly valid: readonly string[
   memroy: { valid: ['1Gi'], invalid: [] },
 };
 const overrideArb = fc
-  .uniqueArray(fc.record({ template: fc.constantFrom('t0', 't1', 't2'), field: fc.constantFrom('image', 'cpu', 'memory', 'memory', 'cpu', 'memroy'), valid: fc.constantFrom(true, true, true, true, false), pick: fc.nat() }), { selector: (o) => `${o.template}/${o.field}`, maxLength: 4 })
+  .uniqueArray(
+    fc.record({
+      template: fc.constantFrom('t0', 't1', 't2'),
+      field: fc.constantFrom('image', 'cpu', 'memory', 'memory', 'cpu', 'memroy'),
+      valid: fc.constantFrom(true, true, true, true, false),
+      pick: fc.nat(),
+    }),
+    { selector: (o) => `${o.template}/${o.field}`, maxLength: 4 },
+  )
   .map((list) =>
     Object.fromEntries(
       list.map(({ template, field, valid, pick }) => {
@@ -56,7 +64,15 @@ const overrideArb = fc
       }),
     ),
   );
-const envValues = ['plain', 'pod-{{ pod.name }}.svc', '{{ pod.name }}', '{{ namespace }}', "{{ pod.labels['team'] | default 'none' }}", "{{ pod.annotations['example.com/a'] | default 'unset' }}", '{{ serviceAccountName }}'];
+const envValues = [
+  'plain',
+  'pod-{{ pod.name }}.svc',
+  '{{ pod.name }}',
+  '{{ namespace }}',
+  "{{ pod.labels['team'] | default 'none' }}",
+  "{{ pod.annotations['example.com/a'] | default 'unset' }}",
+  '{{ serviceAccountName }}',
+];
 const images = ['nginx:1.27', 'docker.io/library/busybox:1.36', 'registry.example.com/agent@sha256:' + 'a'.repeat(64)];
 
 const named = <T extends { name: string }>(arb: fc.Arbitrary<T>, maxLength: number, minLength = 0): fc.Arbitrary<T[]> =>
@@ -65,9 +81,14 @@ const optional = <T>(arb: fc.Arbitrary<T>): fc.Arbitrary<T | undefined> => fc.op
 
 const envVar = fc.record({ name: fc.constantFrom(...envNames), value: fc.constantFrom(...envValues) });
 const volume = fc.record({ name: fc.constantFrom(...volumeNames), emptyDir: fc.constantFrom({}, { medium: 'Memory' }) });
-const mount = fc.record({ name: fc.constantFrom(...volumeNames), mountPath: fc.constantFrom(...mountPaths), readOnly: fc.option(fc.boolean(), { nil: undefined }) }).map(dropUndefined);
+const mount = fc
+  .record({ name: fc.constantFrom(...volumeNames), mountPath: fc.constantFrom(...mountPaths), readOnly: fc.option(fc.boolean(), { nil: undefined }) })
+  .map(dropUndefined);
 const port = fc.record({ name: fc.constantFrom(...portNames), containerPort: fc.constantFrom(8080, 9090, 9901, 15006) });
-const pullSecrets = fc.uniqueArray(fc.oneof(fc.record({ name: fc.constantFrom('regcred', 'mirror') }), fc.constant({})), { selector: (s) => ('name' in s ? s.name : undefined), maxLength: 3 });
+const pullSecrets = fc.uniqueArray(fc.oneof(fc.record({ name: fc.constantFrom('regcred', 'mirror') }), fc.constant({})), {
+  selector: (s) => ('name' in s ? s.name : undefined),
+  maxLength: 3,
+});
 
 const container = fc
   .record({
@@ -134,7 +155,14 @@ export function templateArb(name: string): fc.Arbitrary<object> {
       env: optional(named(envVar, 2)),
       volumeMounts: optional(fc.uniqueArray(mount, { selector: (m) => m.mountPath, maxLength: 2 })),
       ports: optional(named(port, 2)),
-      resources: optional(fc.constantFrom({ requests: { cpu: '10m', memory: '16Mi' } }, { requests: { cpu: '10m' }, limits: { cpu: '100m', memory: '32Mi' } }, { limits: { cpu: 1, memory: '2Gi' } }, { limits: { cpu: '200m', memory: '32Mi' } })),
+      resources: optional(
+        fc.constantFrom(
+          { requests: { cpu: '10m', memory: '16Mi' } },
+          { requests: { cpu: '10m' }, limits: { cpu: '100m', memory: '32Mi' } },
+          { limits: { cpu: 1, memory: '2Gi' } },
+          { limits: { cpu: '200m', memory: '32Mi' } },
+        ),
+      ),
     })
     .map(dropUndefined);
   // Init containers run to completion, or are native sidecars written out (restartPolicy: Always).
@@ -143,19 +171,36 @@ export function templateArb(name: string): fc.Arbitrary<object> {
     .record({
       default: fc.boolean(),
       nativeSidecar: optional(fc.constantFrom(true, false, 'jobs')),
-      placement: optional(fc.constantFrom('first', 'last', { before: 'web' }, { after: 'app' }, { after: 'proxy' }, { before: `${others[0]}-a` }, { after: `${others[1]}-b` })),
+      placement: optional(
+        fc.constantFrom('first', 'last', { before: 'web' }, { after: 'app' }, { after: 'proxy' }, { before: `${others[0]}-a` }, { after: `${others[1]}-b` }),
+      ),
       overrides: optional(fc.subarray(['image', 'cpu', 'memory'], { minLength: 1 })),
       containers: optional(named(sidecar, 2)),
       initContainers: optional(named(init, 2)),
       volumes: optional(named(volume, 2)),
       volumeMounts: optional(fc.uniqueArray(mount, { selector: (m) => m.mountPath, maxLength: 2 })),
       env: optional(named(envVar, 2)),
-      annotations: optional(fc.dictionary(fc.constantFrom(...templateKeys), fc.constantFrom('true', 'v1', '{{ pod.name }}', '250m', 'nginx:1.29'), { maxKeys: 2 })),
-      labels: optional(fc.dictionary(fc.constantFrom(...templateKeys.slice(0, 4)), fc.constantFrom('true', 'v1', "{{ pod.annotations['example.com/b'] | default 'none' }}"), { maxKeys: 2 })),
+      annotations: optional(
+        fc.dictionary(fc.constantFrom(...templateKeys), fc.constantFrom('true', 'v1', '{{ pod.name }}', '250m', 'nginx:1.29'), { maxKeys: 2 }),
+      ),
+      labels: optional(
+        fc.dictionary(fc.constantFrom(...templateKeys.slice(0, 4)), fc.constantFrom('true', 'v1', "{{ pod.annotations['example.com/b'] | default 'none' }}"), {
+          maxKeys: 2,
+        }),
+      ),
       imagePullSecrets: optional(named(fc.record({ name: fc.constantFrom('regcred', 'mirror') }), 1)),
       mountsPodVolume: fc.integer({ min: 0, max: 3 }).map((n) => n === 0),
       // One template in five is required (docs/templates.md, Required templates): everywhere, or in team-a only.
-      required: fc.oneof({ weight: 4, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constantFrom({}, { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['team-a'] }] } }) }),
+      required: fc.oneof(
+        { weight: 4, arbitrary: fc.constant(undefined) },
+        {
+          weight: 1,
+          arbitrary: fc.constantFrom(
+            {},
+            { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['team-a'] }] } },
+          ),
+        },
+      ),
     })
     .map(({ mountsPodVolume, ...g }) => {
       // A template mounts its own volumes; one in four also `data`, which the pod may bring.
@@ -197,7 +242,10 @@ export const caseArb = fc.record({
 /** The set, or undefined when the loader refuses it because its default templates conflict (every pod naming none would be denied). */
 export function loadSet(docs: readonly object[]): TemplateSet | undefined {
   try {
-    return compileTemplateSet(docs.map((d, i) => ({ file: `t${i}.yaml`, text: JSON.stringify(d) })), 'generated');
+    return compileTemplateSet(
+      docs.map((d, i) => ({ file: `t${i}.yaml`, text: JSON.stringify(d) })),
+      'generated',
+    );
   } catch (err) {
     if (err instanceof TemplateSetError && err.faults.every((f) => /both are default templates/.test(f.message))) return undefined;
     throw err;
@@ -215,5 +263,9 @@ function dropUndefined<T extends object>(o: T): T {
 
 /** A copy whose keys are all own data properties, "__proto__" included, as JSON.parse makes them. */
 function ownCopy(map: Record<string, string>): Record<string, string> {
-  return JSON.parse(`{${Object.entries(map).map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`).join(',')}}`);
+  return JSON.parse(
+    `{${Object.entries(map)
+      .map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`)
+      .join(',')}}`,
+  );
 }

@@ -52,7 +52,9 @@ class Denial extends Error {
 /** `spec.required` takes the namespace: present, and its namespaceSelector (on the name label alone) holds. */
 function requiredIn(required: unknown, namespace: string): boolean {
   if (typeof required !== 'object' || required === null) return false;
-  const selector = (required as { namespaceSelector?: { matchLabels?: Record<string, string>; matchExpressions?: { key: string; operator: string; values?: string[] }[] } }).namespaceSelector;
+  const selector = (
+    required as { namespaceSelector?: { matchLabels?: Record<string, string>; matchExpressions?: { key: string; operator: string; values?: string[] }[] } }
+  ).namespaceSelector;
   const labels: Record<string, string> = { 'kubernetes.io/metadata.name': namespace };
   const holds = (r: { key: string; operator: string; values?: string[] }): boolean => {
     const value = labels[r.key];
@@ -69,7 +71,14 @@ export function expectedInjection(pod: Obj, set: readonly TemplateDoc[], namespa
   // 2. Only the label "true" opts a pod in (on /mutate, the pod scope).
   if (ownValue(meta.labels, INJECT) !== 'true') return { outcome: 'skipped' };
   // 3. The annotation names the templates, in order; without it (or empty) the defaults apply.
-  const names = [...new Set(String(ownValue(meta.annotations, TEMPLATES) ?? '').split(',').map((n) => n.trim()).filter((n) => n !== ''))];
+  const names = [
+    ...new Set(
+      String(ownValue(meta.annotations, TEMPLATES) ?? '')
+        .split(',')
+        .map((n) => n.trim())
+        .filter((n) => n !== ''),
+    ),
+  ];
   const byName = new Map(set.map((t) => [t.name, t]));
   if (names.some((n) => !byName.has(n))) return { outcome: 'denied', reason: 'unknown-template' };
   const chosen = names.length > 0 ? names.map((n) => byName.get(n)!) : set.filter((t) => t.spec['default'] === true);
@@ -142,9 +151,15 @@ function inject(pod: Obj, selected: readonly TemplateDoc[], namespace: string): 
   const extended = containers.map((e) => (e.own && !sidecarNames.has(e.item.name) ? withAppItems(e.item, parts, added) : e.item));
   spec.containers = extended;
   if (inits.length > 0) spec.initContainers = inits.map((e) => e.item);
-  const volumes = appendNamed(spec.volumes, parts.flatMap((p) => p.volumes));
+  const volumes = appendNamed(
+    spec.volumes,
+    parts.flatMap((p) => p.volumes),
+  );
   if (volumes !== undefined) spec.volumes = volumes;
-  const secrets = appendNamed(spec.imagePullSecrets, parts.flatMap((p) => p.imagePullSecrets));
+  const secrets = appendNamed(
+    spec.imagePullSecrets,
+    parts.flatMap((p) => p.imagePullSecrets),
+  );
   if (secrets !== undefined) spec.imagePullSecrets = secrets;
 
   // 5. A mount the injection adds must name a volume of the finished pod.
@@ -152,9 +167,15 @@ function inject(pod: Obj, selected: readonly TemplateDoc[], namespace: string): 
   if (added.some((c) => (c.volumeMounts ?? []).some((m: Obj) => !volumeNames.has(m.name)))) throw new Denial('volume-missing');
 
   // 4. The pod's labels and annotations win, then the first template's.
-  const labels = addKeys(meta.labels, parts.map((p) => p.labels));
+  const labels = addKeys(
+    meta.labels,
+    parts.map((p) => p.labels),
+  );
   if (labels !== undefined) meta.labels = labels;
-  meta.annotations = addKeys(meta.annotations, parts.map((p) => p.annotations)) ?? { ...meta.annotations };
+  meta.annotations = addKeys(
+    meta.annotations,
+    parts.map((p) => p.annotations),
+  ) ?? { ...meta.annotations };
   // 6. The status, replacing any value the pod came with.
   meta.annotations[STATUS] = statusOf(parts);
   return out;
@@ -260,8 +281,20 @@ function storedMaps(meta: Obj, selected: readonly TemplateDoc[], namespace: stri
   for (let round = 0; round <= selected.length + 1; round++) {
     const input = { namespace, meta, spec, stored };
     const next = {
-      labels: addKeys(meta.labels, selected.map((t) => render(t.spec['labels'] ?? {}, input))) ?? meta.labels ?? {},
-      annotations: addKeys(meta.annotations, selected.map((t) => render(t.spec['annotations'] ?? {}, input))) ?? meta.annotations ?? {},
+      labels:
+        addKeys(
+          meta.labels,
+          selected.map((t) => render(t.spec['labels'] ?? {}, input)),
+        ) ??
+        meta.labels ??
+        {},
+      annotations:
+        addKeys(
+          meta.annotations,
+          selected.map((t) => render(t.spec['annotations'] ?? {}, input)),
+        ) ??
+        meta.annotations ??
+        {},
     };
     if (JSON.stringify(next) === JSON.stringify(stored)) return stored;
     stored = next;
@@ -269,7 +302,8 @@ function storedMaps(meta: Obj, selected: readonly TemplateDoc[], namespace: stri
   return stored;
 }
 
-const PLACEHOLDER = /\{\{\s*(namespace|serviceAccountName|pod\.name|pod\.(labels|annotations)\[\s*(?:'([^']*)'|"([^"]*)")\s*\])\s*(?:\|\s*default\s+(?:'([^']*)'|"([^"]*)")\s*)?\}\}/g;
+const PLACEHOLDER =
+  /\{\{\s*(namespace|serviceAccountName|pod\.name|pod\.(labels|annotations)\[\s*(?:'([^']*)'|"([^"]*)")\s*\])\s*(?:\|\s*default\s+(?:'([^']*)'|"([^"]*)")\s*)?\}\}/g;
 
 /** Placeholders expanded in every string value (never in keys): docs/templates.md's table; an empty value takes the `default`. */
 function render(value: unknown, input: RenderInput): any {
@@ -353,7 +387,24 @@ function overrideAll(parts: Part[], selected: readonly TemplateDoc[], annotation
   });
 }
 
-const SCALE: Readonly<Record<string, number>> = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60, n: 1e-9, u: 1e-6, m: 1e-3, '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18 };
+const SCALE: Readonly<Record<string, number>> = {
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
+  n: 1e-9,
+  u: 1e-6,
+  m: 1e-3,
+  '': 1,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+};
 
 /** A resource.Quantity's value (`<signed number><binary or decimal suffix | e exponent>`), or undefined when the text is none. */
 function quantity(text: string): number | undefined {

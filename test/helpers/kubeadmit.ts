@@ -17,10 +17,14 @@ export const KUBEADMIT_CACHE = join(homedir(), '.cache', 'kubeadmit', 'kubeadmit
 export function findKubeadmit(): { binary: string } | { skip: string } {
   const named = process.env['KUBEADMIT'];
   if (named !== undefined && named !== '') {
-    return existsSync(named) ? { binary: named } : { skip: `KUBEADMIT=${named} does not exist; point it at the binary ../shared/tools/kubeadmit/build.sh prints` };
+    return existsSync(named)
+      ? { binary: named }
+      : { skip: `KUBEADMIT=${named} does not exist; point it at the binary ../shared/tools/kubeadmit/build.sh prints` };
   }
   if (existsSync(KUBEADMIT_CACHE)) return { binary: KUBEADMIT_CACHE };
-  return { skip: `kubeadmit not found (KUBEADMIT unset, no ${KUBEADMIT_CACHE}); on Debian run ../shared/tools/kubeadmit/build.sh once, or set KUBEADMIT to its binary` };
+  return {
+    skip: `kubeadmit not found (KUBEADMIT unset, no ${KUBEADMIT_CACHE}); on Debian run ../shared/tools/kubeadmit/build.sh once, or set KUBEADMIT to its binary`,
+  };
 }
 
 /** The scenario kubeadmit reads (apisim's format). */

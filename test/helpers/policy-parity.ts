@@ -89,9 +89,15 @@ export async function startModes(templates: string): Promise<Modes> {
     addr: `127.0.0.1:${running.port}`,
     caFile,
     webhooks: await write('webhooks.json', shipped),
-    validatingWebhook: await write('validating-webhook.json', shipped.filter((c) => c['kind'] === 'ValidatingWebhookConfiguration')),
+    validatingWebhook: await write(
+      'validating-webhook.json',
+      shipped.filter((c) => c['kind'] === 'ValidatingWebhookConfiguration'),
+    ),
     policies: await write('policies.json', objects),
-    validatingPolicy: await write('validating-policy.json', objects.filter((o) => String(o['kind']).startsWith('Validating'))),
+    validatingPolicy: await write(
+      'validating-policy.json',
+      objects.filter((o) => String(o['kind']).startsWith('Validating')),
+    ),
     close: async () => {
       await running.close();
       await rm(dir, { recursive: true, force: true });
@@ -111,7 +117,9 @@ async function admitOnce(modes: Modes, config: string, scenario: Obj): Promise<A
   const file = join(modes.dir, `scenario-${Math.random().toString(36).slice(2)}.json`);
   await writeFile(file, JSON.stringify(scenario));
   try {
-    const { stdout } = await promisify(execFile)(binary, ['--scenario', file, '--config', config, '--addr', modes.addr, '--ca', modes.caFile], { maxBuffer: 64 * 1024 * 1024 });
+    const { stdout } = await promisify(execFile)(binary, ['--scenario', file, '--config', config, '--addr', modes.addr, '--ca', modes.caFile], {
+      maxBuffer: 64 * 1024 * 1024,
+    });
     return JSON.parse(stdout) as Admission;
   } finally {
     await rm(file, { force: true });
@@ -152,10 +160,10 @@ export async function assertParity(modes: Modes, name: string, manifest: Obj, se
 /** Where two values differ, as JSON pointers with both values (policies, then webhook). */
 export function differences(a: unknown, b: unknown, at = ''): string[] {
   if (JSON.stringify(a) === JSON.stringify(b)) return [];
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null || Array.isArray(a) !== Array.isArray(b)) return [`${at}: ${JSON.stringify(a)} vs ${JSON.stringify(b)}`];
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null || Array.isArray(a) !== Array.isArray(b))
+    return [`${at}: ${JSON.stringify(a)} vs ${JSON.stringify(b)}`];
   const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
   return [...keys].flatMap((k) => differences((a as Obj)[k], (b as Obj)[k], `${at}/${k}`));
 }
 
 export const SELECTIONS: readonly (readonly string[])[] = [[], ['proxy'], ['log-shipper', 'proxy'], ['proxy', 'log-shipper']];
-

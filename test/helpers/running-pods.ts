@@ -48,7 +48,12 @@ export function runningPod(set: TemplateSet, p: RunningPod): Pod & { status: { p
     ...(p.annotations !== undefined && { annotations: p.annotations }),
     ...(p.owner !== undefined && { ownerReferences: [{ ...p.owner, uid: `uid-${p.owner.name}`, controller: true, blockOwnerDeletion: true }] }),
   };
-  const pod: Pod = { apiVersion: 'v1', kind: 'Pod', metadata, spec: { restartPolicy: p.owner?.kind === 'Job' ? 'Never' : 'Always', containers: [{ name: 'app', image: 'registry.example.com/app:1' }] } };
+  const pod: Pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata,
+    spec: { restartPolicy: p.owner?.kind === 'Job' ? 'Never' : 'Always', containers: [{ name: 'app', image: 'registry.example.com/app:1' }] },
+  };
   const selection = selectTemplates(pod, set, OptInScope.Namespace);
   if (!selection.inject) throw new Error(`test pod not injected: ${selection.detail}`);
   const injected = injectSidecars(pod, selection.templates, p.namespace, p.revision === undefined ? {} : { revision: p.revision }).pod;

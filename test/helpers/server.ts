@@ -16,7 +16,10 @@ export interface TestServer {
 /** Starts the real server (the code path `sidecar-injector serve` runs) on ephemeral loopback ports. */
 export async function startTestServer(flags: readonly string[] = []): Promise<TestServer> {
   const certs = await makeTestCerts();
-  const config = serveConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', ...flags], {});
+  const config = serveConfig(
+    ['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-dir', 'templates', ...flags],
+    {},
+  );
   const running = await serve(config, createLogger('silent'));
   return {
     running,

@@ -5,7 +5,12 @@ export const HOME = 'sidecar-injector';
 
 /** A SidecarTemplate object of one container named as the template, as a team would apply it. */
 export function sct(namespace: string, name: string, image: string, extra: object = {}): any {
-  return { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name, namespace }, spec: { containers: [{ name, image }], ...extra } };
+  return {
+    apiVersion: 'sidecar-injector.io/v1alpha1',
+    kind: 'SidecarTemplate',
+    metadata: { name, namespace },
+    spec: { containers: [{ name, image }], ...extra },
+  };
 }
 
 /** Polls `check` until it holds (a watch event reaches the set within a few seconds), else fails naming `what`. */

@@ -3,7 +3,10 @@ import { optedInPod } from './review.js';
 
 /** A template set compiled from SidecarTemplate documents, as the loader compiles files. */
 export function set(...docs: string[]): TemplateSet {
-  return compileTemplateSet(docs.map((text, i) => ({ file: `t${i}.yaml`, text })), 'test');
+  return compileTemplateSet(
+    docs.map((text, i) => ({ file: `t${i}.yaml`, text })),
+    'test',
+  );
 }
 
 /** A SidecarTemplate document with the given name and spec body (indented two spaces). */
@@ -12,7 +15,9 @@ export function template(name: string, spec: string): string {
 }
 
 /** Overridable, native in Job pods, two containers. */
-export const agent = template('agent', `  nativeSidecar: jobs
+export const agent = template(
+  'agent',
+  `  nativeSidecar: jobs
   overrides: [image, cpu, memory]
   containers:
     - name: agent
@@ -22,16 +27,20 @@ export const agent = template('agent', `  nativeSidecar: jobs
         limits: { cpu: 200m, memory: 128Mi }
     - name: agent-helper
       image: registry.example.com/helper:1.0
-`);
+`,
+);
 
 /** Allows no override; reads one of its own annotations through a placeholder. */
-export const locked = template('locked', `  containers:
+export const locked = template(
+  'locked',
+  `  containers:
     - name: locked
       image: registry.example.com/locked:1.0
       env:
         - name: LEVEL
           value: "{{ pod.annotations['locked.sidecar-injector.io/level'] | default 'info' }}"
-`);
+`,
+);
 
 export const templates = set(agent, locked);
 export const jobOwner = [{ apiVersion: 'batch/v1', kind: 'Job', name: 'nightly-28811520', uid: 'u', controller: true }];

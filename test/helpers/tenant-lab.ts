@@ -97,7 +97,12 @@ export const TSX_OVERHEAD_MIB = 68;
 
 /** A SidecarTemplate object with one container named `name`, and the given spec fields. */
 export function sidecarTemplate(namespace: string, name: string, spec: object = {}): any {
-  return { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name, namespace }, spec: { containers: [{ name, image: `registry.example.com/${name}:1` }], ...spec } };
+  return {
+    apiVersion: 'sidecar-injector.io/v1alpha1',
+    kind: 'SidecarTemplate',
+    metadata: { name, namespace },
+    spec: { containers: [{ name, image: `registry.example.com/${name}:1` }], ...spec },
+  };
 }
 
 const SAMPLE_MS = 20;
@@ -141,7 +146,26 @@ export async function startTenantLab(options: TenantLabOptions = {}): Promise<Te
   };
 
   const spawnChild = async (): Promise<void> => {
-    const args = ['serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--templates-source', 'cluster', '--kubeconfig', api.kubeconfig, '--namespace', home, '--log-level', 'info', ...(options.flags ?? [])];
+    const args = [
+      'serve',
+      '--port',
+      '0',
+      '--health-port',
+      '0',
+      '--host',
+      '127.0.0.1',
+      '--cert-dir',
+      certs.certDir,
+      '--templates-source',
+      'cluster',
+      '--kubeconfig',
+      api.kubeconfig,
+      '--namespace',
+      home,
+      '--log-level',
+      'info',
+      ...(options.flags ?? []),
+    ];
     const next = spawn(process.execPath, ['--max-semi-space-size=4', '--import', 'tsx', 'src/cli/index.ts', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
     child = next;
     clearInterval(sampler);
@@ -170,7 +194,8 @@ export async function startTenantLab(options: TenantLabOptions = {}): Promise<Te
   const ready = async (timeoutMs = 10_000): Promise<number> => {
     const start = Date.now();
     for (;;) {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the injector died (${child.signalCode ?? child.exitCode}) before it was ready`);
+      if (child.exitCode !== null || child.signalCode !== null)
+        throw new Error(`the injector died (${child.signalCode ?? child.exitCode}) before it was ready`);
       try {
         if ((await fetch(`http://127.0.0.1:${healthPort}/readyz`)).status === 200) return Date.now() - start;
       } catch {
@@ -196,7 +221,8 @@ export async function startTenantLab(options: TenantLabOptions = {}): Promise<Te
   idle = await status(child!.pid!, 'VmRSS');
   // Connections for otherTeam, opened and warmed now: their handshakes and the first reviews are not the attack's doing.
   const agent = new Agent({ keepAlive: true, maxSockets: WARM_CONNECTIONS });
-  const warm = (): Promise<unknown> => httpsRequest(`https://127.0.0.1:${port}/mutate`, JSON.stringify(podReview(optedInPod(), { namespace: 'other-team' })), { ca, agent });
+  const warm = (): Promise<unknown> =>
+    httpsRequest(`https://127.0.0.1:${port}/mutate`, JSON.stringify(podReview(optedInPod(), { namespace: 'other-team' })), { ca, agent });
   for (let i = 0; i < 3; i++) await Promise.all(Array.from({ length: WARM_CONNECTIONS }, warm));
 
   return {
@@ -225,10 +251,14 @@ export async function startTenantLab(options: TenantLabOptions = {}): Promise<Te
     },
     rssMiB: () => status(child.pid!, 'VmRSS'),
     async eventLoopMaxMs() {
-      const text = await fetch(`http://127.0.0.1:${healthPort}/metrics`).then((r) => r.text(), () => ''); // '' when the child is gone
+      const text = await fetch(`http://127.0.0.1:${healthPort}/metrics`).then(
+        (r) => r.text(),
+        () => '',
+      ); // '' when the child is gone
       return Number(/^nodejs_eventloop_lag_max_seconds\s+(\S+)/m.exec(text)?.[1] ?? NaN) * 1000;
     },
-    otherTeam: (opts = {}) => otherTeam(() => `https://127.0.0.1:${port}`, ca, agent, opts.namespace ?? 'other-team', Math.min(opts.concurrency ?? 2, WARM_CONNECTIONS)),
+    otherTeam: (opts = {}) =>
+      otherTeam(() => `https://127.0.0.1:${port}`, ca, agent, opts.namespace ?? 'other-team', Math.min(opts.concurrency ?? 2, WARM_CONNECTIONS)),
     async restart() {
       await stopChild();
       const start = Date.now();

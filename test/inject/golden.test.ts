@@ -50,7 +50,11 @@ describe('inject (golden files)', () => {
       else assert.ok(!existsSync(warningsFile), `${warningsFile} expects warnings, none were given`);
 
       assert.deepEqual(podProblems(patched), []);
-      assert.deepEqual(diff(patched, applyInjection(patched, planInjection(patched, selection.templates, namespace))), [], 'injecting again must change nothing');
+      assert.deepEqual(
+        diff(patched, applyInjection(patched, planInjection(patched, selection.templates, namespace))),
+        [],
+        'injecting again must change nothing',
+      );
       assert.deepEqual(parse(readFileSync(join(dir, 'pod.yaml'), 'utf8')), pod, 'the input pod must not be modified');
     });
   }

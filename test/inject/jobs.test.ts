@@ -42,7 +42,7 @@ describe('Jobs complete', () => {
     assert.match(jobCompletionWarning(rendered!) ?? '', /never completes/);
   });
 
-  it('makes every bundled template a native sidecar in a Job\'s pod', async () => {
+  it("makes every bundled template a native sidecar in a Job's pod", async () => {
     for (const dir of ['templates', 'manifests/base/templates', 'charts/sidecar-injector/files/templates']) {
       const set = await loadTemplateSet(dir);
       for (const t of set.templates.values()) {
@@ -61,7 +61,9 @@ describe('Jobs complete, through the server', () => {
   before(async () => {
     bundled = await startTestServer();
     const dir = await mkdtemp(join(tmpdir(), 'jobs-'));
-    await writeFile(join(dir, 'agent.yaml'), `apiVersion: sidecar-injector.io/v1alpha1
+    await writeFile(
+      join(dir, 'agent.yaml'),
+      `apiVersion: sidecar-injector.io/v1alpha1
 kind: SidecarTemplate
 metadata:
   name: agent
@@ -70,7 +72,8 @@ spec:
   containers:
     - name: agent
       image: registry.example.com/agent:1.0
-`);
+`,
+    );
     regular = await startTestServer(['--templates-dir', dir]);
   });
   after(async () => {
@@ -78,23 +81,36 @@ spec:
     await regular.close();
   });
 
-  it('injects the bundled templates into a Job\'s pod as native sidecars only, which the validator admits', async () => {
+  it("injects the bundled templates into a Job's pod as native sidecars only, which the validator admits", async () => {
     const pod = jobPod();
     pod.metadata.annotations = { 'sidecar-injector.io/templates': 'log-shipper,proxy' };
     const { response, pod: out } = await admit(bundled.url, bundled.certs.ca.certPem, pod);
     assert.equal(response.allowed, true, response.status?.message);
     assert.equal(response.warnings, undefined);
-    assert.deepEqual(out.spec.containers.map((c: any) => c.name), ['web'], 'no regular container but the Job\'s own');
-    assert.deepEqual(out.spec.initContainers.map((c: any) => [c.name, c.restartPolicy]), [['log-shipper', 'Always'], ['proxy', 'Always']]);
+    assert.deepEqual(
+      out.spec.containers.map((c: any) => c.name),
+      ['web'],
+      "no regular container but the Job's own",
+    );
+    assert.deepEqual(
+      out.spec.initContainers.map((c: any) => [c.name, c.restartPolicy]),
+      [
+        ['log-shipper', 'Always'],
+        ['proxy', 'Always'],
+      ],
+    );
     assert.equal((await validatePod(bundled.url, bundled.certs.ca.certPem, out)).allowed, true);
   });
 
   it('keeps the bundled log shipper an ordinary container outside Jobs', async () => {
     const { pod } = await admit(bundled.url, bundled.certs.ca.certPem, optedInPod());
-    assert.deepEqual(pod.spec.containers.map((c: any) => c.name), ['web', 'log-shipper']);
+    assert.deepEqual(
+      pod.spec.containers.map((c: any) => c.name),
+      ['web', 'log-shipper'],
+    );
   });
 
-  it('warns in the AdmissionResponse of a regular sidecar in a Job\'s pod', async () => {
+  it("warns in the AdmissionResponse of a regular sidecar in a Job's pod", async () => {
     const { response } = await admit(regular.url, regular.certs.ca.certPem, jobPod());
     assert.equal(response.allowed, true);
     assert.equal(response.warnings.length, 1);

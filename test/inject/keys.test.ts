@@ -18,18 +18,28 @@ function levenshtein(a: string, b: string): number {
 describe('editDistance', () => {
   it('is the Levenshtein distance when it is at most max, else max + 1', () => {
     const word = fc.string({ unit: fc.constantFrom('a', 'b', 'c', '-'), maxLength: 9 });
-    fc.assert(fc.property(word, word, fc.integer({ min: 0, max: 4 }), (a, b, max) => editDistance(a, b, max) === Math.min(levenshtein(a, b), max + 1)), { numRuns: 3000 });
+    fc.assert(
+      fc.property(word, word, fc.integer({ min: 0, max: 4 }), (a, b, max) => editDistance(a, b, max) === Math.min(levenshtein(a, b), max + 1)),
+      { numRuns: 3000 },
+    );
   });
 });
 
 describe('workloadKeyWarnings (issue 21)', () => {
-  it('warns of the injector\'s keys on a workload\'s own metadata that its pod template lacks', () => {
-    const workload = { labels: { 'sidecar-injector.io/inject': 'true', app: 'web' }, annotations: { 'sidecar-injector.io/templates': 'proxy', 'proxy.sidecar-injector.io/cpu': '1', 'deployment.kubernetes.io/revision': '3' } };
+  it("warns of the injector's keys on a workload's own metadata that its pod template lacks", () => {
+    const workload = {
+      labels: { 'sidecar-injector.io/inject': 'true', app: 'web' },
+      annotations: { 'sidecar-injector.io/templates': 'proxy', 'proxy.sidecar-injector.io/cpu': '1', 'deployment.kubernetes.io/revision': '3' },
+    };
     assert.deepEqual(workloadKeyWarnings('Deployment', workload, { labels: { 'sidecar-injector.io/inject': 'true' } }), [
       'annotation "sidecar-injector.io/templates" is on the Deployment, not on its pod template (spec.template.metadata): its pods never get it',
       'annotation "proxy.sidecar-injector.io/cpu" is on the Deployment, not on its pod template (spec.template.metadata): its pods never get it',
     ]);
-    assert.deepEqual(workloadKeyWarnings('Deployment', workload, { labels: workload.labels, annotations: workload.annotations }), [], 'none when the template has them too');
+    assert.deepEqual(
+      workloadKeyWarnings('Deployment', workload, { labels: workload.labels, annotations: workload.annotations }),
+      [],
+      'none when the template has them too',
+    );
   });
 });
 
@@ -48,13 +58,15 @@ describe('strayKeyWarnings: work per pod', () => {
     const start = performance.now();
     const warnings = strayKeyWarnings({ annotations }, { templates });
     const took = performance.now() - start;
-    assert.deepEqual(warnings, ['the pod has more than 64 keys under the injector\'s prefixes; only the first 64 were checked']);
+    assert.deepEqual(warnings, ["the pod has more than 64 keys under the injector's prefixes; only the first 64 were checked"]);
     // The whole comparison of every key with every name took 8 s; what other teams' reviews may wait.
     assert.ok(took < 1000, `${took} ms`);
   });
 
   it('still names the stray keys among them, with the template meant', () => {
     const annotations = { [`${prefix}-7x.sidecar-injector.io/image`]: 'v', [keys[0]!]: 'v' };
-    assert.deepEqual(strayKeyWarnings({ annotations }, { templates }), [`annotation "${`${prefix}-7x.sidecar-injector.io/image`.slice(0, 61)}..." is not read by the injector; did you mean "${`${prefix}-7.sidecar-injector.io/image`.slice(0, 61)}..."?`]);
+    assert.deepEqual(strayKeyWarnings({ annotations }, { templates }), [
+      `annotation "${`${prefix}-7x.sidecar-injector.io/image`.slice(0, 61)}..." is not read by the injector; did you mean "${`${prefix}-7.sidecar-injector.io/image`.slice(0, 61)}..."?`,
+    ]);
   });
 });

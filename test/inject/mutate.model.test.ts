@@ -53,7 +53,11 @@ function compare(pod: object, set: TemplateSet, docs: readonly TemplateDoc[], na
     tally.denied[expected.reason] = (tally.denied[expected.reason] ?? 0) + 1;
     return;
   }
-  assert.equal(response.allowed, true, `the model ${expected.outcome === 'skipped' ? 'skips the pod' : 'injects'}; the handler denied: ${response.status?.message}`);
+  assert.equal(
+    response.allowed,
+    true,
+    `the model ${expected.outcome === 'skipped' ? 'skips the pod' : 'injects'}; the handler denied: ${response.status?.message}`,
+  );
   if (expected.outcome === 'skipped') {
     assert.equal(response.patch, undefined, 'the model leaves the pod alone; the handler patched it');
     assert.equal(verdict.decision, 'skipped');
@@ -88,7 +92,13 @@ function optedIn(pod: any, selected: readonly string[], optIn: { label: string |
   const out = wire(pod);
   out.metadata ??= {};
   if (optIn.label !== undefined) out.metadata.labels = { ...out.metadata.labels, 'sidecar-injector.io/inject': optIn.label };
-  const value = { plain: selected.join(','), spaced: ` ${selected.join(' , ')}, ,${selected[0]}`, absent: undefined, blank: '', unknown: `${selected.join(',')},t9` }[optIn.names];
+  const value = {
+    plain: selected.join(','),
+    spaced: ` ${selected.join(' , ')}, ,${selected[0]}`,
+    absent: undefined,
+    blank: '',
+    unknown: `${selected.join(',')},t9`,
+  }[optIn.names];
   if (value !== undefined) out.metadata.annotations = { ...out.metadata.annotations, 'sidecar-injector.io/templates': value };
   return out;
 }
@@ -110,12 +120,16 @@ describe('the mutating handler against the model of README injection rules', () 
     t.diagnostic(`${RUNS} cases, ${sets} template sets loaded: ${tally.injected} injected, ${tally.skipped} skipped, denied ${JSON.stringify(tally.denied)}`);
     // Guards against a generator that stops reaching injections or any of the refusals.
     assert.ok(tally.injected > sets / 3, `injected ${tally.injected} of ${sets}`);
-    for (const reason of ['unknown-template', 'template-conflict', 'override-refused', 'volume-missing', 'template-value-invalid']) assert.ok((tally.denied[reason] ?? 0) > 0, `no case denied for ${reason}`);
+    for (const reason of ['unknown-template', 'template-conflict', 'override-refused', 'volume-missing', 'template-value-invalid'])
+      assert.ok((tally.denied[reason] ?? 0) > 0, `no case denied for ${reason}`);
   });
 
   it('yields the model pod for every corpus pod with each sidecar and each pair of sidecars', (t) => {
     const templates = corpusTemplates();
-    const set = compileTemplateSet(templates.map((c) => ({ file: c.file, text: c.text })), SidecarsDir);
+    const set = compileTemplateSet(
+      templates.map((c) => ({ file: c.file, text: c.text })),
+      SidecarsDir,
+    );
     const specs = new Map(templates.map((c) => [c.name, readYaml11(join(SidecarsDir, c.file))[0]!['spec']]));
     const docs = docsOf(set, specs);
     const names = templates.map((c) => c.name);

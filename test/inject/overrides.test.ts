@@ -38,7 +38,7 @@ before(async () => {
 });
 after(() => server.close());
 
-describe('annotations under a template\'s prefix, through the server', () => {
+describe("annotations under a template's prefix, through the server", () => {
   it('injects a template that sets its own prefixed annotation, and validates the pod, without a warning', async () => {
     const { response, pod } = await admit(server.url, ca, optedInPod({ annotations: { 'log-shipper.sidecar-injector.io/level': 'debug' } }));
     assert.equal(response.allowed, true, response.status?.message);
@@ -51,7 +51,7 @@ describe('annotations under a template\'s prefix, through the server', () => {
     assert.equal(again.response.warnings, undefined);
   });
 
-  it('admits a pod that sets the template\'s annotation to another value (the pod\'s wins)', async () => {
+  it("admits a pod that sets the template's annotation to another value (the pod's wins)", async () => {
     const { response, pod } = await admit(server.url, ca, optedInPod({ annotations: { 'log-shipper.sidecar-injector.io/version': '2.0' } }));
     assert.equal(response.allowed, true, response.status?.message);
     assert.equal(pod.metadata.annotations['log-shipper.sidecar-injector.io/version'], '2.0');
@@ -80,21 +80,34 @@ describe('annotations under a template\'s prefix, through the server', () => {
   });
 });
 
-describe('a cpu or memory override and the template\'s limit', () => {
-  const limited = (limits: string) => set(template('big', `  overrides: [cpu, memory]
+describe("a cpu or memory override and the template's limit", () => {
+  const limited = (limits: string) =>
+    set(
+      template(
+        'big',
+        `  overrides: [cpu, memory]
   containers:
     - name: big
       image: registry.example.com/big:1.0
       resources:
         limits: ${limits}
-`)).templates.get('big')!;
-  const render = (limits: string, annotations: Record<string, string>) => renderTemplates(optedInPod({ annotations }), [limited(limits)], 'default')[0]!.containers[0]!['resources'];
+`,
+      ),
+    ).templates.get('big')!;
+  const render = (limits: string, annotations: Record<string, string>) =>
+    renderTemplates(optedInPod({ annotations }), [limited(limits)], 'default')[0]!.containers[0]!['resources'];
 
   it('raises a limit exactly below the request, however close (a double reads 2^53 + 1 bytes as 8Pi)', () => {
-    assert.deepEqual(render('{ memory: 8Pi }', { 'big.sidecar-injector.io/memory': '9007199254740993' }), { requests: { memory: '9007199254740993' }, limits: { memory: '9007199254740993' } });
+    assert.deepEqual(render('{ memory: 8Pi }', { 'big.sidecar-injector.io/memory': '9007199254740993' }), {
+      requests: { memory: '9007199254740993' },
+      limits: { memory: '9007199254740993' },
+    });
   });
 
   it('keeps a limit equal to the request however each is written', () => {
-    assert.deepEqual(render('{ cpu: "0.009", memory: 1Gi }', { 'big.sidecar-injector.io/cpu': '9m', 'big.sidecar-injector.io/memory': '1073741824' }), { requests: { cpu: '9m', memory: '1073741824' }, limits: { cpu: '0.009', memory: '1Gi' } });
+    assert.deepEqual(render('{ cpu: "0.009", memory: 1Gi }', { 'big.sidecar-injector.io/cpu': '9m', 'big.sidecar-injector.io/memory': '1073741824' }), {
+      requests: { cpu: '9m', memory: '1073741824' },
+      limits: { cpu: '0.009', memory: '1Gi' },
+    });
   });
 });

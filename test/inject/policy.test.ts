@@ -17,7 +17,11 @@ spec:
 `;
 }
 
-const set = (...docs: string[]): TemplateSet => compileTemplateSet(docs.map((text, i) => ({ file: `t${i}.yaml`, text })), 'test');
+const set = (...docs: string[]): TemplateSet =>
+  compileTemplateSet(
+    docs.map((text, i) => ({ file: `t${i}.yaml`, text })),
+    'test',
+  );
 const twoDefaults = set(template('proxy', true), template('logs', true), template('debug', false));
 const noDefaults = set(template('debug', false));
 
@@ -39,7 +43,10 @@ describe('selectTemplates: who opts a pod in, per scope', () => {
   ];
   for (const [title, labels, podScope, namespaceScope] of cases) {
     it(`with ${title}: ${podScope} on /mutate, ${namespaceScope} on /mutate/namespace`, () => {
-      for (const [scope, expected] of [[OptInScope.Pod, podScope], [OptInScope.Namespace, namespaceScope]] as const) {
+      for (const [scope, expected] of [
+        [OptInScope.Pod, podScope],
+        [OptInScope.Namespace, namespaceScope],
+      ] as const) {
         const s = selectTemplates(pod(labels), twoDefaults, scope);
         assert.equal(s.inject ? 'in' : s.reason, expected, scope);
       }
@@ -72,7 +79,7 @@ describe('selectTemplates: which templates', () => {
     assert.ok(s.inject && !s.explicit);
   });
 
-  it('gives the named templates in the annotation\'s order instead of the defaults', () => {
+  it("gives the named templates in the annotation's order instead of the defaults", () => {
     const s = selectTemplates(pod(optedIn, { 'sidecar-injector.io/templates': 'debug, proxy' }), twoDefaults);
     assert.deepEqual(names(s), ['debug', 'proxy']);
     assert.ok(s.inject && s.explicit);
@@ -90,7 +97,10 @@ describe('selectTemplates: which templates', () => {
   it('refuses unknown names, naming every one and the known templates', () => {
     assert.throws(
       () => selectTemplates(pod(optedIn, { 'sidecar-injector.io/templates': 'proxy,nope,gone' }), twoDefaults),
-      (err: unknown) => err instanceof InjectorError && err.code === 'TEMPLATE_UNKNOWN' && err.message === 'unknown sidecar template(s) "nope", "gone" named in annotation sidecar-injector.io/templates; known templates: debug, logs, proxy',
+      (err: unknown) =>
+        err instanceof InjectorError &&
+        err.code === 'TEMPLATE_UNKNOWN' &&
+        err.message === 'unknown sidecar template(s) "nope", "gone" named in annotation sidecar-injector.io/templates; known templates: debug, logs, proxy',
     );
   });
 
@@ -119,26 +129,72 @@ describe('refusalReason', () => {
 describe('keyWarnings: keys that look meant for the injector but are not its own (issue 21)', () => {
   const opted = { 'sidecar-injector.io/inject': 'true' };
   const warn = (labels: Record<string, string> | undefined, annotations?: Record<string, string>, selected?: string[]): readonly string[] =>
-    keyWarnings(pod(labels, annotations), twoDefaults, selected?.map((n) => twoDefaults.templates.get(n)!));
+    keyWarnings(
+      pod(labels, annotations),
+      twoDefaults,
+      selected?.map((n) => twoDefaults.templates.get(n)!),
+    );
 
   it('names the key a typo of the templates annotation probably meant, while the pod gets the default templates', () => {
     const typo = pod(opted, { 'sidecar-injector.io/template': 'debug' });
     assert.deepEqual(names(selectTemplates(typo, twoDefaults)), ['logs', 'proxy'], 'the defaults, as before');
-    assert.deepEqual(keyWarnings(typo, twoDefaults), ['annotation "sidecar-injector.io/template" is not read by the injector; did you mean "sidecar-injector.io/templates"?']);
+    assert.deepEqual(keyWarnings(typo, twoDefaults), [
+      'annotation "sidecar-injector.io/template" is not read by the injector; did you mean "sidecar-injector.io/templates"?',
+    ]);
   });
 
   // [what, labels, annotations, the warning]
   const cases: [string, Record<string, string>, Record<string, string>, RegExp][] = [
-    ['a near-miss prefix (.com)', opted, { 'sidecar-injector.com/templates': 'debug' }, /"sidecar-injector\.com\/templates" is not read by the injector; did you mean "sidecar-injector\.io\/templates"\?$/],
+    [
+      'a near-miss prefix (.com)',
+      opted,
+      { 'sidecar-injector.com/templates': 'debug' },
+      /"sidecar-injector\.com\/templates" is not read by the injector; did you mean "sidecar-injector\.io\/templates"\?$/,
+    ],
     ['a prefix without its dash', opted, { 'sidecarinjector.io/templates': 'debug' }, /did you mean "sidecar-injector\.io\/templates"/],
-    ['a prefix with a dot for its dash', { 'sidecar.injector.io/inject': 'true' }, {}, /^label "sidecar\.injector\.io\/inject" is not read by the injector; did you mean "sidecar-injector\.io\/inject"\?$/],
-    ['the inject label written as an annotation', {}, { 'sidecar-injector.io/inject': 'true' }, /^annotation "sidecar-injector\.io\/inject" .*did you mean the label "sidecar-injector\.io\/inject"\?$/],
-    ['the templates annotation written as a label', { ...opted, 'sidecar-injector.io/templates': 'debug' }, {}, /^label "sidecar-injector\.io\/templates" .*did you mean the annotation "sidecar-injector\.io\/templates"\?$/],
-    ['an unknown key under the prefix', opted, { 'sidecar-injector.io/enabled': 'yes' }, /^annotation "sidecar-injector\.io\/enabled" is not read by the injector: its annotation is sidecar-injector\.io\/templates$/],
-    ['an override of a template that does not exist', opted, { 'prxy.sidecar-injector.io/cpu': '1' }, /"prxy\.sidecar-injector\.io\/cpu" is not read by the injector; did you mean "proxy\.sidecar-injector\.io\/cpu"\?/],
-    ['an override written as a label', { ...opted, 'proxy.sidecar-injector.io/cpu': '1' }, {}, /^label "proxy\.sidecar-injector\.io\/cpu" .*did you mean the annotation/],
+    [
+      'a prefix with a dot for its dash',
+      { 'sidecar.injector.io/inject': 'true' },
+      {},
+      /^label "sidecar\.injector\.io\/inject" is not read by the injector; did you mean "sidecar-injector\.io\/inject"\?$/,
+    ],
+    [
+      'the inject label written as an annotation',
+      {},
+      { 'sidecar-injector.io/inject': 'true' },
+      /^annotation "sidecar-injector\.io\/inject" .*did you mean the label "sidecar-injector\.io\/inject"\?$/,
+    ],
+    [
+      'the templates annotation written as a label',
+      { ...opted, 'sidecar-injector.io/templates': 'debug' },
+      {},
+      /^label "sidecar-injector\.io\/templates" .*did you mean the annotation "sidecar-injector\.io\/templates"\?$/,
+    ],
+    [
+      'an unknown key under the prefix',
+      opted,
+      { 'sidecar-injector.io/enabled': 'yes' },
+      /^annotation "sidecar-injector\.io\/enabled" is not read by the injector: its annotation is sidecar-injector\.io\/templates$/,
+    ],
+    [
+      'an override of a template that does not exist',
+      opted,
+      { 'prxy.sidecar-injector.io/cpu': '1' },
+      /"prxy\.sidecar-injector\.io\/cpu" is not read by the injector; did you mean "proxy\.sidecar-injector\.io\/cpu"\?/,
+    ],
+    [
+      'an override written as a label',
+      { ...opted, 'proxy.sidecar-injector.io/cpu': '1' },
+      {},
+      /^label "proxy\.sidecar-injector\.io\/cpu" .*did you mean the annotation/,
+    ],
     ['an override under a near-miss prefix', opted, { 'proxy.sidecar-injector.com/memory': '1Gi' }, /did you mean "proxy\.sidecar-injector\.io\/memory"\?/],
-    ['an inject label neither "true" nor "false"', { 'sidecar-injector.io/inject': 'yes' }, {}, /^label sidecar-injector\.io\/inject="yes" leaves the pod alone: only "true" opts it in$/],
+    [
+      'an inject label neither "true" nor "false"',
+      { 'sidecar-injector.io/inject': 'yes' },
+      {},
+      /^label sidecar-injector\.io\/inject="yes" leaves the pod alone: only "true" opts it in$/,
+    ],
   ];
   for (const [what, labels, annotations, warning] of cases) {
     it(`warns of ${what}, naming the key it probably meant`, () => {
@@ -149,11 +205,13 @@ describe('keyWarnings: keys that look meant for the injector but are not its own
   }
 
   it('warns of an override of a template the pod does not get', () => {
-    assert.deepEqual(warn(opted, { 'debug.sidecar-injector.io/cpu': '1' }, ['proxy']), ['annotation "debug.sidecar-injector.io/cpu" is not read by the injector: template "debug" is not selected for this pod']);
+    assert.deepEqual(warn(opted, { 'debug.sidecar-injector.io/cpu': '1' }, ['proxy']), [
+      'annotation "debug.sidecar-injector.io/cpu" is not read by the injector: template "debug" is not selected for this pod',
+    ]);
     assert.deepEqual(warn(opted, { 'debug.sidecar-injector.io/cpu': '1' }, ['debug']), [], 'read when it is selected');
   });
 
-  it('says nothing of the contract\'s own keys, of other projects\' keys, or of keys a template adds or reads', () => {
+  it("says nothing of the contract's own keys, of other projects' keys, or of keys a template adds or reads", () => {
     const annotations = {
       'sidecar-injector.io/templates': 'proxy',
       'sidecar-injector.io/status': '{}',
@@ -175,7 +233,10 @@ describe('keyWarnings: keys that look meant for the injector but are not its own
     assert.equal(found.length, 6);
     assert.equal(found[5], 'more keys of the pod look meant for the injector; only the first 5 are named');
     assert.deepEqual(warn(opted, Object.fromEntries(Object.entries(annotations).slice(0, 5))).length, 5, 'five are all named');
-    assert.ok(found.every((w) => w.length <= 200), JSON.stringify(found));
+    assert.ok(
+      found.every((w) => w.length <= 200),
+      JSON.stringify(found),
+    );
   });
 
   it('shortens a long key in its warning', () => {

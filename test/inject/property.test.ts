@@ -32,7 +32,13 @@ describe('injection over generated pods and templates', () => {
         try {
           result = injectSidecars(pod, chosen, namespace);
         } catch (err) {
-          if (err instanceof InjectorError && (err.code === 'TEMPLATE_CONFLICT' || err.code === 'OVERRIDE_REFUSED' || err.code === 'TEMPLATE_VOLUME_MISSING' || err.code === 'TEMPLATE_VALUE_INVALID')) {
+          if (
+            err instanceof InjectorError &&
+            (err.code === 'TEMPLATE_CONFLICT' ||
+              err.code === 'OVERRIDE_REFUSED' ||
+              err.code === 'TEMPLATE_VOLUME_MISSING' ||
+              err.code === 'TEMPLATE_VALUE_INVALID')
+          ) {
             seen.refused++;
             return;
           }
@@ -84,7 +90,10 @@ describe('the strict v4 patch applier the property relies on', () => {
       { op: 'add', path: '/spec/containers/0', value: { name: 'first' } },
     ]);
     assert.deepEqual(out.metadata.labels, { a: 'b', 'example.com/x': '1', 'a~b': '2', '~1': '3' });
-    assert.deepEqual(out.spec.containers.map((c) => c.name), ['first', 'web', 'side', 'last']);
+    assert.deepEqual(
+      out.spec.containers.map((c) => c.name),
+      ['first', 'web', 'side', 'last'],
+    );
     assert.deepEqual(pod.spec.containers, [{ name: 'web' }], 'the input is not modified');
   });
 });

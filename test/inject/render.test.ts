@@ -7,7 +7,6 @@ import { diff } from '../../src/patch/diff.js';
 import { optedInPod } from '../helpers/review.js';
 import { agent, jobOwner, podWith, set, template, templates } from '../helpers/templates.js';
 
-
 function agentOf(pod: any, set = templates): any {
   return renderTemplates(pod, [set.templates.get('agent')!], 'default')[0]!.containers;
 }
@@ -26,12 +25,11 @@ describe('per-pod overrides', () => {
 
   it('leaves the template untouched when the pod overrides nothing (same rendered object)', () => {
     const pod = podWith({});
-    assert.equal(renderTemplates(pod, [templates.templates.get('agent')!], 'default')[0], templates.templates.get('agent')!.render({ namespace: 'default', podName: '', serviceAccountName: 'default', labels: {}, annotations: {} }));
+    assert.equal(
+      renderTemplates(pod, [templates.templates.get('agent')!], 'default')[0],
+      templates.templates.get('agent')!.render({ namespace: 'default', podName: '', serviceAccountName: 'default', labels: {}, annotations: {} }),
+    );
   });
-
-
-
-
 
   it('lets a template read its own annotations through placeholders', () => {
     const [locked] = renderTemplates(podWith({ 'locked.sidecar-injector.io/level': 'debug' }), [templates.templates.get('locked')!], 'default')[0]!.containers;
@@ -39,21 +37,24 @@ describe('per-pod overrides', () => {
   });
 
   it('lets a template read its own annotations through a double-quoted placeholder key', () => {
-    const quoted = set(template('quoted', `  containers:
+    const quoted = set(
+      template(
+        'quoted',
+        `  containers:
     - name: quoted
       image: registry.example.com/quoted:1.0
       args: ['--level={{ pod.annotations["quoted.sidecar-injector.io/level"] }}']
-`));
+`,
+      ),
+    );
     const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'quoted', 'quoted.sidecar-injector.io/level': 'debug' } });
     const [c] = renderTemplates(pod, [quoted.templates.get('quoted')!], 'default')[0]!.containers;
     assert.deepEqual(c!.args, ['--level=debug']);
   });
-
-
 });
 
 describe('native sidecars for Job pods only', () => {
-  it('recognizes a pod owned by a Job (a CronJob\'s pods are too)', () => {
+  it("recognizes a pod owned by a Job (a CronJob's pods are too)", () => {
     assert.equal(isOwnedByJob({ metadata: { ownerReferences: jobOwner } }), true);
     assert.equal(isOwnedByJob({ metadata: { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'x' }] } }), false);
     assert.equal(isOwnedByJob({}), false);
@@ -61,18 +62,34 @@ describe('native sidecars for Job pods only', () => {
 
   it('injects init containers with restartPolicy Always into a Job pod, and ordinary containers elsewhere', () => {
     const job = injectSidecars(podWith({}, { ownerReferences: jobOwner }), [templates.templates.get('agent')!], 'default').pod;
-    assert.deepEqual(job.spec?.initContainers?.map((c) => [c.name, c.restartPolicy]), [['agent', 'Always'], ['agent-helper', 'Always']]);
-    assert.deepEqual(job.spec?.containers?.map((c) => c.name), ['web']);
+    assert.deepEqual(
+      job.spec?.initContainers?.map((c) => [c.name, c.restartPolicy]),
+      [
+        ['agent', 'Always'],
+        ['agent-helper', 'Always'],
+      ],
+    );
+    assert.deepEqual(
+      job.spec?.containers?.map((c) => c.name),
+      ['web'],
+    );
     const plain = injectSidecars(podWith({}), [templates.templates.get('agent')!], 'default').pod;
-    assert.deepEqual(plain.spec?.containers?.map((c) => [c.name, c.restartPolicy]), [['web', undefined], ['agent', undefined], ['agent-helper', undefined]]);
+    assert.deepEqual(
+      plain.spec?.containers?.map((c) => [c.name, c.restartPolicy]),
+      [
+        ['web', undefined],
+        ['agent', undefined],
+        ['agent-helper', undefined],
+      ],
+    );
     assert.equal(plain.spec?.initContainers, undefined);
   });
-
 });
 
-
 describe('rendering against the pod as it will be stored', () => {
-  const reader = template('reader', `  annotations:
+  const reader = template(
+    'reader',
+    `  annotations:
     reader.example.com/mode: sidecar
   containers:
     - name: reader
@@ -80,7 +97,8 @@ describe('rendering against the pod as it will be stored', () => {
       env:
         - name: MODE
           value: "{{ pod.annotations['reader.example.com/mode'] | default 'none' }}"
-`);
+`,
+  );
   const readers = set(reader);
 
   it('sees the annotations its own template adds, so a re-invoked review patches nothing and warns of nothing', () => {
@@ -93,16 +111,19 @@ describe('rendering against the pod as it will be stored', () => {
   });
 
   it('applies an override annotation that a selected template adds, though no template reads it', () => {
-    const pinner = template('pinner', `  annotations:
+    const pinner = template(
+      'pinner',
+      `  annotations:
     agent.sidecar-injector.io/image: registry.example.com/agent:2.0
-`);
+`,
+    );
     const both = set(agent, pinner);
     const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'agent,pinner' } });
     const [rendered] = renderTemplates(pod, [both.templates.get('agent')!, both.templates.get('pinner')!], 'default');
     assert.equal(rendered!.containers[0]!.image, 'registry.example.com/agent:2.0');
   });
 
-  it('lets the pod\'s own value win over the template\'s', () => {
+  it("lets the pod's own value win over the template's", () => {
     const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': 'reader', 'reader.example.com/mode': 'debug' } });
     const once = injectSidecars(pod, [readers.templates.get('reader')!], 'default');
     assert.deepEqual(once.pod.spec?.containers?.[1]?.env, [{ name: 'MODE', value: 'debug' }]);
@@ -110,9 +131,14 @@ describe('rendering against the pod as it will be stored', () => {
 });
 
 describe('rendered values Kubernetes refuses (issue 21)', () => {
-  const owner = set(template('owner', `  labels:
+  const owner = set(
+    template(
+      'owner',
+      `  labels:
     team: "{{ pod.annotations['example.com/team'] | default 'none' }}"
-`));
+`,
+    ),
+  );
 
   it('denies a pod whose value renders a label value the apiserver refuses, naming the template, the field and the value', () => {
     const pod = optedInPod({ annotations: { 'example.com/team': 'payments eu' } });
@@ -120,26 +146,43 @@ describe('rendered values Kubernetes refuses (issue 21)', () => {
       () => injectSidecars(pod, [owner.templates.get('owner')!], 'default'),
       (err: any) => {
         assert.equal(err.code, 'TEMPLATE_VALUE_INVALID');
-        assert.match(err.message, /^template "owner" renders \/spec\/labels\/team as "payments eu" \(from "\{\{ pod\.annotations\['example\.com\/team'\] \| default 'none' \}\}"\), which Kubernetes refuses as a label value: /);
+        assert.match(
+          err.message,
+          /^template "owner" renders \/spec\/labels\/team as "payments eu" \(from "\{\{ pod\.annotations\['example\.com\/team'\] \| default 'none' \}\}"\), which Kubernetes refuses as a label value: /,
+        );
         return true;
       },
     );
-    assert.equal(injectSidecars(optedInPod({ annotations: { 'example.com/team': 'payments' } }), [owner.templates.get('owner')!], 'default').pod.metadata?.labels?.['team'], 'payments');
+    assert.equal(
+      injectSidecars(optedInPod({ annotations: { 'example.com/team': 'payments' } }), [owner.templates.get('owner')!], 'default').pod.metadata?.labels?.[
+        'team'
+      ],
+      'payments',
+    );
   });
 
-  it('does not deny for a label whose value is never applied: the pod\'s value wins, then the first template\'s', () => {
+  it("does not deny for a label whose value is never applied: the pod's value wins, then the first template's", () => {
     const pod = optedInPod({ annotations: { 'example.com/team': 'payments eu' }, labels: { team: 'payments' } });
     assert.equal(injectSidecars(pod, [owner.templates.get('owner')!], 'default').pod.metadata?.labels?.['team'], 'payments');
     const both = set(template('core', '  labels:\n    team: core\n'), template('owner', `  labels:\n    team: "{{ pod.annotations['example.com/team'] }}"\n`));
     const selected = [both.templates.get('core')!, both.templates.get('owner')!];
-    assert.equal(injectSidecars(optedInPod({ annotations: { 'example.com/team': 'payments eu' } }), selected, 'default').pod.metadata?.labels?.['team'], 'core');
+    assert.equal(
+      injectSidecars(optedInPod({ annotations: { 'example.com/team': 'payments eu' } }), selected, 'default').pod.metadata?.labels?.['team'],
+      'core',
+    );
   });
 
-  it('denies {{ pod.name }} in a label value for a controller\'s pod, rather than a patch the apiserver refuses', () => {
+  it("denies {{ pod.name }} in a label value for a controller's pod, rather than a patch the apiserver refuses", () => {
     // The loader refuses this template; compiled directly, as a template read before this check was.
     const t = compileTemplate('owner-pod', 'owner.yaml', { labels: { 'owner-pod': '{{ pod.name }}' } });
-    const pod = { metadata: { generateName: 'web-7d9f8b6c5-', labels: { 'sidecar-injector.io/inject': 'true' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } };
-    assert.throws(() => injectSidecars(pod, [t], 'default'), /template "owner-pod" renders \/spec\/labels\/owner-pod as "web-7d9f8b6c5-" .*\{\{ pod\.name \}\} is the generateName/);
+    const pod = {
+      metadata: { generateName: 'web-7d9f8b6c5-', labels: { 'sidecar-injector.io/inject': 'true' } },
+      spec: { containers: [{ name: 'web', image: 'nginx' }] },
+    };
+    assert.throws(
+      () => injectSidecars(pod, [t], 'default'),
+      /template "owner-pod" renders \/spec\/labels\/owner-pod as "web-7d9f8b6c5-" .*\{\{ pod\.name \}\} is the generateName/,
+    );
     assert.equal(injectSidecars({ ...pod, metadata: { ...pod.metadata, name: 'web-0' } }, [t], 'default').pod.metadata?.labels?.['owner-pod'], 'web-0');
   });
 });

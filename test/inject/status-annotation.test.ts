@@ -6,19 +6,27 @@ import { compileTemplateSet, type TemplateSet } from '../../src/templates/load.j
 import { optedInPod } from '../helpers/review.js';
 
 function set(...docs: string[]): TemplateSet {
-  return compileTemplateSet(docs.map((text, i) => ({ file: `t${i}.yaml`, text })), 'test');
+  return compileTemplateSet(
+    docs.map((text, i) => ({ file: `t${i}.yaml`, text })),
+    'test',
+  );
 }
 
 function template(name: string, spec: string): string {
   return `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: ${name}\nspec:\n${spec}`;
 }
 
-const shipper = (image: string): string => template('shipper', `  default: true\n  containers:\n    - name: shipper\n      image: ${image}\n  volumes:\n    - name: logs\n      emptyDir: {}\n`);
+const shipper = (image: string): string =>
+  template('shipper', `  default: true\n  containers:\n    - name: shipper\n      image: ${image}\n  volumes:\n    - name: logs\n      emptyDir: {}\n`);
 const mesh = template('mesh', '  nativeSidecar: true\n  containers:\n    - name: proxy\n      image: envoyproxy/envoy:v1.31.0\n');
 
 function injected(s: TemplateSet, annotations: Record<string, string> = {}): any {
   const pod = optedInPod({ annotations });
-  return injectSidecars(pod, [...s.templates.values()].filter((t) => t.isDefault || (annotations['sidecar-injector.io/templates'] ?? '').includes(t.name)), 'default').pod;
+  return injectSidecars(
+    pod,
+    [...s.templates.values()].filter((t) => t.isDefault || (annotations['sidecar-injector.io/templates'] ?? '').includes(t.name)),
+    'default',
+  ).pod;
 }
 
 const withStatus = (value: string): any => optedInPod({ annotations: { 'sidecar-injector.io/status': value } });
@@ -45,10 +53,21 @@ describe('status annotation', () => {
     assert.notEqual(v(shipper('busybox:1.36')), v(shipper('busybox:1.37')));
   });
 
-  it('reads the earlier release\'s format as unversioned, and anything out of shape as invalid', () => {
+  it("reads the earlier release's format as unversioned, and anything out of shape as invalid", () => {
     assert.deepEqual(readStatus(optedInPod()), { format: StatusFormat.None });
     assert.deepEqual(readStatus(withStatus('{"templates":["a"],"digest":"7a58c114437aeb57"}')), { format: StatusFormat.Unversioned, templates: ['a'] });
-    for (const bad of ['', 'nope', '[]', 'null', '{"templates":"a"}', '{"templates":[1]}', '{"templates":[],"injected":{}}', '{"templates":[],"injected":[{"template":"a"}]}', '{"templates":[],"injected":[{"template":"a","version":"1","containers":{"c":1}}]}', '{"templates":[],"injected":[{"template":"a","version":"1","volumes":"v"}]}']) {
+    for (const bad of [
+      '',
+      'nope',
+      '[]',
+      'null',
+      '{"templates":"a"}',
+      '{"templates":[1]}',
+      '{"templates":[],"injected":{}}',
+      '{"templates":[],"injected":[{"template":"a"}]}',
+      '{"templates":[],"injected":[{"template":"a","version":"1","containers":{"c":1}}]}',
+      '{"templates":[],"injected":[{"template":"a","version":"1","volumes":"v"}]}',
+    ]) {
       assert.deepEqual(readStatus(withStatus(bad)), { format: StatusFormat.Invalid }, bad);
     }
   });

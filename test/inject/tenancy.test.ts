@@ -38,7 +38,7 @@ async function attack(lab: TenantLab, pods: readonly object[]): Promise<any[]> {
 
 /** Resolves once a pod naming `template` is injected: the team's objects are compiled and served (their compilation is not this attack). */
 async function served(lab: TenantLab, template: string): Promise<void> {
-  for (const start = Date.now(); Date.now() - start < 60_000; ) {
+  for (const start = Date.now(); Date.now() - start < 60_000;) {
     const [answer] = await attack(lab, [teamPod(template)]);
     if (answer.allowed === true) return;
     await new Promise((r) => setTimeout(r, 200));
@@ -79,15 +79,24 @@ describe('one team cannot hurt another through rendering and per-pod work', { co
   it('placeholder amplification: a pod value read 2000 times is refused before it is rendered; 199 KB of unknown app-containers give a short warning', async () => {
     const args = Array.from({ length: 2000 }, () => "{{ pod.annotations['b'] }}");
     const amp = { ...sidecarTemplate(TEAM, 'amp'), spec: { containers: [{ name: 'amp', image: 'registry.example.com/amp:1', args }] } };
-    const env = { ...sidecarTemplate(TEAM, 'env'), spec: { containers: [{ name: 'env', image: 'registry.example.com/env:1' }], env: [{ name: 'A', value: '1' }] } };
+    const env = {
+      ...sidecarTemplate(TEAM, 'env'),
+      spec: { containers: [{ name: 'env', image: 'registry.example.com/env:1' }], env: [{ name: 'A', value: '1' }] },
+    };
     lab = await startTenantLab({ objects: [platform, amp, env], limitMiB: DEPLOYMENT_LIMIT_MIB });
     await served(lab, 'env');
     const names = Array.from({ length: 10_000 }, (_, i) => `unknown-container-${i}`).join(',');
-    const pods = [...[0, 1, 2].map((i) => teamPod('amp', { b: 'x'.repeat(250_000) }, `amp-${i}`)), teamPod('env', { 'sidecar-injector.io/app-containers': names }, 'env-0')];
+    const pods = [
+      ...[0, 1, 2].map((i) => teamPod('amp', { b: 'x'.repeat(250_000) }, `amp-${i}`)),
+      teamPod('env', { 'sidecar-injector.io/app-containers': names }, 'env-0'),
+    ];
     const answers = await underAttack(lab, () => attack(lab!, pods));
     for (const answer of answers.slice(0, 3)) {
       assert.equal(answer.allowed, false);
-      assert.match(answer.status.message, /^template "amp" would add more than 1048576 bytes to the pod \(--max-patch-kib\): \{\{ pod\.annotations\['b'\] \}\} expands to 250000 bytes for this pod, 2000 times in the template/);
+      assert.match(
+        answer.status.message,
+        /^template "amp" would add more than 1048576 bytes to the pod \(--max-patch-kib\): \{\{ pod\.annotations\['b'\] \}\} expands to 250000 bytes for this pod, 2000 times in the template/,
+      );
     }
     const listed = answers[3];
     assert.equal(listed.allowed, true);
@@ -102,7 +111,9 @@ describe('one team cannot hurt another through rendering and per-pod work', { co
   it('typo warnings: 2800 keys under a template prefix against 150 templates named alike', async () => {
     const prefix = 'a'.repeat(56);
     const keys = Array.from({ length: 2800 }, (_, i) => `${prefix}-xyzw.sidecar-injector.io/k${i}`);
-    const named = Array.from({ length: 150 }, (_, i) => sidecarTemplate(TEAM, `${prefix}-${i}`, i === 0 ? { annotations: Object.fromEntries(keys.map((k) => [k, 'v'])) } : {}));
+    const named = Array.from({ length: 150 }, (_, i) =>
+      sidecarTemplate(TEAM, `${prefix}-${i}`, i === 0 ? { annotations: Object.fromEntries(keys.map((k) => [k, 'v'])) } : {}),
+    );
     lab = await startTenantLab({ objects: [platform, ...named], limitMiB: DEPLOYMENT_LIMIT_MIB });
     await served(lab, `${prefix}-149`);
     const pods = [0, 1].map((i) => teamPod(`${prefix}-1`, Object.fromEntries(keys.map((k) => [k, 'v'])), `typo-${i}`));

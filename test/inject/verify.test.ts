@@ -9,15 +9,20 @@ import { compileTemplateSet, type TemplateSet } from '../../src/templates/load.j
 import { optedInPod } from '../helpers/review.js';
 
 function set(...docs: string[]): TemplateSet {
-  return compileTemplateSet(docs.map((text, i) => ({ file: `t${i}.yaml`, text })), 'test');
+  return compileTemplateSet(
+    docs.map((text, i) => ({ file: `t${i}.yaml`, text })),
+    'test',
+  );
 }
 
 function template(name: string, spec: string): string {
   return `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: ${name}\nspec:\n${spec}`;
 }
 
-const shipper = (image: string, extra = ''): string => template('shipper', `  default: true\n${extra}  containers:\n    - name: shipper\n      image: ${image}\n`);
-const mesh = (extra = ''): string => template('mesh', `${extra}  nativeSidecar: true\n  containers:\n    - name: proxy\n      image: envoyproxy/envoy:v1.31.0\n`);
+const shipper = (image: string, extra = ''): string =>
+  template('shipper', `  default: true\n${extra}  containers:\n    - name: shipper\n      image: ${image}\n`);
+const mesh = (extra = ''): string =>
+  template('mesh', `${extra}  nativeSidecar: true\n  containers:\n    - name: proxy\n      image: envoyproxy/envoy:v1.31.0\n`);
 
 /** /mutate's work on a pod under one set. */
 function inject(s: TemplateSet, annotations: Record<string, string> = {}): any {
@@ -53,7 +58,13 @@ describe('verifyPod', () => {
 
   it('admits by the record a pod injected with a version never served here, and asks for a re-read', () => {
     let asked = 0;
-    assert.deepEqual(verdictOf(inject(v2), replica([v1], () => asked++)), { kind: 'allowed', reason: Reason.RecordedTemplates });
+    assert.deepEqual(
+      verdictOf(
+        inject(v2),
+        replica([v1], () => asked++),
+      ),
+      { kind: 'allowed', reason: Reason.RecordedTemplates },
+    );
     assert.equal(asked, 1);
   });
 
@@ -89,7 +100,7 @@ describe('verifyPod', () => {
     assert.deepEqual(verdictOf(pod, replica([v1])), { kind: 'allowed', reason: Reason.RecordedTemplates });
   });
 
-  it('gives the current set\'s denial when nothing admits the pod', () => {
+  it("gives the current set's denial when nothing admits the pod", () => {
     const pod = inject(v1);
     pod.spec.containers.pop();
     const v = verifyPod(pod, replica([v1, v2]), 'default');
@@ -99,7 +110,7 @@ describe('verifyPod', () => {
     assert.deepEqual(v.templates, ['shipper']);
   });
 
-  it('admits the previous release\'s status by names only within the window after start', () => {
+  it("admits the previous release's status by names only within the window after start", () => {
     const pod = inject(v1);
     pod.metadata.annotations['sidecar-injector.io/status'] = '{"templates":["shipper"],"digest":"7a58c114437aeb57"}';
     assert.deepEqual(verdictOf(pod, replica([v2])), { kind: 'allowed', reason: Reason.UnversionedStatus });
@@ -141,7 +152,10 @@ describe('verifyPod with registry mirrors', () => {
   /** The pod as a policy after the injector left it: every image moved to the mirror. */
   const mirrored = (pod: any): any => {
     for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
-      c.image = c.image.replace(/^k8s\.gcr\.io\//, 'mirror.example.com/gcr/').replace(/^registry\.k8s\.io\//, 'mirror.example.com/k8s/').replace(/^envoyproxy\//, 'mirror.example.com/hub/envoyproxy/');
+      c.image = c.image
+        .replace(/^k8s\.gcr\.io\//, 'mirror.example.com/gcr/')
+        .replace(/^registry\.k8s\.io\//, 'mirror.example.com/k8s/')
+        .replace(/^envoyproxy\//, 'mirror.example.com/hub/envoyproxy/');
     }
     return pod;
   };

@@ -41,18 +41,31 @@ spec:
 const MEANINGFUL: readonly { readonly pattern: RegExp; readonly why: string }[] = [
   { pattern: /adds "[^"]+" as a regular container to a Job's pod, which then never completes/, why: 'the Job would never finish' },
   { pattern: /^volume "[^"]+" of template "[^"]+" already exists in the pod and differs/, why: "the sidecar mounts the pod's volume, not its own" },
-  { pattern: /^container "[^"]+" of template "[^"]+" already exists in the pod and differs/, why: 'the pod runs its own container of that name instead of the sidecar' },
-  { pattern: /^annotation "[^"]+" of template "[^"]+" is already set on the pod/, why: "the template's annotation (a scrape port of the sidecar's) does not apply" },
+  {
+    pattern: /^container "[^"]+" of template "[^"]+" already exists in the pod and differs/,
+    why: 'the pod runs its own container of that name instead of the sidecar',
+  },
+  {
+    pattern: /^annotation "[^"]+" of template "[^"]+" is already set on the pod/,
+    why: "the template's annotation (a scrape port of the sidecar's) does not apply",
+  },
   { pattern: /^port \d+\/\w+ of sidecar "[^"]+" .* is also declared by container/, why: 'two containers bind one port' },
 ];
 
-const set = compileTemplateSet([...readdirSync(SidecarsDir).map((file) => ({ file: join(SidecarsDir, file), text: readFileSync(join(SidecarsDir, file), 'utf8') })), { file: 'docs.yaml', text: DOCS_TEMPLATES }], 'corpus');
+const set = compileTemplateSet(
+  [
+    ...readdirSync(SidecarsDir).map((file) => ({ file: join(SidecarsDir, file), text: readFileSync(join(SidecarsDir, file), 'utf8') })),
+    { file: 'docs.yaml', text: DOCS_TEMPLATES },
+  ],
+  'corpus',
+);
 
 /** The manifest's pod as `inject` reads it: the pod template of a workload, opted in, before any admission plugin. */
 function asInjectReadsIt(view: { pod: any }): any {
   const pod = structuredClone(view.pod);
   pod.spec.volumes = (pod.spec.volumes ?? []).filter((v: any) => !String(v.name).startsWith('kube-api-access-'));
-  for (const c of [...(pod.spec.containers ?? []), ...(pod.spec.initContainers ?? [])]) c.volumeMounts = c.volumeMounts?.filter((m: any) => !String(m.name).startsWith('kube-api-access-'));
+  for (const c of [...(pod.spec.containers ?? []), ...(pod.spec.initContainers ?? [])])
+    c.volumeMounts = c.volumeMounts?.filter((m: any) => !String(m.name).startsWith('kube-api-access-'));
   return pod;
 }
 
@@ -63,7 +76,10 @@ describe('warnings on real-world pods', () => {
     for (const m of corpusManifests()) {
       for (const t of set.templates.keys()) {
         const view = admissionView(m.object, [t], DefaultNamespace);
-        for (const [how, pod] of [['admitted', view.pod], ['before admission', asInjectReadsIt(view)]] as const) {
+        for (const [how, pod] of [
+          ['admitted', view.pod],
+          ['before admission', asInjectReadsIt(view)],
+        ] as const) {
           const { response } = mutate(podReview(pod, { namespace: view.namespace }).request, set);
           if (response.allowed !== true) continue;
           checked++;
@@ -76,8 +92,15 @@ describe('warnings on real-world pods', () => {
   });
 
   it("still warn of an include name the pod lacks (a typo would leave a container without the template's env)", () => {
-    const typo = compileTemplateSet([{ file: 'otel.yaml', text: DOCS_TEMPLATES.split('---\n')[1]!.replace('exclude: [istio-proxy, linkerd-proxy, exporter]', 'include: [ap]') }], 'typo');
-    const pod = admissionView({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' }, spec: { containers: [{ name: 'app', image: 'app:1' }] } }, ['otel'], DefaultNamespace).pod;
+    const typo = compileTemplateSet(
+      [{ file: 'otel.yaml', text: DOCS_TEMPLATES.split('---\n')[1]!.replace('exclude: [istio-proxy, linkerd-proxy, exporter]', 'include: [ap]') }],
+      'typo',
+    );
+    const pod = admissionView(
+      { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' }, spec: { containers: [{ name: 'app', image: 'app:1' }] } },
+      ['otel'],
+      DefaultNamespace,
+    ).pod;
     const { response } = mutate(podReview(pod, { namespace: DefaultNamespace }).request, typo);
     assert.deepEqual(response.warnings, ['appContainers of template "otel" names "ap", not containers of the pod']);
   });

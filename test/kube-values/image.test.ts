@@ -1,12 +1,29 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { IMAGE_MIRRORS_MAX, MIRROR_ENTRY_PATTERN, imageRepository, mirroredFrom, parseImage, parseImageMirrors, sameRepository, suggestedMirror, type ImageMirrors } from '../../src/kube-values/image.js';
+import {
+  IMAGE_MIRRORS_MAX,
+  MIRROR_ENTRY_PATTERN,
+  imageRepository,
+  mirroredFrom,
+  parseImage,
+  parseImageMirrors,
+  sameRepository,
+  suggestedMirror,
+  type ImageMirrors,
+} from '../../src/kube-values/image.js';
 
 const SHA = 'sha256:' + 'a1'.repeat(32);
 
 describe('parseImage', () => {
   it("reads every spelling of Docker Hub's library/busybox as docker.io/library/busybox:latest", () => {
-    for (const ref of ['busybox', 'library/busybox', 'docker.io/busybox', 'docker.io/library/busybox', 'index.docker.io/library/busybox', 'index.docker.io/busybox']) {
+    for (const ref of [
+      'busybox',
+      'library/busybox',
+      'docker.io/busybox',
+      'docker.io/library/busybox',
+      'index.docker.io/library/busybox',
+      'index.docker.io/busybox',
+    ]) {
       assert.deepEqual(parseImage(ref), { domain: 'docker.io', path: 'library/busybox', repository: 'docker.io/library/busybox', tag: 'latest' }, ref);
     }
   });
@@ -114,10 +131,13 @@ function mirrors(...entries: string[]): ImageMirrors {
 
 describe('parseImageMirrors', () => {
   it('reads SOURCE=MIRROR entries, normalizing index.docker.io and dropping exact repeats', () => {
-    assert.deepEqual(mirrors('docker.io=mirror.example.com/dockerhub', ' index.docker.io = mirror.example.com/dockerhub ', 'quay.io/prometheus=localhost:5000/prom').entries, [
-      { source: 'docker.io', mirror: 'mirror.example.com/dockerhub' },
-      { source: 'quay.io/prometheus', mirror: 'localhost:5000/prom' },
-    ]);
+    assert.deepEqual(
+      mirrors('docker.io=mirror.example.com/dockerhub', ' index.docker.io = mirror.example.com/dockerhub ', 'quay.io/prometheus=localhost:5000/prom').entries,
+      [
+        { source: 'docker.io', mirror: 'mirror.example.com/dockerhub' },
+        { source: 'quay.io/prometheus', mirror: 'localhost:5000/prom' },
+      ],
+    );
   });
 
   // [entry, what the one-line message must say]
@@ -148,14 +168,31 @@ describe('parseImageMirrors', () => {
   });
 });
 
-describe('MIRROR_ENTRY_PATTERN (the chart\'s check of imageMirrors, issue 21)', () => {
+describe("MIRROR_ENTRY_PATTERN (the chart's check of imageMirrors, issue 21)", () => {
   it('accepts exactly the entries parseImageMirrors accepts, but those it leaves to the server', () => {
     const entries = [
-      'docker.io=mirror.example.com/dockerhub', ' docker.io = mirror.example.com ', 'index.docker.io=mirror.example.com', 'localhost=mirror.example.com',
-      'localhost:5000=registry.example.com:5443/cache', '[::1]:5000=mirror.example.com', 'quay.io/prometheus=mirror.example.com/quay/prom',
-      'Registry.Example.com=mirror.example.com', 'a.b=c.d/e__f/g-h', 'docker=mirror.example.com', 'docker.io=mirror', 'docker.io=mirror.example.com:tag/x',
-      'docker.io=mirror.example.com/Upper', 'docker.io', 'docker.io=mirror.example.com@sha256:abc', '=mirror.example.com', 'docker.io=',
-      'docker.io=mirror.example.com/x:1', '-bad.io=mirror.example.com', 'docker.io=mirror.example.com/a//b', 'docker.io=mirror.example.com/', 'a.io=b.io=c.io',
+      'docker.io=mirror.example.com/dockerhub',
+      ' docker.io = mirror.example.com ',
+      'index.docker.io=mirror.example.com',
+      'localhost=mirror.example.com',
+      'localhost:5000=registry.example.com:5443/cache',
+      '[::1]:5000=mirror.example.com',
+      'quay.io/prometheus=mirror.example.com/quay/prom',
+      'Registry.Example.com=mirror.example.com',
+      'a.b=c.d/e__f/g-h',
+      'docker=mirror.example.com',
+      'docker.io=mirror',
+      'docker.io=mirror.example.com:tag/x',
+      'docker.io=mirror.example.com/Upper',
+      'docker.io',
+      'docker.io=mirror.example.com@sha256:abc',
+      '=mirror.example.com',
+      'docker.io=',
+      'docker.io=mirror.example.com/x:1',
+      '-bad.io=mirror.example.com',
+      'docker.io=mirror.example.com/a//b',
+      'docker.io=mirror.example.com/',
+      'a.io=b.io=c.io',
     ];
     const pattern = new RegExp(MIRROR_ENTRY_PATTERN);
     for (const entry of entries) assert.equal(pattern.test(entry), !('problem' in parseImageMirrors([entry])), entry);
@@ -179,14 +216,19 @@ describe('mirroredFrom', () => {
     [mirrors('docker.io/library=mirror.example.com/hub'), 'docker.io/library/busybox', 'mirror.example.com/hub/busybox'],
     [mirrors('localhost:5000=mirror.example.com:8443/local'), 'localhost:5000/team/x', 'mirror.example.com:8443/local/team/x:2'],
     [mirrors('myreg:5000/team=mirror.example.com'), 'myreg:5000/team/x', 'mirror.example.com/x'],
-    [mirrors('quay.io=mirror.example.com/quay', 'docker.io=mirror.example.com/dockerhub'), 'docker.io/fluent/fluent-bit', 'mirror.example.com/dockerhub/fluent/fluent-bit'],
+    [
+      mirrors('quay.io=mirror.example.com/quay', 'docker.io=mirror.example.com/dockerhub'),
+      'docker.io/fluent/fluent-bit',
+      'mirror.example.com/dockerhub/fluent/fluent-bit',
+    ],
     // One source, two regional mirrors.
     [mirrors('docker.io=eu.mirror.example.com', 'docker.io=us.mirror.example.com'), 'docker.io/fluent/fluent-bit', 'us.mirror.example.com/fluent/fluent-bit'],
     // A whole repository mapped.
     [mirrors('cr.fluentbit.io/fluent/fluent-bit=mirror.example.com/fluent-bit'), 'cr.fluentbit.io/fluent/fluent-bit', 'mirror.example.com/fluent-bit:3.2'],
   ];
   for (const [m, wanted, found] of matched) {
-    it(`takes ${found} for ${wanted} under ${m.entries.map((e) => `${e.source}=${e.mirror}`).join(',')}`, () => assert.notEqual(mirroredFrom(wanted, found, m), undefined));
+    it(`takes ${found} for ${wanted} under ${m.entries.map((e) => `${e.source}=${e.mirror}`).join(',')}`, () =>
+      assert.notEqual(mirroredFrom(wanted, found, m), undefined));
   }
 
   const unmatched: readonly (readonly [ImageMirrors, string, string])[] = [
@@ -213,12 +255,13 @@ describe('mirroredFrom', () => {
     [mirrors(), 'docker.io/fluent/fluent-bit', 'mirror.example.com/dockerhub/fluent/fluent-bit'],
   ];
   for (const [m, wanted, found] of unmatched) {
-    it(`does not take ${found} for ${wanted} under ${m.entries.map((e) => `${e.source}=${e.mirror}`).join(',') || 'no mirrors'}`, () => assert.equal(mirroredFrom(wanted, found, m), undefined));
+    it(`does not take ${found} for ${wanted} under ${m.entries.map((e) => `${e.source}=${e.mirror}`).join(',') || 'no mirrors'}`, () =>
+      assert.equal(mirroredFrom(wanted, found, m), undefined));
   }
 });
 
 describe('suggestedMirror', () => {
-  it('names the entry that maps the template\'s registry to the one the pod runs, and that entry admits it', () => {
+  it("names the entry that maps the template's registry to the one the pod runs, and that entry admits it", () => {
     const cases: readonly (readonly [string, string, string])[] = [
       ['fluent/fluent-bit:3.2', 'mirror.example.com/dockerhub/fluent/fluent-bit:3.2', 'docker.io=mirror.example.com/dockerhub'],
       ['busybox', 'mirror.example.com/dockerhub/busybox', 'docker.io/library=mirror.example.com/dockerhub'],
@@ -239,9 +282,12 @@ describe('suggestedMirror', () => {
     assert.equal(suggestedMirror('docker.io/fluent/fluent-bit', 'Mirror/Fluent-Bit'), undefined);
   });
 
-  it('suggests nothing for a container of the same name at another tag: the pod\'s own, not a mirrored sidecar', () => {
+  it("suggests nothing for a container of the same name at another tag: the pod's own, not a mirrored sidecar", () => {
     // Bitnami's fluent-bit chart runs its own container "fluent-bit"; a mirror keeps the release.
     assert.equal(suggestedMirror('cr.fluentbit.io/fluent/fluent-bit:3.2.10', 'docker.io/bitnami/fluent-bit:4.0.8-debian-12-r0'), undefined);
-    assert.equal(suggestedMirror('cr.fluentbit.io/fluent/fluent-bit:3.2.10', 'mirror.example.com/fluent/fluent-bit:3.2.10'), 'cr.fluentbit.io=mirror.example.com');
+    assert.equal(
+      suggestedMirror('cr.fluentbit.io/fluent/fluent-bit:3.2.10', 'mirror.example.com/fluent/fluent-bit:3.2.10'),
+      'cr.fluentbit.io=mirror.example.com',
+    );
   });
 });

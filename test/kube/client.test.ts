@@ -20,7 +20,12 @@ describe('kube client', () => {
       await writeFile(join(dir, 'token'), api.token);
       await writeFile(join(dir, 'namespace'), 'sidecar-injector');
       const port = new URL(api.url).port;
-      const clients = createKubeClients({ kubeconfig: '', namespace: '', env: { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: port }, serviceAccountPrefix: prefix });
+      const clients = createKubeClients({
+        kubeconfig: '',
+        namespace: '',
+        env: { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: port },
+        serviceAccountPrefix: prefix,
+      });
       assert.equal(clients.source, KubeSource.inCluster);
       assert.equal(clients.namespace, 'sidecar-injector');
       assert.equal(clients.server, `https://127.0.0.1:${port}`);

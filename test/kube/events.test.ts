@@ -11,7 +11,8 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 /** A pod of ReplicaSet `owner` (its controller ownerReference, as the ReplicaSet controller writes it) that names a template no one serves. */
 function replicaSetPod(owner: string | undefined, template = 'nope'): any {
   const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': template } });
-  if (owner !== undefined) pod.metadata.ownerReferences = [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: owner, uid: uidOf(owner), controller: true, blockOwnerDeletion: true }];
+  if (owner !== undefined)
+    pod.metadata.ownerReferences = [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: owner, uid: uidOf(owner), controller: true, blockOwnerDeletion: true }];
   return pod;
 }
 
@@ -26,7 +27,11 @@ async function review(server: TestServer, pod: object, opts: { dryRun?: boolean;
 }
 
 /** The Events on `owner`, once at least `n` of them (or of `control`'s) have arrived; the injector creates them after its answer. */
-async function eventsOn(api: FakeApiServer, owner: string, until: () => boolean = () => api.createdEvents.some((e) => e.involvedObject.name === owner)): Promise<any[]> {
+async function eventsOn(
+  api: FakeApiServer,
+  owner: string,
+  until: () => boolean = () => api.createdEvents.some((e) => e.involvedObject.name === owner),
+): Promise<any[]> {
   const deadline = Date.now() + 10_000;
   while (!until()) {
     if (Date.now() > deadline) assert.fail(`no Event arrived (have: ${api.createdEvents.map((e) => e.involvedObject.name).join(', ')})`);
@@ -66,7 +71,13 @@ describe('owner events through the real server and the API stand-in', () => {
     assert.equal(response.allowed, false);
     const [event, ...more] = await eventsOn(api, 'web-5d4f8c7b9');
     assert.equal(more.length, 0);
-    assert.deepEqual(event.involvedObject, { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d4f8c7b9', namespace: 'shop', uid: uidOf('web-5d4f8c7b9') });
+    assert.deepEqual(event.involvedObject, {
+      apiVersion: 'apps/v1',
+      kind: 'ReplicaSet',
+      name: 'web-5d4f8c7b9',
+      namespace: 'shop',
+      uid: uidOf('web-5d4f8c7b9'),
+    });
     assert.equal(event.metadata.namespace, 'shop');
     assert.equal(event.type, 'Warning');
     assert.equal(event.reason, 'UnknownTemplate');
@@ -79,7 +90,16 @@ describe('owner events through the real server and the API stand-in', () => {
 
   it("puts the Event on the ReplicaSet's Deployment when the ReplicaSet names one, where kubectl describe deployment shows it", async () => {
     const s = await start();
-    api.putObject({ apiVersion: 'apps/v1', kind: 'ReplicaSet', metadata: { name: 'shop-6f7a8b9c0', namespace: 'shop', uid: uidOf('shop-6f7a8b9c0'), ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'shop', uid: uidOf('shop'), controller: true, blockOwnerDeletion: true }] } });
+    api.putObject({
+      apiVersion: 'apps/v1',
+      kind: 'ReplicaSet',
+      metadata: {
+        name: 'shop-6f7a8b9c0',
+        namespace: 'shop',
+        uid: uidOf('shop-6f7a8b9c0'),
+        ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'shop', uid: uidOf('shop'), controller: true, blockOwnerDeletion: true }],
+      },
+    });
     const response = await review(s, replicaSetPod('shop-6f7a8b9c0'));
     const [event, ...more] = await eventsOn(api, 'shop');
     assert.equal(more.length, 0);

@@ -7,7 +7,13 @@ import { createKubeClients, type KubeClients } from '../../src/kube/client.js';
 import { listJobs, listLivePods, listNamespaces, listReplicaSets, PAGE_SIZE } from '../../src/kube/pods.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
 
-const pod = (namespace: string, name: string, phase: string) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace }, spec: { containers: [{ name: 'app', image: 'busybox' }] }, status: { phase } });
+const pod = (namespace: string, name: string, phase: string) => ({
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name, namespace },
+  spec: { containers: [{ name: 'app', image: 'busybox' }] },
+  status: { phase },
+});
 const names = (items: { metadata?: { namespace?: string; name?: string } }[]): string[] => items.map((o) => `${o.metadata?.namespace}/${o.metadata?.name}`);
 
 describe('listing what drift reads', () => {
@@ -16,7 +22,14 @@ describe('listing what drift reads', () => {
   before(async () => {
     api = await startFakeApiServer();
     kube = createKubeClients({ kubeconfig: api.kubeconfig, namespace: 'default' });
-    for (const [ns, name, phase] of [['shop', 'web', 'Running'], ['shop', 'starting', 'Pending'], ['shop', 'done', 'Succeeded'], ['shop', 'crashed', 'Failed'], ['billing', 'api', 'Running']] as const) api.putObject(pod(ns, name, phase));
+    for (const [ns, name, phase] of [
+      ['shop', 'web', 'Running'],
+      ['shop', 'starting', 'Pending'],
+      ['shop', 'done', 'Succeeded'],
+      ['shop', 'crashed', 'Failed'],
+      ['billing', 'api', 'Running'],
+    ] as const)
+      api.putObject(pod(ns, name, phase));
     api.putObject({ apiVersion: 'apps/v1', kind: 'ReplicaSet', metadata: { name: 'web-5d4f', namespace: 'shop' }, spec: {} });
     api.putObject({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name: 'nightly-1', namespace: 'billing' }, spec: {} });
   });
@@ -36,8 +49,14 @@ describe('listing what drift reads', () => {
   it("reads the namespaces' labels: the one namespace (get), or every one (list)", async () => {
     api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'shop', labels: { team: 'a' } } });
     api.putObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'billing' } });
-    assert.deepEqual((await listNamespaces(kube, { namespace: 'shop' })).map((n) => [n.metadata?.name, n.metadata?.labels]), [['shop', { team: 'a' }]]);
-    assert.deepEqual((await listNamespaces(kube, { allNamespaces: true })).map((n) => n.metadata?.name), ['billing', 'shop']);
+    assert.deepEqual(
+      (await listNamespaces(kube, { namespace: 'shop' })).map((n) => [n.metadata?.name, n.metadata?.labels]),
+      [['shop', { team: 'a' }]],
+    );
+    assert.deepEqual(
+      (await listNamespaces(kube, { allNamespaces: true })).map((n) => n.metadata?.name),
+      ['billing', 'shop'],
+    );
     await assert.rejects(listNamespaces(kube, { namespace: 'nope' }), /Kubernetes API call get namespace nope failed: HTTP 404: namespaces "nope" not found/);
   });
 
@@ -45,7 +64,10 @@ describe('listing what drift reads', () => {
     for (let i = 0; i <= PAGE_SIZE; i++) api.putObject(pod('bulk', `p-${String(i).padStart(4, '0')}`, 'Running'));
     const before = api.calls.length;
     assert.equal((await listLivePods(kube, { namespace: 'bulk' })).length, PAGE_SIZE + 1);
-    assert.deepEqual(api.calls.slice(before).map((c) => c.path), ['/api/v1/namespaces/bulk/pods', '/api/v1/namespaces/bulk/pods']);
+    assert.deepEqual(
+      api.calls.slice(before).map((c) => c.path),
+      ['/api/v1/namespaces/bulk/pods', '/api/v1/namespaces/bulk/pods'],
+    );
   });
 
   it('names the call that failed', async () => {

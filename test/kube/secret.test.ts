@@ -51,6 +51,9 @@ describe('secret store', () => {
     const kubeconfig = join(dirname(api.kubeconfig), 'wrong-token');
     await writeFile(kubeconfig, (await readFile(api.kubeconfig, 'utf8')).replace(api.token, 'not-the-token'));
     const unauthorized = createSecretStore(createKubeClients({ kubeconfig, namespace: 'x' }).core, 'injector', 'tls');
-    await assert.rejects(unauthorized.read(), (err: InjectorError) => err.code === 'KUBE_API_FAILED' && /GET secrets\/injector\/tls/.test(err.message) && /HTTP 401/.test(err.message));
+    await assert.rejects(
+      unauthorized.read(),
+      (err: InjectorError) => err.code === 'KUBE_API_FAILED' && /GET secrets\/injector\/tls/.test(err.message) && /HTTP 401/.test(err.message),
+    );
   });
 });

@@ -26,7 +26,17 @@ const cases: [string, LabelSelector | undefined, Record<string, string>, boolean
   ['DoesNotExist holds for a missing key', { matchExpressions: [{ key: 'k', operator: 'DoesNotExist' }] }, {}, true],
   ['DoesNotExist fails for a present key', { matchExpressions: [{ key: 'k', operator: 'DoesNotExist' }] }, { k: 'v' }, false],
   ['matchLabels and matchExpressions are ANDed', { matchLabels: { a: '1' }, matchExpressions: [{ key: 'b', operator: 'Exists' }] }, { a: '1' }, false],
-  ['expressions are ANDed', { matchExpressions: [{ key: 'a', operator: 'Exists' }, { key: 'b', operator: 'NotIn', values: ['2'] }] }, { a: '1', b: '2' }, false],
+  [
+    'expressions are ANDed',
+    {
+      matchExpressions: [
+        { key: 'a', operator: 'Exists' },
+        { key: 'b', operator: 'NotIn', values: ['2'] },
+      ],
+    },
+    { a: '1', b: '2' },
+    false,
+  ],
   ['an inherited property is not a label', { matchExpressions: [{ key: 'toString', operator: 'Exists' }] }, {}, false],
 ];
 
@@ -44,13 +54,22 @@ describe('selectorMatches', () => {
       { matchExpressions: [{ key: 'k', operator: 'Equals' as 'In', values: ['v'] }] },
     ];
     for (const selector of bad) {
-      assert.throws(() => selectorMatches(selector, { k: 'v' }), (err: unknown) => err instanceof InjectorError && err.code === 'SELECTOR_INVALID' && err.message.includes('key k'), JSON.stringify(selector));
+      assert.throws(
+        () => selectorMatches(selector, { k: 'v' }),
+        (err: unknown) => err instanceof InjectorError && err.code === 'SELECTOR_INVALID' && err.message.includes('key k'),
+        JSON.stringify(selector),
+      );
     }
   });
 });
 
 describe('webhookCalls', () => {
-  const hook = (name: string, extra: object = {}) => ({ name, clientConfig: { service: { name: 's', namespace: 'n', path: `/${name}` } }, rules: [{ operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods'] }], ...extra });
+  const hook = (name: string, extra: object = {}) => ({
+    name,
+    clientConfig: { service: { name: 's', namespace: 'n', path: `/${name}` } },
+    rules: [{ operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods'] }],
+    ...extra,
+  });
   const configs: WebhookConfiguration[] = [
     { kind: 'ValidatingWebhookConfiguration', metadata: { name: 'v' }, webhooks: [hook('v1')] },
     {
@@ -69,14 +88,24 @@ describe('webhookCalls', () => {
 
   it('calls mutating webhooks first, in order, then validating ones, and only those whose rules cover a pod CREATE', () => {
     const calls = webhookCalls({ namespace: 'other', podLabels: { app: 'web' } }, configs);
-    assert.deepEqual(calls.map((c) => c.webhook), ['m1', 'wildcard', 'labelled', 'v1']);
+    assert.deepEqual(
+      calls.map((c) => c.webhook),
+      ['m1', 'wildcard', 'labelled', 'v1'],
+    );
     assert.deepEqual(calls[0], { configuration: 'MutatingWebhookConfiguration', webhook: 'm1', path: '/m1', failurePolicy: 'Ignore' });
     assert.equal(calls[1]!.failurePolicy, 'Fail', 'admissionregistration/v1 defaults failurePolicy to Fail');
   });
 
   it('sends the review of a url-based webhook to its URL', () => {
-    const remote: WebhookConfiguration = { kind: 'MutatingWebhookConfiguration', metadata: { name: 'r' }, webhooks: [{ ...hook('remote'), clientConfig: { url: 'https://hooks.example.com/inject' } }] };
-    assert.deepEqual(webhookCalls({ namespace: 'shop' }, [remote]).map((c) => c.path), ['https://hooks.example.com/inject']);
+    const remote: WebhookConfiguration = {
+      kind: 'MutatingWebhookConfiguration',
+      metadata: { name: 'r' },
+      webhooks: [{ ...hook('remote'), clientConfig: { url: 'https://hooks.example.com/inject' } }],
+    };
+    assert.deepEqual(
+      webhookCalls({ namespace: 'shop' }, [remote]).map((c) => c.path),
+      ['https://hooks.example.com/inject'],
+    );
   });
 
   it('gives every namespace the kubernetes.io/metadata.name label the apiserver sets, whatever the caller says', () => {
@@ -101,8 +130,14 @@ describe('webhookCalls with the shipped webhook configurations', () => {
 describe('namespaceCalls', () => {
   it('lists the webhooks that take some pod of the namespace, whatever their objectSelector, and none for an excluded namespace', () => {
     const open = namespaceCalls({ namespace: 'shop' }, SHIPPED_WEBHOOK_CONFIGURATIONS);
-    assert.deepEqual(open.map((c) => c.path), ['/mutate', '/validate']);
-    assert.deepEqual(namespaceCalls({ namespace: 'shop', namespaceLabels: { 'sidecar-injector.io/inject': 'true' } }, SHIPPED_WEBHOOK_CONFIGURATIONS).map((c) => c.path), ['/mutate/namespace', '/validate/namespace']);
+    assert.deepEqual(
+      open.map((c) => c.path),
+      ['/mutate', '/validate'],
+    );
+    assert.deepEqual(
+      namespaceCalls({ namespace: 'shop', namespaceLabels: { 'sidecar-injector.io/inject': 'true' } }, SHIPPED_WEBHOOK_CONFIGURATIONS).map((c) => c.path),
+      ['/mutate/namespace', '/validate/namespace'],
+    );
     assert.deepEqual(namespaceCalls({ namespace: 'kube-system' }, SHIPPED_WEBHOOK_CONFIGURATIONS), []);
     assert.deepEqual(namespaceCalls({ namespace: 'infra', namespaceLabels: { runlevel: '0' } }, SHIPPED_WEBHOOK_CONFIGURATIONS), []);
   });

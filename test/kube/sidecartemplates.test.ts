@@ -46,7 +46,10 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
 
   it("applies a team's template to its namespace only, shadowing the cluster-wide one of the same name there", async () => {
     api.applyTemplate(sct('team-a', 'logger', 'registry.example.com/team-a-logger:1'));
-    await eventually(async () => JSON.stringify(await injected('team-a', 'logger')) === JSON.stringify(['registry.example.com/team-a-logger:1']), 'team-a sees its logger');
+    await eventually(
+      async () => JSON.stringify(await injected('team-a', 'logger')) === JSON.stringify(['registry.example.com/team-a-logger:1']),
+      'team-a sees its logger',
+    );
     assert.deepEqual(await injected('team-b', 'logger'), ['registry.example.com/logger:1']);
   });
 
@@ -60,9 +63,15 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
     api.applyTemplate(sct('team-a', 'logger', 'registry.example.com/team-a-logger:2'));
     await eventually(async () => JSON.stringify(await injected('team-a', 'logger')) === JSON.stringify(['registry.example.com/team-a-logger:2']), 'the change');
     api.deleteTemplate('team-a', 'logger');
-    await eventually(async () => JSON.stringify(await injected('team-a', 'logger')) === JSON.stringify(['registry.example.com/logger:1']), 'the cluster-wide logger back in team-a');
+    await eventually(
+      async () => JSON.stringify(await injected('team-a', 'logger')) === JSON.stringify(['registry.example.com/logger:1']),
+      'the cluster-wide logger back in team-a',
+    );
     api.deleteTemplate('team-a', 'mesh');
-    await eventually(async () => JSON.stringify(await injected('team-a')) === JSON.stringify(['registry.example.com/proxy:1']), 'the cluster defaults back in team-a');
+    await eventually(
+      async () => JSON.stringify(await injected('team-a')) === JSON.stringify(['registry.example.com/proxy:1']),
+      'the cluster defaults back in team-a',
+    );
   });
 
   it('keeps serving the last valid version of a template whose change is invalid, and says why in its status', async () => {
@@ -87,7 +96,10 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
   });
 
   it('serves the older of two conflicting default templates of a namespace, and keeps the last valid version of one edited into a conflict', async () => {
-    const meshOf = (name: string, container: string, image: string): any => ({ ...sct('team-f', name, image, { default: true }), spec: { default: true, containers: [{ name: container, image }] } });
+    const meshOf = (name: string, container: string, image: string): any => ({
+      ...sct('team-f', name, image, { default: true }),
+      spec: { default: true, containers: [{ name: container, image }] },
+    });
     // Created first though named last: the older object wins, whatever the names.
     api.applyTemplate(meshOf('zeta', 'mesh', 'registry.example.com/zeta:1'));
     await eventually(async () => JSON.stringify(await injected('team-f')) === JSON.stringify(['registry.example.com/zeta:1']), 'zeta served');
@@ -97,7 +109,10 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
     assert.deepEqual(await injected('team-f'), ['registry.example.com/zeta:1']);
     // A third default that fits is served beside zeta; an edit that makes it clash keeps its last valid version.
     api.applyTemplate(meshOf('gamma', 'gamma', 'registry.example.com/gamma:1'));
-    await eventually(async () => JSON.stringify(await injected('team-f')) === JSON.stringify(['registry.example.com/gamma:1', 'registry.example.com/zeta:1']), 'gamma beside zeta');
+    await eventually(
+      async () => JSON.stringify(await injected('team-f')) === JSON.stringify(['registry.example.com/gamma:1', 'registry.example.com/zeta:1']),
+      'gamma beside zeta',
+    );
     api.applyTemplate(meshOf('gamma', 'mesh', 'registry.example.com/gamma:2'));
     await eventually(async () => api.template('team-f', 'gamma').status?.conditions?.[0]?.status === 'False', 'gamma Loaded=False');
     assert.deepEqual(await injected('team-f'), ['registry.example.com/gamma:1', 'registry.example.com/zeta:1']);
@@ -112,7 +127,12 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
     const writes = (): number => api.calls.filter((c) => c.method === 'PUT' && c.path.endsWith('/namespaces/team-g/sidecartemplates/agent/status')).length;
     const before = writes();
     // A replica that judged otherwise (it remembers another last valid version) writes its own view.
-    api.writeTemplateStatus('team-g', 'agent', { observedGeneration: 1, conditions: [{ type: 'Loaded', status: 'False', reason: 'Invalid', message: 'another replica', observedGeneration: 1, lastTransitionTime: '2026-01-01T00:00:00Z' }] });
+    api.writeTemplateStatus('team-g', 'agent', {
+      observedGeneration: 1,
+      conditions: [
+        { type: 'Loaded', status: 'False', reason: 'Invalid', message: 'another replica', observedGeneration: 1, lastTransitionTime: '2026-01-01T00:00:00Z' },
+      ],
+    });
     await new Promise((r) => setTimeout(r, 500));
     assert.equal(writes(), before, 'no second write: two replicas that disagree must not overwrite each other forever');
     // A new generation is written again.
@@ -131,7 +151,10 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
     try {
       api.applyTemplate(sct('team-h', 'agent', 'registry.example.com/agent-h:1'));
       await eventually(async () => api.template('team-h', 'agent').status?.conditions?.[0]?.status === 'True', 'Loaded=True after the conflict');
-      assert.equal(api.calls.filter((c) => c.method === 'PUT' && c.status === 409 && c.path.endsWith('/namespaces/team-h/sidecartemplates/agent/status')).length, 1);
+      assert.equal(
+        api.calls.filter((c) => c.method === 'PUT' && c.status === 409 && c.path.endsWith('/namespaces/team-h/sidecartemplates/agent/status')).length,
+        1,
+      );
       assert.equal(api.template('team-h', 'agent').metadata.labels.team, 'h', 'the label change stands');
     } finally {
       api.beforeStatusWrite = undefined;
@@ -141,10 +164,22 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
   it('records the namespace and version of each template in the status annotation', async () => {
     api.applyTemplate(sct('team-d', 'agent', 'registry.example.com/agent-d:1'));
     await eventually(async () => JSON.stringify(await injected('team-d', 'agent')) === JSON.stringify(['registry.example.com/agent-d:1']), 'team-d agent');
-    const res = await httpsRequest(`${server.url}/mutate`, JSON.stringify(podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': 'agent,logger' } }), { namespace: 'team-d' })), { ca: server.certs.ca.certPem });
-    const status = decodePatch(res.json().response).find((op: any) => op.path === '/metadata/annotations/sidecar-injector.io~1status')?.value ?? decodePatch(res.json().response).find((op: any) => op.path === '/metadata/annotations')?.value['sidecar-injector.io/status'];
+    const res = await httpsRequest(
+      `${server.url}/mutate`,
+      JSON.stringify(podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': 'agent,logger' } }), { namespace: 'team-d' })),
+      { ca: server.certs.ca.certPem },
+    );
+    const status =
+      decodePatch(res.json().response).find((op: any) => op.path === '/metadata/annotations/sidecar-injector.io~1status')?.value ??
+      decodePatch(res.json().response).find((op: any) => op.path === '/metadata/annotations')?.value['sidecar-injector.io/status'];
     const injectedList = JSON.parse(status).injected;
-    assert.deepEqual(injectedList.map((r: any) => [r.template, r.namespace]), [['agent', 'team-d'], ['logger', HOME]]);
+    assert.deepEqual(
+      injectedList.map((r: any) => [r.template, r.namespace]),
+      [
+        ['agent', 'team-d'],
+        ['logger', HOME],
+      ],
+    );
     assert.ok(injectedList.every((r: any) => typeof r.version === 'string' && r.version.length > 0));
   });
 
@@ -156,7 +191,10 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
     const before = lists();
     await eventually(async () => lists() > before, 'a new list after 410');
     api.applyTemplate(sct('team-e', 'agent', 'registry.example.com/agent-e:1'));
-    await eventually(async () => JSON.stringify(await injected('team-e', 'agent')) === JSON.stringify(['registry.example.com/agent-e:1']), 'a change after the re-list');
+    await eventually(
+      async () => JSON.stringify(await injected('team-e', 'agent')) === JSON.stringify(['registry.example.com/agent-e:1']),
+      'a change after the re-list',
+    );
   });
 
   it('keeps the last set when the API server is unreachable', async () => {
@@ -177,7 +215,10 @@ describe('readiness with --templates-source cluster', () => {
     const store = openClusterTemplateStore(createKubeClients({ kubeconfig: api.kubeconfig, namespace: HOME }), { logger, retryMs: 50 });
     try {
       await eventually(async () => lines.filter((l) => l.includes('watching sidecartemplates failed')).length >= 2, 'two attempts');
-      assert.match(lines.find((l) => l.includes('watching sidecartemplates failed'))!, /403: the injector's ServiceAccount may not get, list and watch sidecartemplates/);
+      assert.match(
+        lines.find((l) => l.includes('watching sidecartemplates failed'))!,
+        /403: the injector's ServiceAccount may not get, list and watch sidecartemplates/,
+      );
       assert.equal(store.synced(), false);
     } finally {
       await store.close();

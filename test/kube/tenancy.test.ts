@@ -44,55 +44,65 @@ async function assertUnhurt(lab: TenantLab, seen: { latencies: readonly number[]
   assert.ok((await lab.peakRssMiB()) < DEPLOYMENT_LIMIT_MIB);
 }
 
-describe('one team cannot hurt another through its SidecarTemplates', { skip: !existsSync('/proc/self/status') && "needs /proc to read the injector's RSS" }, () => {
-  it('22 valid objects of 1.3 MB that no pod selects: each refused in its status, the injector under 256 MiB, and ready again after a restart', async (t) => {
-    const lab = await startTenantLab({ objects: [sidecarTemplate(HOME, 'proxy', { default: true })], limitMiB: DEPLOYMENT_LIMIT_MIB });
-    try {
-      const objects = Array.from({ length: 22 }, (_, i) => bigTemplate('attacker', `big-${i}`, 10_000));
-      const team = lab.otherTeam();
-      await sleep(500);
-      for (const o of objects) {
-        lab.api.applyTemplate(o);
-        await sleep(200);
-      }
-      const loaded = (i: number): any => lab.api.template('attacker', `big-${i}`)?.status?.conditions?.[0];
-      await eventually(() => lab.oomKills > 0 || Array.from({ length: 22 }, (_, i) => loaded(i)).every((c) => c?.status === 'False'), 'every big object refused in its status');
-      const seen = await team.stop();
-      t.diagnostic(`${await verdict(lab, seen)}; the injector's longest event loop delay ${(await lab.eventLoopMaxMs()).toFixed(0)} ms`);
-      await assertUnhurt(lab, seen);
-      assert.match(loaded(0).message, /over the injector's limit of 65536 bytes as JSON/);
+describe(
+  'one team cannot hurt another through its SidecarTemplates',
+  { skip: !existsSync('/proc/self/status') && "needs /proc to read the injector's RSS" },
+  () => {
+    it('22 valid objects of 1.3 MB that no pod selects: each refused in its status, the injector under 256 MiB, and ready again after a restart', async (t) => {
+      const lab = await startTenantLab({ objects: [sidecarTemplate(HOME, 'proxy', { default: true })], limitMiB: DEPLOYMENT_LIMIT_MIB });
+      try {
+        const objects = Array.from({ length: 22 }, (_, i) => bigTemplate('attacker', `big-${i}`, 10_000));
+        const team = lab.otherTeam();
+        await sleep(500);
+        for (const o of objects) {
+          lab.api.applyTemplate(o);
+          await sleep(200);
+        }
+        const loaded = (i: number): any => lab.api.template('attacker', `big-${i}`)?.status?.conditions?.[0];
+        await eventually(
+          () => lab.oomKills > 0 || Array.from({ length: 22 }, (_, i) => loaded(i)).every((c) => c?.status === 'False'),
+          'every big object refused in its status',
+        );
+        const seen = await team.stop();
+        t.diagnostic(`${await verdict(lab, seen)}; the injector's longest event loop delay ${(await lab.eventLoopMaxMs()).toFixed(0)} ms`);
+        await assertUnhurt(lab, seen);
+        assert.match(loaded(0).message, /over the injector's limit of 65536 bytes as JSON/);
 
-      const ms = await lab.restart();
-      t.diagnostic(`ready ${ms} ms after the restart; peak RSS ${(await lab.peakRssMiB()).toFixed(0)} MiB`);
-      assert.ok(ms < READY_BOUND_MS, `ready ${ms} ms after the restart`);
-      assert.equal(lab.oomKills, 0);
-    } finally {
-      await lab.close();
-    }
-  });
-
-  it("1010 default templates in one namespace and edits in a third: other teams' reviews answered within 1 s, the newest past the namespace's budget refused", async (t) => {
-    // Each default has its own container: all served, each rebuild checks 1010 defaults in one scope.
-    const defaults = Array.from({ length: 1010 }, (_, i) => sidecarTemplate('crowded', `d${i}`, { default: true }));
-    const lab = await startTenantLab({ objects: [sidecarTemplate(HOME, 'proxy', { default: true }), ...defaults], limitMiB: DEPLOYMENT_LIMIT_MIB });
-    try {
-      const team = lab.otherTeam();
-      await sleep(500);
-      // A third team edits its template, each a new generation: every edit was a rebuild of everything.
-      for (let i = 0; i < 20; i++) {
-        lab.api.applyTemplate(sidecarTemplate('editor', 'agent', { containers: [{ name: 'agent', image: `registry.example.com/agent:${i}` }] }));
-        await sleep(150);
+        const ms = await lab.restart();
+        t.diagnostic(`ready ${ms} ms after the restart; peak RSS ${(await lab.peakRssMiB()).toFixed(0)} MiB`);
+        assert.ok(ms < READY_BOUND_MS, `ready ${ms} ms after the restart`);
+        assert.equal(lab.oomKills, 0);
+      } finally {
+        await lab.close();
       }
-      await eventually(() => lab.api.template('editor', 'agent')?.status?.observedGeneration === 20, 'the last edit observed');
-      const seen = await team.stop();
-      t.diagnostic(`${await verdict(lab, seen)}; the injector's longest event loop delay ${(await lab.eventLoopMaxMs()).toFixed(0)} ms`);
-      await assertUnhurt(lab, seen);
-      assert.equal(lab.api.template('crowded', 'd0')?.status?.conditions?.[0]?.status, 'True');
-      // Past the namespace's 4 MiB (each object charged its bytes and 4 KiB), the newest are refused, saying why.
-      await eventually(() => lab.api.template('crowded', 'd1009')?.status !== undefined, 'the status of the newest default');
-      assert.match(lab.api.template('crowded', 'd1009')?.status?.conditions?.[0]?.message ?? '', /namespace crowded's older objects already hold \d+ of the 4194304 bytes/);
-    } finally {
-      await lab.close();
-    }
-  });
-});
+    });
+
+    it("1010 default templates in one namespace and edits in a third: other teams' reviews answered within 1 s, the newest past the namespace's budget refused", async (t) => {
+      // Each default has its own container: all served, each rebuild checks 1010 defaults in one scope.
+      const defaults = Array.from({ length: 1010 }, (_, i) => sidecarTemplate('crowded', `d${i}`, { default: true }));
+      const lab = await startTenantLab({ objects: [sidecarTemplate(HOME, 'proxy', { default: true }), ...defaults], limitMiB: DEPLOYMENT_LIMIT_MIB });
+      try {
+        const team = lab.otherTeam();
+        await sleep(500);
+        // A third team edits its template, each a new generation: every edit was a rebuild of everything.
+        for (let i = 0; i < 20; i++) {
+          lab.api.applyTemplate(sidecarTemplate('editor', 'agent', { containers: [{ name: 'agent', image: `registry.example.com/agent:${i}` }] }));
+          await sleep(150);
+        }
+        await eventually(() => lab.api.template('editor', 'agent')?.status?.observedGeneration === 20, 'the last edit observed');
+        const seen = await team.stop();
+        t.diagnostic(`${await verdict(lab, seen)}; the injector's longest event loop delay ${(await lab.eventLoopMaxMs()).toFixed(0)} ms`);
+        await assertUnhurt(lab, seen);
+        assert.equal(lab.api.template('crowded', 'd0')?.status?.conditions?.[0]?.status, 'True');
+        // Past the namespace's 4 MiB (each object charged its bytes and 4 KiB), the newest are refused, saying why.
+        await eventually(() => lab.api.template('crowded', 'd1009')?.status !== undefined, 'the status of the newest default');
+        assert.match(
+          lab.api.template('crowded', 'd1009')?.status?.conditions?.[0]?.message ?? '',
+          /namespace crowded's older objects already hold \d+ of the 4194304 bytes/,
+        );
+      } finally {
+        await lab.close();
+      }
+    });
+  },
+);

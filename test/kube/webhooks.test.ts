@@ -55,7 +55,13 @@ describe('publishCaBundle', () => {
   });
 
   it('guards each patch with the resourceVersion and the webhook names it read', () => {
-    const config = { metadata: { resourceVersion: '7' }, webhooks: [{ name: 'a', clientConfig: { caBundle: b64(PEM) } }, { name: 'b', clientConfig: {} }] };
+    const config = {
+      metadata: { resourceVersion: '7' },
+      webhooks: [
+        { name: 'a', clientConfig: { caBundle: b64(PEM) } },
+        { name: 'b', clientConfig: {} },
+      ],
+    };
     assert.deepEqual(bundleOps(config, b64(PEM)), [
       { op: 'test', path: '/metadata/resourceVersion', value: '7' },
       { op: 'test', path: '/webhooks/1/name', value: 'b' },

@@ -7,8 +7,15 @@ import { InjectorError } from '../../src/errors.js';
 import type { Pod } from '../../src/kube/types.js';
 import { countOf, excesses, Webhook, type Admitted, type Excess } from '../../src/lint/limits.js';
 
-const pod = (containers: object[], metadata: object = {}): Pod => ({ metadata: { generateName: 'web-', ...metadata }, spec: { containers } as NonNullable<Pod['spec']> });
-const admittedOf = (mutated: Pod, patch = '[]'): Admitted => ({ patch, pod: mutated, review: apiserverReview({ kind: 'ReplicaSet', pod: pod([]), namespace: 'default' }, mutated) });
+const pod = (containers: object[], metadata: object = {}): Pod => ({
+  metadata: { generateName: 'web-', ...metadata },
+  spec: { containers } as NonNullable<Pod['spec']>,
+});
+const admittedOf = (mutated: Pod, patch = '[]'): Admitted => ({
+  patch,
+  pod: mutated,
+  review: apiserverReview({ kind: 'ReplicaSet', pod: pod([]), namespace: 'default' }, mutated),
+});
 const refusalOf = (step: () => unknown): string => {
   try {
     step();
@@ -34,11 +41,17 @@ describe('excesses', () => {
 
   it('counts a pod limit exactly, and gives the refusal the validating webhook answers', () => {
     const env = (n: number): object[] => Array.from({ length: n }, (_, i) => ({ name: `E${i}`, value: 'v' }));
-    const mutated = pod([{ name: 'app', image: 'app:1', env: env(10) }, { name: 'proxy', image: 'proxy:1', env: env(1037) }]);
+    const mutated = pod([
+      { name: 'app', image: 'app:1', env: env(10) },
+      { name: 'proxy', image: 'proxy:1', env: env(1037) },
+    ]);
     const found = excesses(admittedOf(mutated));
     assert.deepEqual(summary(found), ['validating max-env-per-container 1037']);
     assert.equal(found[0]!.limit!.limit, 1000);
-    assert.equal(found[0]!.refusal, refusalOf(() => podObject(mutated)));
+    assert.equal(
+      found[0]!.refusal,
+      refusalOf(() => podObject(mutated)),
+    );
   });
 
   it('reports every limit gone over, not only the first the server would meet', () => {
@@ -50,12 +63,16 @@ describe('excesses', () => {
 
   it('counts a body limit on the review the validating webhook receives, as an independent count does', () => {
     // Env vars of 2 keys and 4 nodes each: past --max-json-keys before --max-json-nodes.
-    const containers = (n: number): object[] => Array.from({ length: n }, (_, c) => ({ name: `c${c}`, image: 'app:1', env: Array.from({ length: 900 }, (_, i) => ({ name: `E${i}`, value: 'v' })) }));
+    const containers = (n: number): object[] =>
+      Array.from({ length: n }, (_, c) => ({ name: `c${c}`, image: 'app:1', env: Array.from({ length: 900 }, (_, i) => ({ name: `E${i}`, value: 'v' })) }));
     const a = admittedOf(pod(containers(12)));
     const found = excesses(a);
     assert.deepEqual(summary(found), [`validating max-json-keys ${keysOf(JSON.parse(a.review))}`]);
     assert.ok(found[0]!.count! >= 12 * 900 * 2);
-    assert.equal(found[0]!.refusal, refusalOf(() => checkBody(a.review)));
+    assert.equal(
+      found[0]!.refusal,
+      refusalOf(() => checkBody(a.review)),
+    );
     // Counted whether over the limit or not.
     const fewer = admittedOf(pod(containers(1)));
     assert.equal(countOf(fewer, found[0]!.limit!), keysOf(JSON.parse(fewer.review)));
@@ -71,6 +88,8 @@ describe('excesses', () => {
 
   it('reports a refusal no limit of serve lifts (a rule of Kubernetes) without a count', () => {
     const mutated = pod([{ name: 'app', image: 'app:1' }], { labels: { app: 'x'.repeat(64) } });
-    assert.deepEqual(excesses(admittedOf(mutated)), [{ webhook: Webhook.Validating, refusal: refusalOf(() => podObject(mutated)), code: 'POD_OVER_KUBERNETES_LIMIT' }]);
+    assert.deepEqual(excesses(admittedOf(mutated)), [
+      { webhook: Webhook.Validating, refusal: refusalOf(() => podObject(mutated)), code: 'POD_OVER_KUBERNETES_LIMIT' },
+    ]);
   });
 });

@@ -111,8 +111,13 @@ describe('GET /metrics', () => {
     assert.equal(count('mutate'), 2);
     const total = samples.filter((s) => s.name === 'sidecar_injector_review_duration_seconds_count').reduce((n, s) => n + s.value, 0);
     assert.equal(total, 10, 'one observation per answered review (errors have no answer to time)');
-    const buckets = samples.filter((s) => s.name === 'sidecar_injector_review_duration_seconds_bucket' && s.labels['endpoint'] === 'mutate' && s.labels['decision'] === 'injected');
-    assert.ok(buckets.some((b) => b.labels['le'] === '0.001'), 'has a 1 ms bucket');
+    const buckets = samples.filter(
+      (s) => s.name === 'sidecar_injector_review_duration_seconds_bucket' && s.labels['endpoint'] === 'mutate' && s.labels['decision'] === 'injected',
+    );
+    assert.ok(
+      buckets.some((b) => b.labels['le'] === '0.001'),
+      'has a 1 ms bucket',
+    );
     assert.equal(valueOf(samples, 'sidecar_injector_review_duration_seconds_bucket', { endpoint: 'mutate', decision: 'injected', le: '+Inf' }), 2);
   });
 
@@ -192,36 +197,86 @@ describe('createMetrics', () => {
   it('writes the review latency histogram and the review counters as prom-client writes them, in the scrape, as JSON and after a reset', async () => {
     // prom-client's metrics, fed the same reviews by hand, are the reference for every line of the scrape.
     const reviews: Array<[endpoint: string, decision: string, reason: string, ms: number]> = [
-      ['/mutate', 'injected', 'injected', 0.3], ['/mutate', 'injected', 'injected', 0.5], ['/mutate', 'skipped', 'not-opted-in', 2.5],
-      ['/validate', 'allowed', 'sidecars-present', 0.0], ['/mutate', 'injected', 'injected', 7.1], ['/mutate', 'injected', 'injected', 20_000],
-      ['/validate', 'allowed', 'sidecars-present', 1000], ['/mutate', 'skipped', 'not-opted-in', 0.1 + 0.2],
+      ['/mutate', 'injected', 'injected', 0.3],
+      ['/mutate', 'injected', 'injected', 0.5],
+      ['/mutate', 'skipped', 'not-opted-in', 2.5],
+      ['/validate', 'allowed', 'sidecars-present', 0.0],
+      ['/mutate', 'injected', 'injected', 7.1],
+      ['/mutate', 'injected', 'injected', 20_000],
+      ['/validate', 'allowed', 'sidecars-present', 1000],
+      ['/mutate', 'skipped', 'not-opted-in', 0.1 + 0.2],
     ];
     const m = createMetrics({ processMetrics: false });
     const reference = new Registry();
-    const latency = new Histogram({ name: 'sidecar_injector_review_duration_seconds', help: 'Time from the start of reading a review to its answer, by endpoint and decision', labelNames: ['endpoint', 'decision'], buckets: [...LATENCY_BUCKETS], registers: [reference] });
-    const counted = new Counter({ name: 'sidecar_injector_reviews_total', help: 'AdmissionReviews answered, by endpoint, operation, decision (injected, skipped, allowed, denied, error) and reason', labelNames: ['endpoint', 'operation', 'decision', 'reason'], registers: [reference] });
+    const latency = new Histogram({
+      name: 'sidecar_injector_review_duration_seconds',
+      help: 'Time from the start of reading a review to its answer, by endpoint and decision',
+      labelNames: ['endpoint', 'decision'],
+      buckets: [...LATENCY_BUCKETS],
+      registers: [reference],
+    });
+    const counted = new Counter({
+      name: 'sidecar_injector_reviews_total',
+      help: 'AdmissionReviews answered, by endpoint, operation, decision (injected, skipped, allowed, denied, error) and reason',
+      labelNames: ['endpoint', 'operation', 'decision', 'reason'],
+      registers: [reference],
+    });
     for (const [endpoint, decision, reason, ms] of reviews) {
-      m.observeReview({ endpoint, uid: 'u', operation: 'CREATE', namespace: 'shop', pod: 'web-', decision, reason, templates: [], patchOps: 0, cached: false, durationMs: ms });
+      m.observeReview({
+        endpoint,
+        uid: 'u',
+        operation: 'CREATE',
+        namespace: 'shop',
+        pod: 'web-',
+        decision,
+        reason,
+        templates: [],
+        patchOps: 0,
+        cached: false,
+        durationMs: ms,
+      });
       latency.observe({ endpoint: endpoint.slice(1), decision }, ms / 1000);
       counted.inc({ endpoint: endpoint.slice(1), operation: 'CREATE', decision, reason });
     }
-    const section = (text: string, name: string): string => text.split('\n').filter((line) => line.includes(`${name}`)).join('\n');
+    const section = (text: string, name: string): string =>
+      text
+        .split('\n')
+        .filter((line) => line.includes(`${name}`))
+        .join('\n');
     const [ours, theirs] = [await m.registry.metrics(), await reference.metrics()];
     assert.ok(section(ours, 'review_duration_seconds_bucket').split('\n').length >= 3 * LATENCY_BUCKETS.length, 'too few bucket lines');
     assert.equal(section(ours, 'sidecar_injector_review_duration_seconds'), section(theirs, 'sidecar_injector_review_duration_seconds'));
     assert.equal(section(ours, 'sidecar_injector_reviews_total'), section(theirs, 'sidecar_injector_reviews_total'));
-    assert.deepEqual((await m.registry.getMetricsAsJSON()).find((x) => x.name === 'sidecar_injector_review_duration_seconds'), (await reference.getMetricsAsJSON()).find((x) => x.name === 'sidecar_injector_review_duration_seconds'));
+    assert.deepEqual(
+      (await m.registry.getMetricsAsJSON()).find((x) => x.name === 'sidecar_injector_review_duration_seconds'),
+      (await reference.getMetricsAsJSON()).find((x) => x.name === 'sidecar_injector_review_duration_seconds'),
+    );
     m.registry.resetMetrics();
     reference.resetMetrics();
     assert.equal(section(await m.registry.metrics(), 'review_duration_seconds'), section(await reference.metrics(), 'review_duration_seconds'));
   });
 
-  it('keeps the review metrics prom-client\'s own: what their API does shows in the scrape', async () => {
+  it("keeps the review metrics prom-client's own: what their API does shows in the scrape", async () => {
     const m = createMetrics({ processMetrics: false });
-    m.observeReview({ endpoint: '/mutate', uid: 'u', operation: 'CREATE', namespace: 'shop', pod: 'web-', decision: 'injected', reason: 'injected', templates: ['log-shipper'], patchOps: 2, cached: false, durationMs: 0.3 });
+    m.observeReview({
+      endpoint: '/mutate',
+      uid: 'u',
+      operation: 'CREATE',
+      namespace: 'shop',
+      pod: 'web-',
+      decision: 'injected',
+      reason: 'injected',
+      templates: ['log-shipper'],
+      patchOps: 2,
+      cached: false,
+      durationMs: 0.3,
+    });
     // A series declared at zero (so rate() sees its first increase), through prom-client's own API.
     (m.registry.getSingleMetric('sidecar_injector_review_duration_seconds') as Histogram).zero({ endpoint: 'validate', decision: 'allowed' });
-    (m.registry.getSingleMetric('sidecar_injector_reviews_total') as Counter).inc({ endpoint: 'validate', operation: 'CREATE', decision: 'allowed', reason: 'sidecars-present' }, 0);
+    (m.registry.getSingleMetric('sidecar_injector_reviews_total') as Counter).inc(
+      { endpoint: 'validate', operation: 'CREATE', decision: 'allowed', reason: 'sidecars-present' },
+      0,
+    );
     const s = await scrape(m);
     assert.equal(valueOf(s, 'sidecar_injector_review_duration_seconds_count', { endpoint: 'mutate', decision: 'injected' }), 1);
     assert.equal(valueOf(s, 'sidecar_injector_review_duration_seconds_count', { endpoint: 'validate', decision: 'allowed' }), 0);
@@ -244,7 +299,11 @@ describe('metric labels', () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 8 });
     try {
       const post = (path: string, review: unknown) => httpsRequest(`${server.url}${path}`, JSON.stringify(review), { ca: server.certs.ca.certPem, agent });
-      const size = async () => (await getText(`${server.healthUrl}/metrics`)).text.split('\n').filter((l) => l.startsWith('sidecar_injector_')).join('\n').length;
+      const size = async () =>
+        (await getText(`${server.healthUrl}/metrics`)).text
+          .split('\n')
+          .filter((l) => l.startsWith('sidecar_injector_'))
+          .join('\n').length;
       // Every label value a request can reach, once, so the closed sets are all in use.
       await post('/mutate', podReview(optedInPod()));
       await post('/validate', podReview(optedInPod(), { namespace: 'shop' }));
@@ -256,13 +315,18 @@ describe('metric labels', () => {
         await Promise.all(
           Array.from({ length: 10 }, (_, j) => {
             const n = i * 10 + j;
-            return n % 2 === 0 ? post('/mutate', podReview(optedInPod(), { operation: `OP-${n}-${'x'.repeat(100)}` })) : post('/validate', podReview(optedInPod(), { namespace: `namespace-${n}` }));
+            return n % 2 === 0
+              ? post('/mutate', podReview(optedInPod(), { operation: `OP-${n}-${'x'.repeat(100)}` }))
+              : post('/validate', podReview(optedInPod(), { namespace: `namespace-${n}` }));
           }),
         );
       }
       const samples = parseSamples((await getText(`${server.healthUrl}/metrics`)).text);
       assert.ok((await size()) - before < 200, `/metrics grew from ${before} to ${await size()} characters`);
-      assert.equal(valueOf(samples, 'sidecar_injector_reviews_total', { endpoint: 'mutate', operation: 'other', decision: 'skipped', reason: 'not-pod-create' }), 1501);
+      assert.equal(
+        valueOf(samples, 'sidecar_injector_reviews_total', { endpoint: 'mutate', operation: 'other', decision: 'skipped', reason: 'not-pod-create' }),
+        1501,
+      );
       assert.equal(valueOf(samples, 'sidecar_injector_validation_rejections_total', { namespace: 'other' }), 1501);
       assert.equal(valueOf(samples, 'sidecar_injector_validation_rejections_total', { namespace: 'ns-0' }), 1);
       assert.equal(samples.filter((s) => s.name === 'sidecar_injector_validation_rejections_total').length, MAX_NAMESPACE_LABELS + 1);
@@ -313,7 +377,8 @@ describe('build info metric', () => {
 });
 
 describe('event loop lag max', () => {
-  const lagMax = async (m: ReturnType<typeof createMetrics>): Promise<number> => valueOf(parseSamples(await m.registry.metrics()), 'nodejs_eventloop_lag_max_seconds')!;
+  const lagMax = async (m: ReturnType<typeof createMetrics>): Promise<number> =>
+    valueOf(parseSamples(await m.registry.metrics()), 'nodejs_eventloop_lag_max_seconds')!;
   /** Blocks the event loop for `ms`, once its delay monitor has ticked a few times. */
   const stall = async (ms: number): Promise<void> => {
     await new Promise((r) => setTimeout(r, 50));

@@ -44,7 +44,12 @@ describe('templates_not_served', () => {
   it('counts the SidecarTemplate objects whose current version is not served', async () => {
     const api: FakeApiServer = await startFakeApiServer();
     closers.push(() => api.close());
-    const sct = (name: string, extra: object = {}): any => ({ apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name, namespace: 'team-a' }, spec: { containers: [{ name, image: `registry.example.com/${name}:1` }], ...extra } });
+    const sct = (name: string, extra: object = {}): any => ({
+      apiVersion: 'sidecar-injector.io/v1alpha1',
+      kind: 'SidecarTemplate',
+      metadata: { name, namespace: 'team-a' },
+      spec: { containers: [{ name, image: `registry.example.com/${name}:1` }], ...extra },
+    });
     api.applyTemplate(sct('good'));
     const server = await startTestServer(['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig, '--namespace', 'sidecar-injector']);
     closers.push(() => server.close());

@@ -31,12 +31,18 @@ function outcome(apply: () => unknown): unknown {
 describe('applyJsonPatch', () => {
   for (const [title, ops] of cases) {
     it(`decides ${title} as the apiserver's json-patch v4 does`, () => {
-      assert.deepEqual(outcome(() => applyJsonPatch(pod, ops)), outcome(() => applyPatchV4(pod, ops)));
+      assert.deepEqual(
+        outcome(() => applyJsonPatch(pod, ops)),
+        outcome(() => applyPatchV4(pod, ops)),
+      );
     });
   }
 
   it('leaves the operations alone when a later one adds into the value of an earlier one', () => {
-    const ops: Operation[] = [{ op: 'add', path: '/status', value: {} }, { op: 'add', path: '/status/phase', value: 'Pending' }];
+    const ops: Operation[] = [
+      { op: 'add', path: '/status', value: {} },
+      { op: 'add', path: '/status/phase', value: 'Pending' },
+    ];
     assert.deepEqual((applyJsonPatch(pod, ops) as { status?: unknown }).status, { phase: 'Pending' });
     assert.deepEqual(ops[0], { op: 'add', path: '/status', value: {} });
   });
@@ -44,7 +50,11 @@ describe('applyJsonPatch', () => {
   it('refuses an add under a missing parent with PATCH_NOT_APPLICABLE, naming the operation, and leaves the document alone', () => {
     const before = structuredClone(pod);
     assert.throws(
-      () => applyJsonPatch(pod, [{ op: 'add', path: '/metadata/annotations/b', value: '2' }, { op: 'add', path: '/status/phase', value: 'x' }]),
+      () =>
+        applyJsonPatch(pod, [
+          { op: 'add', path: '/metadata/annotations/b', value: '2' },
+          { op: 'add', path: '/status/phase', value: 'x' },
+        ]),
       (err: unknown) => err instanceof InjectorError && err.code === 'PATCH_NOT_APPLICABLE' && /operation 1, add \/status\/phase/.test(err.message),
     );
     assert.deepEqual(pod, before);
@@ -60,7 +70,9 @@ describe('decodePatch, pointerOf and underPath', () => {
 
   it('moves operations to where the pod sits in a document, escaping its keys', () => {
     assert.equal(pointerOf(['items', 0, 'spec', 'a/b~c']), '/items/0/spec/a~1b~0c');
-    assert.deepEqual(underPath([{ op: 'add', path: '/metadata/x', value: 1 }], ['spec', 'template']), [{ op: 'add', path: '/spec/template/metadata/x', value: 1 }]);
+    assert.deepEqual(underPath([{ op: 'add', path: '/metadata/x', value: 1 }], ['spec', 'template']), [
+      { op: 'add', path: '/spec/template/metadata/x', value: 1 },
+    ]);
     assert.deepEqual(underPath([{ op: 'remove', path: '/a' }], []), [{ op: 'remove', path: '/a' }]);
   });
 });

@@ -10,7 +10,7 @@ function apply(doc: unknown, ops: unknown[]): unknown {
 }
 
 /** The product's patch generator (the mutating handler answers with its patch). */
-describe('diff (the tests\' reference patch)', () => {
+describe("diff (the tests' reference patch)", () => {
   const cases: { name: string; before: any; after: any; ops: any[] }[] = [
     { name: 'no change gives no operation', before: { a: 1, b: [1, 2] }, after: { a: 1, b: [1, 2] }, ops: [] },
     {
@@ -33,7 +33,12 @@ describe('diff (the tests\' reference patch)', () => {
     },
     {
       name: 'an insertion at the front of a named list is one add',
-      before: { l: [{ name: 'a', n: 1 }, { name: 'b', n: 2 }] },
+      before: {
+        l: [
+          { name: 'a', n: 1 },
+          { name: 'b', n: 2 },
+        ],
+      },
       after: { l: [{ name: 'x' }, { name: 'a', n: 1 }, { name: 'b', n: 2 }] },
       ops: [{ op: 'add', path: '/l/0', value: { name: 'x' } }],
     },
@@ -49,7 +54,17 @@ describe('diff (the tests\' reference patch)', () => {
     {
       name: 'a changed named item is diffed field by field',
       before: { l: [{ name: 'a', env: [{ name: 'A', value: '1' }] }] },
-      after: { l: [{ name: 'a', env: [{ name: 'A', value: '1' }, { name: 'B', value: '2' }] }] },
+      after: {
+        l: [
+          {
+            name: 'a',
+            env: [
+              { name: 'A', value: '1' },
+              { name: 'B', value: '2' },
+            ],
+          },
+        ],
+      },
       ops: [{ op: 'add', path: '/l/0/env/1', value: { name: 'B', value: '2' } }],
     },
     { name: 'a removed key is removed', before: { a: 1, b: 2 }, after: { a: 1 }, ops: [{ op: 'remove', path: '/b' }] },

@@ -37,4 +37,3 @@ describe('policy mode stores the pods webhook mode stores, with the corpus sidec
     assert.deepEqual(differences(sorted(policy), sorted(webhook)), [], 'the same pod but the order of the init containers');
   });
 });
-

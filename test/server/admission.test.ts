@@ -72,7 +72,8 @@ describe('POST /mutate', () => {
   it('returns no patch after the apiserver defaulted the injected containers', async () => {
     const first = await admit(server.url, ca, optedInPod());
     const defaulted = structuredClone(first.pod);
-    for (const c of defaulted.spec.containers) Object.assign(c, { imagePullPolicy: 'IfNotPresent', terminationMessagePath: '/dev/termination-log', terminationMessagePolicy: 'File' });
+    for (const c of defaulted.spec.containers)
+      Object.assign(c, { imagePullPolicy: 'IfNotPresent', terminationMessagePath: '/dev/termination-log', terminationMessagePolicy: 'File' });
     const second = await admit(server.url, ca, defaulted);
     assert.equal(second.response.patch, undefined);
     assert.equal(second.response.warnings, undefined);
@@ -100,7 +101,10 @@ describe('POST /mutate', () => {
   });
 
   it('writes annotation and label keys with / correctly next to existing ones', async () => {
-    const pod = optedInPod({ annotations: { 'example.com/team': 'a', 'sidecar-injector.io/templates': 'log-shipper,proxy' }, labels: { 'app.kubernetes.io/name': 'shop' } });
+    const pod = optedInPod({
+      annotations: { 'example.com/team': 'a', 'sidecar-injector.io/templates': 'log-shipper,proxy' },
+      labels: { 'app.kubernetes.io/name': 'shop' },
+    });
     const { pod: out, ops } = await admit(server.url, ca, pod);
     assert.ok(ops.some((o) => o.path === '/metadata/annotations/fluentbit.io~1exclude'));
     assert.equal(out.metadata.annotations['fluentbit.io/exclude'], 'true');
@@ -133,7 +137,14 @@ describe('POST /mutate', () => {
   });
 
   it('keeps a sidecar the pod already has and warns that it differs', async () => {
-    const pod = optedInPod({ spec: { containers: [{ name: 'web', image: 'nginx' }, { name: 'log-shipper', image: 'fluent/fluent-bit:1.0' }] } });
+    const pod = optedInPod({
+      spec: {
+        containers: [
+          { name: 'web', image: 'nginx' },
+          { name: 'log-shipper', image: 'fluent/fluent-bit:1.0' },
+        ],
+      },
+    });
     const { pod: out, response } = await admit(server.url, ca, pod);
     assert.deepEqual(names(out.spec.containers), ['web', 'log-shipper']);
     assert.equal(out.spec.containers[1].image, 'fluent/fluent-bit:1.0');
@@ -242,14 +253,23 @@ describe('bad requests', () => {
     { name: 'empty body', body: '', status: 400, code: 'BODY_EMPTY' },
     { name: 'malformed JSON', body: '{"apiVersion":', status: 400, code: 'BODY_MALFORMED' },
     { name: 'JSON that is not an AdmissionReview', body: '{"kind":"Pod"}', status: 400, code: 'REVIEW_INVALID' },
-    { name: 'a review without request.uid', body: '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}', status: 400, code: 'REVIEW_INVALID' },
+    {
+      name: 'a review without request.uid',
+      body: '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}',
+      status: 400,
+      code: 'REVIEW_INVALID',
+    },
     { name: 'a body over 7 MiB', body: Buffer.alloc(7 * 1024 * 1024 + 1, 0x20), status: 413, code: 'BODY_TOO_LARGE' },
     { name: 'an unknown path', path: '/inject', body: review, status: 404, code: 'NOT_FOUND' },
     { name: 'GET on /mutate', method: 'GET', status: 405, code: 'METHOD_NOT_ALLOWED' },
   ];
   for (const c of cases) {
     it(`answers ${c.status} with a Status naming the error for ${c.name}, and keeps serving`, async () => {
-      const res = await httpsRequest(`${server.url}${c.path ?? '/mutate'}`, c.body, { ca, method: c.method ?? 'POST', contentType: c.type === undefined ? 'application/json' : c.type });
+      const res = await httpsRequest(`${server.url}${c.path ?? '/mutate'}`, c.body, {
+        ca,
+        method: c.method ?? 'POST',
+        contentType: c.type === undefined ? 'application/json' : c.type,
+      });
       assert.equal(res.status, c.status, res.text);
       const body = res.json();
       assert.equal(errorCode(body), c.code);
@@ -321,7 +341,10 @@ describe('review slots', () => {
     const [a, b] = [fake(), fake()];
     slots.hold(a);
     slots.hold(b);
-    assert.throws(() => slots.hold(fake()), (err: InjectorError) => err.code === 'OVERLOADED' && err.status === 429);
+    assert.throws(
+      () => slots.hold(fake()),
+      (err: InjectorError) => err.code === 'OVERLOADED' && err.status === 429,
+    );
     a.flushed();
     a.emit('close'); // a second 'close' (the connection going later): the slot is given back once
     slots.hold(fake());
@@ -354,7 +377,7 @@ describe('review slots', () => {
     slots.hold(fake());
   });
 
-  it('gives a queued answer\'s slot back once when it is later sent, and at once when its connection is already gone', () => {
+  it("gives a queued answer's slot back once when it is later sent, and at once when its connection is already gone", () => {
     const slots = new ReviewSlots(1, 60_000);
     const queued = fake(true);
     slots.hold(queued);
@@ -369,7 +392,7 @@ describe('review slots', () => {
     slots2.hold(fake());
   });
 
-  it('leaves a flushed answer\'s connection open', async () => {
+  it("leaves a flushed answer's connection open", async () => {
     const slots = new ReviewSlots(1, 50);
     const read = fake();
     slots.hold(read);
@@ -387,9 +410,11 @@ describe('the review listener over TLS', () => {
     t.after(() => process.off('warning', onWarning));
     const certs = await makeTestCerts();
     const set = await loadTemplateSet('templates');
-    const observers = [(): void => {
-      throw new Error('an observer bug');
-    }];
+    const observers = [
+      (): void => {
+        throw new Error('an observer bug');
+      },
+    ];
     // One slot: a slot not given back after an answer would refuse the next review with a 429.
     const server = createAdmissionServer(createAdmissionApp({ handlers: createHandlers({ templates: () => set }), maxInflight: 1, observers }), certs.serving);
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -445,7 +470,10 @@ describe('pipelined reviews', () => {
         return Number(line.slice(9, 12));
       }),
     );
-    assert.deepEqual(statuses, Array.from({ length: MAX }, () => 200));
+    assert.deepEqual(
+      statuses,
+      Array.from({ length: MAX }, () => 200),
+    );
   });
 });
 
@@ -491,10 +519,20 @@ describe('the record of a body refused before it was decoded', () => {
     const port = (server.address() as AddressInfo).port;
     const post = (body: string): Promise<number> =>
       new Promise((resolve, reject) => {
-        const req = httpRequest({ host: '127.0.0.1', port, path: '/mutate', method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-          res.resume();
-          res.on('end', () => resolve(res.statusCode!));
-        });
+        const req = httpRequest(
+          {
+            host: '127.0.0.1',
+            port,
+            path: '/mutate',
+            method: 'POST',
+            agent: false,
+            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+          },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode!));
+          },
+        );
         req.on('error', reject);
         req.end(body);
       });
@@ -502,10 +540,13 @@ describe('the record of a body refused before it was decoded', () => {
     assert.equal(await post(`${prefix}0f1e2d3c-aaaa-4bbb-8ccc-1234567890ab","object":{`), 400);
     assert.equal(await post(`${prefix}not a uuid","object":{`), 400);
     assert.equal(await post(`{"uid":"0f1e2d3c-aaaa-4bbb-8ccc-1234567890ab",`), 400);
-    assert.deepEqual(records.map((r) => [r.uid, r.code]), [
-      ['0f1e2d3c-aaaa-4bbb-8ccc-1234567890ab', 'BODY_MALFORMED'],
-      ['', 'BODY_MALFORMED'],
-      ['', 'BODY_MALFORMED'],
-    ]);
+    assert.deepEqual(
+      records.map((r) => [r.uid, r.code]),
+      [
+        ['0f1e2d3c-aaaa-4bbb-8ccc-1234567890ab', 'BODY_MALFORMED'],
+        ['', 'BODY_MALFORMED'],
+        ['', 'BODY_MALFORMED'],
+      ],
+    );
   });
 });

@@ -30,7 +30,10 @@ describe('readBody', () => {
 
   it('refuses a body without Content-Length (chunked) with LENGTH_REQUIRED (411) before reading it', async () => {
     const req = request(undefined);
-    await assert.rejects(readBody(req, { timeoutMs: 1000, transit: new TransitBudget(4096) }), (err: InjectorError) => err.code === 'LENGTH_REQUIRED' && err.status === 411);
+    await assert.rejects(
+      readBody(req, { timeoutMs: 1000, transit: new TransitBudget(4096) }),
+      (err: InjectorError) => err.code === 'LENGTH_REQUIRED' && err.status === 411,
+    );
     assert.equal(req.readableFlowing, null, 'not a byte read');
   });
 
@@ -52,7 +55,7 @@ describe('readBody', () => {
     await tick();
     req.write('67');
     await assert.rejects(read, (err: InjectorError) => err.code === 'OVERLOADED' && err.status === 429);
-    assert.equal(transit.used, 4, 'only the other body\'s bytes remain');
+    assert.equal(transit.used, 4, "only the other body's bytes remain");
   });
 
   it('charges a body sent in tiny chunks for each chunk, so such a body cannot hold more memory than the budget', async () => {
@@ -95,7 +98,7 @@ describe('readBody', () => {
     const req = request(3);
     const read = readBody(req, { timeoutMs: 1000, transit: new TransitBudget(4096) });
     req.end(' x ');
-    assert.equal((await read).toString(), ' x ', 'anything else is the decoder\'s to refuse');
+    assert.equal((await read).toString(), ' x ', "anything else is the decoder's to refuse");
   });
 
   it('holds none of a body once it is read, though the request lives on until its answer is flushed', async () => {

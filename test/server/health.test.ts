@@ -36,7 +36,9 @@ describe('health port errors', () => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
-        res.on('error', (err) => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), error: err.message }));
+        res.on('error', (err) =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), error: err.message }),
+        );
       });
       req.on('error', (err) => resolve({ status: 0, headers: {}, text: '', error: err.message }));
       req.end();

@@ -201,7 +201,10 @@ describe('hostile review bodies', () => {
     assert.equal(res.body.response.allowed, true);
     const ops = decodePatch(res.body.response);
     assert.ok(ops.some((op: any) => op.path === '/metadata/annotations/sidecar-injector.io~1status'));
-    assert.ok(ops.every((op: any) => !/__proto__|constructor/.test(op.path)), JSON.stringify(ops));
+    assert.ok(
+      ops.every((op: any) => !/__proto__|constructor/.test(op.path)),
+      JSON.stringify(ops),
+    );
     assert.equal(({} as any).x, undefined);
     await validReviewSucceeds();
   });
@@ -227,9 +230,12 @@ describe('hostile review bodies', () => {
     assert.equal(res.status, 200);
     assert.equal(res.body.response.allowed, true);
     const patchText = Buffer.from(res.body.response.patch, 'base64').toString('utf8');
-    assert.ok(!patchText.includes('900719925474099'), 'the pod\'s own int64 values stay out of the patch');
+    assert.ok(!patchText.includes('900719925474099'), "the pod's own int64 values stay out of the patch");
     const ops = JSON.parse(patchText);
-    assert.ok(ops.some((op: any) => op.path.startsWith('/spec/containers/0/')), 'the app container was extended in place');
+    assert.ok(
+      ops.some((op: any) => op.path.startsWith('/spec/containers/0/')),
+      'the app container was extended in place',
+    );
     await validReviewSucceeds();
   });
 });
@@ -325,10 +331,22 @@ describe('hostile connections', () => {
 
   const smuggled = 'GET /smuggled HTTP/1.1\r\nHost: localhost\r\n\r\n';
   for (const [name, bytes] of [
-    ['Content-Length with Transfer-Encoding', `POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${smuggled}`],
-    ['two different Content-Lengths', `POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: ${2 + smuggled.length}\r\n\r\n{}${smuggled}`],
-    ['an obfuscated Transfer-Encoding', `POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked, identity\r\n\r\n2\r\n{}\r\n0\r\n\r\n${smuggled}`],
-    ['a Transfer-Encoding folded over two lines', `POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding:\r\n chunked\r\nContent-Length: 2\r\n\r\n{}${smuggled}`],
+    [
+      'Content-Length with Transfer-Encoding',
+      `POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${smuggled}`,
+    ],
+    [
+      'two different Content-Lengths',
+      `POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: ${2 + smuggled.length}\r\n\r\n{}${smuggled}`,
+    ],
+    [
+      'an obfuscated Transfer-Encoding',
+      `POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked, identity\r\n\r\n2\r\n{}\r\n0\r\n\r\n${smuggled}`,
+    ],
+    [
+      'a Transfer-Encoding folded over two lines',
+      `POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding:\r\n chunked\r\nContent-Length: 2\r\n\r\n{}${smuggled}`,
+    ],
     ['a bare LF line ending', `POST /mutate HTTP/1.1\nHost: localhost\nContent-Length: 2\n\n{}${smuggled}`],
   ] as const) {
     it(`answers 400 once and closes on a smuggling attempt: ${name}`, async () => {
@@ -344,10 +362,16 @@ describe('hostile connections', () => {
 
 describe('bodies cut small (issue 20)', () => {
   /** Headers of a chunked POST: what the apiserver never sends (it always sends Content-Length). */
-  const chunkedHead = (path: string): string => `POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`;
+  const chunkedHead = (path: string): string =>
+    `POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`;
 
   /** Sends `head`, then `piece()` one write a tick (each its own TLS record) until the server answers or closes, or `max` pieces. */
-  async function dribble(socket: import('node:tls').TLSSocket, head: string, piece: (i: number) => string, max: number): Promise<{ text: string; closed: boolean; pieces: number }> {
+  async function dribble(
+    socket: import('node:tls').TLSSocket,
+    head: string,
+    piece: (i: number) => string,
+    max: number,
+  ): Promise<{ text: string; closed: boolean; pieces: number }> {
     let text = '';
     let closed = false;
     socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
@@ -454,7 +478,7 @@ describe('slow bodies', () => {
 });
 
 describe('edge limits', () => {
-  it('sets every timeout and limit on purpose, with keep-alive longer than the apiserver\'s 90 s', async () => {
+  it("sets every timeout and limit on purpose, with keep-alive longer than the apiserver's 90 s", async () => {
     const s = await startTestServer();
     try {
       const a = s.running.admission;
@@ -519,7 +543,10 @@ describe('mutual TLS (--client-ca)', () => {
   it('refuses a client without a certificate, and one with a certificate from another CA', async () => {
     await assert.rejects(reviewWith(new Agent({ keepAlive: false })), /certificate|ECONNRESET|alert|socket hang up/i);
     const stranger = await issueClientCert(await createCA('other-ca', 1), 'kube-apiserver');
-    await assert.rejects(reviewWith(new Agent({ cert: stranger.certPem, key: stranger.keyPem, keepAlive: false })), /certificate|ECONNRESET|alert|socket hang up/i);
+    await assert.rejects(
+      reviewWith(new Agent({ cert: stranger.certPem, key: stranger.keyPem, keepAlive: false })),
+      /certificate|ECONNRESET|alert|socket hang up/i,
+    );
     const cert = await issueClientCert(clientCa, 'kube-apiserver');
     assert.equal(await reviewWith(new Agent({ cert: cert.certPem, key: cert.keyPem, keepAlive: false })), 200);
   });
@@ -566,7 +593,7 @@ describe('mutual TLS (--client-ca)', () => {
 });
 
 describe('faults inside a review', () => {
-  it('answers HTTP 500 with a Status that carries the fault\'s message when the handler fails, so failurePolicy decides; the next review succeeds', async () => {
+  it("answers HTTP 500 with a Status that carries the fault's message when the handler fails, so failurePolicy decides; the next review succeeds", async () => {
     const certs = await makeTestCerts();
     const set = await loadTemplateSet('templates');
     // The store fails until the first review has been answered (the pipeline reads it for the
@@ -600,8 +627,14 @@ describe('faults inside a review', () => {
   });
 
   it('loads the edge limits from flags', () => {
-    const config = serveConfig(['--request-timeout', '3', '--max-connections', '7', '--max-inflight', '2', '--body-timeout', '1', '--bodies-in-transit-mb', '8'], {});
-    assert.deepEqual([config.requestTimeout, config.maxConnections, config.maxInflight, config.clientCa, config.bodyTimeout, config.bodiesInTransitMb], [3, 7, 2, '', 1, 8]);
+    const config = serveConfig(
+      ['--request-timeout', '3', '--max-connections', '7', '--max-inflight', '2', '--body-timeout', '1', '--bodies-in-transit-mb', '8'],
+      {},
+    );
+    assert.deepEqual(
+      [config.requestTimeout, config.maxConnections, config.maxInflight, config.clientCa, config.bodyTimeout, config.bodiesInTransitMb],
+      [3, 7, 2, '', 1, 8],
+    );
     assert.deepEqual([serveConfig([], {}).bodyTimeout, serveConfig([], {}).bodiesInTransitMb], [2, 32]);
     assert.throws(() => serveConfig(['--request-timeout', '0'], {}), /--request-timeout/);
     assert.throws(() => serveConfig(['--body-timeout', '0'], {}), /--body-timeout/);

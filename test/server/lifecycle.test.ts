@@ -12,7 +12,9 @@ import { makeTestCerts } from '../helpers/tls.js';
 const DELAY_S = 1;
 
 function readyz(port: number): Promise<number> {
-  return new Promise((resolve, reject) => httpGet({ host: '127.0.0.1', port, path: '/readyz' }, (res) => (res.resume(), resolve(res.statusCode ?? 0))).on('error', reject));
+  return new Promise((resolve, reject) =>
+    httpGet({ host: '127.0.0.1', port, path: '/readyz' }, (res) => (res.resume(), resolve(res.statusCode ?? 0))).on('error', reject),
+  );
 }
 
 /** One review; `bodyDelayMs` holds back the second half of the body, so the review is in flight for that long. */
@@ -20,7 +22,16 @@ function review(port: number, ca: string, agent: Agent | false, bodyDelayMs = 0)
   const body = Buffer.from(JSON.stringify(podReview(optedInPod())));
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port, path: '/mutate', method: 'POST', ca, servername: 'localhost', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } },
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/mutate',
+        method: 'POST',
+        ca,
+        servername: 'localhost',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': body.length },
+      },
       (res) => {
         res.resume();
         res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection }));
@@ -42,7 +53,21 @@ function review(port: number, ca: string, agent: Agent | false, bodyDelayMs = 0)
 describe('serve lifecycle', () => {
   it('on SIGTERM turns unready at once, keeps answering through the delay, drains in-flight reviews and exits 0', async () => {
     const certs = await makeTestCerts();
-    const args = ['serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--shutdown-delay', String(DELAY_S), '--drain-timeout', '10'];
+    const args = [
+      'serve',
+      '--port',
+      '0',
+      '--health-port',
+      '0',
+      '--host',
+      '127.0.0.1',
+      '--cert-dir',
+      certs.certDir,
+      '--shutdown-delay',
+      String(DELAY_S),
+      '--drain-timeout',
+      '10',
+    ];
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
     const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
     const ports = await new Promise<{ port: number; healthPort: number }>((resolve, reject) => {
@@ -66,7 +91,11 @@ describe('serve lifecycle', () => {
           try {
             outcomes.push({ at, status: (await review(ports.port, ca, a)).status });
           } catch (err) {
-            outcomes.push({ at, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message, accepted: (err as { accepted?: boolean }).accepted === true });
+            outcomes.push({
+              at,
+              error: (err as NodeJS.ErrnoException).code ?? (err as Error).message,
+              accepted: (err as { accepted?: boolean }).accepted === true,
+            });
             if (at > signalledAt) await new Promise((r) => setTimeout(r, 20));
           }
         }
@@ -114,10 +143,17 @@ describe('serve lifecycle', () => {
 
       const accepted = outcomes.filter((o) => o.error === undefined || o.accepted);
       const failed = accepted.filter((o) => o.status !== 200);
-      assert.deepEqual(failed.map((f) => ({ ...f, at: f.at - signalledAt })), [], 'no accepted review failed');
+      assert.deepEqual(
+        failed.map((f) => ({ ...f, at: f.at - signalledAt })),
+        [],
+        'no accepted review failed',
+      );
       const afterSignal = outcomes.filter((o) => o.at > signalledAt && o.status === 200);
       assert.ok(afterSignal.length > 10, `reviews kept being answered after SIGTERM: ${afterSignal.length}`);
-      assert.ok(outcomes.some((o) => o.error === 'ECONNREFUSED'), 'the listener closed before exit');
+      assert.ok(
+        outcomes.some((o) => o.error === 'ECONNREFUSED'),
+        'the listener closed before exit',
+      );
     } finally {
       // Whatever failed above, leave no client loop or server process behind to hold the test run open.
       stop = true;

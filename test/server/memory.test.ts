@@ -54,7 +54,7 @@ async function rssMiB(pid: number): Promise<number> {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-describe('clients that never read their answers', { skip: !existsSync('/proc/self/status') && 'needs /proc to read the server\'s RSS' }, () => {
+describe('clients that never read their answers', { skip: !existsSync('/proc/self/status') && "needs /proc to read the server's RSS" }, () => {
   it(`hold at most --max-inflight answers: ${CLIENTS} clients pipelining ${PIPELINED} reviews each keep the server under the Deployment's ${DEPLOYMENT_LIMIT_MIB} MiB, and a valid review succeeds after`, async (t) => {
     const templatesDir = await bigTemplates();
     const { child, port, ca } = await startChild(['--templates-dir', templatesDir, '--max-inflight', String(MAX_INFLIGHT), '--request-timeout', '3']);

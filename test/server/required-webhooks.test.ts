@@ -50,7 +50,11 @@ describe('required webhooks: /mutate/required and /validate/required hold the re
 
   before(async () => {
     api = await startFakeApiServer();
-    api.applyTemplate(sct(HOME, 'agent', 'registry.example.com/agent:1', { required: { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['legacy'] }] } } }));
+    api.applyTemplate(
+      sct(HOME, 'agent', 'registry.example.com/agent:1', {
+        required: { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['legacy'] }] } },
+      }),
+    );
     api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1', { default: true }));
     api.applyTemplate(sct(HOME, 'logger', 'registry.example.com/logger:1'));
     server = await startTestServer(['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig, '--namespace', HOME]);

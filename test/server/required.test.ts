@@ -29,7 +29,9 @@ describe('mandatory sidecars: a required cluster-wide template stays in every op
     const response = await review('/mutate', pod, namespace);
     if (!response.allowed) return `denied: ${response.status?.message}`;
     const out = applyPatch(structuredClone(pod), decodePatch(response)).newDocument as any;
-    const names = [...out.spec.containers, ...(out.spec.initContainers ?? [])].map((c: any) => `${c.name}=${c.image}`).filter((n: string) => !n.startsWith('web='));
+    const names = [...out.spec.containers, ...(out.spec.initContainers ?? [])]
+      .map((c: any) => `${c.name}=${c.image}`)
+      .filter((n: string) => !n.startsWith('web='));
     return { containers: names.sort(), pod: out };
   };
   const ready = async (): Promise<number> => (await fetch(`${server.healthUrl}/readyz`)).status;
@@ -37,7 +39,12 @@ describe('mandatory sidecars: a required cluster-wide template stays in every op
 
   before(async () => {
     api = await startFakeApiServer();
-    api.applyTemplate(sct(HOME, 'agent', 'registry.example.com/agent:1', { overrides: ['cpu'], required: { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['legacy'] }] } } }));
+    api.applyTemplate(
+      sct(HOME, 'agent', 'registry.example.com/agent:1', {
+        overrides: ['cpu'],
+        required: { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['legacy'] }] } },
+      }),
+    );
     api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1', { default: true }));
     api.applyTemplate(sct(HOME, 'logger', 'registry.example.com/logger:1'));
     server = await startTestServer(['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig, '--namespace', HOME]);
@@ -57,13 +64,21 @@ describe('mandatory sidecars: a required cluster-wide template stays in every op
 
   it("keeps it when a team's own default templates replace the cluster defaults", async () => {
     api.applyTemplate(sct('team-a', 'team-default', 'registry.example.com/team:1', { default: true }));
-    await eventually(async () => JSON.stringify(((await mutated('team-a')) as any).containers) === JSON.stringify(['agent=registry.example.com/agent:1', 'team-default=registry.example.com/team:1']), 'team-a defaults, with agent');
+    await eventually(
+      async () =>
+        JSON.stringify(((await mutated('team-a')) as any).containers) ===
+        JSON.stringify(['agent=registry.example.com/agent:1', 'team-default=registry.example.com/team:1']),
+      'team-a defaults, with agent',
+    );
   });
 
   it("refuses a team's template that would shadow it by name, in the object's status, and keeps serving the platform's", async () => {
     api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/pause:3'));
     await eventually(async () => loaded('team-a', 'agent')?.status === 'False', 'the shadowing object refused');
-    assert.match(loaded('team-a', 'agent').message, /the cluster-wide template "agent" is required, and a namespace's template cannot replace it; rename this one/);
+    assert.match(
+      loaded('team-a', 'agent').message,
+      /the cluster-wide template "agent" is required, and a namespace's template cannot replace it; rename this one/,
+    );
     const got = await mutated('team-a', { annotations: { 'sidecar-injector.io/templates': 'agent' } });
     assert.deepEqual(typeof got === 'string' ? got : got.containers, ['agent=registry.example.com/agent:1']);
   });
@@ -71,7 +86,10 @@ describe('mandatory sidecars: a required cluster-wide template stays in every op
   it("refuses a namespace's template that declares itself required: only the platform's can be", async () => {
     api.applyTemplate(sct('team-a', 'own-required', 'registry.example.com/x:1', { required: {} }));
     await eventually(async () => loaded('team-a', 'own-required')?.status === 'False', 'the object refused');
-    assert.match(loaded('team-a', 'own-required').message, /only a cluster-wide template \(in namespace sidecar-injector or the templates directory\) can be required/);
+    assert.match(
+      loaded('team-a', 'own-required').message,
+      /only a cluster-wide template \(in namespace sidecar-injector or the templates directory\) can be required/,
+    );
   });
 
   it('keeps its image whatever override a pod sets, and refuses a required template that would allow one', async () => {

@@ -116,12 +116,13 @@ describe('a template rollout across two replicas', () => {
 
   it('counts by reason which step admitted a pod', async () => {
     const metrics = async (s: TestServer): Promise<string> => (await fetch(`${s.healthUrl}/metrics`)).text();
-    const count = (text: string, reason: string): number => Number(new RegExp(`sidecar_injector_reviews_total\\{[^}]*endpoint="validate"[^}]*reason="${reason}"[^}]*\\} (\\d+)`).exec(text)?.[1] ?? 0);
+    const count = (text: string, reason: string): number =>
+      Number(new RegExp(`sidecar_injector_reviews_total\\{[^}]*endpoint="validate"[^}]*reason="${reason}"[^}]*\\} (\\d+)`).exec(text)?.[1] ?? 0);
     assert.ok(count(await metrics(b), 'earlier-templates') > 0);
     assert.ok(count(await metrics(a), 'recorded-templates') > 0);
   });
 
-  it('still admits each replica\'s own pods, and proxy (unchanged) is recorded at one version by both', async () => {
+  it("still admits each replica's own pods, and proxy (unchanged) is recorded at one version by both", async () => {
     const fromA = (await admit(a.url, ca, pod('log-shipper,proxy'))).pod;
     const fromB = (await admit(b.url, ca, pod('log-shipper,proxy'))).pod;
     assert.equal((await validatePod(a.url, ca, fromA)).allowed, true);
@@ -171,7 +172,9 @@ describe('a template rollout across two replicas', () => {
 
   describe('a status written by the pod (a /mutate call that failed open)', () => {
     const forgedPod = (containers: object[], record: object): any => {
-      const p = optedInPod({ annotations: { 'sidecar-injector.io/status': JSON.stringify({ templates: ['log-shipper'], injected: [{ template: 'log-shipper', ...record }] }) } });
+      const p = optedInPod({
+        annotations: { 'sidecar-injector.io/status': JSON.stringify({ templates: ['log-shipper'], injected: [{ template: 'log-shipper', ...record }] }) },
+      });
       p.spec.containers.push(...containers);
       return p;
     };
@@ -184,7 +187,10 @@ describe('a template rollout across two replicas', () => {
     });
 
     it('never vouches for what the pod does not hold as recorded', async () => {
-      const p = forgedPod([{ name: 'log-shipper', image: 'busybox' }], { version: 'f0f0f0f0f0f0f0f0', containers: { 'log-shipper': 'registry.k8s.io/fluent-bit' } });
+      const p = forgedPod([{ name: 'log-shipper', image: 'busybox' }], {
+        version: 'f0f0f0f0f0f0f0f0',
+        containers: { 'log-shipper': 'registry.k8s.io/fluent-bit' },
+      });
       for (const validator of [a, b]) assert.equal((await validatePod(validator.url, ca, p)).allowed, false);
     });
 
@@ -202,7 +208,10 @@ describe('a template rollout across two replicas', () => {
         annotations: {
           'sidecar-injector.io/status': JSON.stringify({
             templates: ['log-shipper'],
-            injected: [{ template: 'log-shipper', version, containers: { 'log-shipper': 'docker.io/library/busybox' } }, { template: 'extra', version: 'f0f0f0f0f0f0f0f0' }],
+            injected: [
+              { template: 'log-shipper', version, containers: { 'log-shipper': 'docker.io/library/busybox' } },
+              { template: 'extra', version: 'f0f0f0f0f0f0f0f0' },
+            ],
           }),
         },
       });
@@ -211,10 +220,16 @@ describe('a template rollout across two replicas', () => {
     });
 
     it('vouches, as the README says, for a sidecar of the right name held as recorded under a version never served', async () => {
-      const p = forgedPod([{ name: 'log-shipper', image: 'busybox' }, { name: 'log-forwarder', image: 'busybox' }], {
-        version: 'f0f0f0f0f0f0f0f0',
-        containers: { 'log-shipper': 'docker.io/library/busybox', 'log-forwarder': 'docker.io/library/busybox' },
-      });
+      const p = forgedPod(
+        [
+          { name: 'log-shipper', image: 'busybox' },
+          { name: 'log-forwarder', image: 'busybox' },
+        ],
+        {
+          version: 'f0f0f0f0f0f0f0f0',
+          containers: { 'log-shipper': 'docker.io/library/busybox', 'log-forwarder': 'docker.io/library/busybox' },
+        },
+      );
       for (const validator of [a, b]) assert.equal((await validatePod(validator.url, ca, p)).allowed, true);
     });
   });
@@ -246,12 +261,12 @@ describe('an upgrade of the injector itself', () => {
     return injected;
   }
 
-  it('admits a pod with the previous release\'s status after a registry move and an added volume', async () => {
+  it("admits a pod with the previous release's status after a registry move and an added volume", async () => {
     const response = await validatePod(fresh.url, ca, await fromPreviousRelease());
     assert.equal(response.allowed, true, response.status?.message);
   });
 
-  it('admits a pod with the previous release\'s status when the templates did not change', async () => {
+  it("admits a pod with the previous release's status when the templates did not change", async () => {
     const { pod: same } = await admit(fresh.url, ca, pod());
     same.metadata.annotations['sidecar-injector.io/status'] = '{"templates":["log-shipper"],"digest":"7a58c114437aeb57"}';
     assert.equal((await validatePod(strict.url, ca, same)).allowed, true);
@@ -262,7 +277,7 @@ describe('an upgrade of the injector itself', () => {
     for (const validator of [fresh, strict]) assert.equal((await validatePod(validator.url, ca, injected)).allowed, true);
   });
 
-  it('stops trusting the previous release\'s status after the window (0 here)', async () => {
+  it("stops trusting the previous release's status after the window (0 here)", async () => {
     const response = await validatePod(strict.url, ca, await fromPreviousRelease());
     assert.equal(response.allowed, false);
     assert.match(response.status.message, /image repository registry\.k8s\.io\/fluent-bit/);

@@ -18,14 +18,44 @@ const ref = (apiVersion: string, kind: string, name: string) => [{ apiVersion, k
 
 describe('podSites: the pod in each workload kind, as its controller creates it', () => {
   const cases: [string, object, readonly (string | number)[], object, boolean][] = [
-    ['Deployment', workload('Deployment'), ['spec', 'template'], { generateName: 'web-<hash>-', ownerReferences: ref('apps/v1', 'ReplicaSet', 'web-<hash>') }, false],
-    ['StatefulSet', workload('StatefulSet'), ['spec', 'template'], { name: 'web-<ordinal>', generateName: 'web-', ownerReferences: ref('apps/v1', 'StatefulSet', 'web') }, false],
+    [
+      'Deployment',
+      workload('Deployment'),
+      ['spec', 'template'],
+      { generateName: 'web-<hash>-', ownerReferences: ref('apps/v1', 'ReplicaSet', 'web-<hash>') },
+      false,
+    ],
+    [
+      'StatefulSet',
+      workload('StatefulSet'),
+      ['spec', 'template'],
+      { name: 'web-<ordinal>', generateName: 'web-', ownerReferences: ref('apps/v1', 'StatefulSet', 'web') },
+      false,
+    ],
     ['DaemonSet', workload('DaemonSet'), ['spec', 'template'], { generateName: 'web-', ownerReferences: ref('apps/v1', 'DaemonSet', 'web') }, false],
     ['ReplicaSet', workload('ReplicaSet'), ['spec', 'template'], { generateName: 'web-', ownerReferences: ref('apps/v1', 'ReplicaSet', 'web') }, false],
-    ['ReplicationController', workload('ReplicationController'), ['spec', 'template'], { generateName: 'web-', ownerReferences: ref('v1', 'ReplicationController', 'web') }, false],
+    [
+      'ReplicationController',
+      workload('ReplicationController'),
+      ['spec', 'template'],
+      { generateName: 'web-', ownerReferences: ref('v1', 'ReplicationController', 'web') },
+      false,
+    ],
     ['Job', workload('Job'), ['spec', 'template'], { generateName: 'web-', ownerReferences: ref('batch/v1', 'Job', 'web') }, true],
-    ['Indexed Job', workload('Job', { completionMode: 'Indexed' }), ['spec', 'template'], { generateName: 'web-<index>-', ownerReferences: ref('batch/v1', 'Job', 'web') }, true],
-    ['CronJob', workload('CronJob'), ['spec', 'jobTemplate', 'spec', 'template'], { generateName: 'web-<time>-', ownerReferences: ref('batch/v1', 'Job', 'web-<time>') }, true],
+    [
+      'Indexed Job',
+      workload('Job', { completionMode: 'Indexed' }),
+      ['spec', 'template'],
+      { generateName: 'web-<index>-', ownerReferences: ref('batch/v1', 'Job', 'web') },
+      true,
+    ],
+    [
+      'CronJob',
+      workload('CronJob'),
+      ['spec', 'jobTemplate', 'spec', 'template'],
+      { generateName: 'web-<time>-', ownerReferences: ref('batch/v1', 'Job', 'web-<time>') },
+      true,
+    ],
   ];
   for (const [title, doc, path, naming, ownedByJob] of cases) {
     it(`finds the pod of a ${title} at ${path.join('/')}`, () => {
@@ -36,7 +66,7 @@ describe('podSites: the pod in each workload kind, as its controller creates it'
       assert.equal(site.title, `${site.kind} shop/web`);
       assert.deepEqual(site.path, path);
       assert.equal(site.namespace, 'shop');
-      assert.equal(isOwnedByJob(site.pod), ownedByJob, 'a Job\'s pod, as the handlers read it');
+      assert.equal(isOwnedByJob(site.pod), ownedByJob, "a Job's pod, as the handlers read it");
       assert.deepEqual(site.pod, { metadata: { labels: { app: 'web' }, ...naming }, spec: podSpec });
     });
   }
@@ -62,12 +92,31 @@ describe('podSites: the pod in each workload kind, as its controller creates it'
   });
 
   it('covers every kind in PodTemplatePaths', () => {
-    assert.deepEqual(Object.keys(PodTemplatePaths).sort(), ['CronJob', 'DaemonSet', 'Deployment', 'Job', 'Pod', 'ReplicaSet', 'ReplicationController', 'StatefulSet']);
+    assert.deepEqual(Object.keys(PodTemplatePaths).sort(), [
+      'CronJob',
+      'DaemonSet',
+      'Deployment',
+      'Job',
+      'Pod',
+      'ReplicaSet',
+      'ReplicationController',
+      'StatefulSet',
+    ]);
   });
 
   it('recurses into a List, with the item paths, and skips what holds no pod', () => {
-    const list = { apiVersion: 'v1', kind: 'List', items: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' } }, workload('DaemonSet'), 'not an object', workload('Job')] };
-    assert.deepEqual(podSites(list, 'default').map((s) => [s.kind, s.path]), [['DaemonSet', ['items', 1, 'spec', 'template']], ['Job', ['items', 3, 'spec', 'template']]]);
+    const list = {
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' } }, workload('DaemonSet'), 'not an object', workload('Job')],
+    };
+    assert.deepEqual(
+      podSites(list, 'default').map((s) => [s.kind, s.path]),
+      [
+        ['DaemonSet', ['items', 1, 'spec', 'template']],
+        ['Job', ['items', 3, 'spec', 'template']],
+      ],
+    );
   });
 
   it('finds nothing in a kind without pods, or in a workload without its template', () => {
@@ -77,7 +126,10 @@ describe('podSites: the pod in each workload kind, as its controller creates it'
 
   it('refuses a malformed pod template with INPUT_INVALID naming the workload', () => {
     const bad = { ...workload('Deployment'), spec: { template: { spec: { containers: 'app' } } } };
-    assert.throws(() => podSites(bad, 'default'), (err: unknown) => err instanceof InjectorError && err.code === 'INPUT_INVALID' && /^cannot read Deployment shop\/web: /.test(err.message));
+    assert.throws(
+      () => podSites(bad, 'default'),
+      (err: unknown) => err instanceof InjectorError && err.code === 'INPUT_INVALID' && /^cannot read Deployment shop\/web: /.test(err.message),
+    );
   });
 });
 
