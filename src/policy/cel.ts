@@ -1,4 +1,5 @@
 import { CORE_V1_DEFINITIONS, type CoreDefinition } from '../generated/core-v1.js';
+import { CLOSE, EXPR, OPEN } from '../templates/placeholders.js';
 
 /**
  * Template values written as CEL for the apiserver's admission policies. A MutatingAdmissionPolicy's
@@ -68,15 +69,6 @@ function celScalar(value: unknown): string {
   if (typeof value === 'boolean') return String(value);
   throw new Error(`cannot write ${JSON.stringify(value)} as CEL`);
 }
-
-// The placeholder grammar of src/templates/placeholders.ts; test/policy/parity.test.ts holds the two
-// to the same rendering through the apiserver.
-const OPEN = '{{';
-const CLOSE = '}}';
-const QUOTED = String.raw`(?:'([^']*)'|"([^"]*)")`;
-const EXPR = new RegExp(
-  String.raw`^\s*(namespace|serviceAccountName|pod\.name|pod\.(labels|annotations)\[\s*${QUOTED}\s*\])` + String.raw`\s*(?:\|\s*default\s+${QUOTED}\s*)?$`,
-);
 
 /**
  * A template string as a CEL string expression: the static parts as literals, each placeholder as

@@ -64,10 +64,12 @@ export type Compiled =
   | { readonly static: unknown }
   | { readonly render: (v: RenderValues) => unknown; readonly inputs: readonly Input[]; readonly reads: readonly Read[]; readonly fresh: number };
 
-const OPEN = '{{';
-const CLOSE = '}}';
+/** The placeholder grammar, shared with the CEL compiler of admission policies (src/policy/cel.ts). */
+export const OPEN = '{{';
+export const CLOSE = '}}';
 const QUOTED = String.raw`(?:'([^']*)'|"([^"]*)")`;
-const EXPR = new RegExp(
+/** One placeholder's text between OPEN and CLOSE: what it reads (groups 1-4) and its default (groups 5-6). */
+export const EXPR = new RegExp(
   String.raw`^\s*(namespace|serviceAccountName|pod\.name|pod\.(labels|annotations)\[\s*${QUOTED}\s*\])` +
     String.raw`\s*(?:\|\s*default\s+${QUOTED}\s*)?$`,
 );
