@@ -109,8 +109,10 @@ function resolveNamespace(opts: KubeClientOptions, config: KubeConfig): string {
 
 /** The HTTP status of a failed API call, or undefined for a transport failure. */
 export function apiStatus(err: unknown): number | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'number' ? code : undefined;
+  // The typed clients' ApiException carries `code`; client-node's Watch rejects with an Error carrying `statusCode`.
+  const { code, statusCode } = (err ?? {}) as { code?: unknown; statusCode?: unknown };
+  if (typeof code === 'number') return code;
+  return typeof statusCode === 'number' ? statusCode : undefined;
 }
 
 /** Wraps a failed API call as KUBE_API_FAILED, naming the call and the status. */

@@ -272,6 +272,9 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
   const list = async (): Promise<void> => {
     const seen = new Set<string>();
     let next: string | undefined;
+    // The version to watch from is the one of a complete list: a list that breaks off after a page
+    // is read again from its start (test/kube/sidecartemplates.test.ts, "breaks off").
+    let listedAt: string;
     do {
       const page = (await kube.custom.listClusterCustomObject({
         group,
@@ -287,8 +290,9 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
       // Custom objects come as the API's JSON: `continue`, not the typed models' `_continue`.
       const meta = page.metadata as { continue?: string; resourceVersion?: string } | undefined;
       next = meta?.continue || undefined;
-      resourceVersion = meta?.resourceVersion ?? '';
+      listedAt = meta?.resourceVersion ?? '';
     } while (next !== undefined && !closed);
+    resourceVersion = listedAt;
     for (const key of [...entries.keys()]) if (!seen.has(key)) remove(key);
     if (!listed) {
       listed = true;
@@ -307,6 +311,8 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
 
   const failed = (err: unknown): void => {
     if (closed) return;
+    // A watch refused with 410 Gone starts from a version the apiserver no longer keeps: list again.
+    if (apiStatus(err) === 410) resourceVersion = '';
     logger.warn({ err: watchFailure(err), retryInMs: backoff }, 'watching sidecartemplates failed; the last set keeps serving; retrying');
     clearTimeout(retry);
     retry = setTimeout(start, backoff);

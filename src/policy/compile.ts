@@ -41,10 +41,16 @@ export interface PolicySet {
 /**
  * Whether a template compiles, and if not the first reason: per-pod overrides (quantities and
  * image references checked and applied from annotations), native sidecars placed next to a named
- * container, and the pod's own ServiceAccount token (found per pod by its mount) are not compiled.
+ * container, the pod's own ServiceAccount token (found per pod by its mount), and a required
+ * template (spec.required: added whatever a pod names, enforced by /validate and the required
+ * webhooks) are not compiled.
  */
 export function policyVerdict(t: CompiledTemplate): PolicyVerdict {
   const no = (detail: string): PolicyVerdict => ({ template: t.name, compiles: false, detail });
+  if (t.required !== undefined)
+    return no(
+      'spec.required (added to every pod of its namespaces whatever the pod names, and enforced by /validate) is not compiled to CEL: install the webhook for it',
+    );
   if (t.overrides.length > 0) return no(`overrides (${t.overrides.join(', ')}) are read from annotations and checked by the webhook; not compiled to CEL`);
   if (typeof t.placement === 'object' && t.nativeMode !== NativeSidecar.Never)
     return no(`placement ${JSON.stringify(t.placement)} of native sidecars next to a named init container is not compiled to CEL`);

@@ -1,5 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parse } from 'yaml';
 import { cli } from '../helpers/cli.js';
 
@@ -53,5 +56,15 @@ describe('policies and lint --policies', () => {
     assert.doesNotMatch(plain.out, /policy:/);
     const fixtures = await cli(['lint', 'test/fixtures/cli/templates', '--policies']);
     assert.match(fixtures.out, /\npolicy: template "mesh": webhook only: overrides \(cpu\) are read from annotations/);
+  });
+  it('does not compile a required template: the policies could not keep a pod from skipping it', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'policies-required-'));
+    await writeFile(
+      join(dir, 'agent.yaml'),
+      'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: agent\nspec:\n  required: {}\n  containers:\n    - name: agent\n      image: registry.example/agent:1\n',
+    );
+    const r = await cli(['policies', dir, '-o', 'json']);
+    assert.equal(r.code, 1);
+    assert.match(r.err, /^template "agent": not compiled to a policy: spec\.required /);
   });
 });

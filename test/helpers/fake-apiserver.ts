@@ -65,6 +65,8 @@ export interface FakeApiServer {
   writeTemplateStatus(namespace: string, name: string, status: unknown): void;
   /** Called before each PUT of a template's status is judged: a test changes the object here to make that write meet 409 Conflict. */
   beforeStatusWrite: ((namespace: string, name: string) => void) | undefined;
+  /** How many SidecarTemplate list requests with a `continue` token (a page after the first) answer 500 next. */
+  failContinuedLists: number;
   /** Forgets the events so far, as etcd compaction does: a watch from before them gets 410 Gone. */
   compact(): void;
   /** Sends a BOOKMARK with the current resourceVersion to every open watch. */
@@ -101,9 +103,10 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
   const rights: { granted?: ((method: string, path: string) => boolean) | undefined } = {};
   const bundleHistory: Record<'mutating' | 'validating', string[]> = { mutating: [], validating: [] };
   let version = 100;
-  const state: { latencyMs: number; beforeStatusWrite: ((namespace: string, name: string) => void) | undefined } = {
+  const state: { latencyMs: number; beforeStatusWrite: ((namespace: string, name: string) => void) | undefined; failContinuedLists: number } = {
     latencyMs: 0,
     beforeStatusWrite: undefined,
+    failContinuedLists: 0,
   };
   const nextVersion = (): string => String(++version);
 
@@ -124,6 +127,10 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
   };
   /** A list, in pages when asked (limit and continue, as the apiserver's chunked lists). */
   const templateList = (ns: string | undefined, query: URLSearchParams): [number, unknown] => {
+    if (query.get('continue') && state.failContinuedLists > 0) {
+      state.failContinuedLists--;
+      return status(500, 'InternalError', 'the list broke off after its first page');
+    }
     const all = [...templates.values()].filter((t) => ns === undefined || t.metadata.namespace === ns);
     const from = Number(Buffer.from(query.get('continue') ?? '', 'base64url').toString() || '0');
     const limit = Number(query.get('limit') ?? '0') || all.length;
@@ -390,6 +397,12 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     },
     set beforeStatusWrite(f) {
       state.beforeStatusWrite = f;
+    },
+    get failContinuedLists() {
+      return state.failContinuedLists;
+    },
+    set failContinuedLists(n: number) {
+      state.failContinuedLists = n;
     },
     secret: (ns, name) => secrets.get(`${ns}/${name}`),
     putSecret: (ns, obj) => secrets.set(`${ns}/${obj.metadata.name}`, { ...obj, metadata: { ...obj.metadata, namespace: ns, resourceVersion: nextVersion() } }),

@@ -238,4 +238,19 @@ describe('readiness with --templates-source cluster', () => {
       await api.close();
     }
   });
+  it('reads every page again when a list breaks off after its first page, and serves the objects of the later pages', async () => {
+    const api = await startFakeApiServer();
+    // Three pages of the store's list (10 objects a page); the second page fails once.
+    for (let i = 0; i < 25; i++) api.applyTemplate(sct(`team-${String(i).padStart(2, '0')}`, 'agent', `registry.example/agent:${i}`, { default: true }));
+    api.failContinuedLists = 1;
+    const logger = createLogger('silent');
+    const store = openClusterTemplateStore(createKubeClients({ kubeconfig: api.kubeconfig, namespace: HOME }), { logger, retryMs: 50 });
+    try {
+      await eventually(async () => store.synced(), 'the first full list');
+      await eventually(async () => store.current().namespaces?.get('team-24')?.templates.get('agent') !== undefined, 'an object of the last page served');
+    } finally {
+      await store.close();
+      await api.close();
+    }
+  });
 });
