@@ -235,8 +235,10 @@ function requiredNames(objects: readonly ObjectCandidates[], home: string, base?
 
 /**
  * The bytes the objects served so far hold, per namespace and in total: an object that would take
- * either past its budget is not served, so a team's objects cost the injector at most
- * NAMESPACE_BUDGET_BYTES, and all of them TOTAL_BUDGET_BYTES (docs/limits-and-security.md).
+ * either past its budget is not served, so the templates a team's objects add to every review's set
+ * hold at most NAMESPACE_BUDGET_BYTES, and all of them TOTAL_BUDGET_BYTES. The store still keeps
+ * (and compiles) each object up to MAX_OBJECT_BYTES, so the count of objects is what the
+ * ResourceQuota bounds (docs/limits-and-security.md, Tenant bounds).
  */
 class Budget {
   readonly #namespaces = new Map<string, number>();
