@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { Agent } from 'node:https';
@@ -305,4 +306,37 @@ function otherTeam(url: () => string, ca: string, agent: Agent, namespace: strin
       return { latencies, failures };
     },
   };
+}
+
+/** The bound on another team's review while an attack runs. */
+export const REVIEW_BOUND_MS = 1000;
+/** The bound on readiness after a restart. */
+export const READY_BOUND_MS = 10_000;
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `check` every 100 ms until it holds, else fails naming `what`. */
+export async function eventually(check: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (check()) return;
+    await sleep(100);
+  }
+  assert.fail(`timed out waiting for: ${what}`);
+}
+
+/** What the other team's reviews, the peak RSS and the lab's OOM killer say, as one line for the test's diagnostics. */
+export async function verdict(lab: TenantLab, seen: { latencies: readonly number[]; failures: readonly string[] }): Promise<string> {
+  const sorted = [...seen.latencies].sort((a, b) => a - b);
+  const at = (q: number): string => (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0).toFixed(0);
+  return `${seen.latencies.length} other-team reviews, p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, slowest ${at(1)} ms (${sorted.filter((l) => l >= REVIEW_BOUND_MS).length} over ${REVIEW_BOUND_MS} ms), ${seen.failures.length} failed; peak RSS ${(await lab.peakRssMiB()).toFixed(0)} MiB as the image (the child: ${lab.idleRssMiB.toFixed(0)} idle, ${(await lab.rawPeakRssMiB()).toFixed(0)} peak); OOM kills ${lab.oomKills}`;
+}
+
+/** The other team was unhurt: no OOM kill, every review allowed within REVIEW_BOUND_MS, peak RSS under the limit. */
+export async function assertUnhurt(lab: TenantLab, seen: { latencies: readonly number[]; failures: readonly string[] }): Promise<void> {
+  assert.equal(lab.oomKills, 0, 'killed over the memory limit');
+  assert.deepEqual(seen.failures.slice(0, 3), [], 'every other-team review allowed');
+  assert.ok(seen.latencies.length > 0);
+  assert.ok(Math.max(...seen.latencies) < REVIEW_BOUND_MS, `slowest other-team review ${Math.max(...seen.latencies).toFixed(0)} ms`);
+  assert.ok((await lab.peakRssMiB()) < DEPLOYMENT_LIMIT_MIB);
 }
