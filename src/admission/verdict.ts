@@ -1,4 +1,5 @@
 import type { InjectorError } from '../errors.js';
+import { clip } from '../log.js';
 import { Reason } from '../inject/policy.js';
 import { auditAnnotations } from './audit.js';
 import type { ResponseBody } from './codec.js';
@@ -99,11 +100,19 @@ export function allowed(reason: string, templates: readonly string[], repeatable
   };
 }
 
-/** Answers a review with allowed: false and the error's status and message. */
+/**
+ * The most characters of a denial's message: what kubectl prints, the audit log and the owner's
+ * Event keep. The messages name what to fix in one line; one that quotes values from the pod (an
+ * annotation of 256 KiB, a thousand template names) is cut here, saying how much more there was
+ * (test/server/hostile.test.ts).
+ */
+export const DENIAL_MESSAGE_MAX = 2048;
+
+/** Answers a review with allowed: false and the error's status and message (at most DENIAL_MESSAGE_MAX characters). */
 export function denied(err: InjectorError, reason: string, statusReason = 'BadRequest', templates: readonly string[] = NO_TEMPLATES): Verdict {
   const response: ResponseBody = {
     allowed: false,
-    status: { code: err.status, message: err.message, reason: statusReason },
+    status: { code: err.status, message: clip(err.message, DENIAL_MESSAGE_MAX), reason: statusReason },
     auditAnnotations: auditAnnotations(Decision.Denied, reason, templates),
   };
   return { response, decision: Decision.Denied, reason, templates, patchOps: 0, repeatable: true };

@@ -1,4 +1,5 @@
 import { InjectorError } from '../errors.js';
+import { clip } from '../log.js';
 import type { Container } from '../kube/types.js';
 import { parseImage } from '../kube-values/image.js';
 import { parseQuantity, quantityOf } from '../kube-values/quantity.js';
@@ -107,7 +108,7 @@ const OverrideRules: { readonly [F in OverrideField]: OverrideRule } = {
     // The runtime's own grammar (distribution/reference), so an override the kubelet cannot pull is refused here, with why.
     problem: (value, written, key) => {
       const image = parseImage(value);
-      return 'problem' in image ? `annotation ${key}: "${written}" is not a valid image reference: ${image.problem}` : undefined;
+      return 'problem' in image ? `annotation ${key}: "${clip(written)}" is not a valid image reference: ${image.problem}` : undefined;
     },
     apply: (c, value) => ({ ...c, image: value }),
   },
@@ -119,7 +120,7 @@ const OverrideRules: { readonly [F in OverrideField]: OverrideRule } = {
 function quantityRule(resource: 'cpu' | 'memory', example: string): OverrideRule {
   return {
     problem: (value, written, key) => {
-      if (!QUANTITY.test(value) || value.startsWith('-')) return `annotation ${key}: "${written}" is not a Kubernetes quantity (for example ${example})`;
+      if (!QUANTITY.test(value) || value.startsWith('-')) return `annotation ${key}: "${clip(written)}" is not a Kubernetes quantity (for example ${example})`;
       if (parseQuantity(value)?.nanos === 0n) return `annotation ${key}: ${resource} must be greater than zero`;
       return undefined;
     },

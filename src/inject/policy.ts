@@ -1,4 +1,5 @@
 import { InjectorError } from '../errors.js';
+import { clip } from '../log.js';
 import type { Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
@@ -136,14 +137,37 @@ function withRequired(chosen: readonly CompiledTemplate[], required: readonly Co
   return missing.length === 0 ? chosen : [...chosen, ...missing];
 }
 
-/** Resolves the templates annotation; throws TEMPLATE_UNKNOWN naming every name that does not exist. */
+/**
+ * Resolves the templates annotation; throws TEMPLATE_UNKNOWN naming the names that do not exist and
+ * the ones that do, each list cut to a few names and "N more", each name a pod wrote cut to
+ * NAME_SHOWN characters: a 256 KiB annotation, or a namespace of a thousand templates, never makes
+ * the message long (test/inject/policy.test.ts).
+ */
 function namedTemplates(names: readonly string[], set: TemplateSet): CompiledTemplate[] {
   const unknown = names.filter((n) => !set.templates.has(n));
   if (unknown.length > 0) {
-    const known = [...set.templates.keys()].sort().join(', ');
-    throw new InjectorError('TEMPLATE_UNKNOWN', [unknown.map((n) => `"${n}"`).join(', '), Keys.templates, known]);
+    const known = [...set.templates.keys()].sort();
+    throw new InjectorError('TEMPLATE_UNKNOWN', [
+      listed(
+        unknown.map((n) => `"${clip(n, NAME_SHOWN)}"`),
+        UNKNOWN_SHOWN,
+      ),
+      Keys.templates,
+      listed(known, KNOWN_SHOWN),
+    ]);
   }
   return names.map((n) => set.templates.get(n)!);
+}
+
+/** The most unknown names, known names, and characters of one unknown name a TEMPLATE_UNKNOWN message shows. */
+const UNKNOWN_SHOWN = 5;
+const KNOWN_SHOWN = 20;
+const NAME_SHOWN = 63;
+
+/** The first `shown` items, comma-separated, and how many more there are. */
+function listed(items: readonly string[], shown: number): string {
+  const head = items.slice(0, shown).join(', ');
+  return items.length > shown ? `${head} and ${items.length - shown} more` : head;
 }
 
 /** Splits the templates annotation: comma-separated, blanks ignored, first mention wins. */

@@ -104,6 +104,17 @@ describe('selectTemplates: which templates', () => {
     );
   });
 
+  it('names at most five unknown names, each cut to 63 characters, and how many more, whatever the annotation holds', () => {
+    const names = ['x'.repeat(5000), ...Array.from({ length: 20_000 }, (_, i) => `t${i}`)].join(',');
+    assert.throws(
+      () => selectTemplates(pod(optedIn, { 'sidecar-injector.io/templates': names }), twoDefaults),
+      (err: unknown) =>
+        err instanceof InjectorError &&
+        err.message ===
+          `unknown sidecar template(s) "${'x'.repeat(63)}...(4937 more)", "t0", "t1", "t2", "t3" and 19996 more named in annotation sidecar-injector.io/templates; known templates: debug, logs, proxy`,
+    );
+  });
+
   it('does not look at the annotation of a pod that has not opted in', () => {
     assert.equal(selectTemplates(pod(undefined, { 'sidecar-injector.io/templates': 'nope' }), twoDefaults).inject, false);
   });

@@ -221,6 +221,17 @@ describe('hostile review bodies', () => {
     await validReviewSucceeds();
   });
 
+  it('keeps a denial to one short line when the pod names 20 000 unknown templates', async () => {
+    const names = Array.from({ length: 20_000 }, (_, i) => `t${i}`).join(',');
+    const res = await post('/mutate', JSON.stringify(podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': names } }))));
+    assert.equal(res.status, 200);
+    assert.equal(res.body.response.allowed, false);
+    const message: string = res.body.response.status.message;
+    assert.ok(message.length < 600, `${message.length} characters`);
+    assert.match(message, /"t4" and 19995 more named in annotation/);
+    await validReviewSucceeds();
+  });
+
   it('never round-trips integers beyond 2^53 through the patch', async () => {
     const big = '9007199254740993'; // 2^53 + 1: JSON.parse reads it as ...992
     const marker = 424242;
