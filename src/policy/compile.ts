@@ -30,6 +30,11 @@ export interface PolicyVerdict {
 export interface PolicyOptions {
   /** The injector's namespace, never injected (as the webhook configurations exclude it). */
   readonly namespace: string;
+  /**
+   * serve --mode hybrid: the webhook injects and checks the templates that do not compile, so the
+   * validating policy checks only the compiled ones and does not refuse pods that select the others.
+   */
+  readonly hybrid?: boolean;
 }
 
 export interface PolicySet {
@@ -360,7 +365,7 @@ function validatingPolicy(
       reason: 'Invalid',
     },
   ];
-  if (webhookOnly.length > 0) {
+  if (webhookOnly.length > 0 && options.hybrid !== true) {
     validations.push({
       expression: `!variables.selected.exists(n, n in ${celList(webhookOnly)})`,
       messageExpression: `"template(s) " + variables.selected.filter(n, n in ${celList(webhookOnly)}).join(", ") + " are injected by the webhook only (sidecar-injector lint --policies says why); install the webhook for them (mode hybrid)"`,

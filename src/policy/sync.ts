@@ -1,0 +1,217 @@
+import { asInjectorError, type InjectorError } from '../errors.js';
+import type { PolicyApi, PolicyObject } from '../kube/policies.js';
+import type { Logger } from '../log.js';
+import type { TemplateSet } from '../templates/load.js';
+import type { CompiledTemplate } from '../templates/template.js';
+import { policyVerdict, type PolicySet } from './compile.js';
+
+/** The labels every object of one install carries: the sync lists and prunes by them, and never touches another install's. */
+export const MANAGED_BY = 'app.kubernetes.io/managed-by';
+export const POLICIES_LABEL = 'sidecar-injector.io/policies';
+
+/** Why a sync failed, a closed set (the failures counter's reason label). */
+export const SyncFailure = { Forbidden: 'forbidden', NotServed: 'not-served', Api: 'api', Compile: 'compile' } as const;
+export type SyncFailure = (typeof SyncFailure)[keyof typeof SyncFailure];
+
+/** What one complete sync did, for the log line and the metrics. */
+export interface SyncReport {
+  /** Templates the policies inject and check now. */
+  readonly compiled: number;
+  /** Templates that do not compile (the webhook's in hybrid; not injected in policy mode unless kept). */
+  readonly refused: number;
+  /** Policy mode: templates that stopped compiling whose last compiled version keeps serving. */
+  readonly kept: number;
+  readonly applied: number;
+  readonly pruned: number;
+}
+
+export interface PolicySyncOptions {
+  /** The policy API, opened at the first sync (discovery) and again after a failure to open it. */
+  readonly api: () => Promise<PolicyApi>;
+  /** The template set to policies, in the apiVersion the cluster serves for MutatingAdmissionPolicy. */
+  readonly compile: (set: TemplateSet, mutatingApiVersion: string) => PolicySet;
+  /** This install's value of the policies label: its revision, or "default". */
+  readonly install: string;
+  /**
+   * Policy mode: a template that stopped compiling keeps its last compiled version (as the webhook
+   * keeps a template's last valid version). Hybrid: it goes to the webhook, so its policy goes.
+   */
+  readonly keepLastCompiled: boolean;
+  readonly logger: Logger;
+  readonly onSynced?: (report: SyncReport) => void;
+  readonly onFailed?: (reason: SyncFailure, err: InjectorError) => void;
+  /** First wait after a failure, doubled up to maxRetryMs. */
+  readonly retryMs?: number;
+  readonly maxRetryMs?: number;
+}
+
+/** Keeps the policies in the cluster equal to what the template set compiles to. */
+export interface PolicySync {
+  /** The set to sync to: synced now, or after the sync in progress or the backoff; only the latest set counts. */
+  update(set: TemplateSet): void;
+  /** True once one sync has completed: readiness waits for it. */
+  synced(): boolean;
+  /** Whether the policies of the last complete sync inject and check this template (hybrid: the webhook leaves it to them). */
+  byPolicy(t: CompiledTemplate): boolean;
+  /** Resolves when the sync of the latest set has completed (tests). */
+  idle(): Promise<void>;
+  close(): void;
+}
+
+/**
+ * A sync is: compile the set, server-side apply every object (one field manager, force), then
+ * delete each object carrying this install's labels that the compile no longer makes. A failure
+ * before the end prunes nothing and is retried after a backoff (1 s doubling to 60 s), never in a
+ * tight loop; a template set that fails to load never reaches here (the stores keep the last valid
+ * one), so a broken template never removes a working policy. Every replica syncs: server-side apply
+ * of the same objects by one field manager is idempotent, and a replica with an older set is
+ * corrected by the next sync of a newer one, so there is nothing a leader would add
+ * (test/policy/sync.test.ts: two replicas, same objects, no conflict).
+ */
+export function createPolicySync(options: PolicySyncOptions): PolicySync {
+  const { logger } = options;
+  const labels = { [MANAGED_BY]: 'sidecar-injector', [POLICIES_LABEL]: options.install };
+  const selector = Object.entries(labels)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
+  const firstRetry = options.retryMs ?? 1000;
+  const maxRetry = options.maxRetryMs ?? 60_000;
+  let api: PolicyApi | undefined;
+  let wanted: TemplateSet | undefined;
+  let done: TemplateSet | undefined;
+  let running = false;
+  let retry: NodeJS.Timeout | undefined;
+  let backoff = firstRetry;
+  let closed = false;
+  let served: ReadonlySet<string> = new Set();
+  let warnedFor: string | undefined;
+  /** Per template key, its last version that compiled (policy mode). */
+  const lastCompiled = new Map<string, CompiledTemplate>();
+  let waiters: (() => void)[] = [];
+
+  const settle = (): void => {
+    if (wanted !== done) return;
+    for (const w of waiters) w();
+    waiters = [];
+  };
+
+  const run = async (): Promise<void> => {
+    if (running || retry !== undefined || closed || wanted === undefined || wanted === done) return;
+    running = true;
+    const set = wanted;
+    try {
+      const report = await syncOnce(set);
+      done = set;
+      backoff = firstRetry;
+      logger.info(report, 'policies synced');
+      options.onSynced?.(report);
+    } catch (err) {
+      const error = asInjectorError(err);
+      const reason = failureOf(error);
+      options.onFailed?.(reason, error);
+      logger.error({ err: error, reason, retryInSeconds: backoff / 1000 }, `policies not synced: ${error.message}`);
+      retry = setTimeout(() => {
+        retry = undefined;
+        void run();
+      }, backoff);
+      retry.unref();
+      backoff = Math.min(backoff * 2, maxRetry);
+    } finally {
+      running = false;
+    }
+    settle();
+    void run();
+  };
+
+  const syncOnce = async (set: TemplateSet): Promise<SyncReport> => {
+    api ??= await options.api();
+    const { effective, kept } = options.keepLastCompiled ? withLastCompiled(set, lastCompiled) : { effective: set, kept: [] };
+    let compiled: PolicySet;
+    try {
+      compiled = options.compile(effective, api.mutatingApiVersion);
+    } catch (err) {
+      throw Object.assign(asInjectorError(err), { compileFailed: true });
+    }
+    warnRefused(set, effective, kept);
+    const objects = compiled.objects.map((o) => labelled(o as unknown as PolicyObject, labels));
+    for (const obj of objects) await api.apply(obj);
+    const wantedKeys = new Set(objects.map(keyOf));
+    const stale = (await api.list(selector)).filter((o) => !wantedKeys.has(keyOf(o)));
+    for (const obj of stale) await api.remove(obj);
+    served = new Set(compiled.verdicts.filter((v) => v.compiles).map((v) => templateKey(effective.templates.get(v.template))));
+    const refused = compiled.verdicts.filter((v) => !v.compiles).length;
+    return { compiled: compiled.verdicts.length - refused, refused, kept: kept.length, applied: objects.length, pruned: stale.length };
+  };
+
+  /** One warning per template that does not compile, once per template set (not per retry). */
+  const warnRefused = (set: TemplateSet, effective: TemplateSet, kept: readonly string[]): void => {
+    if (warnedFor === set.digest) return;
+    warnedFor = set.digest;
+    for (const t of set.templates.values()) {
+      const verdict = policyVerdict(t);
+      if (verdict.compiles) continue;
+      const keptHere = kept.includes(t.name) && effective.templates.get(t.name) !== t;
+      logger.warn(
+        { template: t.name, ...(t.namespace !== undefined && { namespace: t.namespace }), reason: verdict.detail, kept: keptHere },
+        keptHere
+          ? `template ${t.name} no longer compiles to a policy: its last compiled version keeps injecting (${verdict.detail})`
+          : `template ${t.name} does not compile to a policy: ${options.keepLastCompiled ? 'pods that select it are refused' : 'the webhook injects it'} (${verdict.detail})`,
+      );
+    }
+  };
+
+  return {
+    update(set) {
+      wanted = set;
+      void run();
+    },
+    synced: () => done !== undefined,
+    byPolicy: (t) => served.has(templateKey(t)),
+    idle: () => (wanted === done ? Promise.resolve() : new Promise((resolve) => waiters.push(resolve))),
+    close() {
+      closed = true;
+      clearTimeout(retry);
+    },
+  };
+}
+
+/** A template's identity across sets: its namespace (a SidecarTemplate object's) and name. */
+function templateKey(t: CompiledTemplate | undefined): string {
+  return t === undefined ? '' : `${t.namespace ?? ''}/${t.name}`;
+}
+
+function keyOf(o: PolicyObject): string {
+  return `${o.kind}/${o.metadata.name}`;
+}
+
+function labelled(obj: PolicyObject, labels: Readonly<Record<string, string>>): PolicyObject {
+  return { ...obj, metadata: { ...obj.metadata, labels: { ...obj.metadata.labels, ...labels } } };
+}
+
+/**
+ * The set with each template that does not compile replaced by its last version that did, and the
+ * names so replaced; records the versions that compile. The webhook keeps a template's last valid
+ * version the same way.
+ */
+function withLastCompiled(set: TemplateSet, last: Map<string, CompiledTemplate>): { effective: TemplateSet; kept: string[] } {
+  const kept: string[] = [];
+  const templates = new Map<string, CompiledTemplate>();
+  for (const [name, t] of set.templates) {
+    const key = templateKey(t);
+    if (policyVerdict(t).compiles) last.set(key, t);
+    const use = policyVerdict(t).compiles ? t : (last.get(key) ?? t);
+    if (use !== t) kept.push(name);
+    templates.set(name, use);
+  }
+  for (const key of [...last.keys()]) if (![...set.templates.values()].some((t) => templateKey(t) === key)) last.delete(key);
+  if (kept.length === 0) return { effective: set, kept };
+  const defaults = set.defaults.map((t) => templates.get(t.name) ?? t);
+  return { effective: { ...set, templates, defaults }, kept };
+}
+
+function failureOf(err: InjectorError & { compileFailed?: boolean }): SyncFailure {
+  if (err.compileFailed === true) return SyncFailure.Compile;
+  if (err.code === 'POLICY_API_FORBIDDEN') return SyncFailure.Forbidden;
+  if (err.code === 'POLICY_API_NOT_SERVED') return SyncFailure.NotServed;
+  return SyncFailure.Api;
+}
