@@ -92,7 +92,7 @@ export const Options = {
     flag: 'mode',
     env: 'SIDECAR_INJECTOR_MODE',
     schema: { enum: ['webhook', 'policy', 'hybrid'], default: 'webhook' },
-    help: "webhook: serve /mutate and /validate over HTTPS; policy: serve no webhook (no certificate, no --port), keep the templates compiled to MutatingAdmissionPolicies and a ValidatingAdmissionPolicy in the cluster and report on the health port; hybrid: both, the policies inject and check the templates that compile, the webhook the rest",
+    help: 'webhook: serve /mutate and /validate over HTTPS; policy: serve no webhook (no certificate, no --port), keep the templates compiled to MutatingAdmissionPolicies and a ValidatingAdmissionPolicy in the cluster and report on the health port; hybrid: both, the policies inject and check the templates that compile, the webhook the rest',
   },
   policyApi: {
     flag: 'policy-api',

@@ -1,4 +1,10 @@
-import { AdmissionregistrationV1Api, AdmissionregistrationV1beta1Api, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
+import {
+  AdmissionregistrationV1Api,
+  AdmissionregistrationV1beta1Api,
+  KubernetesObjectApi,
+  PatchStrategy,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
 import { InjectorError } from '../errors.js';
 import { apiError, apiStatus, type KubeClients } from './client.js';
 

@@ -241,7 +241,13 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     };
     const resources = Object.entries(kinds)
       .filter(([name]) => serves(version, name))
-      .map(([name, kind]) => ({ name, singularName: kind.toLowerCase(), namespaced: false, kind, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'] }));
+      .map(([name, kind]) => ({
+        name,
+        singularName: kind.toLowerCase(),
+        namespaced: false,
+        kind,
+        verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'],
+      }));
     return [200, { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: `${GROUP}/${version}`, resources }];
   };
   const policyRoute = (req: IncomingMessage, url: URL, body: string): [number, unknown] | undefined => {
@@ -283,9 +289,12 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     if (owner !== undefined && owner !== manager && url.searchParams.get('force') !== 'true')
       return status(409, 'Conflict', `Apply failed with 1 conflict: conflict with "${owner}": .spec`);
     // One manager owns every field it applies: what it no longer applies is gone, as the apiserver removes fields only that manager owned.
-    const same = current !== undefined && JSON.stringify({ ...current, metadata: undefined }) === JSON.stringify({ ...applied, metadata: undefined }) &&
+    const same =
+      current !== undefined &&
+      JSON.stringify({ ...current, metadata: undefined }) === JSON.stringify({ ...applied, metadata: undefined }) &&
       JSON.stringify(current.metadata.labels ?? {}) === JSON.stringify(applied.metadata.labels ?? {}) &&
-      JSON.stringify(current.metadata.annotations ?? {}) === JSON.stringify(applied.metadata.annotations ?? {}) && owner === manager;
+      JSON.stringify(current.metadata.annotations ?? {}) === JSON.stringify(applied.metadata.annotations ?? {}) &&
+      owner === manager;
     if (same) return [200, current];
     const changed = current === undefined || JSON.stringify(current.spec) !== JSON.stringify(applied.spec);
     const stored = {

@@ -142,7 +142,10 @@ describe('serve --mode policy', () => {
     assert.deepEqual(names(api, 'MutatingAdmissionPolicyBinding'), ['sidecar-injector-log-shipper-namespace', 'sidecar-injector-log-shipper-pod']);
     // The validating policy no longer knows the template.
     assert.doesNotMatch(JSON.stringify(api.policy('ValidatingAdmissionPolicy', 'sidecar-injector-validate').spec), /"proxy"/);
-    const last = server.logs().filter((l) => l.msg === 'policies synced').at(-1);
+    const last = server
+      .logs()
+      .filter((l) => l.msg === 'policies synced')
+      .at(-1);
     assert.equal(last.pruned, 3);
   });
 
@@ -200,7 +203,10 @@ describe('serve --mode policy', () => {
     const second = track(await startPolicies(api, dir));
     await eventually(async () => (await ready(second)) === 200, 'second replica synced');
     assert.deepEqual(api.policyWrites, writes, 'the second replica changed nothing');
-    assert.ok(api.calls.every((c) => c.status < 400 || c.method === 'GET'), 'no refused write');
+    assert.ok(
+      api.calls.every((c) => c.status < 400 || c.method === 'GET'),
+      'no refused write',
+    );
   });
 
   it('writes MutatingAdmissionPolicy in v1beta1 where discovery says only v1beta1 serves it', async () => {

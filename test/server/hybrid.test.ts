@@ -139,9 +139,9 @@ describe('serve --mode hybrid', () => {
       const { uid: _u, generation: _g, resourceVersion: _r, managedFields: _m, ...metadata } = o.metadata;
       return { ...o, metadata };
     };
-    const synced = (['MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'] as const).flatMap(
-      (k) => api.policies(k).map(bare),
-    );
+    const synced = (
+      ['MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'] as const
+    ).flatMap((k) => api.policies(k).map(bare));
     const webhooks = readYaml11('manifests/install.yaml').filter((o) => String(o['kind']).endsWith('WebhookConfiguration'));
     const config = join(dir, 'hybrid.json');
     await writeFile(config, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [...synced, ...webhooks] }));
