@@ -8,19 +8,40 @@ import { celObject, celString, Definition, placeholderCel } from './cel.js';
 /**
  * Templates compiled to the apiserver's own admission policies (admissionregistration.k8s.io/v1,
  * GA in Kubernetes 1.36 for MutatingAdmissionPolicy, 1.30 for ValidatingAdmissionPolicy): per
- * template a MutatingAdmissionPolicy with two bindings (pod opt-in, namespace opt-in), and one
- * ValidatingAdmissionPolicy for the set, the counterpart of /validate. The pod they store is the pod
- * the webhook stores, the status annotation aside (test/policy/parity.test.ts, through the
+ * template a MutatingAdmissionPolicy with its bindings (pod opt-in, namespace opt-in), and one
+ * ValidatingAdmissionPolicy per set, the counterpart of /validate. The pod they store is the pod
+ * the webhook stores, the status annotation aside (test/policy/parity*.test.ts, through the
  * apiserver's own policy plugins in kubeadmit). What CEL cannot express is refused per template with
  * the reason (policyVerdict), never approximated.
+ *
+ * The cluster's SidecarTemplates are compiled view by view, as the webhook serves them (setFor):
+ * the cluster-wide set binds to every namespace without templates of its own, and each namespace
+ * with templates of its own gets the policies of its whole view (its templates over the
+ * cluster-wide ones, its defaults), bound to it alone by its name. A view's policies are the
+ * policies of a directory of the same templates, so parity holds per view by construction
+ * (test/policy/parity-cluster.test.ts), and an edit in one namespace changes that namespace's
+ * policies and, when it gains or loses its first template, the cluster-wide bindings' list of names.
  */
 
 export const POLICY_API = 'admissionregistration.k8s.io/v1';
+/** The API versions a MutatingAdmissionPolicy is written in: v1 (Kubernetes 1.36), v1beta1 (1.34 and 1.35 with the beta API on). */
+export const PolicyApi = { v1: 'admissionregistration.k8s.io/v1', v1beta1: 'admissionregistration.k8s.io/v1beta1' } as const;
+export type PolicyApi = (typeof PolicyApi)[keyof typeof PolicyApi];
 const PREFIX = 'sidecar-injector';
+/** The labels every compiled object carries: the sync lists and prunes by them. */
+export const PolicyLabels = {
+  managedBy: 'app.kubernetes.io/managed-by',
+  policies: 'sidecar-injector.io/policies',
+  namespace: 'sidecar-injector.io/template-namespace',
+} as const;
+const REVISION_LABEL = 'sidecar-injector.io/rev';
+const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
 
 /** Whether a template compiles to a policy, and why not. */
 export interface PolicyVerdict {
   readonly template: string;
+  /** The namespace of a SidecarTemplate object of a namespace (not cluster-wide). */
+  readonly namespace?: string;
   readonly compiles: boolean;
   /** The MutatingAdmissionPolicy's name when it compiles; why not otherwise. */
   readonly detail: string;
@@ -30,6 +51,15 @@ export interface PolicyVerdict {
 export interface PolicyOptions {
   /** The injector's namespace, never injected (as the webhook configurations exclude it). */
   readonly namespace: string;
+  /**
+   * The revision the policies belong to (`sidecar-injector.io/rev`): names suffixed `-<rev>`, and
+   * bound, as the revision's webhook configurations are, to pods labelled with it and to pods
+   * without the label in namespaces labelled with it. Absent: the default install, which leaves
+   * both alone.
+   */
+  readonly revision?: string;
+  /** The MutatingAdmissionPolicies' and their bindings' API version (default v1); the ValidatingAdmissionPolicy is always v1 (GA since 1.30). */
+  readonly apiVersion?: PolicyApi;
 }
 
 export interface PolicySet {
@@ -45,7 +75,7 @@ export interface PolicySet {
  * template (spec.required: added whatever a pod names, enforced by /validate and the required
  * webhooks) are not compiled.
  */
-export function policyVerdict(t: CompiledTemplate): PolicyVerdict {
+export function policyVerdict(t: CompiledTemplate, namespace?: string, revision?: string): PolicyVerdict {
   const no = (detail: string): PolicyVerdict => ({ template: t.name, compiles: false, detail });
   if (t.required !== undefined)
     return no(
@@ -56,27 +86,92 @@ export function policyVerdict(t: CompiledTemplate): PolicyVerdict {
     return no(`placement ${JSON.stringify(t.placement)} of native sidecars next to a named init container is not compiled to CEL`);
   if (t.spec.containers.length + t.spec.initContainers.length === 0) return no('no containers to inject');
   if (podToken(t)) return no("serviceAccountToken: true (the pod's own token volume, found by its mount) is not compiled to CEL");
-  return { template: t.name, compiles: true, detail: policyName(t.name) };
+  return { template: t.name, compiles: true, detail: policyName(t.name, namespace, revision) };
 }
 
 function podToken(t: CompiledTemplate): boolean {
   return t.render({ namespace: 'default', podName: 'p', serviceAccountName: 'default', labels: {}, annotations: {} }).podToken === true;
 }
 
-export function policyName(template: string): string {
-  return `${PREFIX}-${template}`;
+/**
+ * Where a view's policies apply: one namespace (a namespace's own view), or every namespace but
+ * those with views of their own (the cluster-wide set).
+ */
+type Scope = { readonly namespace: string } | { readonly except: readonly string[] };
+
+/**
+ * The policies of every template of the set that compiles, and the validating policy of the set;
+ * for the cluster's SidecarTemplates (a set with per-namespace views), those of each view.
+ */
+export function compilePolicies(set: TemplateSet, options: PolicyOptions): PolicySet {
+  const own = [...(set.namespaces ?? new Map<string, TemplateSet>())].sort(([a], [b]) => a.localeCompare(b));
+  const objects: Record<string, unknown>[] = [];
+  const verdicts: PolicyVerdict[] = [];
+  const wide = compileView(set, { except: own.map(([ns]) => ns) }, options);
+  objects.push(...wide.objects);
+  verdicts.push(...wide.verdicts);
+  for (const [namespace, view] of own) {
+    const compiled = compileNamespacePolicies(view, namespace, options);
+    objects.push(...compiled.objects);
+    verdicts.push(...compiled.verdicts);
+  }
+  return { objects, verdicts };
 }
 
-/** The policies of every template of the set that compiles, and the validating policy of the set. */
-export function compilePolicies(set: TemplateSet, options: PolicyOptions): PolicySet {
-  const templates = [...set.templates.values()];
-  const verdicts = templates.map(policyVerdict);
+/** The policies of one namespace's view (setFor), bound to that namespace alone; the verdicts of its own templates (the cluster-wide ones' are the cluster-wide set's). */
+export function compileNamespacePolicies(view: TemplateSet, namespace: string, options: PolicyOptions): PolicySet {
+  const compiled = compileView(view, { namespace }, options);
+  return { objects: compiled.objects, verdicts: compiled.verdicts.filter((v) => v.namespace === namespace) };
+}
+
+function compileView(set: TemplateSet, scope: Scope, options: PolicyOptions): PolicySet {
+  // In name order, whatever order the store met the objects in: the same objects on every run and replica.
+  const templates = [...set.templates.values()].sort((a, b) => a.name.localeCompare(b.name));
+  const verdicts = templates.map((t) => {
+    const v = policyVerdict(t, 'namespace' in scope ? scope.namespace : undefined, options.revision);
+    return t.namespace !== undefined && 'namespace' in scope && t.namespace === scope.namespace ? { ...v, namespace: t.namespace } : v;
+  });
   const compiled = templates.filter((_, i) => verdicts[i]!.compiles);
   const context = contextOf(set);
+  const names = new Names(scope, options);
   const objects: Record<string, unknown>[] = [];
-  for (const t of compiled) objects.push(mutatingPolicy(t, context, options), ...bindings('MutatingAdmissionPolicyBinding', policyName(t.name)));
-  objects.push(validatingPolicy(set, compiled, verdicts, context, options), ...bindings('ValidatingAdmissionPolicyBinding', `${PREFIX}-validate`));
+  for (const t of compiled) {
+    const name = names.policy(t.name);
+    objects.push(mutatingPolicy(t, name, context, names), ...bindings('MutatingAdmissionPolicyBinding', name, scope, names));
+  }
+  const validate = names.policy('validate');
+  objects.push(validatingPolicy(set, compiled, verdicts, context, validate, names), ...bindings('ValidatingAdmissionPolicyBinding', validate, scope, names));
   return { objects, verdicts };
+}
+
+/** A policy's name: `sidecar-injector-<template>`, `.<namespace>` for a namespace's view, `-<revision>` for a revision. */
+export function policyName(template: string, namespace?: string, revision?: string): string {
+  return `${PREFIX}-${template}${namespace === undefined ? '' : `.${namespace}`}${revision === undefined ? '' : `-${revision}`}`;
+}
+
+/** The names, metadata and API versions of one view's objects. */
+class Names {
+  constructor(
+    readonly scope: Scope,
+    readonly options: PolicyOptions,
+  ) {}
+
+  policy(template: string): string {
+    return policyName(template, 'namespace' in this.scope ? this.scope.namespace : undefined, this.options.revision);
+  }
+
+  apiVersion(kind: string): string {
+    return kind.startsWith('Mutating') ? (this.options.apiVersion ?? POLICY_API) : POLICY_API;
+  }
+
+  metadata(name: string, annotations?: Readonly<Record<string, string>>): Record<string, unknown> {
+    const labels = {
+      [PolicyLabels.managedBy]: PREFIX,
+      [PolicyLabels.policies]: this.options.revision ?? 'default',
+      ...('namespace' in this.scope && { [PolicyLabels.namespace]: this.scope.namespace }),
+    };
+    return { name, labels, ...(annotations !== undefined && { annotations }) };
+  }
 }
 
 /** What every template's policy knows of the others: their item names, to keep the webhook's order whichever policy runs first. */
@@ -126,49 +221,80 @@ const IN_JOB = `object.metadata.?ownerReferences.orValue([]).exists(o, o.kind ==
 function matchConstraints(options: PolicyOptions): Record<string, unknown> {
   return {
     resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }],
-    // As the webhook configurations: system namespaces, the injector's own, revisions' namespaces and pods.
+    // As the webhook configurations: system namespaces and the injector's own are never matched.
     namespaceSelector: {
       matchExpressions: [
-        { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'kube-public', 'kube-node-lease', options.namespace] },
+        { key: NAMESPACE_NAME_LABEL, operator: 'NotIn', values: ['kube-system', 'kube-public', 'kube-node-lease', options.namespace] },
         { key: 'runlevel', operator: 'NotIn', values: ['0', '1'] },
-        { key: 'sidecar-injector.io/rev', operator: 'DoesNotExist' },
       ],
     },
-    objectSelector: { matchExpressions: [{ key: 'sidecar-injector.io/rev', operator: 'DoesNotExist' }] },
   };
 }
 
-/** The two ways in, as the two webhooks of each configuration: the pod's label, or its namespace's (then any pod not labelled otherwise). */
-function bindings(kind: string, policy: string): Record<string, unknown>[] {
-  const binding = (suffix: string, namespaceOperator: string, objectSelector: Record<string, unknown>): Record<string, unknown> => ({
-    apiVersion: POLICY_API,
+type Requirement = { readonly key: string; readonly operator: string; readonly values?: readonly string[] };
+
+/**
+ * The ways in, as the webhooks of the webhook configurations (test/policy/parity-cluster.test.ts
+ * holds them to the revision's): the pod's label, or its namespace's (then any pod not labelled
+ * otherwise). The default install leaves revision-labelled pods and namespaces alone; a revision
+ * takes the pods labelled with it, and the pods without the label in namespaces labelled with it.
+ * A namespace's view binds to that namespace by its name, the cluster-wide set to the others.
+ */
+function bindings(kind: string, policy: string, scope: Scope, names: Names): Record<string, unknown>[] {
+  const revision = names.options.revision;
+  const inScope: Requirement[] =
+    'namespace' in scope
+      ? [{ key: NAMESPACE_NAME_LABEL, operator: 'In', values: [scope.namespace] }]
+      : scope.except.length > 0
+        ? [{ key: NAMESPACE_NAME_LABEL, operator: 'NotIn', values: scope.except }]
+        : [];
+  const noRevision: Requirement = { key: REVISION_LABEL, operator: 'DoesNotExist' };
+  const ofRevision: Requirement | undefined = revision === undefined ? undefined : { key: REVISION_LABEL, operator: 'In', values: [revision] };
+  // [suffix, the pod's requirements, the namespace's]
+  const ways: [string, Requirement[], Requirement[]][] =
+    ofRevision === undefined
+      ? [['', [noRevision], [noRevision]]]
+      : [
+          ['', [ofRevision], []],
+          ['-ns-revision', [noRevision], [ofRevision]],
+        ];
+  const binding = (suffix: string, pod: Requirement[], namespace: Requirement[]): Record<string, unknown> => ({
+    apiVersion: names.apiVersion(kind),
     kind,
-    metadata: { name: `${policy}-${suffix}` },
+    metadata: names.metadata(`${policy}-${suffix}`),
     spec: {
       policyName: policy,
       ...(kind === 'ValidatingAdmissionPolicyBinding' && { validationActions: ['Deny'] }),
-      matchResources: { namespaceSelector: { matchExpressions: [{ key: Keys.inject, operator: namespaceOperator, values: ['true'] }] }, objectSelector },
+      matchResources: { namespaceSelector: { matchExpressions: [...namespace, ...inScope] }, objectSelector: { matchExpressions: pod } },
     },
   });
-  return [
-    binding('pod', 'NotIn', { matchLabels: { [Keys.inject]: 'true' } }),
-    binding('namespace', 'In', { matchExpressions: [{ key: Keys.inject, operator: 'NotIn', values: ['false'] }] }),
-  ];
+  return ways.flatMap(([way, pod, namespace]) => [
+    binding(
+      `pod${way}`,
+      [{ key: Keys.inject, operator: 'In', values: ['true'] }, ...pod],
+      [{ key: Keys.inject, operator: 'NotIn', values: ['true'] }, ...namespace],
+    ),
+    binding(
+      `namespace${way}`,
+      [{ key: Keys.inject, operator: 'NotIn', values: ['false'] }, ...pod],
+      [{ key: Keys.inject, operator: 'In', values: ['true'] }, ...namespace],
+    ),
+  ]);
 }
 
-function mutatingPolicy(t: CompiledTemplate, context: SetContext, options: PolicyOptions): Record<string, unknown> {
+function mutatingPolicy(t: CompiledTemplate, policy: string, context: SetContext, names: Names): Record<string, unknown> {
   const name = celString(t.name);
   const ops = (native: boolean): string => `(${patchGroups(t, native, context).join(' + ')})`;
   const patch = t.nativeMode === NativeSidecar.JobsOnly ? `(variables.inJob ? ${ops(true)} : ${ops(false)})` : ops(t.nativeMode === NativeSidecar.Always);
   return {
-    apiVersion: POLICY_API,
+    apiVersion: names.apiVersion('MutatingAdmissionPolicy'),
     kind: 'MutatingAdmissionPolicy',
-    metadata: { name: policyName(t.name), annotations: { 'sidecar-injector.io/template-version': t.version } },
+    metadata: names.metadata(policy, { 'sidecar-injector.io/template-version': t.version }),
     spec: {
       failurePolicy: 'Fail',
       // Re-run when a later policy or webhook changed the pod; every patch adds only what is missing, so a second run adds nothing.
       reinvocationPolicy: 'IfNeeded',
-      matchConstraints: matchConstraints(options),
+      matchConstraints: matchConstraints(names.options),
       matchConditions: [
         { name: 'opted-in', expression: OPTED_IN },
         { name: 'selected', expression: `${name} in ${selectedExpr(context.defaults)}` },
@@ -349,7 +475,8 @@ function validatingPolicy(
   compiled: readonly CompiledTemplate[],
   verdicts: readonly PolicyVerdict[],
   context: SetContext,
-  options: PolicyOptions,
+  policy: string,
+  names: Names,
 ): Record<string, unknown> {
   const known = [...set.templates.keys()].sort();
   const webhookOnly = verdicts.filter((v) => !v.compiles).map((v) => v.template);
@@ -371,10 +498,10 @@ function validatingPolicy(
   return {
     apiVersion: POLICY_API,
     kind: 'ValidatingAdmissionPolicy',
-    metadata: { name: `${PREFIX}-validate` },
+    metadata: names.metadata(policy),
     spec: {
       failurePolicy: 'Fail',
-      matchConstraints: matchConstraints(options),
+      matchConstraints: matchConstraints(names.options),
       matchConditions: [{ name: 'opted-in', expression: OPTED_IN }],
       variables: [
         { name: 'requested', expression: REQUESTED },
