@@ -1,4 +1,4 @@
-import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
+import type { Container, LabelSelector, NamedItem, VolumeMount } from '../kube/types.js';
 import { Keys } from '../inject/keys.js';
 import type { TemplateSet } from '../templates/load.js';
 import { NativeSidecar, type CompiledTemplate } from '../templates/template.js';
@@ -60,6 +60,11 @@ export interface PolicyOptions {
   readonly revision?: string;
   /** The MutatingAdmissionPolicies' and their bindings' API version (default v1); the ValidatingAdmissionPolicy is always v1 (GA since 1.30). */
   readonly apiVersion?: PolicyApi;
+  /**
+   * Policies beside the webhook: the validating policies check only the templates that compile and
+   * do not refuse a pod for selecting one that does not (the webhook injects it, and /validate checks it).
+   */
+  readonly hybrid?: boolean;
 }
 
 export interface PolicySet {
@@ -71,16 +76,10 @@ export interface PolicySet {
 /**
  * Whether a template compiles, and if not the first reason: per-pod overrides (quantities and
  * image references checked and applied from annotations), native sidecars placed next to a named
- * container, the pod's own ServiceAccount token (found per pod by its mount), and a required
- * template (spec.required: added whatever a pod names, enforced by /validate and the required
- * webhooks) are not compiled.
+ * container, and the pod's own ServiceAccount token (found per pod by its mount) are not compiled.
  */
 export function policyVerdict(t: CompiledTemplate, namespace?: string, revision?: string): PolicyVerdict {
   const no = (detail: string): PolicyVerdict => ({ template: t.name, compiles: false, detail });
-  if (t.required !== undefined)
-    return no(
-      'spec.required (added to every pod of its namespaces whatever the pod names, and enforced by /validate) is not compiled to CEL: install the webhook for it',
-    );
   if (t.overrides.length > 0) return no(`overrides (${t.overrides.join(', ')}) are read from annotations and checked by the webhook; not compiled to CEL`);
   if (typeof t.placement === 'object' && t.nativeMode !== NativeSidecar.Never)
     return no(`placement ${JSON.stringify(t.placement)} of native sidecars next to a named init container is not compiled to CEL`);
@@ -137,11 +136,29 @@ function compileView(set: TemplateSet, scope: Scope, options: PolicyOptions): Po
   const objects: Record<string, unknown>[] = [];
   for (const t of compiled) {
     const name = names.policy(t.name);
-    objects.push(mutatingPolicy(t, name, context, names), ...bindings('MutatingAdmissionPolicyBinding', name, scope, names));
+    const bound =
+      t.required !== undefined && enforcesRequired(options)
+        ? [requiredBinding('MutatingAdmissionPolicyBinding', name, t.required.namespaceSelector, scope, names)]
+        : bindings('MutatingAdmissionPolicyBinding', name, scope, names);
+    objects.push(mutatingPolicy(t, name, context, names), ...bound);
   }
   const validate = names.policy('validate');
   objects.push(validatingPolicy(set, compiled, verdicts, context, validate, names), ...bindings('ValidatingAdmissionPolicyBinding', validate, scope, names));
+  // The required templates are cluster-wide, the same in every view: one policy holds them everywhere.
+  const held =
+    enforcesRequired(options) && !('namespace' in scope) ? requiredPolicy(set.required ?? [], compiled, names.policy('validate-required'), names) : undefined;
+  if (held !== undefined)
+    objects.push(held, requiredBinding('ValidatingAdmissionPolicyBinding', names.policy('validate-required'), undefined, { except: [] }, names, 'all'));
   return { objects, verdicts };
+}
+
+/**
+ * Whether the required templates are enforced on every pod of their namespaces, opted in or not, as
+ * the required webhooks do: by the default install; a revision's policies add them to the pods
+ * that opt in to the revision, as its webhook does.
+ */
+function enforcesRequired(options: PolicyOptions): boolean {
+  return options.revision === undefined;
 }
 
 /** A policy's name: `sidecar-injector-<template>`, `.<namespace>` for a namespace's view, `-<revision>` for a revision. */
@@ -177,6 +194,8 @@ class Names {
 /** What every template's policy knows of the others: their item names, to keep the webhook's order whichever policy runs first. */
 interface SetContext {
   readonly defaults: readonly string[];
+  /** The required templates, in name order. */
+  readonly required: readonly CompiledTemplate[];
   /** Per template, the names of the containers it adds (containers and initContainers). */
   readonly containers: string;
   /** Per template placed first in containers / last: its container names. */
@@ -196,6 +215,7 @@ function contextOf(set: TemplateSet): SetContext {
   const names = (items: readonly { readonly name: string }[]): string[] => items.map((i) => i.name);
   return {
     defaults: set.defaults.map((t) => t.name),
+    required: set.required ?? [],
     containers: map((t) => [...names(t.spec.initContainers), ...names(t.spec.containers)]),
     firstContainers: map((t) => (t.placement === 'first' ? names(t.spec.containers) : [])),
     lastContainers: map((t) => (t.placement === 'first' ? [] : names(t.spec.containers))),
@@ -212,7 +232,46 @@ const celList = (items: readonly string[]): string => `[${items.map(celString).j
 // The selection, as selectTemplates makes it: the templates annotation (comma-separated, blanks
 // ignored), else the default templates.
 const REQUESTED = `object.metadata.?annotations[?${celString(Keys.templates)}].orValue("").split(",").map(n, n.trim()).filter(n, n != "")`;
-const selectedExpr = (defaults: readonly string[]): string => `(size(${REQUESTED}) > 0 ? ${REQUESTED} : ${celList(defaults)})`;
+/** The selection of an opted-in pod, as selectTemplates makes it: the pod's names, else the defaults, then each template required in its namespace that they lack. */
+function selectedExpr(context: SetContext): string {
+  const chosen = `(size(${REQUESTED}) > 0 ? ${REQUESTED} : ${celList(context.defaults)})`;
+  if (context.required.length === 0) return chosen;
+  return `(${chosen} + ${requiredHere(context)}.filter(r, !(r in ${chosen})))`;
+}
+
+/** The templates required in the pod's namespace, in name order (requiredFor). */
+function requiredHere(context: SetContext): string {
+  const cases = context.required.map((t) => `(r == ${celString(t.name)} && ${requiredIn(t.required?.namespaceSelector)})`);
+  return `${celList(context.required.map((t) => t.name))}.filter(r, ${cases.join(' || ')})`;
+}
+
+/** A required template's namespaceSelector (on kubernetes.io/metadata.name alone, requiredSpecFaults) as CEL over request.namespace. */
+function requiredIn(selector: LabelSelector | undefined): string {
+  const terms = [
+    ...Object.values(selector?.matchLabels ?? {}).map((v) => `request.namespace == ${celString(v)}`),
+    ...(selector?.matchExpressions ?? []).map((r) =>
+      r.operator === 'In'
+        ? `request.namespace in ${celList(r.values ?? [])}`
+        : r.operator === 'NotIn'
+          ? `!(request.namespace in ${celList(r.values ?? [])})`
+          : r.operator === 'Exists'
+            ? 'true'
+            : 'false',
+    ),
+  ];
+  return terms.length === 0 ? 'true' : `(${terms.join(' && ')})`;
+}
+
+/**
+ * Whether the default install's bindings take the pod (bindings, OPTED_IN): no revision label on
+ * the pod or its namespace, and the pod labelled "true", or unlabelled in a namespace labelled "true".
+ */
+const OPTED_IN_BY_BINDINGS = [
+  `!(${celString(REVISION_LABEL)} in object.metadata.?labels.orValue({}))`,
+  `!(${celString(REVISION_LABEL)} in namespaceObject.metadata.?labels.orValue({}))`,
+  `(object.metadata.?labels[?${celString(Keys.inject)}].orValue("") == "true" || (!(${celString(Keys.inject)} in object.metadata.?labels.orValue({})) && namespaceObject.metadata.?labels[?${celString(Keys.inject)}].orValue("") == "true"))`,
+].join(' && ');
+
 // Any value of the label but "true" opts the pod out (the namespace binding lets a pod without it in).
 const OPTED_IN = `!has(object.metadata.labels) || !(${celString(Keys.inject)} in object.metadata.labels) || object.metadata.labels[${celString(Keys.inject)}] == "true"`;
 // A pod of a Job (a CronJob's too), as isOwnedByJob decides.
@@ -282,10 +341,29 @@ function bindings(kind: string, policy: string, scope: Scope, names: Names): Rec
   ]);
 }
 
+/**
+ * A required template's policy is bound to every pod of its namespaces (requiredBinding), as the
+ * required webhooks are: a pod that opted in selects as /mutate selects (the template among the
+ * others, in its order), any other pod gets the required templates alone, as /mutate/required
+ * gives them.
+ */
 function mutatingPolicy(t: CompiledTemplate, policy: string, context: SetContext, names: Names): Record<string, unknown> {
   const name = celString(t.name);
   const ops = (native: boolean): string => `(${patchGroups(t, native, context).join(' + ')})`;
   const patch = t.nativeMode === NativeSidecar.JobsOnly ? `(variables.inJob ? ${ops(true)} : ${ops(false)})` : ops(t.nativeMode === NativeSidecar.Always);
+  const required = t.required !== undefined && enforcesRequired(names.options);
+  const matchConditions = required
+    ? [{ name: 'required-here', expression: requiredIn(t.required?.namespaceSelector) }]
+    : [
+        { name: 'opted-in', expression: OPTED_IN },
+        { name: 'selected', expression: `${name} in ${selectedExpr(context)}` },
+      ];
+  const selected = required
+    ? [
+        { name: 'optedIn', expression: `${OPTED_IN_BY_BINDINGS} && (${OPTED_IN})` },
+        { name: 'selected', expression: `variables.optedIn ? ${selectedExpr(context)} : ${requiredHere(context)}` },
+      ]
+    : [{ name: 'selected', expression: selectedExpr(context) }];
   return {
     apiVersion: names.apiVersion('MutatingAdmissionPolicy'),
     kind: 'MutatingAdmissionPolicy',
@@ -295,12 +373,9 @@ function mutatingPolicy(t: CompiledTemplate, policy: string, context: SetContext
       // Re-run when a later policy or webhook changed the pod; every patch adds only what is missing, so a second run adds nothing.
       reinvocationPolicy: 'IfNeeded',
       matchConstraints: matchConstraints(names.options),
-      matchConditions: [
-        { name: 'opted-in', expression: OPTED_IN },
-        { name: 'selected', expression: `${name} in ${selectedExpr(context.defaults)}` },
-      ],
+      matchConditions,
       variables: [
-        { name: 'selected', expression: selectedExpr(context.defaults) },
+        ...selected,
         { name: 'inJob', expression: IN_JOB },
         // The selected templates before and after this one: their items stay ahead of (behind) this one's, as the webhook orders them.
         { name: 'earlier', expression: `lists.range(variables.selected.indexOf(${name})).map(i, variables.selected[i])` },
@@ -310,6 +385,43 @@ function mutatingPolicy(t: CompiledTemplate, policy: string, context: SetContext
         { name: 'apps', expression: appsExpr(t) },
       ],
       mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: patch } }],
+    },
+  };
+}
+
+/**
+ * The one binding of a required template's policies: every pod of the namespaces its
+ * namespaceSelector takes (of the view's scope), whatever its labels, as the required webhooks
+ * take them (without their namespace label: with no webhook in the path, holding every pod costs
+ * no availability). The system namespaces and the injector's stay out (matchConstraints).
+ */
+function requiredBinding(
+  kind: string,
+  policy: string,
+  selector: LabelSelector | undefined,
+  scope: Scope,
+  names: Names,
+  suffix = 'required',
+): Record<string, unknown> {
+  const inScope =
+    'namespace' in scope
+      ? [{ key: NAMESPACE_NAME_LABEL, operator: 'In', values: [scope.namespace] }]
+      : scope.except.length > 0
+        ? [{ key: NAMESPACE_NAME_LABEL, operator: 'NotIn', values: scope.except }]
+        : [];
+  return {
+    apiVersion: names.apiVersion(kind),
+    kind,
+    metadata: names.metadata(`${policy}-${suffix}`),
+    spec: {
+      policyName: policy,
+      ...(kind === 'ValidatingAdmissionPolicyBinding' && { validationActions: ['Deny'] }),
+      matchResources: {
+        namespaceSelector: {
+          ...(selector?.matchLabels !== undefined && { matchLabels: selector.matchLabels }),
+          matchExpressions: [...(selector?.matchExpressions ?? []), ...inScope],
+        },
+      },
     },
   };
 }
@@ -479,7 +591,8 @@ function validatingPolicy(
   names: Names,
 ): Record<string, unknown> {
   const known = [...set.templates.keys()].sort();
-  const webhookOnly = verdicts.filter((v) => !v.compiles).map((v) => v.template);
+  // Beside the webhook (hybrid), a template it injects is its to check.
+  const webhookOnly = names.options.hybrid === true ? [] : verdicts.filter((v) => !v.compiles).map((v) => v.template);
   const validations: Record<string, unknown>[] = [
     {
       expression: `variables.requested.all(n, n in ${celList(known)})`,
@@ -494,7 +607,8 @@ function validatingPolicy(
       reason: 'Invalid',
     });
   }
-  for (const t of compiled) validations.push(presence(t));
+  // The required templates are held on every pod of their namespaces by their own policy (requiredPolicy).
+  for (const t of compiled) if (t.required === undefined || !enforcesRequired(names.options)) validations.push(presence(t));
   return {
     apiVersion: POLICY_API,
     kind: 'ValidatingAdmissionPolicy',
@@ -505,7 +619,7 @@ function validatingPolicy(
       matchConditions: [{ name: 'opted-in', expression: OPTED_IN }],
       variables: [
         { name: 'requested', expression: REQUESTED },
-        { name: 'selected', expression: selectedExpr(context.defaults) },
+        { name: 'selected', expression: selectedExpr(context) },
         { name: 'inJob', expression: IN_JOB },
       ],
       validations,
@@ -513,7 +627,8 @@ function validatingPolicy(
   };
 }
 
-function presence(t: CompiledTemplate): Record<string, unknown> {
+/** What `t` adds that a pod must have, as [CEL that holds when it has it, what it is]. */
+function checksOf(t: CompiledTemplate): [string, string][] {
   const regular = (n: string): string => `object.spec.containers.exists(c, c.name == ${celString(n)})`;
   const native = (n: string): string =>
     `object.spec.?initContainers.orValue([]).exists(c, c.name == ${celString(n)} && c.?restartPolicy.orValue("") == "Always")`;
@@ -530,11 +645,70 @@ function presence(t: CompiledTemplate): Record<string, unknown> {
     checks.push([where, `container "${c.name}"`]);
   }
   for (const v of t.spec.volumes) checks.push([`object.spec.?volumes.orValue([]).exists(v, v.name == ${celString(v.name)})`, `volume "${v.name}"`]);
+  return checks;
+}
+
+/** The CEL list of what the pod lacks of `checks`, each named by `label`. */
+function missingOf(checks: readonly [string, string][], label: (what: string) => string): string {
+  return `[${checks.map(([ok, what]) => `${ok} ? "" : ${celString(label(what))}`).join(', ')}].filter(m, m != "")`;
+}
+
+function presence(t: CompiledTemplate): Record<string, unknown> {
+  const checks = checksOf(t);
   const name = celString(t.name);
-  const missing = `[${checks.map(([ok, what]) => `${ok} ? "" : ${celString(`${what} of template "${t.name}"`)}`).join(', ')}].filter(m, m != "")`;
   return {
     expression: `!(${name} in variables.selected) || (${checks.map(([ok]) => ok).join(' && ')})`,
-    messageExpression: `"pod opted in to sidecar injection but is missing: " + ${missing}.join(", ")`,
+    messageExpression: `"pod opted in to sidecar injection but is missing: " + ${missingOf(checks, (what) => `${what} of template "${t.name}"`)}.join(", ")`,
     reason: 'Forbidden',
+  };
+}
+
+/**
+ * The counterpart of /validate/required, bound to every pod (requiredBinding): a pod of a namespace
+ * where a template is required is refused without its containers and volumes, with what
+ * REQUIRED_SIDECAR_MISSING says. A required template that does not compile refuses every pod of
+ * its namespaces (the policies cannot add it, and do not let a pod run without it), unless the
+ * webhook injects it beside the policies (hybrid).
+ */
+function requiredPolicy(
+  required: readonly CompiledTemplate[],
+  compiled: readonly CompiledTemplate[],
+  policy: string,
+  names: Names,
+): Record<string, unknown> | undefined {
+  const validations = required.flatMap((t) => {
+    const here = requiredIn(t.required?.namespaceSelector);
+    const why = `"template \\"${t.name}\\" is required " + ${t.required?.namespaceSelector === undefined ? '"in every namespace"' : '"in namespace " + request.namespace + " (its namespaceSelector takes it)"'} + " by the platform's spec.required"`;
+    if (!compiled.includes(t)) {
+      if (names.options.hybrid === true) return [];
+      return [
+        {
+          expression: `!${here}`,
+          messageExpression: `${why} + ", and it is injected by the webhook only (sidecar-injector lint --policies says why): install the webhook for it (mode hybrid)"`,
+          reason: 'Forbidden',
+        },
+      ];
+    }
+    const checks = checksOf(t);
+    return [
+      {
+        expression: `!${here} || (${checks.map(([ok]) => ok).join(' && ')})`,
+        messageExpression: `${why} + ", and the pod lacks it (" + ${missingOf(checks, (what) => what)}.join(", ") + "); the MutatingAdmissionPolicy ${names.policy(t.name)} adds it at CREATE: check that it and its binding are installed"`,
+        reason: 'Forbidden',
+      },
+    ];
+  });
+  // The apiserver refuses a policy without validations: none is written when nothing is held.
+  if (validations.length === 0) return undefined;
+  return {
+    apiVersion: POLICY_API,
+    kind: 'ValidatingAdmissionPolicy',
+    metadata: names.metadata(policy),
+    spec: {
+      failurePolicy: 'Fail',
+      matchConstraints: matchConstraints(names.options),
+      variables: [{ name: 'inJob', expression: IN_JOB }],
+      validations,
+    },
   };
 }

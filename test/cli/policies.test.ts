@@ -59,15 +59,24 @@ describe('policies and lint --policies', () => {
     const fixtures = await cli(['lint', 'test/fixtures/cli/templates', '--policies']);
     assert.match(fixtures.out, /\npolicy: template "mesh": webhook only: overrides \(cpu\) are read from annotations/);
   });
-  it('does not compile a required template: the policies could not keep a pod from skipping it', async () => {
+  it('compiles a required template: its policy bound to every pod of its namespaces, and the validating policy that holds it there', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'policies-required-'));
     await writeFile(
       join(dir, 'agent.yaml'),
       'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: agent\nspec:\n  required: {}\n  containers:\n    - name: agent\n      image: registry.example/agent:1\n',
     );
     const r = await cli(['policies', dir, '-o', 'json']);
-    assert.equal(r.code, 1);
-    assert.match(r.err, /^template "agent": not compiled to a policy: spec\.required /);
+    assert.equal(r.code, 0, r.err);
+    const kinds = (JSON.parse(r.out) as { items: { kind: string; metadata: { name: string } }[] }).items.map((o) => `${o.kind}/${o.metadata.name}`);
+    assert.deepEqual(kinds, [
+      'MutatingAdmissionPolicy/sidecar-injector-agent',
+      'MutatingAdmissionPolicyBinding/sidecar-injector-agent-required',
+      'ValidatingAdmissionPolicy/sidecar-injector-validate',
+      'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-pod',
+      'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-namespace',
+      'ValidatingAdmissionPolicy/sidecar-injector-validate-required',
+      'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-required-all',
+    ]);
   });
 });
 

@@ -161,4 +161,64 @@ describe('compilePolicies', () => {
       ['mesh'],
     );
   });
+
+  it('binds a required template to every pod of its namespaces, without an opt-in, and holds it there with one validating policy for every view', () => {
+    const agent = sct(HOME, 'agent', 'registry.example.com/agent:1', {
+      required: { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['legacy'] }] } },
+    });
+    const p = compilePolicies(setOf(agent, sct('team-a', 'mesh', 'registry.example.com/mesh:1')), { namespace: HOME });
+    assert.deepEqual(
+      names(p).filter((n) => n.includes('agent') || n.includes('required')),
+      [
+        'MutatingAdmissionPolicy/sidecar-injector-agent',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-agent-required',
+        'ValidatingAdmissionPolicy/sidecar-injector-validate-required',
+        'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-required-all',
+        'MutatingAdmissionPolicy/sidecar-injector-agent.team-a',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-agent.team-a-required',
+      ],
+    );
+    const binding = byName(p, 'sidecar-injector-agent.team-a-required')['spec'].matchResources;
+    assert.equal(binding.objectSelector, undefined, 'whatever the pod says');
+    assert.deepEqual(binding.namespaceSelector.matchExpressions, [
+      { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['legacy'] },
+      { key: 'kubernetes.io/metadata.name', operator: 'In', values: ['team-a'] },
+    ]);
+    assert.equal(byName(p, 'sidecar-injector-validate-required-all')['spec'].matchResources.namespaceSelector.matchExpressions.length, 0);
+    // The other templates order their items ahead of the required ones, which come last.
+    assert.match(
+      JSON.stringify(byName(p, 'sidecar-injector-mesh.team-a')),
+      /filter\(r, \(r == \\"agent\\" && \(!\(request.namespace in \[\\"legacy\\"\]\)\)\)\)/,
+    );
+    // A revision adds it to the pods that opt in to the revision; the default install holds every pod.
+    const canary = compilePolicies(setOf(agent), { namespace: HOME, revision: 'canary' });
+    assert.deepEqual(
+      names(canary).filter((n) => n.includes('agent') || n.includes('required')),
+      [
+        'MutatingAdmissionPolicy/sidecar-injector-agent-canary',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-agent-canary-pod',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-agent-canary-namespace',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-agent-canary-pod-ns-revision',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-agent-canary-namespace-ns-revision',
+      ],
+    );
+  });
+
+  it('hybrid: the validating policies check only the compiled templates and do not refuse a pod selecting one the webhook injects', async () => {
+    const set = await loadTemplateSet('test/fixtures/cli/templates');
+    const validating = (p: PolicySet): string => JSON.stringify(objs(p).filter((o) => o['kind'] === 'ValidatingAdmissionPolicy'));
+    const alone = compilePolicies(set, { namespace: HOME });
+    const hybrid = compilePolicies(set, { namespace: HOME, hybrid: true });
+    assert.match(validating(alone), /are injected by the webhook only/);
+    assert.doesNotMatch(validating(hybrid), /injected by the webhook only/);
+    assert.doesNotMatch(validating(hybrid), /log-agent\\" of template|of template \\"mesh/, 'no presence check of a webhook-only template');
+    assert.deepEqual(
+      names(hybrid).filter((n) => n.startsWith('Mutating')),
+      names(alone).filter((n) => n.startsWith('Mutating')),
+    );
+    // A required template that does not compile: refused everywhere alone, the webhook's to hold beside it.
+    const required = setOf(sct(HOME, 'agent', 'registry.example.com/agent:1', { required: {}, overrides: ['cpu'] }));
+    assert.match(validating(compilePolicies(required, { namespace: HOME })), /is injected by the webhook only/);
+    assert.ok(!names(compilePolicies(required, { namespace: HOME, hybrid: true })).includes('ValidatingAdmissionPolicy/sidecar-injector-validate-required'));
+  });
 });
