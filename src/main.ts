@@ -16,7 +16,6 @@ import { createAdmissionApp } from './server/admission-app.js';
 import { createAdmissionServer } from './server/admission-server.js';
 import { secureContextOptions } from './server/edge.js';
 import { createHealthServer } from './server/health.js';
-import type { PolicySet } from './policy/compile.js';
 import type { PolicySync } from './policy/sync.js';
 import { openTemplateStore, type ReloadResult, type TemplateStore } from './templates/watch.js';
 
@@ -247,7 +246,7 @@ export async function servePolicies(config: Config, logger: Logger = createLogge
  * start; the API is opened (discovery) at the first sync, which a failure retries.
  */
 async function openPolicySync(config: Config, logger: Logger, metrics: Metrics): Promise<PolicySync> {
-  const [{ createKubeClients }, { openPolicyApi }, { compilePolicies }, { createPolicySync }] = await Promise.all([
+  const [{ createKubeClients }, { openPolicyApi }, { compilePolicies, PolicyApi }, { createPolicySync }] = await Promise.all([
     import('./kube/client.js'),
     import('./kube/policies.js'),
     import('./policy/compile.js'),
@@ -257,20 +256,20 @@ async function openPolicySync(config: Config, logger: Logger, metrics: Metrics):
   const hybrid = config.mode === 'hybrid';
   return createPolicySync({
     api: () => openPolicyApi(kube, config.policyApi),
-    // The directory's set, or the cluster-wide view of the SidecarTemplate objects: a namespace's own
-    // templates are the webhook's (hybrid) until the compiler takes the per-namespace views.
-    compile: (set, mutatingApiVersion) => inApiVersion(compilePolicies(set, { namespace: kube.namespace, hybrid }), mutatingApiVersion),
+    // The directory's set, or the SidecarTemplate objects view by view (a namespace's own templates bound to it alone), as the webhook serves them.
+    compile: (set, apiVersion) =>
+      compilePolicies(set, {
+        namespace: kube.namespace,
+        hybrid,
+        apiVersion: apiVersion === PolicyApi.v1beta1 ? PolicyApi.v1beta1 : PolicyApi.v1,
+        ...(config.revision !== '' && { revision: config.revision }),
+      }),
     install: config.revision === '' ? 'default' : config.revision,
     keepLastCompiled: !hybrid,
     logger,
     onSynced: (r) => metrics.setPolicies({ compiled: r.compiled - r.kept, refused: r.refused, kept: r.kept }),
     onFailed: (reason) => metrics.countPolicySyncFailure(reason),
   });
-}
-
-/** The compiled objects with MutatingAdmissionPolicy and its binding in the apiVersion the cluster serves (v1, or v1beta1 before 1.36). */
-function inApiVersion(set: PolicySet, mutatingApiVersion: string): PolicySet {
-  return { ...set, objects: set.objects.map((o) => (String(o['kind']).startsWith('Mutating') ? { ...o, apiVersion: mutatingApiVersion } : o)) };
 }
 
 /**

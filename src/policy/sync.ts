@@ -3,11 +3,8 @@ import type { PolicyApi, PolicyObject } from '../kube/policies.js';
 import type { Logger } from '../log.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
-import { policyVerdict, type PolicySet } from './compile.js';
+import { PolicyLabels, policyVerdict, type PolicySet } from './compile.js';
 
-/** The labels every object of one install carries: the sync lists and prunes by them, and never touches another install's. */
-export const MANAGED_BY = 'app.kubernetes.io/managed-by';
-export const POLICIES_LABEL = 'sidecar-injector.io/policies';
 
 /** Why a sync failed, a closed set (the failures counter's reason label). */
 export const SyncFailure = { Forbidden: 'forbidden', NotServed: 'not-served', Api: 'api', Compile: 'compile' } as const;
@@ -28,7 +25,7 @@ export interface SyncReport {
 export interface PolicySyncOptions {
   /** The policy API, opened at the first sync (discovery) and again after a failure to open it. */
   readonly api: () => Promise<PolicyApi>;
-  /** The template set to policies, in the apiVersion the cluster serves for MutatingAdmissionPolicy. */
+  /** The template set to policies, MutatingAdmissionPolicy in the apiVersion the cluster serves; every object labelled with PolicyLabels. */
   readonly compile: (set: TemplateSet, mutatingApiVersion: string) => PolicySet;
   /** This install's value of the policies label: its revision, or "default". */
   readonly install: string;
@@ -70,10 +67,8 @@ export interface PolicySync {
  */
 export function createPolicySync(options: PolicySyncOptions): PolicySync {
   const { logger } = options;
-  const labels = { [MANAGED_BY]: 'sidecar-injector', [POLICIES_LABEL]: options.install };
-  const selector = Object.entries(labels)
-    .map(([k, v]) => `${k}=${v}`)
-    .join(',');
+  // Only this install's objects: another install (a revision) or a hand-made policy is never pruned.
+  const selector = `${PolicyLabels.managedBy}=sidecar-injector,${PolicyLabels.policies}=${options.install}`;
   const firstRetry = options.retryMs ?? 1000;
   const maxRetry = options.maxRetryMs ?? 60_000;
   let api: PolicyApi | undefined;
@@ -125,32 +120,32 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
 
   const syncOnce = async (set: TemplateSet): Promise<SyncReport> => {
     api ??= await options.api();
-    const { effective, kept } = options.keepLastCompiled ? withLastCompiled(set, lastCompiled) : { effective: set, kept: [] };
+    const { effective, kept } = options.keepLastCompiled ? withLastCompiled(set, lastCompiled) : { effective: set, kept: new Set<string>() };
     let compiled: PolicySet;
     try {
       compiled = options.compile(effective, api.mutatingApiVersion);
     } catch (err) {
       throw Object.assign(asInjectorError(err), { compileFailed: true });
     }
-    warnRefused(set, effective, kept);
-    const objects = compiled.objects.map((o) => labelled(o as unknown as PolicyObject, labels));
+    warnRefused(set, kept);
+    const objects = compiled.objects as unknown as readonly PolicyObject[];
     for (const obj of objects) await api.apply(obj);
     const wantedKeys = new Set(objects.map(keyOf));
     const stale = (await api.list(selector)).filter((o) => !wantedKeys.has(keyOf(o)));
     for (const obj of stale) await api.remove(obj);
-    served = new Set(compiled.verdicts.filter((v) => v.compiles).map((v) => templateKey(effective.templates.get(v.template))));
+    served = new Set(compiled.verdicts.filter((v) => v.compiles).map((v) => templateKey(viewOf(effective, v.namespace).templates.get(v.template))));
     const refused = compiled.verdicts.filter((v) => !v.compiles).length;
-    return { compiled: compiled.verdicts.length - refused, refused, kept: kept.length, applied: objects.length, pruned: stale.length };
+    return { compiled: compiled.verdicts.length - refused, refused, kept: kept.size, applied: objects.length, pruned: stale.length };
   };
 
   /** One warning per template that does not compile, once per template set (not per retry). */
-  const warnRefused = (set: TemplateSet, effective: TemplateSet, kept: readonly string[]): void => {
+  const warnRefused = (set: TemplateSet, kept: ReadonlySet<string>): void => {
     if (warnedFor === set.digest) return;
     warnedFor = set.digest;
-    for (const t of set.templates.values()) {
+    for (const t of templatesOf(set)) {
       const verdict = policyVerdict(t);
       if (verdict.compiles) continue;
-      const keptHere = kept.includes(t.name) && effective.templates.get(t.name) !== t;
+      const keptHere = kept.has(templateKey(t));
       logger.warn(
         { template: t.name, ...(t.namespace !== undefined && { namespace: t.namespace }), reason: verdict.detail, kept: keptHere },
         keptHere
@@ -184,29 +179,48 @@ function keyOf(o: PolicyObject): string {
   return `${o.kind}/${o.metadata.name}`;
 }
 
-function labelled(obj: PolicyObject, labels: Readonly<Record<string, string>>): PolicyObject {
-  return { ...obj, metadata: { ...obj.metadata, labels: { ...obj.metadata.labels, ...labels } } };
+/** Every template of the set and of its namespaces' views, once each. */
+function templatesOf(set: TemplateSet): CompiledTemplate[] {
+  const all = new Map<string, CompiledTemplate>();
+  for (const view of [set, ...(set.namespaces?.values() ?? [])]) for (const t of view.templates.values()) all.set(templateKey(t), t);
+  return [...all.values()];
+}
+
+/** The view a verdict belongs to: a namespace's own (its verdicts name it), else the cluster-wide set. */
+function viewOf(set: TemplateSet, namespace: string | undefined): TemplateSet {
+  return (namespace === undefined ? undefined : set.namespaces?.get(namespace)) ?? set;
 }
 
 /**
- * The set with each template that does not compile replaced by its last version that did, and the
- * names so replaced; records the versions that compile. The webhook keeps a template's last valid
- * version the same way.
+ * The set (and each namespace's view) with each template that does not compile replaced by its
+ * last version that did, and the keys of those replaced; records the versions that compile, and forgets
+ * templates that are gone. The webhook keeps a template's last valid version the same way.
  */
-function withLastCompiled(set: TemplateSet, last: Map<string, CompiledTemplate>): { effective: TemplateSet; kept: string[] } {
-  const kept: string[] = [];
-  const templates = new Map<string, CompiledTemplate>();
-  for (const [name, t] of set.templates) {
-    const key = templateKey(t);
-    if (policyVerdict(t).compiles) last.set(key, t);
-    const use = policyVerdict(t).compiles ? t : (last.get(key) ?? t);
-    if (use !== t) kept.push(name);
-    templates.set(name, use);
-  }
-  for (const key of [...last.keys()]) if (![...set.templates.values()].some((t) => templateKey(t) === key)) last.delete(key);
-  if (kept.length === 0) return { effective: set, kept };
-  const defaults = set.defaults.map((t) => templates.get(t.name) ?? t);
-  return { effective: { ...set, templates, defaults }, kept };
+function withLastCompiled(set: TemplateSet, last: Map<string, CompiledTemplate>): { effective: TemplateSet; kept: ReadonlySet<string> } {
+  const kept = new Set<string>();
+  const present = new Set<string>();
+  const substitute = (view: TemplateSet): TemplateSet => {
+    const templates = new Map<string, CompiledTemplate>();
+    let changed = false;
+    for (const [name, t] of view.templates) {
+      const key = templateKey(t);
+      present.add(key);
+      if (policyVerdict(t).compiles) last.set(key, t);
+      const use = last.get(key) ?? t;
+      if (use !== t) {
+        kept.add(key);
+        changed = true;
+      }
+      templates.set(name, use);
+    }
+    if (!changed) return view;
+    return { ...view, templates, defaults: view.defaults.map((t) => templates.get(t.name) ?? t) };
+  };
+  const wide = substitute(set);
+  const views = set.namespaces === undefined ? undefined : new Map([...set.namespaces].map(([ns, view]) => [ns, substitute(view)]));
+  for (const key of [...last.keys()]) if (!present.has(key)) last.delete(key);
+  const effective = views === undefined ? wide : { ...wide, namespaces: views };
+  return { effective, kept };
 }
 
 function failureOf(err: InjectorError & { compileFailed?: boolean }): SyncFailure {

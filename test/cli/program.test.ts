@@ -15,7 +15,7 @@ const Flags: Record<string, readonly string[]> = {
   explain: ['-f, --filename', '--templates-dir', '-n, --namespace', '-o, --output', '--namespace-labels', '-h, --help'],
   lint: ['[dir]', '-o, --output', '--pod-security', '--strict', '--policies', '-h, --help'],
   drift: ['--templates-dir', '--templates-configmap', '-n, --namespace', '-A, --all-namespaces', '--all ', '-o, --output', '--kubeconfig', '-h, --help'],
-  policies: ['[dir]', '-o, --output', '--namespace', '-h, --help'],
+  policies: ['[dir]', '-o, --output', '--templates-source', '--templates-namespace', '--kubeconfig', '-n, --namespace', '--revision', '--api-version', '-h, --help'],
   version: ['-o, --output', '-h, --help'],
   completion: ['<shell>', '-h, --help'],
   serve: [...Object.values(Options).map((o) => `--${o.flag} `), '-h, --help'],
