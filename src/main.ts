@@ -352,10 +352,15 @@ async function openTemplates(
   const [{ createKubeClients }, { openClusterTemplateStore }] = await Promise.all([import('./kube/client.js'), import('./kube/sidecartemplates.js')]);
   const kube = createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace });
   const historyWindowMs = config.templateHistoryMinutes * 60 * 1000;
+  const policyCondition =
+    config.mode === 'webhook'
+      ? undefined
+      : (await import('./policy/sync.js')).policyConditions(kube.namespace, config.revision === '' ? undefined : config.revision, config.mode === 'hybrid');
   const cluster = openClusterTemplateStore(kube, {
     logger,
     historyWindowMs,
     onReload,
+    ...(policyCondition !== undefined && { policyCondition }),
     onNotServed: (count) => metrics.setTemplatesNotServed('sidecartemplates', count),
     ...(dir !== undefined && { base: dir.current }),
   });

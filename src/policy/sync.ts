@@ -1,10 +1,10 @@
 import { asInjectorError, type InjectorError } from '../errors.js';
 import type { PolicyApi, PolicyObject } from '../kube/policies.js';
 import type { Logger } from '../log.js';
+import type { PolicyCondition } from '../templates/cluster.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { PolicyLabels, policyVerdict, type PolicySet } from './compile.js';
-
 
 /** Why a sync failed, a closed set (the failures counter's reason label). */
 export const SyncFailure = { Forbidden: 'forbidden', NotServed: 'not-served', Api: 'api', Compile: 'compile' } as const;
@@ -167,6 +167,41 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
       closed = true;
       clearTimeout(retry);
     },
+  };
+}
+
+/**
+ * The `Policy` condition of a SidecarTemplate object (serve --mode policy and hybrid), written by the
+ * template store beside `Loaded`: True naming the MutatingAdmissionPolicy that injects the object's
+ * template, or False with the reason it does not compile, where `kubectl get sct -o yaml` shows it
+ * (test/policy/sync.test.ts). `home` is the injector's namespace, whose objects are cluster-wide.
+ */
+export function policyConditions(home: string, revision: string | undefined, hybrid: boolean) {
+  return (t: CompiledTemplate, generation: number | undefined, now: Date): PolicyCondition => {
+    const own = t.namespace === undefined || t.namespace === home ? undefined : t.namespace;
+    const verdict = policyVerdict(t, own, revision);
+    const at = now.toISOString().replace(/\.\d+Z$/, 'Z');
+    const observed = generation === undefined ? {} : { observedGeneration: generation };
+    if (verdict.compiles)
+      return {
+        type: 'Policy',
+        status: 'True',
+        reason: 'Compiled',
+        message: `injected by MutatingAdmissionPolicy ${verdict.detail}`,
+        ...observed,
+        lastTransitionTime: at,
+      };
+    const then = hybrid
+      ? 'the webhook injects it'
+      : 'its last compiled version, if any, keeps injecting; pods that select it otherwise are refused (mode hybrid lets the webhook inject it)';
+    return {
+      type: 'Policy',
+      status: 'False',
+      reason: 'NotCompiled',
+      message: `not compiled to a policy: ${verdict.detail}; ${then}`,
+      ...observed,
+      lastTransitionTime: at,
+    };
   };
 }
 

@@ -9,7 +9,7 @@ import { start, type Injector } from '../../src/main.js';
 import { compilePolicies } from '../../src/policy/compile.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
-import { eventually } from '../helpers/sidecartemplates.js';
+import { eventually, HOME, sct } from '../helpers/sidecartemplates.js';
 
 /**
  * `serve --mode policy` against the API stand-in, the code path a Deployment runs: the templates
@@ -207,6 +207,34 @@ describe('serve --mode policy', () => {
       api.calls.every((c) => c.status < 400 || c.method === 'GET'),
       'no refused write',
     );
+  });
+
+  it("compiles SidecarTemplate objects view by view, says per object whether it compiles in its Policy condition, and prunes a deleted object's policy", async () => {
+    const api = track(await startFakeApiServer());
+    api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1.0'));
+    api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0'));
+    api.applyTemplate(sct('team-a', 'tuned', 'registry.example.com/tuned:1.0', { overrides: ['cpu'] }));
+    const server = track(await startPolicies(api, 'templates', ['--templates-source', 'cluster']));
+    await eventually(async () => (await ready(server)) === 200, 'listed and synced');
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-agent.team-a', 'sidecar-injector-mesh', 'sidecar-injector-mesh.team-a']);
+    const condition = (namespace: string, name: string): any => api.template(namespace, name)?.status?.conditions?.find((c: any) => c.type === 'Policy');
+    await eventually(async () => condition('team-a', 'tuned') !== undefined, 'the conditions written');
+    assert.deepEqual(
+      [condition(HOME, 'mesh'), condition('team-a', 'agent')].map((c) => [c.status, c.reason, c.message]),
+      [
+        ['True', 'Compiled', 'injected by MutatingAdmissionPolicy sidecar-injector-mesh'],
+        ['True', 'Compiled', 'injected by MutatingAdmissionPolicy sidecar-injector-agent.team-a'],
+      ],
+    );
+    const tuned = condition('team-a', 'tuned');
+    assert.deepEqual([tuned.status, tuned.reason], ['False', 'NotCompiled']);
+    assert.match(tuned.message, /^not compiled to a policy: overrides \(cpu\) are read from annotations/);
+    // Loaded is still there beside it.
+    assert.equal(api.template('team-a', 'tuned').status.conditions.find((c: any) => c.type === 'Loaded').status, 'True');
+
+    api.deleteTemplate('team-a', 'agent');
+    await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector-agent.team-a') === undefined, 'pruned');
+    assert.ok(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-mesh'), 'the cluster-wide policy stays');
   });
 
   it('writes MutatingAdmissionPolicy in v1beta1 where discovery says only v1beta1 serves it', async () => {
