@@ -85,7 +85,7 @@ export const ErrorCodes = {
   POLICY_API_NOT_SERVED: {
     status: 500,
     message:
-      'the cluster does not serve mutatingadmissionpolicies in %s: admissionregistration.k8s.io/v1 serves them from Kubernetes 1.36, v1beta1 in 1.34 and 1.35 with the beta API enabled (--runtime-config=admissionregistration.k8s.io/v1beta1=true); on an older cluster run --mode webhook',
+      'the cluster does not serve %s: admissionregistration.k8s.io/v1 serves mutatingadmissionpolicies from Kubernetes 1.36, v1beta1 in 1.34 and 1.35 with the beta API enabled (--runtime-config=admissionregistration.k8s.io/v1beta1=true), v1 serves validatingadmissionpolicies from 1.30; on an older cluster run --mode webhook',
   },
   POLICY_API_FORBIDDEN: {
     status: 500,

@@ -61,12 +61,12 @@ export async function openPolicyApi(kube: KubeClients, choice: PolicyApiChoice):
   return {
     mutatingApiVersion,
     async apply(obj) {
-      await call('patch', obj.kind, () => objects.patch(obj, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply));
+      await call('patch', obj.kind, obj.apiVersion, () => objects.patch(obj, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply));
     },
     async list(selector) {
       const lists = await Promise.all(
         (Object.keys(PolicyResources) as PolicyKind[]).map((kind) =>
-          call('list', kind, () => objects.list(apiVersionOf(kind), kind, undefined, undefined, undefined, undefined, undefined, selector)),
+          call('list', kind, apiVersionOf(kind), () => objects.list(apiVersionOf(kind), kind, undefined, undefined, undefined, undefined, undefined, selector)),
         ),
       );
       return lists.flatMap((l, i) => {
@@ -76,7 +76,7 @@ export async function openPolicyApi(kube: KubeClients, choice: PolicyApiChoice):
     },
     async remove(obj) {
       try {
-        await call('delete', obj.kind, () => objects.delete(obj));
+        await call('delete', obj.kind, obj.apiVersion, () => objects.delete(obj));
       } catch (err) {
         if (!(err instanceof InjectorError && apiStatus(err.cause) === 404)) throw err;
       }
@@ -91,30 +91,30 @@ async function discoverVersion(kube: KubeClients): Promise<'v1' | 'v1beta1'> {
       return (await api.getAPIResources()).resources.some((r) => r.name === PolicyResources.MutatingAdmissionPolicy);
     } catch (err) {
       if (apiStatus(err) === 404) return false;
-      throw classify('get', 'MutatingAdmissionPolicy', err);
+      throw classify('get', 'MutatingAdmissionPolicy', `${GROUP}/v1`, err);
     }
   };
   if (await serves(kube.config.makeApiClient(AdmissionregistrationV1Api))) return 'v1';
   if (await serves(kube.config.makeApiClient(AdmissionregistrationV1beta1Api))) return 'v1beta1';
-  throw new InjectorError('POLICY_API_NOT_SERVED', [`${GROUP}/v1 or v1beta1`]);
+  throw new InjectorError('POLICY_API_NOT_SERVED', [`${PolicyResources.MutatingAdmissionPolicy} in ${GROUP}/v1 or v1beta1`]);
 }
 
-async function call<T>(verb: string, kind: string, run: () => Promise<T>): Promise<T> {
+async function call<T>(verb: string, kind: string, apiVersion: string, run: () => Promise<T>): Promise<T> {
   try {
     return await run();
   } catch (err) {
-    throw classify(verb, kind, err);
+    throw classify(verb, kind, apiVersion, err);
   }
 }
 
 /** The one-line error of a failed call: what RBAC lacks, a kind the cluster does not serve, or the API's answer. */
-function classify(verb: string, kind: string, err: unknown): InjectorError {
-  const resource = `${PolicyResources[kind as PolicyKind] ?? kind}.${GROUP}`;
+function classify(verb: string, kind: string, apiVersion: string, err: unknown): InjectorError {
+  const plural = PolicyResources[kind as PolicyKind] ?? kind;
+  const resource = `${plural}.${GROUP}`;
   const status = apiStatus(err);
   if (status === 403) return new InjectorError('POLICY_API_FORBIDDEN', [verb, resource], { cause: err });
   // client-node finds a kind's resource by discovery first: a version the cluster does not serve fails there with 404, or finds no such kind.
-  if (status === 404 && verb !== 'delete') return new InjectorError('POLICY_API_NOT_SERVED', [resource], { cause: err });
-  if (status === undefined && /Unrecognized API version and kind/.test((err as Error).message))
-    return new InjectorError('POLICY_API_NOT_SERVED', [resource], { cause: err });
+  const unrecognized = status === undefined && /Unrecognized API version and kind/.test((err as Error).message);
+  if ((status === 404 && verb !== 'delete') || unrecognized) return new InjectorError('POLICY_API_NOT_SERVED', [`${plural} in ${apiVersion}`], { cause: err });
   return apiError(`${verb} ${resource}`, err);
 }

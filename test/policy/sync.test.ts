@@ -247,6 +247,17 @@ describe('serve --mode policy', () => {
     assert.equal(api.policy('ValidatingAdmissionPolicy', 'sidecar-injector-validate').apiVersion, 'admissionregistration.k8s.io/v1');
   });
 
+  it('says the same when --policy-api names a version the cluster does not serve (a 404)', async () => {
+    const api = track(await startFakeApiServer());
+    const server = track(await startPolicies(api, await templatesCopy(), ['--policy-api', 'v1beta1']));
+    await eventually(async () => server.logs().some((l) => l.level === 50), 'a failed sync');
+    assert.match(
+      server.logs().find((l) => l.level === 50).msg,
+      /^policies not synced: the cluster does not serve mutatingadmissionpolicies in admissionregistration\.k8s\.io\/v1beta1: admissionregistration\.k8s\.io\/v1 serves mutatingadmissionpolicies from Kubernetes 1\.36/,
+    );
+    assert.equal(await ready(server), 503);
+  });
+
   it('says which Kubernetes versions serve the API when the cluster has none, and retries with a backoff, never in a loop', async () => {
     const api = track(await startFakeApiServer());
     api.policyApi = 'none';
@@ -254,7 +265,7 @@ describe('serve --mode policy', () => {
     await eventually(async () => server.logs().some((l) => l.level === 50), 'a failed sync');
     assert.equal(
       server.logs().find((l) => l.level === 50).msg,
-      'policies not synced: the cluster does not serve mutatingadmissionpolicies in admissionregistration.k8s.io/v1 or v1beta1: admissionregistration.k8s.io/v1 serves them from Kubernetes 1.36, v1beta1 in 1.34 and 1.35 with the beta API enabled (--runtime-config=admissionregistration.k8s.io/v1beta1=true); on an older cluster run --mode webhook',
+      'policies not synced: the cluster does not serve mutatingadmissionpolicies in admissionregistration.k8s.io/v1 or v1beta1: admissionregistration.k8s.io/v1 serves mutatingadmissionpolicies from Kubernetes 1.36, v1beta1 in 1.34 and 1.35 with the beta API enabled (--runtime-config=admissionregistration.k8s.io/v1beta1=true), v1 serves validatingadmissionpolicies from 1.30; on an older cluster run --mode webhook',
     );
     // Retries after 1 s, 2 s, 4 s ...: at most 3 attempts in 3 s.
     await new Promise((r) => setTimeout(r, 3000));
