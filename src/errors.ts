@@ -90,7 +90,7 @@ export const ErrorCodes = {
   POLICY_API_FORBIDDEN: {
     status: 500,
     message:
-      "the injector may not %s %s (403 Forbidden): give its ServiceAccount get, list, patch and delete on mutatingadmissionpolicies, mutatingadmissionpolicybindings, validatingadmissionpolicies and validatingadmissionpolicybindings (the chart's RBAC for mode policy and hybrid)",
+      "the injector may not %s %s (403 Forbidden): give its ServiceAccount get, list, create, patch and delete on mutatingadmissionpolicies, mutatingadmissionpolicybindings, validatingadmissionpolicies and validatingadmissionpolicybindings (the chart's RBAC for mode policy and hybrid)",
   },
   /** A webhook configuration's label selector the API server would refuse (src/kube/selectors.ts). */
   SELECTOR_INVALID: { status: 500, message: 'invalid label selector requirement on key %s: %s' },

@@ -79,7 +79,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
 
   const serve = command('serve', 'run the admission webhook server')
     .description(
-      'Runs the admission webhook: /mutate and /validate over HTTPS, /healthz, /readyz and /metrics over HTTP. With --mode policy it serves no webhook and needs no certificate: it keeps the templates compiled to MutatingAdmissionPolicies and a ValidatingAdmissionPolicy in the cluster (server-side apply, the ones no template makes any more deleted; RBAC: get, list, patch, delete on the four policy kinds) and serves only the health port, ready after the first sync; --mode hybrid does both, the webhook injecting the templates that do not compile. Every flag can also be set by its environment variable; a flag wins over the variable, which wins over the default.',
+      'Runs the admission webhook: /mutate and /validate over HTTPS, /healthz, /readyz and /metrics over HTTP. With --mode policy it serves no webhook and needs no certificate: it keeps the templates compiled to MutatingAdmissionPolicies and a ValidatingAdmissionPolicy in the cluster (server-side apply, the ones no template makes any more deleted; RBAC: get, list, create, patch, delete on the four policy kinds) and serves only the health port, ready after the first sync; --mode hybrid does both, the webhook injecting the templates that do not compile. Every flag can also be set by its environment variable; a flag wins over the variable, which wins over the default.',
     )
     .addHelpText(
       'after',

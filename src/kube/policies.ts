@@ -112,9 +112,17 @@ function classify(verb: string, kind: string, apiVersion: string, err: unknown):
   const plural = PolicyResources[kind as PolicyKind] ?? kind;
   const resource = `${plural}.${GROUP}`;
   const status = apiStatus(err);
-  if (status === 403) return new InjectorError('POLICY_API_FORBIDDEN', [verb, resource], { cause: err });
+  // An apply that creates the object is refused for create, not patch: the apiserver's message says which verb.
+  if (status === 403) return new InjectorError('POLICY_API_FORBIDDEN', [refusedVerb(err) ?? verb, resource], { cause: err });
   // client-node finds a kind's resource by discovery first: a version the cluster does not serve fails there with 404, or finds no such kind.
   const unrecognized = status === undefined && /Unrecognized API version and kind/.test((err as Error).message);
   if ((status === 404 && verb !== 'delete') || unrecognized) return new InjectorError('POLICY_API_NOT_SERVED', [`${plural} in ${apiVersion}`], { cause: err });
   return apiError(`${verb} ${resource}`, err);
+}
+
+/** The verb a 403 names (`... cannot create resource "x" ...`, the apiserver's RBAC message), if it names one. */
+function refusedVerb(err: unknown): string | undefined {
+  const body = (err as { body?: unknown }).body;
+  const text = typeof body === 'string' ? body : JSON.stringify(body ?? '');
+  return /cannot ([a-z]+) resource/.exec(text)?.[1];
 }

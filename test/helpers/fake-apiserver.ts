@@ -48,7 +48,11 @@ export interface FakeApiServer {
   setRollout(kind: string, namespace: string, name: string, rollout: Rollout): void;
   /** Answers every request for this path with 403 Forbidden, as RBAC does for a verb not granted. */
   forbid(path: string): void;
-  /** Answers 403 Forbidden to every request `granted` refuses, as RBAC does for a user holding only those rights; undefined grants everything again. */
+  /**
+   * Answers 403 Forbidden to every request `granted` refuses, as RBAC does for a user holding only
+   * those rights; undefined grants everything again. A server-side apply that would create a policy
+   * object is also asked as method CREATE.
+   */
   grantOnly(granted: ((method: string, path: string) => boolean) | undefined): void;
   /** Every PATCH of a workload, in order: the path, the Content-Type and the body. */
   readonly patches: { readonly path: string; readonly contentType: string; readonly body: any }[];
@@ -285,6 +289,13 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     if (applied.apiVersion !== `${GROUP}/${api}` || applied.kind !== kind)
       return status(400, 'BadRequest', `the API version in the data (${applied.apiVersion}) does not match the expected API version (${GROUP}/${version})`);
     if (applied.metadata?.name !== name) return status(400, 'BadRequest', 'the name of the object does not match the name on the URL');
+    // An apply that creates the object needs create as well as patch (the apiserver's patch handler checks both): asked of grantOnly as CREATE.
+    if (current === undefined && rights.granted !== undefined && !rights.granted('CREATE', url.pathname))
+      return status(
+        403,
+        'Forbidden',
+        `${qualified} "${name}" is forbidden: User "system:serviceaccount:sidecar-injector:sidecar-injector" cannot create resource "${resource}" in API group "${GROUP}" at the cluster scope`,
+      );
     const owner = current?.metadata.managedFields?.[0]?.manager;
     if (owner !== undefined && owner !== manager && url.searchParams.get('force') !== 'true')
       return status(409, 'Conflict', `Apply failed with 1 conflict: conflict with "${owner}": .spec`);

@@ -98,7 +98,7 @@ describe('serve --mode policy', () => {
     const refusal = server.logs().find((l) => l.level === 50);
     assert.equal(
       refusal.msg,
-      "policies not synced: the injector may not patch mutatingadmissionpolicies.admissionregistration.k8s.io (403 Forbidden): give its ServiceAccount get, list, patch and delete on mutatingadmissionpolicies, mutatingadmissionpolicybindings, validatingadmissionpolicies and validatingadmissionpolicybindings (the chart's RBAC for mode policy and hybrid)",
+      "policies not synced: the injector may not patch mutatingadmissionpolicies.admissionregistration.k8s.io (403 Forbidden): give its ServiceAccount get, list, create, patch and delete on mutatingadmissionpolicies, mutatingadmissionpolicybindings, validatingadmissionpolicies and validatingadmissionpolicybindings (the chart's RBAC for mode policy and hybrid)",
     );
     api.grantOnly(undefined);
     await eventually(async () => (await ready(server)) === 200, 'ready once the retry synced');
@@ -123,6 +123,18 @@ describe('serve --mode policy', () => {
       { compiled: 2, refused: 0, applied: 9, pruned: 0 },
     );
     assert.equal(await metric(server, 'sidecar_injector_policies{state="compiled"}'), 2);
+  });
+
+  it('names create when RBAC grants patch but not create (an apply that creates the object needs both)', async () => {
+    const api = track(await startFakeApiServer());
+    api.grantOnly((method) => method !== 'CREATE');
+    const server = track(await startPolicies(api, await templatesCopy()));
+    await eventually(async () => server.logs().some((l) => l.level === 50), 'a failed sync');
+    assert.match(
+      server.logs().find((l) => l.level === 50).msg,
+      /^policies not synced: the injector may not create mutatingadmissionpolicies\.admissionregistration\.k8s\.io \(403 Forbidden\)/,
+    );
+    assert.equal(await ready(server), 503);
   });
 
   it('changes the policy when its template is edited, and prunes the policy of a deleted template', async () => {
