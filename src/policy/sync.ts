@@ -131,7 +131,10 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
     const objects = compiled.objects as unknown as readonly PolicyObject[];
     for (const obj of objects) await api.apply(obj);
     const wantedKeys = new Set(objects.map(keyOf));
-    const stale = (await api.list(selector)).filter((o) => !wantedKeys.has(keyOf(o)));
+    // Bindings go before their policies, as they were applied after them: a binding never names a policy that is gone.
+    const stale = (await api.list(selector))
+      .filter((o) => !wantedKeys.has(keyOf(o)))
+      .sort((a, b) => Number(!a.kind.endsWith('Binding')) - Number(!b.kind.endsWith('Binding')));
     for (const obj of stale) await api.remove(obj);
     served = new Set(compiled.verdicts.filter((v) => v.compiles).map((v) => templateKey(viewOf(effective, v.namespace).templates.get(v.template))));
     const refused = compiled.verdicts.filter((v) => !v.compiles).length;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCA, issueServingCert } from '../../src/certs/pki.js';
@@ -163,5 +163,22 @@ describe('serve --mode hybrid', () => {
       ['web', 'log-shipper'],
     );
     assert.equal(defaults.object!['metadata']['annotations']?.['sidecar-injector.io/status'], undefined);
+  });
+  // Last: it changes the templates the other tests read.
+  it('hands a template that stops compiling to the webhook: its policies are pruned and /mutate injects it', async () => {
+    const file = join(dir, 'templates', 'proxy.yaml');
+    await writeFile(file, (await readFile(file, 'utf8')).replace(/\nspec:\n/, '\nspec:\n  overrides: [cpu]\n'));
+    await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy') === undefined, 'the proxy policy pruned');
+    // Its bindings went first.
+    assert.equal(api.policy('MutatingAdmissionPolicyBinding', 'sidecar-injector-proxy-pod'), undefined);
+    assert.equal(api.policy('MutatingAdmissionPolicyBinding', 'sidecar-injector-proxy-namespace'), undefined);
+    const res = await review('/mutate', naming('proxy'));
+    assert.equal(res.allowed, true);
+    // The pod has no initContainers: the list is added whole.
+    const init = decodePatch(res).find((op: any) => op.path === '/spec/initContainers');
+    assert.deepEqual(
+      init.value.map((c: any) => c.name),
+      ['proxy'],
+    );
   });
 });
