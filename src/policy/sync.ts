@@ -50,8 +50,6 @@ export interface PolicySync {
   synced(): boolean;
   /** Whether the policies of the last complete sync inject and check this template (hybrid: the webhook leaves it to them). */
   byPolicy(t: CompiledTemplate): boolean;
-  /** Resolves when the sync of the latest set has completed (tests). */
-  idle(): Promise<void>;
   close(): void;
 }
 
@@ -82,13 +80,6 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
   let warnedFor: string | undefined;
   /** Per template key, its last version that compiled (policy mode). */
   const lastCompiled = new Map<string, CompiledTemplate>();
-  let waiters: (() => void)[] = [];
-
-  const settle = (): void => {
-    if (wanted !== done) return;
-    for (const w of waiters) w();
-    waiters = [];
-  };
 
   const run = async (): Promise<void> => {
     if (running || retry !== undefined || closed || wanted === undefined || wanted === done) return;
@@ -101,8 +92,8 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
       logger.info(report, 'policies synced');
       options.onSynced?.(report);
     } catch (err) {
-      const error = asInjectorError(err);
-      const reason = failureOf(error);
+      const error = err instanceof CompileFailed ? err.error : asInjectorError(err);
+      const reason = err instanceof CompileFailed ? SyncFailure.Compile : failureOf(error);
       options.onFailed?.(reason, error);
       logger.error({ err: error, reason, retryInSeconds: backoff / 1000 }, `policies not synced: ${error.message}`);
       retry = setTimeout(() => {
@@ -114,7 +105,6 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
     } finally {
       running = false;
     }
-    settle();
     void run();
   };
 
@@ -125,7 +115,7 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
     try {
       compiled = options.compile(effective, api.mutatingApiVersion);
     } catch (err) {
-      throw Object.assign(asInjectorError(err), { compileFailed: true });
+      throw new CompileFailed(asInjectorError(err));
     }
     warnRefused(set, kept);
     const objects = compiled.objects as unknown as readonly PolicyObject[];
@@ -165,7 +155,6 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
     },
     synced: () => done !== undefined,
     byPolicy: (t) => served.has(templateKey(t)),
-    idle: () => (wanted === done ? Promise.resolve() : new Promise((resolve) => waiters.push(resolve))),
     close() {
       closed = true;
       clearTimeout(retry);
@@ -261,8 +250,14 @@ function withLastCompiled(set: TemplateSet, last: Map<string, CompiledTemplate>)
   return { effective, kept };
 }
 
-function failureOf(err: InjectorError & { compileFailed?: boolean }): SyncFailure {
-  if (err.compileFailed === true) return SyncFailure.Compile;
+/** A compile that threw (a bug of ours): counted under its own reason. */
+class CompileFailed extends Error {
+  constructor(readonly error: InjectorError) {
+    super(error.message, { cause: error });
+  }
+}
+
+function failureOf(err: InjectorError): SyncFailure {
   if (err.code === 'POLICY_API_FORBIDDEN') return SyncFailure.Forbidden;
   if (err.code === 'POLICY_API_NOT_SERVED') return SyncFailure.NotServed;
   return SyncFailure.Api;
