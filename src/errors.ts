@@ -81,6 +81,17 @@ export const ErrorCodes = {
   },
   CERT_SECRET_CONTENDED: { status: 500, message: 'gave up on Secret %s after %s conflicting writes; another writer keeps changing it' },
   CERT_SECRET_INVALID: { status: 500, message: 'Secret %s holds no usable certificate: %s' },
+  /** --mode policy and hybrid: the policies cannot be kept in sync (src/policy/sync.ts). */
+  POLICY_API_NOT_SERVED: {
+    status: 500,
+    message:
+      'the cluster does not serve %s: admissionregistration.k8s.io/v1 serves mutatingadmissionpolicies from Kubernetes 1.36, v1beta1 in 1.34 and 1.35 with the beta API enabled (--runtime-config=admissionregistration.k8s.io/v1beta1=true), v1 serves validatingadmissionpolicies from 1.30; on an older cluster run --mode webhook',
+  },
+  POLICY_API_FORBIDDEN: {
+    status: 500,
+    message:
+      "the injector may not %s %s (403 Forbidden): give its ServiceAccount get, list, create, patch and delete on mutatingadmissionpolicies, mutatingadmissionpolicybindings, validatingadmissionpolicies and validatingadmissionpolicybindings (the chart's RBAC for mode policy and hybrid)",
+  },
   /** A webhook configuration's label selector the API server would refuse (src/kube/selectors.ts). */
   SELECTOR_INVALID: { status: 500, message: 'invalid label selector requirement on key %s: %s' },
 } as const;

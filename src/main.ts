@@ -16,25 +16,37 @@ import { createAdmissionApp } from './server/admission-app.js';
 import { createAdmissionServer } from './server/admission-server.js';
 import { secureContextOptions } from './server/edge.js';
 import { createHealthServer } from './server/health.js';
+import type { PolicySync } from './policy/sync.js';
 import { openTemplateStore, type ReloadResult, type TemplateStore } from './templates/watch.js';
 
-/** A running injector: its two servers and how to stop them. */
-export interface Running {
-  readonly admission: HttpsServer;
+/** A running injector in any mode: its health server (probes and metrics) and how to stop it. */
+export interface Injector {
   readonly health: Server;
   readonly logger: Logger;
   /** Prometheus metrics, served on the health port at /metrics. */
   readonly metrics: Metrics;
-  readonly port: number;
   readonly healthPort: number;
-  /** When the certificate being served expires (it changes when a renewed one is swapped in). */
-  certificateNotAfter(): Date;
+  /** --mode policy and hybrid: the sync of the admission policies. */
+  readonly policies?: PolicySync;
   /** The first step of a graceful stop: readiness turns false and every answer closes its connection, but the servers still accept. */
   beginShutdown(): void;
   /** Stops accepting, finishes in-flight reviews, and resolves when both servers are closed. */
   close(): Promise<void>;
   /** Ends every open connection at once (a drain that ran out of time). */
   forceClose(): void;
+}
+
+/** A running webhook (--mode webhook or hybrid): the injector and its HTTPS review server. */
+export interface Running extends Injector {
+  readonly admission: HttpsServer;
+  readonly port: number;
+  /** When the certificate being served expires (it changes when a renewed one is swapped in). */
+  certificateNotAfter(): Date;
+}
+
+/** `serve` in the mode the configuration names: the webhook (webhook, hybrid), or the policies' sync alone (policy). */
+export function start(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<Injector> {
+  return config.mode === 'policy' ? servePolicies(config, logger) : serve(config, logger);
 }
 
 /**
@@ -46,7 +58,8 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   // Read before anything is opened that a failed start would have to close.
   let clientCaPem = config.clientCa === '' ? undefined : await readClientCa(config.clientCa);
   const metrics = createMetrics();
-  const templates = await openTemplates(config, logger, metrics);
+  const policies = config.mode === 'hybrid' ? await openPolicySync(config, logger, metrics) : undefined;
+  const templates = await openTemplates(config, logger, metrics, policies);
   const store = templates.store;
 
   const certs = await openCertificateSource(config, logger).catch(async (err: unknown) => {
@@ -73,6 +86,8 @@ export async function serve(config: Config, logger: Logger = createLogger(config
       limits,
       imageMirrors: mirrors,
       revision: config.revision,
+      // Hybrid: what the policies of the last complete sync inject and check is theirs alone.
+      ...(policies !== undefined && { byPolicy: policies.byPolicy }),
       ...(logger.isLevelEnabled('debug') && { debug: (fields, decided) => logger.debug(fields, decided) }),
     }),
     // Every request ends in one record: its log line, its metrics, then the Event for a refused pod's owner.
@@ -94,7 +109,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   );
   // Readiness waits for the SidecarTemplates' first full list: before it, pods would be judged against no templates.
   const health = createHealthServer({
-    isReady: () => ready && templates.synced(),
+    isReady: () => ready && templates.synced() && (policies?.synced() ?? true),
     routes: new Map([['/metrics', metrics.route]]),
     requestTimeout: config.requestTimeout,
   });
@@ -143,6 +158,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
   } catch (err) {
     // A port in use must end the process with an error, not leave the watchers' timers holding it open.
     stopWatchers();
+    policies?.close();
     await Promise.all([closeServer(admission), closeServer(health), store.close()]);
     throw err;
   }
@@ -158,6 +174,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
     metrics,
     port,
     healthPort,
+    ...(policies !== undefined && { policies }),
     certificateNotAfter: () => certificateValidity(served.certPem).notAfter,
     beginShutdown() {
       ready = false;
@@ -171,10 +188,88 @@ export async function serve(config: Config, logger: Logger = createLogger(config
       ready = false;
       draining = true;
       stopWatchers();
+      policies?.close();
       await Promise.all([closeServer(admission), closeServer(health), store.close()]);
       await events?.close();
     },
   };
+}
+
+/**
+ * --mode policy: no webhook, no certificate, no review port. The templates are loaded as in
+ * webhook mode and kept compiled to admission policies in the cluster; the health port serves
+ * /healthz, /readyz (ready after the first complete sync) and /metrics.
+ */
+export async function servePolicies(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<Injector> {
+  let ready = false;
+  const metrics = createMetrics();
+  const policies = await openPolicySync(config, logger, metrics);
+  const templates = await openTemplates(config, logger, metrics, policies);
+  const health = createHealthServer({
+    isReady: () => ready && templates.synced() && policies.synced(),
+    routes: new Map([['/metrics', metrics.route]]),
+    requestTimeout: config.requestTimeout,
+  });
+  const stop = async (): Promise<void> => {
+    ready = false;
+    policies.close();
+    await Promise.all([closeServer(health), templates.store.close()]);
+  };
+  try {
+    await listen(health, config.healthPort, config.host);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  const healthPort = (health.address() as AddressInfo).port;
+  ready = true;
+  logger.info({ healthPort, mode: config.mode }, 'keeping the admission policies in sync with the templates; no webhook is served');
+  return {
+    health,
+    logger,
+    metrics,
+    healthPort,
+    policies,
+    beginShutdown() {
+      ready = false;
+    },
+    forceClose() {
+      health.closeAllConnections();
+    },
+    close: stop,
+  };
+}
+
+/**
+ * --mode policy and hybrid: the sync of the admission policies, through the Kubernetes API of
+ * --kubeconfig (or the ServiceAccount). The client is made now, so a missing kubeconfig stops the
+ * start; the API is opened (discovery) at the first sync, which a failure retries.
+ */
+async function openPolicySync(config: Config, logger: Logger, metrics: Metrics): Promise<PolicySync> {
+  const [{ createKubeClients }, { openPolicyApi }, { compilePolicies, PolicyApi }, { createPolicySync }] = await Promise.all([
+    import('./kube/client.js'),
+    import('./kube/policies.js'),
+    import('./policy/compile.js'),
+    import('./policy/sync.js'),
+  ]);
+  const kube = createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace });
+  const hybrid = config.mode === 'hybrid';
+  return createPolicySync({
+    api: () => openPolicyApi(kube, config.policyApi),
+    // The directory's set, or the SidecarTemplate objects view by view (a namespace's own templates bound to it alone), as the webhook serves them.
+    compile: (set, apiVersion) =>
+      compilePolicies(set, {
+        namespace: kube.namespace,
+        hybrid,
+        apiVersion: apiVersion === PolicyApi.v1beta1 ? PolicyApi.v1beta1 : PolicyApi.v1,
+        ...(config.revision !== '' && { revision: config.revision }),
+      }),
+    install: config.revision === '' ? 'default' : config.revision,
+    keepLastCompiled: !hybrid,
+    logger,
+    onSynced: (r) => metrics.setPolicies({ compiled: r.compiled - r.kept, refused: r.refused, kept: r.kept }),
+    onFailed: (reason) => metrics.countPolicySyncFailure(reason),
+  });
 }
 
 /**
@@ -209,8 +304,22 @@ function openOwnerEvents(config: Config, logger: Logger, metrics: Metrics): Owne
  * SidecarTemplate objects, or both, the directory's templates then being cluster-wide
  * beneath the objects of the injector's namespace. `synced` is false until the objects are listed.
  */
-async function openTemplates(config: Config, logger: Logger, metrics: Metrics): Promise<{ store: TemplateStore; synced: () => boolean }> {
-  const onReload = (r: ReloadResult): void => metrics.recordReload(r.ok ? 'success' : 'failure', r.ok ? r.digest : undefined);
+async function openTemplates(
+  config: Config,
+  logger: Logger,
+  metrics: Metrics,
+  policies?: PolicySync,
+): Promise<{ store: TemplateStore; synced: () => boolean }> {
+  // Each set that serves is synced to the policies: the first once the source is complete, then every valid change.
+  let opened: { store: TemplateStore; synced: () => boolean } | undefined;
+  const syncPolicies = (): void => {
+    if (policies !== undefined && opened?.synced() === true) policies.update(opened.store.current());
+  };
+  const recordReload = (r: ReloadResult): void => metrics.recordReload(r.ok ? 'success' : 'failure', r.ok ? r.digest : undefined);
+  const onReload = (r: ReloadResult): void => {
+    recordReload(r);
+    if (r.ok) syncPolicies();
+  };
   let changed = (): void => undefined;
   const dir =
     config.templatesSource === 'cluster'
@@ -234,15 +343,24 @@ async function openTemplates(config: Config, logger: Logger, metrics: Metrics): 
       'templates loaded',
     );
   }
-  if (dir !== undefined && config.templatesSource === 'dir') return { store: dir, synced: () => true };
+  if (dir !== undefined && config.templatesSource === 'dir') {
+    opened = { store: dir, synced: () => true };
+    syncPolicies();
+    return opened;
+  }
   // Loaded only here, as for --cert-secret: client-node's import is costly.
   const [{ createKubeClients }, { openClusterTemplateStore }] = await Promise.all([import('./kube/client.js'), import('./kube/sidecartemplates.js')]);
   const kube = createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace });
   const historyWindowMs = config.templateHistoryMinutes * 60 * 1000;
+  const policyCondition =
+    config.mode === 'webhook'
+      ? undefined
+      : (await import('./policy/sync.js')).policyConditions(kube.namespace, config.revision === '' ? undefined : config.revision, config.mode === 'hybrid');
   const cluster = openClusterTemplateStore(kube, {
     logger,
     historyWindowMs,
     onReload,
+    ...(policyCondition !== undefined && { policyCondition }),
     onNotServed: (count) => metrics.setTemplatesNotServed('sidecartemplates', count),
     ...(dir !== undefined && { base: dir.current }),
   });
@@ -258,7 +376,9 @@ async function openTemplates(config: Config, logger: Logger, metrics: Metrics): 
       await Promise.all([cluster.close(), dir?.close()]);
     },
   };
-  return { store, synced: cluster.synced };
+  opened = { store, synced: cluster.synced };
+  syncPolicies();
+  return opened;
 }
 
 /** Where the serving certificate comes from, and how to fetch it again (absent: it never changes). */

@@ -4,12 +4,13 @@ import { attempt, InjectorError } from '../errors.js';
 import { NoImageMirrors, type ImageMirrors } from '../kube-values/image.js';
 import { Keys } from '../inject/keys.js';
 import { applyInjection, planInjection } from '../inject/mutate.js';
-import type { InjectionContext } from '../inject/render.js';
+import { leftToWebhook, type InjectionContext } from '../inject/render.js';
 import { keyWarnings, OptInScope, Reason, refusalReason, requiredFor, selectTemplates } from '../inject/policy.js';
 import { verifyPod } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
 import { diff } from '../patch/diff.js';
 import { setFor, type TemplateSet } from '../templates/load.js';
+import type { CompiledTemplate } from '../templates/template.js';
 import { DefaultBodyLimits, type BodyLimits, type ReviewRequest } from './codec.js';
 import { Endpoints, HandlerKind } from './endpoints.js';
 import { DefaultPodLimits, podObject, type PodLimits } from './pod.js';
@@ -55,6 +56,8 @@ export interface HandlerSource {
   readonly imageMirrors?: ImageMirrors;
   /** This install's revision (--revision), recorded in the status annotation of every pod it injects; default: none. */
   readonly revision?: string;
+  /** serve --mode hybrid: the templates the admission policies inject and check, left out by both handlers (InjectionContext.byPolicy). */
+  readonly byPolicy?: (t: CompiledTemplate) => boolean;
   /**
    * Where each review step that decided something is told, one call a step (the pino logger's
    * debug level); absent, as at --log-level info, no step builds anything for it.
@@ -69,7 +72,7 @@ export type StepLog = (fields: Record<string, unknown>, decided: string) => void
 export function mutating(source: HandlerSource, scope: OptInScope = OptInScope.Pod): ReviewHandler {
   const { templates } = source;
   const limits = source.limits ?? DefaultReviewLimits;
-  const context = { revision: source.revision ?? '', renderBytes: limits.patchBytes };
+  const context = { revision: source.revision ?? '', renderBytes: limits.patchBytes, ...(source.byPolicy !== undefined && { byPolicy: source.byPolicy }) };
   const mirrors = source.imageMirrors ?? NoImageMirrors;
   const { debug } = source;
   if (debug === undefined) return (req) => mutatePod(req, templates, scope, limits, context, mirrors);
@@ -85,9 +88,10 @@ export function validating(source: HandlerSource, scope: OptInScope = OptInScope
   const { templates } = source;
   const limits = source.limits ?? DefaultReviewLimits;
   const mirrors = source.imageMirrors ?? NoImageMirrors;
+  const context = { renderBytes: limits.patchBytes, ...(source.byPolicy !== undefined && { byPolicy: source.byPolicy }) };
   const { debug } = source;
-  if (debug === undefined) return (req) => validatePod(req, templates, scope, limits, mirrors);
-  return (req) => validatePod(req, templates, scope, limits, mirrors, stepsOf(req, debug, scope));
+  if (debug === undefined) return (req) => validatePod(req, templates, scope, limits, context, mirrors);
+  return (req) => validatePod(req, templates, scope, limits, context, mirrors, stepsOf(req, debug, scope));
 }
 
 /** The step log of one review, every line naming the pod, its namespace and the opt-in scope. */
@@ -151,10 +155,15 @@ function mutatePod(
     step?.({ reason: selection.reason, detail: selection.detail }, 'skipped: not selected');
     return passed(Decision.Skipped, selection.reason, keyWarnings(pod, set));
   }
+  const chosen = leftToWebhook(selection.templates, context);
+  if (chosen.length === 0) {
+    step?.({ templates: selection.templates.map((t) => t.name) }, 'skipped: the admission policies inject every selected template');
+    return passed(Decision.Skipped, Reason.ByPolicy, keyWarnings(pod, set, selection.templates));
+  }
   step?.(
     {
       optedIn: selection.optedIn,
-      templates: selection.templates.map((t) => `${t.namespace === undefined ? '' : `${t.namespace}/`}${t.name}@${t.version}`),
+      templates: chosen.map((t) => `${t.namespace === undefined ? '' : `${t.namespace}/`}${t.name}@${t.version}`),
       from: selection.explicit ? 'the templates annotation' : 'the default templates',
       set: set.digest,
     },
@@ -164,14 +173,14 @@ function mutatePod(
   if (scope === OptInScope.Required && requiredHeld(pod, set, namespace, mirrors, limits))
     return injected(
       Reason.AlreadyInjected,
-      selection.templates.map((t) => t.name),
+      chosen.map((t) => t.name),
       0,
       undefined,
       NO_WARNINGS,
     );
   const keys = scope === OptInScope.Required ? NO_WARNINGS : keyWarnings(pod, set, selection.templates);
 
-  const injection = attempt(() => planInjection(pod, selection.templates, namespace, context));
+  const injection = attempt(() => planInjection(pod, chosen, namespace, context));
   if (injection instanceof InjectorError) {
     step?.({ code: injection.code, error: injection.message }, 'denied: the selected templates cannot be injected into this pod');
     return denied(injection, refusalReason(injection));
@@ -215,6 +224,7 @@ function validatePod(
   templates: () => TemplateSet,
   scope: OptInScope,
   limits: ReviewLimits,
+  context: InjectionContext,
   mirrors: ImageMirrors,
   step?: StepLog,
 ): Verdict {
@@ -222,7 +232,7 @@ function validatePod(
   const pod = checkedPod(req, scope, limits, templates);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
   const namespace = namespaceOf(req, pod);
-  const verdict = verifyPod(pod, setFor(templates(), namespace), namespace, { renderBytes: limits.patchBytes }, scope, mirrors);
+  const verdict = verifyPod(pod, setFor(templates(), namespace), namespace, context, scope, mirrors);
   step?.(
     {
       reason: verdict.reason,

@@ -48,7 +48,7 @@ export async function lintCommand(values: LintOptions, io: IO = processIO): Prom
     throw missingDir(err, dir);
   });
   const verdicts = values.policies === true && report.errors === 0 ? (await loadTemplateSet(dir)).templates : undefined;
-  const policies = verdicts === undefined ? undefined : [...verdicts.values()].map(policyVerdict);
+  const policies = verdicts === undefined ? undefined : [...verdicts.values()].map((t) => policyVerdict(t));
   io.stdout(
     values.output === 'json'
       ? `${JSON.stringify(policies === undefined ? report : { ...report, policies }, null, 2)}\n`

@@ -1,27 +1,69 @@
-import { compilePolicies } from '../policy/compile.js';
+import { InjectorError } from '../errors.js';
+import { compileNamespacePolicies, compilePolicies, PolicyApi, type PolicyVerdict } from '../policy/compile.js';
+import type { TemplateSet } from '../templates/load.js';
 import { stringifyKubectl } from '../yaml/kubectl.js';
-import { loadTemplates, processIO, type IO } from './args.js';
+import { clusterTemplates, loadTemplates, processIO, type IO } from './args.js';
 
 /** `policies`' arguments and flags, as the command line gave them. */
 export interface PoliciesOptions {
   /** The templates directory; absent: the one `serve` would use. */
   readonly dir?: string;
   readonly output: 'yaml' | 'json';
-  /** The injector's namespace, never injected. */
-  readonly namespace: string;
+  /** `cluster`: the cluster's SidecarTemplate objects instead of a directory. */
+  readonly templatesSource?: string;
+  /** The injector's namespace: never injected, and with the cluster the home of the cluster-wide templates. */
+  readonly templatesNamespace: string;
+  readonly kubeconfig?: string;
+  /** With the cluster: only the policies of this namespace's own view (read with a team's rights). */
+  readonly namespace?: string;
+  /** The revision (`sidecar-injector.io/rev`) the policies belong to. */
+  readonly revision?: string;
+  /** `v1` or `v1beta1`: the MutatingAdmissionPolicies' API version. */
+  readonly apiVersion?: 'v1' | 'v1beta1';
 }
 
 /**
  * `sidecar-injector policies [DIR]`: the MutatingAdmissionPolicies (and bindings) of the templates
- * that compile, and the ValidatingAdmissionPolicy of the set, for `kubectl apply -f -`. A template
- * that does not compile is named on standard error with the reason, one line each, and exit status 1
- * tells a script that the policies alone do not inject the whole set.
+ * that compile, and the ValidatingAdmissionPolicy of the set, for `kubectl apply -f -`. With
+ * `--templates-source cluster`, those of every namespace's view (compilePolicies); with `-n`, of
+ * that namespace's own view alone. A template that does not compile is named on standard error with
+ * the reason, one line each, and exit status 1 tells a script that the policies alone do not
+ * inject the whole set.
  */
 export async function policiesCommand(values: PoliciesOptions, io: IO = processIO): Promise<number> {
-  const set = await loadTemplates(values.dir);
-  const { objects, verdicts } = compilePolicies(set, { namespace: values.namespace });
+  const set = await templateSet(values, io);
+  const options = {
+    namespace: values.templatesNamespace,
+    ...(values.revision !== undefined && { revision: values.revision }),
+    ...(values.apiVersion !== undefined && { apiVersion: PolicyApi[values.apiVersion] }),
+  };
+  const own = values.namespace === undefined ? undefined : set.namespaces?.get(values.namespace);
+  if (values.namespace !== undefined && own === undefined) {
+    io.stderr(
+      `namespace ${values.namespace} has no SidecarTemplates of its own: its pods get the cluster-wide policies (policies --templates-source cluster, without -n)\n`,
+    );
+    return 0;
+  }
+  // With -n, the namespace's view alone: the cluster-wide set's policies bind where this command cannot see.
+  const { objects, verdicts } = own === undefined ? compilePolicies(set, options) : compileNamespacePolicies(own, values.namespace!, options);
   io.stdout(values.output === 'json' ? `${JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }, null, 2)}\n` : stringifyKubectl(objects));
   const skipped = verdicts.filter((v) => !v.compiles);
-  for (const v of skipped) io.stderr(`template "${v.template}": not compiled to a policy: ${v.detail}; the webhook injects it\n`);
+  for (const v of skipped) io.stderr(`${templateOf(v)}: not compiled to a policy: ${v.detail}; the webhook injects it\n`);
   return skipped.length > 0 ? 1 : 0;
+}
+
+async function templateSet(values: PoliciesOptions, io: IO): Promise<TemplateSet> {
+  if (values.templatesSource !== 'cluster') {
+    if (values.namespace !== undefined)
+      throw new InjectorError('USAGE', [
+        "policies: -n chooses a namespace of the cluster's SidecarTemplates; add --templates-source cluster (the injector's namespace is --templates-namespace)",
+      ]);
+    return loadTemplates(values.dir);
+  }
+  if (values.dir !== undefined) throw new InjectorError('USAGE', [`policies: give DIR (${values.dir}) or --templates-source cluster, not both`]);
+  return clusterTemplates(values, (line) => io.stderr(`${line}\n`), undefined, values.namespace === undefined ? undefined : [values.namespace]);
+}
+
+function templateOf(v: PolicyVerdict): string {
+  return v.namespace === undefined ? `template "${v.template}"` : `template "${v.template}" of namespace ${v.namespace}`;
 }

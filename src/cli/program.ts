@@ -79,7 +79,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
 
   const serve = command('serve', 'run the admission webhook server')
     .description(
-      'Runs the admission webhook: /mutate and /validate over HTTPS, /healthz, /readyz and /metrics over HTTP. Every flag can also be set by its environment variable; a flag wins over the variable, which wins over the default.',
+      'Runs the admission webhook: /mutate and /validate over HTTPS, /healthz, /readyz and /metrics over HTTP. With --mode policy it serves no webhook and needs no certificate: it keeps the templates compiled to MutatingAdmissionPolicies and a ValidatingAdmissionPolicy in the cluster (server-side apply, the ones no template makes any more deleted; RBAC: get, list, create, patch, delete on the four policy kinds) and serves only the health port, ready after the first sync; --mode hybrid does both, the webhook injecting the templates that do not compile. Every flag can also be set by its environment variable; a flag wins over the variable, which wins over the default.',
     )
     .addHelpText(
       'after',
@@ -87,6 +87,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
         `${PROGRAM} serve --templates-dir ./templates`,
         `${PROGRAM} serve --cert-dir /etc/webhook/certs --port 8443 --log-level debug`,
         `SIDECAR_INJECTOR_PORT=9443 ${PROGRAM} serve --templates-dir ./templates`,
+        `${PROGRAM} serve --mode policy --templates-dir /etc/sidecar-injector/templates --health-port 8081`,
       ]),
     );
   for (const option of serveOptions()) serve.addOption(option);
@@ -184,12 +185,44 @@ function createProgram(io: IO, done: (code: number) => void): Command {
 
   command('policies', 'print the templates as MutatingAdmissionPolicies and a ValidatingAdmissionPolicy (Kubernetes 1.36)')
     .description(
-      "Compiles the SidecarTemplates of DIR to admission policies the apiserver runs itself (admissionregistration.k8s.io/v1, Kubernetes 1.36; 1.34 with the beta API): per template a MutatingAdmissionPolicy with its bindings, and a ValidatingAdmissionPolicy that refuses an opted-in pod without its sidecars. A template that does not compile (overrides, placement next to a named container, the pod's own ServiceAccount token) is named on standard error with the reason, and the exit status is 1: the webhook must inject it.",
+      "Compiles the SidecarTemplates of DIR to admission policies the apiserver runs itself (admissionregistration.k8s.io/v1, Kubernetes 1.36; 1.34 with the beta API and --api-version v1beta1): per template a MutatingAdmissionPolicy with its bindings, and a ValidatingAdmissionPolicy that refuses an opted-in pod without its sidecars. With --templates-source cluster, the cluster's SidecarTemplate objects: the cluster-wide templates bound to every namespace without templates of its own, and each namespace's view (its templates over the cluster-wide ones) bound to that namespace. A template that does not compile (overrides, placement of native sidecars next to a named container, the pod's own ServiceAccount token) is named on standard error with the reason, and the exit status is 1: the webhook must inject it.",
     )
     .argument('[dir]', `templates directory (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`)
     .addOption(new Option('-o, --output <format>', 'output format').choices(['yaml', 'json']).default('yaml'))
-    .addOption(new Option('--namespace <namespace>', "the injector's namespace, never injected").default('sidecar-injector'))
-    .addHelpText('after', examples([`${PROGRAM} policies ./templates | kubectl apply -f -`, `${PROGRAM} policies ./templates -o json --namespace platform`]))
+    .addOption(templatesSourceOption('DIR'))
+    .addOption(
+      new Option(
+        '--templates-namespace <namespace>',
+        "the injector's namespace: never injected, and with --templates-source cluster the one whose templates are cluster-wide",
+      ).default('sidecar-injector'),
+    )
+    .addOption(templatesKubeconfigOption())
+    .addOption(
+      new Option(
+        '-n, --namespace <namespace>',
+        "with --templates-source cluster: only the policies of this namespace's own templates over the cluster-wide ones, bound to it (default: every namespace's)",
+      ),
+    )
+    .addOption(
+      new Option(
+        '--revision <name>',
+        'the policies of this revision (sidecar-injector.io/rev): names suffixed -<name>, for pods and namespaces labelled with it',
+      ),
+    )
+    .addOption(
+      new Option('--api-version <version>', "the MutatingAdmissionPolicies' API version (v1beta1: Kubernetes 1.34 and 1.35 with the beta API on)")
+        .choices(['v1', 'v1beta1'])
+        .default('v1'),
+    )
+    .addHelpText(
+      'after',
+      examples([
+        `${PROGRAM} policies ./templates | kubectl apply -f -`,
+        `${PROGRAM} policies ./templates -o json --templates-namespace platform`,
+        `${PROGRAM} policies --templates-source cluster --api-version v1beta1`,
+        `${PROGRAM} policies ./templates-canary --revision canary`,
+      ]),
+    )
     .action(
       act(async (...args) =>
         (await Commands.policies()).policiesCommand({ ...optionsOf(args, 1), ...(args[0] !== undefined && { dir: args[0] as string }) }, io),

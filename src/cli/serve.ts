@@ -1,11 +1,11 @@
 import type { Config } from '../config/config.js';
 import { flushLogs } from '../log.js';
-import { serve, type Running } from '../main.js';
+import { start, type Injector } from '../main.js';
 import { templatesDirError } from './errors.js';
 
-/** `sidecar-injector serve [flags]`: runs the webhook until SIGTERM or SIGINT, then stops gracefully. */
+/** `sidecar-injector serve [flags]`: runs the webhook (or, in --mode policy, the sync of the policies) until SIGTERM or SIGINT, then stops gracefully. */
 export async function serveCommand(config: Config): Promise<number> {
-  const running = await serve(config).catch((err: unknown) => {
+  const running = await start(config).catch((err: unknown) => {
     throw templatesDirError(err, config.templatesDir);
   });
   const signal = await new Promise<string>((resolve) => {
@@ -35,7 +35,7 @@ export interface ShutdownOptions {
  * connections are answered (with Connection: close) for `delayMs`; then the listener closes and
  * in-flight reviews finish, for at most `drainTimeoutMs`. Resolves 'drained' or 'forced'.
  */
-export async function shutdown(running: Running, opts: ShutdownOptions): Promise<'drained' | 'forced'> {
+export async function shutdown(running: Injector, opts: ShutdownOptions): Promise<'drained' | 'forced'> {
   running.beginShutdown();
   if (opts.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, opts.delayMs));
   let timer: NodeJS.Timeout | undefined;

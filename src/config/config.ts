@@ -88,6 +88,18 @@ export const Options = {
     schema: { type: 'string', maxLength: 63, pattern: '^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$', default: '' },
     help: "this install's revision (the value of the sidecar-injector.io/rev label its webhooks match), recorded in the status annotation of every pod it injects; empty: the default install",
   },
+  mode: {
+    flag: 'mode',
+    env: 'SIDECAR_INJECTOR_MODE',
+    schema: { enum: ['webhook', 'policy', 'hybrid'], default: 'webhook' },
+    help: 'webhook: serve /mutate and /validate over HTTPS; policy: serve no webhook (no certificate, no --port), keep the templates compiled to MutatingAdmissionPolicies and a ValidatingAdmissionPolicy in the cluster and report on the health port; hybrid: both, the policies inject and check the templates that compile, the webhook the rest',
+  },
+  policyApi: {
+    flag: 'policy-api',
+    env: 'SIDECAR_INJECTOR_POLICY_API',
+    schema: { enum: ['auto', 'v1', 'v1beta1'], default: 'auto' },
+    help: 'admissionregistration.k8s.io version the policies of --mode policy and hybrid are written in; auto: the one API discovery says serves mutatingadmissionpolicies (v1 from Kubernetes 1.36, v1beta1 in 1.34 and 1.35 with the beta API enabled)',
+  },
   templatesDir: {
     flag: 'templates-dir',
     env: 'SIDECAR_INJECTOR_TEMPLATES_DIR',

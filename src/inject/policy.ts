@@ -32,6 +32,8 @@ export const Reason = {
   NotOptedIn: 'not-opted-in',
   OptedOut: 'opted-out',
   NoTemplates: 'no-templates',
+  /** Every selected template is injected and checked by the admission policies (serve --mode hybrid): the webhook leaves the pod to them. */
+  ByPolicy: 'by-policy',
   UnknownTemplate: 'unknown-template',
   TemplateConflict: 'template-conflict',
   OverrideRefused: 'override-refused',

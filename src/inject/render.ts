@@ -18,6 +18,18 @@ export interface InjectionContext {
   readonly revision?: string;
   /** Bytes the renderings may add to the pod (RenderBudget: the patch limit, --max-patch-kib); default: that flag's default. */
   readonly renderBytes?: number;
+  /**
+   * Templates the apiserver's admission policies inject and check (serve --mode hybrid): the
+   * webhook still knows them (a pod may name them) but leaves them out of what it injects and of
+   * what /validate checks (leftToWebhook; test/server/hybrid.test.ts).
+   */
+  readonly byPolicy?: (t: CompiledTemplate) => boolean;
+}
+
+/** The selected templates the webhook injects and checks: all of them, but in hybrid mode those the policies inject. */
+export function leftToWebhook(templates: readonly CompiledTemplate[], context: InjectionContext): readonly CompiledTemplate[] {
+  const { byPolicy } = context;
+  return byPolicy === undefined ? templates : templates.filter((t) => !byPolicy(t));
 }
 
 /** The selected templates rendered for one pod, and what the handlers add to their answer as warnings. */

@@ -6,7 +6,7 @@ import { RenderBudget, type CompiledTemplate, type RenderedTemplate } from '../t
 import { IMAGE_MIRROR_FLAG, imageRepository, mirroredFrom, NoImageMirrors, sameRepository, suggestedMirror, type ImageMirrors } from '../kube-values/image.js';
 import { Keys } from './keys.js';
 import { OptInScope, parseNames, Reason, refusalReason, requiredFor, selectTemplates } from './policy.js';
-import { renderTemplates, type InjectionContext } from './render.js';
+import { leftToWebhook, renderTemplates, type InjectionContext } from './render.js';
 import { requiredIn, whyRequired } from '../templates/required.js';
 import { readStatus, StatusFormat, type InjectionStatus, type TemplateRecord } from './status-annotation.js';
 
@@ -59,7 +59,7 @@ export function verifyPod(
     if (verdict.kind === 'allowed' && required.every((n) => verdict.templates.includes(n))) return { ...verdict, reason: Reason.EarlierTemplates };
   }
   const recorded = vouchedByStatus(pod, set, namespace, context, mirrors, scope);
-  return recorded === undefined ? current : { kind: 'allowed', reason: recorded, templates: selectedNames(pod, set, namespace, scope) };
+  return recorded === undefined ? current : { kind: 'allowed', reason: recorded, templates: selectedNames(pod, set, namespace, scope, context) };
 }
 
 /** Steps 1 and 2: the pod against one template set. */
@@ -67,12 +67,14 @@ function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: Inject
   const selection = attempt(() => selectTemplates(pod, set, scope, namespace));
   if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate, []);
   if (!selection.inject) return { kind: 'skipped', reason: selection.reason };
-  const templates = selection.templates.map((t) => t.name);
+  const chosen = leftToWebhook(selection.templates, context);
+  if (chosen.length === 0) return { kind: 'skipped', reason: Reason.ByPolicy };
+  const templates = chosen.map((t) => t.name);
   // A conflict or refused override denies here too, so both handlers agree on every pod.
-  const check = attempt(() => missingSidecars(pod, selection.templates, namespace, context, mirrors));
+  const check = attempt(() => missingSidecars(pod, chosen, namespace, context, mirrors));
   if (check instanceof InjectorError) return denied(check, refusalReason(check), []);
   if (check.missing.length > 0) {
-    const required = requiredMissing(pod, selection.templates, namespace, context, mirrors);
+    const required = requiredMissing(pod, chosen, namespace, context, mirrors);
     if (required !== undefined) return denied(required, Reason.RequiredSidecarMissing, templates, 'Forbidden');
     return denied(missingError(pod, check.missing.join('; ') + mirrorHint(check.suggestion)), Reason.SidecarsMissing, templates, 'Forbidden');
   }
@@ -237,7 +239,7 @@ function vouchedByRecord(
   if (!status.injected.every((r) => !knows(r) || holdsCurrent(pod, r, set, namespace, context, mirrors))) return false;
   const records = new Map(status.injected.map((r) => [r.template, r]));
   const values = renderValues(pod, namespace);
-  return selectedNames(pod, set, namespace, scope).every((name) => {
+  return selectedNames(pod, set, namespace, scope, context).every((name) => {
     const record = records.get(name);
     if (record === undefined) return false;
     const t = set.templates.get(name);
@@ -258,7 +260,7 @@ function holdsCurrent(pod: Pod, r: TemplateRecord, set: TemplateSet, namespace: 
 function vouchedByNames(pod: Pod, recorded: readonly string[], set: TemplateSet, namespace: string, context: InjectionContext, scope: OptInScope): boolean {
   const { containers, initContainers } = podParts(pod);
   const values = renderValues(pod, namespace);
-  return selectedNames(pod, set, namespace, scope).every((name) => {
+  return selectedNames(pod, set, namespace, scope, context).every((name) => {
     const t = set.templates.get(name);
     if (t === undefined || !recorded.includes(name)) return false;
     const rendered = renderedWithin(t, values, context);
@@ -291,7 +293,17 @@ function holds(parts: PodParts, r: TemplateRecord, mirrors: ImageMirrors): boole
  * The template names the set selects for an opted-in pod: its templates annotation, else the
  * defaults; then those required in its namespace. With the required scope, those alone (selectTemplates).
  */
-function selectedNames(pod: Pod, set: TemplateSet, namespace: string, scope: OptInScope): string[] {
+function selectedNames(pod: Pod, set: TemplateSet, namespace: string, scope: OptInScope, context: InjectionContext = {}): string[] {
+  const names = selectedByPod(pod, set, namespace, scope);
+  const { byPolicy } = context;
+  if (byPolicy === undefined) return names;
+  return names.filter((n) => {
+    const t = set.templates.get(n);
+    return t === undefined || !byPolicy(t);
+  });
+}
+
+function selectedByPod(pod: Pod, set: TemplateSet, namespace: string, scope: OptInScope): string[] {
   if (scope === OptInScope.Required) return requiredNames(set, namespace);
   const annotations = pod.metadata?.annotations ?? {};
   const requested = parseNames(Object.hasOwn(annotations, Keys.templates) ? (annotations[Keys.templates] ?? '') : '');

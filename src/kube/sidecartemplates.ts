@@ -16,6 +16,7 @@ import {
   type ObjectResult,
   type TemplateObject,
   type TemplateObjectStatus,
+  type PolicyCondition,
 } from '../templates/cluster.js';
 import { SetHistory } from '../templates/history.js';
 import type { TemplateSet } from '../templates/load.js';
@@ -41,6 +42,8 @@ export interface ClusterTemplateStoreOptions {
   readonly onReload?: (result: ReloadResult) => void;
   /** After each rebuild: how many objects are not served as they are now (invalid, or a refused default). */
   readonly onNotServed?: (count: number) => void;
+  /** serve --mode policy and hybrid: the `Policy` condition written beside `Loaded` for a valid object (whether it compiles, and why not). */
+  readonly policyCondition?: (template: CompiledTemplate, generation: number | undefined, now: Date) => PolicyCondition;
 }
 
 /** The SidecarTemplate objects of the cluster as a template store. */
@@ -191,16 +194,19 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
 
   const writeStatus = async (e: Entry, result: ObjectResult): Promise<void> => {
     const obj = e.object;
-    const condition = loadedCondition(result, obj.metadata.generation, new Date());
-    const says = `${condition.status}\0${condition.message}`;
-    if (statusSays(obj, condition) || e.written === says) return;
+    const now = new Date();
+    const condition = loadedCondition(result, obj.metadata.generation, now);
+    const policy = result.ok ? options.policyCondition?.(result.template, obj.metadata.generation, now) : undefined;
+    const says = `${condition.status}\0${condition.message}${policy === undefined ? '' : `\0${policy.message}`}`;
+    if ((statusSays(obj, condition) && (policy === undefined || statusSays(obj, policy))) || e.written === says) return;
     e.written = says;
     if (!result.ok)
       logger.error(
         { template: objectKey(obj), faults: result.faults.map(formatFault), serving: e.served?.version ?? null },
         'sidecartemplate NOT served as it is now; serving its last valid version (serving), or none',
       );
-    const status = { ...(obj.metadata.generation !== undefined && { observedGeneration: obj.metadata.generation }), conditions: [condition] };
+    const conditions = policy === undefined ? [condition] : [condition, policy];
+    const status = { ...(obj.metadata.generation !== undefined && { observedGeneration: obj.metadata.generation }), conditions };
     try {
       await putStatus(obj, status);
     } catch (err) {

@@ -43,6 +43,16 @@ export type ReloadResult = (typeof ReloadResult)[keyof typeof ReloadResult];
 export const TemplateSource = { Directory: 'directory', SidecarTemplates: 'sidecartemplates' } as const;
 export type TemplateSource = (typeof TemplateSource)[keyof typeof TemplateSource];
 
+/**
+ * Templates by what the policies do with them (--mode policy and hybrid): compiled (a policy injects
+ * and checks it), refused (it does not compile: the webhook's in hybrid, refused by the validating
+ * policy in policy mode), kept (policy mode: it stopped compiling, its last compiled version serves).
+ */
+export const PolicyState = { Compiled: 'compiled', Refused: 'refused', Kept: 'kept' } as const;
+export type PolicyState = (typeof PolicyState)[keyof typeof PolicyState];
+/** Why a sync of the policies failed (src/policy/sync.ts SyncFailure). */
+const SYNC_FAILURES: ReadonlySet<string> = new Set(['forbidden', 'not-served', 'api', 'compile']);
+
 /** Which certificate a reload was for. */
 export const CertificateKind = { Serving: 'serving', ClientCa: 'client-ca' } as const;
 export type CertificateKind = (typeof CertificateKind)[keyof typeof CertificateKind];
@@ -73,6 +83,10 @@ export interface Metrics {
   recordCertificateReload(certificate: CertificateKind, result: ReloadResult): void;
   /** Counts an Event considered for a refused pod's owner (--owner-events) by what became of it. */
   countOwnerEvent(result: OwnerEventResult): void;
+  /** After each complete sync of the policies (--mode policy and hybrid): templates by state. */
+  setPolicies(counts: Readonly<Record<PolicyState, number>>): void;
+  /** Counts a sync of the policies that failed, by reason (a closed set: forbidden, not-served, api, compile). */
+  countPolicySyncFailure(reason: string): void;
   /** The `/metrics` route for the health server: Prometheus text format. */
   readonly route: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
 }
@@ -168,6 +182,19 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     registers,
   });
   for (const result of Object.values(OwnerEventResult)) ownerEvents.inc({ result }, 0);
+  const policies = new Gauge({
+    name: `${PREFIX}policies`,
+    help: 'Templates by what the admission policies do with them after the last complete sync (--mode policy and hybrid): compiled, refused (does not compile), kept (policy mode: its last compiled version serves)',
+    labelNames: ['state'] as const,
+    registers,
+  });
+  const syncFailures = new Counter({
+    name: `${PREFIX}policy_sync_failures_total`,
+    help: 'Syncs of the admission policies that failed and will be retried, by reason (forbidden: RBAC; not-served: the cluster lacks the API; api: another API error; compile)',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  for (const reason of SYNC_FAILURES) syncFailures.inc({ reason }, 0);
   // The Prometheus *_build_info convention: always 1, the labels say what runs (join it onto other series).
   const build = new Gauge({
     name: `${PREFIX}build_info`,
@@ -224,6 +251,12 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     },
     countOwnerEvent(result) {
       ownerEvents.inc({ result });
+    },
+    setPolicies(counts) {
+      for (const state of Object.values(PolicyState)) policies.set({ state }, counts[state]);
+    },
+    countPolicySyncFailure(reason) {
+      syncFailures.inc({ reason: closed(SYNC_FAILURES, reason) });
     },
     route: async (_req, res) => {
       const text = await registry.metrics();

@@ -1,4 +1,4 @@
-import type { Container, NamedItem, VolumeMount } from '../kube/types.js';
+import type { Container, LabelSelector, NamedItem, VolumeMount } from '../kube/types.js';
 import { Keys } from '../inject/keys.js';
 import type { TemplateSet } from '../templates/load.js';
 import { NativeSidecar, type CompiledTemplate } from '../templates/template.js';
@@ -8,19 +8,40 @@ import { celObject, celString, Definition, placeholderCel } from './cel.js';
 /**
  * Templates compiled to the apiserver's own admission policies (admissionregistration.k8s.io/v1,
  * GA in Kubernetes 1.36 for MutatingAdmissionPolicy, 1.30 for ValidatingAdmissionPolicy): per
- * template a MutatingAdmissionPolicy with two bindings (pod opt-in, namespace opt-in), and one
- * ValidatingAdmissionPolicy for the set, the counterpart of /validate. The pod they store is the pod
- * the webhook stores, the status annotation aside (test/policy/parity.test.ts, through the
+ * template a MutatingAdmissionPolicy with its bindings (pod opt-in, namespace opt-in), and one
+ * ValidatingAdmissionPolicy per set, the counterpart of /validate. The pod they store is the pod
+ * the webhook stores, the status annotation aside (test/policy/parity*.test.ts, through the
  * apiserver's own policy plugins in kubeadmit). What CEL cannot express is refused per template with
  * the reason (policyVerdict), never approximated.
+ *
+ * The cluster's SidecarTemplates are compiled view by view, as the webhook serves them (setFor):
+ * the cluster-wide set binds to every namespace without templates of its own, and each namespace
+ * with templates of its own gets the policies of its whole view (its templates over the
+ * cluster-wide ones, its defaults), bound to it alone by its name. A view's policies are the
+ * policies of a directory of the same templates, so parity holds per view by construction
+ * (test/policy/parity-cluster.test.ts), and an edit in one namespace changes that namespace's
+ * policies and, when it gains or loses its first template, the cluster-wide bindings' list of names.
  */
 
 export const POLICY_API = 'admissionregistration.k8s.io/v1';
+/** The API versions a MutatingAdmissionPolicy is written in: v1 (Kubernetes 1.36), v1beta1 (1.34 and 1.35 with the beta API on). */
+export const PolicyApi = { v1: 'admissionregistration.k8s.io/v1', v1beta1: 'admissionregistration.k8s.io/v1beta1' } as const;
+export type PolicyApi = (typeof PolicyApi)[keyof typeof PolicyApi];
 const PREFIX = 'sidecar-injector';
+/** The labels every compiled object carries: the sync lists and prunes by them. */
+export const PolicyLabels = {
+  managedBy: 'app.kubernetes.io/managed-by',
+  policies: 'sidecar-injector.io/policies',
+  namespace: 'sidecar-injector.io/template-namespace',
+} as const;
+const REVISION_LABEL = 'sidecar-injector.io/rev';
+const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
 
 /** Whether a template compiles to a policy, and why not. */
 export interface PolicyVerdict {
   readonly template: string;
+  /** The namespace of a SidecarTemplate object of a namespace (not cluster-wide). */
+  readonly namespace?: string;
   readonly compiles: boolean;
   /** The MutatingAdmissionPolicy's name when it compiles; why not otherwise. */
   readonly detail: string;
@@ -30,6 +51,20 @@ export interface PolicyVerdict {
 export interface PolicyOptions {
   /** The injector's namespace, never injected (as the webhook configurations exclude it). */
   readonly namespace: string;
+  /**
+   * The revision the policies belong to (`sidecar-injector.io/rev`): names suffixed `-<rev>`, and
+   * bound, as the revision's webhook configurations are, to pods labelled with it and to pods
+   * without the label in namespaces labelled with it. Absent: the default install, which leaves
+   * both alone.
+   */
+  readonly revision?: string;
+  /** The MutatingAdmissionPolicies' and their bindings' API version (default v1); the ValidatingAdmissionPolicy is always v1 (GA since 1.30). */
+  readonly apiVersion?: PolicyApi;
+  /**
+   * Policies beside the webhook: the validating policies check only the templates that compile and
+   * do not refuse a pod for selecting one that does not (the webhook injects it, and /validate checks it).
+   */
+  readonly hybrid?: boolean;
 }
 
 export interface PolicySet {
@@ -41,47 +76,126 @@ export interface PolicySet {
 /**
  * Whether a template compiles, and if not the first reason: per-pod overrides (quantities and
  * image references checked and applied from annotations), native sidecars placed next to a named
- * container, the pod's own ServiceAccount token (found per pod by its mount), and a required
- * template (spec.required: added whatever a pod names, enforced by /validate and the required
- * webhooks) are not compiled.
+ * container, and the pod's own ServiceAccount token (found per pod by its mount) are not compiled.
  */
-export function policyVerdict(t: CompiledTemplate): PolicyVerdict {
+export function policyVerdict(t: CompiledTemplate, namespace?: string, revision?: string): PolicyVerdict {
   const no = (detail: string): PolicyVerdict => ({ template: t.name, compiles: false, detail });
-  if (t.required !== undefined)
-    return no(
-      'spec.required (added to every pod of its namespaces whatever the pod names, and enforced by /validate) is not compiled to CEL: install the webhook for it',
-    );
   if (t.overrides.length > 0) return no(`overrides (${t.overrides.join(', ')}) are read from annotations and checked by the webhook; not compiled to CEL`);
   if (typeof t.placement === 'object' && t.nativeMode !== NativeSidecar.Never)
     return no(`placement ${JSON.stringify(t.placement)} of native sidecars next to a named init container is not compiled to CEL`);
   if (t.spec.containers.length + t.spec.initContainers.length === 0) return no('no containers to inject');
   if (podToken(t)) return no("serviceAccountToken: true (the pod's own token volume, found by its mount) is not compiled to CEL");
-  return { template: t.name, compiles: true, detail: policyName(t.name) };
+  return { template: t.name, compiles: true, detail: policyName(t.name, namespace, revision) };
 }
 
 function podToken(t: CompiledTemplate): boolean {
   return t.render({ namespace: 'default', podName: 'p', serviceAccountName: 'default', labels: {}, annotations: {} }).podToken === true;
 }
 
-export function policyName(template: string): string {
-  return `${PREFIX}-${template}`;
+/**
+ * Where a view's policies apply: one namespace (a namespace's own view), or every namespace but
+ * those with views of their own (the cluster-wide set).
+ */
+type Scope = { readonly namespace: string } | { readonly except: readonly string[] };
+
+/**
+ * The policies of every template of the set that compiles, and the validating policy of the set;
+ * for the cluster's SidecarTemplates (a set with per-namespace views), those of each view.
+ */
+export function compilePolicies(set: TemplateSet, options: PolicyOptions): PolicySet {
+  const own = [...(set.namespaces ?? new Map<string, TemplateSet>())].sort(([a], [b]) => a.localeCompare(b));
+  const objects: Record<string, unknown>[] = [];
+  const verdicts: PolicyVerdict[] = [];
+  const wide = compileView(set, { except: own.map(([ns]) => ns) }, options);
+  objects.push(...wide.objects);
+  verdicts.push(...wide.verdicts);
+  for (const [namespace, view] of own) {
+    const compiled = compileNamespacePolicies(view, namespace, options);
+    objects.push(...compiled.objects);
+    verdicts.push(...compiled.verdicts);
+  }
+  return { objects, verdicts };
 }
 
-/** The policies of every template of the set that compiles, and the validating policy of the set. */
-export function compilePolicies(set: TemplateSet, options: PolicyOptions): PolicySet {
-  const templates = [...set.templates.values()];
-  const verdicts = templates.map(policyVerdict);
+/** The policies of one namespace's view (setFor), bound to that namespace alone; the verdicts of its own templates (the cluster-wide ones' are the cluster-wide set's). */
+export function compileNamespacePolicies(view: TemplateSet, namespace: string, options: PolicyOptions): PolicySet {
+  const compiled = compileView(view, { namespace }, options);
+  return { objects: compiled.objects, verdicts: compiled.verdicts.filter((v) => v.namespace === namespace) };
+}
+
+function compileView(set: TemplateSet, scope: Scope, options: PolicyOptions): PolicySet {
+  // In name order, whatever order the store met the objects in: the same objects on every run and replica.
+  const templates = [...set.templates.values()].sort((a, b) => a.name.localeCompare(b.name));
+  const verdicts = templates.map((t) => {
+    const v = policyVerdict(t, 'namespace' in scope ? scope.namespace : undefined, options.revision);
+    return t.namespace !== undefined && 'namespace' in scope && t.namespace === scope.namespace ? { ...v, namespace: t.namespace } : v;
+  });
   const compiled = templates.filter((_, i) => verdicts[i]!.compiles);
   const context = contextOf(set);
+  const names = new Names(scope, options);
   const objects: Record<string, unknown>[] = [];
-  for (const t of compiled) objects.push(mutatingPolicy(t, context, options), ...bindings('MutatingAdmissionPolicyBinding', policyName(t.name)));
-  objects.push(validatingPolicy(set, compiled, verdicts, context, options), ...bindings('ValidatingAdmissionPolicyBinding', `${PREFIX}-validate`));
+  for (const t of compiled) {
+    const name = names.policy(t.name);
+    const bound =
+      t.required !== undefined && enforcesRequired(options)
+        ? [requiredBinding('MutatingAdmissionPolicyBinding', name, t.required.namespaceSelector, scope, names)]
+        : bindings('MutatingAdmissionPolicyBinding', name, scope, names);
+    objects.push(mutatingPolicy(t, name, context, names), ...bound);
+  }
+  const validate = names.policy('validate');
+  objects.push(validatingPolicy(set, compiled, verdicts, context, validate, names), ...bindings('ValidatingAdmissionPolicyBinding', validate, scope, names));
+  // The required templates are cluster-wide, the same in every view: one policy holds them everywhere.
+  const held =
+    enforcesRequired(options) && !('namespace' in scope) ? requiredPolicy(set.required ?? [], compiled, names.policy('validate-required'), names) : undefined;
+  if (held !== undefined)
+    objects.push(held, requiredBinding('ValidatingAdmissionPolicyBinding', names.policy('validate-required'), undefined, { except: [] }, names, 'all'));
   return { objects, verdicts };
+}
+
+/**
+ * Whether the required templates are enforced on every pod of their namespaces, opted in or not, as
+ * the required webhooks do: by the default install; a revision's policies add them to the pods
+ * that opt in to the revision, as its webhook does.
+ */
+function enforcesRequired(options: PolicyOptions): boolean {
+  return options.revision === undefined;
+}
+
+/** A policy's name: `sidecar-injector-<template>`, `.<namespace>` for a namespace's view, `-<revision>` for a revision. */
+export function policyName(template: string, namespace?: string, revision?: string): string {
+  return `${PREFIX}-${template}${namespace === undefined ? '' : `.${namespace}`}${revision === undefined ? '' : `-${revision}`}`;
+}
+
+/** The names, metadata and API versions of one view's objects. */
+class Names {
+  constructor(
+    readonly scope: Scope,
+    readonly options: PolicyOptions,
+  ) {}
+
+  policy(template: string): string {
+    return policyName(template, 'namespace' in this.scope ? this.scope.namespace : undefined, this.options.revision);
+  }
+
+  apiVersion(kind: string): string {
+    return kind.startsWith('Mutating') ? (this.options.apiVersion ?? POLICY_API) : POLICY_API;
+  }
+
+  metadata(name: string, annotations?: Readonly<Record<string, string>>): Record<string, unknown> {
+    const labels = {
+      [PolicyLabels.managedBy]: PREFIX,
+      [PolicyLabels.policies]: this.options.revision ?? 'default',
+      ...('namespace' in this.scope && { [PolicyLabels.namespace]: this.scope.namespace }),
+    };
+    return { name, labels, ...(annotations !== undefined && { annotations }) };
+  }
 }
 
 /** What every template's policy knows of the others: their item names, to keep the webhook's order whichever policy runs first. */
 interface SetContext {
   readonly defaults: readonly string[];
+  /** The required templates, in name order. */
+  readonly required: readonly CompiledTemplate[];
   /** Per template, the names of the containers it adds (containers and initContainers). */
   readonly containers: string;
   /** Per template placed first in containers / last: its container names. */
@@ -101,6 +215,7 @@ function contextOf(set: TemplateSet): SetContext {
   const names = (items: readonly { readonly name: string }[]): string[] => items.map((i) => i.name);
   return {
     defaults: set.defaults.map((t) => t.name),
+    required: set.required ?? [],
     containers: map((t) => [...names(t.spec.initContainers), ...names(t.spec.containers)]),
     firstContainers: map((t) => (t.placement === 'first' ? names(t.spec.containers) : [])),
     lastContainers: map((t) => (t.placement === 'first' ? [] : names(t.spec.containers))),
@@ -117,7 +232,46 @@ const celList = (items: readonly string[]): string => `[${items.map(celString).j
 // The selection, as selectTemplates makes it: the templates annotation (comma-separated, blanks
 // ignored), else the default templates.
 const REQUESTED = `object.metadata.?annotations[?${celString(Keys.templates)}].orValue("").split(",").map(n, n.trim()).filter(n, n != "")`;
-const selectedExpr = (defaults: readonly string[]): string => `(size(${REQUESTED}) > 0 ? ${REQUESTED} : ${celList(defaults)})`;
+/** The selection of an opted-in pod, as selectTemplates makes it: the pod's names, else the defaults, then each template required in its namespace that they lack. */
+function selectedExpr(context: SetContext): string {
+  const chosen = `(size(${REQUESTED}) > 0 ? ${REQUESTED} : ${celList(context.defaults)})`;
+  if (context.required.length === 0) return chosen;
+  return `(${chosen} + ${requiredHere(context)}.filter(r, !(r in ${chosen})))`;
+}
+
+/** The templates required in the pod's namespace, in name order (requiredFor). */
+function requiredHere(context: SetContext): string {
+  const cases = context.required.map((t) => `(r == ${celString(t.name)} && ${requiredIn(t.required?.namespaceSelector)})`);
+  return `${celList(context.required.map((t) => t.name))}.filter(r, ${cases.join(' || ')})`;
+}
+
+/** A required template's namespaceSelector (on kubernetes.io/metadata.name alone, requiredSpecFaults) as CEL over request.namespace. */
+function requiredIn(selector: LabelSelector | undefined): string {
+  const terms = [
+    ...Object.values(selector?.matchLabels ?? {}).map((v) => `request.namespace == ${celString(v)}`),
+    ...(selector?.matchExpressions ?? []).map((r) =>
+      r.operator === 'In'
+        ? `request.namespace in ${celList(r.values ?? [])}`
+        : r.operator === 'NotIn'
+          ? `!(request.namespace in ${celList(r.values ?? [])})`
+          : r.operator === 'Exists'
+            ? 'true'
+            : 'false',
+    ),
+  ];
+  return terms.length === 0 ? 'true' : `(${terms.join(' && ')})`;
+}
+
+/**
+ * Whether the default install's bindings take the pod (bindings, OPTED_IN): no revision label on
+ * the pod or its namespace, and the pod labelled "true", or unlabelled in a namespace labelled "true".
+ */
+const OPTED_IN_BY_BINDINGS = [
+  `!(${celString(REVISION_LABEL)} in object.metadata.?labels.orValue({}))`,
+  `!(${celString(REVISION_LABEL)} in namespaceObject.metadata.?labels.orValue({}))`,
+  `(object.metadata.?labels[?${celString(Keys.inject)}].orValue("") == "true" || (!(${celString(Keys.inject)} in object.metadata.?labels.orValue({})) && namespaceObject.metadata.?labels[?${celString(Keys.inject)}].orValue("") == "true"))`,
+].join(' && ');
+
 // Any value of the label but "true" opts the pod out (the namespace binding lets a pod without it in).
 const OPTED_IN = `!has(object.metadata.labels) || !(${celString(Keys.inject)} in object.metadata.labels) || object.metadata.labels[${celString(Keys.inject)}] == "true"`;
 // A pod of a Job (a CronJob's too), as isOwnedByJob decides.
@@ -126,55 +280,102 @@ const IN_JOB = `object.metadata.?ownerReferences.orValue([]).exists(o, o.kind ==
 function matchConstraints(options: PolicyOptions): Record<string, unknown> {
   return {
     resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }],
-    // As the webhook configurations: system namespaces, the injector's own, revisions' namespaces and pods.
+    // As the webhook configurations: system namespaces and the injector's own are never matched.
     namespaceSelector: {
       matchExpressions: [
-        { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'kube-public', 'kube-node-lease', options.namespace] },
+        { key: NAMESPACE_NAME_LABEL, operator: 'NotIn', values: ['kube-system', 'kube-public', 'kube-node-lease', options.namespace] },
         { key: 'runlevel', operator: 'NotIn', values: ['0', '1'] },
-        { key: 'sidecar-injector.io/rev', operator: 'DoesNotExist' },
       ],
     },
-    objectSelector: { matchExpressions: [{ key: 'sidecar-injector.io/rev', operator: 'DoesNotExist' }] },
   };
 }
 
-/** The two ways in, as the two webhooks of each configuration: the pod's label, or its namespace's (then any pod not labelled otherwise). */
-function bindings(kind: string, policy: string): Record<string, unknown>[] {
-  const binding = (suffix: string, namespaceOperator: string, objectSelector: Record<string, unknown>): Record<string, unknown> => ({
-    apiVersion: POLICY_API,
+type Requirement = { readonly key: string; readonly operator: string; readonly values?: readonly string[] };
+
+/**
+ * The ways in, as the webhooks of the webhook configurations (test/policy/parity-cluster.test.ts
+ * holds them to the revision's): the pod's label, or its namespace's (then any pod not labelled
+ * otherwise). The default install leaves revision-labelled pods and namespaces alone; a revision
+ * takes the pods labelled with it, and the pods without the label in namespaces labelled with it.
+ * A namespace's view binds to that namespace by its name, the cluster-wide set to the others.
+ */
+function bindings(kind: string, policy: string, scope: Scope, names: Names): Record<string, unknown>[] {
+  const revision = names.options.revision;
+  const inScope: Requirement[] =
+    'namespace' in scope
+      ? [{ key: NAMESPACE_NAME_LABEL, operator: 'In', values: [scope.namespace] }]
+      : scope.except.length > 0
+        ? [{ key: NAMESPACE_NAME_LABEL, operator: 'NotIn', values: scope.except }]
+        : [];
+  const noRevision: Requirement = { key: REVISION_LABEL, operator: 'DoesNotExist' };
+  const ofRevision: Requirement | undefined = revision === undefined ? undefined : { key: REVISION_LABEL, operator: 'In', values: [revision] };
+  // [suffix, the pod's requirements, the namespace's]
+  const ways: [string, Requirement[], Requirement[]][] =
+    ofRevision === undefined
+      ? [['', [noRevision], [noRevision]]]
+      : [
+          ['', [ofRevision], []],
+          ['-ns-revision', [noRevision], [ofRevision]],
+        ];
+  const binding = (suffix: string, pod: Requirement[], namespace: Requirement[]): Record<string, unknown> => ({
+    apiVersion: names.apiVersion(kind),
     kind,
-    metadata: { name: `${policy}-${suffix}` },
+    metadata: names.metadata(`${policy}-${suffix}`),
     spec: {
       policyName: policy,
       ...(kind === 'ValidatingAdmissionPolicyBinding' && { validationActions: ['Deny'] }),
-      matchResources: { namespaceSelector: { matchExpressions: [{ key: Keys.inject, operator: namespaceOperator, values: ['true'] }] }, objectSelector },
+      matchResources: { namespaceSelector: { matchExpressions: [...namespace, ...inScope] }, objectSelector: { matchExpressions: pod } },
     },
   });
-  return [
-    binding('pod', 'NotIn', { matchLabels: { [Keys.inject]: 'true' } }),
-    binding('namespace', 'In', { matchExpressions: [{ key: Keys.inject, operator: 'NotIn', values: ['false'] }] }),
-  ];
+  return ways.flatMap(([way, pod, namespace]) => [
+    binding(
+      `pod${way}`,
+      [{ key: Keys.inject, operator: 'In', values: ['true'] }, ...pod],
+      [{ key: Keys.inject, operator: 'NotIn', values: ['true'] }, ...namespace],
+    ),
+    binding(
+      `namespace${way}`,
+      [{ key: Keys.inject, operator: 'NotIn', values: ['false'] }, ...pod],
+      [{ key: Keys.inject, operator: 'In', values: ['true'] }, ...namespace],
+    ),
+  ]);
 }
 
-function mutatingPolicy(t: CompiledTemplate, context: SetContext, options: PolicyOptions): Record<string, unknown> {
+/**
+ * A required template's policy is bound to every pod of its namespaces (requiredBinding), as the
+ * required webhooks are: a pod that opted in selects as /mutate selects (the template among the
+ * others, in its order), any other pod gets the required templates alone, as /mutate/required
+ * gives them.
+ */
+function mutatingPolicy(t: CompiledTemplate, policy: string, context: SetContext, names: Names): Record<string, unknown> {
   const name = celString(t.name);
   const ops = (native: boolean): string => `(${patchGroups(t, native, context).join(' + ')})`;
   const patch = t.nativeMode === NativeSidecar.JobsOnly ? `(variables.inJob ? ${ops(true)} : ${ops(false)})` : ops(t.nativeMode === NativeSidecar.Always);
+  const required = t.required !== undefined && enforcesRequired(names.options);
+  const matchConditions = required
+    ? [{ name: 'required-here', expression: requiredIn(t.required?.namespaceSelector) }]
+    : [
+        { name: 'opted-in', expression: OPTED_IN },
+        { name: 'selected', expression: `${name} in ${selectedExpr(context)}` },
+      ];
+  const selected = required
+    ? [
+        { name: 'optedIn', expression: `${OPTED_IN_BY_BINDINGS} && (${OPTED_IN})` },
+        { name: 'selected', expression: `variables.optedIn ? ${selectedExpr(context)} : ${requiredHere(context)}` },
+      ]
+    : [{ name: 'selected', expression: selectedExpr(context) }];
   return {
-    apiVersion: POLICY_API,
+    apiVersion: names.apiVersion('MutatingAdmissionPolicy'),
     kind: 'MutatingAdmissionPolicy',
-    metadata: { name: policyName(t.name), annotations: { 'sidecar-injector.io/template-version': t.version } },
+    metadata: names.metadata(policy, { 'sidecar-injector.io/template-version': t.version }),
     spec: {
       failurePolicy: 'Fail',
       // Re-run when a later policy or webhook changed the pod; every patch adds only what is missing, so a second run adds nothing.
       reinvocationPolicy: 'IfNeeded',
-      matchConstraints: matchConstraints(options),
-      matchConditions: [
-        { name: 'opted-in', expression: OPTED_IN },
-        { name: 'selected', expression: `${name} in ${selectedExpr(context.defaults)}` },
-      ],
+      matchConstraints: matchConstraints(names.options),
+      matchConditions,
       variables: [
-        { name: 'selected', expression: selectedExpr(context.defaults) },
+        ...selected,
         { name: 'inJob', expression: IN_JOB },
         // The selected templates before and after this one: their items stay ahead of (behind) this one's, as the webhook orders them.
         { name: 'earlier', expression: `lists.range(variables.selected.indexOf(${name})).map(i, variables.selected[i])` },
@@ -184,6 +385,43 @@ function mutatingPolicy(t: CompiledTemplate, context: SetContext, options: Polic
         { name: 'apps', expression: appsExpr(t) },
       ],
       mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: patch } }],
+    },
+  };
+}
+
+/**
+ * The one binding of a required template's policies: every pod of the namespaces its
+ * namespaceSelector takes (of the view's scope), whatever its labels, as the required webhooks
+ * take them (without their namespace label: with no webhook in the path, holding every pod costs
+ * no availability). The system namespaces and the injector's stay out (matchConstraints).
+ */
+function requiredBinding(
+  kind: string,
+  policy: string,
+  selector: LabelSelector | undefined,
+  scope: Scope,
+  names: Names,
+  suffix = 'required',
+): Record<string, unknown> {
+  const inScope =
+    'namespace' in scope
+      ? [{ key: NAMESPACE_NAME_LABEL, operator: 'In', values: [scope.namespace] }]
+      : scope.except.length > 0
+        ? [{ key: NAMESPACE_NAME_LABEL, operator: 'NotIn', values: scope.except }]
+        : [];
+  return {
+    apiVersion: names.apiVersion(kind),
+    kind,
+    metadata: names.metadata(`${policy}-${suffix}`),
+    spec: {
+      policyName: policy,
+      ...(kind === 'ValidatingAdmissionPolicyBinding' && { validationActions: ['Deny'] }),
+      matchResources: {
+        namespaceSelector: {
+          ...(selector?.matchLabels !== undefined && { matchLabels: selector.matchLabels }),
+          matchExpressions: [...(selector?.matchExpressions ?? []), ...inScope],
+        },
+      },
     },
   };
 }
@@ -349,10 +587,12 @@ function validatingPolicy(
   compiled: readonly CompiledTemplate[],
   verdicts: readonly PolicyVerdict[],
   context: SetContext,
-  options: PolicyOptions,
+  policy: string,
+  names: Names,
 ): Record<string, unknown> {
   const known = [...set.templates.keys()].sort();
-  const webhookOnly = verdicts.filter((v) => !v.compiles).map((v) => v.template);
+  // Beside the webhook (hybrid), a template it injects is its to check.
+  const webhookOnly = names.options.hybrid === true ? [] : verdicts.filter((v) => !v.compiles).map((v) => v.template);
   const validations: Record<string, unknown>[] = [
     {
       expression: `variables.requested.all(n, n in ${celList(known)})`,
@@ -367,18 +607,19 @@ function validatingPolicy(
       reason: 'Invalid',
     });
   }
-  for (const t of compiled) validations.push(presence(t));
+  // The required templates are held on every pod of their namespaces by their own policy (requiredPolicy).
+  for (const t of compiled) if (t.required === undefined || !enforcesRequired(names.options)) validations.push(presence(t));
   return {
     apiVersion: POLICY_API,
     kind: 'ValidatingAdmissionPolicy',
-    metadata: { name: `${PREFIX}-validate` },
+    metadata: names.metadata(policy),
     spec: {
       failurePolicy: 'Fail',
-      matchConstraints: matchConstraints(options),
+      matchConstraints: matchConstraints(names.options),
       matchConditions: [{ name: 'opted-in', expression: OPTED_IN }],
       variables: [
         { name: 'requested', expression: REQUESTED },
-        { name: 'selected', expression: selectedExpr(context.defaults) },
+        { name: 'selected', expression: selectedExpr(context) },
         { name: 'inJob', expression: IN_JOB },
       ],
       validations,
@@ -386,7 +627,8 @@ function validatingPolicy(
   };
 }
 
-function presence(t: CompiledTemplate): Record<string, unknown> {
+/** What `t` adds that a pod must have, as [CEL that holds when it has it, what it is]. */
+function checksOf(t: CompiledTemplate): [string, string][] {
   const regular = (n: string): string => `object.spec.containers.exists(c, c.name == ${celString(n)})`;
   const native = (n: string): string =>
     `object.spec.?initContainers.orValue([]).exists(c, c.name == ${celString(n)} && c.?restartPolicy.orValue("") == "Always")`;
@@ -403,11 +645,70 @@ function presence(t: CompiledTemplate): Record<string, unknown> {
     checks.push([where, `container "${c.name}"`]);
   }
   for (const v of t.spec.volumes) checks.push([`object.spec.?volumes.orValue([]).exists(v, v.name == ${celString(v.name)})`, `volume "${v.name}"`]);
+  return checks;
+}
+
+/** The CEL list of what the pod lacks of `checks`, each named by `label`. */
+function missingOf(checks: readonly [string, string][], label: (what: string) => string): string {
+  return `[${checks.map(([ok, what]) => `${ok} ? "" : ${celString(label(what))}`).join(', ')}].filter(m, m != "")`;
+}
+
+function presence(t: CompiledTemplate): Record<string, unknown> {
+  const checks = checksOf(t);
   const name = celString(t.name);
-  const missing = `[${checks.map(([ok, what]) => `${ok} ? "" : ${celString(`${what} of template "${t.name}"`)}`).join(', ')}].filter(m, m != "")`;
   return {
     expression: `!(${name} in variables.selected) || (${checks.map(([ok]) => ok).join(' && ')})`,
-    messageExpression: `"pod opted in to sidecar injection but is missing: " + ${missing}.join(", ")`,
+    messageExpression: `"pod opted in to sidecar injection but is missing: " + ${missingOf(checks, (what) => `${what} of template "${t.name}"`)}.join(", ")`,
     reason: 'Forbidden',
+  };
+}
+
+/**
+ * The counterpart of /validate/required, bound to every pod (requiredBinding): a pod of a namespace
+ * where a template is required is refused without its containers and volumes, with what
+ * REQUIRED_SIDECAR_MISSING says. A required template that does not compile refuses every pod of
+ * its namespaces (the policies cannot add it, and do not let a pod run without it), unless the
+ * webhook injects it beside the policies (hybrid).
+ */
+function requiredPolicy(
+  required: readonly CompiledTemplate[],
+  compiled: readonly CompiledTemplate[],
+  policy: string,
+  names: Names,
+): Record<string, unknown> | undefined {
+  const validations = required.flatMap((t) => {
+    const here = requiredIn(t.required?.namespaceSelector);
+    const why = `"template \\"${t.name}\\" is required " + ${t.required?.namespaceSelector === undefined ? '"in every namespace"' : '"in namespace " + request.namespace + " (its namespaceSelector takes it)"'} + " by the platform's spec.required"`;
+    if (!compiled.includes(t)) {
+      if (names.options.hybrid === true) return [];
+      return [
+        {
+          expression: `!${here}`,
+          messageExpression: `${why} + ", and it is injected by the webhook only (sidecar-injector lint --policies says why): install the webhook for it (mode hybrid)"`,
+          reason: 'Forbidden',
+        },
+      ];
+    }
+    const checks = checksOf(t);
+    return [
+      {
+        expression: `!${here} || (${checks.map(([ok]) => ok).join(' && ')})`,
+        messageExpression: `${why} + ", and the pod lacks it (" + ${missingOf(checks, (what) => what)}.join(", ") + "); the MutatingAdmissionPolicy ${names.policy(t.name)} adds it at CREATE: check that it and its binding are installed"`,
+        reason: 'Forbidden',
+      },
+    ];
+  });
+  // The apiserver refuses a policy without validations: none is written when nothing is held.
+  if (validations.length === 0) return undefined;
+  return {
+    apiVersion: POLICY_API,
+    kind: 'ValidatingAdmissionPolicy',
+    metadata: names.metadata(policy),
+    spec: {
+      failurePolicy: 'Fail',
+      matchConstraints: matchConstraints(names.options),
+      variables: [{ name: 'inJob', expression: IN_JOB }],
+      validations,
+    },
   };
 }

@@ -29,7 +29,20 @@ export interface TemplateObject {
 /** `status` of a SidecarTemplate: whether the injector serves the object's current generation, and why not. */
 export interface TemplateObjectStatus {
   readonly observedGeneration?: number;
-  readonly conditions?: readonly LoadedCondition[];
+  readonly conditions?: readonly (LoadedCondition | PolicyCondition)[];
+}
+
+/**
+ * The `Policy` condition (serve --mode policy and hybrid): whether the object's served version
+ * compiles to an admission policy, and if not why (then the webhook injects it in hybrid mode).
+ */
+export interface PolicyCondition {
+  readonly type: 'Policy';
+  readonly status: 'True' | 'False';
+  readonly reason: 'Compiled' | 'NotCompiled';
+  readonly message: string;
+  readonly observedGeneration?: number;
+  readonly lastTransitionTime: string;
 }
 
 /** The `Loaded` condition (metav1.Condition's fields). */
@@ -152,8 +165,8 @@ export function loadedCondition(result: ObjectResult, generation: number | undef
 }
 
 /** True when the object's status already says what `condition` says (the time aside), so no write is needed. */
-export function statusSays(obj: TemplateObject, condition: LoadedCondition): boolean {
-  const found = obj.status?.conditions?.find((c) => c.type === 'Loaded');
+export function statusSays(obj: TemplateObject, condition: LoadedCondition | PolicyCondition): boolean {
+  const found = obj.status?.conditions?.find((c) => c.type === condition.type);
   return found !== undefined && found.status === condition.status && found.reason === condition.reason && found.message === condition.message && found.observedGeneration === condition.observedGeneration;
 }
 

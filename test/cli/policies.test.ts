@@ -1,10 +1,12 @@
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { cli } from '../helpers/cli.js';
+import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
+import { HOME, sct } from '../helpers/sidecartemplates.js';
 
 describe('policies and lint --policies', () => {
   it('prints a MutatingAdmissionPolicy and two bindings per bundled template, and the validating policy with its bindings; exit 0', async () => {
@@ -25,7 +27,7 @@ describe('policies and lint --policies', () => {
   });
 
   it('writes YAML kubectl reads, and keeps the given namespace out of injection', async () => {
-    const r = await cli(['policies', 'templates', '--namespace', 'platform']);
+    const r = await cli(['policies', 'templates', '--templates-namespace', 'platform']);
     assert.equal(r.code, 0, r.err);
     assert.match(r.out, /values:\n\s+- kube-system\n\s+- kube-public\n\s+- kube-node-lease\n\s+- platform\n/);
     assert.equal(r.out.split('---\n').map((d) => parse(d) as { kind: string }).length, 9);
@@ -57,14 +59,86 @@ describe('policies and lint --policies', () => {
     const fixtures = await cli(['lint', 'test/fixtures/cli/templates', '--policies']);
     assert.match(fixtures.out, /\npolicy: template "mesh": webhook only: overrides \(cpu\) are read from annotations/);
   });
-  it('does not compile a required template: the policies could not keep a pod from skipping it', async () => {
+  it('compiles a required template: its policy bound to every pod of its namespaces, and the validating policy that holds it there', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'policies-required-'));
     await writeFile(
       join(dir, 'agent.yaml'),
       'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: agent\nspec:\n  required: {}\n  containers:\n    - name: agent\n      image: registry.example/agent:1\n',
     );
     const r = await cli(['policies', dir, '-o', 'json']);
-    assert.equal(r.code, 1);
-    assert.match(r.err, /^template "agent": not compiled to a policy: spec\.required /);
+    assert.equal(r.code, 0, r.err);
+    const kinds = (JSON.parse(r.out) as { items: { kind: string; metadata: { name: string } }[] }).items.map((o) => `${o.kind}/${o.metadata.name}`);
+    assert.deepEqual(kinds, [
+      'MutatingAdmissionPolicy/sidecar-injector-agent',
+      'MutatingAdmissionPolicyBinding/sidecar-injector-agent-required',
+      'ValidatingAdmissionPolicy/sidecar-injector-validate',
+      'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-pod',
+      'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-namespace',
+      'ValidatingAdmissionPolicy/sidecar-injector-validate-required',
+      'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-required-all',
+    ]);
+  });
+});
+
+describe('policies --templates-source cluster (the API stand-in serves SidecarTemplates)', () => {
+  let api: FakeApiServer;
+  let kube: string[];
+  before(async () => {
+    api = await startFakeApiServer();
+    kube = ['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig];
+    api.applyTemplate(sct(HOME, 'proxy', 'registry.example.com/proxy:1', { default: true }));
+    api.applyTemplate(sct('team-a', 'mesh', 'registry.example.com/mesh:1', { default: true }));
+    const broken = sct('team-a', 'broken', 'registry.example.com/broken:1');
+    broken.spec.contaners = [];
+    api.applyTemplate(broken);
+  });
+  after(() => api.close());
+  const kinds = (out: string): string[] =>
+    (JSON.parse(out) as { items: { kind: string; metadata: { name: string } }[] }).items.map((o) => `${o.kind}/${o.metadata.name}`);
+
+  it("prints the cluster-wide policies and each namespace's view's, naming invalid objects on stderr", async () => {
+    const r = await cli(['policies', ...kube, '-o', 'json']);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.err, /^note: sidecartemplate team-a\/broken is invalid and not served: .*contaners/);
+    assert.deepEqual(
+      kinds(r.out).filter((k) => !k.includes('Binding/')),
+      [
+        'MutatingAdmissionPolicy/sidecar-injector-proxy',
+        'ValidatingAdmissionPolicy/sidecar-injector-validate',
+        'MutatingAdmissionPolicy/sidecar-injector-mesh.team-a',
+        'MutatingAdmissionPolicy/sidecar-injector-proxy.team-a',
+        'ValidatingAdmissionPolicy/sidecar-injector-validate.team-a',
+      ],
+    );
+  });
+
+  it("with -n, the namespace's view alone, read with namespaced lists; a namespace without templates of its own says where its policies are", async () => {
+    const seen = api.calls.length;
+    const r = await cli(['policies', ...kube, '-n', 'team-a', '--revision', 'canary', '--api-version', 'v1beta1', '-o', 'json']);
+    assert.equal(r.code, 0, r.err);
+    const items = (JSON.parse(r.out) as { items: { kind: string; apiVersion: string; metadata: { name: string } }[] }).items;
+    assert.deepEqual(
+      items.filter((o) => !o.kind.includes('Binding')).map((o) => `${o.apiVersion} ${o.kind}/${o.metadata.name}`),
+      [
+        'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy/sidecar-injector-mesh.team-a-canary',
+        'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy/sidecar-injector-proxy.team-a-canary',
+        'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy/sidecar-injector-validate.team-a-canary',
+      ],
+    );
+    const lists = api.calls.slice(seen).filter((c) => c.path.includes('sidecartemplates'));
+    assert.ok(lists.length > 0 && lists.every((c) => /\/namespaces\/(team-a|sidecar-injector)\//.test(c.path)), 'namespaced lists only');
+    const none = await cli(['policies', ...kube, '-n', 'team-c']);
+    assert.equal(none.code, 0);
+    assert.equal(none.out, '');
+    assert.match(none.err, /^namespace team-c has no SidecarTemplates of its own: its pods get the cluster-wide policies/);
+  });
+
+  it('refuses -n without the cluster, saying where the injector namespace went', async () => {
+    const r = await cli(['policies', 'templates', '--namespace', 'platform']);
+    assert.equal(r.code, 2);
+    assert.match(
+      r.err,
+      /-n chooses a namespace of the cluster's SidecarTemplates; add --templates-source cluster \(the injector's namespace is --templates-namespace\)/,
+    );
   });
 });

@@ -48,7 +48,11 @@ export interface FakeApiServer {
   setRollout(kind: string, namespace: string, name: string, rollout: Rollout): void;
   /** Answers every request for this path with 403 Forbidden, as RBAC does for a verb not granted. */
   forbid(path: string): void;
-  /** Answers 403 Forbidden to every request `granted` refuses, as RBAC does for a user holding only those rights; undefined grants everything again. */
+  /**
+   * Answers 403 Forbidden to every request `granted` refuses, as RBAC does for a user holding only
+   * those rights; undefined grants everything again. A server-side apply that would create a policy
+   * object is also asked as method CREATE.
+   */
   grantOnly(granted: ((method: string, path: string) => boolean) | undefined): void;
   /** Every PATCH of a workload, in order: the path, the Content-Type and the body. */
   readonly patches: { readonly path: string; readonly contentType: string; readonly body: any }[];
@@ -77,10 +81,39 @@ export interface FakeApiServer {
   readonly watches: number;
   /** Every core/v1 Event created (POST /api/v1/namespaces/NS/events), in order, as stored: the apiserver's 201 answer. */
   readonly createdEvents: any[];
+  /**
+   * Which admissionregistration.k8s.io version serves MutatingAdmissionPolicy and its binding, as
+   * API discovery says: v1 (Kubernetes 1.36+, the default), v1beta1 (1.34 and 1.35 with the beta API
+   * on) or none (older). ValidatingAdmissionPolicy and its binding are served in v1 whatever it is.
+   */
+  policyApi: 'v1' | 'v1beta1' | 'none';
+  /**
+   * The four policy kinds as the apiserver serves them: discovery (the group, each version's
+   * resource list), server-side apply (PATCH application/apply-patch+yaml, fieldManager required,
+   * create or replace the fields of that one manager, 409 for another manager's object without
+   * force, no write when nothing changed), list with a label selector (=, ==, !=, exists, !exists),
+   * get and delete.
+   */
+  policy(kind: PolicyKind, name: string): any;
+  /** Every stored policy object of that kind, by name order. */
+  policies(kind: PolicyKind): any[];
+  /** Stores an object of another manager, as kubectl or another install would. */
+  putPolicy(obj: any, manager?: string): void;
+  /** Writes of policy objects (apply that changed something, delete), in order: `VERB kind/name`. */
+  readonly policyWrites: string[];
   /** Milliseconds to hold each answer: widens the window in which replicas race. */
   latencyMs: number;
   close(): Promise<void>;
 }
+
+/** The admission policy kinds, by resource. */
+export const PolicyKinds = {
+  mutatingadmissionpolicies: 'MutatingAdmissionPolicy',
+  mutatingadmissionpolicybindings: 'MutatingAdmissionPolicyBinding',
+  validatingadmissionpolicies: 'ValidatingAdmissionPolicy',
+  validatingadmissionpolicybindings: 'ValidatingAdmissionPolicyBinding',
+} as const;
+export type PolicyKind = (typeof PolicyKinds)[keyof typeof PolicyKinds];
 
 const TOKEN = 'fake-serviceaccount-token';
 
@@ -103,7 +136,13 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
   const rights: { granted?: ((method: string, path: string) => boolean) | undefined } = {};
   const bundleHistory: Record<'mutating' | 'validating', string[]> = { mutating: [], validating: [] };
   let version = 100;
-  const state: { latencyMs: number; beforeStatusWrite: ((namespace: string, name: string) => void) | undefined; failContinuedLists: number } = {
+  const state: {
+    latencyMs: number;
+    beforeStatusWrite: ((namespace: string, name: string) => void) | undefined;
+    failContinuedLists: number;
+    policyApi: 'v1' | 'v1beta1' | 'none';
+  } = {
+    policyApi: 'v1',
     latencyMs: 0,
     beforeStatusWrite: undefined,
     failContinuedLists: 0,
@@ -182,6 +221,108 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     res.on('close', () => watchers.delete(watcher));
   };
 
+  const policyStore = new Map<string, any>();
+  const policyWrites: string[] = [];
+  const GROUP = 'admissionregistration.k8s.io';
+  /** Whether `version` serves `resource` now. */
+  const serves = (version: string, resource: string): boolean => {
+    if (!(resource in PolicyKinds)) return version === 'v1';
+    if (resource.startsWith('validating')) return version === 'v1';
+    return version === state.policyApi;
+  };
+  const discovery = (path: string): [number, unknown] | undefined => {
+    if (path === `/apis/${GROUP}`) {
+      const versions = ['v1', ...(state.policyApi === 'v1beta1' ? ['v1beta1'] : [])].map((v) => ({ groupVersion: `${GROUP}/${v}`, version: v }));
+      return [200, { kind: 'APIGroup', apiVersion: 'v1', name: GROUP, versions, preferredVersion: versions[0] }];
+    }
+    const version = new RegExp(`^/apis/${GROUP.replace(/\./g, '\\.')}/(v1|v1beta1)$`).exec(path)?.[1];
+    if (version === undefined) return undefined;
+    if (version === 'v1beta1' && state.policyApi !== 'v1beta1') return status(404, 'NotFound', 'the server could not find the requested resource');
+    const kinds: Record<string, string> = {
+      mutatingwebhookconfigurations: 'MutatingWebhookConfiguration',
+      validatingwebhookconfigurations: 'ValidatingWebhookConfiguration',
+      ...PolicyKinds,
+    };
+    const resources = Object.entries(kinds)
+      .filter(([name]) => serves(version, name))
+      .map(([name, kind]) => ({
+        name,
+        singularName: kind.toLowerCase(),
+        namespaced: false,
+        kind,
+        verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'],
+      }));
+    return [200, { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: `${GROUP}/${version}`, resources }];
+  };
+  const policyRoute = (req: IncomingMessage, url: URL, body: string): [number, unknown] | undefined => {
+    const m = new RegExp(`^/apis/${GROUP.replace(/\./g, '\\.')}/(v1|v1beta1)/([a-z]+)(?:/([^/]+))?$`).exec(url.pathname);
+    if (m === null || !(m[2]! in PolicyKinds)) return undefined;
+    const [, api, resource, name] = m as unknown as [string, string, keyof typeof PolicyKinds, string | undefined];
+    if (!serves(api, resource)) return status(404, 'NotFound', 'the server could not find the requested resource');
+    const kind = PolicyKinds[resource];
+    const qualified = `${resource}.${GROUP}`;
+    if (name === undefined && req.method === 'GET') {
+      const match = labelMatcher(url.searchParams.get('labelSelector') ?? '');
+      const items = [...policyStore.entries()]
+        .filter(([key, obj]) => key.startsWith(`${kind}/`) && match(obj.metadata.labels ?? {}))
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([, obj]) => ({ ...obj, apiVersion: `${GROUP}/${api}` }));
+      return [200, { kind: `${kind}List`, apiVersion: `${GROUP}/${api}`, metadata: { resourceVersion: String(version) }, items }];
+    }
+    if (name === undefined) return status(405, 'MethodNotAllowed', `${req.method} is not supported here`);
+    const key = `${kind}/${name}`;
+    const current = policyStore.get(key);
+    if (req.method === 'GET') return current === undefined ? status(404, 'NotFound', `${qualified} "${name}" not found`) : [200, current];
+    if (req.method === 'DELETE') {
+      if (current === undefined) return status(404, 'NotFound', `${qualified} "${name}" not found`);
+      policyStore.delete(key);
+      policyWrites.push(`DELETE ${key}`);
+      return [200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: GROUP, kind: resource } }];
+    }
+    if (req.method !== 'PATCH') return status(405, 'MethodNotAllowed', `${req.method} is not supported here`);
+    if (req.headers['content-type'] !== 'application/apply-patch+yaml')
+      return status(415, 'UnsupportedMediaType', `the fake serves only server-side apply, not ${req.headers['content-type']}`);
+    const manager = url.searchParams.get('fieldManager') ?? '';
+    if (manager === '') return status(422, 'Invalid', 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch');
+    // YAML is a superset of JSON: client-node sends the object as JSON.
+    const applied = JSON.parse(body);
+    if (applied.apiVersion !== `${GROUP}/${api}` || applied.kind !== kind)
+      return status(400, 'BadRequest', `the API version in the data (${applied.apiVersion}) does not match the expected API version (${GROUP}/${version})`);
+    if (applied.metadata?.name !== name) return status(400, 'BadRequest', 'the name of the object does not match the name on the URL');
+    // An apply that creates the object needs create as well as patch (the apiserver's patch handler checks both): asked of grantOnly as CREATE.
+    if (current === undefined && rights.granted !== undefined && !rights.granted('CREATE', url.pathname))
+      return status(
+        403,
+        'Forbidden',
+        `${qualified} "${name}" is forbidden: User "system:serviceaccount:sidecar-injector:sidecar-injector" cannot create resource "${resource}" in API group "${GROUP}" at the cluster scope`,
+      );
+    const owner = current?.metadata.managedFields?.[0]?.manager;
+    if (owner !== undefined && owner !== manager && url.searchParams.get('force') !== 'true')
+      return status(409, 'Conflict', `Apply failed with 1 conflict: conflict with "${owner}": .spec`);
+    // One manager owns every field it applies: what it no longer applies is gone, as the apiserver removes fields only that manager owned.
+    const same =
+      current !== undefined &&
+      JSON.stringify({ ...current, metadata: undefined }) === JSON.stringify({ ...applied, metadata: undefined }) &&
+      JSON.stringify(current.metadata.labels ?? {}) === JSON.stringify(applied.metadata.labels ?? {}) &&
+      JSON.stringify(current.metadata.annotations ?? {}) === JSON.stringify(applied.metadata.annotations ?? {}) &&
+      owner === manager;
+    if (same) return [200, current];
+    const changed = current === undefined || JSON.stringify(current.spec) !== JSON.stringify(applied.spec);
+    const stored = {
+      ...applied,
+      metadata: {
+        ...applied.metadata,
+        uid: current?.metadata.uid ?? `uid-${name}`,
+        generation: current === undefined ? 1 : current.metadata.generation + (changed ? 1 : 0),
+        resourceVersion: nextVersion(),
+        managedFields: [{ manager, operation: 'Apply', apiVersion: applied.apiVersion, fieldsType: 'FieldsV1' }],
+      },
+    };
+    policyStore.set(key, stored);
+    policyWrites.push(`APPLY ${key}`);
+    return [current === undefined ? 201 : 200, stored];
+  };
+
   const route = async (req: IncomingMessage, body: string): Promise<[number, unknown]> => {
     if (req.headers.authorization !== `Bearer ${TOKEN}`) return status(401, 'Unauthorized', 'Unauthorized');
     const url = new URL(req.url ?? '/', 'https://x');
@@ -200,6 +341,8 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
       createdEvents.push(stored);
       return [201, stored];
     }
+    const found = (req.method === 'GET' && discovery(url.pathname)) || policyRoute(req, url, body);
+    if (found) return found;
     const secret = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/);
     if (secret) return secretRoute(req.method ?? '', secret[1]!, secret[2], body);
     const hookList = url.pathname.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutating|validating)webhookconfigurations$/);
@@ -404,6 +547,24 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     set failContinuedLists(n: number) {
       state.failContinuedLists = n;
     },
+    get policyApi() {
+      return state.policyApi;
+    },
+    set policyApi(v) {
+      state.policyApi = v;
+    },
+    policy: (kind, name) => policyStore.get(`${kind}/${name}`),
+    policies: (kind) =>
+      [...policyStore.entries()]
+        .filter(([key]) => key.startsWith(`${kind}/`))
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([, obj]) => obj),
+    putPolicy: (obj, manager = 'kubectl') =>
+      void policyStore.set(`${obj.kind}/${obj.metadata.name}`, {
+        ...obj,
+        metadata: { ...obj.metadata, generation: 1, resourceVersion: nextVersion(), managedFields: [{ manager, operation: 'Apply' }] },
+      }),
+    policyWrites,
     secret: (ns, name) => secrets.get(`${ns}/${name}`),
     putSecret: (ns, obj) => secrets.set(`${ns}/${obj.metadata.name}`, { ...obj, metadata: { ...obj.metadata, namespace: ns, resourceVersion: nextVersion() } }),
     webhookConfig: (kind, name) => hooks.get(`${kind}/${name}`),
@@ -569,6 +730,17 @@ function fieldMatcher(selector: string): ((obj: any) => boolean) | undefined {
   const terms = selector === '' ? [] : selector.split(',').map((t) => /^status\.phase(!=|==?)(.*)$/.exec(t));
   if (terms.some((t) => t === null)) return undefined;
   return (obj) => terms.every((t) => (obj.status?.phase === t![2]) === (t![1] !== '!='));
+}
+
+/** A label selector of equality and existence terms (`a=b`, `a==b`, `a!=b`, `a`, `!a`, comma-joined), as the apiserver reads them. */
+function labelMatcher(selector: string): (labels: Record<string, string>) => boolean {
+  const terms = selector === '' ? [] : selector.split(',');
+  return (labels) =>
+    terms.every((term) => {
+      const m = /^([^!=]+)(!=|==|=)(.*)$/.exec(term);
+      if (m !== null) return (labels[m[1]!] === m[3]) === (m[2] !== '!=');
+      return term.startsWith('!') ? !(term.slice(1) in labels) : term in labels;
+    });
 }
 
 function status(code: number, reason: string, message: string): [number, unknown] {

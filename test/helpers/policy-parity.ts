@@ -6,6 +6,8 @@ import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createCA, issueServingCert } from '../../src/certs/pki.js';
+import fastJsonPatch, { type Operation } from 'fast-json-patch';
+import { clusterTemplates } from '../../src/cli/args.js';
 import { serveConfig } from '../../src/cli/serve-flags.js';
 import { createLogger } from '../../src/log.js';
 import { serve, type Running } from '../../src/main.js';
@@ -13,6 +15,8 @@ import { compilePolicies } from '../../src/policy/compile.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { admissionView } from '../corpus/admission-view.js';
 import { DefaultNamespace, PodsDir, readYaml11 } from '../corpus/corpus.js';
+
+const { applyPatch } = fastJsonPatch;
 
 /**
  * Parity of the two install modes through the kube-apiserver's own admission code (kubeadmit, its
@@ -30,6 +34,7 @@ export const skip = existsSync(binary) ? false : `kubeadmit not found (${binary}
 export const STATUS = 'sidecar-injector.io/status';
 export const INJECT = 'sidecar-injector.io/inject';
 const SERVICE_DNS = 'sidecar-injector.sidecar-injector.svc';
+const REVISION_DNS = 'sidecar-injector-canary.sidecar-injector.svc';
 
 export type Obj = Record<string, any>;
 export interface Admission {
@@ -62,32 +67,66 @@ export interface Modes {
   readonly validatingWebhook: string;
   readonly policies: string;
   readonly validatingPolicy: string;
+  /** The compiled policies and bindings. */
+  readonly objects: readonly Record<string, unknown>[];
+  /** Writes more objects as a kubeadmit --config file, and returns its path. */
+  write(name: string, items: readonly unknown[]): Promise<string>;
   close(): Promise<void>;
 }
 
-/** The real server serving `templates` over TLS for the Service's DNS name, and the policies the same templates compile to. */
-export async function startModes(templates: string): Promise<Modes> {
+/** Where the templates come from, and which install is compared. */
+export interface ModeOptions {
+  /** The cluster's SidecarTemplates through this kubeconfig (the API stand-in) instead of the directory. */
+  readonly kubeconfig?: string;
+  /** A revision's install: its webhook configurations (manifests/components/revision) and policies. */
+  readonly revision?: 'canary';
+  /** The required webhooks installed too (manifests/components/required). */
+  readonly required?: boolean;
+  /** Extra PolicyOptions (hybrid). */
+  readonly hybrid?: boolean;
+}
+
+/**
+ * The real server serving `templates` (a directory, or the cluster's SidecarTemplates) over TLS for
+ * the Service's DNS name, the webhook configurations a user installs for it, and the policies the
+ * same templates compile to.
+ */
+export async function startModes(templates: string, options: ModeOptions = {}): Promise<Modes> {
   const dir = await mkdtemp(join(tmpdir(), 'policy-parity-'));
   const ca = await createCA('parity-ca', 1);
-  const serving = await issueServingCert(ca, { dnsNames: [SERVICE_DNS], ipAddresses: ['127.0.0.1'], validityDays: 1 });
+  const serving = await issueServingCert(ca, { dnsNames: [SERVICE_DNS, REVISION_DNS], ipAddresses: ['127.0.0.1'], validityDays: 1 });
   await writeFile(join(dir, 'tls.crt'), serving.certPem);
   await writeFile(join(dir, 'tls.key'), serving.keyPem);
   const caFile = join(dir, 'ca.crt');
   await writeFile(caFile, ca.certPem);
-  const config = serveConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', dir, '--templates-dir', templates], {});
+  const source =
+    options.kubeconfig === undefined
+      ? ['--templates-dir', templates]
+      : ['--templates-source', 'cluster', '--kubeconfig', options.kubeconfig, '--namespace', 'sidecar-injector'];
+  const revision = options.revision === undefined ? [] : ['--revision', options.revision];
+  const config = serveConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', dir, ...source, ...revision], {});
   const running: Running = await serve(config, createLogger('silent'));
+  if (options.kubeconfig !== undefined) await untilReady(running);
   const list = (items: readonly unknown[]): string => JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
   const write = async (name: string, items: readonly unknown[]): Promise<string> => {
     await writeFile(join(dir, name), list(items));
     return join(dir, name);
   };
-  // The webhook configurations a user installs (manifests/install.yaml, kubectl apply -k manifests/).
-  const shipped = readYaml11('manifests/install.yaml').filter((o) => String(o['kind']).endsWith('WebhookConfiguration'));
-  const { objects } = compilePolicies(await loadTemplateSet(templates), { namespace: 'sidecar-injector' });
+  const shipped = installedWebhooks(options);
+  const set =
+    options.kubeconfig === undefined
+      ? await loadTemplateSet(templates)
+      : await clusterTemplates({ kubeconfig: options.kubeconfig, templatesNamespace: 'sidecar-injector' }, () => undefined);
+  const { objects } = compilePolicies(set, {
+    namespace: 'sidecar-injector',
+    ...(options.revision !== undefined && { revision: options.revision }),
+    ...(options.hybrid === true && { hybrid: true }),
+  });
   return {
     dir,
     addr: `127.0.0.1:${running.port}`,
     caFile,
+    objects,
     webhooks: await write('webhooks.json', shipped),
     validatingWebhook: await write(
       'validating-webhook.json',
@@ -98,11 +137,39 @@ export async function startModes(templates: string): Promise<Modes> {
       'validating-policy.json',
       objects.filter((o) => String(o['kind']).startsWith('Validating')),
     ),
+    write,
     close: async () => {
       await running.close();
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** The webhook configurations a user installs (manifests/install.yaml, kubectl apply -k manifests/), with the components asked for applied as kustomize applies their JSON patches. */
+function installedWebhooks(options: ModeOptions): Obj[] {
+  const shipped = readYaml11('manifests/install.yaml').filter((o) => String(o['kind']).endsWith('WebhookConfiguration'));
+  const patched = (component: string, o: Obj): Obj => {
+    const file = o['kind'] === 'MutatingWebhookConfiguration' ? 'mutating' : 'validating';
+    const name = component === 'revision' ? `${file}-webhooks.yaml` : `${file}-webhook.yaml`;
+    const ops = readYaml11(join('manifests/components', component, name))[0] as unknown as Operation[];
+    return applyPatch(structuredClone(o), ops).newDocument;
+  };
+  return shipped.map((o) => {
+    let c = o;
+    if (options.revision !== undefined) c = patched('revision', c);
+    if (options.required === true) c = patched('required', c);
+    return c;
+  });
+}
+
+/** The server with SidecarTemplates is ready once its first list is in. */
+async function untilReady(running: Running): Promise<void> {
+  const end = Date.now() + 20_000;
+  while (Date.now() < end) {
+    if ((await fetch(`http://127.0.0.1:${running.healthPort}/readyz`)).status === 200) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.fail('the server did not become ready');
 }
 
 export async function admit(modes: Modes, config: string, scenario: Obj): Promise<Admission> {
@@ -167,3 +234,46 @@ export function differences(a: unknown, b: unknown, at = ''): string[] {
 }
 
 export const SELECTIONS: readonly (readonly string[])[] = [[], ['proxy'], ['log-shipper', 'proxy'], ['proxy', 'log-shipper']];
+
+/** A pod of `namespace` (labelled `namespaceLabels`) with these labels and annotations, created by a controller (generateName). */
+export function scenarioOf(namespace: string, labels: Obj, annotations: Obj = {}, namespaceLabels: Obj = {}): Obj {
+  return {
+    namespace,
+    namespaces: { [namespace]: { labels: namespaceLabels } },
+    object: {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { generateName: 'web-7d9f8b6c5-', labels: { app: 'web', ...labels }, ...(Object.keys(annotations).length > 0 && { annotations }) },
+      spec: {
+        containers: [{ name: 'app', image: 'nginx:1.27', volumeMounts: [{ name: 'data', mountPath: '/data' }] }],
+        volumes: [{ name: 'data', emptyDir: {} }],
+      },
+    },
+  };
+}
+
+/**
+ * One scenario through both modes: the same outcome, the same stored pod; `injected` says whether
+ * the webhook must have injected it (its status annotation). Returns the webhook's admission.
+ */
+export async function assertSame(modes: Modes, what: string, scenario: Obj, injected: boolean): Promise<[Admission, Admission]> {
+  const [webhook, policy] = await Promise.all([admit(modes, modes.webhooks, scenario), admit(modes, modes.policies, scenario)]);
+  assert.equal(policy.allowed, webhook.allowed, `${what}: webhook ${webhook.reason ?? 'allowed'}; policies ${policy.reason ?? 'allowed'}`);
+  if (!webhook.allowed) return [webhook, policy];
+  assert.equal(
+    webhook.object?.['metadata']?.['annotations']?.[STATUS] !== undefined,
+    injected,
+    `${what}: the webhook ${injected ? 'injected' : 'left it alone'}`,
+  );
+  const diff = differences(stored(policy), stored(webhook));
+  assert.deepEqual(diff, [], `${what}: the policies' pod differs from the webhook's at ${diff.join('; ')}`);
+  return [webhook, policy];
+}
+
+/** The names and images of the containers the pod was given (init containers first), the app's aside. */
+export function sidecarsOf(res: Admission): string[] {
+  const spec = res.object?.['spec'] ?? {};
+  return [...(spec['initContainers'] ?? []), ...(spec['containers'] ?? [])]
+    .filter((c: Obj) => c['name'] !== 'app')
+    .map((c: Obj) => `${c['name']}=${c['image']}`);
+}

@@ -1,0 +1,264 @@
+import { asInjectorError, type InjectorError } from '../errors.js';
+import type { PolicyApi, PolicyObject } from '../kube/policies.js';
+import type { Logger } from '../log.js';
+import type { PolicyCondition } from '../templates/cluster.js';
+import type { TemplateSet } from '../templates/load.js';
+import type { CompiledTemplate } from '../templates/template.js';
+import { PolicyLabels, policyVerdict, type PolicySet } from './compile.js';
+
+/** Why a sync failed, a closed set (the failures counter's reason label). */
+export const SyncFailure = { Forbidden: 'forbidden', NotServed: 'not-served', Api: 'api', Compile: 'compile' } as const;
+export type SyncFailure = (typeof SyncFailure)[keyof typeof SyncFailure];
+
+/** What one complete sync did, for the log line and the metrics. */
+export interface SyncReport {
+  /** Templates the policies inject and check now. */
+  readonly compiled: number;
+  /** Templates that do not compile (the webhook's in hybrid; not injected in policy mode unless kept). */
+  readonly refused: number;
+  /** Policy mode: templates that stopped compiling whose last compiled version keeps serving. */
+  readonly kept: number;
+  readonly applied: number;
+  readonly pruned: number;
+}
+
+export interface PolicySyncOptions {
+  /** The policy API, opened at the first sync (discovery) and again after a failure to open it. */
+  readonly api: () => Promise<PolicyApi>;
+  /** The template set to policies, MutatingAdmissionPolicy in the apiVersion the cluster serves; every object labelled with PolicyLabels. */
+  readonly compile: (set: TemplateSet, mutatingApiVersion: string) => PolicySet;
+  /** This install's value of the policies label: its revision, or "default". */
+  readonly install: string;
+  /**
+   * Policy mode: a template that stopped compiling keeps its last compiled version (as the webhook
+   * keeps a template's last valid version). Hybrid: it goes to the webhook, so its policy goes.
+   */
+  readonly keepLastCompiled: boolean;
+  readonly logger: Logger;
+  readonly onSynced?: (report: SyncReport) => void;
+  readonly onFailed?: (reason: SyncFailure, err: InjectorError) => void;
+  /** First wait after a failure, doubled up to maxRetryMs. */
+  readonly retryMs?: number;
+  readonly maxRetryMs?: number;
+}
+
+/** Keeps the policies in the cluster equal to what the template set compiles to. */
+export interface PolicySync {
+  /** The set to sync to: synced now, or after the sync in progress or the backoff; only the latest set counts. */
+  update(set: TemplateSet): void;
+  /** True once one sync has completed: readiness waits for it. */
+  synced(): boolean;
+  /** Whether the policies of the last complete sync inject and check this template (hybrid: the webhook leaves it to them). */
+  byPolicy(t: CompiledTemplate): boolean;
+  close(): void;
+}
+
+/**
+ * A sync is: compile the set, server-side apply every object (one field manager, force), then
+ * delete each object carrying this install's labels that the compile no longer makes. A failure
+ * before the end prunes nothing and is retried after a backoff (1 s doubling to 60 s), never in a
+ * tight loop; a template set that fails to load never reaches here (the stores keep the last valid
+ * one), so a broken template never removes a working policy. Every replica syncs: server-side apply
+ * of the same objects by one field manager is idempotent, and a replica with an older set is
+ * corrected by the next sync of a newer one, so there is nothing a leader would add
+ * (test/policy/sync.test.ts: two replicas, same objects, no conflict).
+ */
+export function createPolicySync(options: PolicySyncOptions): PolicySync {
+  const { logger } = options;
+  // Only this install's objects: another install (a revision) or a hand-made policy is never pruned.
+  const selector = `${PolicyLabels.managedBy}=sidecar-injector,${PolicyLabels.policies}=${options.install}`;
+  const firstRetry = options.retryMs ?? 1000;
+  const maxRetry = options.maxRetryMs ?? 60_000;
+  let api: PolicyApi | undefined;
+  let wanted: TemplateSet | undefined;
+  let done: TemplateSet | undefined;
+  let running = false;
+  let retry: NodeJS.Timeout | undefined;
+  let backoff = firstRetry;
+  let closed = false;
+  let served: ReadonlySet<string> = new Set();
+  let warnedFor: string | undefined;
+  /** Per template key, its last version that compiled (policy mode). */
+  const lastCompiled = new Map<string, CompiledTemplate>();
+
+  const run = async (): Promise<void> => {
+    if (running || retry !== undefined || closed || wanted === undefined || wanted === done) return;
+    running = true;
+    const set = wanted;
+    try {
+      const report = await syncOnce(set);
+      done = set;
+      backoff = firstRetry;
+      logger.info(report, 'policies synced');
+      options.onSynced?.(report);
+    } catch (err) {
+      const error = err instanceof CompileFailed ? err.error : asInjectorError(err);
+      const reason = err instanceof CompileFailed ? SyncFailure.Compile : failureOf(error);
+      options.onFailed?.(reason, error);
+      logger.error({ err: error, reason, retryInSeconds: backoff / 1000 }, `policies not synced: ${error.message}`);
+      retry = setTimeout(() => {
+        retry = undefined;
+        void run();
+      }, backoff);
+      retry.unref();
+      backoff = Math.min(backoff * 2, maxRetry);
+    } finally {
+      running = false;
+    }
+    void run();
+  };
+
+  const syncOnce = async (set: TemplateSet): Promise<SyncReport> => {
+    api ??= await options.api();
+    const { effective, kept } = options.keepLastCompiled ? withLastCompiled(set, lastCompiled) : { effective: set, kept: new Set<string>() };
+    let compiled: PolicySet;
+    try {
+      compiled = options.compile(effective, api.mutatingApiVersion);
+    } catch (err) {
+      throw new CompileFailed(asInjectorError(err));
+    }
+    warnRefused(set, kept);
+    const objects = compiled.objects as unknown as readonly PolicyObject[];
+    for (const obj of objects) await api.apply(obj);
+    const wantedKeys = new Set(objects.map(keyOf));
+    // Bindings go before their policies, as they were applied after them: a binding never names a policy that is gone.
+    const stale = (await api.list(selector))
+      .filter((o) => !wantedKeys.has(keyOf(o)))
+      .sort((a, b) => Number(!a.kind.endsWith('Binding')) - Number(!b.kind.endsWith('Binding')));
+    for (const obj of stale) await api.remove(obj);
+    served = new Set(compiled.verdicts.filter((v) => v.compiles).map((v) => templateKey(viewOf(effective, v.namespace).templates.get(v.template))));
+    const refused = compiled.verdicts.filter((v) => !v.compiles).length;
+    return { compiled: compiled.verdicts.length - refused, refused, kept: kept.size, applied: objects.length, pruned: stale.length };
+  };
+
+  /** One warning per template that does not compile, once per template set (not per retry). */
+  const warnRefused = (set: TemplateSet, kept: ReadonlySet<string>): void => {
+    if (warnedFor === set.digest) return;
+    warnedFor = set.digest;
+    for (const t of templatesOf(set)) {
+      const verdict = policyVerdict(t);
+      if (verdict.compiles) continue;
+      const keptHere = kept.has(templateKey(t));
+      logger.warn(
+        { template: t.name, ...(t.namespace !== undefined && { namespace: t.namespace }), reason: verdict.detail, kept: keptHere },
+        keptHere
+          ? `template ${t.name} no longer compiles to a policy: its last compiled version keeps injecting (${verdict.detail})`
+          : `template ${t.name} does not compile to a policy: ${options.keepLastCompiled ? 'pods that select it are refused' : 'the webhook injects it'} (${verdict.detail})`,
+      );
+    }
+  };
+
+  return {
+    update(set) {
+      wanted = set;
+      void run();
+    },
+    synced: () => done !== undefined,
+    byPolicy: (t) => served.has(templateKey(t)),
+    close() {
+      closed = true;
+      clearTimeout(retry);
+    },
+  };
+}
+
+/**
+ * The `Policy` condition of a SidecarTemplate object (serve --mode policy and hybrid), written by the
+ * template store beside `Loaded`: True naming the MutatingAdmissionPolicy that injects the object's
+ * template, or False with the reason it does not compile, where `kubectl get sct -o yaml` shows it
+ * (test/policy/sync.test.ts). `home` is the injector's namespace, whose objects are cluster-wide.
+ */
+export function policyConditions(home: string, revision: string | undefined, hybrid: boolean) {
+  return (t: CompiledTemplate, generation: number | undefined, now: Date): PolicyCondition => {
+    const own = t.namespace === undefined || t.namespace === home ? undefined : t.namespace;
+    const verdict = policyVerdict(t, own, revision);
+    const at = now.toISOString().replace(/\.\d+Z$/, 'Z');
+    const observed = generation === undefined ? {} : { observedGeneration: generation };
+    if (verdict.compiles)
+      return {
+        type: 'Policy',
+        status: 'True',
+        reason: 'Compiled',
+        message: `injected by MutatingAdmissionPolicy ${verdict.detail}`,
+        ...observed,
+        lastTransitionTime: at,
+      };
+    const then = hybrid
+      ? 'the webhook injects it'
+      : 'its last compiled version, if any, keeps injecting; pods that select it otherwise are refused (mode hybrid lets the webhook inject it)';
+    return {
+      type: 'Policy',
+      status: 'False',
+      reason: 'NotCompiled',
+      message: `not compiled to a policy: ${verdict.detail}; ${then}`,
+      ...observed,
+      lastTransitionTime: at,
+    };
+  };
+}
+
+/** A template's identity across sets: its namespace (a SidecarTemplate object's) and name. */
+function templateKey(t: CompiledTemplate | undefined): string {
+  return t === undefined ? '' : `${t.namespace ?? ''}/${t.name}`;
+}
+
+function keyOf(o: PolicyObject): string {
+  return `${o.kind}/${o.metadata.name}`;
+}
+
+/** Every template of the set and of its namespaces' views, once each. */
+function templatesOf(set: TemplateSet): CompiledTemplate[] {
+  const all = new Map<string, CompiledTemplate>();
+  for (const view of [set, ...(set.namespaces?.values() ?? [])]) for (const t of view.templates.values()) all.set(templateKey(t), t);
+  return [...all.values()];
+}
+
+/** The view a verdict belongs to: a namespace's own (its verdicts name it), else the cluster-wide set. */
+function viewOf(set: TemplateSet, namespace: string | undefined): TemplateSet {
+  return (namespace === undefined ? undefined : set.namespaces?.get(namespace)) ?? set;
+}
+
+/**
+ * The set (and each namespace's view) with each template that does not compile replaced by its
+ * last version that did, and the keys of those replaced; records the versions that compile, and forgets
+ * templates that are gone. The webhook keeps a template's last valid version the same way.
+ */
+function withLastCompiled(set: TemplateSet, last: Map<string, CompiledTemplate>): { effective: TemplateSet; kept: ReadonlySet<string> } {
+  const kept = new Set<string>();
+  const present = new Set<string>();
+  const substitute = (view: TemplateSet): TemplateSet => {
+    const templates = new Map<string, CompiledTemplate>();
+    let changed = false;
+    for (const [name, t] of view.templates) {
+      const key = templateKey(t);
+      present.add(key);
+      if (policyVerdict(t).compiles) last.set(key, t);
+      const use = last.get(key) ?? t;
+      if (use !== t) {
+        kept.add(key);
+        changed = true;
+      }
+      templates.set(name, use);
+    }
+    if (!changed) return view;
+    return { ...view, templates, defaults: view.defaults.map((t) => templates.get(t.name) ?? t) };
+  };
+  const wide = substitute(set);
+  const views = set.namespaces === undefined ? undefined : new Map([...set.namespaces].map(([ns, view]) => [ns, substitute(view)]));
+  for (const key of [...last.keys()]) if (!present.has(key)) last.delete(key);
+  const effective = views === undefined ? wide : { ...wide, namespaces: views };
+  return { effective, kept };
+}
+
+/** A compile that threw (a bug of ours): counted under its own reason. */
+class CompileFailed extends Error {
+  constructor(readonly error: InjectorError) {
+    super(error.message, { cause: error });
+  }
+}
+
+function failureOf(err: InjectorError): SyncFailure {
+  if (err.code === 'POLICY_API_FORBIDDEN') return SyncFailure.Forbidden;
+  if (err.code === 'POLICY_API_NOT_SERVED') return SyncFailure.NotServed;
+  return SyncFailure.Api;
+}

@@ -1,0 +1,224 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { compileNamespacePolicies, compilePolicies, PolicyApi, type PolicySet } from '../../src/policy/compile.js';
+import { clusterSet, compileObject } from '../../src/templates/cluster.js';
+import { loadTemplateSet, type TemplateSet } from '../../src/templates/load.js';
+import type { CompiledTemplate } from '../../src/templates/template.js';
+import { HOME, sct } from '../helpers/sidecartemplates.js';
+
+type Obj = Record<string, any>;
+
+/** The cluster's set as the webhook's store builds it from these objects. */
+function setOf(...objects: Obj[]): TemplateSet {
+  return clusterSet(
+    objects.map((o) => ({ key: `${o['metadata'].namespace}/${o['metadata'].name}`, created: '', candidates: [compiled(o)] })),
+    HOME,
+  ).set;
+}
+
+function compiled(obj: Obj): CompiledTemplate {
+  const result = compileObject(obj as never);
+  if (!result.ok) throw new Error(JSON.stringify(result.faults));
+  return result.template;
+}
+
+const objs = (p: PolicySet): Obj[] => p.objects as Obj[];
+const names = (p: PolicySet): string[] => objs(p).map((o) => `${o['kind']}/${o['metadata'].name}`);
+const byName = (p: PolicySet, name: string): Obj => objs(p).find((o) => o['metadata'].name === name)!;
+const nsSelector = (binding: Obj): Obj[] => binding['spec'].matchResources.namespaceSelector.matchExpressions;
+
+describe('compilePolicies', () => {
+  it('labels every object it makes with its manager and its revision ("default" without one), which the sync prunes by', async () => {
+    const set = await loadTemplateSet('templates');
+    for (const [revision, value] of [
+      [undefined, 'default'],
+      ['canary', 'canary'],
+    ] as const) {
+      const p = compilePolicies(set, { namespace: HOME, ...(revision !== undefined && { revision }) });
+      for (const o of objs(p))
+        assert.deepEqual(
+          o['metadata'].labels,
+          { 'app.kubernetes.io/managed-by': 'sidecar-injector', 'sidecar-injector.io/policies': value },
+          o['metadata'].name,
+        );
+    }
+  });
+
+  it('compiles each namespace view of the cluster: cluster-wide policies everywhere else, a namespace view bound to its namespace alone', () => {
+    const set = setOf(
+      sct(HOME, 'proxy', 'registry.example.com/proxy:1', { default: true }),
+      sct(HOME, 'agent', 'registry.example.com/agent:1'),
+      sct('team-a', 'proxy', 'registry.example.com/team-a-proxy:1', { default: true }),
+      sct('team-b', 'log', 'registry.example.com/log:1'),
+    );
+    const p = compilePolicies(set, { namespace: HOME });
+    assert.deepEqual(
+      names(p).filter((n) => n.startsWith('MutatingAdmissionPolicy/') || n.startsWith('ValidatingAdmissionPolicy/')),
+      [
+        'MutatingAdmissionPolicy/sidecar-injector-agent',
+        'MutatingAdmissionPolicy/sidecar-injector-proxy',
+        'ValidatingAdmissionPolicy/sidecar-injector-validate',
+        'MutatingAdmissionPolicy/sidecar-injector-agent.team-a',
+        'MutatingAdmissionPolicy/sidecar-injector-proxy.team-a',
+        'ValidatingAdmissionPolicy/sidecar-injector-validate.team-a',
+        'MutatingAdmissionPolicy/sidecar-injector-agent.team-b',
+        'MutatingAdmissionPolicy/sidecar-injector-log.team-b',
+        'MutatingAdmissionPolicy/sidecar-injector-proxy.team-b',
+        'ValidatingAdmissionPolicy/sidecar-injector-validate.team-b',
+      ],
+    );
+    const except = { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['team-a', 'team-b'] };
+    assert.deepEqual(nsSelector(byName(p, 'sidecar-injector-proxy-pod')).at(-1), except);
+    assert.deepEqual(nsSelector(byName(p, 'sidecar-injector-validate-namespace')).at(-1), except);
+    assert.deepEqual(nsSelector(byName(p, 'sidecar-injector-proxy.team-a-pod')).at(-1), {
+      key: 'kubernetes.io/metadata.name',
+      operator: 'In',
+      values: ['team-a'],
+    });
+    // team-a's own proxy shadows the cluster-wide one there: its image, and team-a's defaults.
+    const teamA = JSON.stringify(byName(p, 'sidecar-injector-proxy.team-a'));
+    assert.match(teamA, /team-a-proxy:1/);
+    assert.doesNotMatch(JSON.stringify(byName(p, 'sidecar-injector-proxy.team-b')), /team-a-proxy/);
+    assert.equal(byName(p, 'sidecar-injector-proxy.team-a')['metadata'].labels['sidecar-injector.io/template-namespace'], 'team-a');
+    // The validating policy of each view knows that view's templates.
+    assert.match(JSON.stringify(byName(p, 'sidecar-injector-validate.team-b')), /\\"agent\\", \\"log\\", \\"proxy\\"/);
+    assert.match(JSON.stringify(byName(p, 'sidecar-injector-validate')), /\\"agent\\", \\"proxy\\"\]/);
+    // One verdict per object: the cluster-wide templates once, a namespace's own with its namespace.
+    assert.deepEqual(
+      p.verdicts.map((v) => `${v.namespace ?? ''}/${v.template} ${v.detail}`),
+      [
+        '/agent sidecar-injector-agent',
+        '/proxy sidecar-injector-proxy',
+        'team-a/proxy sidecar-injector-proxy.team-a',
+        'team-b/log sidecar-injector-log.team-b',
+      ],
+    );
+  });
+
+  it('compiles a directory as it did: no view of a namespace, bindings on no namespace name', async () => {
+    const p = compilePolicies(await loadTemplateSet('templates'), { namespace: HOME });
+    for (const o of objs(p).filter((o) => String(o['kind']).endsWith('Binding')))
+      assert.ok(!nsSelector(o).some((r: Obj) => r['key'] === 'kubernetes.io/metadata.name'), o['metadata'].name);
+  });
+
+  it("binds a revision's policies as its webhook configurations: pods labelled with it, and unlabelled pods of namespaces labelled with it", async () => {
+    const p = compilePolicies(await loadTemplateSet('templates'), { namespace: HOME, revision: 'canary' });
+    assert.deepEqual(
+      names(p).filter((n) => n.includes('proxy')),
+      [
+        'MutatingAdmissionPolicy/sidecar-injector-proxy-canary',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-proxy-canary-pod',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-proxy-canary-namespace',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-proxy-canary-pod-ns-revision',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-proxy-canary-namespace-ns-revision',
+      ],
+    );
+    const selectors = (name: string): unknown => {
+      const r = byName(p, name)['spec'].matchResources;
+      return [r.objectSelector.matchExpressions, r.namespaceSelector.matchExpressions];
+    };
+    const rev = { key: 'sidecar-injector.io/rev', operator: 'In', values: ['canary'] };
+    const noRev = { key: 'sidecar-injector.io/rev', operator: 'DoesNotExist' };
+    const podIn = { key: 'sidecar-injector.io/inject', operator: 'In', values: ['true'] };
+    const nsNotIn = { key: 'sidecar-injector.io/inject', operator: 'NotIn', values: ['true'] };
+    assert.deepEqual(selectors('sidecar-injector-proxy-canary-pod'), [[podIn, rev], [nsNotIn]]);
+    assert.deepEqual(selectors('sidecar-injector-proxy-canary-pod-ns-revision'), [
+      [podIn, noRev],
+      [nsNotIn, rev],
+    ]);
+    // The default install leaves both alone.
+    const plain = compilePolicies(await loadTemplateSet('templates'), { namespace: HOME });
+    const r = byName(plain, 'sidecar-injector-proxy-pod')['spec'].matchResources;
+    assert.deepEqual(
+      [r.objectSelector.matchExpressions, r.namespaceSelector.matchExpressions],
+      [
+        [podIn, noRev],
+        [nsNotIn, noRev],
+      ],
+    );
+  });
+
+  it('writes the mutating policies and their bindings in v1beta1 when asked; the validating policy stays v1 (GA since 1.30)', async () => {
+    const p = compilePolicies(await loadTemplateSet('templates'), { namespace: HOME, apiVersion: PolicyApi.v1beta1 });
+    const versions = new Set(objs(p).map((o) => `${o['kind']} ${o['apiVersion']}`));
+    assert.deepEqual([...versions].sort(), [
+      'MutatingAdmissionPolicy admissionregistration.k8s.io/v1beta1',
+      'MutatingAdmissionPolicyBinding admissionregistration.k8s.io/v1beta1',
+      'ValidatingAdmissionPolicy admissionregistration.k8s.io/v1',
+      'ValidatingAdmissionPolicyBinding admissionregistration.k8s.io/v1',
+    ]);
+  });
+
+  it("compiles one namespace's view alone, with the verdicts of its own templates", () => {
+    const set = setOf(sct(HOME, 'proxy', 'registry.example.com/proxy:1'), sct('team-a', 'mesh', 'registry.example.com/mesh:1'));
+    const p = compileNamespacePolicies(set.namespaces!.get('team-a')!, 'team-a', { namespace: HOME });
+    assert.ok(
+      names(p).every((n) => n.endsWith('.team-a') || /\.team-a-(pod|namespace)$/.test(n)),
+      names(p).join(' '),
+    );
+    assert.deepEqual(
+      p.verdicts.map((v) => v.template),
+      ['mesh'],
+    );
+  });
+
+  it('binds a required template to every pod of its namespaces, without an opt-in, and holds it there with one validating policy for every view', () => {
+    const agent = sct(HOME, 'agent', 'registry.example.com/agent:1', {
+      required: { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['legacy'] }] } },
+    });
+    const p = compilePolicies(setOf(agent, sct('team-a', 'mesh', 'registry.example.com/mesh:1')), { namespace: HOME });
+    assert.deepEqual(
+      names(p).filter((n) => n.includes('agent') || n.includes('required')),
+      [
+        'MutatingAdmissionPolicy/sidecar-injector-agent',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-agent-required',
+        'ValidatingAdmissionPolicy/sidecar-injector-validate-required',
+        'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-required-all',
+        'MutatingAdmissionPolicy/sidecar-injector-agent.team-a',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-agent.team-a-required',
+      ],
+    );
+    const binding = byName(p, 'sidecar-injector-agent.team-a-required')['spec'].matchResources;
+    assert.equal(binding.objectSelector, undefined, 'whatever the pod says');
+    assert.deepEqual(binding.namespaceSelector.matchExpressions, [
+      { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['legacy'] },
+      { key: 'kubernetes.io/metadata.name', operator: 'In', values: ['team-a'] },
+    ]);
+    assert.equal(byName(p, 'sidecar-injector-validate-required-all')['spec'].matchResources.namespaceSelector.matchExpressions.length, 0);
+    // The other templates order their items ahead of the required ones, which come last.
+    assert.match(
+      JSON.stringify(byName(p, 'sidecar-injector-mesh.team-a')),
+      /filter\(r, \(r == \\"agent\\" && \(!\(request.namespace in \[\\"legacy\\"\]\)\)\)\)/,
+    );
+    // A revision adds it to the pods that opt in to the revision; the default install holds every pod.
+    const canary = compilePolicies(setOf(agent), { namespace: HOME, revision: 'canary' });
+    assert.deepEqual(
+      names(canary).filter((n) => n.includes('agent') || n.includes('required')),
+      [
+        'MutatingAdmissionPolicy/sidecar-injector-agent-canary',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-agent-canary-pod',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-agent-canary-namespace',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-agent-canary-pod-ns-revision',
+        'MutatingAdmissionPolicyBinding/sidecar-injector-agent-canary-namespace-ns-revision',
+      ],
+    );
+  });
+
+  it('hybrid: the validating policies check only the compiled templates and do not refuse a pod selecting one the webhook injects', async () => {
+    const set = await loadTemplateSet('test/fixtures/cli/templates');
+    const validating = (p: PolicySet): string => JSON.stringify(objs(p).filter((o) => o['kind'] === 'ValidatingAdmissionPolicy'));
+    const alone = compilePolicies(set, { namespace: HOME });
+    const hybrid = compilePolicies(set, { namespace: HOME, hybrid: true });
+    assert.match(validating(alone), /are injected by the webhook only/);
+    assert.doesNotMatch(validating(hybrid), /injected by the webhook only/);
+    assert.doesNotMatch(validating(hybrid), /log-agent\\" of template|of template \\"mesh/, 'no presence check of a webhook-only template');
+    assert.deepEqual(
+      names(hybrid).filter((n) => n.startsWith('Mutating')),
+      names(alone).filter((n) => n.startsWith('Mutating')),
+    );
+    // A required template that does not compile: refused everywhere alone, the webhook's to hold beside it.
+    const required = setOf(sct(HOME, 'agent', 'registry.example.com/agent:1', { required: {}, overrides: ['cpu'] }));
+    assert.match(validating(compilePolicies(required, { namespace: HOME })), /is injected by the webhook only/);
+    assert.ok(!names(compilePolicies(required, { namespace: HOME, hybrid: true })).includes('ValidatingAdmissionPolicy/sidecar-injector-validate-required'));
+  });
+});
