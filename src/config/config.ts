@@ -220,6 +220,18 @@ export const Options = {
     schema: { enum: ['on', 'off'], default: 'on' },
     help: "on: a pod refused for a reason its owner can fix (an unknown template, a refused override, sidecars missing) gets a Warning Event on its controller (a ReplicaSet's Deployment, a Job, a StatefulSet...), at most one per owner and reason a minute, never for a dry run; needs create on events and get on replicasets",
   },
+  mode: {
+    flag: 'mode',
+    env: 'SIDECAR_INJECTOR_MODE',
+    schema: { enum: ['webhook', 'policy', 'hybrid'], default: 'webhook' },
+    help: 'webhook: serve /mutate and /validate; policy: keep the templates compiled to MutatingAdmissionPolicies and a ValidatingAdmissionPolicy in the cluster, no webhook; hybrid: the policies for the templates that compile, the webhook for the rest',
+  },
+  policyApi: {
+    flag: 'policy-api',
+    env: 'SIDECAR_INJECTOR_POLICY_API',
+    schema: { enum: ['auto', 'v1', 'v1beta1'], default: 'auto' },
+    help: 'admissionregistration.k8s.io version the policies are written in with --mode policy or hybrid; auto: the one API discovery says serves mutatingadmissionpolicies (v1 from Kubernetes 1.36, v1beta1 in 1.34 and 1.35 with the beta API on)',
+  },
   imageMirror: {
     flag: IMAGE_MIRROR_FLAG,
     env: 'SIDECAR_INJECTOR_IMAGE_MIRROR',
