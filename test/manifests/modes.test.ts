@@ -100,11 +100,15 @@ describe('install modes (Helm mode, kustomize components policy and hybrid)', ()
     );
   });
 
-  it('renders with mode=hybrid the objects of components/hybrid, on self-managed certificates and on cert-manager', () => {
+  it('renders with mode=hybrid the objects of components/hybrid, on self-managed certificates, on cert-manager, and before components/revision', () => {
     assertSameObjects(helmObjects({ set: { mode: 'hybrid', 'namespace.create': true } }, K136), templated(kustomizeWithComponent('base', 'components/hybrid')));
     assertSameObjects(
       helmObjects({ set: { mode: 'hybrid', 'certificates.mode': 'cert-manager', 'namespace.create': true } }, K136),
       templated(kustomizeWithComponent('overlays/cert-manager', 'components/hybrid')),
+    );
+    assertSameObjects(
+      helmObjects({ set: { mode: 'hybrid', revision: 'canary' } }, K136),
+      templated(kustomizeWithComponent('base', ['components/hybrid', 'components/revision'])),
     );
   });
 
