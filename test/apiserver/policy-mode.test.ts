@@ -50,9 +50,13 @@ async function policiesOf(objects: readonly Obj[], dir: string): Promise<string>
   return file;
 }
 
-/** kubeadmit's policy plugins answer this until their informers have synced; an apiserver serves only once synced. */
-async function admitPolicies(webhook: RunningInstall, config: string, scenario: Scenario): Promise<Admission> {
-  const once = (): Promise<Admission> => kubeadmit({ binary, configs: [config], addr: webhook.addr, ca: webhook.caFile }, scenario);
+/**
+ * A CREATE through kubeadmit with everything the install put in the cluster (the rendered objects:
+ * a webhook configuration among them would be called) and the policies its injector keeps. kubeadmit's
+ * policy plugins answer "not yet ready" until their informers have synced; an apiserver serves only once synced.
+ */
+async function admitPolicies(webhook: RunningInstall, configs: readonly string[], scenario: Scenario): Promise<Admission> {
+  const once = (): Promise<Admission> => kubeadmit({ binary, configs, addr: webhook.addr, ca: webhook.caFile }, scenario);
   const res = await once();
   return res.reason?.endsWith('not yet ready to handle request') === true ? once() : res;
 }
@@ -114,8 +118,11 @@ describe('an install in policy mode, through the apiserver admission code (kubea
       assert.equal(serverConfig(objects).mode, 'policy');
       const templates = (o: readonly Obj[]) => one(o, 'ConfigMap').data;
       assert.deepEqual(templates(objects), templates(webhookObjects), 'the same templates as the webhook install');
-      const config = await policiesOf(objects, await mkdtemp(join(dir, 'install-')));
-      const results = await mapLimit(cases, 3, (c) => admitPolicies(webhook, config, c.scenario));
+      const own = await mkdtemp(join(dir, 'install-'));
+      const rendered = join(own, 'install.json');
+      await writeFile(rendered, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }));
+      const configs = [rendered, await policiesOf(objects, own)];
+      const results = await mapLimit(cases, 3, (c) => admitPolicies(webhook, configs, c.scenario));
       cases.forEach(({ what }, i) => {
         const [w, p] = [answers[i]!, results[i]!];
         assert.equal(p.calls.length, 0, `${what}: no webhook in the pod's path`);
