@@ -88,6 +88,18 @@ export const Options = {
     schema: { type: 'string', maxLength: 63, pattern: '^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$', default: '' },
     help: "this install's revision (the value of the sidecar-injector.io/rev label its webhooks match), recorded in the status annotation of every pod it injects; empty: the default install",
   },
+  mode: {
+    flag: 'mode',
+    env: 'SIDECAR_INJECTOR_MODE',
+    schema: { enum: ['webhook', 'policy', 'hybrid'], default: 'webhook' },
+    help: 'webhook: serve /mutate and /validate over HTTPS; policy: serve no webhook (no certificate, no --port), keep the templates compiled to MutatingAdmissionPolicies and a ValidatingAdmissionPolicy in the cluster and report on the health port; hybrid: both, the policies inject and check the templates that compile, the webhook the rest',
+  },
+  policyApi: {
+    flag: 'policy-api',
+    env: 'SIDECAR_INJECTOR_POLICY_API',
+    schema: { enum: ['auto', 'v1', 'v1beta1'], default: 'auto' },
+    help: 'admissionregistration.k8s.io version the policies of --mode policy and hybrid are written in; auto: the one API discovery says serves mutatingadmissionpolicies (v1 from Kubernetes 1.36, v1beta1 in 1.34 and 1.35 with the beta API enabled)',
+  },
   templatesDir: {
     flag: 'templates-dir',
     env: 'SIDECAR_INJECTOR_TEMPLATES_DIR',
@@ -219,18 +231,6 @@ export const Options = {
     env: 'SIDECAR_INJECTOR_OWNER_EVENTS',
     schema: { enum: ['on', 'off'], default: 'on' },
     help: "on: a pod refused for a reason its owner can fix (an unknown template, a refused override, sidecars missing) gets a Warning Event on its controller (a ReplicaSet's Deployment, a Job, a StatefulSet...), at most one per owner and reason a minute, never for a dry run; needs create on events and get on replicasets",
-  },
-  mode: {
-    flag: 'mode',
-    env: 'SIDECAR_INJECTOR_MODE',
-    schema: { enum: ['webhook', 'policy', 'hybrid'], default: 'webhook' },
-    help: 'webhook: serve /mutate and /validate; policy: keep the templates compiled to MutatingAdmissionPolicies and a ValidatingAdmissionPolicy in the cluster, no webhook; hybrid: the policies for the templates that compile, the webhook for the rest',
-  },
-  policyApi: {
-    flag: 'policy-api',
-    env: 'SIDECAR_INJECTOR_POLICY_API',
-    schema: { enum: ['auto', 'v1', 'v1beta1'], default: 'auto' },
-    help: 'admissionregistration.k8s.io version the policies are written in with --mode policy or hybrid; auto: the one API discovery says serves mutatingadmissionpolicies (v1 from Kubernetes 1.36, v1beta1 in 1.34 and 1.35 with the beta API on)',
   },
   imageMirror: {
     flag: IMAGE_MIRROR_FLAG,

@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 export const validate = validate10;
 export default validate10;
-const schema11 = {"type":"object","additionalProperties":false,"properties":{"port":{"type":"integer","minimum":0,"maximum":65535,"default":8443},"healthPort":{"type":"integer","minimum":0,"maximum":65535,"default":8081},"host":{"type":"string","default":"0.0.0.0"},"certDir":{"type":"string","default":""},"selfSignedDir":{"type":"string","default":".certs"},"certSecret":{"type":"string","default":""},"namespace":{"type":"string","default":""},"serviceName":{"type":"string","minLength":1,"default":"sidecar-injector"},"webhookConfig":{"type":"string","default":"sidecar-injector"},"kubeconfig":{"type":"string","default":""},"certCheckInterval":{"type":"integer","minimum":1,"maximum":3600,"default":60},"shutdownDelay":{"type":"integer","minimum":0,"maximum":300,"default":0},"drainTimeout":{"type":"integer","minimum":1,"maximum":300,"default":15},"revision":{"type":"string","maxLength":63,"pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$","default":""},"templatesDir":{"type":"string","minLength":1,"default":"./templates"},"templatesSource":{"enum":["dir","cluster","both"],"default":"dir"},"templatesPollSeconds":{"type":"integer","minimum":0,"maximum":3600,"default":5},"templateHistoryMinutes":{"type":"integer","minimum":0,"maximum":1440,"default":10},"logLevel":{"enum":["trace","debug","info","warn","error","fatal","silent"],"default":"info"},"clientCa":{"type":"string","default":""},"requestTimeout":{"type":"integer","minimum":1,"maximum":60,"default":10},"maxConnections":{"type":"integer","minimum":1,"maximum":65535,"default":1024},"answerCacheMb":{"type":"integer","minimum":0,"maximum":1024,"default":4},"maxContainers":{"type":"integer","minimum":1,"maximum":100000,"default":250},"maxEnvPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxMountsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxPortsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":10000},"maxVolumes":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxObjectKeys":{"type":"integer","minimum":1,"maximum":1000000,"default":4096},"maxJsonNodes":{"type":"integer","minimum":1,"maximum":10000000,"default":49152},"maxJsonKeys":{"type":"integer","minimum":1,"maximum":10000000,"default":20480},"maxPatchKib":{"type":"integer","minimum":1,"maximum":65536,"default":1024},"maxInflight":{"type":"integer","minimum":1,"maximum":10000,"default":32},"bodyTimeout":{"type":"integer","minimum":1,"maximum":60,"default":2},"bodiesInTransitMb":{"type":"integer","minimum":1,"maximum":1024,"default":32},"ownerEvents":{"enum":["on","off"],"default":"on"},"mode":{"enum":["webhook","policy","hybrid"],"default":"webhook"},"policyApi":{"enum":["auto","v1","v1beta1"],"default":"auto"},"imageMirror":{"type":"string","default":""}}};
+const schema11 = {"type":"object","additionalProperties":false,"properties":{"port":{"type":"integer","minimum":0,"maximum":65535,"default":8443},"healthPort":{"type":"integer","minimum":0,"maximum":65535,"default":8081},"host":{"type":"string","default":"0.0.0.0"},"certDir":{"type":"string","default":""},"selfSignedDir":{"type":"string","default":".certs"},"certSecret":{"type":"string","default":""},"namespace":{"type":"string","default":""},"serviceName":{"type":"string","minLength":1,"default":"sidecar-injector"},"webhookConfig":{"type":"string","default":"sidecar-injector"},"kubeconfig":{"type":"string","default":""},"certCheckInterval":{"type":"integer","minimum":1,"maximum":3600,"default":60},"shutdownDelay":{"type":"integer","minimum":0,"maximum":300,"default":0},"drainTimeout":{"type":"integer","minimum":1,"maximum":300,"default":15},"revision":{"type":"string","maxLength":63,"pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$","default":""},"mode":{"enum":["webhook","policy","hybrid"],"default":"webhook"},"policyApi":{"enum":["auto","v1","v1beta1"],"default":"auto"},"templatesDir":{"type":"string","minLength":1,"default":"./templates"},"templatesSource":{"enum":["dir","cluster","both"],"default":"dir"},"templatesPollSeconds":{"type":"integer","minimum":0,"maximum":3600,"default":5},"templateHistoryMinutes":{"type":"integer","minimum":0,"maximum":1440,"default":10},"logLevel":{"enum":["trace","debug","info","warn","error","fatal","silent"],"default":"info"},"clientCa":{"type":"string","default":""},"requestTimeout":{"type":"integer","minimum":1,"maximum":60,"default":10},"maxConnections":{"type":"integer","minimum":1,"maximum":65535,"default":1024},"answerCacheMb":{"type":"integer","minimum":0,"maximum":1024,"default":4},"maxContainers":{"type":"integer","minimum":1,"maximum":100000,"default":250},"maxEnvPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxMountsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxPortsPerContainer":{"type":"integer","minimum":1,"maximum":100000,"default":10000},"maxVolumes":{"type":"integer","minimum":1,"maximum":100000,"default":1000},"maxObjectKeys":{"type":"integer","minimum":1,"maximum":1000000,"default":4096},"maxJsonNodes":{"type":"integer","minimum":1,"maximum":10000000,"default":49152},"maxJsonKeys":{"type":"integer","minimum":1,"maximum":10000000,"default":20480},"maxPatchKib":{"type":"integer","minimum":1,"maximum":65536,"default":1024},"maxInflight":{"type":"integer","minimum":1,"maximum":10000,"default":32},"bodyTimeout":{"type":"integer","minimum":1,"maximum":60,"default":2},"bodiesInTransitMb":{"type":"integer","minimum":1,"maximum":1024,"default":32},"ownerEvents":{"enum":["on","off"],"default":"on"},"imageMirror":{"type":"string","default":""}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = require("ajv/dist/runtime/ucs2length").default;
 const pattern0 = new RegExp("^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$", "u");
@@ -57,6 +57,12 @@ data.drainTimeout = 15;
 }
 if(data.revision === undefined){
 data.revision = "";
+}
+if(data.mode === undefined){
+data.mode = "webhook";
+}
+if(data.policyApi === undefined){
+data.policyApi = "auto";
 }
 if(data.templatesDir === undefined){
 data.templatesDir = "./templates";
@@ -123,12 +129,6 @@ data.bodiesInTransitMb = 32;
 }
 if(data.ownerEvents === undefined){
 data.ownerEvents = "on";
-}
-if(data.mode === undefined){
-data.mode = "webhook";
-}
-if(data.policyApi === undefined){
-data.policyApi = "auto";
 }
 if(data.imageMirror === undefined){
 data.imageMirror = "";
@@ -685,19 +685,9 @@ vErrors.push(err27);
 errors++;
 }
 }
-let data14 = data.templatesDir;
-if(typeof data14 !== "string"){
-let dataType14 = typeof data14;
-let coerced14 = undefined;
-if(!(coerced14 !== undefined)){
-if(dataType14 == "number" || dataType14 == "boolean"){
-coerced14 = "" + data14;
-}
-else if(data14 === null){
-coerced14 = "";
-}
-else {
-const err28 = {instancePath:instancePath+"/templatesDir",schemaPath:"#/properties/templatesDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data14 = data.mode;
+if(!(((data14 === "webhook") || (data14 === "policy")) || (data14 === "hybrid"))){
+const err28 = {instancePath:instancePath+"/mode",schemaPath:"#/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -706,17 +696,9 @@ vErrors.push(err28);
 }
 errors++;
 }
-}
-if(coerced14 !== undefined){
-data14 = coerced14;
-if(data !== undefined){
-data["templatesDir"] = coerced14;
-}
-}
-}
-if(typeof data14 === "string"){
-if(func3(data14) < 1){
-const err29 = {instancePath:instancePath+"/templatesDir",schemaPath:"#/properties/templatesDir/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+let data15 = data.policyApi;
+if(!(((data15 === "auto") || (data15 === "v1")) || (data15 === "v1beta1"))){
+const err29 = {instancePath:instancePath+"/policyApi",schemaPath:"#/properties/policyApi/enum",keyword:"enum",params:{allowedValues: schema11.properties.policyApi.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -725,10 +707,19 @@ vErrors.push(err29);
 }
 errors++;
 }
+let data16 = data.templatesDir;
+if(typeof data16 !== "string"){
+let dataType14 = typeof data16;
+let coerced14 = undefined;
+if(!(coerced14 !== undefined)){
+if(dataType14 == "number" || dataType14 == "boolean"){
+coerced14 = "" + data16;
 }
-let data15 = data.templatesSource;
-if(!(((data15 === "dir") || (data15 === "cluster")) || (data15 === "both"))){
-const err30 = {instancePath:instancePath+"/templatesSource",schemaPath:"#/properties/templatesSource/enum",keyword:"enum",params:{allowedValues: schema11.properties.templatesSource.enum},message:"must be equal to one of the allowed values"};
+else if(data16 === null){
+coerced14 = "";
+}
+else {
+const err30 = {instancePath:instancePath+"/templatesDir",schemaPath:"#/properties/templatesDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -737,17 +728,17 @@ vErrors.push(err30);
 }
 errors++;
 }
-let data16 = data.templatesPollSeconds;
-if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
-let dataType15 = typeof data16;
-let coerced15 = undefined;
-if(!(coerced15 !== undefined)){
-if(dataType15 === "boolean" || data16 === null
-              || (dataType15 === "string" && data16 && data16 == +data16 && !(data16 % 1))){
-coerced15 = +data16;
 }
-else {
-const err31 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(coerced14 !== undefined){
+data16 = coerced14;
+if(data !== undefined){
+data["templatesDir"] = coerced14;
+}
+}
+}
+if(typeof data16 === "string"){
+if(func3(data16) < 1){
+const err31 = {instancePath:instancePath+"/templatesDir",schemaPath:"#/properties/templatesDir/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -757,16 +748,9 @@ vErrors.push(err31);
 errors++;
 }
 }
-if(coerced15 !== undefined){
-data16 = coerced15;
-if(data !== undefined){
-data["templatesPollSeconds"] = coerced15;
-}
-}
-}
-if((typeof data16 == "number") && (isFinite(data16))){
-if(data16 > 3600 || isNaN(data16)){
-const err32 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+let data17 = data.templatesSource;
+if(!(((data17 === "dir") || (data17 === "cluster")) || (data17 === "both"))){
+const err32 = {instancePath:instancePath+"/templatesSource",schemaPath:"#/properties/templatesSource/enum",keyword:"enum",params:{allowedValues: schema11.properties.templatesSource.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -775,8 +759,17 @@ vErrors.push(err32);
 }
 errors++;
 }
-if(data16 < 0 || isNaN(data16)){
-const err33 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+let data18 = data.templatesPollSeconds;
+if(!(((typeof data18 == "number") && (!(data18 % 1) && !isNaN(data18))) && (isFinite(data18)))){
+let dataType15 = typeof data18;
+let coerced15 = undefined;
+if(!(coerced15 !== undefined)){
+if(dataType15 === "boolean" || data18 === null
+              || (dataType15 === "string" && data18 && data18 == +data18 && !(data18 % 1))){
+coerced15 = +data18;
+}
+else {
+const err33 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -786,17 +779,16 @@ vErrors.push(err33);
 errors++;
 }
 }
-let data17 = data.templateHistoryMinutes;
-if(!(((typeof data17 == "number") && (!(data17 % 1) && !isNaN(data17))) && (isFinite(data17)))){
-let dataType16 = typeof data17;
-let coerced16 = undefined;
-if(!(coerced16 !== undefined)){
-if(dataType16 === "boolean" || data17 === null
-              || (dataType16 === "string" && data17 && data17 == +data17 && !(data17 % 1))){
-coerced16 = +data17;
+if(coerced15 !== undefined){
+data18 = coerced15;
+if(data !== undefined){
+data["templatesPollSeconds"] = coerced15;
 }
-else {
-const err34 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data18 == "number") && (isFinite(data18))){
+if(data18 > 3600 || isNaN(data18)){
+const err34 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -805,17 +797,8 @@ vErrors.push(err34);
 }
 errors++;
 }
-}
-if(coerced16 !== undefined){
-data17 = coerced16;
-if(data !== undefined){
-data["templateHistoryMinutes"] = coerced16;
-}
-}
-}
-if((typeof data17 == "number") && (isFinite(data17))){
-if(data17 > 1440 || isNaN(data17)){
-const err35 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1440},message:"must be <= 1440"};
+if(data18 < 0 || isNaN(data18)){
+const err35 = {instancePath:instancePath+"/templatesPollSeconds",schemaPath:"#/properties/templatesPollSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -824,8 +807,18 @@ vErrors.push(err35);
 }
 errors++;
 }
-if(data17 < 0 || isNaN(data17)){
-const err36 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+let data19 = data.templateHistoryMinutes;
+if(!(((typeof data19 == "number") && (!(data19 % 1) && !isNaN(data19))) && (isFinite(data19)))){
+let dataType16 = typeof data19;
+let coerced16 = undefined;
+if(!(coerced16 !== undefined)){
+if(dataType16 === "boolean" || data19 === null
+              || (dataType16 === "string" && data19 && data19 == +data19 && !(data19 % 1))){
+coerced16 = +data19;
+}
+else {
+const err36 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -835,9 +828,16 @@ vErrors.push(err36);
 errors++;
 }
 }
-let data18 = data.logLevel;
-if(!(((((((data18 === "trace") || (data18 === "debug")) || (data18 === "info")) || (data18 === "warn")) || (data18 === "error")) || (data18 === "fatal")) || (data18 === "silent"))){
-const err37 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/enum",keyword:"enum",params:{allowedValues: schema11.properties.logLevel.enum},message:"must be equal to one of the allowed values"};
+if(coerced16 !== undefined){
+data19 = coerced16;
+if(data !== undefined){
+data["templateHistoryMinutes"] = coerced16;
+}
+}
+}
+if((typeof data19 == "number") && (isFinite(data19))){
+if(data19 > 1440 || isNaN(data19)){
+const err37 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1440},message:"must be <= 1440"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -846,19 +846,8 @@ vErrors.push(err37);
 }
 errors++;
 }
-let data19 = data.clientCa;
-if(typeof data19 !== "string"){
-let dataType17 = typeof data19;
-let coerced17 = undefined;
-if(!(coerced17 !== undefined)){
-if(dataType17 == "number" || dataType17 == "boolean"){
-coerced17 = "" + data19;
-}
-else if(data19 === null){
-coerced17 = "";
-}
-else {
-const err38 = {instancePath:instancePath+"/clientCa",schemaPath:"#/properties/clientCa/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data19 < 0 || isNaN(data19)){
+const err38 = {instancePath:instancePath+"/templateHistoryMinutes",schemaPath:"#/properties/templateHistoryMinutes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -868,24 +857,9 @@ vErrors.push(err38);
 errors++;
 }
 }
-if(coerced17 !== undefined){
-data19 = coerced17;
-if(data !== undefined){
-data["clientCa"] = coerced17;
-}
-}
-}
-let data20 = data.requestTimeout;
-if(!(((typeof data20 == "number") && (!(data20 % 1) && !isNaN(data20))) && (isFinite(data20)))){
-let dataType18 = typeof data20;
-let coerced18 = undefined;
-if(!(coerced18 !== undefined)){
-if(dataType18 === "boolean" || data20 === null
-              || (dataType18 === "string" && data20 && data20 == +data20 && !(data20 % 1))){
-coerced18 = +data20;
-}
-else {
-const err39 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data20 = data.logLevel;
+if(!(((((((data20 === "trace") || (data20 === "debug")) || (data20 === "info")) || (data20 === "warn")) || (data20 === "error")) || (data20 === "fatal")) || (data20 === "silent"))){
+const err39 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/enum",keyword:"enum",params:{allowedValues: schema11.properties.logLevel.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -894,17 +868,19 @@ vErrors.push(err39);
 }
 errors++;
 }
+let data21 = data.clientCa;
+if(typeof data21 !== "string"){
+let dataType17 = typeof data21;
+let coerced17 = undefined;
+if(!(coerced17 !== undefined)){
+if(dataType17 == "number" || dataType17 == "boolean"){
+coerced17 = "" + data21;
 }
-if(coerced18 !== undefined){
-data20 = coerced18;
-if(data !== undefined){
-data["requestTimeout"] = coerced18;
+else if(data21 === null){
+coerced17 = "";
 }
-}
-}
-if((typeof data20 == "number") && (isFinite(data20))){
-if(data20 > 60 || isNaN(data20)){
-const err40 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
+else {
+const err40 = {instancePath:instancePath+"/clientCa",schemaPath:"#/properties/clientCa/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -913,8 +889,25 @@ vErrors.push(err40);
 }
 errors++;
 }
-if(data20 < 1 || isNaN(data20)){
-const err41 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(coerced17 !== undefined){
+data21 = coerced17;
+if(data !== undefined){
+data["clientCa"] = coerced17;
+}
+}
+}
+let data22 = data.requestTimeout;
+if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
+let dataType18 = typeof data22;
+let coerced18 = undefined;
+if(!(coerced18 !== undefined)){
+if(dataType18 === "boolean" || data22 === null
+              || (dataType18 === "string" && data22 && data22 == +data22 && !(data22 % 1))){
+coerced18 = +data22;
+}
+else {
+const err41 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -924,17 +917,16 @@ vErrors.push(err41);
 errors++;
 }
 }
-let data21 = data.maxConnections;
-if(!(((typeof data21 == "number") && (!(data21 % 1) && !isNaN(data21))) && (isFinite(data21)))){
-let dataType19 = typeof data21;
-let coerced19 = undefined;
-if(!(coerced19 !== undefined)){
-if(dataType19 === "boolean" || data21 === null
-              || (dataType19 === "string" && data21 && data21 == +data21 && !(data21 % 1))){
-coerced19 = +data21;
+if(coerced18 !== undefined){
+data22 = coerced18;
+if(data !== undefined){
+data["requestTimeout"] = coerced18;
 }
-else {
-const err42 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data22 == "number") && (isFinite(data22))){
+if(data22 > 60 || isNaN(data22)){
+const err42 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -943,17 +935,8 @@ vErrors.push(err42);
 }
 errors++;
 }
-}
-if(coerced19 !== undefined){
-data21 = coerced19;
-if(data !== undefined){
-data["maxConnections"] = coerced19;
-}
-}
-}
-if((typeof data21 == "number") && (isFinite(data21))){
-if(data21 > 65535 || isNaN(data21)){
-const err43 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+if(data22 < 1 || isNaN(data22)){
+const err43 = {instancePath:instancePath+"/requestTimeout",schemaPath:"#/properties/requestTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -962,8 +945,18 @@ vErrors.push(err43);
 }
 errors++;
 }
-if(data21 < 1 || isNaN(data21)){
-const err44 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data23 = data.maxConnections;
+if(!(((typeof data23 == "number") && (!(data23 % 1) && !isNaN(data23))) && (isFinite(data23)))){
+let dataType19 = typeof data23;
+let coerced19 = undefined;
+if(!(coerced19 !== undefined)){
+if(dataType19 === "boolean" || data23 === null
+              || (dataType19 === "string" && data23 && data23 == +data23 && !(data23 % 1))){
+coerced19 = +data23;
+}
+else {
+const err44 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -973,17 +966,16 @@ vErrors.push(err44);
 errors++;
 }
 }
-let data22 = data.answerCacheMb;
-if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
-let dataType20 = typeof data22;
-let coerced20 = undefined;
-if(!(coerced20 !== undefined)){
-if(dataType20 === "boolean" || data22 === null
-              || (dataType20 === "string" && data22 && data22 == +data22 && !(data22 % 1))){
-coerced20 = +data22;
+if(coerced19 !== undefined){
+data23 = coerced19;
+if(data !== undefined){
+data["maxConnections"] = coerced19;
 }
-else {
-const err45 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data23 == "number") && (isFinite(data23))){
+if(data23 > 65535 || isNaN(data23)){
+const err45 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -992,17 +984,8 @@ vErrors.push(err45);
 }
 errors++;
 }
-}
-if(coerced20 !== undefined){
-data22 = coerced20;
-if(data !== undefined){
-data["answerCacheMb"] = coerced20;
-}
-}
-}
-if((typeof data22 == "number") && (isFinite(data22))){
-if(data22 > 1024 || isNaN(data22)){
-const err46 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
+if(data23 < 1 || isNaN(data23)){
+const err46 = {instancePath:instancePath+"/maxConnections",schemaPath:"#/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -1011,8 +994,18 @@ vErrors.push(err46);
 }
 errors++;
 }
-if(data22 < 0 || isNaN(data22)){
-const err47 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+let data24 = data.answerCacheMb;
+if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
+let dataType20 = typeof data24;
+let coerced20 = undefined;
+if(!(coerced20 !== undefined)){
+if(dataType20 === "boolean" || data24 === null
+              || (dataType20 === "string" && data24 && data24 == +data24 && !(data24 % 1))){
+coerced20 = +data24;
+}
+else {
+const err47 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -1022,17 +1015,16 @@ vErrors.push(err47);
 errors++;
 }
 }
-let data23 = data.maxContainers;
-if(!(((typeof data23 == "number") && (!(data23 % 1) && !isNaN(data23))) && (isFinite(data23)))){
-let dataType21 = typeof data23;
-let coerced21 = undefined;
-if(!(coerced21 !== undefined)){
-if(dataType21 === "boolean" || data23 === null
-              || (dataType21 === "string" && data23 && data23 == +data23 && !(data23 % 1))){
-coerced21 = +data23;
+if(coerced20 !== undefined){
+data24 = coerced20;
+if(data !== undefined){
+data["answerCacheMb"] = coerced20;
 }
-else {
-const err48 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data24 == "number") && (isFinite(data24))){
+if(data24 > 1024 || isNaN(data24)){
+const err48 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -1041,17 +1033,8 @@ vErrors.push(err48);
 }
 errors++;
 }
-}
-if(coerced21 !== undefined){
-data23 = coerced21;
-if(data !== undefined){
-data["maxContainers"] = coerced21;
-}
-}
-}
-if((typeof data23 == "number") && (isFinite(data23))){
-if(data23 > 100000 || isNaN(data23)){
-const err49 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data24 < 0 || isNaN(data24)){
+const err49 = {instancePath:instancePath+"/answerCacheMb",schemaPath:"#/properties/answerCacheMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -1060,8 +1043,18 @@ vErrors.push(err49);
 }
 errors++;
 }
-if(data23 < 1 || isNaN(data23)){
-const err50 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data25 = data.maxContainers;
+if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
+let dataType21 = typeof data25;
+let coerced21 = undefined;
+if(!(coerced21 !== undefined)){
+if(dataType21 === "boolean" || data25 === null
+              || (dataType21 === "string" && data25 && data25 == +data25 && !(data25 % 1))){
+coerced21 = +data25;
+}
+else {
+const err50 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -1071,17 +1064,16 @@ vErrors.push(err50);
 errors++;
 }
 }
-let data24 = data.maxEnvPerContainer;
-if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
-let dataType22 = typeof data24;
-let coerced22 = undefined;
-if(!(coerced22 !== undefined)){
-if(dataType22 === "boolean" || data24 === null
-              || (dataType22 === "string" && data24 && data24 == +data24 && !(data24 % 1))){
-coerced22 = +data24;
+if(coerced21 !== undefined){
+data25 = coerced21;
+if(data !== undefined){
+data["maxContainers"] = coerced21;
 }
-else {
-const err51 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data25 == "number") && (isFinite(data25))){
+if(data25 > 100000 || isNaN(data25)){
+const err51 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -1090,17 +1082,8 @@ vErrors.push(err51);
 }
 errors++;
 }
-}
-if(coerced22 !== undefined){
-data24 = coerced22;
-if(data !== undefined){
-data["maxEnvPerContainer"] = coerced22;
-}
-}
-}
-if((typeof data24 == "number") && (isFinite(data24))){
-if(data24 > 100000 || isNaN(data24)){
-const err52 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data25 < 1 || isNaN(data25)){
+const err52 = {instancePath:instancePath+"/maxContainers",schemaPath:"#/properties/maxContainers/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -1109,8 +1092,18 @@ vErrors.push(err52);
 }
 errors++;
 }
-if(data24 < 1 || isNaN(data24)){
-const err53 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data26 = data.maxEnvPerContainer;
+if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
+let dataType22 = typeof data26;
+let coerced22 = undefined;
+if(!(coerced22 !== undefined)){
+if(dataType22 === "boolean" || data26 === null
+              || (dataType22 === "string" && data26 && data26 == +data26 && !(data26 % 1))){
+coerced22 = +data26;
+}
+else {
+const err53 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -1120,17 +1113,16 @@ vErrors.push(err53);
 errors++;
 }
 }
-let data25 = data.maxMountsPerContainer;
-if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
-let dataType23 = typeof data25;
-let coerced23 = undefined;
-if(!(coerced23 !== undefined)){
-if(dataType23 === "boolean" || data25 === null
-              || (dataType23 === "string" && data25 && data25 == +data25 && !(data25 % 1))){
-coerced23 = +data25;
+if(coerced22 !== undefined){
+data26 = coerced22;
+if(data !== undefined){
+data["maxEnvPerContainer"] = coerced22;
 }
-else {
-const err54 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data26 == "number") && (isFinite(data26))){
+if(data26 > 100000 || isNaN(data26)){
+const err54 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -1139,17 +1131,8 @@ vErrors.push(err54);
 }
 errors++;
 }
-}
-if(coerced23 !== undefined){
-data25 = coerced23;
-if(data !== undefined){
-data["maxMountsPerContainer"] = coerced23;
-}
-}
-}
-if((typeof data25 == "number") && (isFinite(data25))){
-if(data25 > 100000 || isNaN(data25)){
-const err55 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data26 < 1 || isNaN(data26)){
+const err55 = {instancePath:instancePath+"/maxEnvPerContainer",schemaPath:"#/properties/maxEnvPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -1158,8 +1141,18 @@ vErrors.push(err55);
 }
 errors++;
 }
-if(data25 < 1 || isNaN(data25)){
-const err56 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data27 = data.maxMountsPerContainer;
+if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
+let dataType23 = typeof data27;
+let coerced23 = undefined;
+if(!(coerced23 !== undefined)){
+if(dataType23 === "boolean" || data27 === null
+              || (dataType23 === "string" && data27 && data27 == +data27 && !(data27 % 1))){
+coerced23 = +data27;
+}
+else {
+const err56 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -1169,17 +1162,16 @@ vErrors.push(err56);
 errors++;
 }
 }
-let data26 = data.maxPortsPerContainer;
-if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
-let dataType24 = typeof data26;
-let coerced24 = undefined;
-if(!(coerced24 !== undefined)){
-if(dataType24 === "boolean" || data26 === null
-              || (dataType24 === "string" && data26 && data26 == +data26 && !(data26 % 1))){
-coerced24 = +data26;
+if(coerced23 !== undefined){
+data27 = coerced23;
+if(data !== undefined){
+data["maxMountsPerContainer"] = coerced23;
 }
-else {
-const err57 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data27 == "number") && (isFinite(data27))){
+if(data27 > 100000 || isNaN(data27)){
+const err57 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -1188,17 +1180,8 @@ vErrors.push(err57);
 }
 errors++;
 }
-}
-if(coerced24 !== undefined){
-data26 = coerced24;
-if(data !== undefined){
-data["maxPortsPerContainer"] = coerced24;
-}
-}
-}
-if((typeof data26 == "number") && (isFinite(data26))){
-if(data26 > 100000 || isNaN(data26)){
-const err58 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data27 < 1 || isNaN(data27)){
+const err58 = {instancePath:instancePath+"/maxMountsPerContainer",schemaPath:"#/properties/maxMountsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -1207,8 +1190,18 @@ vErrors.push(err58);
 }
 errors++;
 }
-if(data26 < 1 || isNaN(data26)){
-const err59 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data28 = data.maxPortsPerContainer;
+if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
+let dataType24 = typeof data28;
+let coerced24 = undefined;
+if(!(coerced24 !== undefined)){
+if(dataType24 === "boolean" || data28 === null
+              || (dataType24 === "string" && data28 && data28 == +data28 && !(data28 % 1))){
+coerced24 = +data28;
+}
+else {
+const err59 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -1218,17 +1211,16 @@ vErrors.push(err59);
 errors++;
 }
 }
-let data27 = data.maxVolumes;
-if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
-let dataType25 = typeof data27;
-let coerced25 = undefined;
-if(!(coerced25 !== undefined)){
-if(dataType25 === "boolean" || data27 === null
-              || (dataType25 === "string" && data27 && data27 == +data27 && !(data27 % 1))){
-coerced25 = +data27;
+if(coerced24 !== undefined){
+data28 = coerced24;
+if(data !== undefined){
+data["maxPortsPerContainer"] = coerced24;
 }
-else {
-const err60 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data28 == "number") && (isFinite(data28))){
+if(data28 > 100000 || isNaN(data28)){
+const err60 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -1237,17 +1229,8 @@ vErrors.push(err60);
 }
 errors++;
 }
-}
-if(coerced25 !== undefined){
-data27 = coerced25;
-if(data !== undefined){
-data["maxVolumes"] = coerced25;
-}
-}
-}
-if((typeof data27 == "number") && (isFinite(data27))){
-if(data27 > 100000 || isNaN(data27)){
-const err61 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data28 < 1 || isNaN(data28)){
+const err61 = {instancePath:instancePath+"/maxPortsPerContainer",schemaPath:"#/properties/maxPortsPerContainer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -1256,8 +1239,18 @@ vErrors.push(err61);
 }
 errors++;
 }
-if(data27 < 1 || isNaN(data27)){
-const err62 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data29 = data.maxVolumes;
+if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
+let dataType25 = typeof data29;
+let coerced25 = undefined;
+if(!(coerced25 !== undefined)){
+if(dataType25 === "boolean" || data29 === null
+              || (dataType25 === "string" && data29 && data29 == +data29 && !(data29 % 1))){
+coerced25 = +data29;
+}
+else {
+const err62 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -1267,17 +1260,16 @@ vErrors.push(err62);
 errors++;
 }
 }
-let data28 = data.maxObjectKeys;
-if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
-let dataType26 = typeof data28;
-let coerced26 = undefined;
-if(!(coerced26 !== undefined)){
-if(dataType26 === "boolean" || data28 === null
-              || (dataType26 === "string" && data28 && data28 == +data28 && !(data28 % 1))){
-coerced26 = +data28;
+if(coerced25 !== undefined){
+data29 = coerced25;
+if(data !== undefined){
+data["maxVolumes"] = coerced25;
 }
-else {
-const err63 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data29 == "number") && (isFinite(data29))){
+if(data29 > 100000 || isNaN(data29)){
+const err63 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -1286,17 +1278,8 @@ vErrors.push(err63);
 }
 errors++;
 }
-}
-if(coerced26 !== undefined){
-data28 = coerced26;
-if(data !== undefined){
-data["maxObjectKeys"] = coerced26;
-}
-}
-}
-if((typeof data28 == "number") && (isFinite(data28))){
-if(data28 > 1000000 || isNaN(data28)){
-const err64 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+if(data29 < 1 || isNaN(data29)){
+const err64 = {instancePath:instancePath+"/maxVolumes",schemaPath:"#/properties/maxVolumes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -1305,8 +1288,18 @@ vErrors.push(err64);
 }
 errors++;
 }
-if(data28 < 1 || isNaN(data28)){
-const err65 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data30 = data.maxObjectKeys;
+if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
+let dataType26 = typeof data30;
+let coerced26 = undefined;
+if(!(coerced26 !== undefined)){
+if(dataType26 === "boolean" || data30 === null
+              || (dataType26 === "string" && data30 && data30 == +data30 && !(data30 % 1))){
+coerced26 = +data30;
+}
+else {
+const err65 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -1316,17 +1309,16 @@ vErrors.push(err65);
 errors++;
 }
 }
-let data29 = data.maxJsonNodes;
-if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
-let dataType27 = typeof data29;
-let coerced27 = undefined;
-if(!(coerced27 !== undefined)){
-if(dataType27 === "boolean" || data29 === null
-              || (dataType27 === "string" && data29 && data29 == +data29 && !(data29 % 1))){
-coerced27 = +data29;
+if(coerced26 !== undefined){
+data30 = coerced26;
+if(data !== undefined){
+data["maxObjectKeys"] = coerced26;
 }
-else {
-const err66 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data30 == "number") && (isFinite(data30))){
+if(data30 > 1000000 || isNaN(data30)){
+const err66 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -1335,17 +1327,8 @@ vErrors.push(err66);
 }
 errors++;
 }
-}
-if(coerced27 !== undefined){
-data29 = coerced27;
-if(data !== undefined){
-data["maxJsonNodes"] = coerced27;
-}
-}
-}
-if((typeof data29 == "number") && (isFinite(data29))){
-if(data29 > 10000000 || isNaN(data29)){
-const err67 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+if(data30 < 1 || isNaN(data30)){
+const err67 = {instancePath:instancePath+"/maxObjectKeys",schemaPath:"#/properties/maxObjectKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -1354,8 +1337,18 @@ vErrors.push(err67);
 }
 errors++;
 }
-if(data29 < 1 || isNaN(data29)){
-const err68 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data31 = data.maxJsonNodes;
+if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
+let dataType27 = typeof data31;
+let coerced27 = undefined;
+if(!(coerced27 !== undefined)){
+if(dataType27 === "boolean" || data31 === null
+              || (dataType27 === "string" && data31 && data31 == +data31 && !(data31 % 1))){
+coerced27 = +data31;
+}
+else {
+const err68 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -1365,17 +1358,16 @@ vErrors.push(err68);
 errors++;
 }
 }
-let data30 = data.maxJsonKeys;
-if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
-let dataType28 = typeof data30;
-let coerced28 = undefined;
-if(!(coerced28 !== undefined)){
-if(dataType28 === "boolean" || data30 === null
-              || (dataType28 === "string" && data30 && data30 == +data30 && !(data30 % 1))){
-coerced28 = +data30;
+if(coerced27 !== undefined){
+data31 = coerced27;
+if(data !== undefined){
+data["maxJsonNodes"] = coerced27;
 }
-else {
-const err69 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data31 == "number") && (isFinite(data31))){
+if(data31 > 10000000 || isNaN(data31)){
+const err69 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -1384,17 +1376,8 @@ vErrors.push(err69);
 }
 errors++;
 }
-}
-if(coerced28 !== undefined){
-data30 = coerced28;
-if(data !== undefined){
-data["maxJsonKeys"] = coerced28;
-}
-}
-}
-if((typeof data30 == "number") && (isFinite(data30))){
-if(data30 > 10000000 || isNaN(data30)){
-const err70 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
+if(data31 < 1 || isNaN(data31)){
+const err70 = {instancePath:instancePath+"/maxJsonNodes",schemaPath:"#/properties/maxJsonNodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -1403,8 +1386,18 @@ vErrors.push(err70);
 }
 errors++;
 }
-if(data30 < 1 || isNaN(data30)){
-const err71 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data32 = data.maxJsonKeys;
+if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
+let dataType28 = typeof data32;
+let coerced28 = undefined;
+if(!(coerced28 !== undefined)){
+if(dataType28 === "boolean" || data32 === null
+              || (dataType28 === "string" && data32 && data32 == +data32 && !(data32 % 1))){
+coerced28 = +data32;
+}
+else {
+const err71 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -1414,17 +1407,16 @@ vErrors.push(err71);
 errors++;
 }
 }
-let data31 = data.maxPatchKib;
-if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
-let dataType29 = typeof data31;
-let coerced29 = undefined;
-if(!(coerced29 !== undefined)){
-if(dataType29 === "boolean" || data31 === null
-              || (dataType29 === "string" && data31 && data31 == +data31 && !(data31 % 1))){
-coerced29 = +data31;
+if(coerced28 !== undefined){
+data32 = coerced28;
+if(data !== undefined){
+data["maxJsonKeys"] = coerced28;
 }
-else {
-const err72 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data32 == "number") && (isFinite(data32))){
+if(data32 > 10000000 || isNaN(data32)){
+const err72 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000000},message:"must be <= 10000000"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -1433,17 +1425,8 @@ vErrors.push(err72);
 }
 errors++;
 }
-}
-if(coerced29 !== undefined){
-data31 = coerced29;
-if(data !== undefined){
-data["maxPatchKib"] = coerced29;
-}
-}
-}
-if((typeof data31 == "number") && (isFinite(data31))){
-if(data31 > 65536 || isNaN(data31)){
-const err73 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65536},message:"must be <= 65536"};
+if(data32 < 1 || isNaN(data32)){
+const err73 = {instancePath:instancePath+"/maxJsonKeys",schemaPath:"#/properties/maxJsonKeys/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -1452,8 +1435,18 @@ vErrors.push(err73);
 }
 errors++;
 }
-if(data31 < 1 || isNaN(data31)){
-const err74 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data33 = data.maxPatchKib;
+if(!(((typeof data33 == "number") && (!(data33 % 1) && !isNaN(data33))) && (isFinite(data33)))){
+let dataType29 = typeof data33;
+let coerced29 = undefined;
+if(!(coerced29 !== undefined)){
+if(dataType29 === "boolean" || data33 === null
+              || (dataType29 === "string" && data33 && data33 == +data33 && !(data33 % 1))){
+coerced29 = +data33;
+}
+else {
+const err74 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -1463,17 +1456,16 @@ vErrors.push(err74);
 errors++;
 }
 }
-let data32 = data.maxInflight;
-if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
-let dataType30 = typeof data32;
-let coerced30 = undefined;
-if(!(coerced30 !== undefined)){
-if(dataType30 === "boolean" || data32 === null
-              || (dataType30 === "string" && data32 && data32 == +data32 && !(data32 % 1))){
-coerced30 = +data32;
+if(coerced29 !== undefined){
+data33 = coerced29;
+if(data !== undefined){
+data["maxPatchKib"] = coerced29;
 }
-else {
-const err75 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data33 == "number") && (isFinite(data33))){
+if(data33 > 65536 || isNaN(data33)){
+const err75 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65536},message:"must be <= 65536"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -1482,17 +1474,8 @@ vErrors.push(err75);
 }
 errors++;
 }
-}
-if(coerced30 !== undefined){
-data32 = coerced30;
-if(data !== undefined){
-data["maxInflight"] = coerced30;
-}
-}
-}
-if((typeof data32 == "number") && (isFinite(data32))){
-if(data32 > 10000 || isNaN(data32)){
-const err76 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+if(data33 < 1 || isNaN(data33)){
+const err76 = {instancePath:instancePath+"/maxPatchKib",schemaPath:"#/properties/maxPatchKib/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -1501,8 +1484,18 @@ vErrors.push(err76);
 }
 errors++;
 }
-if(data32 < 1 || isNaN(data32)){
-const err77 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data34 = data.maxInflight;
+if(!(((typeof data34 == "number") && (!(data34 % 1) && !isNaN(data34))) && (isFinite(data34)))){
+let dataType30 = typeof data34;
+let coerced30 = undefined;
+if(!(coerced30 !== undefined)){
+if(dataType30 === "boolean" || data34 === null
+              || (dataType30 === "string" && data34 && data34 == +data34 && !(data34 % 1))){
+coerced30 = +data34;
+}
+else {
+const err77 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -1512,17 +1505,16 @@ vErrors.push(err77);
 errors++;
 }
 }
-let data33 = data.bodyTimeout;
-if(!(((typeof data33 == "number") && (!(data33 % 1) && !isNaN(data33))) && (isFinite(data33)))){
-let dataType31 = typeof data33;
-let coerced31 = undefined;
-if(!(coerced31 !== undefined)){
-if(dataType31 === "boolean" || data33 === null
-              || (dataType31 === "string" && data33 && data33 == +data33 && !(data33 % 1))){
-coerced31 = +data33;
+if(coerced30 !== undefined){
+data34 = coerced30;
+if(data !== undefined){
+data["maxInflight"] = coerced30;
 }
-else {
-const err78 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data34 == "number") && (isFinite(data34))){
+if(data34 > 10000 || isNaN(data34)){
+const err78 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -1531,17 +1523,8 @@ vErrors.push(err78);
 }
 errors++;
 }
-}
-if(coerced31 !== undefined){
-data33 = coerced31;
-if(data !== undefined){
-data["bodyTimeout"] = coerced31;
-}
-}
-}
-if((typeof data33 == "number") && (isFinite(data33))){
-if(data33 > 60 || isNaN(data33)){
-const err79 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
+if(data34 < 1 || isNaN(data34)){
+const err79 = {instancePath:instancePath+"/maxInflight",schemaPath:"#/properties/maxInflight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -1550,8 +1533,18 @@ vErrors.push(err79);
 }
 errors++;
 }
-if(data33 < 1 || isNaN(data33)){
-const err80 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data35 = data.bodyTimeout;
+if(!(((typeof data35 == "number") && (!(data35 % 1) && !isNaN(data35))) && (isFinite(data35)))){
+let dataType31 = typeof data35;
+let coerced31 = undefined;
+if(!(coerced31 !== undefined)){
+if(dataType31 === "boolean" || data35 === null
+              || (dataType31 === "string" && data35 && data35 == +data35 && !(data35 % 1))){
+coerced31 = +data35;
+}
+else {
+const err80 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -1561,17 +1554,16 @@ vErrors.push(err80);
 errors++;
 }
 }
-let data34 = data.bodiesInTransitMb;
-if(!(((typeof data34 == "number") && (!(data34 % 1) && !isNaN(data34))) && (isFinite(data34)))){
-let dataType32 = typeof data34;
-let coerced32 = undefined;
-if(!(coerced32 !== undefined)){
-if(dataType32 === "boolean" || data34 === null
-              || (dataType32 === "string" && data34 && data34 == +data34 && !(data34 % 1))){
-coerced32 = +data34;
+if(coerced31 !== undefined){
+data35 = coerced31;
+if(data !== undefined){
+data["bodyTimeout"] = coerced31;
 }
-else {
-const err81 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+if((typeof data35 == "number") && (isFinite(data35))){
+if(data35 > 60 || isNaN(data35)){
+const err81 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -1580,17 +1572,8 @@ vErrors.push(err81);
 }
 errors++;
 }
-}
-if(coerced32 !== undefined){
-data34 = coerced32;
-if(data !== undefined){
-data["bodiesInTransitMb"] = coerced32;
-}
-}
-}
-if((typeof data34 == "number") && (isFinite(data34))){
-if(data34 > 1024 || isNaN(data34)){
-const err82 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
+if(data35 < 1 || isNaN(data35)){
+const err82 = {instancePath:instancePath+"/bodyTimeout",schemaPath:"#/properties/bodyTimeout/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -1599,8 +1582,18 @@ vErrors.push(err82);
 }
 errors++;
 }
-if(data34 < 1 || isNaN(data34)){
-const err83 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data36 = data.bodiesInTransitMb;
+if(!(((typeof data36 == "number") && (!(data36 % 1) && !isNaN(data36))) && (isFinite(data36)))){
+let dataType32 = typeof data36;
+let coerced32 = undefined;
+if(!(coerced32 !== undefined)){
+if(dataType32 === "boolean" || data36 === null
+              || (dataType32 === "string" && data36 && data36 == +data36 && !(data36 % 1))){
+coerced32 = +data36;
+}
+else {
+const err83 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -1610,9 +1603,16 @@ vErrors.push(err83);
 errors++;
 }
 }
-let data35 = data.ownerEvents;
-if(!((data35 === "on") || (data35 === "off"))){
-const err84 = {instancePath:instancePath+"/ownerEvents",schemaPath:"#/properties/ownerEvents/enum",keyword:"enum",params:{allowedValues: schema11.properties.ownerEvents.enum},message:"must be equal to one of the allowed values"};
+if(coerced32 !== undefined){
+data36 = coerced32;
+if(data !== undefined){
+data["bodiesInTransitMb"] = coerced32;
+}
+}
+}
+if((typeof data36 == "number") && (isFinite(data36))){
+if(data36 > 1024 || isNaN(data36)){
+const err84 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1024},message:"must be <= 1024"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -1621,9 +1621,8 @@ vErrors.push(err84);
 }
 errors++;
 }
-let data36 = data.mode;
-if(!(((data36 === "webhook") || (data36 === "policy")) || (data36 === "hybrid"))){
-const err85 = {instancePath:instancePath+"/mode",schemaPath:"#/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.mode.enum},message:"must be equal to one of the allowed values"};
+if(data36 < 1 || isNaN(data36)){
+const err85 = {instancePath:instancePath+"/bodiesInTransitMb",schemaPath:"#/properties/bodiesInTransitMb/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -1632,9 +1631,10 @@ vErrors.push(err85);
 }
 errors++;
 }
-let data37 = data.policyApi;
-if(!(((data37 === "auto") || (data37 === "v1")) || (data37 === "v1beta1"))){
-const err86 = {instancePath:instancePath+"/policyApi",schemaPath:"#/properties/policyApi/enum",keyword:"enum",params:{allowedValues: schema11.properties.policyApi.enum},message:"must be equal to one of the allowed values"};
+}
+let data37 = data.ownerEvents;
+if(!((data37 === "on") || (data37 === "off"))){
+const err86 = {instancePath:instancePath+"/ownerEvents",schemaPath:"#/properties/ownerEvents/enum",keyword:"enum",params:{allowedValues: schema11.properties.ownerEvents.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err86];
 }

@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { admissionView } from '../corpus/admission-view.js';
 import { PodsDir, readYaml11 } from '../corpus/corpus.js';
-import { cli } from '../helpers/cli.js';
+import { compilePolicies } from '../../src/policy/compile.js';
+import { loadTemplateSet } from '../../src/templates/load.js';
 import { findKubeadmit, kubeadmit, mapLimit, type Admission, type Scenario } from '../helpers/kubeadmit.js';
 import { differences, stored } from '../helpers/policy-parity.js';
 import { helmObjects, key, kustomizeWithComponent, one, serverConfig, type Obj } from '../manifests/render.js';
@@ -31,10 +32,11 @@ const installs: { name: string; objects: () => Obj[] }[] = [
 ];
 
 /**
- * The policies the install's injector keeps in the cluster: what `sidecar-injector policies` compiles
- * from the templates its Deployment mounts (the rendered ConfigMap, one file per key as the kubelet
- * writes them) for its namespace. The injector's own sync writes the same objects through the API;
- * this is the one place to read them from there instead.
+ * The policies the install's injector keeps in the cluster: what its templates compile to
+ * (compilePolicies, the compiler behind `sidecar-injector policies` and the injector's sync) for its
+ * Deployment's namespace, the templates read from the directory its Deployment mounts (the rendered
+ * ConfigMap, one file per key as the kubelet writes them). The one place to read them instead from
+ * what the injector itself writes to the API.
  */
 async function policiesOf(objects: readonly Obj[], dir: string): Promise<string> {
   const deployment = one(objects, 'Deployment');
@@ -43,10 +45,14 @@ async function policiesOf(objects: readonly Obj[], dir: string): Promise<string>
   await mkdir(templates);
   const data = one(objects, 'ConfigMap', volume!.configMap.name).data as Record<string, string>;
   for (const [name, text] of Object.entries(data)) await writeFile(join(templates, name), text);
-  const res = await cli(['policies', templates, '-o', 'json', '--namespace', deployment.metadata.namespace]);
-  assert.equal(res.code, 0, `every bundled template compiles: ${res.err}`);
+  const { objects: policies, verdicts } = compilePolicies(await loadTemplateSet(templates), { namespace: deployment.metadata.namespace });
+  assert.deepEqual(
+    verdicts.filter((v) => !v.compiles).map((v) => v.template),
+    [],
+    'every bundled template compiles',
+  );
   const file = join(dir, 'policies.json');
-  await writeFile(file, res.out);
+  await writeFile(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: policies }));
   return file;
 }
 
