@@ -95,6 +95,11 @@ export function chartValuesSchema(core?: Readonly<Record<string, CoreDefinition>
         pattern: '^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$',
         description: "a DNS label, suffixed to every object's name and matched as the value of the sidecar-injector.io/rev label; empty: the default install",
       },
+      mode: {
+        enum: ['webhook', 'policy', 'hybrid'],
+        description:
+          'webhook: the webhooks inject (any Kubernetes 1.29+); policy: the injector keeps the templates compiled to admission policies, no webhook (Kubernetes 1.36+, or 1.34+ with the v1beta1 MutatingAdmissionPolicy API); hybrid: policies for the templates that compile, the webhook for the rest',
+      },
       namespace: {
         type: 'object',
         additionalProperties: false,

@@ -13,39 +13,9 @@ import { selectorMatches } from '../../src/kube/selectors.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { CHART } from '../../scripts/render-install.js';
 import { run } from '../../scripts/tools.js';
-import { helmError, helmObjects, injector, kustomizeObjects, kustomizeWithComponent, one, serverConfig, tools, type Obj } from './render.js';
-
-/** Labels Helm charts conventionally add to every object's metadata (never to selectors or pod templates). */
-const HELM_LABELS = ['helm.sh/chart', 'app.kubernetes.io/instance', 'app.kubernetes.io/version', 'app.kubernetes.io/managed-by'];
-
-const key = (o: Obj): string => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
-
-/** The object without the Helm-only metadata labels, so it can be compared with kustomize's. */
-function withoutHelmLabels(o: Obj): Obj {
-  const out = structuredClone(o);
-  for (const label of HELM_LABELS) {
-    assert.ok(out.metadata.labels?.[label] !== undefined, `${key(o)} carries ${label}`);
-    delete out.metadata.labels[label];
-  }
-  return out;
-}
-
-/** Asserts that two renderings hold the same objects, compared one by one. */
-function assertSameObjects(helm: Obj[], kustomize: Obj[]): void {
-  const fromHelm = new Map(helm.map((o) => [key(o), withoutHelmLabels(o)]));
-  const fromKustomize = new Map(kustomize.map((o) => [key(o), o]));
-  assert.deepEqual([...fromHelm.keys()].sort(), [...fromKustomize.keys()].sort(), 'the same objects');
-  for (const [k, o] of fromKustomize) assert.deepEqual(fromHelm.get(k), o, k);
-}
+import { assertSameObjects, helmError, helmObjects, injector, key, kustomizeObjects, kustomizeWithComponent, one, serverConfig, templated, tools, type Obj } from './render.js';
 
 const args = (objects: Obj[]) => serveConfig(injector(objects).args.slice(1), {});
-
-/**
- * The kustomize objects the chart templates: all but the SidecarTemplate CRD, which the chart ships
- * as is in crds/ (helm installs it first and never templates it), the same file as the base's
- * (`npm run schema` writes both; test/scripts/render-schema.test.ts checks them).
- */
-const templated = (objects: any[]): any[] => objects.filter((o) => o.kind !== 'CustomResourceDefinition');
 
 /** A template file as the values of templates.inline give it: the document itself, read as kubectl (and the server) read YAML. */
 function templateValue(file: string): Obj {

@@ -57,10 +57,12 @@ describe('manifests', () => {
   it('builds every kustomization and component with real kustomize, and each object passes the Kubernetes schemas', () => {
     const { kustomizations: dirs, components } = kustomizations();
     assert.deepEqual(dirs.sort(), ['', 'base', 'overlays/cert-manager']);
-    assert.deepEqual(components.sort(), ['components/autoscaling', 'components/networkpolicy', 'components/podmonitor', 'components/required', 'components/revision', 'components/sidecartemplates']);
-    // The revision component builds on the base (self-managed certificates) only, and names itself.
-    const onBoth = components.filter((c) => c !== 'components/revision');
-    const builds = [...dirs.map((d) => kustomizeObjects(d)), ...onBoth.flatMap((c) => [kustomizeWithComponent('base', c), kustomizeWithComponent('overlays/cert-manager', c)]), kustomizeWithComponent('base', 'components/revision')];
+    assert.deepEqual(components.sort(), ['components/autoscaling', 'components/hybrid', 'components/networkpolicy', 'components/podmonitor', 'components/policy', 'components/required', 'components/revision', 'components/sidecartemplates']);
+    // The revision component builds on the base (self-managed certificates) only, and names itself;
+    // the policy component on the base only (it runs no webhook to serve with cert-manager's certificates).
+    const baseOnly = ['components/revision', 'components/policy'];
+    const onBoth = components.filter((c) => !baseOnly.includes(c));
+    const builds = [...dirs.map((d) => kustomizeObjects(d)), ...onBoth.flatMap((c) => [kustomizeWithComponent('base', c), kustomizeWithComponent('overlays/cert-manager', c)]), ...baseOnly.map((c) => kustomizeWithComponent('base', c))];
     for (const objects of builds) {
       const nameLabel = objects.some((o) => o.metadata.name.endsWith('-canary')) ? 'sidecar-injector-canary' : 'sidecar-injector';
       for (const o of objects) {

@@ -7,6 +7,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
+import assert from 'node:assert/strict';
 import { parse } from 'yaml';
 import { CHART, kustomize, MANIFESTS, parseObjects } from '../../scripts/render-install.js';
 import { serveConfig } from '../../src/cli/serve-flags.js';
@@ -116,3 +117,34 @@ export function serverConfig(objects: readonly Obj[]): Config {
   const env = Object.fromEntries((c.env as Obj[]).filter((e) => e.value !== undefined).map((e) => [e.name, e.value]));
   return serveConfig(c.args.slice(1), env);
 }
+
+/** Labels Helm charts conventionally add to every object's metadata (never to selectors or pod templates). */
+const HELM_LABELS = ['helm.sh/chart', 'app.kubernetes.io/instance', 'app.kubernetes.io/version', 'app.kubernetes.io/managed-by'];
+
+/** An object's kind, namespace and name, as one string. */
+export const key = (o: Obj): string => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+
+/** The object without the Helm-only metadata labels, so it can be compared with kustomize's. */
+function withoutHelmLabels(o: Obj): Obj {
+  const out = structuredClone(o);
+  for (const label of HELM_LABELS) {
+    assert.ok(out.metadata.labels?.[label] !== undefined, `${key(o)} carries ${label}`);
+    delete out.metadata.labels[label];
+  }
+  return out;
+}
+
+/** Asserts that two renderings hold the same objects, compared one by one. */
+export function assertSameObjects(helm: Obj[], kustomize: Obj[]): void {
+  const fromHelm = new Map(helm.map((o) => [key(o), withoutHelmLabels(o)]));
+  const fromKustomize = new Map(kustomize.map((o) => [key(o), o]));
+  assert.deepEqual([...fromHelm.keys()].sort(), [...fromKustomize.keys()].sort(), 'the same objects');
+  for (const [k, o] of fromKustomize) assert.deepEqual(fromHelm.get(k), o, k);
+}
+
+/**
+ * The kustomize objects the chart templates: all but the SidecarTemplate CRD, which the chart ships
+ * as is in crds/ (helm installs it first and never templates it), the same file as the base's
+ * (`npm run schema` writes both; test/scripts/render-schema.test.ts checks them).
+ */
+export const templated = (objects: any[]): any[] => objects.filter((o) => o.kind !== 'CustomResourceDefinition');

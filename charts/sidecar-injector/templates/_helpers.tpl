@@ -48,8 +48,19 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
+{{/* "true" when the webhooks run (mode webhook or hybrid): their configurations, Service, certificates. */}}
+{{- define "sidecar-injector.servesWebhooks" -}}
+{{- if ne .Values.mode "policy" -}}true{{- end -}}
+{{- end -}}
+
+{{/* "true" when the injector keeps admission policies in the cluster (mode policy or hybrid). */}}
+{{- define "sidecar-injector.syncsPolicies" -}}
+{{- if ne .Values.mode "webhook" -}}true{{- end -}}
+{{- end -}}
+
+{{/* cert-manager's certificates, only where there is a webhook to serve with them. */}}
 {{- define "sidecar-injector.certManager" -}}
-{{- if eq .Values.certificates.mode "cert-manager" -}}true{{- end -}}
+{{- if and (eq .Values.certificates.mode "cert-manager") (include "sidecar-injector.servesWebhooks" .) -}}true{{- end -}}
 {{- end -}}
 
 {{- define "sidecar-injector.image" -}}
