@@ -189,6 +189,14 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .argument('[dir]', `templates directory (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`)
     .addOption(new Option('-o, --output <format>', 'output format').choices(['yaml', 'json']).default('yaml'))
     .addOption(new Option('--namespace <namespace>', "the injector's namespace, never injected").default('sidecar-injector'))
+    .addOption(
+      new Option(
+        '--verify <when>',
+        "check every policy with the apiserver's CEL (tools/celcost) before writing: auto when it is built, always (fail without it), never",
+      )
+        .choices(['auto', 'always', 'never'])
+        .default('auto'),
+    )
     .addHelpText('after', examples([`${PROGRAM} policies ./templates | kubectl apply -f -`, `${PROGRAM} policies ./templates -o json --namespace platform`]))
     .action(
       act(async (...args) =>
