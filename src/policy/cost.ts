@@ -48,7 +48,7 @@ export interface ExpressionCost {
   readonly typeError?: string;
   readonly estimated?: CostRange;
   /** Per pod: the cost of evaluating this expression alone, the variables it reads included. */
-  readonly runtime?: readonly { readonly pod: string; readonly cost: number; readonly error?: string }[];
+  readonly runtime?: readonly { readonly index: number; readonly pod: string; readonly cost: number; readonly error?: string }[];
 }
 
 export interface PolicyCost {
@@ -56,8 +56,8 @@ export interface PolicyCost {
   readonly name: string;
   readonly estimated: CostRange;
   readonly expressions: readonly ExpressionCost[];
-  /** Per pod: whether the matchConditions let it through, and what the plugin charged in all. */
-  readonly pods: readonly { readonly pod: string; readonly matched: boolean; readonly cost: number; readonly error?: string }[];
+  /** Per pod (index: its place in the pods given): whether the matchConditions let it through, and what the plugin charged in all. */
+  readonly pods: readonly { readonly index: number; readonly pod: string; readonly matched: boolean; readonly cost: number; readonly error?: string }[];
   /** What the apiserver would refuse: the policy when written, or a given pod's admission. */
   readonly problems: readonly string[];
   /** Estimates over a limit, or without a bound. */
@@ -116,9 +116,11 @@ export function problemLines(report: CostReport): string[] {
   return report.policies.flatMap((p) => p.problems.map((problem) => `${p.kind} ${p.name}: ${problem}`));
 }
 
-/** The largest runtime cost of one expression on the pods, with the field: the figure to set beside perCall. */
-export function worstExpression(p: PolicyCost): { readonly field: string; readonly cost: number } | undefined {
+/** The largest runtime cost of one expression on the pods (or on the pod of that index), with the field: the figure to set beside perCall. */
+export function worstExpression(p: PolicyCost, index?: number): { readonly field: string; readonly cost: number } | undefined {
   let worst: { field: string; cost: number } | undefined;
-  for (const e of p.expressions) for (const r of e.runtime ?? []) if (worst === undefined || r.cost > worst.cost) worst = { field: e.field, cost: r.cost };
+  for (const e of p.expressions)
+    for (const r of e.runtime ?? [])
+      if ((index === undefined || r.index === index) && (worst === undefined || r.cost > worst.cost)) worst = { field: e.field, cost: r.cost };
   return worst;
 }

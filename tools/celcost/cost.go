@@ -98,13 +98,16 @@ type expressionReport struct {
 }
 
 type runtimeCost struct {
+	// Index: the pod's place among the --pod flags (names repeat: a controller's pods share a generateName).
+	Index int    `json:"index"`
 	Pod   string `json:"pod"`
 	Cost  int64  `json:"cost"`
 	Error string `json:"error,omitempty"`
 }
 
 type podReport struct {
-	Pod string `json:"pod"`
+	Index int    `json:"index"`
+	Pod   string `json:"pod"`
 	// Matched: every matchCondition was true, so the plugin went on to the checks.
 	Matched bool `json:"matched"`
 	// Cost: what the plugin charged for the pod (matchConditions, then each mutation or the validations).
@@ -152,7 +155,7 @@ func measure(p policy, podType podSchema, pods []*corev1.Pod, ns *corev1.Namespa
 	}
 	for i, pod := range pods {
 		name := podName(pod, i)
-		pr := run(p, pod, ns, name, byField)
+		pr := run(p, pod, ns, i, name, byField)
 		if pr.Error != "" {
 			r.Problems = append(r.Problems, fmt.Sprintf("pod %s: the apiserver fails its admission: %s", name, oneLine(pr.Error)))
 		}
@@ -229,7 +232,7 @@ func compileErrors(p policy) map[string]string {
 // their budget; when all are true, each mutation with the per-policy budget, or the validations
 // together with it and the messages of those that fail from what is left. Each expression is also
 // evaluated alone for its own figure.
-func run(p policy, pod *corev1.Pod, ns *corev1.Namespace, name string, byField map[string]*expressionReport) podReport {
+func run(p policy, pod *corev1.Pod, ns *corev1.Namespace, index int, name string, byField map[string]*expressionReport) podReport {
 	in := newInput(pod, ns)
 	c, err := plugincel.NewCompositedCompiler(baseEnv())
 	if err != nil {
@@ -247,9 +250,9 @@ func run(p policy, pod *corev1.Pod, ns *corev1.Namespace, name string, byField m
 		} else {
 			cost, err = in.conditions(c, []expression{e}, false, budget)
 		}
-		byField[e.field].Runtime = append(byField[e.field].Runtime, runtimeCost{Pod: name, Cost: cost, Error: errText(err)})
+		byField[e.field].Runtime = append(byField[e.field].Runtime, runtimeCost{Index: index, Pod: name, Cost: cost, Error: errText(err)})
 	}
-	pr := podReport{Pod: name}
+	pr := podReport{Index: index, Pod: name}
 	for _, e := range p.matchConditions {
 		alone(e, false, lim.MatchConditions)
 	}
