@@ -14,6 +14,11 @@ describe('generated blocks of a Markdown file', () => {
     const previous = replaceBlock(replaceBlock('old tables\n', 'a.ts', 'A\n'), 'b.ts', 'B\n');
     const next = keepBlocks(previous, '# new tables\n');
     assert.equal(next, '# new tables\n\n<!-- begin a.ts -->\nA\n<!-- end a.ts -->\n\n<!-- begin b.ts -->\nB\n<!-- end b.ts -->\n');
-    assert.equal(keepBlocks(previous, replaceBlock('# new\n', 'a.ts', 'A2\n')).match(/A2|A\n/g)!.join(','), 'A2');
+    assert.equal(
+      keepBlocks(previous, replaceBlock('# new\n', 'a.ts', 'A2\n'))
+        .match(/A2|A\n/g)!
+        .join(','),
+      'A2',
+    );
   });
 });
