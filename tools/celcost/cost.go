@@ -233,7 +233,6 @@ func compileErrors(p policy) map[string]string {
 // together with it and the messages of those that fail from what is left. Each expression is also
 // evaluated alone for its own figure.
 func run(p policy, pod *corev1.Pod, ns *corev1.Namespace, index int, name string, byField map[string]*expressionReport) podReport {
-	in := newInput(pod, ns)
 	c, err := plugincel.NewCompositedCompiler(baseEnv())
 	if err != nil {
 		panic(err)
@@ -241,78 +240,107 @@ func run(p policy, pod *corev1.Pod, ns *corev1.Namespace, index int, name string
 	for _, v := range p.variables {
 		c.CompileAndStoreVariable(v.named(), options(false), environment.StoredExpressions)
 	}
-	lim := apiserverLimits()
-	alone := func(e expression, isMutation bool, budget int64) {
-		var cost int64
-		var err error
-		if isMutation {
-			cost, err = in.mutation(c, e, budget)
-		} else {
-			cost, err = in.conditions(c, []expression{e}, false, budget)
-		}
-		byField[e.field].Runtime = append(byField[e.field].Runtime, runtimeCost{Index: index, Pod: name, Cost: cost, Error: errText(err)})
-	}
+	r := runner{in: newInput(pod, ns), c: c, index: index, name: name, byField: byField, lim: apiserverLimits()}
 	pr := podReport{Index: index, Pod: name}
-	for _, e := range p.matchConditions {
-		alone(e, false, lim.MatchConditions)
-	}
-	results, remaining, err := in.evaluate(c, p.matchConditions, false, lim.MatchConditions)
-	pr.Cost = lim.MatchConditions - remaining
-	if err != nil {
-		pr.Error = "matchConditions: " + err.Error()
+	pr.Matched, pr.Cost, pr.Error = r.match(p.matchConditions)
+	if !pr.Matched || pr.Error != "" {
 		return pr
 	}
+	var cost int64
+	if p.mutating {
+		cost, pr.Error = r.mutate(p.checks)
+	} else {
+		cost, pr.Error = r.validate(p.checks, p.messages)
+	}
+	pr.Cost += cost
+	return pr
+}
+
+// runner evaluates one policy's expressions on one pod, recording each expression's cost alone.
+type runner struct {
+	in      input
+	c       *plugincel.CompositedCompiler
+	index   int
+	name    string
+	byField map[string]*expressionReport
+	lim     limits
+}
+
+// alone records the cost of one expression evaluated by itself with the budget.
+func (r runner) alone(e expression, isMutation bool, budget int64) {
+	var cost int64
+	var err error
+	if isMutation {
+		cost, err = r.in.mutation(r.c, e, budget)
+	} else {
+		cost, err = r.in.conditions(r.c, []expression{e}, false, budget)
+	}
+	r.byField[e.field].Runtime = append(r.byField[e.field].Runtime, runtimeCost{Index: r.index, Pod: r.name, Cost: cost, Error: errText(err)})
+}
+
+// match: whether every matchCondition is true (none: true), the cost charged, and the error that fails the policy.
+func (r runner) match(conditions []expression) (bool, int64, string) {
+	for _, e := range conditions {
+		r.alone(e, false, r.lim.MatchConditions)
+	}
+	results, remaining, err := r.in.evaluate(r.c, conditions, false, r.lim.MatchConditions)
+	if err != nil {
+		return false, r.lim.MatchConditions, "matchConditions: " + err.Error()
+	}
+	cost := r.lim.MatchConditions - remaining
 	for _, res := range results {
 		if res.Error != nil {
-			pr.Error = res.Error.Error()
-			return pr
+			return false, cost, res.Error.Error()
 		}
 		if res.EvalResult != types.True {
-			return pr
+			return false, cost, ""
 		}
 	}
-	pr.Matched = true
-	if p.mutating {
-		for _, e := range p.checks {
-			alone(e, true, lim.PerPolicy)
-			cost, err := in.mutation(c, e, lim.PerPolicy)
-			pr.Cost += cost
-			if err != nil {
-				pr.Error = e.field + ": " + err.Error()
-				return pr
-			}
+	return true, cost, ""
+}
+
+// mutate: each mutation with the per-policy budget, as the mutating dispatcher gives each patcher.
+func (r runner) mutate(mutations []expression) (int64, string) {
+	var total int64
+	for _, e := range mutations {
+		r.alone(e, true, r.lim.PerPolicy)
+		cost, err := r.in.mutation(r.c, e, r.lim.PerPolicy)
+		total += cost
+		if err != nil {
+			return total, e.field + ": " + err.Error()
 		}
-		return pr
 	}
-	for _, e := range p.checks {
-		alone(e, false, lim.PerPolicy)
+	return total, ""
+}
+
+// validate: the validations together with the per-policy budget, then the messageExpression of each
+// that is false from what is left, as the validating plugin's validator does.
+func (r runner) validate(validations []expression, messages []*expression) (int64, string) {
+	for _, e := range validations {
+		r.alone(e, false, r.lim.PerPolicy)
 	}
-	results, remaining, err = in.evaluate(c, p.checks, false, lim.PerPolicy)
+	results, remaining, err := r.in.evaluate(r.c, validations, false, r.lim.PerPolicy)
 	if err != nil {
-		pr.Cost += lim.PerPolicy
-		pr.Error = "validations: " + err.Error()
-		return pr
+		return r.lim.PerPolicy, "validations: " + err.Error()
 	}
-	pr.Cost += lim.PerPolicy - remaining
+	total := r.lim.PerPolicy - remaining
 	for i, res := range results {
 		if res.Error != nil {
-			pr.Error = p.checks[i].field + ": " + res.Error.Error()
-			return pr
+			return total, validations[i].field + ": " + res.Error.Error()
 		}
-		if res.EvalResult == types.True || i >= len(p.messages) || p.messages[i] == nil {
+		if res.EvalResult == types.True || i >= len(messages) || messages[i] == nil {
 			continue
 		}
-		m := *p.messages[i]
-		alone(m, false, remaining)
-		cost, err := in.conditions(c, []expression{m}, false, remaining)
-		pr.Cost += cost
+		m := *messages[i]
+		r.alone(m, false, remaining)
+		cost, err := r.in.conditions(r.c, []expression{m}, false, remaining)
+		total += cost
 		remaining -= cost
 		if err != nil {
-			pr.Error = m.field + ": " + err.Error()
-			return pr
+			return total, m.field + ": " + err.Error()
 		}
 	}
-	return pr
+	return total, ""
 }
 
 // input: one pod's CREATE as the plugins see it.
