@@ -31,18 +31,19 @@ export async function policiesCommand(values: PoliciesOptions, io: IO = processI
   const set = await loadTemplates(values.dir);
   const { objects, verdicts } = compilePolicies(set, { namespace: values.namespace });
   const refused = await verify(objects, verdicts, values.verify ?? Verify.Auto, io);
-  if (refused.length > 0) {
-    for (const line of refused) io.stderr(`${new InjectorError('POLICY_REFUSED', [line]).message}\n`);
-    return 1;
-  }
+  for (const line of refused) io.stderr(`${line}\n`);
+  if (refused.length > 0) return 1;
   io.stdout(values.output === 'json' ? `${JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }, null, 2)}\n` : stringifyKubectl(objects));
   const skipped = verdicts.filter((v) => !v.compiles);
   for (const v of skipped) io.stderr(`template "${v.template}": not compiled to a policy: ${v.detail}; the webhook injects it\n`);
   return skipped.length > 0 ? 1 : 0;
 }
 
-/** What the apiserver's CEL refuses, one line each; with --verify auto and no celcost, one line on standard error instead. */
-async function verify(objects: readonly object[], verdicts: readonly PolicyVerdict[], mode: Verify, io: IO): Promise<string[]> {
+/**
+ * What the apiserver's CEL refuses, one POLICY_REFUSED message each; with --verify auto and no
+ * celcost, one line on standard error instead.
+ */
+export async function verify(objects: readonly object[], verdicts: readonly PolicyVerdict[], mode: Verify, io: IO): Promise<string[]> {
   if (mode === Verify.Never) return [];
   const found = findCelcost();
   if ('absent' in found) {
@@ -51,5 +52,6 @@ async function verify(objects: readonly object[], verdicts: readonly PolicyVerdi
     return [];
   }
   const pods = verdicts.filter((v) => v.compiles).map((v) => samplePod(v.template));
-  return problemLines(await measureCost(found.binary, objects, pods, { namespace: 'default' }));
+  const problems = problemLines(await measureCost(found.binary, objects, pods, { namespace: 'default' }));
+  return problems.map((line) => new InjectorError('POLICY_REFUSED', [line]).message);
 }

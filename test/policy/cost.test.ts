@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { compilePolicies } from '../../src/policy/compile.js';
 import { findCelcost, measureCost, problemLines, samplePod, worstExpression, type CostReport } from '../../src/policy/cost.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
-import { cli } from '../helpers/cli.js';
+import { verify } from '../../src/cli/policies.js';
+import { captureIO, cli } from '../helpers/cli.js';
 
 const found = findCelcost();
 const skip = 'absent' in found ? found.absent : false;
@@ -91,6 +92,20 @@ describe("the apiserver's CEL cost of policies (celcost)", { skip }, () => {
     assert.deepEqual(problemLines(r), [
       "ValidatingAdmissionPolicy typo: spec.validations[1].expression: the apiserver refuses the policy: compilation failed: ERROR: <input>:1:1: undeclared reference to 'objec' (in container '')",
     ]);
+  });
+
+  it('policies refuses, naming policy, expression and error, a policy set the apiserver would refuse', async () => {
+    const set = await loadTemplateSet('templates');
+    const { objects, verdicts } = compilePolicies(set, { namespace: 'sidecar-injector' });
+    const expensive = validating('expensive', 'lists.range(2000).all(i, lists.range(2000).all(j, i + j >= 0))');
+    const io = captureIO();
+    const refused = await verify([...objects, expensive], verdicts, 'always', io);
+    assert.equal(refused.length, 2, 'once per sample pod (one per compiled template)');
+    assert.match(
+      refused[0]!,
+      /^the apiserver would refuse ValidatingAdmissionPolicy expensive: pod sample-log-shipper-: the apiserver fails its admission: spec\.validations\[0\]\.expression: expression '[^']+' resulted in error: operation cancelled: actual cost limit exceeded; nothing written: fix the template, or leave it to the webhook$/,
+    );
+    assert.deepEqual(await verify(objects, verdicts, 'always', io), [], 'the bundled policies pass');
   });
 
   it('policies --verify always checks the bundled policies and writes them; lint --policies gives each cost', async () => {
