@@ -44,10 +44,18 @@ const wide = {
     volumes: Array.from({ length: 20 }, (_, j) => ({ name: `data-${j}`, emptyDir: {} })),
   },
 };
+/** A pod whose templates annotation names 5,000 templates (10 KB; annotations may hold 256 KiB): the webhook refuses it at once (TEMPLATE_UNKNOWN). */
+const manyNames = {
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name: 'many-names', namespace: NAMESPACE, annotations: { 'sidecar-injector.io/templates': `TEMPLATE${',x'.repeat(5000)}` } },
+  spec: { containers: [{ name: 'app', image: 'registry.example/app:1.0' }] },
+};
 const samples = [
   { label: 'typical pod (examples/deployment.yaml)', manifest: typical },
   { label: `largest corpus pod (${largest.file})`, manifest: largest.object },
   { label: 'a pod of 250 containers (--max-containers), 40 env and 20 mounts each', manifest: wide },
+  { label: 'a pod naming the template and 5,000 unknown ones (a 10 KB annotation)', manifest: manyNames, names: true },
 ];
 
 /** The pod as the apiserver holds it after the policies (the `inject` command's output), or why the webhook refuses it. */
@@ -76,10 +84,18 @@ interface Row {
 
 const rows: Row[] = [];
 for (const sample of samples) {
-  const pods = templates.map((t) => admissionView(sample.manifest, [t], NAMESPACE).pod);
-  const both = await injected(admissionView(sample.manifest, templates, NAMESPACE).pod);
+  const view = (names: string[]): Record<string, any> => {
+    const pod = admissionView(sample.manifest, names, NAMESPACE).pod;
+    const annotations = pod['metadata']['annotations'];
+    if ('names' in sample)
+      annotations['sidecar-injector.io/templates'] = sample.manifest.metadata.annotations['sidecar-injector.io/templates'].replace('TEMPLATE', names.join(','));
+    return pod;
+  };
+  const pods = templates.map((t) => view([t]));
+  const both = await injected(view(templates));
   const refused = typeof both === 'string';
   if (refused) console.error(`${sample.label}: the webhook refuses it (${both}); the validating policy runs on it without sidecars`);
+  const why = refused ? (both.includes('--max-json-keys') ? '--max-json-keys' : both.includes('unknown sidecar template') ? 'TEMPLATE_UNKNOWN' : both) : '';
   const report = await measureCost(found.binary, objects, [...pods, refused ? pods[0]! : both], { namespace: NAMESPACE });
   for (const p of report.policies) {
     // Each MutatingAdmissionPolicy on the pod that selects its template; the validating policy on the injected pod.
@@ -87,7 +103,7 @@ for (const sample of samples) {
     if (!p.pods[i]!.matched) throw new Error(`${p.name}: did not match ${sample.label}`);
     rows.push({
       policy: `${p.kind} ${p.name}`,
-      pod: refused && i === pods.length ? `${sample.label}, not injected: the webhook refuses it (--max-json-keys)` : sample.label,
+      pod: refused && i === pods.length ? `${sample.label}, not injected: the webhook refuses it (${why})` : sample.label,
       bytes: JSON.stringify(i < pods.length || refused ? pods[Math.min(i, pods.length - 1)] : both).length,
       cost: p,
       index: i,
@@ -104,8 +120,8 @@ const estimate = (p: PolicyCost): string => {
 };
 const limits = rows[0]!.limits;
 const table = [
-  '| policy | pod (bytes as JSON) | charged for the pod, of 10,000,000 | costliest expression alone, of 1,000,000 | estimated per expression over the Pod schema |',
-  '| --- | --- | ---: | --- | --- |',
+  '| policy | pod (bytes as JSON) | charged for the pod, of 10,000,000 | its time here, ms | costliest expression alone, of 1,000,000 | estimated per expression over the Pod schema |',
+  '| --- | --- | ---: | ---: | --- | --- |',
   ...rows.map((r) => {
     const worst = worstExpression(r.cost, r.index)!;
     const pod = r.cost.pods[r.index]!;
@@ -113,7 +129,7 @@ const table = [
       pod.error === undefined
         ? fmt(pod.cost)
         : `**over**: ${fmt(pod.cost)}, cancelled (${pod.error.includes('cost limit') ? 'per-expression limit' : pod.error})`;
-    return `| ${r.policy} | ${r.pod} (${fmt(r.bytes)}) | ${charged} | ${fmt(worst.cost)} (\`${worst.field}\`) | ${estimate(r.cost)} |`;
+    return `| ${r.policy} | ${r.pod} (${fmt(r.bytes)}) | ${charged} | ${pod.ms.toFixed(1)} | ${fmt(worst.cost)} (\`${worst.field}\`) | ${estimate(r.cost)} |`;
   }),
 ].join('\n');
 const date = new Date().toISOString().slice(0, 10);

@@ -57,7 +57,15 @@ export interface PolicyCost {
   readonly estimated: CostRange;
   readonly expressions: readonly ExpressionCost[];
   /** Per pod (index: its place in the pods given): whether the matchConditions let it through, and what the plugin charged in all. */
-  readonly pods: readonly { readonly index: number; readonly pod: string; readonly matched: boolean; readonly cost: number; readonly error?: string }[];
+  readonly pods: readonly {
+    readonly index: number;
+    readonly pod: string;
+    readonly matched: boolean;
+    readonly cost: number;
+    /** The evaluation's time on the machine that ran celcost (compiling excluded). */
+    readonly ms: number;
+    readonly error?: string;
+  }[];
   /** What the apiserver would refuse: the policy when written, or a given pod's admission. */
   readonly problems: readonly string[];
   /** Estimates over a limit, or without a bound. */
