@@ -9,7 +9,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { cpus, platform, release, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -22,6 +22,7 @@ import { closedLoop, mergeSorted, quantile, steadyRate, type LoadResult, type Ta
 import { DefaultSizes, Pods, reviewTemplate, type PodSize } from './pods.js';
 import { measureShapes, measureShapesOverTls, Shapes, type ShapeFigures, type TlsFigures } from './shapes.js';
 import { cpuMicros, freePort, httpOk, imageNodeFlags, memory, startServer, tlsOk, type ServerProcess } from './servers.js';
+import { keepBlocks } from '../scripts/generated-block.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -129,7 +130,8 @@ async function main(): Promise<void> {
     renderShapes(shapeSteps, shapesOverTls, shapesPeakRssMb);
   process.stdout.write(`\n${report}`);
   if (!flags['no-write'] && !flags.quick) {
-    await writeFile('BENCHMARKS.md', report);
+    // Sections other scripts write (scripts/policy-cost.ts) are kept.
+    await writeFile('BENCHMARKS.md', keepBlocks(await readFile('BENCHMARKS.md', 'utf8').catch(() => ''), report));
     log('wrote BENCHMARKS.md');
   }
   if (flags.profile)

@@ -71,6 +71,9 @@ export const ErrorCodes = {
   /** Command-line authoring tools (inject, lint, explain). */
   INPUT_INVALID: { status: 400, message: 'cannot read %s: %s' },
   USAGE: { status: 400, message: '%s' },
+  /** `policies --verify`: what the apiserver's CEL (tools/celcost) says it would refuse. */
+  POLICY_REFUSED: { status: 400, message: 'the apiserver would refuse %s; nothing written: fix the template, or leave it to the webhook' },
+  CELCOST_MISSING: { status: 500, message: '--verify always: %s' },
   /** Certificate bootstrap through the Kubernetes API. */
   KUBE_CONFIG_INVALID: { status: 500, message: 'cannot configure the Kubernetes client: %s; pass --kubeconfig or run in a pod with a ServiceAccount' },
   KUBE_API_FAILED: { status: 500, message: 'Kubernetes API call %s failed: %s' },

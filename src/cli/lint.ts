@@ -1,8 +1,10 @@
 import { formatFault, InjectorError } from '../errors.js';
 import { lintCluster, lintTemplates, type LintFinding, type LintReport } from '../lint/lint.js';
 import { PodSecurityLevel } from '../lint/pod.js';
-import { policyVerdict, type PolicyVerdict } from '../policy/compile.js';
+import { compilePolicies, policyName, policyVerdict, type PolicyVerdict } from '../policy/compile.js';
+import { findCelcost, measureCost, samplePod, type CostReport } from '../policy/cost.js';
 import { loadTemplateSet } from '../templates/load.js';
+import type { TemplateSet } from '../templates/load.js';
 import { listTemplateObjects, processIO, templatesDir, type IO } from './args.js';
 
 /** `lint`'s arguments and flags, as the command line gave them. */
@@ -47,19 +49,68 @@ export async function lintCommand(values: LintOptions, io: IO = processIO): Prom
   const report = await lintTemplates(dir, level).catch((err: unknown) => {
     throw missingDir(err, dir);
   });
-  const verdicts = values.policies === true && report.errors === 0 ? (await loadTemplateSet(dir)).templates : undefined;
-  const policies = verdicts === undefined ? undefined : [...verdicts.values()].map((t) => policyVerdict(t));
+  const set = values.policies === true && report.errors === 0 ? await loadTemplateSet(dir) : undefined;
+  const policies = set === undefined ? undefined : await costedVerdicts(set);
   io.stdout(
     values.output === 'json'
-      ? `${JSON.stringify(policies === undefined ? report : { ...report, policies }, null, 2)}\n`
-      : textReport(report, dir, level) + (policies ?? []).map(policyLine).join(''),
+      ? `${JSON.stringify(policies === undefined ? report : { ...report, policies: policies.verdicts, ...(policies.unchecked !== undefined && { policiesCostUnchecked: policies.unchecked }) }, null, 2)}\n`
+      : textReport(report, dir, level) + (policies === undefined ? '' : policyLines(policies)),
   );
   return exitStatus(report, values.strict);
 }
 
-/** `policy: template "x": MutatingAdmissionPolicy sidecar-injector-x`, or `webhook only: why`. */
-function policyLine(v: PolicyVerdict): string {
-  return `policy: template "${v.template}": ${v.compiles ? `MutatingAdmissionPolicy ${v.detail}` : `webhook only: ${v.detail}`}\n`;
+/** A verdict with the apiserver's CEL cost of the template's policy on a sample pod, when celcost measured it. */
+type CostedVerdict = PolicyVerdict & { readonly cost?: number };
+
+interface CostedVerdicts {
+  readonly verdicts: readonly CostedVerdict[];
+  /** Problems of the validating policy, one line each. */
+  readonly validating: readonly string[];
+  readonly limits?: CostReport['limits'];
+  /** Why the cost is unchecked (celcost not built). */
+  readonly unchecked?: string;
+}
+
+/**
+ * Each template's verdict, and when celcost is built its policy's cost on a sample pod: a policy
+ * the apiserver's CEL refuses (an expression that does not compile, or over the cost limits)
+ * turns its template's verdict to webhook only, with the reason (test/policy/cost.test.ts).
+ */
+async function costedVerdicts(set: TemplateSet): Promise<CostedVerdicts> {
+  const verdicts = [...set.templates.values()].map((t) => policyVerdict(t));
+  const found = findCelcost();
+  if ('absent' in found) return { verdicts, validating: [], unchecked: found.absent };
+  const { objects } = compilePolicies(set, { namespace: 'sidecar-injector' });
+  const compiled = verdicts.filter((v) => v.compiles);
+  const report = await measureCost(
+    found.binary,
+    objects,
+    compiled.map((v) => samplePod(v.template)),
+    { namespace: 'default' },
+  );
+  const byName = new Map(report.policies.map((p) => [p.name, p]));
+  const costed = verdicts.map((v): CostedVerdict => {
+    const p = v.compiles ? byName.get(policyName(v.template)) : undefined;
+    if (p === undefined) return v;
+    if (p.problems.length > 0) return { template: v.template, compiles: false, detail: `the apiserver's CEL refuses its policy: ${p.problems[0]!}` };
+    return { ...v, cost: Math.max(0, ...p.pods.map((pod) => pod.cost)) };
+  });
+  const validating = report.policies.filter((p) => p.kind === 'ValidatingAdmissionPolicy').flatMap((p) => p.problems.map((x) => `${p.kind} ${p.name}: ${x}`));
+  return { verdicts: costed, validating, limits: report.limits };
+}
+
+/** `policy: template "x": MutatingAdmissionPolicy sidecar-injector-x (CEL cost …)`, or `webhook only: why`; then what is unchecked or refused. */
+function policyLines(p: CostedVerdicts): string {
+  const cost = (v: CostedVerdict): string =>
+    v.cost === undefined || p.limits === undefined
+      ? ''
+      : ` (apiserver CEL cost on a sample pod: ${v.cost}; limits ${p.limits.perCall} per expression, ${p.limits.perPolicy} per policy)`;
+  const lines = p.verdicts.map(
+    (v) => `policy: template "${v.template}": ${v.compiles ? `MutatingAdmissionPolicy ${v.detail}${cost(v)}` : `webhook only: ${v.detail}`}\n`,
+  );
+  for (const line of p.validating) lines.push(`policy: ${line}\n`);
+  if (p.unchecked !== undefined) lines.push(`policy: CEL cost unchecked: ${p.unchecked}\n`);
+  return lines.join('');
 }
 
 /** `lint --templates-source cluster [-n NS | -A]`: the SidecarTemplate objects as the injector loads them, each namespace's view linted. */

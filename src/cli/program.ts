@@ -185,7 +185,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
 
   command('policies', 'print the templates as MutatingAdmissionPolicies and a ValidatingAdmissionPolicy (Kubernetes 1.36)')
     .description(
-      "Compiles the SidecarTemplates of DIR to admission policies the apiserver runs itself (admissionregistration.k8s.io/v1, Kubernetes 1.36; 1.34 with the beta API and --api-version v1beta1): per template a MutatingAdmissionPolicy with its bindings, and a ValidatingAdmissionPolicy that refuses an opted-in pod without its sidecars. With --templates-source cluster, the cluster's SidecarTemplate objects: the cluster-wide templates bound to every namespace without templates of its own, and each namespace's view (its templates over the cluster-wide ones) bound to that namespace. A template that does not compile (overrides, placement of native sidecars next to a named container, the pod's own ServiceAccount token) is named on standard error with the reason, and the exit status is 1: the webhook must inject it.",
+      "Compiles the SidecarTemplates of DIR to admission policies the apiserver runs itself (admissionregistration.k8s.io/v1, Kubernetes 1.36; 1.34 with the beta API and --api-version v1beta1): per template a MutatingAdmissionPolicy with its bindings, and a ValidatingAdmissionPolicy that refuses an opted-in pod without its sidecars. With --templates-source cluster, the cluster's SidecarTemplate objects: the cluster-wide templates bound to every namespace without templates of its own, and each namespace's view (its templates over the cluster-wide ones) bound to that namespace. A template that does not compile (overrides, placement of native sidecars next to a named container, the pod's own ServiceAccount token) is named on standard error with the reason, and the exit status is 1: the webhook must inject it. Before writing, each policy is checked with the apiserver's own CEL (tools/celcost, --verify): a policy the apiserver would refuse, or that goes over its CEL cost limits on a sample pod, is named with the expression and the error, nothing is written, and the exit status is 1.",
     )
     .argument('[dir]', `templates directory (default: $${Options.templatesDir.env}, else ${Options.templatesDir.schema.default})`)
     .addOption(new Option('-o, --output <format>', 'output format').choices(['yaml', 'json']).default('yaml'))
@@ -213,6 +213,14 @@ function createProgram(io: IO, done: (code: number) => void): Command {
       new Option('--api-version <version>', "the MutatingAdmissionPolicies' API version (v1beta1: Kubernetes 1.34 and 1.35 with the beta API on)")
         .choices(['v1', 'v1beta1'])
         .default('v1'),
+    )
+    .addOption(
+      new Option(
+        '--verify <when>',
+        "check every policy with the apiserver's CEL (tools/celcost) before writing: auto when it is built, always (fail without it), never",
+      )
+        .choices(['auto', 'always', 'never'])
+        .default('auto'),
     )
     .addHelpText(
       'after',

@@ -4,15 +4,17 @@ import { readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { compilePolicies } from '../../src/policy/compile.js';
-import { loadTemplateSet } from '../../src/templates/load.js';
 import { admissionView } from '../corpus/admission-view.js';
 import { PodsDir, readYaml11 } from '../corpus/corpus.js';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { CLI_ENTRY } from '../helpers/cli.js';
+import { startFakeApiServer, type PolicyKind } from '../helpers/fake-apiserver.js';
 import { findKubeadmit, kubeadmit, mapLimit, type Admission, type Scenario } from '../helpers/kubeadmit.js';
 import { differences, stored } from '../helpers/policy-parity.js';
-import { helmObjects, key, kustomizeWithComponent, one, serverConfig, type Obj } from '../manifests/render.js';
+import { helmObjects, injector, key, kustomizeWithComponent, one, serverConfig, type Obj } from '../manifests/render.js';
 import { appPod, INJECT } from './cases.js';
-import { startInstall, type RunningInstall } from './install.js';
+import { imageEntrypoint, startInstall, type RunningInstall } from './install.js';
 
 /**
  * An install in policy mode, end to end: the chart (--set mode=policy, Kubernetes 1.36) and the
@@ -31,29 +33,76 @@ const installs: { name: string; objects: () => Obj[] }[] = [
   { name: 'kustomize manifests/base + components/policy', objects: () => kustomizeWithComponent('base', 'components/policy') },
 ];
 
+/** The HTTP methods each RBAC verb allows (enough for the calls the injector makes). */
+const METHODS: Record<string, string[]> = {
+  get: ['GET'],
+  list: ['GET'],
+  watch: ['GET'],
+  create: ['POST'],
+  update: ['PUT'],
+  patch: ['PATCH'],
+  delete: ['DELETE'],
+};
+
+/** What the API stand-in grants: discovery, and the calls the rendered RBAC bound to the injector's ServiceAccount allows, nothing else. */
+function rbacOf(objects: readonly Obj[]): (method: string, path: string) => boolean {
+  const account = one(objects, 'ServiceAccount').metadata;
+  const rules = objects
+    .filter((o) => o.kind.endsWith('RoleBinding') && o.subjects.some((s: Obj) => s.kind === 'ServiceAccount' && s.name === account.name))
+    .flatMap((b) => one(objects, b.roleRef.kind, b.roleRef.name).rules as Obj[]);
+  return (method, path) => {
+    if (/^\/(api|apis)(\/[^/]+(\/[^/]+)?)?$/.test(path)) return true; // discovery: every authenticated user (system:discovery)
+    const m = /^\/apis\/([^/]+)\/[^/]+\/([a-z]+)/.exec(path);
+    return (
+      m !== null && rules.some((r) => r.apiGroups.includes(m[1]) && r.resources.includes(m[2]) && r.verbs.some((v: string) => METHODS[v]?.includes(method)))
+    );
+  };
+}
+
 /**
- * The policies the install's injector keeps in the cluster: what its templates compile to
- * (compilePolicies, the compiler behind `sidecar-injector policies` and the injector's sync) for its
- * Deployment's namespace, the templates read from the directory its Deployment mounts (the rendered
- * ConfigMap, one file per key as the kubelet writes them). The one place to read them instead from
- * what the injector itself writes to the API.
+ * The policies the install's injector keeps in the cluster: its injector started as its Deployment
+ * runs it in the image (args, environment, the templates ConfigMap as the kubelet mounts it), in
+ * front of the API stand-in, which grants only what the install's RBAC grants; what it has written
+ * once its first sync is logged.
  */
 async function policiesOf(objects: readonly Obj[], dir: string): Promise<string> {
   const deployment = one(objects, 'Deployment');
+  const container = injector(objects);
+  const mount = (container.volumeMounts as Obj[]).find((m) => m.name === 'templates');
   const volume = (deployment.spec.template.spec.volumes as Obj[]).find((v) => v.name === 'templates');
   const templates = join(dir, 'templates');
   await mkdir(templates);
   const data = one(objects, 'ConfigMap', volume!.configMap.name).data as Record<string, string>;
   for (const [name, text] of Object.entries(data)) await writeFile(join(templates, name), text);
-  const { objects: policies, verdicts } = compilePolicies(await loadTemplateSet(templates), { namespace: deployment.metadata.namespace });
-  assert.deepEqual(
-    verdicts.filter((v) => !v.compiles).map((v) => v.template),
-    [],
-    'every bundled template compiles',
-  );
-  const file = join(dir, 'policies.json');
-  await writeFile(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: policies }));
-  return file;
+  const api = await startFakeApiServer();
+  api.grantOnly(rbacOf(objects));
+  const image = imageEntrypoint();
+  const env: NodeJS.ProcessEnv = { PATH: process.env['PATH'], HOME: process.env['HOME'], ...image.env };
+  for (const e of (container.env ?? []) as Obj[]) env[e.name] = e.value ?? deployment.metadata.namespace;
+  const args = (container.args as string[]).map((a) => (a === `--templates-dir=${mount!.mountPath}` ? `--templates-dir=${templates}` : a));
+  const child = spawn(process.execPath, [...image.nodeFlags, ...CLI_ENTRY, ...args, `--kubeconfig=${api.kubeconfig}`, '--health-port=0', '--host=127.0.0.1'], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      createInterface({ input: child.stdout! }).on('line', (line) => {
+        if (line.includes('"policies synced"')) resolve();
+        if (line.includes('"policies not synced')) reject(new Error(line));
+      });
+      child.on('close', (code) => reject(new Error(`the injector exited (${code})`)));
+    });
+    const items = ['MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'].flatMap((k) =>
+      api.policies(k as PolicyKind),
+    );
+    assert.ok(items.length > 0, 'the injector wrote its policies');
+    const file = join(dir, 'policies.json');
+    await writeFile(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
+    return file;
+  } finally {
+    child.kill('SIGKILL');
+    await api.close();
+  }
 }
 
 /**

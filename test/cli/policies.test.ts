@@ -52,7 +52,7 @@ describe('policies and lint --policies', () => {
     assert.equal(r.code, 0, r.err);
     assert.match(
       r.out,
-      /\npolicy: template "log-shipper": MutatingAdmissionPolicy sidecar-injector-log-shipper\npolicy: template "proxy": MutatingAdmissionPolicy sidecar-injector-proxy\n$/,
+      /\npolicy: template "log-shipper": MutatingAdmissionPolicy sidecar-injector-log-shipper( \([^\n]*\))?\npolicy: template "proxy": MutatingAdmissionPolicy sidecar-injector-proxy( \([^\n]*\))?\n(policy: CEL cost unchecked: [^\n]*\n)?$/,
     );
     const plain = await cli(['lint', 'templates']);
     assert.doesNotMatch(plain.out, /policy:/);
