@@ -38,7 +38,7 @@ const METHODS: Record<string, string[]> = {
   get: ['GET'],
   list: ['GET'],
   watch: ['GET'],
-  create: ['POST'],
+  create: ['POST', 'CREATE'], // CREATE: the stand-in asks it of a server-side apply that creates the object
   update: ['PUT'],
   patch: ['PATCH'],
   delete: ['DELETE'],
