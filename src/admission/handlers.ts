@@ -6,7 +6,7 @@ import { Keys } from '../inject/keys.js';
 import { applyInjection, planInjection } from '../inject/mutate.js';
 import type { InjectionContext } from '../inject/render.js';
 import { keyWarnings, OptInScope, Reason, refusalReason, requiredFor, selectTemplates } from '../inject/policy.js';
-import { verifyPod } from '../inject/verify.js';
+import { verifyPod, verifyUpdate } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
 import { diff } from '../patch/diff.js';
 import { setFor, type TemplateSet } from '../templates/load.js';
@@ -218,6 +218,7 @@ function validatePod(
   mirrors: ImageMirrors,
   step?: StepLog,
 ): Verdict {
+  if (isPodUpdate(req)) return validateUpdate(req, templates(), limits, step);
   if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
   const pod = checkedPod(req, scope, limits, templates);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
@@ -234,6 +235,25 @@ function validatePod(
   if (verdict.kind === 'skipped') return passed(Decision.Skipped, verdict.reason);
   if (verdict.kind === 'denied') return denied(verdict.error, verdict.reason, verdict.statusReason, verdict.templates);
   return allowed(verdict.reason, verdict.templates, !HistoryReasons.has(verdict.reason));
+}
+
+/**
+ * A pod UPDATE (the required validating webhook's rules send them, whatever the pod's labels):
+ * refused when it swaps or drops a sidecar a template required in the namespace injects
+ * (verifyUpdate). In a namespace no template is required in, passed as before without reading the
+ * pod. The verdict depends on the current set alone, so the answer cache may keep it.
+ */
+function validateUpdate(req: ReviewRequest, templates: TemplateSet, limits: ReviewLimits, step?: StepLog): Verdict {
+  const namespace = req.namespace || 'default';
+  const set = setFor(templates, namespace);
+  if (requiredFor(set, namespace).length === 0) return passed(Decision.Skipped, Reason.NotPodCreate);
+  const pod = podObject(req.object, limits.pod);
+  const old = podObject(req.oldObject, limits.pod);
+  const verdict = verifyUpdate(pod, old, set, namespace, { renderBytes: limits.patchBytes });
+  step?.({ operation: req.operation, reason: verdict.reason, ...(verdict.kind === 'denied' && { error: verdict.error.message }) }, `validated the update: ${verdict.kind}`);
+  if (verdict.kind === 'skipped') return passed(Decision.Skipped, verdict.reason);
+  if (verdict.kind === 'denied') return denied(verdict.error, verdict.reason, verdict.statusReason, verdict.templates);
+  return allowed(verdict.reason, verdict.templates, true);
 }
 
 /**
@@ -277,8 +297,16 @@ function namespaceOf(req: ReviewRequest, pod: Pod): string {
 
 /** True for the reviews the injector acts on: the CREATE of a core/v1 Pod itself, not a subresource. */
 function isPodCreate(req: ReviewRequest): boolean {
+  return req.operation === 'CREATE' && isPod(req);
+}
+
+/** True for the UPDATE of a core/v1 Pod itself (`kubectl set image`), not a subresource such as pods/status. */
+function isPodUpdate(req: ReviewRequest): boolean {
+  return req.operation === 'UPDATE' && isPod(req);
+}
+
+function isPod(req: ReviewRequest): boolean {
   return (
-    req.operation === 'CREATE' &&
     req.kind?.kind === 'Pod' &&
     (req.kind.group ?? '') === '' &&
     (req.resource?.resource ?? 'pods') === 'pods' &&
