@@ -11,6 +11,7 @@ import {
   objectKey,
   tooLarge,
   SidecarTemplateResource,
+  servedAsIs,
   type ObjectCandidates,
   statusSays,
   type ObjectResult,
@@ -61,8 +62,10 @@ interface Entry {
   readonly bytes: number;
   /** Undefined while its compile waits in the queue. */
   result?: ObjectResult;
-  /** The version last served: still served while a newer one is invalid or its default conflicts. */
+  /** The version last served: still served while a newer one is invalid, its default conflicts, or it is over a budget. */
   served?: CompiledTemplate | undefined;
+  /** The bytes of the version served (as `bytes`). */
+  servedBytes?: number;
   /** The condition last written for this generation of the object: each is tried once (a failure is logged, not retried until the spec changes). */
   written?: string;
 }
@@ -111,11 +114,15 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
       key,
       created: e.object.metadata.creationTimestamp ?? '',
       candidates: candidatesOf(e),
-      bytes: e.bytes + OBJECT_OVERHEAD_BYTES,
+      bytes: (e.result?.ok === true ? e.bytes : (e.servedBytes ?? e.bytes)) + OBJECT_OVERHEAD_BYTES,
+      servedBytes: (e.servedBytes ?? e.bytes) + OBJECT_OVERHEAD_BYTES,
+      incumbent: servedAsIs(e.object),
     }));
     const { set: next, served, refused } = clusterSet(objects, home, options.base?.());
     for (const [key, e] of entries) {
       e.served = served.get(key);
+      if (e.served === undefined) delete e.servedBytes;
+      else if (e.result?.ok === true && e.served === e.result.template) e.servedBytes = e.bytes;
       const conflict = refused.get(key);
       const result = e.result;
       if (result === undefined) continue;
@@ -257,6 +264,7 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
       bytes,
       ...(same && known.result !== undefined && { result: known.result }),
       ...(known?.served !== undefined && { served: known.served }),
+      ...(known?.servedBytes !== undefined && { servedBytes: known.servedBytes }),
       ...(same && known.written !== undefined && { written: known.written }),
     };
     entries.set(key, entry);
@@ -396,6 +404,7 @@ export async function listClusterTemplates(
         created: obj.metadata.creationTimestamp ?? '',
         candidates: [result.template],
         bytes: bytes + OBJECT_OVERHEAD_BYTES,
+        incumbent: servedAsIs(obj),
       });
     else invalid.push({ key: objectKey(obj), faults: result.faults.map(formatFault) });
   }

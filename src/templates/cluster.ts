@@ -164,8 +164,23 @@ export interface ObjectCandidates {
   /** The object's creationTimestamp: of two conflicting default templates, the older object wins. */
   readonly created: string;
   readonly candidates: readonly CompiledTemplate[];
-  /** What the object weighs against its namespace's and the total budget: its bytes (boundedObject) and OBJECT_OVERHEAD_BYTES; 0 when unknown. */
+  /** What the first candidate weighs against its namespace's and the total budget: its bytes (boundedObject) and OBJECT_OVERHEAD_BYTES; 0 when unknown. */
   readonly bytes?: number;
+  /** What the later candidate (the version served before) weighs; `bytes` when unknown. */
+  readonly servedBytes?: number;
+  /**
+   * The object's status says its current generation is served (servedAsIs): such objects are
+   * charged against the budgets before every new or changed one, so a team's new or grown object
+   * never takes another's served object away, and every replica, reading the same statuses,
+   * decides the same.
+   */
+  readonly incumbent?: boolean;
+}
+
+/** True when the object's status says the injector serves its current generation (Loaded=True, observed at that generation). */
+export function servedAsIs(obj: TemplateObject): boolean {
+  const loaded = obj.status?.conditions?.find((c) => c.type === 'Loaded');
+  return loaded?.status === 'True' && obj.metadata.generation !== undefined && loaded.observedGeneration === obj.metadata.generation;
 }
 
 /** The set, the version served for each object, and the objects refused because their defaults conflict. */
@@ -204,27 +219,44 @@ export function clusterSet(objects: readonly ObjectCandidates[], home: string, b
     return scope;
   };
   scopeOf(home);
-  // The injector's namespace first (the platform's templates never yield to a tenant's bytes), then oldest first.
-  const rank = (o: ObjectCandidates): number => (o.candidates[0]?.namespace === home ? 0 : 1);
-  const ordered = [...objects].sort((a, b) => rank(a) - rank(b) || a.created.localeCompare(b.created) || a.key.localeCompare(b.key));
+  const ordered = objects.map((o) => ({ ...o, namespace: o.candidates[0]?.namespace ?? '' })).sort(budgetOrder(home));
   const budget = new Budget();
   const wideRequired = requiredNames(objects, home, base);
-  for (const { key, candidates, bytes } of ordered) {
-    const namespace = candidates[0]?.namespace ?? '';
-    const over = candidates[0] === undefined ? undefined : budget.charge(candidates[0], bytes ?? 0);
-    if (over !== undefined) {
-      refused.set(key, [over]);
-      continue;
-    }
+  for (const { key, namespace, candidates, bytes, servedBytes } of ordered) {
     const scope = scopeOf(namespace);
     const faults = candidates.map((t) => [...requiredFaults(t, home, wideRequired), ...(t.isDefault ? scope.conflicts(t) : [])]);
-    const chosen = candidates.find((_, i) => faults[i]!.length === 0);
-    if (chosen !== candidates[0]) refused.set(key, faults[0] ?? []);
-    if (chosen === undefined) continue;
-    served.set(key, chosen);
-    if (chosen.isDefault) scope.take(chosen);
+    // The first candidate without faults that fits the budgets: a version over them falls back to the one served before.
+    const chosen = candidates.findIndex((t, i) => {
+      if (faults[i]!.length > 0) return false;
+      const over = budget.charge(t, (i === 0 ? bytes : (servedBytes ?? bytes)) ?? 0);
+      if (over !== undefined) faults[i] = [over];
+      return over === undefined;
+    });
+    if (chosen !== 0 && candidates.length > 0) refused.set(key, faults[0] ?? []);
+    const template = candidates[chosen];
+    if (template === undefined) continue;
+    served.set(key, template);
+    if (template.isDefault) scope.take(template);
   }
   return { set: setOf(served, home, base), served, refused };
+}
+
+/**
+ * The order objects are charged against the budgets in, the same on every replica: the injector's
+ * namespace first (the platform's templates never yield to a tenant's bytes), then the objects
+ * served as they are (incumbent), then the oldest first.
+ */
+export function budgetOrder(home: string): (a: BudgetedObject, b: BudgetedObject) => number {
+  const rank = (o: BudgetedObject): number => (o.namespace === home ? 0 : 1) * 2 + (o.incumbent === true ? 0 : 1);
+  return (a, b) => rank(a) - rank(b) || a.created.localeCompare(b.created) || a.key.localeCompare(b.key);
+}
+
+/** What budgetOrder reads of an object. */
+export interface BudgetedObject {
+  readonly key: string;
+  readonly namespace: string;
+  readonly created: string;
+  readonly incumbent?: boolean;
 }
 
 /** The names of the required cluster-wide templates: the directory's, and those of the objects in `home` (any version of them). */
@@ -249,8 +281,8 @@ class Budget {
     const namespace = t.namespace ?? '';
     const used = this.#namespaces.get(namespace) ?? 0;
     const fault = (message: string): TemplateFault => ({ file: t.file, template: t.name, path: '', message });
-    if (used + bytes > NAMESPACE_BUDGET_BYTES) return fault(`namespace ${namespace}'s older objects already hold ${used} of the ${NAMESPACE_BUDGET_BYTES} bytes the injector keeps per namespace, and this one is ${bytes}: delete templates nobody names`);
-    if (this.#total + bytes > TOTAL_BUDGET_BYTES) return fault(`the objects of all namespaces already hold ${this.#total} of the ${TOTAL_BUDGET_BYTES} bytes the injector keeps, and this one is ${bytes}: ask the platform team`);
+    if (used + bytes > NAMESPACE_BUDGET_BYTES) return fault(`namespace ${namespace}'s objects served before this one already hold ${used} of the ${NAMESPACE_BUDGET_BYTES} bytes the injector keeps per namespace, and this one is ${bytes}: delete templates nobody names`);
+    if (this.#total + bytes > TOTAL_BUDGET_BYTES) return fault(`the objects of all namespaces served before this one already hold ${this.#total} of the ${TOTAL_BUDGET_BYTES} bytes the injector keeps, and this one is ${bytes}: ask the platform team`);
     this.#namespaces.set(namespace, used + bytes);
     this.#total += bytes;
     return undefined;
