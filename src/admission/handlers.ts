@@ -105,18 +105,31 @@ export interface Handlers {
   /** The handler of each path of the endpoint table (endpoints.ts). */
   readonly byPath: ReadonlyMap<string, ReviewHandler>;
   /**
-   * An opaque token that changes whenever a verdict could (the template set's identity: a reload,
-   * or a change of its history), so the answer cache keeps answers per generation and no caller
-   * learns what a template set is. Read before the handler, in the same synchronous review.
+   * An opaque token per namespace that changes whenever a verdict for its pods could (its view of
+   * the template set with that view's history: a reload that changes the view, or a change of its
+   * history), so the answer cache keeps answers per namespace's generation, one namespace's template
+   * change costs no other namespace its answers, and no caller learns what a template set is. A
+   * number, so a kept answer never holds an old set in memory. Read before the handler, in the same
+   * synchronous review.
    */
-  readonly generation: () => unknown;
+  readonly generation: (namespace: string) => unknown;
 }
 
 /** One handler per row of the endpoint table, built over one template source. */
 export function createHandlers(source: HandlerSource): Handlers {
+  const ids = new WeakMap<object, number>();
+  let last = 0;
   return {
     byPath: new Map(Endpoints.map((e) => [e.path, factories[e.kind](source, e.scope)])),
-    generation: source.templates,
+    generation: (namespace) => {
+      const view = setFor(source.templates(), namespace || 'default');
+      // The history object changes exactly when the view or its history does (SetHistory); a set without one (no server) is its own token.
+      const token = view.history ?? view;
+      const found = ids.get(token);
+      if (found !== undefined) return found;
+      ids.set(token, ++last);
+      return last;
+    },
   };
 }
 
