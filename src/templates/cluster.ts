@@ -72,15 +72,21 @@ const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
  * (no spec), so a 1.5 MB object costs the injector a few hundred bytes (test/kube/tenancy.test.ts).
  */
 export function boundedObject(obj: TemplateObject): { readonly object: TemplateObject; readonly bytes: number } {
-  const { name, namespace, uid, generation, resourceVersion, creationTimestamp, labels } = obj.metadata;
+  const { labels } = obj.metadata;
   const { [LAST_APPLIED]: _applied, ...annotations } = obj.metadata.annotations ?? {};
   const kept = { ...(labels && { labels }), ...(Object.keys(annotations).length > 0 && { annotations }) };
   // Measured by a walk that stops past the limit: a 1.5 MB object costs a look at its first 64 KiB, and no copy.
   const bytes = jsonBytesAtMost({ spec: obj.spec ?? null, ...kept }, MAX_OBJECT_BYTES + 1);
-  const metadata: TemplateObject['metadata'] = JSON.parse(JSON.stringify({ name, namespace, uid, generation, resourceVersion, creationTimestamp })); // undefined fields left out
-  const base = { ...(obj.apiVersion !== undefined && { apiVersion: obj.apiVersion }), ...(obj.kind !== undefined && { kind: obj.kind }), ...(obj.status !== undefined && { status: obj.status }) };
-  if (bytes > MAX_OBJECT_BYTES) return { object: { ...base, metadata }, bytes };
+  if (bytes > MAX_OBJECT_BYTES) return { object: metadataOnly(obj), bytes };
+  const { metadata, ...base } = metadataOnly(obj);
   return { object: { ...base, metadata: { ...metadata, ...kept }, spec: obj.spec }, bytes };
+}
+
+/** What the store keeps of an object it does not compile: its metadata and status, a few hundred bytes. */
+export function metadataOnly(obj: TemplateObject): TemplateObject {
+  const { name, namespace, uid, generation, resourceVersion, creationTimestamp } = obj.metadata;
+  const metadata: TemplateObject['metadata'] = JSON.parse(JSON.stringify({ name, namespace, uid, generation, resourceVersion, creationTimestamp })); // undefined fields left out
+  return { ...(obj.apiVersion !== undefined && { apiVersion: obj.apiVersion }), ...(obj.kind !== undefined && { kind: obj.kind }), ...(obj.status !== undefined && { status: obj.status }), metadata };
 }
 
 /**
@@ -265,28 +271,59 @@ function requiredNames(objects: readonly ObjectCandidates[], home: string, base?
   return new Set([...(base?.required ?? []), ...wide.filter((t) => t.required !== undefined)].map((t) => t.name));
 }
 
+/** Who an object charged against the budgets belongs to, for the fault that refuses it. */
+export interface BudgetOwner {
+  readonly file: string;
+  readonly name: string;
+  readonly namespace?: string;
+}
+
 /**
- * The bytes the objects served so far hold, per namespace and in total: an object that would take
- * either past its budget is not served, so the templates a team's objects add to every review's set
- * hold at most NAMESPACE_BUDGET_BYTES, and all of them TOTAL_BUDGET_BYTES. The store still keeps
- * (and compiles) each object up to MAX_OBJECT_BYTES, so the count of objects is what the
- * ResourceQuota bounds (docs/limits-and-security.md, Tenant bounds).
+ * The bytes objects hold, per namespace and in total: an object that would take either past its
+ * budget is refused, so what a team's objects cost the injector is at most NAMESPACE_BUDGET_BYTES,
+ * and all of them TOTAL_BUDGET_BYTES. clusterSet charges the versions it serves; the store charges
+ * the objects it keeps and compiles (keptObjects), so memory is bounded by bytes, not only by the
+ * count of objects (docs/limits-and-security.md, Tenant bounds).
  */
-class Budget {
+export class Budget {
   readonly #namespaces = new Map<string, number>();
   #total = 0;
 
-  /** Counts `t`'s object, or says why it does not fit (and counts nothing). */
-  charge(t: CompiledTemplate, bytes: number): TemplateFault | undefined {
-    const namespace = t.namespace ?? '';
+  /** Counts `bytes` of an object of `owner`, or says why they do not fit (and counts nothing). */
+  charge(owner: BudgetOwner, bytes: number): TemplateFault | undefined {
+    const namespace = owner.namespace ?? '';
     const used = this.#namespaces.get(namespace) ?? 0;
-    const fault = (message: string): TemplateFault => ({ file: t.file, template: t.name, path: '', message });
-    if (used + bytes > NAMESPACE_BUDGET_BYTES) return fault(`namespace ${namespace}'s objects served before this one already hold ${used} of the ${NAMESPACE_BUDGET_BYTES} bytes the injector keeps per namespace, and this one is ${bytes}: delete templates nobody names`);
-    if (this.#total + bytes > TOTAL_BUDGET_BYTES) return fault(`the objects of all namespaces served before this one already hold ${this.#total} of the ${TOTAL_BUDGET_BYTES} bytes the injector keeps, and this one is ${bytes}: ask the platform team`);
-    this.#namespaces.set(namespace, used + bytes);
-    this.#total += bytes;
+    const fault = (message: string): TemplateFault => ({ file: owner.file, template: owner.name, path: '', message });
+    if (used + bytes > NAMESPACE_BUDGET_BYTES) return fault(`namespace ${namespace}'s objects ahead of this one (those served as they are, then the older) already hold ${used} of the ${NAMESPACE_BUDGET_BYTES} bytes the injector keeps per namespace, and this one is ${bytes}: delete templates nobody names`);
+    if (this.#total + bytes > TOTAL_BUDGET_BYTES) return fault(`the objects of all namespaces ahead of this one (the injector's namespace, those served as they are, then the older) already hold ${this.#total} of the ${TOTAL_BUDGET_BYTES} bytes the injector keeps, and this one is ${bytes}: ask the platform team`);
+    this.add(namespace, bytes);
     return undefined;
   }
+
+  /** Counts `bytes` whether they fit or not (negative: gives them back). */
+  add(namespace: string, bytes: number): void {
+    this.#namespaces.set(namespace, (this.#namespaces.get(namespace) ?? 0) + bytes);
+    this.#total += bytes;
+  }
+}
+
+/** What keptObjects reads of an object: its place in budgetOrder and its bytes with OBJECT_OVERHEAD_BYTES. */
+export interface KeptCandidate extends BudgetedObject {
+  readonly name: string;
+  readonly bytes: number;
+}
+
+/**
+ * Which objects the store keeps (holds the spec of, compiles and may serve): in budgetOrder, each
+ * that fits the budgets beside those taken before it. The result maps each key to undefined (kept)
+ * or the fault that refuses it; every replica, reading the same objects and statuses, decides the
+ * same (test/kube/budgets.test.ts, "two replicas").
+ */
+export function keptObjects(objects: readonly KeptCandidate[], home: string): Map<string, TemplateFault | undefined> {
+  const budget = new Budget();
+  const kept = new Map<string, TemplateFault | undefined>();
+  for (const o of [...objects].sort(budgetOrder(home))) kept.set(o.key, budget.charge({ file: `sidecartemplate ${o.key}`, name: o.name, namespace: o.namespace }, o.bytes));
+  return kept;
 }
 
 /**

@@ -71,7 +71,7 @@ describe('clusterSet: an object over a budget falls back to the version already 
     const grown = { ...served[0]!, candidates: [compiled('team-a', 't0', 'c0', false), served[0]!.candidates[0]!], bytes: MiB + 1, servedBytes: MiB, incumbent: false };
     const { served: kept, refused } = clusterSet([grown, ...served.slice(1)], HOME);
     assert.deepEqual([...refused.keys()], ['team-a/t0']);
-    assert.match(refused.get('team-a/t0')?.[0]?.message ?? '', /the objects of all namespaces served before this one already hold \d+ of the 16777216 bytes/);
+    assert.match(refused.get('team-a/t0')?.[0]?.message ?? '', /the objects of all namespaces ahead of this one \(.*\) already hold \d+ of the 16777216 bytes/);
     assert.equal(kept.get('team-a/t0'), served[0]!.candidates[0], 'the version served before');
     assert.equal(kept.size, 16, 'every object of every team still served');
   });
