@@ -107,7 +107,6 @@ export class AnswerCache<T> {
     this.#entries.delete(key);
     this.#bytes -= entry.bytes;
   }
-
 }
 
 /** A body as the cache files it: its key, and the version and raw uid it was sent with. */

@@ -263,7 +263,10 @@ function validateUpdate(req: ReviewRequest, templates: TemplateSet, limits: Revi
   const pod = podObject(req.object, limits.pod);
   const old = podObject(req.oldObject, limits.pod);
   const verdict = verifyUpdate(pod, old, set, namespace, { renderBytes: limits.patchBytes });
-  step?.({ operation: req.operation, reason: verdict.reason, ...(verdict.kind === 'denied' && { error: verdict.error.message }) }, `validated the update: ${verdict.kind}`);
+  step?.(
+    { operation: req.operation, reason: verdict.reason, ...(verdict.kind === 'denied' && { error: verdict.error.message }) },
+    `validated the update: ${verdict.kind}`,
+  );
   if (verdict.kind === 'skipped') return passed(Decision.Skipped, verdict.reason);
   if (verdict.kind === 'denied') return denied(verdict.error, verdict.reason, verdict.statusReason, verdict.templates);
   return allowed(verdict.reason, verdict.templates, true);
@@ -319,10 +322,5 @@ function isPodUpdate(req: ReviewRequest): boolean {
 }
 
 function isPod(req: ReviewRequest): boolean {
-  return (
-    req.kind?.kind === 'Pod' &&
-    (req.kind.group ?? '') === '' &&
-    (req.resource?.resource ?? 'pods') === 'pods' &&
-    (req.subResource ?? '') === ''
-  );
+  return req.kind?.kind === 'Pod' && (req.kind.group ?? '') === '' && (req.resource?.resource ?? 'pods') === 'pods' && (req.subResource ?? '') === '';
 }

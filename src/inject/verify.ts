@@ -3,7 +3,16 @@ import type { Container, NamedItem, Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 import { renderValues, type RenderValues } from '../templates/placeholders.js';
 import { RenderBudget, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
-import { IMAGE_MIRROR_FLAG, imageRepository, mirroredFrom, NoImageMirrors, parseImage, sameRepository, suggestedMirror, type ImageMirrors } from '../kube-values/image.js';
+import {
+  IMAGE_MIRROR_FLAG,
+  imageRepository,
+  mirroredFrom,
+  NoImageMirrors,
+  parseImage,
+  sameRepository,
+  suggestedMirror,
+  type ImageMirrors,
+} from '../kube-values/image.js';
 import { Keys } from './keys.js';
 import { OptInScope, parseNames, Reason, refusalReason, requiredFor, selectTemplates } from './policy.js';
 import { renderTemplates, type InjectionContext } from './render.js';

@@ -68,7 +68,8 @@ describe('required webhooks: a pod UPDATE cannot swap a required sidecar', () =>
     change(copy);
     return copy;
   };
-  const update = (old: any, pod: any, namespace = 'team-b', subResource?: string): Promise<any> => answer('/validate/required', updateReview(old, pod, namespace, subResource));
+  const update = (old: any, pod: any, namespace = 'team-b', subResource?: string): Promise<any> =>
+    answer('/validate/required', updateReview(old, pod, namespace, subResource));
   const agent = (pod: any): any => pod.spec.containers.find((c: any) => c.name === 'agent');
 
   before(async () => {
@@ -102,7 +103,15 @@ describe('required webhooks: a pod UPDATE cannot swap a required sidecar', () =>
       `${WHY}, and this update sets the image of its container "agent" to evil.example.com/agent:1 (the template injects ${AGENT_IMAGE}); leave its image as the template injects it (the platform changes it by changing the template, for new pods)`,
     );
     // Another tag of the same repository is another image too.
-    assert.equal((await update(pod, edited(pod, (p) => (agent(p).image = 'registry.example.com/agent:0-old')))).allowed, false);
+    assert.equal(
+      (
+        await update(
+          pod,
+          edited(pod, (p) => (agent(p).image = 'registry.example.com/agent:0-old')),
+        )
+      ).allowed,
+      false,
+    );
   });
 
   it('refuses an update that drops the required sidecar', async () => {
@@ -120,8 +129,8 @@ describe('required webhooks: a pod UPDATE cannot swap a required sidecar', () =>
     const allowedUpdates: [string, any][] = [
       ['a label', edited(pod, (p) => (p.metadata.labels.tier = 'gold'))],
       ['an annotation', edited(pod, (p) => (p.metadata.annotations['team.example.com/owner'] = 'b'))],
-      ['the injector\'s own status annotation', edited(pod, (p) => delete p.metadata.annotations['sidecar-injector.io/status'])],
-      ['the application\'s image', edited(pod, (p) => (p.spec.containers[0].image = 'nginx:1.28'))],
+      ["the injector's own status annotation", edited(pod, (p) => delete p.metadata.annotations['sidecar-injector.io/status'])],
+      ["the application's image", edited(pod, (p) => (p.spec.containers[0].image = 'nginx:1.28'))],
       ['a sidecar that is not required', edited(pod, (p) => (p.spec.containers.find((c: any) => c.name === 'mesh').image = 'registry.example.com/mesh:2'))],
       ['the required sidecar set to the image it runs', edited(pod, (p) => (agent(p).image = AGENT_IMAGE))],
       ['nothing (an update with no change)', structuredClone(pod)],
@@ -132,12 +141,21 @@ describe('required webhooks: a pod UPDATE cannot swap a required sidecar', () =>
     }
     // A sidecar swapped before (by an update this webhook did not see) may be set back to the template's image.
     const tampered = edited(pod, (p) => (agent(p).image = 'evil.example.com/agent:1'));
-    assert.equal((await update(tampered, pod)).allowed, true, 'set back to the template\'s image');
+    assert.equal((await update(tampered, pod)).allowed, true, "set back to the template's image");
   });
 
   it('allows updates of pods that never got the sidecar, of namespaces it is not required in, and of subresources', async () => {
     const bare = { ...optedInPod({ name: 'bare' }), spec: { containers: [{ name: 'web', image: 'nginx:1.27' }] } };
-    assert.equal((await update(bare, edited(bare, (p) => (p.spec.containers[0].image = 'nginx:1.28')))).allowed, true, 'never injected');
+    assert.equal(
+      (
+        await update(
+          bare,
+          edited(bare, (p) => (p.spec.containers[0].image = 'nginx:1.28')),
+        )
+      ).allowed,
+      true,
+      'never injected',
+    );
     const legacy = await stored(optedInPod(), 'legacy');
     const swapped = edited(legacy, (p) => (p.spec.containers[0].image = 'nginx:1.28'));
     assert.equal((await update(legacy, swapped, 'legacy')).allowed, true, 'not required there');
@@ -153,7 +171,25 @@ describe('required webhooks: a pod UPDATE cannot swap a required sidecar', () =>
     const pod = await stored({ apiVersion: 'v1', kind: 'Pod', metadata, spec: template.spec }, 'team-b');
     assert.equal(agent(pod).image, AGENT_IMAGE);
     const app = pod.spec.containers[0].name;
-    assert.equal((await update(pod, edited(pod, (p) => (p.spec.containers[0].image = 'docker.io/bitnami/postgresql:17')))).allowed, true, `${app}'s image`);
-    assert.equal((await update(pod, edited(pod, (p) => (agent(p).image = 'docker.io/bitnami/postgresql:17')))).allowed, false, 'the agent swapped');
+    assert.equal(
+      (
+        await update(
+          pod,
+          edited(pod, (p) => (p.spec.containers[0].image = 'docker.io/bitnami/postgresql:17')),
+        )
+      ).allowed,
+      true,
+      `${app}'s image`,
+    );
+    assert.equal(
+      (
+        await update(
+          pod,
+          edited(pod, (p) => (agent(p).image = 'docker.io/bitnami/postgresql:17')),
+        )
+      ).allowed,
+      false,
+      'the agent swapped',
+    );
   });
 });
