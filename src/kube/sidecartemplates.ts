@@ -33,6 +33,8 @@ const { group, version, plural } = SidecarTemplateResource;
 /** A status write that meets 409 Conflict is tried again this many times, after 100, 200, 400 ... ms. */
 const STATUS_RETRIES = 5;
 const STATUS_BACKOFF_MS = 100;
+/** Status writes in flight at once. */
+const STATUS_WRITES_AT_ONCE = 4;
 
 export interface ClusterTemplateStoreOptions {
   readonly logger: Logger;
@@ -110,6 +112,8 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
   let plan: ReadonlyMap<string, TemplateFault | undefined> = new Map();
   /** Objects whose spec is being read again (the budgets take them now, their spec was not kept). */
   const fetching = new Set<string>();
+  let writing = 0;
+  const waiting: (() => void)[] = [];
   const empty: TemplateSet = Object.freeze({ templates: new Map(), defaults: [], digest: 'none', source: `sidecartemplates in ${home}` });
   let closed = false;
   let listed = false;
@@ -218,6 +222,23 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     setImmediate(drain);
   };
 
+  /**
+   * Runs status writes STATUS_WRITES_AT_ONCE at a time: each answer carries the whole object (up to
+   * MAX_OBJECT_BYTES of spec), so the statuses of hundreds of refused objects are written and their
+   * answers parsed a few at a time, between reviews, not in one burst that holds the event loop
+   * for a second (test/kube/tenancy-keep.test.ts).
+   */
+  const inTurn = async (work: () => Promise<void>): Promise<void> => {
+    while (writing >= STATUS_WRITES_AT_ONCE) await new Promise<void>((resolve) => waiting.push(resolve));
+    writing++;
+    try {
+      if (!closed) await work();
+    } finally {
+      writing--;
+      waiting.shift()?.();
+    }
+  };
+
   const writeStatus = async (e: Entry, result: ObjectResult): Promise<void> => {
     const obj = e.object;
     const condition = loadedCondition(result, obj.metadata.generation, new Date());
@@ -231,7 +252,7 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
       );
     const status = { ...(obj.metadata.generation !== undefined && { observedGeneration: obj.metadata.generation }), conditions: [condition] };
     try {
-      await putStatus(obj, status);
+      await inTurn(() => putStatus(obj, status));
     } catch (err) {
       logger.warn({ template: objectKey(obj), err: statusFailure(err) }, 'sidecartemplate status not written');
     }
