@@ -79,6 +79,7 @@ describe('required webhooks: a pod UPDATE cannot swap a required sidecar', () =>
         required: { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['legacy'] }] } },
       }),
     );
+    api.applyTemplate(sct(HOME, 'shield', 'registry.example.com/shield:3', { nativeSidecar: true, required: {} }));
     api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1', { default: true }));
     server = await startTestServer(['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig, '--namespace', HOME]);
     await eventually(async () => (await fetch(`${server.healthUrl}/readyz`)).status === 200, 'ready after the first list');
@@ -111,6 +112,21 @@ describe('required webhooks: a pod UPDATE cannot swap a required sidecar', () =>
         )
       ).allowed,
       false,
+    );
+  });
+
+  it('holds a required native sidecar (an init container) the same way', async () => {
+    const pod = await stored(optedInPod(), 'team-b');
+    const shield = (p: any): any => p.spec.initContainers.find((c: any) => c.name === 'shield');
+    assert.equal(shield(pod).image, 'registry.example.com/shield:3');
+    const denied = await update(
+      pod,
+      edited(pod, (p) => (shield(p).image = 'busybox')),
+    );
+    assert.equal(denied.allowed, false);
+    assert.equal(
+      denied.status.message,
+      'template "shield" is required in every namespace by the platform\'s spec.required, and this update sets the image of its native sidecar "shield" to busybox (the template injects registry.example.com/shield:3); leave its image as the template injects it (the platform changes it by changing the template, for new pods)',
     );
   });
 
