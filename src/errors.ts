@@ -33,6 +33,11 @@ export const ErrorCodes = {
   },
   /** A template the platform made mandatory (spec.required) is not in the pod: /validate refuses it, whatever the pod named. */
   REQUIRED_SIDECAR_MISSING: { status: 403, message: '%s, and the pod lacks it (%s); create the pod through the injector, whose /mutate adds it' },
+  /** A pod UPDATE (kubectl set image) would swap a mandatory sidecar's image: /validate/required refuses it. */
+  REQUIRED_SIDECAR_CHANGED: {
+    status: 403,
+    message: '%s, and this update %s; leave its image as the template injects it (the platform changes it by changing the template, for new pods)',
+  },
   /** Bounded cost per review: refused before any work that grows with the pod. */
   POD_OVER_KUBERNETES_LIMIT: { status: 400, message: 'the apiserver would refuse this pod after admission: %s (%s)' },
   POD_OVER_LIMIT: {

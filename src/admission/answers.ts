@@ -17,8 +17,10 @@ import { apiserverEnvelope, type DecodedReview, type ReviewVersion } from './cod
  *   duplicate `uid` key, both would have parsed to the same uid; so for every body of that key the
  *   raw uid is the one a parse gives, and the kept value is what a full run gives it.
  * - The cache keeps what the handler answered, never bytes: the codec encodes it with the uid.
- * - Entries belong to one generation (an opaque token: the template set's identity); another
- *   generation starts an empty cache.
+ * - Each entry belongs to the generation of its review's namespace (an opaque token: that
+ *   namespace's view of the template set); an entry whose namespace's generation has changed since
+ *   is never answered, so one namespace's template change costs only that namespace's entries
+ *   (test/admission/answers.test.ts, "namespace").
  * - Memory is bounded by `maxBytes` (what the caller says each value holds, and a fixed overhead
  *   an entry), least recently used first out.
  * - A body seen once takes no entry and displaces none: its first sighting (key and uid) waits
@@ -32,34 +34,41 @@ export class AnswerCache<T> {
   readonly #entries = new Map<string, Entry<T>>();
   /** The first uid of each body seen once lately, by key, oldest first. */
   readonly #sightings = new Map<string, string>();
-  #generation: unknown;
   #bytes = 0;
 
   constructor(maxBytes: number) {
     this.#maxBytes = maxBytes;
   }
 
-  /** Where a body's answer is kept, or undefined for a body the cache never keeps (or no generation). */
-  slot(body: Buffer, generation: unknown): CacheSlot | undefined {
-    if (this.#maxBytes === 0 || generation === undefined) return undefined;
+  /** Where a body's answer is kept, or undefined for a body the cache never keeps. */
+  slot(body: Buffer): CacheSlot | undefined {
+    if (this.#maxBytes === 0) return undefined;
     const envelope = apiserverEnvelope(body);
     if (envelope === undefined) return undefined;
-    if (generation !== this.#generation) this.#reset(generation);
     const key = envelope.version + hash('sha256', body.subarray(envelope.uidEnd), 'base64');
     return { key, uid: envelope.uid, version: envelope.version };
   }
 
-  /** The value kept for the slot's key, if any (a first sighting keeps none). */
-  get(slot: CacheSlot): T | undefined {
+  /** The value kept for the slot's key, if any (a first sighting keeps none) and its namespace's generation is still the one it was kept in. */
+  get(slot: CacheSlot, generationOf: (namespace: string) => unknown): T | undefined {
     const entry = this.#entries.get(slot.key);
     if (entry === undefined) return undefined;
     this.#entries.delete(slot.key);
+    if (generationOf(entry.namespace) !== entry.generation) {
+      this.#bytes -= entry.bytes;
+      return undefined;
+    }
     this.#entries.set(slot.key, entry);
     return entry.value;
   }
 
-  /** Offers the value a full run gave the parsed `review` of the slot's body, holding about `bytes`. */
-  offer(slot: CacheSlot, review: DecodedReview, value: T, bytes: number): void {
+  /**
+   * Offers the value a full run gave the parsed `review` of the slot's body, holding about `bytes`,
+   * computed in `generation` (its namespace's, read before the run; undefined keeps nothing).
+   */
+  offer(slot: CacheSlot, review: DecodedReview, value: T, bytes: number, generation: unknown): void {
+    const namespace = review.request.namespace;
+    if (generation === undefined || namespace === undefined || namespace === '') return;
     // The slot's raw uid must be the one the parse gave (not shadowed by a later `uid` key).
     if (review.request.uid !== slot.uid || review.apiVersion !== slot.version || bytes > this.#maxBytes / 8) return;
     if (this.#entries.has(slot.key)) return;
@@ -68,7 +77,7 @@ export class AnswerCache<T> {
     // The same body again with the same uid (a retry) proves nothing about the uid.
     if (firstUid === slot.uid) return;
     this.#sightings.delete(slot.key);
-    this.#add(slot.key, { value, bytes: ENTRY_BYTES + bytes });
+    this.#add(slot.key, { value, bytes: ENTRY_BYTES + bytes, namespace, generation });
   }
 
   /** Kept values and the bytes they hold (first sightings are not counted: they are a few, bounded apart). */
@@ -98,13 +107,6 @@ export class AnswerCache<T> {
     this.#entries.delete(key);
     this.#bytes -= entry.bytes;
   }
-
-  #reset(generation: unknown): void {
-    this.#entries.clear();
-    this.#sightings.clear();
-    this.#bytes = 0;
-    this.#generation = generation;
-  }
 }
 
 /** A body as the cache files it: its key, and the version and raw uid it was sent with. */
@@ -118,6 +120,9 @@ export interface CacheSlot {
 interface Entry<T> {
   readonly value: T;
   readonly bytes: number;
+  /** The review's namespace, and its generation when the value was computed. */
+  readonly namespace: string;
+  readonly generation: unknown;
 }
 
 /**

@@ -31,6 +31,8 @@ export interface AdmissionRequest {
   readonly namespace?: string;
   readonly operation?: string;
   readonly object?: unknown;
+  /** The pod as stored before an UPDATE; null on CREATE. */
+  readonly oldObject?: unknown;
   readonly dryRun?: boolean;
 }
 

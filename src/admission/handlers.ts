@@ -6,7 +6,7 @@ import { Keys } from '../inject/keys.js';
 import { applyInjection, planInjection } from '../inject/mutate.js';
 import { leftToWebhook, type InjectionContext } from '../inject/render.js';
 import { keyWarnings, OptInScope, Reason, refusalReason, requiredFor, selectTemplates } from '../inject/policy.js';
-import { verifyPod } from '../inject/verify.js';
+import { verifyPod, verifyUpdate } from '../inject/verify.js';
 import { isObject, type Pod } from '../kube/types.js';
 import { diff } from '../patch/diff.js';
 import { setFor, type TemplateSet } from '../templates/load.js';
@@ -109,18 +109,31 @@ export interface Handlers {
   /** The handler of each path of the endpoint table (endpoints.ts). */
   readonly byPath: ReadonlyMap<string, ReviewHandler>;
   /**
-   * An opaque token that changes whenever a verdict could (the template set's identity: a reload,
-   * or a change of its history), so the answer cache keeps answers per generation and no caller
-   * learns what a template set is. Read before the handler, in the same synchronous review.
+   * An opaque token per namespace that changes whenever a verdict for its pods could (its view of
+   * the template set with that view's history: a reload that changes the view, or a change of its
+   * history), so the answer cache keeps answers per namespace's generation, one namespace's template
+   * change costs no other namespace its answers, and no caller learns what a template set is. A
+   * number, so a kept answer never holds an old set in memory. Read before the handler, in the same
+   * synchronous review.
    */
-  readonly generation: () => unknown;
+  readonly generation: (namespace: string) => unknown;
 }
 
 /** One handler per row of the endpoint table, built over one template source. */
 export function createHandlers(source: HandlerSource): Handlers {
+  const ids = new WeakMap<object, number>();
+  let last = 0;
   return {
     byPath: new Map(Endpoints.map((e) => [e.path, factories[e.kind](source, e.scope)])),
-    generation: source.templates,
+    generation: (namespace) => {
+      const view = setFor(source.templates(), namespace || 'default');
+      // The history object changes exactly when the view or its history does (SetHistory); a set without one (no server) is its own token.
+      const token = view.history ?? view;
+      const found = ids.get(token);
+      if (found !== undefined) return found;
+      ids.set(token, ++last);
+      return last;
+    },
   };
 }
 
@@ -228,6 +241,7 @@ function validatePod(
   mirrors: ImageMirrors,
   step?: StepLog,
 ): Verdict {
+  if (isPodUpdate(req)) return validateUpdate(req, templates(), limits, step);
   if (!isPodCreate(req)) return passed(Decision.Skipped, Reason.NotPodCreate);
   const pod = checkedPod(req, scope, limits, templates);
   if (pod === undefined) return passed(Decision.Skipped, Reason.OptedOut);
@@ -244,6 +258,28 @@ function validatePod(
   if (verdict.kind === 'skipped') return passed(Decision.Skipped, verdict.reason);
   if (verdict.kind === 'denied') return denied(verdict.error, verdict.reason, verdict.statusReason, verdict.templates);
   return allowed(verdict.reason, verdict.templates, !HistoryReasons.has(verdict.reason));
+}
+
+/**
+ * A pod UPDATE (the required validating webhook's rules send them, whatever the pod's labels):
+ * refused when it swaps or drops a sidecar a template required in the namespace injects
+ * (verifyUpdate). In a namespace no template is required in, passed as before without reading the
+ * pod. The verdict depends on the current set alone, so the answer cache may keep it.
+ */
+function validateUpdate(req: ReviewRequest, templates: TemplateSet, limits: ReviewLimits, step?: StepLog): Verdict {
+  const namespace = req.namespace || 'default';
+  const set = setFor(templates, namespace);
+  if (requiredFor(set, namespace).length === 0) return passed(Decision.Skipped, Reason.NotPodCreate);
+  const pod = podObject(req.object, limits.pod);
+  const old = podObject(req.oldObject, limits.pod);
+  const verdict = verifyUpdate(pod, old, set, namespace, { renderBytes: limits.patchBytes });
+  step?.(
+    { operation: req.operation, reason: verdict.reason, ...(verdict.kind === 'denied' && { error: verdict.error.message }) },
+    `validated the update: ${verdict.kind}`,
+  );
+  if (verdict.kind === 'skipped') return passed(Decision.Skipped, verdict.reason);
+  if (verdict.kind === 'denied') return denied(verdict.error, verdict.reason, verdict.statusReason, verdict.templates);
+  return allowed(verdict.reason, verdict.templates, true);
 }
 
 /**
@@ -287,11 +323,14 @@ function namespaceOf(req: ReviewRequest, pod: Pod): string {
 
 /** True for the reviews the injector acts on: the CREATE of a core/v1 Pod itself, not a subresource. */
 function isPodCreate(req: ReviewRequest): boolean {
-  return (
-    req.operation === 'CREATE' &&
-    req.kind?.kind === 'Pod' &&
-    (req.kind.group ?? '') === '' &&
-    (req.resource?.resource ?? 'pods') === 'pods' &&
-    (req.subResource ?? '') === ''
-  );
+  return req.operation === 'CREATE' && isPod(req);
+}
+
+/** True for the UPDATE of a core/v1 Pod itself (`kubectl set image`), not a subresource such as pods/status. */
+function isPodUpdate(req: ReviewRequest): boolean {
+  return req.operation === 'UPDATE' && isPod(req);
+}
+
+function isPod(req: ReviewRequest): boolean {
+  return req.kind?.kind === 'Pod' && (req.kind.group ?? '') === '' && (req.resource?.resource ?? 'pods') === 'pods' && (req.subResource ?? '') === '';
 }

@@ -12,10 +12,11 @@ export interface PipelineOptions {
   readonly endpoint: string;
   readonly handle: ReviewHandler;
   /**
-   * An opaque token that changes whenever a verdict could (the template set's identity); the
-   * answer cache keeps answers per generation. A token that cannot be read keeps nothing.
+   * An opaque token per namespace that changes whenever a verdict for a pod of that namespace could
+   * (its view of the template set); the answer cache keeps each answer under its namespace's. A
+   * token that cannot be read keeps nothing.
    */
-  readonly generation: () => unknown;
+  readonly generation: (namespace: string) => unknown;
   /** Bytes of answers kept for reviews that repeat but for the uid (0 keeps none). */
   readonly answerCacheBytes: number;
   /** What a body may hold before it is parsed (--max-object-keys, --max-json-keys, --max-json-nodes). */
@@ -55,15 +56,16 @@ export class ReviewFault extends Error {
  * synchronous from the body's bytes to the answer's text. The answer cache answers a body it has
  * seen but for the uid without parsing or handling it.
  *
- * The generation is read once, before the cache is asked; the handler reads the template set
- * itself. Because the whole review runs in one synchronous call, no template reload (an await in
- * the template store) can fall between the lookup and the handler: an answer is kept under the
- * generation it was computed in.
+ * A kept answer is given only while its namespace's generation is the one it was kept under (read
+ * at the lookup); a computed answer is kept under its namespace's generation as read before the
+ * handler ran. The handler reads the template set itself. Because the whole review runs in one
+ * synchronous call, no template reload (an await in the template store) can fall between those
+ * reads and the handler: an answer is kept under the generation it was computed in.
  */
 export class ReviewPipeline {
   readonly #endpoint: string;
   readonly #handle: ReviewHandler;
-  readonly #generation: () => unknown;
+  readonly #generation: (namespace: string) => unknown;
   readonly #cache: AnswerCache<Kept>;
   readonly #bodyLimits: BodyLimits | undefined;
   readonly #ownerEvents: boolean;
@@ -82,17 +84,18 @@ export class ReviewPipeline {
    * ReviewFault for a fault once the review is decoded; the transport's error edge answers both.
    */
   review(body: Buffer, started: number = performance.now()): Reviewed {
-    const slot = this.#cache.slot(body, this.#currentGeneration());
-    const kept = slot && this.#cache.get(slot);
+    const slot = this.#cache.slot(body);
+    const kept = slot && this.#cache.get(slot, (namespace) => this.#currentGeneration(namespace));
     if (slot !== undefined && kept !== undefined) {
       const text = encodeAnswer({ apiVersion: slot.version, request: { uid: slot.uid } }, kept.response);
       return { text, record: reviewRecord(this.#endpoint, slot.uid, kept.outcome, true, started) };
     }
     const review = decodeBody(body.toString('utf8'), this.#bodyLimits);
+    const generation = slot && this.#currentGeneration(review.request.namespace ?? '');
     const verdict = this.#verdict(review);
     const text = encodeAnswer(review, verdict.response);
     const outcome = reviewOutcome(review.request, verdict, this.#ownerEvents);
-    if (slot !== undefined && verdict.repeatable) this.#cache.offer(slot, review, { response: verdict.response, outcome }, text.length);
+    if (slot !== undefined && verdict.repeatable) this.#cache.offer(slot, review, { response: verdict.response, outcome }, text.length, generation);
     return { text, record: reviewRecord(this.#endpoint, review.request.uid, outcome, false, started) };
   }
 
@@ -113,9 +116,9 @@ export class ReviewPipeline {
 
   // A source that cannot give its token now keeps nothing; the handler meets the same failure
   // when it reads the set, once the review is decoded, so its 500 carries the uid.
-  #currentGeneration(): unknown {
+  #currentGeneration(namespace: string): unknown {
     try {
-      return this.#generation();
+      return this.#generation(namespace);
     } catch {
       return undefined;
     }

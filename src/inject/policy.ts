@@ -29,6 +29,10 @@ export const Reason = {
   SidecarsMissing: 'sidecars-missing',
   /** /validate: an opted-in pod without a template the platform made mandatory (spec.required), rejected. */
   RequiredSidecarMissing: 'required-sidecar-missing',
+  /** /validate on a pod UPDATE: the update changes no sidecar the platform made mandatory (spec.required). */
+  RequiredSidecarsKept: 'required-sidecars-kept',
+  /** /validate on a pod UPDATE: the update swaps the image of a mandatory sidecar (or removes it), rejected. */
+  RequiredSidecarChanged: 'required-sidecar-changed',
   NotOptedIn: 'not-opted-in',
   OptedOut: 'opted-out',
   NoTemplates: 'no-templates',

@@ -3,7 +3,16 @@ import type { Container, NamedItem, Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 import { renderValues, type RenderValues } from '../templates/placeholders.js';
 import { RenderBudget, type CompiledTemplate, type RenderedTemplate } from '../templates/template.js';
-import { IMAGE_MIRROR_FLAG, imageRepository, mirroredFrom, NoImageMirrors, sameRepository, suggestedMirror, type ImageMirrors } from '../kube-values/image.js';
+import {
+  IMAGE_MIRROR_FLAG,
+  imageRepository,
+  mirroredFrom,
+  NoImageMirrors,
+  parseImage,
+  sameRepository,
+  suggestedMirror,
+  type ImageMirrors,
+} from '../kube-values/image.js';
 import { Keys } from './keys.js';
 import { OptInScope, parseNames, Reason, refusalReason, requiredFor, selectTemplates } from './policy.js';
 import { leftToWebhook, renderTemplates, type InjectionContext } from './render.js';
@@ -336,4 +345,66 @@ function byName(list: Container[] | undefined): Map<string, Container> {
 
 function denied(error: InjectorError, reason: string, templates: readonly string[], statusReason = 'BadRequest'): Denied {
   return { kind: 'denied', error, reason, statusReason, templates };
+}
+
+/**
+ * The verdict on a pod UPDATE (the apiserver lets an update change a container's image and
+ * nothing else of it): an update that changes the image of a sidecar a template required in the
+ * namespace injects (by name, in the list the template puts it in) to anything but the image the
+ * template renders for the pod, or drops that sidecar, is refused with REQUIRED_SIDECAR_CHANGED.
+ * Any other update (labels, annotations, the application's images, a pod that never got the
+ * sidecar) is allowed without rendering anything: only an update that changes some image renders
+ * the required templates. A pod whose rendering fails then is refused (fail closed: a tenant could
+ * grow a value the rendering reads to make it fail). Held by test/server/required-update.test.ts.
+ */
+export function verifyUpdate(pod: Pod, old: Pod, set: TemplateSet, namespace: string, context: InjectionContext = {}): Verdict {
+  const required = requiredFor(set, namespace);
+  const names = required.map((t) => t.name);
+  const changed = changedImages(old, pod);
+  if (changed.size === 0) return { kind: 'allowed', reason: Reason.RequiredSidecarsKept, templates: names };
+  const rendered = attempt(() => renderTemplates(pod, required, namespace, context));
+  if (rendered instanceof InjectorError) return denied(rendered, refusalReason(rendered), names);
+  for (const r of rendered) {
+    const template = required.find((t) => t.name === r.name)!;
+    for (const want of r.containers) {
+      const key = `${r.nativeSidecar ? 'initContainers' : 'containers'}/${want.name}`;
+      if (!changed.has(key)) continue;
+      const image = changed.get(key);
+      const what =
+        image === undefined
+          ? `removes its ${r.nativeSidecar ? 'native sidecar' : 'container'} "${want.name}"`
+          : sameImage(want.image ?? '', image)
+            ? undefined
+            : `sets the image of its ${r.nativeSidecar ? 'native sidecar' : 'container'} "${want.name}" to ${image} (the template injects ${want.image ?? 'no image'})`;
+      if (what === undefined) continue;
+      return denied(new InjectorError('REQUIRED_SIDECAR_CHANGED', [whyRequired(template, namespace), what]), Reason.RequiredSidecarChanged, names, 'Forbidden');
+    }
+  }
+  return { kind: 'allowed', reason: Reason.RequiredSidecarsKept, templates: names };
+}
+
+/**
+ * The containers and init containers whose image an update changes, as `list/name`: the new image,
+ * or undefined for one the update drops. Ephemeral containers are left out (the pods/ephemeralcontainers
+ * subresource adds them; an update of the pod cannot change them).
+ */
+function changedImages(old: Pod, pod: Pod): Map<string, string | undefined> {
+  const changed = new Map<string, string | undefined>();
+  for (const list of ['containers', 'initContainers'] as const) {
+    const now = byName(pod.spec?.[list]);
+    for (const before of old.spec?.[list] ?? []) {
+      const after = now.get(before.name);
+      if (after === undefined) changed.set(`${list}/${before.name}`, undefined);
+      else if (after.image !== before.image) changed.set(`${list}/${before.name}`, after.image ?? '');
+    }
+  }
+  return changed;
+}
+
+/** True when both references name the same image: one repository, the same tag and digest (the short and long forms of a name are one). */
+function sameImage(a: string, b: string): boolean {
+  if (a === b) return true;
+  const x = parseImage(a);
+  const y = parseImage(b);
+  return !('problem' in x) && !('problem' in y) && x.repository === y.repository && x.tag === y.tag && x.digest === y.digest;
 }

@@ -67,6 +67,8 @@ export interface OwnerEventsOptions {
   readonly intervalMs?: number;
   /** Events created per second, over every owner (default 5). */
   readonly perSecond?: number;
+  /** Events created per second for the owners of one namespace (default 2), so one namespace never takes every Event of a second. */
+  readonly perNamespacePerSecond?: number;
   /** Owner and reason pairs remembered for the interval, least recently used forgotten first (default 4096). */
   readonly remembered?: number;
   /** The reporting instance (the pod's hostname). */
@@ -87,14 +89,18 @@ export interface OwnerEvents {
  * Deployment when `parentOf` finds it), as `kubectl describe` shows them: core/v1 Events whose involvedObject is the owner, type Warning, the
  * reason in UpperCamelCase and the denial's message. Never in a review's path: the observer only
  * decides and queues; one Event at a time is created after the answer. Bounded: at most one Event
- * per owner and reason per interval (an LRU of `remembered` pairs), `perSecond` in all, a queue of
- * `queueSize`; whatever does not fit is counted, not kept (test/kube/events.test.ts). Dry runs
- * never make one.
+ * per owner and reason per interval (an LRU of `remembered` pairs), `perSecond` in all and
+ * `perNamespacePerSecond` per namespace, a queue of `queueSize` of which one namespace holds at most
+ * a quarter; whatever does not fit is counted, not kept. A namespace whose pods are refused without
+ * pause so leaves the other namespaces most of every second and of the queue (test/kube/events.test.ts,
+ * "namespace"). The per-namespace counts are kept for the namespaces of the current second and of
+ * the queue alone, so they hold at most perSecond + queueSize entries. Dry runs never make one.
  */
 export function ownerEvents(options: OwnerEventsOptions): OwnerEvents {
   const queueSize = options.queueSize ?? 64;
   const intervalMs = options.intervalMs ?? 60_000;
   const perSecond = options.perSecond ?? 5;
+  const perNamespace = options.perNamespacePerSecond ?? 2;
   const remembered = options.remembered ?? 4096;
   const now = options.now ?? Date.now;
   const count = options.count ?? (() => undefined);
@@ -102,12 +108,19 @@ export function ownerEvents(options: OwnerEventsOptions): OwnerEvents {
   const queue: { namespace: string; event: CoreV1Event }[] = [];
   let second = 0;
   let inSecond = 0;
+  /** Events of this second, and Events queued, per namespace. */
+  let inSecondOf = new Map<string, number>();
+  const queuedOf = new Map<string, number>();
+  const queueShare = Math.max(1, Math.floor(queueSize / 4));
   let running: Promise<void> | undefined;
   let closed = false;
   let sequence = 0;
 
   const drain = async (): Promise<void> => {
     for (let next = queue.shift(); next !== undefined && !closed; next = queue.shift()) {
+      const left = (queuedOf.get(next.namespace) ?? 1) - 1;
+      if (left > 0) queuedOf.set(next.namespace, left);
+      else queuedOf.delete(next.namespace);
       try {
         await onParent(next.namespace, next.event);
         await options.create(next.namespace, next.event);
@@ -141,10 +154,15 @@ export function ownerEvents(options: OwnerEventsOptions): OwnerEvents {
     if (thisSecond !== second) {
       second = thisSecond;
       inSecond = 0;
+      inSecondOf = new Map();
     }
-    if (inSecond >= perSecond) return count(OwnerEventResult.Limited);
-    if (queue.length >= queueSize) return count(OwnerEventResult.Dropped);
+    const ofNamespace = inSecondOf.get(record.namespace) ?? 0;
+    if (inSecond >= perSecond || ofNamespace >= perNamespace) return count(OwnerEventResult.Limited);
+    const queued = queuedOf.get(record.namespace) ?? 0;
+    if (queue.length >= queueSize || queued >= queueShare) return count(OwnerEventResult.Dropped);
     inSecond++;
+    inSecondOf.set(record.namespace, ofNamespace + 1);
+    queuedOf.set(record.namespace, queued + 1);
     lastSent.delete(key);
     lastSent.set(key, at);
     if (lastSent.size > remembered) lastSent.delete(lastSent.keys().next().value as string);
@@ -184,6 +202,7 @@ export function ownerEvents(options: OwnerEventsOptions): OwnerEvents {
     async close() {
       closed = true;
       queue.length = 0;
+      queuedOf.clear();
       await running;
     },
   };

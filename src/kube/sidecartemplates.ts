@@ -1,9 +1,13 @@
 import { Watch, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import { formatFault } from '../errors.js';
 import type { Logger } from '../log.js';
+import type { TemplateFault } from '../errors.js';
 import {
   boundedObject,
+  Budget,
   clusterSet,
+  keptObjects,
+  metadataOnly,
   compileObject,
   loadedCondition,
   MAX_OBJECT_BYTES,
@@ -11,6 +15,7 @@ import {
   objectKey,
   tooLarge,
   SidecarTemplateResource,
+  servedAsIs,
   type ObjectCandidates,
   statusSays,
   type ObjectResult,
@@ -29,6 +34,8 @@ const { group, version, plural } = SidecarTemplateResource;
 /** A status write that meets 409 Conflict is tried again this many times, after 100, 200, 400 ... ms. */
 const STATUS_RETRIES = 5;
 const STATUS_BACKOFF_MS = 100;
+/** Status writes in flight at once. */
+const STATUS_WRITES_AT_ONCE = 4;
 
 export interface ClusterTemplateStoreOptions {
   readonly logger: Logger;
@@ -58,16 +65,22 @@ export interface ClusterTemplateStore extends TemplateStore {
 
 /** What is known of one object: what is kept of it, its size, the result for its generation, and the version served for it. */
 interface Entry {
-  /** The bounded copy (boundedObject): never managedFields, no spec when over MAX_OBJECT_BYTES. */
-  readonly object: TemplateObject;
+  /** The bounded copy (boundedObject): never managedFields, no spec when over MAX_OBJECT_BYTES or not held. */
+  object: TemplateObject;
   readonly generation: string;
   readonly bytes: number;
   /** Undefined while its compile waits in the queue. */
   result?: ObjectResult;
-  /** The version last served: still served while a newer one is invalid or its default conflicts. */
+  /** The version last served: still served while a newer one is invalid, its default conflicts, or it is over a budget. */
   served?: CompiledTemplate | undefined;
+  /** The bytes of the version served (as `bytes`). */
+  servedBytes?: number;
   /** The condition last written for this generation of the object: each is tried once (a failure is logged, not retried until the spec changes). */
   written?: string;
+  /** Its spec is kept (and compiled), charged against the store's budgets; false: metadata only (over MAX_OBJECT_BYTES, or past a budget). */
+  held: boolean;
+  /** Reading its spec again failed: not tried again before its next event. */
+  unread?: boolean;
 }
 
 /** Objects per page of the list: what one list answer holds at once is at most this many objects, not the cluster's. */
@@ -77,7 +90,9 @@ const LIST_PAGE = 10;
  * Watches SidecarTemplate objects in every namespace (a list in pages, then a watch from the
  * list's resourceVersion with client-node's Watch; a 410 Gone lists again) and serves them as one
  * template set: each object kept as a bounded copy (boundedObject: an object over MAX_OBJECT_BYTES
- * keeps its metadata alone and is refused in its status before anything of it is compiled),
+ * keeps its metadata alone and is refused in its status before anything of it is compiled), and
+ * only within the budgets (keepWithinBudgets: an object past its namespace's or the total budget
+ * keeps its metadata alone, is refused in its status and is never compiled),
  * compiled once per generation, one object per turn of the event loop, taking namespaces in turn,
  * so a review waits for one compile at most and a team's churn delays only its own objects; an
  * invalid one reported in its status and not served, its last valid version served in its place; a
@@ -94,6 +109,14 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
   const queue = new Map<string, Set<string>>();
   let draining = false;
   let history: SetHistory | undefined;
+  /** The bytes of the objects whose spec is kept, with OBJECT_OVERHEAD_BYTES each: what the store holds is bounded by the budgets. */
+  const held = new Budget();
+  /** The last rebuild's keptObjects: which objects the budgets take, the same on every replica. */
+  let plan: ReadonlyMap<string, TemplateFault | undefined> = new Map();
+  /** Objects whose spec is being read again (the budgets take them now, their spec was not kept). */
+  const fetching = new Set<string>();
+  let writing = 0;
+  const waiting: (() => void)[] = [];
   const empty: TemplateSet = Object.freeze({ templates: new Map(), defaults: [], digest: 'none', source: `sidecartemplates in ${home}` });
   let closed = false;
   let listed = false;
@@ -109,16 +132,21 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     debounce = undefined;
     // Before the first set, every listed object is compiled first (readiness means all of them are in);
     // after it, an object still queued is served as it was until its compile.
-    if (closed || !listed || (history === undefined && queue.size > 0)) return;
+    if (closed || !listed || (history === undefined && (queue.size > 0 || fetching.size > 0))) return;
+    keepWithinBudgets();
     const objects = [...entries].map(([key, e]) => ({
       key,
       created: e.object.metadata.creationTimestamp ?? '',
       candidates: candidatesOf(e),
-      bytes: e.bytes + OBJECT_OVERHEAD_BYTES,
+      bytes: (e.result?.ok === true ? e.bytes : (e.servedBytes ?? e.bytes)) + OBJECT_OVERHEAD_BYTES,
+      servedBytes: (e.servedBytes ?? e.bytes) + OBJECT_OVERHEAD_BYTES,
+      incumbent: servedAsIs(e.object),
     }));
     const { set: next, served, refused } = clusterSet(objects, home, options.base?.());
     for (const [key, e] of entries) {
       e.served = served.get(key);
+      if (e.served === undefined) delete e.servedBytes;
+      else if (e.result?.ok === true && e.served === e.result.template) e.servedBytes = e.bytes;
       const conflict = refused.get(key);
       const result = e.result;
       if (result === undefined) continue;
@@ -187,9 +215,31 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     const keys = queue.get(namespace) ?? new Set<string>();
     keys.add(key);
     queue.set(namespace, keys);
-    if (draining) return;
+    startDrain();
+  };
+
+  /** Compiles what is queued; not before the first list is complete, so the budgets choose what is compiled from every object, not from the list's order. */
+  const startDrain = (): void => {
+    if (draining || !listed) return;
     draining = true;
     setImmediate(drain);
+  };
+
+  /**
+   * Runs status writes STATUS_WRITES_AT_ONCE at a time: each answer carries the whole object (up to
+   * MAX_OBJECT_BYTES of spec), so the statuses of hundreds of refused objects are written and their
+   * answers parsed a few at a time, between reviews, not in one burst that holds the event loop
+   * for a second (test/kube/tenancy-keep.test.ts).
+   */
+  const inTurn = async (work: () => Promise<void>): Promise<void> => {
+    while (writing >= STATUS_WRITES_AT_ONCE) await new Promise<void>((resolve) => waiting.push(resolve));
+    writing++;
+    try {
+      if (!closed) await work();
+    } finally {
+      writing--;
+      waiting.shift()?.();
+    }
   };
 
   const writeStatus = async (e: Entry, result: ObjectResult): Promise<void> => {
@@ -208,7 +258,7 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     const conditions = policy === undefined ? [condition] : [condition, policy];
     const status = { ...(obj.metadata.generation !== undefined && { observedGeneration: obj.metadata.generation }), conditions };
     try {
-      await putStatus(obj, status);
+      await inTurn(() => putStatus(obj, status));
     } catch (err) {
       logger.warn({ template: objectKey(obj), err: statusFailure(err) }, 'sidecartemplate status not written');
     }
@@ -251,27 +301,112 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
   const upsert = (raw: TemplateObject): void => {
     const key = objectKey(raw);
     const { object, bytes } = boundedObject(raw);
+    const namespace = object.metadata.namespace ?? '';
     // generation counts changes of the spec only (the status subresource): a status write is no change.
     const generation = `${object.metadata.uid ?? ''}/${object.metadata.generation ?? object.metadata.resourceVersion ?? ''}`;
     const known = entries.get(key);
     const same = known?.generation === generation;
+    if (known?.held === true) held.add(namespace, -(known.bytes + OBJECT_OVERHEAD_BYTES));
+    const keep = keepDecision(key, object, bytes, same ? known : undefined);
     // What was written for this generation stays known: an event of our own status write, or of
     // another replica's that judged differently, then brings no second write (no ping-pong).
+    // The result of this generation stands while whether it is kept does not change.
+    const carried = same && known.held === keep.held ? known.result : undefined;
+    const result = carried ?? (keep.fault === undefined ? undefined : { ok: false as const, faults: [keep.fault] });
     const entry: Entry = {
-      object,
+      object: keep.held || bytes > MAX_OBJECT_BYTES ? object : metadataOnly(object),
       generation,
       bytes,
-      ...(same && known.result !== undefined && { result: known.result }),
+      held: keep.held,
+      ...(result !== undefined && { result }),
       ...(known?.served !== undefined && { served: known.served }),
+      ...(known?.servedBytes !== undefined && { servedBytes: known.servedBytes }),
       ...(same && known.written !== undefined && { written: known.written }),
     };
     entries.set(key, entry);
-    if (entry.result === undefined) enqueue(key, object.metadata.namespace ?? '');
+    if (entry.result === undefined) enqueue(key, namespace);
     else schedule();
   };
 
+  /**
+   * Whether the store keeps an arriving object's spec. Its current generation, kept before, stays
+   * kept; one the last rebuild's plan takes is kept; a new generation is kept when it fits the
+   * budgets beside what is kept now (else metadata only, refused, never compiled). The next rebuild
+   * settles every object by the plan (keepWithinBudgets), so all replicas end the same.
+   */
+  const keepDecision = (key: string, object: TemplateObject, bytes: number, same: Entry | undefined): { held: boolean; fault?: TemplateFault } => {
+    const namespace = object.metadata.namespace ?? '';
+    if (bytes > MAX_OBJECT_BYTES) return { held: false };
+    const charge = bytes + OBJECT_OVERHEAD_BYTES;
+    const planned = plan.has(key) && plan.get(key) === undefined;
+    if (same?.held === true || (same !== undefined && planned)) {
+      held.add(namespace, charge);
+      return { held: true };
+    }
+    if (same !== undefined) return { held: false };
+    const fault = held.charge({ file: `sidecartemplate ${key}`, name: object.metadata.name ?? '', namespace }, charge);
+    return fault === undefined ? { held: true } : { held: false, fault };
+  };
+
+  /**
+   * Settles which objects' specs are kept by keptObjects, before each rebuild: a kept object the
+   * budgets no longer take gives its spec and compiled template up (its status says why; the
+   * version served before, if any, may still serve), and an object they take whose spec was not
+   * kept is read again with one GET. What the store compiles is so bounded by bytes: at most the
+   * budgets, whatever the number of objects (test/kube/budgets.test.ts).
+   */
+  const keepWithinBudgets = (): void => {
+    const candidates = [...entries]
+      .filter(([, e]) => e.bytes <= MAX_OBJECT_BYTES)
+      .map(([key, e]) => ({
+        key,
+        name: e.object.metadata.name ?? '',
+        namespace: e.object.metadata.namespace ?? '',
+        created: e.object.metadata.creationTimestamp ?? '',
+        incumbent: servedAsIs(e.object),
+        bytes: e.bytes + OBJECT_OVERHEAD_BYTES,
+      }));
+    plan = keptObjects(candidates, home);
+    for (const [key, fault] of plan) {
+      const e = entries.get(key)!;
+      if (fault !== undefined) {
+        if (e.held) held.add(e.object.metadata.namespace ?? '', -(e.bytes + OBJECT_OVERHEAD_BYTES));
+        e.held = false;
+        e.object = metadataOnly(e.object);
+        e.result = { ok: false, faults: [fault] };
+      } else if (!e.held && !e.unread) void fetchAgain(key, e);
+    }
+  };
+
+  /** Reads an object again whose spec the budgets now take; a failure waits for the next rebuild. */
+  const fetchAgain = async (key: string, e: Entry): Promise<void> => {
+    if (fetching.has(key) || closed) return;
+    fetching.add(key);
+    try {
+      const obj = (await kube.custom.getNamespacedCustomObject({
+        group,
+        version,
+        plural,
+        namespace: e.object.metadata.namespace ?? '',
+        name: e.object.metadata.name ?? '',
+      })) as TemplateObject;
+      fetching.delete(key);
+      if (!closed && entries.has(key)) upsert(obj);
+    } catch (err) {
+      // Not read again until its next event (a new Entry): a GET that keeps failing is no loop.
+      fetching.delete(key);
+      e.unread = true;
+      logger.warn({ template: key, err: (err as Error | undefined)?.message ?? String(err) }, 'sidecartemplate not read again; trying at its next change');
+      schedule();
+    }
+  };
+
   const remove = (key: string): void => {
-    if (entries.delete(key)) schedule();
+    const e = entries.get(key);
+    if (e === undefined) return;
+    if (e.held) held.add(e.object.metadata.namespace ?? '', -(e.bytes + OBJECT_OVERHEAD_BYTES));
+    entries.delete(key);
+    schedule();
   };
 
   /** Lists every object in pages, forgets those no longer there, and watches from the list's resourceVersion. */
@@ -302,7 +437,9 @@ export function openClusterTemplateStore(kube: KubeClients, options: ClusterTemp
     for (const key of [...entries.keys()]) if (!seen.has(key)) remove(key);
     if (!listed) {
       listed = true;
-      if (queue.size === 0) rebuild();
+      keepWithinBudgets();
+      if (queue.size === 0 && fetching.size === 0) rebuild();
+      else startDrain();
     }
   };
 
@@ -402,6 +539,7 @@ export async function listClusterTemplates(
         created: obj.metadata.creationTimestamp ?? '',
         candidates: [result.template],
         bytes: bytes + OBJECT_OVERHEAD_BYTES,
+        incumbent: servedAsIs(obj),
       });
     else invalid.push({ key: objectKey(obj), faults: result.faults.map(formatFault) });
   }

@@ -14,7 +14,7 @@ export interface AdmissionAppDeps {
    * The handler of each review path (the endpoint table) and the generation their verdicts belong
    * to: `createHandlers` in admission/handlers.ts. The server knows nothing of templates.
    */
-  readonly handlers: { readonly byPath: ReadonlyMap<string, ReviewHandler>; readonly generation: () => unknown };
+  readonly handlers: { readonly byPath: ReadonlyMap<string, ReviewHandler>; readonly generation: (namespace: string) => unknown };
   /** Called with the one record of every request, answered or refused (the log line, the metrics). */
   readonly observers?: readonly ReviewObserver[];
   /**

@@ -85,15 +85,21 @@ const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
  * (no spec), so a 1.5 MB object costs the injector a few hundred bytes (test/kube/tenancy.test.ts).
  */
 export function boundedObject(obj: TemplateObject): { readonly object: TemplateObject; readonly bytes: number } {
-  const { name, namespace, uid, generation, resourceVersion, creationTimestamp, labels } = obj.metadata;
+  const { labels } = obj.metadata;
   const { [LAST_APPLIED]: _applied, ...annotations } = obj.metadata.annotations ?? {};
   const kept = { ...(labels && { labels }), ...(Object.keys(annotations).length > 0 && { annotations }) };
   // Measured by a walk that stops past the limit: a 1.5 MB object costs a look at its first 64 KiB, and no copy.
   const bytes = jsonBytesAtMost({ spec: obj.spec ?? null, ...kept }, MAX_OBJECT_BYTES + 1);
-  const metadata: TemplateObject['metadata'] = JSON.parse(JSON.stringify({ name, namespace, uid, generation, resourceVersion, creationTimestamp })); // undefined fields left out
-  const base = { ...(obj.apiVersion !== undefined && { apiVersion: obj.apiVersion }), ...(obj.kind !== undefined && { kind: obj.kind }), ...(obj.status !== undefined && { status: obj.status }) };
-  if (bytes > MAX_OBJECT_BYTES) return { object: { ...base, metadata }, bytes };
+  if (bytes > MAX_OBJECT_BYTES) return { object: metadataOnly(obj), bytes };
+  const { metadata, ...base } = metadataOnly(obj);
   return { object: { ...base, metadata: { ...metadata, ...kept }, spec: obj.spec }, bytes };
+}
+
+/** What the store keeps of an object it does not compile: its metadata and status, a few hundred bytes. */
+export function metadataOnly(obj: TemplateObject): TemplateObject {
+  const { name, namespace, uid, generation, resourceVersion, creationTimestamp } = obj.metadata;
+  const metadata: TemplateObject['metadata'] = JSON.parse(JSON.stringify({ name, namespace, uid, generation, resourceVersion, creationTimestamp })); // undefined fields left out
+  return { ...(obj.apiVersion !== undefined && { apiVersion: obj.apiVersion }), ...(obj.kind !== undefined && { kind: obj.kind }), ...(obj.status !== undefined && { status: obj.status }), metadata };
 }
 
 /**
@@ -177,8 +183,23 @@ export interface ObjectCandidates {
   /** The object's creationTimestamp: of two conflicting default templates, the older object wins. */
   readonly created: string;
   readonly candidates: readonly CompiledTemplate[];
-  /** What the object weighs against its namespace's and the total budget: its bytes (boundedObject) and OBJECT_OVERHEAD_BYTES; 0 when unknown. */
+  /** What the first candidate weighs against its namespace's and the total budget: its bytes (boundedObject) and OBJECT_OVERHEAD_BYTES; 0 when unknown. */
   readonly bytes?: number;
+  /** What the later candidate (the version served before) weighs; `bytes` when unknown. */
+  readonly servedBytes?: number;
+  /**
+   * The object's status says its current generation is served (servedAsIs): such objects are
+   * charged against the budgets before every new or changed one, so a team's new or grown object
+   * never takes another's served object away, and every replica, reading the same statuses,
+   * decides the same.
+   */
+  readonly incumbent?: boolean;
+}
+
+/** True when the object's status says the injector serves its current generation (Loaded=True, observed at that generation). */
+export function servedAsIs(obj: TemplateObject): boolean {
+  const loaded = obj.status?.conditions?.find((c) => c.type === 'Loaded');
+  return loaded?.status === 'True' && obj.metadata.generation !== undefined && loaded.observedGeneration === obj.metadata.generation;
 }
 
 /** The set, the version served for each object, and the objects refused because their defaults conflict. */
@@ -217,27 +238,44 @@ export function clusterSet(objects: readonly ObjectCandidates[], home: string, b
     return scope;
   };
   scopeOf(home);
-  // The injector's namespace first (the platform's templates never yield to a tenant's bytes), then oldest first.
-  const rank = (o: ObjectCandidates): number => (o.candidates[0]?.namespace === home ? 0 : 1);
-  const ordered = [...objects].sort((a, b) => rank(a) - rank(b) || a.created.localeCompare(b.created) || a.key.localeCompare(b.key));
+  const ordered = objects.map((o) => ({ ...o, namespace: o.candidates[0]?.namespace ?? '' })).sort(budgetOrder(home));
   const budget = new Budget();
   const wideRequired = requiredNames(objects, home, base);
-  for (const { key, candidates, bytes } of ordered) {
-    const namespace = candidates[0]?.namespace ?? '';
-    const over = candidates[0] === undefined ? undefined : budget.charge(candidates[0], bytes ?? 0);
-    if (over !== undefined) {
-      refused.set(key, [over]);
-      continue;
-    }
+  for (const { key, namespace, candidates, bytes, servedBytes } of ordered) {
     const scope = scopeOf(namespace);
     const faults = candidates.map((t) => [...requiredFaults(t, home, wideRequired), ...(t.isDefault ? scope.conflicts(t) : [])]);
-    const chosen = candidates.find((_, i) => faults[i]!.length === 0);
-    if (chosen !== candidates[0]) refused.set(key, faults[0] ?? []);
-    if (chosen === undefined) continue;
-    served.set(key, chosen);
-    if (chosen.isDefault) scope.take(chosen);
+    // The first candidate without faults that fits the budgets: a version over them falls back to the one served before.
+    const chosen = candidates.findIndex((t, i) => {
+      if (faults[i]!.length > 0) return false;
+      const over = budget.charge(t, (i === 0 ? bytes : (servedBytes ?? bytes)) ?? 0);
+      if (over !== undefined) faults[i] = [over];
+      return over === undefined;
+    });
+    if (chosen !== 0 && candidates.length > 0) refused.set(key, faults[0] ?? []);
+    const template = candidates[chosen];
+    if (template === undefined) continue;
+    served.set(key, template);
+    if (template.isDefault) scope.take(template);
   }
   return { set: setOf(served, home, base), served, refused };
+}
+
+/**
+ * The order objects are charged against the budgets in, the same on every replica: the injector's
+ * namespace first (the platform's templates never yield to a tenant's bytes), then the objects
+ * served as they are (incumbent), then the oldest first.
+ */
+export function budgetOrder(home: string): (a: BudgetedObject, b: BudgetedObject) => number {
+  const rank = (o: BudgetedObject): number => (o.namespace === home ? 0 : 1) * 2 + (o.incumbent === true ? 0 : 1);
+  return (a, b) => rank(a) - rank(b) || a.created.localeCompare(b.created) || a.key.localeCompare(b.key);
+}
+
+/** What budgetOrder reads of an object. */
+export interface BudgetedObject {
+  readonly key: string;
+  readonly namespace: string;
+  readonly created: string;
+  readonly incumbent?: boolean;
 }
 
 /** The names of the required cluster-wide templates: the directory's, and those of the objects in `home` (any version of them). */
@@ -246,28 +284,59 @@ function requiredNames(objects: readonly ObjectCandidates[], home: string, base?
   return new Set([...(base?.required ?? []), ...wide.filter((t) => t.required !== undefined)].map((t) => t.name));
 }
 
+/** Who an object charged against the budgets belongs to, for the fault that refuses it. */
+export interface BudgetOwner {
+  readonly file: string;
+  readonly name: string;
+  readonly namespace?: string;
+}
+
 /**
- * The bytes the objects served so far hold, per namespace and in total: an object that would take
- * either past its budget is not served, so the templates a team's objects add to every review's set
- * hold at most NAMESPACE_BUDGET_BYTES, and all of them TOTAL_BUDGET_BYTES. The store still keeps
- * (and compiles) each object up to MAX_OBJECT_BYTES, so the count of objects is what the
- * ResourceQuota bounds (docs/limits-and-security.md, Tenant bounds).
+ * The bytes objects hold, per namespace and in total: an object that would take either past its
+ * budget is refused, so what a team's objects cost the injector is at most NAMESPACE_BUDGET_BYTES,
+ * and all of them TOTAL_BUDGET_BYTES. clusterSet charges the versions it serves; the store charges
+ * the objects it keeps and compiles (keptObjects), so memory is bounded by bytes, not only by the
+ * count of objects (docs/limits-and-security.md, Tenant bounds).
  */
-class Budget {
+export class Budget {
   readonly #namespaces = new Map<string, number>();
   #total = 0;
 
-  /** Counts `t`'s object, or says why it does not fit (and counts nothing). */
-  charge(t: CompiledTemplate, bytes: number): TemplateFault | undefined {
-    const namespace = t.namespace ?? '';
+  /** Counts `bytes` of an object of `owner`, or says why they do not fit (and counts nothing). */
+  charge(owner: BudgetOwner, bytes: number): TemplateFault | undefined {
+    const namespace = owner.namespace ?? '';
     const used = this.#namespaces.get(namespace) ?? 0;
-    const fault = (message: string): TemplateFault => ({ file: t.file, template: t.name, path: '', message });
-    if (used + bytes > NAMESPACE_BUDGET_BYTES) return fault(`namespace ${namespace}'s older objects already hold ${used} of the ${NAMESPACE_BUDGET_BYTES} bytes the injector keeps per namespace, and this one is ${bytes}: delete templates nobody names`);
-    if (this.#total + bytes > TOTAL_BUDGET_BYTES) return fault(`the objects of all namespaces already hold ${this.#total} of the ${TOTAL_BUDGET_BYTES} bytes the injector keeps, and this one is ${bytes}: ask the platform team`);
-    this.#namespaces.set(namespace, used + bytes);
-    this.#total += bytes;
+    const fault = (message: string): TemplateFault => ({ file: owner.file, template: owner.name, path: '', message });
+    if (used + bytes > NAMESPACE_BUDGET_BYTES) return fault(`namespace ${namespace}'s objects ahead of this one (those served as they are, then the older) already hold ${used} of the ${NAMESPACE_BUDGET_BYTES} bytes the injector keeps per namespace, and this one is ${bytes}: delete templates nobody names`);
+    if (this.#total + bytes > TOTAL_BUDGET_BYTES) return fault(`the objects of all namespaces ahead of this one (the injector's namespace, those served as they are, then the older) already hold ${this.#total} of the ${TOTAL_BUDGET_BYTES} bytes the injector keeps, and this one is ${bytes}: ask the platform team`);
+    this.add(namespace, bytes);
     return undefined;
   }
+
+  /** Counts `bytes` whether they fit or not (negative: gives them back). */
+  add(namespace: string, bytes: number): void {
+    this.#namespaces.set(namespace, (this.#namespaces.get(namespace) ?? 0) + bytes);
+    this.#total += bytes;
+  }
+}
+
+/** What keptObjects reads of an object: its place in budgetOrder and its bytes with OBJECT_OVERHEAD_BYTES. */
+export interface KeptCandidate extends BudgetedObject {
+  readonly name: string;
+  readonly bytes: number;
+}
+
+/**
+ * Which objects the store keeps (holds the spec of, compiles and may serve): in budgetOrder, each
+ * that fits the budgets beside those taken before it. The result maps each key to undefined (kept)
+ * or the fault that refuses it; every replica, reading the same objects and statuses, decides the
+ * same (test/kube/budgets.test.ts, "two replicas").
+ */
+export function keptObjects(objects: readonly KeptCandidate[], home: string): Map<string, TemplateFault | undefined> {
+  const budget = new Budget();
+  const kept = new Map<string, TemplateFault | undefined>();
+  for (const o of [...objects].sort(budgetOrder(home))) kept.set(o.key, budget.charge({ file: `sidecartemplate ${o.key}`, name: o.name, namespace: o.namespace }, o.bytes));
+  return kept;
 }
 
 /**

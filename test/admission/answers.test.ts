@@ -191,14 +191,18 @@ describe('the answer cache and template reloads', () => {
 describe('AnswerCache', () => {
   const generation = { name: 'a set' };
 
-  /** One review through the cache as the pipeline runs it: the value kept, or undefined when the review was run (and `value()` offered). */
+  /**
+   * One review through the cache as the pipeline runs it: the value kept, or undefined when the
+   * review was run (and `value()` offered). `under`: the generation of every namespace, or of each.
+   */
   function review(cache: AnswerCache<string>, text: string, under: unknown = generation, value = (): string => 'kept'): string | undefined {
+    const generationOf = (namespace: string): unknown => (typeof under === 'function' ? under(namespace) : under);
     const body = Buffer.from(text);
-    const slot = cache.slot(body, under);
-    const kept = slot && cache.get(slot);
+    const slot = cache.slot(body);
+    const kept = slot && cache.get(slot, generationOf);
     if (kept !== undefined) return kept;
     const parsed = decodeBody(text);
-    if (slot !== undefined) cache.offer(slot, parsed, value(), 100);
+    if (slot !== undefined) cache.offer(slot, parsed, value(), 100, generationOf(parsed.request.namespace ?? ''));
     return undefined;
   }
 
@@ -309,8 +313,8 @@ describe('AnswerCache', () => {
       reviewText(optedInPod(), 'a-é'),
       reviewText(optedInPod(), 'x'.repeat(200)),
     ];
-    for (const body of bodies) assert.equal(cache.slot(Buffer.from(body), generation), undefined, body.slice(0, 80));
-    assert.notEqual(cache.slot(Buffer.from(reviewText(optedInPod(), 'a', { apiVersion: ReviewVersion.V1Beta1 })), generation), undefined);
+    for (const body of bodies) assert.equal(cache.slot(Buffer.from(body)), undefined, body.slice(0, 80));
+    assert.notEqual(cache.slot(Buffer.from(reviewText(optedInPod(), 'a', { apiVersion: ReviewVersion.V1Beta1 }))), undefined);
   });
 
   it('starts empty for another generation, and keeps nothing without one', () => {
@@ -319,7 +323,26 @@ describe('AnswerCache', () => {
     for (const uid of ['u-1', 'u-2']) review(cache, text(uid));
     assert.notEqual(review(cache, text('u-3')), undefined);
     assert.equal(review(cache, text('u-4'), { ...generation }), undefined);
-    assert.equal(review(cache, text('u-5'), undefined), undefined);
-    assert.equal(review(cache, text('u-6'), undefined), undefined);
+    // A generation that cannot be read (the pipeline's reader gives undefined): nothing kept, nothing given.
+    const none = (): undefined => undefined;
+    for (const uid of ['u-5', 'u-6', 'u-7']) assert.equal(review(cache, text(uid), none), undefined, uid);
+  });
+
+  it("keeps a namespace's answers while another namespace's generation changes, and drops them when its own does", () => {
+    const cache = new AnswerCache<string>(1024 * 1024);
+    const generations = new Map([
+      ['quiet', { v: 1 }],
+      ['busy', { v: 1 }],
+    ]);
+    const under = (namespace: string): unknown => generations.get(namespace);
+    const text = (namespace: string, uid: string) => reviewText(optedInPod(), uid, { namespace });
+    for (const ns of ['quiet', 'busy']) for (const uid of ['u-1', 'u-2']) review(cache, text(ns, uid), under);
+    assert.notEqual(review(cache, text('quiet', 'u-3'), under), undefined);
+    assert.notEqual(review(cache, text('busy', 'u-3'), under), undefined);
+    for (let i = 2; i < 20; i++) generations.set('busy', { v: i }); // the busy namespace changes its templates, again and again
+    assert.notEqual(review(cache, text('quiet', 'u-4'), under), undefined, "the quiet namespace's answer is still kept");
+    assert.equal(review(cache, text('busy', 'u-4'), under), undefined, "the busy namespace's answer is computed again");
+    generations.set('quiet', { v: 2 });
+    assert.equal(review(cache, text('quiet', 'u-5'), under), undefined, 'and so is the quiet one once its own generation changes');
   });
 });

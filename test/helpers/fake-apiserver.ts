@@ -162,7 +162,9 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
   const TEMPLATES = /^\/apis\/sidecar-injector\.io\/v1alpha1(?:\/namespaces\/([^/]+))?\/sidecartemplates(?:\/([^/]+)(\/status)?)?$/;
   const emit = (type: string, object: any): void => {
     events.push({ rv: version, type, object });
-    for (const w of watchers) if (w.ns === undefined || w.ns === object.metadata.namespace) w.res.write(`${JSON.stringify({ type, object })}\n`);
+    // A write that lands after close() ended the watches (an injector's status PUT in flight) reaches no one.
+    for (const w of watchers)
+      if (!w.res.writableEnded && (w.ns === undefined || w.ns === object.metadata.namespace)) w.res.write(`${JSON.stringify({ type, object })}\n`);
   };
   /** A list, in pages when asked (limit and continue, as the apiserver's chunked lists). */
   const templateList = (ns: string | undefined, query: URLSearchParams): [number, unknown] => {

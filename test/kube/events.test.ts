@@ -132,6 +132,9 @@ describe('owner events through the real server and the API stand-in', () => {
     assert.ok(responses.every((r) => r.allowed === false));
     await afterControl(s, api, 'burst-control');
     assert.equal((await eventsOn(api, 'burst-8a9b0c1d2', () => true)).length, 1);
+    // The injector counts an Event sent once the API's answer reaches it, which may come after the test saw the Event there.
+    const end = Date.now() + 10_000;
+    while ((await ownerEventCounts(s))['sent'] !== 2 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
     const counts = await ownerEventCounts(s);
     assert.equal(counts['limited'], 49);
     assert.equal(counts['sent'], 2);
@@ -180,12 +183,12 @@ describe('ownerEvents', () => {
     return { counts, count: (r) => void (counts[r] = (counts[r] ?? 0) + 1) };
   };
 
-  it('creates at most perSecond Events a second over all owners', async () => {
+  it('creates at most perSecond Events a second over all owners of all namespaces', async () => {
     const created: string[] = [];
     const { counts, count } = tally();
     let now = 1_000_000;
     const events = ownerEvents({ create: async (_ns, e) => created.push(e.involvedObject.name ?? ''), count, now: () => now });
-    for (let i = 0; i < 10; i++) events.observe(record(`rs-${i}`));
+    for (let i = 0; i < 10; i++) events.observe(record(`rs-${i}`, 'unknown-template', `team-${i}`));
     now += 1000;
     events.observe(record('rs-next-second'));
     await events.close().then(() => new Promise((r) => setImmediate(r)));
@@ -209,11 +212,12 @@ describe('ownerEvents', () => {
       intervalMs: 60_000,
       now: () => now,
     });
-    events.observe(record('a'));
-    events.observe(record('b'));
-    events.observe(record('c'));
+    // Owners of three namespaces: the queue of 2 is full whoever asks.
+    events.observe(record('a', 'unknown-template', 'team-a'));
+    events.observe(record('b', 'unknown-template', 'team-b'));
+    events.observe(record('c', 'unknown-template', 'team-c'));
     assert.equal(counts['dropped'], 1);
-    events.observe(record('a', 'override-refused'));
+    events.observe(record('a', 'override-refused', 'team-a'));
     assert.equal(counts['dropped'], 2, 'another reason is another Event');
     now += 60_000;
     await new Promise((r) => setImmediate(r));
@@ -221,12 +225,33 @@ describe('ownerEvents', () => {
     await new Promise((r) => setImmediate(r));
     release();
     await new Promise((r) => setImmediate(r));
-    events.observe(record('a'));
+    events.observe(record('a', 'unknown-template', 'team-a'));
     release();
     await new Promise((r) => setImmediate(r));
     release();
     await events.close();
     assert.deepEqual(created, ['a:UnknownTemplate', 'b:UnknownTemplate', 'a:UnknownTemplate']);
+  });
+
+  it("leaves other namespaces their Events while one namespace's pods are refused without pause", async () => {
+    const created: string[] = [];
+    const { counts, count } = tally();
+    let now = 9_000_000;
+    const events = ownerEvents({ create: async (ns, e) => void created.push(`${ns}/${e.involvedObject.name}`), count, now: () => now });
+    for (let second = 0; second < 5; second++) {
+      // A hundred refusals a second in the noisy namespace, each of another ReplicaSet, before the quiet namespaces' one each.
+      for (let i = 0; i < 100; i++) events.observe(record(`rs-${second}-${i}`, 'unknown-template', 'noisy'));
+      events.observe(record(`quiet-${second}`, 'unknown-template', 'quiet'));
+      events.observe(record(`calm-${second}`, 'unknown-template', 'calm'));
+      await new Promise((r) => setImmediate(r));
+      now += 1000;
+    }
+    await events.close().then(() => new Promise((r) => setImmediate(r)));
+    const from = (ns: string): number => created.filter((c) => c.startsWith(`${ns}/`)).length;
+    assert.equal(from('quiet'), 5, 'every quiet Event created');
+    assert.equal(from('calm'), 5, 'every calm Event created');
+    assert.equal(from('noisy'), 10, 'the noisy namespace: two a second');
+    assert.equal(counts['limited'], 490);
   });
 
   it('spells reasons as Kubernetes Events do', () => {

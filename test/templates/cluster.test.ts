@@ -52,3 +52,45 @@ describe('clusterSet: time linear in the number of objects', () => {
     assert.ok(ms < 1000, `a rebuild of 2001 defaults took ${ms.toFixed(0)} ms`);
   });
 });
+
+describe('clusterSet: an object over a budget falls back to the version already served', () => {
+  const MiB = 1024 * 1024;
+  /** Eight teams' objects of 1 MiB each (their weight against the budgets), 2 per team: the whole 16 MiB, all served as they are. */
+  const served = ['team-a', 'team-b', 'team-c', 'team-d', 'team-e', 'team-f', 'team-g', 'team-h'].flatMap((ns, n) =>
+    Array.from({ length: 2 }, (_, i) => ({
+      key: `${ns}/t${i}`,
+      created: `2026-01-01T00:0${n}:0${i}Z`,
+      candidates: [compiled(ns, `t${i}`, `c${i}`, false)],
+      bytes: MiB,
+      incumbent: true,
+    })),
+  );
+
+  it("near the 16 MiB total, one team's grown object is refused and its served version kept; every other team's objects stay served", () => {
+    // team-a's oldest object grows by a byte: its new version is not served as it is yet (not incumbent).
+    const grown = { ...served[0]!, candidates: [compiled('team-a', 't0', 'c0', false), served[0]!.candidates[0]!], bytes: MiB + 1, servedBytes: MiB, incumbent: false };
+    const { served: kept, refused } = clusterSet([grown, ...served.slice(1)], HOME);
+    assert.deepEqual([...refused.keys()], ['team-a/t0']);
+    assert.match(refused.get('team-a/t0')?.[0]?.message ?? '', /the objects of all namespaces ahead of this one \(.*\) already hold \d+ of the 16777216 bytes/);
+    assert.equal(kept.get('team-a/t0'), served[0]!.candidates[0], 'the version served before');
+    assert.equal(kept.size, 16, 'every object of every team still served');
+  });
+
+  it('refuses a new object past the total, however old its creationTimestamp, and serves it once room is made', () => {
+    const newcomer = { key: 'team-x/new', created: '2025-01-01T00:00:00Z', candidates: [compiled('team-x', 'new', 'n', false)], bytes: 64 * 1024 };
+    const { served: kept, refused } = clusterSet([newcomer, ...served], HOME);
+    assert.deepEqual([...refused.keys()], ['team-x/new']);
+    assert.equal(kept.size, 16);
+    const roomy = clusterSet([newcomer, ...served.slice(1)], HOME);
+    assert.deepEqual([...roomy.refused.keys()], []);
+  });
+
+  it('decides the same whatever order the objects come in (every replica lists them in its own order)', () => {
+    const grown = { ...served[5]!, bytes: MiB + 10, incumbent: false };
+    const objects = [...served.slice(0, 5), grown, ...served.slice(6)];
+    const once = [...clusterSet(objects, HOME).refused.keys()];
+    const reversed = [...clusterSet([...objects].reverse(), HOME).refused.keys()];
+    assert.deepEqual(once, ['team-c/t1']);
+    assert.deepEqual(reversed, once);
+  });
+});

@@ -93,6 +93,28 @@ describe('SetHistory', () => {
     assert.equal(calls, 1);
   });
 
+  it("keeps each namespace's history apart: another namespace's churn ages out none of it, and leaves its view's history the same object", () => {
+    const c = clock();
+    const view = (ns: string, digest: string, ...templates: string[]): TemplateSet => {
+      const own = set(digest, ...templates);
+      return Object.freeze({ ...own, templates: new Map([...own.templates].map(([n, t]) => [n, { ...t, namespace: ns }])) });
+    };
+    const whole = (quiet: string, busy: number): TemplateSet =>
+      Object.freeze({ ...set(`${quiet}/${busy}`, 'wide@1'), namespaces: new Map([['quiet', view('quiet', quiet, `q@${quiet}`)], ['busy', view('busy', `b${busy}`, `b@${busy}`)]]) });
+    const h = new SetHistory(whole('q1', 0), { windowMs: WINDOW, now: c.now });
+    h.replace(whole('q2', 0));
+    const quietHistory = h.current().namespaces?.get('quiet')?.history;
+    assert.deepEqual(quietHistory?.earlier.map((s) => s.digest), ['q1']);
+    const clusterHistory = h.current().history;
+    for (let i = 1; i <= SETS_KEPT * 3; i++) h.replace(whole('q2', i));
+    assert.deepEqual(h.current().namespaces?.get('quiet')?.history?.earlier.map((s) => s.digest), ['q1'], "the quiet namespace's earlier view is still there");
+    assert.equal(h.current().namespaces?.get('quiet')?.history, quietHistory, 'the same history object: its answers stay cached');
+    assert.equal(h.current().history, clusterHistory, 'nor did the cluster-wide view change, for namespaces without templates of their own');
+    assert.equal(h.current().namespaces?.get('busy')?.history?.earlier.length, SETS_KEPT, 'the busy namespace keeps its own SETS_KEPT');
+    for (let i = 0; i < VERSIONS_KEPT; i++) h.replace(whole('q2', 100 + i));
+    assert.equal(h.current().history?.knows('q', 'q1', 'quiet'), true, "the busy namespace's versions never push out the quiet one's");
+  });
+
   it('with a window of 0 remembers no set and trusts no unversioned status', () => {
     const h = new SetHistory(set('s0', 'a@0'), { windowMs: 0 });
     h.replace(set('s1', 'a@1'));

@@ -211,11 +211,21 @@ its configuration: /mutate has injected the pod when /mutate/required sees it, a
       path: /{{ ternary "mutate" "validate" .mutating }}/required
       port: 443
   rules:
-    - operations: ["CREATE"]
+    - operations: {{ ternary (list "CREATE") (list "CREATE" "UPDATE") .mutating | toJson }}
       apiGroups: [""]
       apiVersions: ["v1"]
       resources: ["pods"]
       scope: Namespaced
+  {{- if not .mutating }}
+  {{- /* kubectl set image cannot swap a required sidecar; only UPDATEs that change an image are sent. */}}
+  matchConditions:
+    - name: create-or-image-change
+      expression: >-
+        request.operation == 'CREATE' ||
+        object.spec.containers.map(c, c.image) != oldObject.spec.containers.map(c, c.image) ||
+        (has(object.spec.initContainers) ? object.spec.initContainers.map(c, c.image) : []) !=
+        (has(oldObject.spec.initContainers) ? oldObject.spec.initContainers.map(c, c.image) : [])
+  {{- end }}
   failurePolicy: {{ .failurePolicy }}
   matchPolicy: Equivalent
   sideEffects: None
