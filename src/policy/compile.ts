@@ -1,7 +1,7 @@
 import type { Container, LabelSelector, NamedItem, VolumeMount } from '../kube/types.js';
 import { Keys } from '../inject/keys.js';
 import type { TemplateSet } from '../templates/load.js';
-import { NativeSidecar, type CompiledTemplate } from '../templates/template.js';
+import { NativeSidecar, SERVICE_ACCOUNT_TOKEN_PATH, type CompiledTemplate } from '../templates/template.js';
 import { escapeToken } from '../patch/pointer.js';
 import { celObject, celString, Definition, placeholderCel } from './cel.js';
 
@@ -76,7 +76,7 @@ export interface PolicySet {
 /**
  * Whether a template compiles, and if not the first reason: per-pod overrides (quantities and
  * image references checked and applied from annotations), native sidecars placed next to a named
- * container, and the pod's own ServiceAccount token (found per pod by its mount) are not compiled.
+ * container are not compiled.
  */
 export function policyVerdict(t: CompiledTemplate, namespace?: string, revision?: string): PolicyVerdict {
   const no = (detail: string): PolicyVerdict => ({ template: t.name, compiles: false, detail });
@@ -84,10 +84,16 @@ export function policyVerdict(t: CompiledTemplate, namespace?: string, revision?
   if (typeof t.placement === 'object' && t.nativeMode !== NativeSidecar.Never)
     return no(`placement ${JSON.stringify(t.placement)} of native sidecars next to a named init container is not compiled to CEL`);
   if (t.spec.containers.length + t.spec.initContainers.length === 0) return no('no containers to inject');
-  if (podToken(t)) return no("serviceAccountToken: true (the pod's own token volume, found by its mount) is not compiled to CEL");
   return { template: t.name, compiles: true, detail: policyName(t.name, namespace, revision) };
 }
 
+/**
+ * The volume of the pod's own ServiceAccount token, found by its mount in the pod's own containers
+ * and then init containers (sidecars left out), as withPodToken finds it; "" when none mounts it.
+ */
+const POD_TOKEN = `((object.spec.containers + object.spec.?initContainers.orValue([])).filter(c, !(c.name in variables.sidecars)).map(c, c.?volumeMounts.orValue([]).filter(m, m.mountPath == ${celString(SERVICE_ACCOUNT_TOKEN_PATH)}).map(m, m.name)).flatten() + [""])[0]`;
+
+/** `serviceAccountToken: true`: the template's containers mount the pod's token, where the pod has one. */
 function podToken(t: CompiledTemplate): boolean {
   return t.render({ namespace: 'default', podName: 'p', serviceAccountName: 'default', labels: {}, annotations: {} }).podToken === true;
 }
@@ -383,6 +389,7 @@ function mutatingPolicy(t: CompiledTemplate, policy: string, context: SetContext
         { name: 'names', expression: `object.spec.containers.map(c, c.name) + object.spec.?initContainers.orValue([]).map(c, c.name)` },
         { name: 'sidecars', expression: `variables.selected.filter(t, t in ${context.containers}).map(t, ${context.containers}[t]).flatten()` },
         { name: 'apps', expression: appsExpr(t) },
+        ...(podToken(t) ? [{ name: 'podToken', expression: POD_TOKEN }] : []),
       ],
       mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: patch } }],
     },
@@ -441,7 +448,7 @@ function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext):
   const groups: string[] = [];
   const init = [...t.spec.initContainers, ...(native ? t.spec.containers.map((c) => ({ ...c, restartPolicy: 'Always' })) : [])];
   const regular = native ? [] : t.spec.containers;
-  if (init.length > 0) groups.push(containerOps('initContainers', init, headIndex('initContainers', context.containers)));
+  if (init.length > 0) groups.push(containerOps('initContainers', init, headIndex('initContainers', context.containers), podToken(t)));
   if (t.spec.volumes.length > 0)
     groups.push(namedOps('/spec/volumes', 'object.spec.?volumes.orValue([])', t.spec.volumes, 'Object.spec.volumes', Definition.volume, context.volumes));
   if (t.spec.imagePullSecrets.length > 0)
@@ -470,7 +477,7 @@ function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext):
     const later = `variables.later.filter(t, t in ${context.lastContainers} && !(t in ${context.anchors} && ${context.anchors}[t] in variables.names)).map(t, ${context.lastContainers}[t]).flatten()`;
     const tail = tailOf('object.spec.containers', later, (item) => `${item}.name`);
     const at = t.placement === 'first' ? headIndex('containers', context.firstContainers) : typeof t.placement === 'object' ? nextTo(t.placement, tail) : tail;
-    groups.push(containerOps('containers', regular, at));
+    groups.push(containerOps('containers', regular, at, podToken(t)));
   }
   for (const [field, map] of [
     ['labels', t.spec.labels],
@@ -520,16 +527,28 @@ function headOf(list: string, names: string, key: (item: string) => string): str
  * that they keep the template's order there; a missing list is added first. One value per
  * operation: the apiserver converts a typed object, not a list of them.
  */
-function containerOps(field: 'containers' | 'initContainers', containers: readonly Container[], at: string): string {
+function containerOps(field: 'containers' | 'initContainers', containers: readonly Container[], at: string, token = false): string {
   const type = `Object.spec.${field}`;
   const parent = field === 'initContainers' ? `(has(object.spec.initContainers) ? [] : [JSONPatch{op: "add", path: "/spec/initContainers", value: []}])` : '[]';
   const ops = [...containers]
     .reverse()
     .map(
       (c) =>
-        `(${celString(c.name)} in variables.names ? [] : [JSONPatch{op: "add", path: "/spec/${field}/" + string(${at}), value: ${celObject(c, type, Definition.container)}}])`,
+        `(${celString(c.name)} in variables.names ? [] : [JSONPatch{op: "add", path: "/spec/${field}/" + string(${at}), value: ${celObject(c, type, Definition.container, token ? tokenMounts(c, type) : {})}}])`,
     );
   return [parent, ...ops].join(' + ');
+}
+
+/**
+ * A container's volumeMounts with the pod's token mount (withTokenMount), unless the template
+ * mounts something at its path: the pod's volume is known per pod only.
+ */
+function tokenMounts(c: Container, type: string): Record<string, string> {
+  const own = c.volumeMounts ?? [];
+  if (own.some((m) => m.mountPath === SERVICE_ACCOUNT_TOKEN_PATH)) return {};
+  const mount = `${type}.volumeMounts{name: variables.podToken, mountPath: ${celString(SERVICE_ACCOUNT_TOKEN_PATH)}, readOnly: true}`;
+  const listed = `[${own.map((m) => celObject(m as unknown as Record<string, unknown>, `${type}.volumeMounts`, Definition.volumeMount)).join(', ')}]`;
+  return { volumeMounts: `${listed} + (variables.podToken != "" ? [${mount}] : [])` };
 }
 
 /** Volumes or pull secrets the pod lacks by name, ahead of those of later templates. */
