@@ -75,14 +75,11 @@ export interface PolicySet {
 
 /**
  * Whether a template compiles, and if not the first reason: per-pod overrides (quantities and
- * image references checked and applied from annotations), native sidecars placed next to a named
- * container are not compiled.
+ * image references checked and applied from annotations) are not compiled.
  */
 export function policyVerdict(t: CompiledTemplate, namespace?: string, revision?: string): PolicyVerdict {
   const no = (detail: string): PolicyVerdict => ({ template: t.name, compiles: false, detail });
   if (t.overrides.length > 0) return no(`overrides (${t.overrides.join(', ')}) are read from annotations and checked by the webhook; not compiled to CEL`);
-  if (typeof t.placement === 'object' && t.nativeMode !== NativeSidecar.Never)
-    return no(`placement ${JSON.stringify(t.placement)} of native sidecars next to a named init container is not compiled to CEL`);
   if (t.spec.containers.length + t.spec.initContainers.length === 0) return no('no containers to inject');
   return { template: t.name, compiles: true, detail: policyName(t.name, namespace, revision) };
 }
@@ -209,6 +206,11 @@ interface SetContext {
   readonly lastContainers: string;
   /** Per template placed next to a named container: that container (where `last` puts them when the pod lacks it). */
   readonly anchors: string;
+  /** Per template, the names of its items placed first in initContainers: its init containers, and its native sidecars unless placed next to a container. */
+  readonly firstInit: string;
+  /** Per template placed next to a container, its native sidecars in initContainers: of the templates native in every pod, and of those too that are native in Jobs' pods. */
+  readonly anchoredNative: string;
+  readonly anchoredNativeInJobs: string;
   readonly volumes: string;
   readonly pullSecrets: string;
   readonly env: string;
@@ -219,6 +221,11 @@ function contextOf(set: TemplateSet): SetContext {
   const all = [...set.templates.values()];
   const map = (pick: (t: CompiledTemplate) => readonly string[]): string => `{${all.map((t) => `${celString(t.name)}: ${celList(pick(t))}`).join(', ')}}`;
   const names = (items: readonly { readonly name: string }[]): string[] => items.map((i) => i.name);
+  const anchored = (...modes: NativeSidecar[]): string =>
+    `{${all
+      .filter((t) => typeof t.placement === 'object' && modes.includes(t.nativeMode))
+      .map((t) => `${celString(t.name)}: ${celList(names(t.spec.containers))}`)
+      .join(', ')}}`;
   return {
     defaults: set.defaults.map((t) => t.name),
     required: set.required ?? [],
@@ -226,6 +233,9 @@ function contextOf(set: TemplateSet): SetContext {
     firstContainers: map((t) => (t.placement === 'first' ? names(t.spec.containers) : [])),
     lastContainers: map((t) => (t.placement === 'first' ? [] : names(t.spec.containers))),
     anchors: `{${all.flatMap((t) => (typeof t.placement === 'object' ? [`${celString(t.name)}: ${celString('before' in t.placement ? t.placement.before : t.placement.after)}`] : [])).join(', ')}}`,
+    firstInit: map((t) => [...names(t.spec.initContainers), ...(typeof t.placement === 'object' ? [] : names(t.spec.containers))]),
+    anchoredNative: anchored(NativeSidecar.Always),
+    anchoredNativeInJobs: anchored(NativeSidecar.Always, NativeSidecar.JobsOnly),
     volumes: map((t) => names(t.spec.volumes)),
     pullSecrets: map((t) => names(t.spec.imagePullSecrets)),
     env: map((t) => names(t.spec.env)),
@@ -446,9 +456,30 @@ function appsExpr(t: CompiledTemplate): string {
 /** The JSON patch of one template as CEL lists of JSONPatch, to concatenate. */
 function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext): string[] {
   const groups: string[] = [];
-  const init = [...t.spec.initContainers, ...(native ? t.spec.containers.map((c) => ({ ...c, restartPolicy: 'Always' })) : [])];
+  const sidecars = native ? t.spec.containers.map((c) => ({ ...c, restartPolicy: 'Always' })) : [];
+  const anchored = typeof t.placement === 'object' ? t.placement : undefined;
+  const init = [...t.spec.initContainers, ...(anchored === undefined ? sidecars : [])];
   const regular = native ? [] : t.spec.containers;
-  if (init.length > 0) groups.push(containerOps('initContainers', init, headIndex('initContainers', context.containers), podToken(t)));
+  if (init.length + sidecars.length > 0) groups.push(INIT_PARENT);
+  // Native sidecars next to a named init container first: their index is read from the pod before the insertions at the head.
+  if (anchored !== undefined && sidecars.length > 0) {
+    const byTemplate = `(variables.inJob ? ${context.anchoredNativeInJobs} : ${context.anchoredNative})`;
+    const list = 'object.spec.?initContainers.orValue([])';
+    const later = `variables.later.filter(t, t in ${byTemplate} && !(t in ${context.anchors} && ${context.anchors}[t] in ${list}.map(c, c.name))).map(t, ${byTemplate}[t]).flatten()`;
+    groups.push(
+      containerOps(
+        'initContainers',
+        sidecars,
+        nextTo(
+          anchored,
+          list,
+          tailOf(list, later, (item) => `${item}.name`),
+        ),
+        podToken(t),
+      ),
+    );
+  }
+  if (init.length > 0) groups.push(containerOps('initContainers', init, headIndex('initContainers', context.firstInit), podToken(t)));
   if (t.spec.volumes.length > 0)
     groups.push(namedOps('/spec/volumes', 'object.spec.?volumes.orValue([])', t.spec.volumes, 'Object.spec.volumes', Definition.volume, context.volumes));
   if (t.spec.imagePullSecrets.length > 0)
@@ -476,7 +507,12 @@ function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext):
     // Ahead of the later templates placed last, and of those placed next to a container the pod lacks.
     const later = `variables.later.filter(t, t in ${context.lastContainers} && !(t in ${context.anchors} && ${context.anchors}[t] in variables.names)).map(t, ${context.lastContainers}[t]).flatten()`;
     const tail = tailOf('object.spec.containers', later, (item) => `${item}.name`);
-    const at = t.placement === 'first' ? headIndex('containers', context.firstContainers) : typeof t.placement === 'object' ? nextTo(t.placement, tail) : tail;
+    const at =
+      t.placement === 'first'
+        ? headIndex('containers', context.firstContainers)
+        : typeof t.placement === 'object'
+          ? nextTo(t.placement, 'object.spec.containers', tail)
+          : tail;
     groups.push(containerOps('containers', regular, at, podToken(t)));
   }
   for (const [field, map] of [
@@ -507,8 +543,8 @@ function tailIndex(list: string, key: (item: string) => string, byTemplate: stri
 }
 
 /** Before or after the named container, as placeItems puts it; where `last` would when the pod has none of that name. */
-function nextTo(placement: { readonly before: string } | { readonly after: string }, tail: string): string {
-  const index = `object.spec.containers.map(c, c.name).indexOf(${celString('before' in placement ? placement.before : placement.after)})`;
+function nextTo(placement: { readonly before: string } | { readonly after: string }, list: string, tail: string): string {
+  const index = `${list}.map(c, c.name).indexOf(${celString('before' in placement ? placement.before : placement.after)})`;
   return `(${index} >= 0 ? ${index}${'before' in placement ? '' : ' + 1'} : ${tail})`;
 }
 
@@ -524,20 +560,22 @@ function headOf(list: string, names: string, key: (item: string) => string): str
 
 /**
  * Each container the pod lacks by name (in either list), inserted at one index in reverse order so
- * that they keep the template's order there; a missing list is added first. One value per
+ * that they keep the template's order there (a missing initContainers list is INIT_PARENT's). One value per
  * operation: the apiserver converts a typed object, not a list of them.
  */
 function containerOps(field: 'containers' | 'initContainers', containers: readonly Container[], at: string, token = false): string {
   const type = `Object.spec.${field}`;
-  const parent = field === 'initContainers' ? `(has(object.spec.initContainers) ? [] : [JSONPatch{op: "add", path: "/spec/initContainers", value: []}])` : '[]';
   const ops = [...containers]
     .reverse()
     .map(
       (c) =>
         `(${celString(c.name)} in variables.names ? [] : [JSONPatch{op: "add", path: "/spec/${field}/" + string(${at}), value: ${celObject(c, type, Definition.container, token ? tokenMounts(c, type) : {})}}])`,
     );
-  return [parent, ...ops].join(' + ');
+  return ops.join(' + ');
 }
+
+/** The missing initContainers list, added before any insertion into it (once per policy). */
+const INIT_PARENT = `(has(object.spec.initContainers) ? [] : [JSONPatch{op: "add", path: "/spec/initContainers", value: []}])`;
 
 /**
  * A container's volumeMounts with the pod's token mount (withTokenMount), unless the template
