@@ -133,6 +133,20 @@ describe('policies --templates-source cluster (the API stand-in serves SidecarTe
     assert.match(none.err, /^namespace team-c has no SidecarTemplates of its own: its pods get the cluster-wide policies/);
   });
 
+  it("lint --policies says per template of the cluster whether it compiles, a namespace's with its namespace", async () => {
+    const r = await cli(['lint', ...kube, '--policies']);
+    assert.equal(r.code, 1, 'team-a/broken is an error');
+    assert.match(
+      r.out,
+      /\npolicy: template "proxy": MutatingAdmissionPolicy sidecar-injector-proxy\npolicy: template "mesh" of namespace team-a: MutatingAdmissionPolicy sidecar-injector-mesh.team-a\n$/,
+    );
+    const teamA = await cli(['lint', ...kube, '--policies', '-n', 'team-a', '-o', 'json']);
+    assert.deepEqual(
+      JSON.parse(teamA.out).policies.map((v: { template: string; namespace?: string }) => `${v.namespace ?? ''}/${v.template}`),
+      ['/proxy', 'team-a/mesh'],
+    );
+  });
+
   it('refuses -n without the cluster, saying where the injector namespace went', async () => {
     const r = await cli(['policies', 'templates', '--namespace', 'platform']);
     assert.equal(r.code, 2);
