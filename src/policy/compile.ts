@@ -1,5 +1,7 @@
 import type { Container, LabelSelector, NamedItem, VolumeMount } from '../kube/types.js';
 import { Keys } from '../inject/keys.js';
+import { overrideKey } from '../templates/override-keys.js';
+import { QUANTITY_PATTERN } from '../templates/schema.js';
 import type { TemplateSet } from '../templates/load.js';
 import { NativeSidecar, SERVICE_ACCOUNT_TOKEN_PATH, type CompiledTemplate } from '../templates/template.js';
 import { escapeToken } from '../patch/pointer.js';
@@ -74,12 +76,13 @@ export interface PolicySet {
 }
 
 /**
- * Whether a template compiles, and if not the first reason: per-pod overrides (quantities and
- * image references checked and applied from annotations) are not compiled.
+ * Whether a template compiles, and if not the first reason: a per-pod image override (checked
+ * against the runtime's image reference grammar) is not compiled.
  */
 export function policyVerdict(t: CompiledTemplate, namespace?: string, revision?: string): PolicyVerdict {
   const no = (detail: string): PolicyVerdict => ({ template: t.name, compiles: false, detail });
-  if (t.overrides.length > 0) return no(`overrides (${t.overrides.join(', ')}) are read from annotations and checked by the webhook; not compiled to CEL`);
+  if (t.overrides.includes('image'))
+    return no("overrides (image) are checked by the webhook against the container runtime's image reference grammar; not compiled to CEL");
   if (t.spec.containers.length + t.spec.initContainers.length === 0) return no('no containers to inject');
   return { template: t.name, compiles: true, detail: policyName(t.name, namespace, revision) };
 }
@@ -400,6 +403,7 @@ function mutatingPolicy(t: CompiledTemplate, policy: string, context: SetContext
         { name: 'sidecars', expression: `variables.selected.filter(t, t in ${context.containers}).map(t, ${context.containers}[t]).flatten()` },
         { name: 'apps', expression: appsExpr(t) },
         ...(podToken(t) ? [{ name: 'podToken', expression: POD_TOKEN }] : []),
+        ...overrideVariables(t),
       ],
       mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: patch } }],
     },
@@ -475,11 +479,11 @@ function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext):
           list,
           tailOf(list, later, (item) => `${item}.name`),
         ),
-        podToken(t),
+        podFields(t),
       ),
     );
   }
-  if (init.length > 0) groups.push(containerOps('initContainers', init, headIndex('initContainers', context.firstInit), podToken(t)));
+  if (init.length > 0) groups.push(containerOps('initContainers', init, headIndex('initContainers', context.firstInit), podFields(t)));
   if (t.spec.volumes.length > 0)
     groups.push(namedOps('/spec/volumes', 'object.spec.?volumes.orValue([])', t.spec.volumes, 'Object.spec.volumes', Definition.volume, context.volumes));
   if (t.spec.imagePullSecrets.length > 0)
@@ -513,7 +517,7 @@ function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext):
         : typeof t.placement === 'object'
           ? nextTo(t.placement, 'object.spec.containers', tail)
           : tail;
-    groups.push(containerOps('containers', regular, at, podToken(t)));
+    groups.push(containerOps('containers', regular, at, podFields(t)));
   }
   for (const [field, map] of [
     ['labels', t.spec.labels],
@@ -563,15 +567,74 @@ function headOf(list: string, names: string, key: (item: string) => string): str
  * that they keep the template's order there (a missing initContainers list is INIT_PARENT's). One value per
  * operation: the apiserver converts a typed object, not a list of them.
  */
-function containerOps(field: 'containers' | 'initContainers', containers: readonly Container[], at: string, token = false): string {
+function containerOps(field: 'containers' | 'initContainers', containers: readonly Container[], at: string, fields: PodFields): string {
   const type = `Object.spec.${field}`;
   const ops = [...containers]
     .reverse()
     .map(
       (c) =>
-        `(${celString(c.name)} in variables.names ? [] : [JSONPatch{op: "add", path: "/spec/${field}/" + string(${at}), value: ${celObject(c, type, Definition.container, token ? tokenMounts(c, type) : {})}}])`,
+        `(${celString(c.name)} in variables.names ? [] : [JSONPatch{op: "add", path: "/spec/${field}/" + string(${at}), value: ${celObject(c, type, Definition.container, fields(c, type))}}])`,
     );
   return ops.join(' + ');
+}
+
+/** The fields of an added container that the pod decides, as CEL: its token mount, its first container's overridden requests. */
+type PodFields = (c: Container, type: string) => Record<string, string>;
+
+function podFields(t: CompiledTemplate): PodFields {
+  const token = podToken(t);
+  const first = t.spec.containers[0]?.name;
+  const overrides = t.overrides.filter((f): f is QuantityOverride => f === 'cpu' || f === 'memory');
+  return (c, type) => ({
+    ...(token ? tokenMounts(c, type) : {}),
+    ...(c.name === first && overrides.length > 0 ? { resources: overriddenResources(c, type, overrides) } : {}),
+  });
+}
+
+type QuantityOverride = 'cpu' | 'memory';
+
+/** The annotation value of an override, trimmed ("" when absent), and whether it is set and valid: a Kubernetes quantity above zero, as quantityRule checks it. */
+function overrideVariables(t: CompiledTemplate): { name: string; expression: string }[] {
+  return t.overrides
+    .filter((f) => f === 'cpu' || f === 'memory')
+    .flatMap((f) => {
+      const annotation = `object.metadata.?annotations[?${celString(overrideKey(t.name, f))}]`;
+      return [
+        { name: f, expression: `${annotation}.orValue("").trim()` },
+        { name: `${f}Set`, expression: `${annotation}.hasValue()` },
+        {
+          name: `${f}Ok`,
+          expression: `variables.${f}Set && variables.${f}.matches(${celString(QUANTITY_PATTERN)}) && !variables.${f}.startsWith("-") && isQuantity(variables.${f}) && quantity(variables.${f}).isGreaterThan(quantity("0"))`,
+        },
+      ];
+    });
+}
+
+/**
+ * The first container's resources with the pod's valid overrides (withRequest): the request set,
+ * a template limit below it raised to it. A request the template lacks is added only when overridden.
+ */
+function overriddenResources(c: Container, type: string, overrides: readonly QuantityOverride[]): string {
+  const resources = (c['resources'] ?? {}) as { requests?: Record<string, string>; limits?: Record<string, string> };
+  const requests = resources.requests ?? {};
+  const limits = resources.limits;
+  const overridden = (k: string): boolean => (overrides as readonly string[]).includes(k);
+  const entries = [
+    ...Object.entries(requests).map(([k, v]) =>
+      overridden(k) ? `${celString(k)}: variables.${k}Ok ? variables.${k} : ${celString(v)}` : `${celString(k)}: ${celString(v)}`,
+    ),
+    ...overrides.filter((f) => !Object.hasOwn(requests, f)).map((f) => `?${celString(f)}: variables.${f}Ok ? optional.of(variables.${f}) : optional.none()`),
+  ];
+  const raised = (k: string, v: string): string =>
+    overridden(k)
+      ? `${celString(k)}: variables.${k}Ok && quantity(variables.${k}).isGreaterThan(quantity(${celString(v)})) ? variables.${k} : ${celString(v)}`
+      : `${celString(k)}: ${celString(v)}`;
+  const fields: Record<string, string> = { requests: `{${entries.join(', ')}}` };
+  if (limits !== undefined)
+    fields['limits'] = `{${Object.entries(limits)
+      .map(([k, v]) => raised(k, v))
+      .join(', ')}}`;
+  return celObject(resources, `${type}.resources`, 'V1ResourceRequirements', fields);
 }
 
 /** The missing initContainers list, added before any insertion into it (once per policy). */
@@ -666,6 +729,7 @@ function validatingPolicy(
   }
   // The required templates are held on every pod of their namespaces by their own policy (requiredPolicy).
   for (const t of compiled) if (t.required === undefined || !enforcesRequired(names.options)) validations.push(presence(t));
+  for (const t of compiled) validations.push(...overrideChecks(t));
   return {
     apiVersion: POLICY_API,
     kind: 'ValidatingAdmissionPolicy',
@@ -682,6 +746,24 @@ function validatingPolicy(
       validations,
     },
   };
+}
+
+/** A selected template's cpu and memory overrides must be quantities above zero, as /mutate refuses them (OVERRIDE_REFUSED, quantityRule's words). */
+function overrideChecks(t: CompiledTemplate): Record<string, unknown>[] {
+  const examples = { cpu: '250m or 1', memory: '128Mi or 1Gi' } as const;
+  return t.overrides
+    .filter((f): f is QuantityOverride => f === 'cpu' || f === 'memory')
+    .map((f) => {
+      const key = overrideKey(t.name, f);
+      const written = `object.metadata.annotations[${celString(key)}]`;
+      const value = `${written}.trim()`;
+      const quantityLike = `(${value}.matches(${celString(QUANTITY_PATTERN)}) && !${value}.startsWith("-") && isQuantity(${value}))`;
+      return {
+        expression: `!(${celString(t.name)} in variables.selected) || !(${celString(key)} in object.metadata.?annotations.orValue({})) || (${quantityLike} && quantity(${value}).isGreaterThan(quantity("0")))`,
+        messageExpression: `${quantityLike} ? ${celString(`annotation ${key}: ${f} must be greater than zero`)} : ${celString(`annotation ${key}: "`)} + ${written} + ${celString(`" is not a Kubernetes quantity (for example ${examples[f]})`)}`,
+        reason: 'Invalid',
+      };
+    });
 }
 
 /** What `t` adds that a pod must have, as [CEL that holds when it has it, what it is]. */
