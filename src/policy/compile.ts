@@ -84,8 +84,14 @@ export function policyVerdict(t: CompiledTemplate, namespace?: string, revision?
   if (t.overrides.includes('image'))
     return no("overrides (image) are checked by the webhook against the container runtime's image reference grammar; not compiled to CEL");
   if (t.spec.containers.length + t.spec.initContainers.length === 0) return no('no containers to inject');
+  if (VALIDATING_NAMES.includes(t.name))
+    return no(`its policy would be named as the validating policy ${policyName(t.name, namespace, revision)}: rename the template`);
   return { template: t.name, compiles: true, detail: policyName(t.name, namespace, revision) };
 }
+
+/** The names the validating policies take after the prefix, which no template's policy may take. */
+const Validating = { set: 'validate', required: 'validate-required' } as const;
+const VALIDATING_NAMES: readonly string[] = Object.values(Validating);
 
 /**
  * The volume of the pod's own ServiceAccount token, found by its mount in the pod's own containers
@@ -93,7 +99,7 @@ export function policyVerdict(t: CompiledTemplate, namespace?: string, revision?
  */
 const POD_TOKEN = `((object.spec.containers + object.spec.?initContainers.orValue([])).filter(c, !(c.name in variables.sidecars)).map(c, c.?volumeMounts.orValue([]).filter(m, m.mountPath == ${celString(SERVICE_ACCOUNT_TOKEN_PATH)}).map(m, m.name)).flatten() + [""])[0]`;
 
-/** `serviceAccountToken: true`: the template's containers mount the pod's token, where the pod has one. */
+/** `serviceAccountToken: true`: the template's containers mount the pod's token, where the pod has one (test/policy/parity-token.test.ts). */
 function podToken(t: CompiledTemplate): boolean {
   return t.render({ namespace: 'default', podName: 'p', serviceAccountName: 'default', labels: {}, annotations: {} }).podToken === true;
 }
@@ -148,13 +154,13 @@ function compileView(set: TemplateSet, scope: Scope, options: PolicyOptions): Po
         : bindings('MutatingAdmissionPolicyBinding', name, scope, names);
     objects.push(mutatingPolicy(t, name, context, names), ...bound);
   }
-  const validate = names.policy('validate');
+  const validate = names.policy(Validating.set);
   objects.push(validatingPolicy(set, compiled, verdicts, context, validate, names), ...bindings('ValidatingAdmissionPolicyBinding', validate, scope, names));
   // The required templates are cluster-wide, the same in every view: one policy holds them everywhere.
   const held =
-    enforcesRequired(options) && !('namespace' in scope) ? requiredPolicy(set.required ?? [], compiled, names.policy('validate-required'), names) : undefined;
+    enforcesRequired(options) && !('namespace' in scope) ? requiredPolicy(set.required ?? [], compiled, names.policy(Validating.required), names) : undefined;
   if (held !== undefined)
-    objects.push(held, requiredBinding('ValidatingAdmissionPolicyBinding', names.policy('validate-required'), undefined, { except: [] }, names, 'all'));
+    objects.push(held, requiredBinding('ValidatingAdmissionPolicyBinding', names.policy(Validating.required), undefined, { except: [] }, names, 'all'));
   return { objects, verdicts };
 }
 
@@ -364,7 +370,7 @@ function bindings(kind: string, policy: string, scope: Scope, names: Names): Rec
  * A required template's policy is bound to every pod of its namespaces (requiredBinding), as the
  * required webhooks are: a pod that opted in selects as /mutate selects (the template among the
  * others, in its order), any other pod gets the required templates alone, as /mutate/required
- * gives them.
+ * gives them (test/policy/parity-required.test.ts).
  */
 function mutatingPolicy(t: CompiledTemplate, policy: string, context: SetContext, names: Names): Record<string, unknown> {
   const name = celString(t.name);
@@ -465,7 +471,8 @@ function patchGroups(t: CompiledTemplate, native: boolean, context: SetContext):
   const init = [...t.spec.initContainers, ...(anchored === undefined ? sidecars : [])];
   const regular = native ? [] : t.spec.containers;
   if (init.length + sidecars.length > 0) groups.push(INIT_PARENT);
-  // Native sidecars next to a named init container first: their index is read from the pod before the insertions at the head.
+  // Native sidecars next to a named init container first: their index is read from the pod before
+  // the insertions at the head (test/policy/parity-native-placement.test.ts).
   if (anchored !== undefined && sidecars.length > 0) {
     const byTemplate = `(variables.inJob ? ${context.anchoredNativeInJobs} : ${context.anchoredNative})`;
     const list = 'object.spec.?initContainers.orValue([])';
@@ -612,7 +619,8 @@ function overrideVariables(t: CompiledTemplate): { name: string; expression: str
 
 /**
  * The first container's resources with the pod's valid overrides (withRequest): the request set,
- * a template limit below it raised to it. A request the template lacks is added only when overridden.
+ * a template limit below it raised to it. A request the template lacks is added only when overridden
+ * (test/policy/parity-overrides.test.ts).
  */
 function overriddenResources(c: Container, type: string, overrides: readonly QuantityOverride[]): string {
   const resources = (c['resources'] ?? {}) as { requests?: Record<string, string>; limits?: Record<string, string> };

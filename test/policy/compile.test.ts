@@ -227,4 +227,16 @@ describe('compilePolicies', () => {
     assert.match(validating(compilePolicies(required, { namespace: HOME })), /is injected by the webhook only/);
     assert.ok(!names(compilePolicies(required, { namespace: HOME, hybrid: true })).includes('ValidatingAdmissionPolicy/sidecar-injector-validate-required'));
   });
+
+  it("refuses a template whose policy would take a validating policy's name", () => {
+    const p = compilePolicies(setOf(sct(HOME, 'validate', 'registry.example.com/v:1')), { namespace: HOME });
+    assert.deepEqual(p.verdicts, [
+      {
+        template: 'validate',
+        compiles: false,
+        detail: 'its policy would be named as the validating policy sidecar-injector-validate: rename the template',
+      },
+    ]);
+    assert.equal(names(p).filter((n) => n === 'ValidatingAdmissionPolicy/sidecar-injector-validate').length, 1);
+  });
 });
