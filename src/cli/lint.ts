@@ -3,8 +3,7 @@ import { lintCluster, lintTemplates, type LintFinding, type LintReport } from '.
 import { PodSecurityLevel } from '../lint/pod.js';
 import { compilePolicies, policyName, policyVerdict, type PolicyVerdict } from '../policy/compile.js';
 import { findCelcost, measureCost, samplePod, type CostReport } from '../policy/cost.js';
-import { loadTemplateSet } from '../templates/load.js';
-import type { TemplateSet } from '../templates/load.js';
+import { loadTemplateSet, setFor, type TemplateSet } from '../templates/load.js';
 import { listTemplateObjects, processIO, templatesDir, type IO } from './args.js';
 
 /** `lint`'s arguments and flags, as the command line gave them. */
@@ -105,29 +104,46 @@ function policyLines(p: CostedVerdicts): string {
     v.cost === undefined || p.limits === undefined
       ? ''
       : ` (apiserver CEL cost on a sample pod: ${v.cost}; limits ${p.limits.perCall} per expression, ${p.limits.perPolicy} per policy)`;
-  const lines = p.verdicts.map(
-    (v) => `policy: template "${v.template}": ${v.compiles ? `MutatingAdmissionPolicy ${v.detail}${cost(v)}` : `webhook only: ${v.detail}`}\n`,
-  );
+  const lines = p.verdicts.map((v) => policyLine(v, cost(v)));
   for (const line of p.validating) lines.push(`policy: ${line}\n`);
   if (p.unchecked !== undefined) lines.push(`policy: CEL cost unchecked: ${p.unchecked}\n`);
   return lines.join('');
+}
+
+/** `policy: template "x": MutatingAdmissionPolicy sidecar-injector-x`, or `webhook only: why`; a namespace's template named with it. */
+function policyLine(v: PolicyVerdict, cost = ''): string {
+  const template = v.namespace === undefined ? `template "${v.template}"` : `template "${v.template}" of namespace ${v.namespace}`;
+  return `policy: ${template}: ${v.compiles ? `MutatingAdmissionPolicy ${v.detail}${cost}` : `webhook only: ${v.detail}`}\n`;
+}
+
+/** The verdict of each template the linted views hold, once: a cluster-wide one as such, a namespace's with its namespace. */
+function clusterVerdicts(set: TemplateSet, home: string, only?: string): PolicyVerdict[] {
+  const views = only !== undefined ? [setFor(set, only)] : [set, ...(set.namespaces?.values() ?? [])];
+  const templates = new Map(views.flatMap((v) => [...v.templates.values()].map((t) => [`${t.namespace ?? ''}/${t.name}`, t] as const)));
+  return [...templates]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([, t]) => {
+      const namespace = t.namespace === undefined || t.namespace === home ? undefined : t.namespace;
+      return { ...policyVerdict(t, namespace), ...(namespace !== undefined && { namespace }) };
+    });
 }
 
 /** `lint --templates-source cluster [-n NS | -A]`: the SidecarTemplate objects as the injector loads them, each namespace's view linted. */
 async function lintClusterCommand(values: LintOptions, level: PodSecurityLevel, io: IO): Promise<number> {
   if (values.dir !== undefined) throw new InjectorError('USAGE', [`lint: give DIR (${values.dir}) or --templates-source cluster, not both`]);
   const home = values.templatesNamespace ?? 'sidecar-injector';
-  const report = lintCluster(
-    await listTemplateObjects(values, undefined, values.namespace === undefined ? undefined : [values.namespace]),
-    home,
-    level,
-    values.namespace,
-  );
+  const listing = await listTemplateObjects(values, undefined, values.namespace === undefined ? undefined : [values.namespace]);
+  const report = lintCluster(listing, home, level, values.namespace);
+  const policies = values.policies === true ? clusterVerdicts(listing.set, home, values.namespace) : undefined;
   const where =
     values.namespace === undefined
       ? `the sidecartemplates of every namespace (cluster-wide: ${home})`
       : `the sidecartemplates namespace ${values.namespace} sees (its own over ${home}'s)`;
-  io.stdout(values.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : textReport(report, where, level));
+  io.stdout(
+    values.output === 'json'
+      ? `${JSON.stringify(policies === undefined ? report : { ...report, policies }, null, 2)}\n`
+      : textReport(report, where, level) + (policies ?? []).map((v) => policyLine(v)).join(''),
+  );
   return exitStatus(report, values.strict);
 }
 

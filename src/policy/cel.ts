@@ -27,16 +27,24 @@ export type Definition = (typeof Definition)[keyof typeof Definition];
 
 /**
  * A template item as a typed CEL literal: `type` is its CEL type (`Object.spec.initContainers`),
- * `definition` its core/v1 definition. Strings go through placeholderCel.
+ * `definition` its core/v1 definition. Strings go through placeholderCel; `expressions` gives
+ * fields as CEL instead of their values.
  */
-export function celObject(value: Readonly<Record<string, unknown>>, type: string, definition: string): string {
+export function celObject(
+  value: Readonly<Record<string, unknown>>,
+  type: string,
+  definition: string,
+  expressions: Readonly<Record<string, string>> = {},
+): string {
   const def = CORE_V1_DEFINITIONS[definition];
   if (def === undefined) throw new Error(`no core/v1 definition ${definition}`);
   const fields: string[] = [];
   for (const [key, v] of Object.entries(value)) {
-    if (v === null || v === undefined) continue;
+    if (v === null || v === undefined || Object.hasOwn(expressions, key)) continue;
     fields.push(`${key}: ${celField(v, `${type}.${key}`, def, key)}`);
   }
+  // Fields whose value the pod decides, written as CEL by the caller.
+  for (const [key, expression] of Object.entries(expressions)) fields.push(`${key}: ${expression}`);
   return `${type}{${fields.join(', ')}}`;
 }
 

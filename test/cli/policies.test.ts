@@ -38,13 +38,12 @@ describe('policies and lint --policies', () => {
     assert.equal(r.code, 1);
     assert.equal(
       r.err,
-      'template "log-agent": not compiled to a policy: overrides (image, cpu, memory) are read from annotations and checked by the webhook; not compiled to CEL; the webhook injects it\n' +
-        'template "mesh": not compiled to a policy: overrides (cpu) are read from annotations and checked by the webhook; not compiled to CEL; the webhook injects it\n',
+      'template "log-agent": not compiled to a policy: overrides (image) are checked by the webhook against the container runtime\'s image reference grammar; not compiled to CEL; the webhook injects it\n',
     );
     const validating = (JSON.parse(r.out) as { items: { kind: string; spec: { validations?: { expression: string }[] } }[] }).items.find(
       (o) => o.kind === 'ValidatingAdmissionPolicy',
     )!;
-    assert.match(validating.spec.validations![1]!.expression, /"log-agent", "mesh"/, 'a pod that selects them is refused, not left without sidecars');
+    assert.match(validating.spec.validations![1]!.expression, /\["log-agent"\]/, 'a pod that selects it is refused, not left without sidecars');
   });
 
   it('lint --policies adds one line per template; lint alone prints what it always did', async () => {
@@ -57,7 +56,8 @@ describe('policies and lint --policies', () => {
     const plain = await cli(['lint', 'templates']);
     assert.doesNotMatch(plain.out, /policy:/);
     const fixtures = await cli(['lint', 'test/fixtures/cli/templates', '--policies']);
-    assert.match(fixtures.out, /\npolicy: template "mesh": webhook only: overrides \(cpu\) are read from annotations/);
+    assert.match(fixtures.out, /\npolicy: template "log-agent": webhook only: overrides \(image\) are checked by the webhook/);
+    assert.match(fixtures.out, /\npolicy: template "mesh": MutatingAdmissionPolicy sidecar-injector-mesh\n/);
   });
   it('compiles a required template: its policy bound to every pod of its namespaces, and the validating policy that holds it there', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'policies-required-'));
@@ -131,6 +131,20 @@ describe('policies --templates-source cluster (the API stand-in serves SidecarTe
     assert.equal(none.code, 0);
     assert.equal(none.out, '');
     assert.match(none.err, /^namespace team-c has no SidecarTemplates of its own: its pods get the cluster-wide policies/);
+  });
+
+  it("lint --policies says per template of the cluster whether it compiles, a namespace's with its namespace", async () => {
+    const r = await cli(['lint', ...kube, '--policies']);
+    assert.equal(r.code, 1, 'team-a/broken is an error');
+    assert.match(
+      r.out,
+      /\npolicy: template "proxy": MutatingAdmissionPolicy sidecar-injector-proxy\npolicy: template "mesh" of namespace team-a: MutatingAdmissionPolicy sidecar-injector-mesh.team-a\n$/,
+    );
+    const teamA = await cli(['lint', ...kube, '--policies', '-n', 'team-a', '-o', 'json']);
+    assert.deepEqual(
+      JSON.parse(teamA.out).policies.map((v: { template: string; namespace?: string }) => `${v.namespace ?? ''}/${v.template}`),
+      ['/proxy', 'team-a/mesh'],
+    );
   });
 
   it('refuses -n without the cluster, saying where the injector namespace went', async () => {

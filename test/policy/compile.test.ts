@@ -211,14 +211,32 @@ describe('compilePolicies', () => {
     const hybrid = compilePolicies(set, { namespace: HOME, hybrid: true });
     assert.match(validating(alone), /are injected by the webhook only/);
     assert.doesNotMatch(validating(hybrid), /injected by the webhook only/);
-    assert.doesNotMatch(validating(hybrid), /log-agent\\" of template|of template \\"mesh/, 'no presence check of a webhook-only template');
+    const messages = (p: PolicySet): string =>
+      objs(p)
+        .filter((o) => o['kind'] === 'ValidatingAdmissionPolicy')
+        .flatMap((o) => o['spec'].validations.map((v: Obj) => v['messageExpression']))
+        .join('\n');
+    assert.doesNotMatch(messages(hybrid), /of template \\"log-agent/, 'no presence check of a webhook-only template');
+    assert.match(messages(hybrid), /of template \\"mesh/, 'a compiled one is checked');
     assert.deepEqual(
       names(hybrid).filter((n) => n.startsWith('Mutating')),
       names(alone).filter((n) => n.startsWith('Mutating')),
     );
     // A required template that does not compile: refused everywhere alone, the webhook's to hold beside it.
-    const required = setOf(sct(HOME, 'agent', 'registry.example.com/agent:1', { required: {}, overrides: ['cpu'] }));
+    const required = setOf(sct(HOME, 'agent', 'registry.example.com/agent:1', { required: {}, containers: [], labels: { audited: 'true' } }));
     assert.match(validating(compilePolicies(required, { namespace: HOME })), /is injected by the webhook only/);
     assert.ok(!names(compilePolicies(required, { namespace: HOME, hybrid: true })).includes('ValidatingAdmissionPolicy/sidecar-injector-validate-required'));
+  });
+
+  it("refuses a template whose policy would take a validating policy's name", () => {
+    const p = compilePolicies(setOf(sct(HOME, 'validate', 'registry.example.com/v:1')), { namespace: HOME });
+    assert.deepEqual(p.verdicts, [
+      {
+        template: 'validate',
+        compiles: false,
+        detail: 'its policy would be named as the validating policy sidecar-injector-validate: rename the template',
+      },
+    ]);
+    assert.equal(names(p).filter((n) => n === 'ValidatingAdmissionPolicy/sidecar-injector-validate').length, 1);
   });
 });
