@@ -25,7 +25,7 @@ const BETA = 'admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy';
 const POLICY_RULE = {
   apiGroups: ['admissionregistration.k8s.io'],
   resources: ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings', 'validatingadmissionpolicies', 'validatingadmissionpolicybindings'],
-  verbs: ['get', 'list', 'watch', 'create', 'patch', 'update', 'delete'],
+  verbs: ['get', 'list', 'create', 'patch', 'delete'],
 };
 /** What only a webhook needs: its configurations, its Service, its certificates. */
 const WEBHOOK_KINDS = ['MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration', 'Service', 'Certificate', 'Issuer'];
