@@ -310,8 +310,13 @@ function otherTeam(url: () => string, ca: string, agent: Agent, namespace: strin
 
 /** The bound on another team's review while an attack runs. */
 export const REVIEW_BOUND_MS = 1000;
-/** The bound on readiness after a restart. */
-export const READY_BOUND_MS = 10_000;
+/**
+ * The bound on readiness after a restart: what it guards against is an injector that never gets
+ * ready again (killed for its memory, a store that never finishes its list). On an idle core it is
+ * ready in 5 to 6 s, the test's diagnostic line says how long it took; 10 s was missed at load
+ * average 11 to 15 by the code before and after alike, so the bound leaves a loaded machine room.
+ */
+export const READY_BOUND_MS = 30_000;
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
