@@ -10,7 +10,8 @@ import { celString, placeholderCel } from './cel.js';
  * `index.docker.io/...`), so the check is linear in the pod's image and needs no normalization in
  * CEL; the tag and digest parts follow distribution/reference's grammar, so an invalid reference
  * never holds. An image with a placeholder holds only when the pod's image is the rendered text.
- * Held by test/policy/image.test.ts and test/policy/required-image.test.ts.
+ * Held by test/policy/image.test.ts (against the webhook's comparisons) and
+ * test/policy/parity-required.test.ts, test/policy/required-update.test.ts (in the policies).
  */
 
 // distribution/reference's tag and digest, as src/kube-values/image.ts reads them.
