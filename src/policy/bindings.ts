@@ -86,9 +86,10 @@ export class Names {
   }
 }
 
-export function matchConstraints(options: PolicyOptions): Record<string, unknown> {
+/** The pod requests a policy sees: CREATE, and for the required templates' validating policy UPDATE too. */
+export function matchConstraints(options: PolicyOptions, operations: readonly string[] = ['CREATE']): Record<string, unknown> {
   return {
-    resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }],
+    resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations, resources: ['pods'], scope: 'Namespaced' }],
     // As the webhook configurations: system namespaces and the injector's own are never matched.
     namespaceSelector: {
       matchExpressions: [

@@ -65,6 +65,8 @@ export interface PolicyCost {
     /** The evaluation's time on the machine that ran celcost (compiling excluded). */
     readonly ms: number;
     readonly error?: string;
+    /** The messages of the validations that are false (a validating policy's denial). */
+    readonly denials?: readonly string[];
   }[];
   /** What the apiserver would refuse: the policy when written, or a given pod's admission. */
   readonly problems: readonly string[];
@@ -77,10 +79,11 @@ export interface CostReport {
   readonly policies: readonly PolicyCost[];
 }
 
-/** Where the pods' CREATE happens. */
+/** Where the pods' CREATE happens; with `oldPod`, each pod is an UPDATE of it. */
 export interface CostScene {
   readonly namespace: string;
   readonly namespaceLabels?: Readonly<Record<string, string>>;
+  readonly oldPod?: object;
 }
 
 /** Runs celcost on the policies (other objects are skipped) and pods; its exit status 1 (problems found) is a report too. */
@@ -90,6 +93,10 @@ export async function measureCost(binary: string, objects: readonly object[], po
     await writeFile(join(dir, 'policies.json'), JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }));
     const args = ['--policies', join(dir, 'policies.json'), '--namespace', scene.namespace];
     for (const [k, v] of Object.entries(scene.namespaceLabels ?? {})) args.push('--namespace-label', `${k}=${v}`);
+    if (scene.oldPod !== undefined) {
+      await writeFile(join(dir, 'old-pod.json'), JSON.stringify(scene.oldPod));
+      args.push('--old-pod', join(dir, 'old-pod.json'));
+    }
     for (const [i, pod] of pods.entries()) {
       await writeFile(join(dir, `pod-${i}.json`), JSON.stringify(pod));
       args.push('--pod', join(dir, `pod-${i}.json`));

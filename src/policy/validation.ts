@@ -5,6 +5,7 @@ import { QUANTITY_PATTERN } from '../templates/schema.js';
 import { NativeSidecar, type CompiledTemplate } from '../templates/template.js';
 import { enforcesRequired, matchConstraints, POLICY_API, type Names } from './bindings.js';
 import { celString } from './cel.js';
+import { renderedImage, repositoryOf, sameImageCel, sameRepositoryCel } from './image.js';
 import type { QuantityOverride } from './mutation.js';
 import { celList, IN_JOB, OPTED_IN, REQUESTED, requiredIn, selectedExpr, type SetContext } from './selection.js';
 
@@ -115,11 +116,18 @@ function presence(t: CompiledTemplate): Record<string, unknown> {
 }
 
 /**
- * The counterpart of /validate/required, bound to every pod (requiredBinding): a pod of a namespace
- * where a template is required is refused without its containers and volumes, with what
- * REQUIRED_SIDECAR_MISSING says. A required template that does not compile refuses every pod of
- * its namespaces (the policies cannot add it, and do not let a pod run without it), unless the
- * webhook injects it beside the policies (hybrid).
+ * The counterpart of /validate/required, bound to every pod (requiredBinding): at CREATE, a pod of
+ * a namespace where a template is required is refused without its containers (by name, in the
+ * list the template puts them in, running the repository of the image the template renders for
+ * the pod) and volumes, with what REQUIRED_SIDECAR_MISSING says; at UPDATE, only an update that
+ * changes an image is evaluated (the required webhook's matchCondition), and one that changes a
+ * required sidecar's image to anything but the template's, or drops it, is refused with what
+ * REQUIRED_SIDECAR_CHANGED says. A pod's own container named like a required sidecar is kept by
+ * the MutatingAdmissionPolicy (it adds only what is missing), so the image is what holds it.
+ * A required template that does not compile refuses every pod CREATE of its namespaces (the
+ * policies cannot add it, and do not let a pod run without it), unless the webhook injects it
+ * beside the policies (hybrid). Held by test/policy/parity-required.test.ts (CREATE, through
+ * kubeadmit, beside the webhook) and test/policy/required-update.test.ts (UPDATE, with celcost).
  */
 export function requiredPolicy(
   required: readonly CompiledTemplate[],
@@ -134,20 +142,14 @@ export function requiredPolicy(
       if (names.options.hybrid === true) return [];
       return [
         {
-          expression: `!${here}`,
+          expression: `request.operation != "CREATE" || !${here}`,
           messageExpression: `${why} + ", and it is injected by the webhook only (sidecar-injector lint --policies says why): install the webhook for it (mode hybrid)"`,
           reason: 'Forbidden',
         },
       ];
     }
-    const checks = checksOf(t);
-    return [
-      {
-        expression: `!${here} || (${checks.map(([ok]) => ok).join(' && ')})`,
-        messageExpression: `${why} + ", and the pod lacks it (" + ${missingOf(checks, (what) => what)}.join(", ") + "); the MutatingAdmissionPolicy ${names.policy(t.name)} adds it at CREATE: check that it and its binding are installed"`,
-        reason: 'Forbidden',
-      },
-    ];
+    // A template of init containers alone has no sidecar an update could swap (the webhook checks the same).
+    return [createCheck(t, here, why, names), ...(t.spec.containers.length > 0 ? [updateCheck(t, here, why)] : [])];
   });
   // The apiserver refuses a policy without validations: none is written when nothing is held.
   if (validations.length === 0) return undefined;
@@ -157,9 +159,98 @@ export function requiredPolicy(
     metadata: names.metadata(policy),
     spec: {
       failurePolicy: 'Fail',
-      matchConstraints: matchConstraints(names.options),
+      matchConstraints: matchConstraints(names.options, ['CREATE', 'UPDATE']),
+      // As the required validating webhook's: labels, annotations and finalizers are never evaluated.
+      matchConditions: [{ name: 'create-or-image-change', expression: CREATE_OR_IMAGE_CHANGE }],
       variables: [{ name: 'inJob', expression: IN_JOB }],
       validations,
     },
+  };
+}
+
+const CREATE_OR_IMAGE_CHANGE = [
+  `request.operation == "CREATE"`,
+  `object.spec.containers.map(c, c.?image.orValue("")) != oldObject.spec.containers.map(c, c.?image.orValue(""))`,
+  `object.spec.?initContainers.orValue([]).map(c, c.?image.orValue("")) != oldObject.spec.?initContainers.orValue([]).map(c, c.?image.orValue(""))`,
+].join(' || ');
+
+/** A required sidecar, written per list the template may put it in (`native`: initContainers, restartPolicy Always). */
+interface Sidecar {
+  readonly name: string;
+  readonly image: string;
+  /** CEL over the pod: the template's choice between the lists (a Job's pod, for nativeSidecar: jobs). */
+  readonly pick: (build: (native: boolean) => string) => string;
+}
+
+function sidecarsOf(t: CompiledTemplate): Sidecar[] {
+  const pick = (build: (native: boolean) => string): string =>
+    t.nativeMode === NativeSidecar.Always
+      ? build(true)
+      : t.nativeMode === NativeSidecar.JobsOnly
+        ? `(variables.inJob ? ${build(true)} : ${build(false)})`
+        : build(false);
+  return t.spec.containers.map((c) => ({ name: c.name, image: String(c['image'] ?? ''), pick }));
+}
+
+const listOf = (native: boolean, of = 'object'): string => (native ? `${of}.spec.?initContainers.orValue([])` : `${of}.spec.containers`);
+const kindOf = (native: boolean): string => (native ? 'native sidecar' : 'container');
+const IMAGE = 'x.?image.orValue("")';
+/** CEL: the pod's item of that name in `list` (the first; the apiserver refuses a pod with two). */
+const imageIn = (list: string, name: string): string => `${list}.filter(x, x.name == ${celString(name)})[0].?image.orValue("")`;
+
+/**
+ * At CREATE, the pod holds the template: its init containers and volumes by name, each sidecar by
+ * name in its list (native with restartPolicy Always) running the repository of the image the
+ * template renders for the pod (sameRepositoryCel, as the webhook's checkContainer compares them).
+ */
+function createCheck(t: CompiledTemplate, here: string, why: string, names: Names): Record<string, unknown> {
+  const init = (n: string): string => `object.spec.?initContainers.orValue([]).exists(c, c.name == ${celString(n)})`;
+  const checks: [string, string][] = t.spec.initContainers.map((c) => [init(c.name), celString(`init container "${c.name}"`)]);
+  const named = (s: Sidecar, native: boolean): string =>
+    `${listOf(native)}.exists(x, x.name == ${celString(s.name)}${native ? ' && x.?restartPolicy.orValue("") == "Always"' : ''}`;
+  const sidecars = sidecarsOf(t);
+  for (const s of sidecars) {
+    const ok = s.pick((native) => `${named(s, native)} && ${sameRepositoryCel(IMAGE, s.image)})`);
+    const what = s.pick(
+      (native) =>
+        `(${named(s, native)}) ? ${celString(`${kindOf(native)} "${s.name}" with image repository ${repositoryOf(s.image)} (it runs `)} + ${imageIn(listOf(native), s.name)} + ")" : ${celString(`container "${s.name}"`)})`,
+    );
+    checks.push([ok, what]);
+  }
+  for (const v of t.spec.volumes) checks.push([`object.spec.?volumes.orValue([]).exists(v, v.name == ${celString(v.name)})`, celString(`volume "${v.name}"`)]);
+  // A container of the sidecar's name that runs another image: the mutation keeps it, so adding the policy again would not help.
+  const impostor = sidecars.map((s) => s.pick((native) => `${named(s, native)} && !${sameRepositoryCel(IMAGE, s.image)})`)).join(' || ');
+  const advice =
+    sidecars.length === 0
+      ? celString(`; the MutatingAdmissionPolicy ${names.policy(t.name)} adds it at CREATE: check that it and its binding are installed`)
+      : `(${impostor} ? ${celString(`; the MutatingAdmissionPolicy ${names.policy(t.name)} never replaces a container of the pod that has a sidecar's name: rename or remove the pod's own container`)} : ${celString(`; the MutatingAdmissionPolicy ${names.policy(t.name)} adds it at CREATE: check that it and its binding are installed`)})`;
+  return {
+    expression: `request.operation != "CREATE" || !${here} || (${checks.map(([ok]) => ok).join(' && ')})`,
+    messageExpression: `${why} + ", and the pod lacks it (" + [${checks.map(([ok, what]) => `${ok} ? "" : ${what}`).join(', ')}].filter(m, m != "").join(", ") + ")" + ${advice}`,
+    reason: 'Forbidden',
+  };
+}
+
+/**
+ * At UPDATE, each sidecar the old pod has (by name, in its list) is still there, running the old
+ * pod's image or the template's (sameImageCel: repository, tag and digest, as the webhook's
+ * verifyUpdate compares them); every other change is allowed.
+ */
+function updateCheck(t: CompiledTemplate, here: string, why: string): Record<string, unknown> {
+  const sidecars = sidecarsOf(t);
+  const kept = (s: Sidecar): string =>
+    s.pick(
+      (native) =>
+        `${listOf(native, 'oldObject')}.filter(o, o.name == ${celString(s.name)}).all(o, ${listOf(native)}.exists(x, x.name == ${celString(s.name)} && (${IMAGE} == o.?image.orValue("") || ${sameImageCel(IMAGE, s.image)})))`,
+    );
+  const change = (s: Sidecar): string =>
+    s.pick(
+      (native) =>
+        `(${listOf(native)}.exists(x, x.name == ${celString(s.name)}) ? ${celString(`sets the image of its ${kindOf(native)} "${s.name}" to `)} + ${imageIn(listOf(native), s.name)} + " (the template injects " + ${renderedImage(s.image)} + ")" : ${celString(`removes its ${kindOf(native)} "${s.name}"`)})`,
+    );
+  return {
+    expression: `request.operation != "UPDATE" || !${here} || (${sidecars.map(kept).join(' && ')})`,
+    messageExpression: `${why} + ", and this update " + [${sidecars.map((s) => `${kept(s)} ? "" : ${change(s)}`).join(', ')}].filter(m, m != "")[0] + "; leave its image as the template injects it (the platform changes it by changing the template, for new pods)"`,
+    reason: 'Forbidden',
   };
 }

@@ -77,6 +77,63 @@ describe('policy mode stores the pods webhook mode stores, with a required templ
     assert.equal((await admit(modes, modes.validatingPolicy, legacy)).allowed, true, 'namespace legacy is left out');
   });
 
+  it("refuses, in both modes, a pod that brings its own container of a required sidecar's name running another image, naming template, container and both images", async () => {
+    const impostor = (scenario: Obj, list: 'containers' | 'initContainers', image: string): Obj => {
+      const spec = scenario['object']['spec'];
+      spec[list] = [...(spec[list] ?? []), { name: 'agent', image, ...(list === 'initContainers' && { restartPolicy: 'Always' }) }];
+      return scenario;
+    };
+    const job = (scenario: Obj): Obj => {
+      scenario['object']['metadata']['ownerReferences'] = [
+        { apiVersion: 'batch/v1', kind: 'Job', name: 'backup', uid: '6f1c9a50-0c43-4a52-9e2f-3a1d0a4a7d11', controller: true },
+      ];
+      return scenario;
+    };
+    const cases: [string, Obj, string][] = [
+      [
+        'an opted-in pod',
+        impostor(scenarioOf('team-b', { [INJECT]: 'true' }, {}, REQUIRED), 'containers', 'busybox'),
+        'container "agent" with image repository registry.example.com/agent (it runs busybox)',
+      ],
+      [
+        'a pod opted out',
+        impostor(scenarioOf('team-b', { [INJECT]: 'false' }, {}, REQUIRED), 'containers', 'busybox:1.36'),
+        'container "agent" with image repository registry.example.com/agent (it runs busybox:1.36)',
+      ],
+      [
+        'another registry',
+        impostor(scenarioOf('team-b', { [INJECT]: 'true' }, {}, REQUIRED), 'containers', 'evil.example.com/agent:1'),
+        'container "agent" with image repository registry.example.com/agent (it runs evil.example.com/agent:1)',
+      ],
+      [
+        "a Job's pod, as a native sidecar",
+        job(impostor(scenarioOf('team-b', { [INJECT]: 'false' }, {}, REQUIRED), 'initContainers', 'busybox')),
+        'native sidecar "agent" with image repository registry.example.com/agent (it runs busybox)',
+      ],
+    ];
+    for (const [what, scenario, lacks] of cases) {
+      const [webhook, policy] = await assertSame(modes, what, scenario, false);
+      assert.equal(webhook.allowed, false, what);
+      const why = 'template "agent" is required in namespace team-b (its namespaceSelector takes it) by the platform\'s spec.required, and the pod lacks it (';
+      assert.ok(webhook.reason?.includes(`${why}${lacks} (template "agent"))`), `${what}: ${webhook.reason}`);
+      assert.ok(
+        policy.reason?.includes(
+          `ValidatingAdmissionPolicy 'sidecar-injector-validate-required' with binding 'sidecar-injector-validate-required-all' denied request: ${why}${lacks}); the MutatingAdmissionPolicy sidecar-injector-agent never replaces a container of the pod that has a sidecar's name: rename or remove the pod's own container`,
+        ),
+        `${what}: ${policy.reason}`,
+      );
+    }
+  });
+
+  it("admits, in both modes, a pod whose own container of that name runs the template's repository under another tag or a digest, and stores the same pod", async () => {
+    for (const image of ['registry.example.com/agent:1', 'registry.example.com/agent:2', `registry.example.com/agent@sha256:${'a'.repeat(64)}`]) {
+      const scenario = scenarioOf('team-b', { [INJECT]: 'false' }, {}, REQUIRED);
+      scenario['object']['spec']['containers'].push({ name: 'agent', image });
+      const [webhook] = await assertSame(modes, image, scenario, true);
+      assert.equal(webhook.allowed, true, `${image}: ${webhook.reason}`);
+    }
+  });
+
   it("adds it to a Job's pod as a native sidecar, and to a pod of a namespace without the required webhooks' label (policies hold every pod)", async () => {
     const job = scenarioOf('team-b', { [INJECT]: 'false' }, {}, REQUIRED);
     job['object']['metadata']['ownerReferences'] = [

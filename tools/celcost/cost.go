@@ -10,8 +10,8 @@ package main
 //     (common.SchemaDeclType, as the ValidatingAdmissionPolicy type checker builds it), so a list or
 //     string without maxItems/maxLength is bounded by what fits in the apiserver's 3 MiB request;
 //   - runtime: the expressions compiled as the plugins compile them (StoredExpressions) and
-//     evaluated by plugincel's ForInput on each pod's CREATE, with the plugins' budgets; the cost
-//     charged is the budget given less the budget ForInput returns.
+//     evaluated by plugincel's ForInput on each pod's CREATE (or UPDATE from --old-pod), with the
+//     plugins' budgets; the cost charged is the budget given less the budget ForInput returns.
 
 import (
 	"context"
@@ -117,10 +117,12 @@ type podReport struct {
 	// the apiserver limits the cost, not the time.
 	Milliseconds float64 `json:"ms"`
 	Error        string  `json:"error,omitempty"`
+	// Denials: the message of each validation that is false (validating policies), in order.
+	Denials []string `json:"denials,omitempty"`
 }
 
 // measure compiles, estimates and runs one policy on the pods.
-func measure(p policy, podType podSchema, pods []*corev1.Pod, ns *corev1.Namespace) policyReport {
+func measure(p policy, podType podSchema, pods []*corev1.Pod, old *corev1.Pod, ns *corev1.Namespace) policyReport {
 	lim := apiserverLimits()
 	r := policyReport{Kind: p.kind, Name: p.name, Pods: []podReport{}, Problems: []string{}, Warnings: []string{}}
 	compiled := compileErrors(p)
@@ -159,7 +161,7 @@ func measure(p policy, podType podSchema, pods []*corev1.Pod, ns *corev1.Namespa
 	}
 	for i, pod := range pods {
 		name := podName(pod, i)
-		pr := run(p, pod, ns, i, name, byField)
+		pr := run(p, pod, old, ns, i, name, byField)
 		if pr.Error != "" {
 			r.Problems = append(r.Problems, fmt.Sprintf("pod %s: the apiserver fails its admission: %s", name, oneLine(pr.Error)))
 		}
@@ -232,11 +234,11 @@ func compileErrors(p policy) map[string]string {
 	return out
 }
 
-// run evaluates the policy on one pod's CREATE as the plugin does: matchConditions together with
+// run evaluates the policy on one pod's CREATE (an UPDATE when old is given) as the plugin does: matchConditions together with
 // their budget; when all are true, each mutation with the per-policy budget, or the validations
 // together with it and the messages of those that fail from what is left. Each expression is also
 // evaluated alone for its own figure.
-func run(p policy, pod *corev1.Pod, ns *corev1.Namespace, index int, name string, byField map[string]*expressionReport) podReport {
+func run(p policy, pod, old *corev1.Pod, ns *corev1.Namespace, index int, name string, byField map[string]*expressionReport) podReport {
 	c, err := plugincel.NewCompositedCompiler(baseEnv())
 	if err != nil {
 		panic(err)
@@ -244,7 +246,7 @@ func run(p policy, pod *corev1.Pod, ns *corev1.Namespace, index int, name string
 	for _, v := range p.variables {
 		c.CompileAndStoreVariable(v.named(), options(false), environment.StoredExpressions)
 	}
-	r := runner{in: newInput(pod, ns), c: c, index: index, name: name, byField: byField, lim: apiserverLimits()}
+	r := runner{in: newInput(pod, old, ns), c: c, index: index, name: name, byField: byField, lim: apiserverLimits()}
 	pr := r.pass(p)
 	pr.Milliseconds = float64(r.in.elapsed.Microseconds()) / 1000
 	// Again, recording each expression alone: the timed pass above is the plugin's work only.
@@ -264,7 +266,7 @@ func (r runner) pass(p policy) podReport {
 	if p.mutating {
 		cost, pr.Error = r.mutate(p.checks)
 	} else {
-		cost, pr.Error = r.validate(p.checks, p.messages)
+		cost, pr.Denials, pr.Error = r.validate(p.checks, p.messages)
 	}
 	pr.Cost += cost
 	return pr
@@ -333,36 +335,46 @@ func (r runner) mutate(mutations []expression) (int64, string) {
 }
 
 // validate: the validations together with the per-policy budget, then the messageExpression of each
-// that is false from what is left, as the validating plugin's validator does.
-func (r runner) validate(validations []expression, messages []*expression) (int64, string) {
+// that is false from what is left, as the validating plugin's validator does; the cost, the
+// messages of the validations that are false, and the error.
+func (r runner) validate(validations []expression, messages []*expression) (int64, []string, string) {
 	for _, e := range validations {
 		r.alone(e, false, r.lim.PerPolicy)
 	}
 	results, remaining, err := r.in.evaluate(r.c, validations, false, r.lim.PerPolicy)
 	if err != nil {
-		return r.lim.PerPolicy, "validations: " + err.Error()
+		return r.lim.PerPolicy, nil, "validations: " + err.Error()
 	}
 	total := r.lim.PerPolicy - remaining
+	var denials []string
 	for i, res := range results {
 		if res.Error != nil {
-			return total, validations[i].field + ": " + res.Error.Error()
+			return total, denials, validations[i].field + ": " + res.Error.Error()
 		}
-		if res.EvalResult == types.True || i >= len(messages) || messages[i] == nil {
+		if res.EvalResult == types.True {
+			continue
+		}
+		if i >= len(messages) || messages[i] == nil {
+			denials = append(denials, validations[i].field)
 			continue
 		}
 		m := *messages[i]
 		r.alone(m, false, remaining)
-		cost, err := r.in.conditions(r.c, []expression{m}, false, remaining)
-		total += cost
-		remaining -= cost
-		if err != nil {
-			return total, m.field + ": " + err.Error()
+		out, left, err := r.in.evaluate(r.c, []expression{m}, false, remaining)
+		if err == nil && len(out) == 1 && out[0].Error != nil {
+			err = out[0].Error
 		}
+		total += remaining - left
+		remaining = left
+		if err != nil {
+			return total, denials, m.field + ": " + err.Error()
+		}
+		denials = append(denials, fmt.Sprint(out[0].EvalResult.Value()))
 	}
-	return total, ""
+	return total, denials, ""
 }
 
-// input: one pod's CREATE as the plugins see it.
+// input: one pod's CREATE, or UPDATE from old, as the plugins see it.
 type input struct {
 	attr      *admission.VersionedAttributes
 	request   *admissionv1.AdmissionRequest
@@ -372,13 +384,22 @@ type input struct {
 	elapsed *time.Duration
 }
 
-func newInput(pod *corev1.Pod, ns *corev1.Namespace) input {
+func newInput(pod, old *corev1.Pod, ns *corev1.Namespace) input {
 	gvk := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	a := admission.NewAttributesRecord(pod, nil, gvk, ns.Name, pod.Name, gvr, "", admission.Create, &metav1.CreateOptions{}, false,
-		&user.DefaultInfo{Name: "system:serviceaccount:kube-system:replicaset-controller"})
+	var a admission.Attributes
+	versioned := &admission.VersionedAttributes{VersionedObject: pod, VersionedKind: gvk}
+	if old == nil {
+		a = admission.NewAttributesRecord(pod, nil, gvk, ns.Name, pod.Name, gvr, "", admission.Create, &metav1.CreateOptions{}, false,
+			&user.DefaultInfo{Name: "system:serviceaccount:kube-system:replicaset-controller"})
+	} else {
+		a = admission.NewAttributesRecord(pod, old, gvk, ns.Name, pod.Name, gvr, "", admission.Update, &metav1.UpdateOptions{}, false,
+			&user.DefaultInfo{Name: "kubernetes-admin"})
+		versioned.VersionedOldObject = old
+	}
+	versioned.Attributes = a
 	return input{
-		attr:      &admission.VersionedAttributes{Attributes: a, VersionedObject: pod, VersionedKind: gvk},
+		attr:      versioned,
 		request:   plugincel.CreateAdmissionRequest(a, metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}),
 		namespace: plugincel.CreateNamespaceObject(ns),
 		vars:      plugincel.OptionalVariableBindings{Authorizer: authorizerfactory.NewAlwaysAllowAuthorizer()},

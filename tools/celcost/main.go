@@ -1,7 +1,7 @@
 // celcost: the kube-apiserver's CEL cost of admission policies, computed with the apiserver's own
 // CEL libraries (k8s.io/apiserver, cel-go).
 //
-//	celcost --policies policies.yaml [--pod pod.yaml]... [--namespace shop] [--namespace-label k=v]...
+//	celcost --policies policies.yaml [--pod pod.yaml]... [--old-pod old.yaml] [--namespace shop] [--namespace-label k=v]...
 //
 // It reads MutatingAdmissionPolicies and ValidatingAdmissionPolicies (a YAML or JSON stream, a List,
 // or one object, as `sidecar-injector policies` prints them; other kinds are skipped) and prints one
@@ -11,6 +11,8 @@
 // apiserver would refuse: a policy that does not compile (refused when written), an expression or a
 // policy over its runtime limit on a given pod (the pod's admission fails). `warnings` lists
 // estimates over a limit: some pod within the apiserver's request size would exceed it.
+// With --old-pod, each pod is evaluated as an UPDATE of that pod (oldObject), not a CREATE. Per
+// pod, `denials` lists the message of each validation that is false, as the plugin writes it.
 // Exit status 0 when there are no problems, 1 when there are, 2 on bad input.
 package main
 
@@ -34,11 +36,12 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
-	var policiesPath, namespace string
+	var policiesPath, namespace, oldPath string
 	var podPaths, labels multiFlag
 	flag.StringVar(&policiesPath, "policies", "", "policies file (YAML or JSON stream, List or object); - for standard input")
 	flag.Var(&podPaths, "pod", "a pod (YAML or JSON) to evaluate the policies on; repeatable")
-	flag.StringVar(&namespace, "namespace", "default", "the namespace of the pods' CREATE requests")
+	flag.StringVar(&oldPath, "old-pod", "", "evaluate each pod as an UPDATE of this pod (YAML or JSON), oldObject, instead of a CREATE")
+	flag.StringVar(&namespace, "namespace", "default", "the namespace of the pods' requests")
 	flag.Var(&labels, "namespace-label", "a label k=v of that namespace; repeatable")
 	flag.Parse()
 	if policiesPath == "" {
@@ -56,6 +59,12 @@ func main() {
 		}
 		pods = append(pods, pod)
 	}
+	var old *corev1.Pod
+	if oldPath != "" {
+		if old, err = readPod(oldPath); err != nil {
+			fatal(fmt.Errorf("%s: %w", oldPath, err))
+		}
+	}
 	ns := &corev1.Namespace{}
 	ns.Name = namespace
 	ns.Labels = map[string]string{"kubernetes.io/metadata.name": namespace}
@@ -69,10 +78,10 @@ func main() {
 	}
 	r := report{Limits: apiserverLimits()}
 	for _, p := range mutating {
-		r.Policies = append(r.Policies, measure(mutatingPolicy(p), podType, pods, ns))
+		r.Policies = append(r.Policies, measure(mutatingPolicy(p), podType, pods, old, ns))
 	}
 	for _, p := range validating {
-		r.Policies = append(r.Policies, measure(validatingPolicy(p), podType, pods, ns))
+		r.Policies = append(r.Policies, measure(validatingPolicy(p), podType, pods, old, ns))
 	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetEscapeHTML(false)
