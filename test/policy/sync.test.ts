@@ -357,6 +357,28 @@ describe('serve --mode policy', () => {
     assert.ok(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-mesh'), 'the cluster-wide policy stays');
   });
 
+  it('a restarted injector keeps the policies of SidecarTemplate objects that stopped compiling, in every view they are in', async () => {
+    const api = track(await startFakeApiServer());
+    api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1.0'));
+    api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0'));
+    const first = await startPolicies(api, 'templates', ['--templates-source', 'cluster']);
+    await eventually(async () => (await ready(first)) === 200, 'listed and synced');
+    await first.close();
+    const before = kinds.map((k) => api.policies(k));
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-agent.team-a', 'sidecar-injector-mesh', 'sidecar-injector-mesh.team-a']);
+    // Both stop compiling while no injector runs.
+    api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1.0', { overrides: ['image'] }));
+    api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0', { overrides: ['image'] }));
+    const restarted = track(await startPolicies(api, 'templates', ['--templates-source', 'cluster']));
+    await eventually(async () => (await ready(restarted)) === 200, 'the restarted injector synced');
+    assert.deepEqual(
+      kinds.map((k) => api.policies(k)),
+      before,
+      'every policy, binding and validating policy as it was',
+    );
+    assert.equal(await metric(restarted, 'sidecar_injector_policies{state="kept"}'), 2);
+  });
+
   it('writes MutatingAdmissionPolicy in v1beta1 where discovery says only v1beta1 serves it', async () => {
     const api = track(await startFakeApiServer());
     api.policyApi = 'v1beta1';
