@@ -216,6 +216,34 @@ describe('serve --mode policy', () => {
     await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy') === undefined, 'pruned once the template is gone');
   });
 
+  it('leaves the objects of a template that stopped compiling as they are when the spec its policy holds does not load', async () => {
+    const api = track(await startFakeApiServer());
+    const dir = await templatesCopy();
+    const first = await startPolicies(api, dir);
+    await eventually(async () => (await ready(first)) === 200, 'first sync');
+    await first.close();
+    const policy = api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy');
+    // A spec this version refuses (an unknown field), as a policy another version wrote.
+    const annotations = { ...policy.metadata.annotations, 'sidecar-injector.io/template-source': JSON.stringify({ containers: [], sidecarz: true }) };
+    api.putPolicy({ ...policy, metadata: { ...policy.metadata, annotations } }, 'sidecar-injector');
+    const proxy = await readFile(join(dir, 'proxy.yaml'), 'utf8');
+    await writeFile(join(dir, 'proxy.yaml'), proxy.replace(/\nspec:\n/, '\nspec:\n  overrides: [image]\n'));
+    const writes = api.policyWrites.length;
+    const restarted = track(await startPolicies(api, dir));
+    await eventually(async () => (await ready(restarted)) === 200, 'the restarted injector synced');
+    assert.deepEqual(
+      api.policyWrites.slice(writes).filter((w) => w.startsWith('DELETE')),
+      [],
+      'the policy and its bindings stay',
+    );
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicyBinding'), [
+      'sidecar-injector-log-shipper-namespace',
+      'sidecar-injector-log-shipper-pod',
+      'sidecar-injector-proxy-namespace',
+      'sidecar-injector-proxy-pod',
+    ]);
+  });
+
   it('replicas with different template sets (a rollout, a ConfigMap reaching replicas at different times) keep what the cluster holds, and converge', async () => {
     const api = track(await startFakeApiServer());
     const older = await templatesCopy();
