@@ -123,13 +123,22 @@ function compileView(set: TemplateSet, scope: Scope, options: PolicyOptions): Po
   return { objects, verdicts };
 }
 
+/**
+ * The most of a spec the source annotation holds: the apiserver refuses an object whose annotations
+ * pass 256 KiB (TotalAnnotationSizeLimitB); a larger spec (only a file can be, a SidecarTemplate
+ * object is at most 64 KiB) is left out, and its template's objects are held, not kept, by a
+ * restarted injector (test/policy/compile.test.ts, "annotates each template's objects").
+ */
+const MAX_SOURCE_BYTES = 128 * 1024;
+
 /** The object annotated with its template: its name, and on the MutatingAdmissionPolicy the spec as written. */
 function ofTemplate(obj: Record<string, unknown>, t: CompiledTemplate): Record<string, unknown> {
   const metadata = obj['metadata'] as { annotations?: Record<string, string> };
+  const source = obj['kind'] === 'MutatingAdmissionPolicy' ? JSON.stringify(t.source) : undefined;
   const annotations = {
     ...metadata.annotations,
     [PolicyAnnotations.template]: t.name,
-    ...(obj['kind'] === 'MutatingAdmissionPolicy' && { [PolicyAnnotations.source]: JSON.stringify(t.source) }),
+    ...(source !== undefined && Buffer.byteLength(source) <= MAX_SOURCE_BYTES && { [PolicyAnnotations.source]: source }),
   };
   return { ...obj, metadata: { ...metadata, annotations } };
 }
