@@ -26,7 +26,7 @@ export type PolicyApiChoice = 'auto' | 'v1' | 'v1beta1';
 export interface PolicyObject extends KubernetesObject {
   readonly apiVersion: string;
   readonly kind: string;
-  readonly metadata: { readonly name: string; readonly labels?: Readonly<Record<string, string>> };
+  readonly metadata: { readonly name: string; readonly labels?: Readonly<Record<string, string>>; readonly annotations?: Readonly<Record<string, string>> };
 }
 
 /**

@@ -25,6 +25,14 @@ export { POLICY_API, PolicyApi, PolicyLabels, policyName, type PolicyOptions } f
  * policies and, when it gains or loses its first template, the cluster-wide bindings' list of names.
  */
 
+/**
+ * What the sync reads back from the cluster (src/policy/sync.ts): every object of a template names
+ * it, and its MutatingAdmissionPolicy holds the template's spec as written, so a freshly started
+ * injector compiles the version the cluster runs again when the template has stopped compiling
+ * (test/policy/sync.test.ts, "a restarted injector keeps").
+ */
+export const PolicyAnnotations = { template: 'sidecar-injector.io/template', source: 'sidecar-injector.io/template-source' } as const;
+
 /** Whether a template compiles to a policy, and why not. */
 export interface PolicyVerdict {
   readonly template: string;
@@ -101,7 +109,7 @@ function compileView(set: TemplateSet, scope: Scope, options: PolicyOptions): Po
       t.required !== undefined && enforcesRequired(options)
         ? [requiredBinding('MutatingAdmissionPolicyBinding', name, t.required.namespaceSelector, scope, names)]
         : bindings('MutatingAdmissionPolicyBinding', name, scope, names);
-    objects.push(mutatingPolicy(t, name, context, names), ...bound);
+    objects.push(...[mutatingPolicy(t, name, context, names), ...bound].map((o) => ofTemplate(o, t)));
   }
   const validate = names.policy(Validating.set);
   // Beside the webhook (hybrid), a template it injects is its to check.
@@ -113,4 +121,24 @@ function compileView(set: TemplateSet, scope: Scope, options: PolicyOptions): Po
   if (held !== undefined)
     objects.push(held, requiredBinding('ValidatingAdmissionPolicyBinding', names.policy(Validating.required), undefined, { except: [] }, names, 'all'));
   return { objects, verdicts };
+}
+
+/**
+ * The most of a spec the source annotation holds: the apiserver refuses an object whose annotations
+ * pass 256 KiB (TotalAnnotationSizeLimitB); a larger spec (only a file can be, a SidecarTemplate
+ * object is at most 64 KiB) is left out, and its template's objects are held, not kept, by a
+ * restarted injector (test/policy/compile.test.ts, "annotates each template's objects").
+ */
+const MAX_SOURCE_BYTES = 128 * 1024;
+
+/** The object annotated with its template: its name, and on the MutatingAdmissionPolicy the spec as written. */
+function ofTemplate(obj: Record<string, unknown>, t: CompiledTemplate): Record<string, unknown> {
+  const metadata = obj['metadata'] as { annotations?: Record<string, string> };
+  const source = obj['kind'] === 'MutatingAdmissionPolicy' ? JSON.stringify(t.source) : undefined;
+  const annotations = {
+    ...metadata.annotations,
+    [PolicyAnnotations.template]: t.name,
+    ...(source !== undefined && Buffer.byteLength(source) <= MAX_SOURCE_BYTES && { [PolicyAnnotations.source]: source }),
+  };
+  return { ...obj, metadata: { ...metadata, annotations } };
 }

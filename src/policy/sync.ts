@@ -1,10 +1,12 @@
-import { asInjectorError, type InjectorError } from '../errors.js';
+import { asInjectorError, TemplateSetError, type InjectorError } from '../errors.js';
 import type { PolicyApi, PolicyObject } from '../kube/policies.js';
 import type { Logger } from '../log.js';
 import type { PolicyCondition } from '../templates/cluster.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
-import { PolicyLabels, policyVerdict, type PolicySet } from './compile.js';
+import { SidecarTemplateResource } from '../templates/cluster.js';
+import { compileTemplateSet } from '../templates/load.js';
+import { PolicyAnnotations, PolicyLabels, policyVerdict, type PolicySet } from './compile.js';
 
 /** Why a sync failed, a closed set (the failures counter's reason label). */
 export const SyncFailure = { Forbidden: 'forbidden', NotServed: 'not-served', Api: 'api', Compile: 'compile' } as const;
@@ -30,8 +32,9 @@ export interface PolicySyncOptions {
   /** This install's value of the policies label: its revision, or "default". */
   readonly install: string;
   /**
-   * Policy mode: a template that stopped compiling keeps its last compiled version (as the webhook
-   * keeps a template's last valid version). Hybrid: it goes to the webhook, so its policy goes.
+   * Policy mode: a template that stopped compiling keeps the version its policies in the cluster
+   * were compiled from (as the webhook keeps a template's last valid version). Hybrid: it goes to
+   * the webhook, so its policy goes.
    */
   readonly keepLastCompiled: boolean;
   readonly logger: Logger;
@@ -54,14 +57,21 @@ export interface PolicySync {
 }
 
 /**
- * A sync is: compile the set, server-side apply every object (one field manager, force), then
- * delete each object carrying this install's labels that the compile no longer makes. A failure
+ * A sync is: list this install's objects, compile the set, server-side apply every object (one
+ * field manager, force), then delete each listed object the compile no longer makes. A failure
  * before the end prunes nothing and is retried after a backoff (1 s doubling to 60 s), never in a
  * tight loop; a template set that fails to load never reaches here (the stores keep the last valid
- * one), so a broken template never removes a working policy. Every replica syncs: server-side apply
- * of the same objects by one field manager is idempotent, and a replica with an older set is
- * corrected by the next sync of a newer one, so there is nothing a leader would add
- * (test/policy/sync.test.ts: two replicas, same objects, no conflict).
+ * one), so a broken template never removes a working policy.
+ *
+ * What is kept is read from the cluster, never from this process's memory: in policy mode a
+ * template of the set that no longer compiles is compiled again from the spec its
+ * MutatingAdmissionPolicy holds (PolicyAnnotations), and when that cannot be done its objects are
+ * left as they are; only the objects of a template gone from its view, or of a view gone, are
+ * pruned. So a restarted replica, and every replica of a rollout, keeps what the first kept
+ * (test/policy/sync.test.ts: "a restarted injector keeps", "replicas with different template sets").
+ * Every replica syncs: server-side apply of the same objects by one field manager is idempotent,
+ * and a replica with an older set is corrected by the next sync of a newer one, so there is
+ * nothing a leader would add (test/policy/sync.test.ts: two replicas, same objects, no conflict).
  */
 export function createPolicySync(options: PolicySyncOptions): PolicySync {
   const { logger } = options;
@@ -78,8 +88,6 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
   let closed = false;
   let served: ReadonlySet<string> = new Set();
   let warnedFor: string | undefined;
-  /** Per template key, its last version that compiled (policy mode). */
-  const lastCompiled = new Map<string, CompiledTemplate>();
 
   const run = async (): Promise<void> => {
     if (running || retry !== undefined || closed || wanted === undefined || wanted === done) return;
@@ -110,7 +118,8 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
 
   const syncOnce = async (set: TemplateSet): Promise<SyncReport> => {
     api ??= await options.api();
-    const { effective, kept } = options.keepLastCompiled ? withLastCompiled(set, lastCompiled) : { effective: set, kept: new Set<string>() };
+    const present = await api.list(selector);
+    const { effective, kept, held } = options.keepLastCompiled ? withKept(set, present) : { effective: set, kept: new Set<string>(), held: new Set<string>() };
     let compiled: PolicySet;
     try {
       compiled = options.compile(effective, api.mutatingApiVersion);
@@ -122,8 +131,8 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
     for (const obj of objects) await api.apply(obj);
     const wantedKeys = new Set(objects.map(keyOf));
     // Bindings go before their policies, as they were applied after them: a binding never names a policy that is gone.
-    const stale = (await api.list(selector))
-      .filter((o) => !wantedKeys.has(keyOf(o)))
+    const stale = present
+      .filter((o) => !wantedKeys.has(keyOf(o)) && !held.has(viewKeyOf(o)))
       .sort((a, b) => Number(!a.kind.endsWith('Binding')) - Number(!b.kind.endsWith('Binding')));
     for (const obj of stale) await api.remove(obj);
     served = new Set(compiled.verdicts.filter((v) => v.compiles).map((v) => templateKey(viewOf(effective, v.namespace).templates.get(v.template))));
@@ -206,6 +215,12 @@ function keyOf(o: PolicyObject): string {
   return `${o.kind}/${o.metadata.name}`;
 }
 
+/** The view (its namespace, empty for the cluster-wide set) and template an object belongs to; empty for a validating policy's. */
+function viewKeyOf(o: PolicyObject): string {
+  const template = o.metadata.annotations?.[PolicyAnnotations.template];
+  return template === undefined ? '' : `${o.metadata.labels?.[PolicyLabels.namespace] ?? ''}/${template}`;
+}
+
 /** Every template of the set and of its namespaces' views, once each. */
 function templatesOf(set: TemplateSet): CompiledTemplate[] {
   const all = new Map<string, CompiledTemplate>();
@@ -219,35 +234,63 @@ function viewOf(set: TemplateSet, namespace: string | undefined): TemplateSet {
 }
 
 /**
- * The set (and each namespace's view) with each template that does not compile replaced by its
- * last version that did, and the keys of those replaced; records the versions that compile, and forgets
- * templates that are gone. The webhook keeps a template's last valid version the same way.
+ * The set (and each namespace's view) with each template that does not compile replaced by the
+ * version its MutatingAdmissionPolicy in the cluster was compiled from; `kept`: the keys of those
+ * replaced; `held`: the views' templates (viewKeyOf) that neither compile nor could be compiled
+ * again (a policy written without its spec, or a spec this version refuses), whose objects stay
+ * as they are.
  */
-function withLastCompiled(set: TemplateSet, last: Map<string, CompiledTemplate>): { effective: TemplateSet; kept: ReadonlySet<string> } {
+function withKept(set: TemplateSet, present: readonly PolicyObject[]): { effective: TemplateSet; kept: ReadonlySet<string>; held: ReadonlySet<string> } {
+  const policies = new Map(present.filter((o) => o.kind === 'MutatingAdmissionPolicy').map((o) => [viewKeyOf(o), o]));
   const kept = new Set<string>();
-  const present = new Set<string>();
-  const substitute = (view: TemplateSet): TemplateSet => {
+  const held = new Set<string>();
+  const substitute = (view: TemplateSet, namespace: string): TemplateSet => {
     const templates = new Map<string, CompiledTemplate>();
     let changed = false;
     for (const [name, t] of view.templates) {
-      const key = templateKey(t);
-      present.add(key);
-      if (policyVerdict(t).compiles) last.set(key, t);
-      const use = last.get(key) ?? t;
-      if (use !== t) {
-        kept.add(key);
+      const key = `${namespace}/${name}`;
+      const use = policyVerdict(t).compiles ? t : compiledAgain(policies.get(key), t);
+      if (use === undefined) held.add(key);
+      if (use !== undefined && use !== t) {
+        kept.add(templateKey(t));
         changed = true;
       }
-      templates.set(name, use);
+      templates.set(name, use ?? t);
     }
     if (!changed) return view;
-    return { ...view, templates, defaults: view.defaults.map((t) => templates.get(t.name) ?? t) };
+    const swap = (t: CompiledTemplate): CompiledTemplate => templates.get(t.name) ?? t;
+    return { ...view, templates, defaults: view.defaults.map(swap), ...(view.required !== undefined && { required: view.required.map(swap) }) };
   };
-  const wide = substitute(set);
-  const views = set.namespaces === undefined ? undefined : new Map([...set.namespaces].map(([ns, view]) => [ns, substitute(view)]));
-  for (const key of [...last.keys()]) if (!present.has(key)) last.delete(key);
+  const wide = substitute(set, '');
+  const views = set.namespaces === undefined ? undefined : new Map([...set.namespaces].map(([ns, view]) => [ns, substitute(view, ns)]));
   const effective = views === undefined ? wide : { ...wide, namespaces: views };
-  return { effective, kept };
+  return { effective, kept, held };
+}
+
+/**
+ * The template `t` was when `policy` was compiled from it: its spec as written, loaded with this
+ * version's loader (schema and rules) as a SidecarTemplate of its own; undefined when the policy
+ * holds no spec, or the spec does not load or compile here.
+ */
+function compiledAgain(policy: PolicyObject | undefined, t: CompiledTemplate): CompiledTemplate | undefined {
+  const source = policy?.metadata.annotations?.[PolicyAnnotations.source];
+  if (policy === undefined || source === undefined) return undefined;
+  const file = `MutatingAdmissionPolicy ${policy.metadata.name}`;
+  const { group, version, kind } = SidecarTemplateResource;
+  let spec: unknown;
+  try {
+    spec = JSON.parse(source);
+  } catch {
+    return undefined;
+  }
+  const text = JSON.stringify({ apiVersion: `${group}/${version}`, kind, metadata: { name: t.name }, spec });
+  try {
+    const again = compileTemplateSet([{ file, text, ...(t.namespace !== undefined && { namespace: t.namespace }) }], file).templates.get(t.name);
+    return again !== undefined && policyVerdict(again).compiles ? again : undefined;
+  } catch (err) {
+    if (err instanceof TemplateSetError) return undefined;
+    throw err;
+  }
 }
 
 /** A compile that threw (a bug of ours): counted under its own reason. */

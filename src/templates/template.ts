@@ -93,6 +93,8 @@ export interface CompiledTemplate {
    * the same template, different as soon as anything in it changes. Computed once at load.
    */
   readonly version: string;
+  /** The spec as written: what the policies keep in the cluster, to compile this version again after a restart (src/policy/sync.ts). */
+  readonly source: SidecarTemplateSpec;
   readonly isDefault: boolean;
   /** `spec.required`: a cluster-wide template every opted-in pod of these namespaces gets (required.ts). */
   readonly required?: RequiredSpec;
@@ -171,6 +173,7 @@ export function compileTemplate(name: string, file: string, spec: SidecarTemplat
     file,
     ...(namespace !== undefined && { namespace }),
     version,
+    source: spec,
     isDefault: spec.default === true,
     ...(spec.required !== undefined && { required: deepFreeze(spec.required) }),
     nativeSidecar,

@@ -28,6 +28,21 @@ const byName = (p: PolicySet, name: string): Obj => objs(p).find((o) => o['metad
 const nsSelector = (binding: Obj): Obj[] => binding['spec'].matchResources.namespaceSelector.matchExpressions;
 
 describe('compilePolicies', () => {
+  it("annotates each template's objects with its name and its MutatingAdmissionPolicy with its spec as written, unless the spec passes 128 KiB", async () => {
+    const set = await loadTemplateSet('templates');
+    const p = compilePolicies(set, { namespace: HOME });
+    const proxy = byName(p, 'sidecar-injector-proxy');
+    assert.deepEqual(JSON.parse(proxy['metadata'].annotations['sidecar-injector.io/template-source']), set.templates.get('proxy')!.source);
+    assert.equal(byName(p, 'sidecar-injector-proxy-pod')['metadata'].annotations['sidecar-injector.io/template'], 'proxy');
+    assert.equal(byName(p, 'sidecar-injector-validate')['metadata'].annotations, undefined, "the validating policy is no template's");
+
+    const env = Array.from({ length: 200 }, (_, i) => ({ name: `V${i}`, value: 'x'.repeat(1024) }));
+    const big = compilePolicies(setOf(sct(HOME, 'big', 'registry.example.com/big:1', { env })), { namespace: HOME });
+    const annotations = byName(big, 'sidecar-injector-big')['metadata'].annotations;
+    assert.equal(annotations['sidecar-injector.io/template'], 'big');
+    assert.equal(annotations['sidecar-injector.io/template-source'], undefined, 'over 128 KiB: the apiserver allows 256 KiB of annotations');
+  });
+
   it('labels every object it makes with its manager and its revision ("default" without one), which the sync prunes by', async () => {
     const set = await loadTemplateSet('templates');
     for (const [revision, value] of [

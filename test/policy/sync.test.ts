@@ -75,6 +75,7 @@ const applied = (obj: any): any => {
   const { uid: _u, generation: _g, resourceVersion: _r, managedFields: _m, ...metadata } = obj.metadata;
   return { ...obj, metadata };
 };
+const kinds = ['MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'] as const;
 const names = (api: FakeApiServer, kind: Parameters<FakeApiServer['policies']>[0]): string[] => api.policies(kind).map((o) => o.metadata.name);
 
 describe('serve --mode policy', () => {
@@ -175,13 +176,148 @@ describe('serve --mode policy', () => {
     assert.equal(api.policyWrites.length, writes, 'nothing written or pruned for a broken file');
     assert.deepEqual(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy'), before);
 
-    // Valid, but no longer compiles (overrides are the webhook's): the last compiled version keeps injecting.
-    await writeFile(join(dir, 'proxy.yaml'), proxy.replace(/\nspec:\n/, '\nspec:\n  overrides: [cpu]\n'));
+    // Valid, but no longer compiles (image overrides are the webhook's): the last compiled version keeps injecting.
+    await writeFile(join(dir, 'proxy.yaml'), proxy.replace(/\nspec:\n/, '\nspec:\n  overrides: [image]\n'));
     await eventually(async () => (await metric(server, 'sidecar_injector_policies{state="kept"}')) === 1, 'kept');
     assert.deepEqual(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy'), before);
     const warning = server.logs().find((l) => l.level === 40 && l.template === 'proxy');
     assert.equal(warning.kept, true);
-    assert.match(warning.msg, /^template proxy no longer compiles to a policy: its last compiled version keeps injecting \(overrides \(cpu\)/);
+    assert.match(warning.msg, /^template proxy no longer compiles to a policy: its last compiled version keeps injecting \(overrides \(image\)/);
+  });
+
+  it('a restarted injector keeps the policies of a template that stopped compiling, from what the cluster holds', async () => {
+    const api = track(await startFakeApiServer());
+    const dir = await templatesCopy();
+    const first = await startPolicies(api, dir);
+    await eventually(async () => (await ready(first)) === 200, 'first sync');
+    await first.close();
+    const before = kinds.map((k) => api.policies(k));
+    const proxy = await readFile(join(dir, 'proxy.yaml'), 'utf8');
+    // Valid, but no longer compiles; the injector that compiled it is gone (a rollout).
+    await writeFile(join(dir, 'proxy.yaml'), proxy.replace(/\nspec:\n/, '\nspec:\n  overrides: [image]\n'));
+    const writes = api.policyWrites.length;
+    const restarted = track(await startPolicies(api, dir));
+    await eventually(async () => (await ready(restarted)) === 200, 'the restarted injector synced');
+    assert.deepEqual(
+      api.policyWrites.slice(writes).filter((w) => w.startsWith('DELETE')),
+      [],
+      'nothing pruned',
+    );
+    assert.deepEqual(
+      kinds.map((k) => api.policies(k)),
+      before,
+      'the proxy policy, its bindings and the validating policy that checks its containers, as they were',
+    );
+    assert.equal(await metric(restarted, 'sidecar_injector_policies{state="kept"}'), 1);
+    assert.equal(restarted.logs().find((l) => l.level === 40 && l.template === 'proxy').kept, true);
+
+    // The template deleted: now its policy goes.
+    await rm(join(dir, 'proxy.yaml'));
+    await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy') === undefined, 'pruned once the template is gone');
+  });
+
+  it('leaves the objects of a template that stopped compiling as they are when the spec its policy holds does not load', async () => {
+    const api = track(await startFakeApiServer());
+    const dir = await templatesCopy();
+    const first = await startPolicies(api, dir);
+    await eventually(async () => (await ready(first)) === 200, 'first sync');
+    await first.close();
+    const policy = api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy');
+    // A spec this version refuses (an unknown field), as a policy another version wrote.
+    const annotations = { ...policy.metadata.annotations, 'sidecar-injector.io/template-source': JSON.stringify({ containers: [], sidecarz: true }) };
+    api.putPolicy({ ...policy, metadata: { ...policy.metadata, annotations } }, 'sidecar-injector');
+    const proxy = await readFile(join(dir, 'proxy.yaml'), 'utf8');
+    await writeFile(join(dir, 'proxy.yaml'), proxy.replace(/\nspec:\n/, '\nspec:\n  overrides: [image]\n'));
+    const writes = api.policyWrites.length;
+    const restarted = track(await startPolicies(api, dir));
+    await eventually(async () => (await ready(restarted)) === 200, 'the restarted injector synced');
+    assert.deepEqual(
+      api.policyWrites.slice(writes).filter((w) => w.startsWith('DELETE')),
+      [],
+      'the policy and its bindings stay',
+    );
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicyBinding'), [
+      'sidecar-injector-log-shipper-namespace',
+      'sidecar-injector-log-shipper-pod',
+      'sidecar-injector-proxy-namespace',
+      'sidecar-injector-proxy-pod',
+    ]);
+  });
+
+  it('replicas with different template sets (a rollout, a ConfigMap reaching replicas at different times) keep what the cluster holds, and converge', async () => {
+    const api = track(await startFakeApiServer());
+    const older = await templatesCopy();
+    const newer = await templatesCopy();
+    const a = track(await startPolicies(api, older));
+    await eventually(async () => (await ready(a)) === 200, 'replica a synced');
+    const before = kinds.map((k) => api.policies(k));
+    // The newer set: proxy stops compiling, log-shipper is deleted.
+    const proxy = await readFile(join(newer, 'proxy.yaml'), 'utf8');
+    await writeFile(join(newer, 'proxy.yaml'), proxy.replace(/\nspec:\n/, '\nspec:\n  overrides: [image]\n'));
+    await rm(join(newer, 'log-shipper.yaml'));
+    const writes = api.policyWrites.length;
+    const b = track(await startPolicies(api, newer));
+    await eventually(async () => (await ready(b)) === 200, 'replica b synced');
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-proxy'], 'b keeps proxy as compiled, prunes log-shipper');
+    // Compiled from the version a compiled (its template-version), in the newer set's context (no more log-shipper).
+    const version = (o: any): string => o.metadata.annotations['sidecar-injector.io/template-version'];
+    assert.equal(
+      version(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy')),
+      version(before[0]!.find((o) => o.metadata.name === 'sidecar-injector-proxy')),
+    );
+    assert.ok(
+      api
+        .policy('ValidatingAdmissionPolicy', 'sidecar-injector-validate')
+        .spec.validations.some((v: any) => v.reason === 'Forbidden' && v.expression.startsWith('!("proxy" in variables.selected)')),
+      'the validating policy checks the kept proxy',
+    );
+    assert.ok(!api.policyWrites.slice(writes).some((w) => /DELETE .*proxy/.test(w)), 'nothing of proxy pruned');
+    // a catches up with the newer set: the same objects, nothing written.
+    const settled = kinds.map((k) => api.policies(k));
+    await writeFile(join(older, 'proxy.yaml'), proxy.replace(/\nspec:\n/, '\nspec:\n  overrides: [image]\n'));
+    await rm(join(older, 'log-shipper.yaml'));
+    await eventually(async () => a.logs().filter((l) => l.msg === 'policies synced').length >= 2, 'replica a synced the newer set');
+    assert.deepEqual(
+      kinds.map((k) => api.policies(k)),
+      settled,
+    );
+  });
+
+  it('a sync refused half-way (the third apply) leaves every policy in place, prunes nothing, and converges on the retry', async () => {
+    const api = track(await startFakeApiServer());
+    const dir = await templatesCopy();
+    const server = track(await startPolicies(api, dir));
+    await eventually(async () => (await ready(server)) === 200, 'first sync');
+    const before = kinds.map((k) => api.policies(k));
+    let patches = 0;
+    api.grantOnly((method, path) => !(method === 'PATCH' && path.includes('admissionpolic') && ++patches === 3));
+    const proxy = await readFile(join(dir, 'proxy.yaml'), 'utf8');
+    await writeFile(join(dir, 'proxy.yaml'), proxy.replace(/envoyproxy\/envoy:[^\s"]+/, 'envoyproxy/envoy:v9.9.9'));
+    await rm(join(dir, 'log-shipper.yaml'));
+    await eventually(async () => ((await metric(server, 'sidecar_injector_policy_sync_failures_total{reason="forbidden"}')) ?? 0) >= 1, 'the refused sync');
+    // Two applies went through (the proxy policy and one binding); nothing was pruned.
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-log-shipper', 'sidecar-injector-proxy']);
+    assert.deepEqual(api.policies('ValidatingAdmissionPolicy'), before[2], 'the validating policy as it was');
+    assert.deepEqual(api.policies('MutatingAdmissionPolicyBinding').length, before[1]!.length);
+    await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector-log-shipper') === undefined, 'the retry converged');
+    const expected = compilePolicies(await loadTemplateSet(dir), { namespace: NAMESPACE }).objects as any[];
+    assert.deepEqual(kinds.flatMap((k) => names(api, k)).sort(), expected.map((o) => o.metadata.name).sort());
+    assert.match(JSON.stringify(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy').spec), /envoy:v9\.9\.9/);
+  });
+
+  it('a sync whose prune is cut off (the API refuses the second delete) keeps the working policies and finishes the prune on the retry', async () => {
+    const api = track(await startFakeApiServer());
+    const dir = await templatesCopy();
+    const server = track(await startPolicies(api, dir));
+    await eventually(async () => (await ready(server)) === 200, 'first sync');
+    let deletes = 0;
+    api.grantOnly((method, path) => !(method === 'DELETE' && path.includes('admissionpolic') && ++deletes === 2));
+    await rm(join(dir, 'log-shipper.yaml'));
+    await eventually(async () => ((await metric(server, 'sidecar_injector_policy_sync_failures_total{reason="forbidden"}')) ?? 0) >= 1, 'the cut-off sync');
+    assert.ok(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy'), 'the proxy policy stays');
+    assert.ok(api.policy('ValidatingAdmissionPolicy', 'sidecar-injector-validate'), 'the validating policy stays');
+    await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector-log-shipper') === undefined, 'the retry pruned the rest');
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicyBinding'), ['sidecar-injector-proxy-namespace', 'sidecar-injector-proxy-pod']);
   });
 
   it('prunes only objects with its own labels: another install and hand-made policies stay', async () => {
@@ -225,7 +361,7 @@ describe('serve --mode policy', () => {
     const api = track(await startFakeApiServer());
     api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1.0'));
     api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0'));
-    api.applyTemplate(sct('team-a', 'tuned', 'registry.example.com/tuned:1.0', { overrides: ['cpu'] }));
+    api.applyTemplate(sct('team-a', 'tuned', 'registry.example.com/tuned:1.0', { overrides: ['image'] }));
     const server = track(await startPolicies(api, 'templates', ['--templates-source', 'cluster']));
     await eventually(async () => (await ready(server)) === 200, 'listed and synced');
     assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-agent.team-a', 'sidecar-injector-mesh', 'sidecar-injector-mesh.team-a']);
@@ -240,13 +376,35 @@ describe('serve --mode policy', () => {
     );
     const tuned = condition('team-a', 'tuned');
     assert.deepEqual([tuned.status, tuned.reason], ['False', 'NotCompiled']);
-    assert.match(tuned.message, /^not compiled to a policy: overrides \(cpu\) are read from annotations/);
+    assert.match(tuned.message, /^not compiled to a policy: overrides \(image\) are checked by the webhook/);
     // Loaded is still there beside it.
     assert.equal(api.template('team-a', 'tuned').status.conditions.find((c: any) => c.type === 'Loaded').status, 'True');
 
     api.deleteTemplate('team-a', 'agent');
     await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector-agent.team-a') === undefined, 'pruned');
     assert.ok(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-mesh'), 'the cluster-wide policy stays');
+  });
+
+  it('a restarted injector keeps the policies of SidecarTemplate objects that stopped compiling, in every view they are in', async () => {
+    const api = track(await startFakeApiServer());
+    api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1.0'));
+    api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0'));
+    const first = await startPolicies(api, 'templates', ['--templates-source', 'cluster']);
+    await eventually(async () => (await ready(first)) === 200, 'listed and synced');
+    await first.close();
+    const before = kinds.map((k) => api.policies(k));
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-agent.team-a', 'sidecar-injector-mesh', 'sidecar-injector-mesh.team-a']);
+    // Both stop compiling while no injector runs.
+    api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1.0', { overrides: ['image'] }));
+    api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0', { overrides: ['image'] }));
+    const restarted = track(await startPolicies(api, 'templates', ['--templates-source', 'cluster']));
+    await eventually(async () => (await ready(restarted)) === 200, 'the restarted injector synced');
+    assert.deepEqual(
+      kinds.map((k) => api.policies(k)),
+      before,
+      'every policy, binding and validating policy as it was',
+    );
+    assert.equal(await metric(restarted, 'sidecar_injector_policies{state="kept"}'), 2);
   });
 
   it('writes MutatingAdmissionPolicy in v1beta1 where discovery says only v1beta1 serves it', async () => {
