@@ -107,6 +107,8 @@ export const ErrorCodes = {
   },
   /** One compiled object the apiserver refused (400, 422): the sync applies the others and says which template to fix. */
   POLICY_OBJECT_REFUSED: { status: 500, message: 'the apiserver refused %s %s: %s; the other policies are applied, fix the template it is compiled from' },
+  /** A fault of the sync that is none of the above (a bug of ours): retried with the backoff. */
+  POLICY_SYNC_FAILED: { status: 500, message: 'the policy sync failed unexpectedly: %s; it is retried, please report it with this log line' },
   /** A webhook configuration's label selector the API server would refuse (src/kube/selectors.ts). */
   SELECTOR_INVALID: { status: 500, message: 'invalid label selector requirement on key %s: %s' },
 } as const;
