@@ -48,8 +48,10 @@ export interface PolicySyncOptions {
 export interface PolicySync {
   /** The set to sync to: synced now, or after the sync in progress or the backoff; only the latest set counts. */
   update(set: TemplateSet): void;
-  /** True once one sync has completed: readiness waits for it. */
+  /** True once one sync has completed: policy mode's readiness waits for it. */
   synced(): boolean;
+  /** True once the first sync has finished, complete or failed: hybrid's readiness waits for it. */
+  attempted(): boolean;
   /** Whether the policies of the last complete sync inject and check this template (hybrid: the webhook leaves it to them). */
   byPolicy(t: CompiledTemplate): boolean;
   close(): void;
@@ -77,6 +79,7 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
   let api: PolicyApi | undefined;
   let wanted: TemplateSet | undefined;
   let done: TemplateSet | undefined;
+  let attempted = false;
   let running = false;
   let retry: NodeJS.Timeout | undefined;
   let backoff = firstRetry;
@@ -109,6 +112,7 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
       backoff = Math.min(backoff * 2, maxRetry);
     } finally {
       running = false;
+      attempted = true;
     }
     void run();
   };
@@ -181,6 +185,7 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
       void run();
     },
     synced: () => done !== undefined,
+    attempted: () => attempted,
     byPolicy: (t) => served.has(templateKey(t)),
     close() {
       closed = true;
