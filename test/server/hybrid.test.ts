@@ -22,13 +22,13 @@ import { readYaml11 } from '../corpus/corpus.js';
  */
 
 const SERVICE_DNS = 'sidecar-injector.sidecar-injector.svc';
-/** Per-pod overrides are the webhook's: this template does not compile to a policy. */
+/** A per-pod image override is the webhook's: this template does not compile to a policy. */
 const TUNED = `apiVersion: sidecar-injector.io/v1alpha1
 kind: SidecarTemplate
 metadata:
   name: tuned
 spec:
-  overrides: [cpu]
+  overrides: [image]
   containers:
     - name: tuned
       image: registry.example.com/tuned:1.0
@@ -75,6 +75,8 @@ describe('serve --mode hybrid', () => {
     );
     running = await serve(config, createLogger('silent'));
     await eventually(async () => (await fetch(`http://127.0.0.1:${running.healthPort}/readyz`)).status === 200, 'ready after the first sync');
+    // Ready once the first sync has finished; this one completes (its validating policy is the last object applied).
+    await eventually(async () => api.policy('ValidatingAdmissionPolicyBinding', 'sidecar-injector-validate-pod') !== undefined, 'the first sync applied');
   });
   after(async () => {
     await running?.close();
@@ -167,7 +169,7 @@ describe('serve --mode hybrid', () => {
   // Last: it changes the templates the other tests read.
   it('hands a template that stops compiling to the webhook: its policies are pruned and /mutate injects it', async () => {
     const file = join(dir, 'templates', 'proxy.yaml');
-    await writeFile(file, (await readFile(file, 'utf8')).replace(/\nspec:\n/, '\nspec:\n  overrides: [cpu]\n'));
+    await writeFile(file, (await readFile(file, 'utf8')).replace(/\nspec:\n/, '\nspec:\n  overrides: [image]\n'));
     await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy') === undefined, 'the proxy policy pruned');
     // Its bindings went first.
     assert.equal(api.policy('MutatingAdmissionPolicyBinding', 'sidecar-injector-proxy-pod'), undefined);
