@@ -79,6 +79,11 @@ export const ErrorCodes = {
   /** `policies --verify`: what the apiserver's CEL (tools/celcost) says it would refuse. */
   POLICY_REFUSED: { status: 400, message: 'the apiserver would refuse %s; nothing written: fix the template, or leave it to the webhook' },
   CELCOST_MISSING: { status: 500, message: '--verify always: %s' },
+  CELCOST_FAILED: { status: 500, message: 'celcost failed: %s; build it again with tools/celcost/build.sh, or pass --verify never' },
+  /** A template value the compiler cannot write as CEL (src/policy/cel.ts): its JSON path in the template, and why. */
+  CEL_VALUE_UNWRITABLE: { status: 500, message: '%s: %s' },
+  /** One template that does not compile to a policy (src/policy/compile.ts): the others compile and sync; the webhook injects it in hybrid. */
+  TEMPLATE_NOT_COMPILED: { status: 500, message: 'template "%s" does not compile to a policy: %s' },
   /** Certificate bootstrap through the Kubernetes API. */
   KUBE_CONFIG_INVALID: { status: 500, message: 'cannot configure the Kubernetes client: %s; pass --kubeconfig or run in a pod with a ServiceAccount' },
   KUBE_API_FAILED: { status: 500, message: 'Kubernetes API call %s failed: %s' },
@@ -100,6 +105,10 @@ export const ErrorCodes = {
     message:
       "the injector may not %s %s (403 Forbidden): give its ServiceAccount get, list, create, patch and delete on mutatingadmissionpolicies, mutatingadmissionpolicybindings, validatingadmissionpolicies and validatingadmissionpolicybindings (the chart's RBAC for mode policy and hybrid)",
   },
+  /** One compiled object the apiserver refused (400, 422): the sync applies the others and says which template to fix. */
+  POLICY_OBJECT_REFUSED: { status: 500, message: 'the apiserver refused %s %s: %s; the other policies are applied, fix the template it is compiled from' },
+  /** A fault of the sync that is none of the above (a bug of ours): retried with the backoff. */
+  POLICY_SYNC_FAILED: { status: 500, message: 'the policy sync failed unexpectedly: %s; it is retried, please report it with this log line' },
   /** A webhook configuration's label selector the API server would refuse (src/kube/selectors.ts). */
   SELECTOR_INVALID: { status: 500, message: 'invalid label selector requirement on key %s: %s' },
 } as const;

@@ -108,8 +108,11 @@ export async function serve(config: Config, logger: Logger = createLogger(config
     { requestTimeout: config.requestTimeout, maxConnections: config.maxConnections },
   );
   // Readiness waits for the SidecarTemplates' first full list: before it, pods would be judged against no templates.
+  // Hybrid waits for the policies' first sync to finish, complete or not, never for one to succeed: until one
+  // completes the webhook injects and checks every template itself (byPolicy is false), so a sync that cannot
+  // succeed is a log line and a metric, not a cluster of unready replicas (test/server/hybrid.test.ts "readiness").
   const health = createHealthServer({
-    isReady: () => ready && templates.synced() && (policies?.synced() ?? true),
+    isReady: () => ready && templates.synced() && (policies?.attempted() ?? true),
     routes: new Map([['/metrics', metrics.route]]),
     requestTimeout: config.requestTimeout,
   });

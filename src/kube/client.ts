@@ -122,7 +122,8 @@ export function apiError(call: string, err: unknown): InjectorError {
   return new InjectorError('KUBE_API_FAILED', [call, detail], { cause: err });
 }
 
-function statusMessage(err: unknown): string {
+/** The API's one-line message of a failed call: its Status body's message, else the first line of the error. */
+export function statusMessage(err: unknown): string {
   const body = (err as { body?: unknown }).body;
   if (typeof body === 'string') {
     try {

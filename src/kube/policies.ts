@@ -6,7 +6,7 @@ import {
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import { InjectorError } from '../errors.js';
-import { apiError, apiStatus, type KubeClients } from './client.js';
+import { apiError, apiStatus, statusMessage, type KubeClients } from './client.js';
 
 const GROUP = 'admissionregistration.k8s.io';
 
@@ -33,7 +33,8 @@ export interface PolicyObject extends KubernetesObject {
  * The four policy kinds through the Kubernetes API: server-side apply with one field manager,
  * listed by this install's labels, deleted. Every fault is an InjectorError a user can act on:
  * POLICY_API_FORBIDDEN naming the verb and resource RBAC lacks, POLICY_API_NOT_SERVED naming the
- * Kubernetes versions that serve the kinds, else KUBE_API_FAILED.
+ * Kubernetes versions that serve the kinds, POLICY_OBJECT_REFUSED for an apply the apiserver's
+ * validation refuses (400, 422: that object alone, never retried as it is), else KUBE_API_FAILED.
  */
 export interface PolicyApi {
   /** The apiVersion of MutatingAdmissionPolicy and its binding (ValidatingAdmissionPolicy is always v1, GA since 1.30). */
@@ -61,7 +62,14 @@ export async function openPolicyApi(kube: KubeClients, choice: PolicyApiChoice):
   return {
     mutatingApiVersion,
     async apply(obj) {
-      await call('patch', obj.kind, obj.apiVersion, () => objects.patch(obj, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply));
+      try {
+        await objects.patch(obj, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
+      } catch (err) {
+        const status = apiStatus(err);
+        if (status === 400 || status === 422)
+          throw new InjectorError('POLICY_OBJECT_REFUSED', [obj.kind, obj.metadata.name, `HTTP ${status}: ${statusMessage(err)}`], { cause: err });
+        throw classify('patch', obj.kind, obj.apiVersion, err);
+      }
     },
     async list(selector) {
       const lists = await Promise.all(

@@ -51,7 +51,7 @@ export type TemplateSource = (typeof TemplateSource)[keyof typeof TemplateSource
 export const PolicyState = { Compiled: 'compiled', Refused: 'refused', Kept: 'kept' } as const;
 export type PolicyState = (typeof PolicyState)[keyof typeof PolicyState];
 /** Why a sync of the policies failed (src/policy/sync.ts SyncFailure). */
-const SYNC_FAILURES: ReadonlySet<string> = new Set(['forbidden', 'not-served', 'api', 'compile']);
+const SYNC_FAILURES: ReadonlySet<string> = new Set(['forbidden', 'not-served', 'api', 'compile', 'refused']);
 
 /** Which certificate a reload was for. */
 export const CertificateKind = { Serving: 'serving', ClientCa: 'client-ca' } as const;
@@ -190,7 +190,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
   });
   const syncFailures = new Counter({
     name: `${PREFIX}policy_sync_failures_total`,
-    help: 'Syncs of the admission policies that failed and will be retried, by reason (forbidden: RBAC; not-served: the cluster lacks the API; api: another API error; compile)',
+    help: 'Syncs of the admission policies that failed and will be retried, by reason (forbidden: RBAC; not-served: the cluster lacks the API; api: another API error; compile; refused: one object the apiserver refused, the others applied, not retried until the templates change)',
     labelNames: ['reason'] as const,
     registers,
   });

@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { InjectorError } from '../errors.js';
 import { Keys } from '../inject/keys.js';
 
 /**
@@ -103,7 +104,7 @@ export async function measureCost(binary: string, objects: readonly object[], po
     }
     const stdout = await new Promise<string>((resolve, reject) =>
       execFile(binary, args, { maxBuffer: 1 << 28 }, (err, out, errText) =>
-        err !== null && err.code !== 1 ? reject(new Error(`celcost failed: ${errText.trim() || err.message}`, { cause: err })) : resolve(out),
+        err !== null && err.code !== 1 ? reject(new InjectorError('CELCOST_FAILED', [errText.trim() || err.message], { cause: err })) : resolve(out),
       ),
     );
     return JSON.parse(stdout) as CostReport;

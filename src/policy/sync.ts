@@ -1,4 +1,4 @@
-import { asInjectorError, TemplateSetError, type InjectorError } from '../errors.js';
+import { InjectorError, TemplateSetError } from '../errors.js';
 import type { PolicyApi, PolicyObject } from '../kube/policies.js';
 import type { Logger } from '../log.js';
 import type { PolicyCondition } from '../templates/cluster.js';
@@ -9,7 +9,7 @@ import { compileTemplateSet } from '../templates/load.js';
 import { PolicyAnnotations, PolicyLabels, policyVerdict, type PolicySet } from './compile.js';
 
 /** Why a sync failed, a closed set (the failures counter's reason label). */
-export const SyncFailure = { Forbidden: 'forbidden', NotServed: 'not-served', Api: 'api', Compile: 'compile' } as const;
+export const SyncFailure = { Forbidden: 'forbidden', NotServed: 'not-served', Api: 'api', Compile: 'compile', Refused: 'refused' } as const;
 export type SyncFailure = (typeof SyncFailure)[keyof typeof SyncFailure];
 
 /** What one complete sync did, for the log line and the metrics. */
@@ -21,6 +21,8 @@ export interface SyncReport {
   /** Policy mode: templates that stopped compiling whose last compiled version keeps serving. */
   readonly kept: number;
   readonly applied: number;
+  /** Objects the apiserver refused (POLICY_OBJECT_REFUSED): each logged; the others applied. */
+  readonly refusedObjects: number;
   readonly pruned: number;
 }
 
@@ -49,8 +51,10 @@ export interface PolicySyncOptions {
 export interface PolicySync {
   /** The set to sync to: synced now, or after the sync in progress or the backoff; only the latest set counts. */
   update(set: TemplateSet): void;
-  /** True once one sync has completed: readiness waits for it. */
+  /** True once one sync has completed: policy mode's readiness waits for it. */
   synced(): boolean;
+  /** True once the first sync has finished, complete or failed: hybrid's readiness waits for it. */
+  attempted(): boolean;
   /** Whether the policies of the last complete sync inject and check this template (hybrid: the webhook leaves it to them). */
   byPolicy(t: CompiledTemplate): boolean;
   close(): void;
@@ -61,7 +65,10 @@ export interface PolicySync {
  * field manager, force), then delete each listed object the compile no longer makes. A failure
  * before the end prunes nothing and is retried after a backoff (1 s doubling to 60 s), never in a
  * tight loop; a template set that fails to load never reaches here (the stores keep the last valid
- * one), so a broken template never removes a working policy.
+ * one), so a broken template never removes a working policy. An object the apiserver refuses (400,
+ * 422) is logged and counted, and the sync goes on with the others: one bad object never blocks
+ * the rest (test/policy/sync.test.ts "an object the apiserver refuses"); a 403 or a network
+ * failure stops the sync and is retried.
  *
  * What is kept is read from the cluster, never from this process's memory: in policy mode a
  * template of the set that no longer compiles is compiled again from the spec its
@@ -82,6 +89,7 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
   let api: PolicyApi | undefined;
   let wanted: TemplateSet | undefined;
   let done: TemplateSet | undefined;
+  let attempted = false;
   let running = false;
   let retry: NodeJS.Timeout | undefined;
   let backoff = firstRetry;
@@ -100,7 +108,7 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
       logger.info(report, 'policies synced');
       options.onSynced?.(report);
     } catch (err) {
-      const error = err instanceof CompileFailed ? err.error : asInjectorError(err);
+      const error = err instanceof CompileFailed ? err.error : syncError(err);
       const reason = err instanceof CompileFailed ? SyncFailure.Compile : failureOf(error);
       options.onFailed?.(reason, error);
       logger.error({ err: error, reason, retryInSeconds: backoff / 1000 }, `policies not synced: ${error.message}`);
@@ -112,6 +120,7 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
       backoff = Math.min(backoff * 2, maxRetry);
     } finally {
       running = false;
+      attempted = true;
     }
     void run();
   };
@@ -124,20 +133,36 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
     try {
       compiled = options.compile(effective, api.mutatingApiVersion);
     } catch (err) {
-      throw new CompileFailed(asInjectorError(err));
+      throw new CompileFailed(syncError(err));
     }
     warnRefused(set, kept);
     const objects = compiled.objects as unknown as readonly PolicyObject[];
-    for (const obj of objects) await api.apply(obj);
+    let refusedObjects = 0;
+    for (const obj of objects) {
+      const refusal = await applyOne(api, obj);
+      if (refusal === undefined) continue;
+      refusedObjects++;
+      options.onFailed?.(SyncFailure.Refused, refusal);
+      logger.error({ err: refusal, kind: obj.kind, name: obj.metadata.name }, `policy not applied: ${refusal.message}`);
+    }
     const wantedKeys = new Set(objects.map(keyOf));
+    // A view that did not compile keeps its objects as they are in the cluster.
+    const unsynced = new Set(compiled.unsynced);
     // Bindings go before their policies, as they were applied after them: a binding never names a policy that is gone.
     const stale = present
-      .filter((o) => !wantedKeys.has(keyOf(o)) && !held.has(viewKeyOf(o)))
+      .filter((o) => !wantedKeys.has(keyOf(o)) && !held.has(viewKeyOf(o)) && !unsynced.has(o.metadata.labels?.[PolicyLabels.namespace] ?? ''))
       .sort((a, b) => Number(!a.kind.endsWith('Binding')) - Number(!b.kind.endsWith('Binding')));
     for (const obj of stale) await api.remove(obj);
     served = new Set(compiled.verdicts.filter((v) => v.compiles).map((v) => templateKey(viewOf(effective, v.namespace).templates.get(v.template))));
     const refused = compiled.verdicts.filter((v) => !v.compiles).length;
-    return { compiled: compiled.verdicts.length - refused, refused, kept: kept.size, applied: objects.length, pruned: stale.length };
+    return {
+      compiled: compiled.verdicts.length - refused,
+      refused,
+      kept: kept.size,
+      applied: objects.length - refusedObjects,
+      refusedObjects,
+      pruned: stale.length,
+    };
   };
 
   /** One warning per template that does not compile, once per template set (not per retry). */
@@ -149,7 +174,13 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
       if (verdict.compiles) continue;
       const keptHere = kept.has(templateKey(t));
       logger.warn(
-        { template: t.name, ...(t.namespace !== undefined && { namespace: t.namespace }), reason: verdict.detail, kept: keptHere },
+        {
+          template: t.name,
+          ...(t.namespace !== undefined && { namespace: t.namespace }),
+          reason: verdict.detail,
+          kept: keptHere,
+          ...(verdict.error !== undefined && { code: verdict.error.code }),
+        },
         keptHere
           ? `template ${t.name} no longer compiles to a policy: its last compiled version keeps injecting (${verdict.detail})`
           : `template ${t.name} does not compile to a policy: ${options.keepLastCompiled ? 'pods that select it are refused' : 'the webhook injects it'} (${verdict.detail})`,
@@ -163,6 +194,7 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
       void run();
     },
     synced: () => done !== undefined,
+    attempted: () => attempted,
     byPolicy: (t) => served.has(templateKey(t)),
     close() {
       closed = true;
@@ -291,6 +323,22 @@ function compiledAgain(policy: PolicyObject | undefined, t: CompiledTemplate): C
     if (err instanceof TemplateSetError) return undefined;
     throw err;
   }
+}
+
+/** The object applied, or the apiserver's refusal of it (POLICY_OBJECT_REFUSED); any other failure is thrown, and the sync retried. */
+async function applyOne(api: PolicyApi, obj: PolicyObject): Promise<InjectorError | undefined> {
+  try {
+    await api.apply(obj);
+    return undefined;
+  } catch (err) {
+    if (err instanceof InjectorError && err.code === 'POLICY_OBJECT_REFUSED') return err;
+    throw err;
+  }
+}
+
+/** A failure of the sync as a user reads it: an InjectorError as it is, anything else (a bug of ours) as POLICY_SYNC_FAILED naming it. */
+function syncError(err: unknown): InjectorError {
+  return err instanceof InjectorError ? err : new InjectorError('POLICY_SYNC_FAILED', [err instanceof Error ? err.message : String(err)], { cause: err });
 }
 
 /** A compile that threw (a bug of ours): counted under its own reason. */

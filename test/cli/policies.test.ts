@@ -59,6 +59,27 @@ describe('policies and lint --policies', () => {
     assert.match(fixtures.out, /\npolicy: template "log-agent": webhook only: overrides \(image\) are checked by the webhook/);
     assert.match(fixtures.out, /\npolicy: template "mesh": MutatingAdmissionPolicy sidecar-injector-mesh( \([^\n]*\))?\n/);
   });
+  it('policies and lint --policies report a template whose value has no CEL form as not compiled, with its JSON path, and compile the others', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'policies-null-'));
+    await writeFile(
+      join(dir, 'broken.yaml'),
+      'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: broken\nspec:\n  nativeSidecar: true\n  containers:\n    - name: broken\n      image: busybox:1.36\n      args: ["a", null]\n',
+    );
+    await writeFile(
+      join(dir, 'mesh.yaml'),
+      'apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: mesh\nspec:\n  containers:\n    - name: mesh\n      image: registry.example.com/mesh:1\n',
+    );
+    const why = '/spec/containers/0/args/1: null has no CEL form in a policy: give it a value or remove it';
+    const r = await cli(['policies', dir, '-o', 'json', '--verify', 'never']);
+    assert.equal(r.code, 1);
+    assert.equal(r.err, `template "broken": not compiled to a policy: ${why}; the webhook injects it\n`);
+    assert.ok((JSON.parse(r.out) as { items: { metadata: { name: string } }[] }).items.some((o) => o.metadata.name === 'sidecar-injector-mesh'));
+    const lint = await cli(['lint', dir, '--policies']);
+    assert.equal(lint.code, 0, lint.err);
+    assert.match(lint.out, new RegExp(`\\npolicy: template "broken": webhook only: ${why.replace(/[/()]/g, '\\$&')}\\n`));
+    assert.match(lint.out, /\npolicy: template "mesh": MutatingAdmissionPolicy sidecar-injector-mesh[ \n]/);
+  });
+
   it('compiles a required template: its policy bound to every pod of its namespaces, and the validating policy that holds it there', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'policies-required-'));
     await writeFile(

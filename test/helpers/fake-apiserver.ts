@@ -54,6 +54,12 @@ export interface FakeApiServer {
    * object is also asked as method CREATE.
    */
   grantOnly(granted: ((method: string, path: string) => boolean) | undefined): void;
+  /**
+   * Refuses the server-side apply of each policy object for which `why` returns a reason, with 422
+   * Invalid as the apiserver's validation does (`<Kind>.admissionregistration.k8s.io "name" is
+   * invalid: <reason>`); undefined accepts every object again.
+   */
+  invalidate(why: ((kind: string, name: string) => string | undefined) | undefined): void;
   /** Every PATCH of a workload, in order: the path, the Content-Type and the body. */
   readonly patches: { readonly path: string; readonly contentType: string; readonly body: any }[];
   /**
@@ -134,6 +140,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
   const rollouts = new Map<string, { rollout: Rollout; step: number }>();
   const forbidden = new Set<string>();
   const rights: { granted?: ((method: string, path: string) => boolean) | undefined } = {};
+  const validation: { why?: ((kind: string, name: string) => string | undefined) | undefined } = {};
   const bundleHistory: Record<'mutating' | 'validating', string[]> = { mutating: [], validating: [] };
   let version = 100;
   const state: {
@@ -291,6 +298,8 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     if (applied.apiVersion !== `${GROUP}/${api}` || applied.kind !== kind)
       return status(400, 'BadRequest', `the API version in the data (${applied.apiVersion}) does not match the expected API version (${GROUP}/${version})`);
     if (applied.metadata?.name !== name) return status(400, 'BadRequest', 'the name of the object does not match the name on the URL');
+    const invalid = validation.why?.(kind, name);
+    if (invalid !== undefined) return status(422, 'Invalid', `${kind}.${GROUP} "${name}" is invalid: ${invalid}`);
     // An apply that creates the object needs create as well as patch (the apiserver's patch handler checks both): asked of grantOnly as CREATE.
     if (current === undefined && rights.granted !== undefined && !rights.granted('CREATE', url.pathname))
       return status(
@@ -582,6 +591,7 @@ export async function startFakeApiServer(): Promise<FakeApiServer> {
     patches,
     forbid: (path) => void forbidden.add(path),
     grantOnly: (granted) => void (rights.granted = granted),
+    invalidate: (why) => void (validation.why = why),
     putWebhookConfig: (kind, obj) => {
       const stored = { ...obj, metadata: { ...obj.metadata, resourceVersion: nextVersion() } };
       hooks.set(`${kind}/${obj.metadata.name}`, stored);

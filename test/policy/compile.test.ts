@@ -254,4 +254,102 @@ describe('compilePolicies', () => {
     ]);
     assert.equal(names(p).filter((n) => n === 'ValidatingAdmissionPolicy/sidecar-injector-validate').length, 1);
   });
+
+  describe('one template never stops the others', () => {
+    // The template schema lets a null list item through (the CRD's items are nullable); CEL has no null string.
+    const nullArgs = (namespace: string): Obj =>
+      sct(namespace, 'nullargs', 'registry.example.com/n:1', { containers: [{ name: 'nullargs', image: 'busybox:1.36', args: ['a', null] }] });
+
+    it('a value with no CEL form makes its template alone not compiled, naming the template and the JSON path; the others compile', () => {
+      const p = compilePolicies(setOf(nullArgs(HOME), sct(HOME, 'proxy', 'registry.example.com/proxy:1')), { namespace: HOME });
+      const verdict = p.verdicts.find((v) => v.template === 'nullargs')!;
+      assert.equal(verdict.compiles, false);
+      assert.equal(verdict.detail, '/spec/containers/0/args/1: null has no CEL form in a policy: give it a value or remove it');
+      assert.equal(verdict.error?.code, 'TEMPLATE_NOT_COMPILED');
+      assert.equal(verdict.error?.message, `template "nullargs" does not compile to a policy: ${verdict.detail}`);
+      assert.ok(names(p).includes('MutatingAdmissionPolicy/sidecar-injector-proxy'));
+      assert.ok(!names(p).some((n) => n.includes('nullargs')));
+      // Policy mode: a pod that selects it is refused rather than let through without it.
+      assert.match(JSON.stringify(byName(p, 'sidecar-injector-validate')['spec'].validations), /\[\\"nullargs\\"\]/);
+      assert.deepEqual(p.unsynced, []);
+    });
+
+    it("one team's template that does not compile leaves the other namespaces' and the cluster-wide policies compiled", () => {
+      const p = compilePolicies(
+        setOf(
+          sct(HOME, 'proxy', 'registry.example.com/proxy:1'),
+          nullArgs('team-a'),
+          sct('team-a', 'log', 'registry.example.com/log:1'),
+          sct('team-b', 'log', 'registry.example.com/log:1'),
+        ),
+        { namespace: HOME },
+      );
+      for (const name of ['sidecar-injector-proxy', 'sidecar-injector-log.team-a', 'sidecar-injector-log.team-b', 'sidecar-injector-validate.team-a'])
+        assert.ok(byName(p, name) !== undefined, name);
+      assert.deepEqual(
+        p.verdicts.filter((v) => !v.compiles).map((v) => [v.namespace, v.template]),
+        [['team-a', 'nullargs']],
+      );
+    });
+
+    it("a template whose objects would be named beyond the apiserver's 253 characters is not compiled, with the reason", () => {
+      const long = 'a'.repeat(230);
+      const p = compilePolicies(
+        setOf(
+          sct(HOME, long, 'registry.example.com/l:1', { containers: [{ name: 'long', image: 'registry.example.com/l:1' }] }),
+          sct(HOME, 'proxy', 'registry.example.com/proxy:1'),
+        ),
+        { namespace: HOME },
+      );
+      const verdict = p.verdicts.find((v) => v.template === long)!;
+      assert.equal(verdict.compiles, false);
+      assert.match(
+        verdict.detail,
+        /^\/metadata\/name: its objects would be named sidecar-injector-a+-namespace \(257 characters\), and the apiserver accepts only DNS-1123 subdomains of at most 253/,
+      );
+      for (const o of objs(p)) assert.ok((o['metadata'].name as string).length <= 253, o['metadata'].name);
+      assert.ok(names(p).includes('MutatingAdmissionPolicy/sidecar-injector-proxy'));
+    });
+
+    it("what a template's compile throws otherwise makes that template alone not compiled", () => {
+      const set = setOf(sct(HOME, 'proxy', 'registry.example.com/proxy:1'), sct(HOME, 'agent', 'registry.example.com/agent:1'));
+      // A fault the verdict does not foresee: the mutating policy reading a field that throws.
+      Object.defineProperty(set.templates.get('agent')!, 'version', {
+        get: () => {
+          throw new Error('boom');
+        },
+      });
+      const p = compilePolicies(set, { namespace: HOME });
+      assert.deepEqual(
+        p.verdicts.map((v) => [v.template, v.compiles, v.detail, v.error?.message]),
+        [
+          ['agent', false, 'boom', 'template "agent" does not compile to a policy: boom'],
+          ['proxy', true, 'sidecar-injector-proxy', undefined],
+        ],
+      );
+      assert.ok(names(p).includes('MutatingAdmissionPolicy/sidecar-injector-proxy'));
+    });
+
+    it("a namespace's view that throws compiles to nothing, its objects left as they are; the other views compile", () => {
+      const set = setOf(
+        sct(HOME, 'proxy', 'registry.example.com/proxy:1'),
+        sct('team-a', 'log', 'registry.example.com/log:1'),
+        sct('team-b', 'log', 'registry.example.com/log:1'),
+      );
+      // Read by the view's context, which every template's policy of the view shares.
+      Object.defineProperty(set.namespaces!.get('team-a')!.templates.get('log')!, 'placement', {
+        get: () => {
+          throw new Error('boom');
+        },
+      });
+      const p = compilePolicies(set, { namespace: HOME });
+      assert.deepEqual(p.unsynced, ['team-a']);
+      assert.ok(!names(p).some((n) => n.includes('.team-a')));
+      for (const name of ['sidecar-injector-proxy', 'sidecar-injector-log.team-b', 'sidecar-injector-validate']) assert.ok(byName(p, name) !== undefined, name);
+      assert.deepEqual(
+        p.verdicts.filter((v) => !v.compiles).map((v) => [v.namespace, v.template, v.detail]),
+        [['team-a', 'log', 'its view (namespace team-a) does not compile: boom']],
+      );
+    });
+  });
 });

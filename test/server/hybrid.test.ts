@@ -75,6 +75,8 @@ describe('serve --mode hybrid', () => {
     );
     running = await serve(config, createLogger('silent'));
     await eventually(async () => (await fetch(`http://127.0.0.1:${running.healthPort}/readyz`)).status === 200, 'ready after the first sync');
+    // Ready once the first sync has finished; this one completes (its validating policy is the last object applied).
+    await eventually(async () => api.policy('ValidatingAdmissionPolicyBinding', 'sidecar-injector-validate-pod') !== undefined, 'the first sync applied');
   });
   after(async () => {
     await running?.close();
@@ -180,5 +182,70 @@ describe('serve --mode hybrid', () => {
       init.value.map((c: any) => c.name),
       ['proxy'],
     );
+  });
+});
+
+describe('serve --mode hybrid: readiness', () => {
+  it('is ready once the first sync has finished, even failed, and the webhook then injects every template itself', async () => {
+    const api = await startFakeApiServer();
+    // RBAC without the policy kinds: no sync can complete.
+    api.grantOnly((_method, path) => !path.includes('admissionpolicies'));
+    const dir = await mkdtemp(join(tmpdir(), 'hybrid-ready-'));
+    let running: Running | undefined;
+    try {
+      const authority = await createCA('hybrid-ready-ca', 1);
+      const serving = await issueServingCert(authority, { dnsNames: [SERVICE_DNS], ipAddresses: ['127.0.0.1'], validityDays: 1 });
+      await writeFile(join(dir, 'tls.crt'), serving.certPem);
+      await writeFile(join(dir, 'tls.key'), serving.keyPem);
+      await writeFile(join(dir, 'ca.crt'), authority.certPem);
+      const config = serveConfig(
+        [
+          '--mode',
+          'hybrid',
+          '--port',
+          '0',
+          '--health-port',
+          '0',
+          '--host',
+          '127.0.0.1',
+          '--cert-dir',
+          dir,
+          '--templates-dir',
+          'templates',
+          '--kubeconfig',
+          api.kubeconfig,
+          '--namespace',
+          'sidecar-injector',
+        ],
+        {},
+      );
+      running = await serve(config, createLogger('silent'));
+      const health = `http://127.0.0.1:${running.healthPort}`;
+      const failures = async (): Promise<number> => {
+        const line = (await (await fetch(`${health}/metrics`)).text())
+          .split('\n')
+          .find((l) => l.startsWith('sidecar_injector_policy_sync_failures_total{reason="forbidden"}'));
+        return line === undefined ? 0 : Number(line.split(' ')[1]);
+      };
+      await eventually(async () => (await failures()) >= 1, 'the first sync failed');
+      await eventually(async () => (await fetch(`${health}/readyz`)).status === 200, 'ready after the failed first sync');
+      assert.equal(api.policies('MutatingAdmissionPolicy').length, 0);
+      const res = await httpsRequest(
+        `https://127.0.0.1:${running.port}/mutate`,
+        JSON.stringify(podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': 'proxy' } }), { namespace: 'shop' })),
+        {
+          ca: authority.certPem,
+        },
+      );
+      const added = decodePatch(res.json().response).filter((op: any) => op.op === 'add' && /^\/spec\/(init)?[cC]ontainers/.test(op.path));
+      assert.ok(
+        added.some((op: any) => op.value.name === 'proxy' || JSON.stringify(op.value).includes('"name":"proxy"')),
+        JSON.stringify(added),
+      );
+    } finally {
+      await running?.close();
+      await api.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
