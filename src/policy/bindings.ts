@@ -1,3 +1,4 @@
+import type { PodLimits } from '../admission/pod.js';
 import { Keys } from '../inject/keys.js';
 import type { LabelSelector } from '../kube/types.js';
 
@@ -39,6 +40,8 @@ export interface PolicyOptions {
    * do not refuse a pod for selecting one that does not (the webhook injects it, and /validate checks it).
    */
   readonly hybrid?: boolean;
+  /** The webhook's --max-* limits the policies bound the pod by (bounds.ts); default: the flags' defaults. */
+  readonly limits?: PodLimits;
 }
 
 /**

@@ -2,8 +2,8 @@ import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { bindings, enforcesRequired, Names, policyName, requiredBinding, type PolicyOptions, type Scope } from './bindings.js';
 import { mutatingPolicy } from './mutation.js';
-import { contextOf } from './selection.js';
-import { requiredPolicy, validatingPolicy } from './validation.js';
+import { contextOf, OPTED_IN, OPTED_IN_BY_BINDINGS, requiredHere } from './selection.js';
+import { boundsPolicy, requiredPolicy, validatingPolicy } from './validation.js';
 
 export { POLICY_API, PolicyApi, PolicyLabels, policyName, type PolicyOptions } from './bindings.js';
 
@@ -56,7 +56,7 @@ export function policyVerdict(t: CompiledTemplate, namespace?: string, revision?
 }
 
 /** The names the validating policies take after the prefix, which no template's policy may take. */
-const Validating = { set: 'validate', required: 'validate-required' } as const;
+const Validating = { set: 'validate', required: 'validate-required', bounds: 'validate-bounds' } as const;
 const VALIDATING_NAMES: readonly string[] = Object.values(Validating);
 
 /**
@@ -112,5 +112,18 @@ function compileView(set: TemplateSet, scope: Scope, options: PolicyOptions): Po
     enforcesRequired(options) && !('namespace' in scope) ? requiredPolicy(set.required ?? [], compiled, names.policy(Validating.required), names) : undefined;
   if (held !== undefined)
     objects.push(held, requiredBinding('ValidatingAdmissionPolicyBinding', names.policy(Validating.required), undefined, { except: [] }, names, 'all'));
+  objects.push(...boundsObjects(names, held === undefined ? undefined : requiredHere(context)));
   return { objects, verdicts };
+}
+
+/**
+ * The bounds policy and its bindings: those of the validating policy, or, where required templates
+ * are held on every pod, one binding to every pod and the condition that the pod is opted in or
+ * in a namespace where a template is required (the pods a policy may change).
+ */
+function boundsObjects(names: Names, required: string | undefined): Record<string, unknown>[] {
+  const name = names.policy(Validating.bounds);
+  if (required === undefined) return [boundsPolicy(name, names, OPTED_IN), ...bindings('ValidatingAdmissionPolicyBinding', name, names.scope, names)];
+  const changed = `(${OPTED_IN_BY_BINDINGS} && (${OPTED_IN})) || size(${required}) > 0`;
+  return [boundsPolicy(name, names, changed), requiredBinding('ValidatingAdmissionPolicyBinding', name, undefined, { except: [] }, names, 'all')];
 }

@@ -4,6 +4,7 @@ import { overrideKey } from '../templates/override-keys.js';
 import { QUANTITY_PATTERN } from '../templates/schema.js';
 import { NativeSidecar, type CompiledTemplate } from '../templates/template.js';
 import { enforcesRequired, matchConstraints, POLICY_API, type Names } from './bindings.js';
+import { boundsValidations, withinBounds } from './bounds.js';
 import { celString } from './cel.js';
 import type { QuantityOverride } from './mutation.js';
 import { celList, IN_JOB, OPTED_IN, REQUESTED, requiredIn, selectedExpr, type SetContext } from './selection.js';
@@ -49,7 +50,10 @@ export function validatingPolicy(
     spec: {
       failurePolicy: 'Fail',
       matchConstraints: matchConstraints(names.options),
-      matchConditions: [{ name: 'opted-in', expression: OPTED_IN }],
+      matchConditions: [
+        { name: 'opted-in', expression: OPTED_IN },
+        { name: 'within-bounds', expression: withinBounds(names.options.limits) },
+      ],
       variables: [
         { name: 'requested', expression: REQUESTED },
         { name: 'selected', expression: selectedExpr(context) },
@@ -158,8 +162,29 @@ export function requiredPolicy(
     spec: {
       failurePolicy: 'Fail',
       matchConstraints: matchConstraints(names.options),
+      matchConditions: [{ name: 'within-bounds', expression: withinBounds(names.options.limits) }],
       variables: [{ name: 'inJob', expression: IN_JOB }],
       validations,
+    },
+  };
+}
+
+/**
+ * The counterpart of the webhook's refusal of a pod over its limits (POD_OVER_LIMIT): a pod over a
+ * bound (bounds.ts) is left alone by every other policy, and refused here with one line. Bound as
+ * the policies that could change the pod are: `matchCondition` says which of the pods its bindings
+ * take are those (opted in, or in a namespace where a template is required).
+ */
+export function boundsPolicy(policy: string, names: Names, matchCondition: string): Record<string, unknown> {
+  return {
+    apiVersion: POLICY_API,
+    kind: 'ValidatingAdmissionPolicy',
+    metadata: names.metadata(policy),
+    spec: {
+      failurePolicy: 'Fail',
+      matchConstraints: matchConstraints(names.options),
+      matchConditions: [{ name: 'may-be-changed', expression: matchCondition }],
+      validations: boundsValidations(names.options.limits),
     },
   };
 }
