@@ -119,11 +119,11 @@ function compileView(set: TemplateSet, scope: Scope, options: PolicyOptions): Po
 /**
  * The bounds policy and its bindings: those of the validating policy, or, where required templates
  * are held on every pod, one binding to every pod and the condition that the pod is opted in or
- * in a namespace where a template is required (the pods a policy may change).
+ * in a namespace where a template is required (the pods a policy may change; boundsPolicy).
  */
 function boundsObjects(names: Names, required: string | undefined): Record<string, unknown>[] {
   const name = names.policy(Validating.bounds);
-  if (required === undefined) return [boundsPolicy(name, names, OPTED_IN), ...bindings('ValidatingAdmissionPolicyBinding', name, names.scope, names)];
-  const changed = `(${OPTED_IN_BY_BINDINGS} && (${OPTED_IN})) || size(${required}) > 0`;
+  if (required === undefined) return [boundsPolicy(name, names), ...bindings('ValidatingAdmissionPolicyBinding', name, names.scope, names)];
+  const changed = `size(${required}) > 0 || (${OPTED_IN_BY_BINDINGS} && (${OPTED_IN}))`;
   return [boundsPolicy(name, names, changed), requiredBinding('ValidatingAdmissionPolicyBinding', name, undefined, { except: [] }, names, 'all')];
 }

@@ -172,10 +172,13 @@ export function requiredPolicy(
 /**
  * The counterpart of the webhook's refusal of a pod over its limits (POD_OVER_LIMIT): a pod over a
  * bound (bounds.ts) is left alone by every other policy, and refused here with one line. Bound as
- * the policies that could change the pod are: `matchCondition` says which of the pods its bindings
- * take are those (opted in, or in a namespace where a template is required).
+ * the policies that could change the pod are: by the validating policy's bindings (matchConditions
+ * take the opted-in pods), or, where `changed` is given (bound to every pod), for the pods it holds
+ * for: a matchCondition cannot say so, as the apiserver gives matchConditions no namespaceObject
+ * (webhook/matchconditions/matcher.go passes none), and the bindings' opt-in reads the namespace.
  */
-export function boundsPolicy(policy: string, names: Names, matchCondition: string): Record<string, unknown> {
+export function boundsPolicy(policy: string, names: Names, changed?: string): Record<string, unknown> {
+  const validations = boundsValidations(names.options.limits);
   return {
     apiVersion: POLICY_API,
     kind: 'ValidatingAdmissionPolicy',
@@ -183,8 +186,12 @@ export function boundsPolicy(policy: string, names: Names, matchCondition: strin
     spec: {
       failurePolicy: 'Fail',
       matchConstraints: matchConstraints(names.options),
-      matchConditions: [{ name: 'may-be-changed', expression: matchCondition }],
-      validations: boundsValidations(names.options.limits),
+      ...(changed === undefined
+        ? { matchConditions: [{ name: 'opted-in', expression: OPTED_IN }], validations }
+        : {
+            variables: [{ name: 'changed', expression: changed }],
+            validations: validations.map((v) => ({ ...v, expression: `!variables.changed || (${String(v['expression'])})` })),
+          }),
     },
   };
 }
