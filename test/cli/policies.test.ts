@@ -105,9 +105,9 @@ describe('policies --templates-source cluster (the API stand-in serves SidecarTe
       [
         'MutatingAdmissionPolicy/sidecar-injector-proxy',
         'ValidatingAdmissionPolicy/sidecar-injector-validate',
-        'MutatingAdmissionPolicy/sidecar-injector-mesh.team-a',
-        'MutatingAdmissionPolicy/sidecar-injector-proxy.team-a',
-        'ValidatingAdmissionPolicy/sidecar-injector-validate.team-a',
+        'MutatingAdmissionPolicy/sidecar-injector.ns.team-a.mesh',
+        'MutatingAdmissionPolicy/sidecar-injector.ns.team-a.proxy',
+        'ValidatingAdmissionPolicy/sidecar-injector.ns.team-a.validate',
       ],
     );
   });
@@ -120,9 +120,9 @@ describe('policies --templates-source cluster (the API stand-in serves SidecarTe
     assert.deepEqual(
       items.filter((o) => !o.kind.includes('Binding')).map((o) => `${o.apiVersion} ${o.kind}/${o.metadata.name}`),
       [
-        'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy/sidecar-injector-mesh.team-a-canary',
-        'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy/sidecar-injector-proxy.team-a-canary',
-        'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy/sidecar-injector-validate.team-a-canary',
+        'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.mesh',
+        'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.proxy',
+        'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.validate',
       ],
     );
     const lists = api.calls.slice(seen).filter((c) => c.path.includes('sidecartemplates'));
@@ -138,7 +138,7 @@ describe('policies --templates-source cluster (the API stand-in serves SidecarTe
     assert.equal(r.code, 1, 'team-a/broken is an error');
     assert.match(
       r.out,
-      /\npolicy: template "proxy": MutatingAdmissionPolicy sidecar-injector-proxy\npolicy: template "mesh" of namespace team-a: MutatingAdmissionPolicy sidecar-injector-mesh.team-a\n$/,
+      /\npolicy: template "proxy": MutatingAdmissionPolicy sidecar-injector-proxy\npolicy: template "mesh" of namespace team-a: MutatingAdmissionPolicy sidecar-injector.ns.team-a.mesh\n$/,
     );
     const teamA = await cli(['lint', ...kube, '--policies', '-n', 'team-a', '-o', 'json']);
     assert.deepEqual(

@@ -228,14 +228,14 @@ describe('serve --mode policy', () => {
     api.applyTemplate(sct('team-a', 'tuned', 'registry.example.com/tuned:1.0', { overrides: ['cpu'] }));
     const server = track(await startPolicies(api, 'templates', ['--templates-source', 'cluster']));
     await eventually(async () => (await ready(server)) === 200, 'listed and synced');
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-agent.team-a', 'sidecar-injector-mesh', 'sidecar-injector-mesh.team-a']);
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector.ns.team-a.agent', 'sidecar-injector-mesh', 'sidecar-injector.ns.team-a.mesh']);
     const condition = (namespace: string, name: string): any => api.template(namespace, name)?.status?.conditions?.find((c: any) => c.type === 'Policy');
     await eventually(async () => condition('team-a', 'tuned') !== undefined, 'the conditions written');
     assert.deepEqual(
       [condition(HOME, 'mesh'), condition('team-a', 'agent')].map((c) => [c.status, c.reason, c.message]),
       [
         ['True', 'Compiled', 'injected by MutatingAdmissionPolicy sidecar-injector-mesh'],
-        ['True', 'Compiled', 'injected by MutatingAdmissionPolicy sidecar-injector-agent.team-a'],
+        ['True', 'Compiled', 'injected by MutatingAdmissionPolicy sidecar-injector.ns.team-a.agent'],
       ],
     );
     const tuned = condition('team-a', 'tuned');
@@ -245,7 +245,7 @@ describe('serve --mode policy', () => {
     assert.equal(api.template('team-a', 'tuned').status.conditions.find((c: any) => c.type === 'Loaded').status, 'True');
 
     api.deleteTemplate('team-a', 'agent');
-    await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector-agent.team-a') === undefined, 'pruned');
+    await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector.ns.team-a.agent') === undefined, 'pruned');
     assert.ok(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-mesh'), 'the cluster-wide policy stays');
   });
 
