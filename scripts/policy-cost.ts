@@ -52,7 +52,11 @@ const manyNames = (n: number) => ({
   spec: { containers: [{ name: 'app', image: 'registry.example/app:1.0' }] },
 });
 /** One container over --max-containers: the webhook refuses it (POD_OVER_LIMIT), the policies' bounds too. */
-const overContainers = { ...wide, metadata: { name: 'over-containers', namespace: NAMESPACE }, spec: { containers: wide.spec.containers.concat([{ ...wide.spec.containers[0]!, name: 'app-250' }]), volumes: wide.spec.volumes } };
+const overContainers = {
+  ...wide,
+  metadata: { name: 'over-containers', namespace: NAMESPACE },
+  spec: { containers: wide.spec.containers.concat([{ ...wide.spec.containers[0]!, name: 'app-250' }]), volumes: wide.spec.volumes },
+};
 const samples = [
   { label: 'typical pod (examples/deployment.yaml)', manifest: typical },
   { label: `largest corpus pod (${largest.file})`, manifest: largest.object },
@@ -99,7 +103,15 @@ for (const sample of samples) {
   const both = await injected(view(templates));
   const refused = typeof both === 'string';
   if (refused) console.error(`${sample.label}: the webhook refuses it (${both}); the validating policy runs on it without sidecars`);
-  const why = refused ? (both.includes('--max-json-keys') ? '--max-json-keys' : both.includes('--max-containers') ? '--max-containers' : both.includes('unknown sidecar template') ? 'TEMPLATE_UNKNOWN' : both) : '';
+  const why = refused
+    ? both.includes('--max-json-keys')
+      ? '--max-json-keys'
+      : both.includes('--max-containers')
+        ? '--max-containers'
+        : both.includes('unknown sidecar template')
+          ? 'TEMPLATE_UNKNOWN'
+          : both
+    : '';
   const report = await measureCost(found.binary, objects, [...pods, refused ? pods[0]! : both], { namespace: NAMESPACE });
   for (const p of report.policies) {
     // Each MutatingAdmissionPolicy on the pod that selects its template; the validating policy on the injected pod.

@@ -250,15 +250,29 @@ describe('compilePolicies', () => {
     assert.ok(byDefault.includes('MutatingAdmissionPolicy/sidecar-injector-x-canary'));
     assert.ok(byCanary.includes('MutatingAdmissionPolicy/sidecar-injector.rev.canary.x'));
     // A cluster-wide template x.team-a, and namespace team-a's own template x.
-    const views = all(compilePolicies(setOf(sct(HOME, 'x.team-a', 'registry.example.com/x:1', { containers: [{ name: 'x', image: 'registry.example.com/x:1' }] }), sct('team-a', 'x', 'registry.example.com/x:1')), { namespace: HOME }));
+    const views = all(
+      compilePolicies(
+        setOf(
+          sct(HOME, 'x.team-a', 'registry.example.com/x:1', { containers: [{ name: 'x', image: 'registry.example.com/x:1' }] }),
+          sct('team-a', 'x', 'registry.example.com/x:1'),
+        ),
+        { namespace: HOME },
+      ),
+    );
     assert.ok(views.includes('MutatingAdmissionPolicy/sidecar-injector-x.team-a'));
     assert.ok(views.includes('MutatingAdmissionPolicy/sidecar-injector.ns.team-a.x'));
     // Revision canary's view of namespace team-a, and revision canary's cluster-wide template team-a.x.
     const revViews = all(
-      compilePolicies(setOf(sct(HOME, 'team-a.x', 'registry.example.com/x:1', { containers: [{ name: 'x', image: 'registry.example.com/x:1' }] }), sct('team-a', 'x', 'registry.example.com/x:1')), {
-        namespace: HOME,
-        revision: 'canary',
-      }),
+      compilePolicies(
+        setOf(
+          sct(HOME, 'team-a.x', 'registry.example.com/x:1', { containers: [{ name: 'x', image: 'registry.example.com/x:1' }] }),
+          sct('team-a', 'x', 'registry.example.com/x:1'),
+        ),
+        {
+          namespace: HOME,
+          revision: 'canary',
+        },
+      ),
     );
     assert.ok(revViews.includes('MutatingAdmissionPolicy/sidecar-injector.rev.canary.team-a.x'));
     assert.ok(revViews.includes('MutatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.x'));

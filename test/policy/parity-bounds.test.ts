@@ -27,7 +27,7 @@ describe('policy mode refuses a pod over the bounds as webhook mode does (kubead
   after(async () => modes?.close());
   const optedIn = (annotations: Obj = {}): Obj => scenarioOf('shop', { [INJECT]: 'true' }, annotations);
 
-  it('refuses a pod of --max-containers + 1 containers, and one with --max-env-per-container + 1 env vars, with the webhook\'s message', async () => {
+  it("refuses a pod of --max-containers + 1 containers, and one with --max-env-per-container + 1 env vars, with the webhook's message", async () => {
     const cases: [string, Obj, string][] = [
       [
         '251 containers',
@@ -82,7 +82,7 @@ describe('policy mode refuses a pod over the bounds where a template is required
   });
   after(async () => modes?.close());
 
-  it('refuses a pod of a required namespace that did not opt in, with the webhook\'s message', async () => {
+  it("refuses a pod of a required namespace that did not opt in, with the webhook's message", async () => {
     const scenario = wide(scenarioOf('team-b', {}, {}, REQUIRED), 251);
     const [webhook, policy] = await Promise.all([admit(modes, modes.webhooks, scenario), admit(modes, modes.policies, scenario)]);
     const message = 'the pod has 251 containers (containers, initContainers and ephemeralContainers together), over the limit of 250 (--max-containers)';
