@@ -1,4 +1,4 @@
-import type { PodLimits } from '../admission/pod.js';
+import type { PodLimits } from './bounds.js';
 import { Keys } from '../inject/keys.js';
 import type { LabelSelector } from '../kube/types.js';
 

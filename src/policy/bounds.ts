@@ -1,4 +1,3 @@
-import { DefaultPodLimits, type PodLimits } from '../admission/pod.js';
 import { Options } from '../config/config.js';
 import { ErrorCodes } from '../errors.js';
 import { Keys } from '../inject/keys.js';
@@ -16,6 +15,22 @@ import { celString } from './cel.js';
  * selection of real templates. test/policy/cost.test.ts holds the cost O(1) on the pods over them,
  * test/policy/parity-bounds.test.ts the refusal through the apiserver's plugins.
  */
+
+/** The webhook's --max-* limits the policies mirror (the webhook's PodLimits has these fields). */
+export interface PodLimits {
+  readonly containers: number;
+  readonly envPerContainer: number;
+  readonly mountsPerContainer: number;
+  readonly volumes: number;
+}
+
+/** The flags' defaults. */
+export const DefaultPodLimits: PodLimits = Object.freeze({
+  containers: Options.maxContainers.schema.default,
+  envPerContainer: Options.maxEnvPerContainer.schema.default,
+  mountsPerContainer: Options.maxMountsPerContainer.schema.default,
+  volumes: Options.maxVolumes.schema.default,
+});
 
 /** The policies' own bounds, where the webhook has none. */
 export const PolicyBounds = {

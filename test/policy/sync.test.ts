@@ -120,7 +120,7 @@ describe('serve --mode policy', () => {
     const synced = server.logs().find((l) => l.msg === 'policies synced');
     assert.deepEqual(
       { compiled: synced.compiled, refused: synced.refused, applied: synced.applied, pruned: synced.pruned },
-      { compiled: 2, refused: 0, applied: 9, pruned: 0 },
+      { compiled: 2, refused: 0, applied: 12, pruned: 0 },
     );
     assert.equal(await metric(server, 'sidecar_injector_policies{state="compiled"}'), 2);
   });
@@ -228,7 +228,7 @@ describe('serve --mode policy', () => {
     api.applyTemplate(sct('team-a', 'tuned', 'registry.example.com/tuned:1.0', { overrides: ['cpu'] }));
     const server = track(await startPolicies(api, 'templates', ['--templates-source', 'cluster']));
     await eventually(async () => (await ready(server)) === 200, 'listed and synced');
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector.ns.team-a.agent', 'sidecar-injector-mesh', 'sidecar-injector.ns.team-a.mesh']);
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-mesh', 'sidecar-injector.ns.team-a.agent', 'sidecar-injector.ns.team-a.mesh']);
     const condition = (namespace: string, name: string): any => api.template(namespace, name)?.status?.conditions?.find((c: any) => c.type === 'Policy');
     await eventually(async () => condition('team-a', 'tuned') !== undefined, 'the conditions written');
     assert.deepEqual(
