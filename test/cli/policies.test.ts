@@ -23,6 +23,9 @@ describe('policies and lint --policies', () => {
       'ValidatingAdmissionPolicy/sidecar-injector-validate',
       'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-pod',
       'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-namespace',
+      'ValidatingAdmissionPolicy/sidecar-injector-validate-bounds',
+      'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-bounds-pod',
+      'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-bounds-namespace',
     ]);
   });
 
@@ -30,7 +33,7 @@ describe('policies and lint --policies', () => {
     const r = await cli(['policies', 'templates', '--templates-namespace', 'platform']);
     assert.equal(r.code, 0, r.err);
     assert.match(r.out, /values:\n\s+- kube-system\n\s+- kube-public\n\s+- kube-node-lease\n\s+- platform\n/);
-    assert.equal(r.out.split('---\n').map((d) => parse(d) as { kind: string }).length, 9);
+    assert.equal(r.out.split('---\n').map((d) => parse(d) as { kind: string }).length, 12);
   });
 
   it('names each template that does not compile with the reason, and exits 1: the webhook must inject it', async () => {
@@ -76,6 +79,8 @@ describe('policies and lint --policies', () => {
       'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-namespace',
       'ValidatingAdmissionPolicy/sidecar-injector-validate-required',
       'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-required-all',
+      'ValidatingAdmissionPolicy/sidecar-injector-validate-bounds',
+      'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-bounds-all',
     ]);
   });
 });
@@ -105,9 +110,11 @@ describe('policies --templates-source cluster (the API stand-in serves SidecarTe
       [
         'MutatingAdmissionPolicy/sidecar-injector-proxy',
         'ValidatingAdmissionPolicy/sidecar-injector-validate',
+        'ValidatingAdmissionPolicy/sidecar-injector-validate-bounds',
         'MutatingAdmissionPolicy/sidecar-injector.ns.team-a.mesh',
         'MutatingAdmissionPolicy/sidecar-injector.ns.team-a.proxy',
         'ValidatingAdmissionPolicy/sidecar-injector.ns.team-a.validate',
+        'ValidatingAdmissionPolicy/sidecar-injector.ns.team-a.validate-bounds',
       ],
     );
   });
@@ -123,6 +130,7 @@ describe('policies --templates-source cluster (the API stand-in serves SidecarTe
         'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.mesh',
         'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.proxy',
         'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.validate',
+        'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.validate-bounds',
       ],
     );
     const lists = api.calls.slice(seen).filter((c) => c.path.includes('sidecartemplates'));
