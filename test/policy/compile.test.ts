@@ -247,8 +247,8 @@ describe('compilePolicies', () => {
     // The default install's template x-canary, and revision canary's template x.
     const byDefault = all(compilePolicies(setOf(sct(HOME, 'x-canary', 'registry.example.com/x:1')), { namespace: HOME }));
     const byCanary = all(compilePolicies(setOf(sct(HOME, 'x', 'registry.example.com/x:1')), { namespace: HOME, revision: 'canary' }));
-    assert.ok(byDefault.includes('MutatingAdmissionPolicy/sidecar-injector-x-canary'));
-    assert.ok(byCanary.includes('MutatingAdmissionPolicy/sidecar-injector.rev.canary.x'));
+    assert.ok(byDefault.includes('MutatingAdmissionPolicy/sidecar-injector-x-canary'), byDefault.join(' '));
+    assert.ok(byCanary.includes('MutatingAdmissionPolicy/sidecar-injector.rev.canary.x'), byCanary.join(' '));
     // A cluster-wide template x.team-a, and namespace team-a's own template x.
     const views = all(
       compilePolicies(
@@ -259,8 +259,8 @@ describe('compilePolicies', () => {
         { namespace: HOME },
       ),
     );
-    assert.ok(views.includes('MutatingAdmissionPolicy/sidecar-injector-x.team-a'));
-    assert.ok(views.includes('MutatingAdmissionPolicy/sidecar-injector.ns.team-a.x'));
+    assert.ok(views.includes('MutatingAdmissionPolicy/sidecar-injector-x.team-a'), views.join(' '));
+    assert.ok(views.includes('MutatingAdmissionPolicy/sidecar-injector.ns.team-a.x'), views.join(' '));
     // Revision canary's view of namespace team-a, and revision canary's cluster-wide template team-a.x.
     const revViews = all(
       compilePolicies(
@@ -274,8 +274,8 @@ describe('compilePolicies', () => {
         },
       ),
     );
-    assert.ok(revViews.includes('MutatingAdmissionPolicy/sidecar-injector.rev.canary.team-a.x'));
-    assert.ok(revViews.includes('MutatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.x'));
+    assert.ok(revViews.includes('MutatingAdmissionPolicy/sidecar-injector.rev.canary.team-a.x'), revViews.join(' '));
+    assert.ok(revViews.includes('MutatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.x'), revViews.join(' '));
     for (const [what, list] of [
       ['default x-canary against canary x', [...byDefault, ...byCanary]],
       ['cluster-wide x.team-a against team-a x', views],
