@@ -44,18 +44,26 @@ const wide = {
     volumes: Array.from({ length: 20 }, (_, j) => ({ name: `data-${j}`, emptyDir: {} })),
   },
 };
-/** A pod whose templates annotation names 5,000 templates (10 KB; annotations may hold 256 KiB): the webhook refuses it at once (TEMPLATE_UNKNOWN). */
-const manyNames = {
+/** A pod whose templates annotation names `n` unknown templates (10 KB at 5,000; annotations may hold 256 KiB): the webhook refuses it at once (TEMPLATE_UNKNOWN), the policies' bounds too. */
+const manyNames = (n: number) => ({
   apiVersion: 'v1',
   kind: 'Pod',
-  metadata: { name: 'many-names', namespace: NAMESPACE, annotations: { 'sidecar-injector.io/templates': `TEMPLATE${',x'.repeat(5000)}` } },
+  metadata: { name: 'many-names', namespace: NAMESPACE, annotations: { 'sidecar-injector.io/templates': `TEMPLATE${',x'.repeat(n)}` } },
   spec: { containers: [{ name: 'app', image: 'registry.example/app:1.0' }] },
+});
+/** One container over --max-containers: the webhook refuses it (POD_OVER_LIMIT), the policies' bounds too. */
+const overContainers = {
+  ...wide,
+  metadata: { name: 'over-containers', namespace: NAMESPACE },
+  spec: { containers: wide.spec.containers.concat([{ ...wide.spec.containers[0]!, name: 'app-250' }]), volumes: wide.spec.volumes },
 };
 const samples = [
   { label: 'typical pod (examples/deployment.yaml)', manifest: typical },
   { label: `largest corpus pod (${largest.file})`, manifest: largest.object },
   { label: 'a pod of 250 containers (--max-containers), 40 env and 20 mounts each', manifest: wide },
-  { label: 'a pod naming the template and 5,000 unknown ones (a 10 KB annotation)', manifest: manyNames, names: true },
+  { label: 'a pod of 251 containers (--max-containers + 1), 40 env and 20 mounts each', manifest: overContainers, over: true },
+  { label: 'a pod naming the template and 5,000 unknown ones (a 10 KB annotation)', manifest: manyNames(5_000), names: true, over: true },
+  { label: 'a pod naming the template and 20,000 unknown ones (a 40 KB annotation)', manifest: manyNames(20_000), names: true, over: true },
 ];
 
 /** The pod as the apiserver holds it after the policies (the `inject` command's output), or why the webhook refuses it. */
@@ -95,12 +103,22 @@ for (const sample of samples) {
   const both = await injected(view(templates));
   const refused = typeof both === 'string';
   if (refused) console.error(`${sample.label}: the webhook refuses it (${both}); the validating policy runs on it without sidecars`);
-  const why = refused ? (both.includes('--max-json-keys') ? '--max-json-keys' : both.includes('unknown sidecar template') ? 'TEMPLATE_UNKNOWN' : both) : '';
+  const why = refused
+    ? both.includes('--max-json-keys')
+      ? '--max-json-keys'
+      : both.includes('--max-containers')
+        ? '--max-containers'
+        : both.includes('unknown sidecar template')
+          ? 'TEMPLATE_UNKNOWN'
+          : both
+    : '';
   const report = await measureCost(found.binary, objects, [...pods, refused ? pods[0]! : both], { namespace: NAMESPACE });
   for (const p of report.policies) {
     // Each MutatingAdmissionPolicy on the pod that selects its template; the validating policy on the injected pod.
-    const i = p.kind === 'ValidatingAdmissionPolicy' ? pods.length : templates.findIndex((t) => p.name.endsWith(`-${t}`));
-    if (!p.pods[i]!.matched) throw new Error(`${p.name}: did not match ${sample.label}`);
+    const i = p.kind === 'ValidatingAdmissionPolicy' ? pods.length : templates.findIndex((t) => p.name === `sidecar-injector-${t}`);
+    // Over the bounds, the bounds policy alone goes past its matchConditions.
+    const bounds = p.name.endsWith('-validate-bounds');
+    if (p.pods[i]!.matched !== (bounds || !('over' in sample))) throw new Error(`${p.name}: matched ${p.pods[i]!.matched} on ${sample.label}`);
     rows.push({
       policy: `${p.kind} ${p.name}`,
       pod: refused && i === pods.length ? `${sample.label}, not injected: the webhook refuses it (${why})` : sample.label,
@@ -123,11 +141,11 @@ const table = [
   '| policy | pod (bytes as JSON) | charged for the pod, of 10,000,000 | its time here, ms | costliest expression alone, of 1,000,000 | estimated per expression over the Pod schema |',
   '| --- | --- | ---: | ---: | --- | --- |',
   ...rows.map((r) => {
-    const worst = worstExpression(r.cost, r.index)!;
+    const worst = worstExpression(r.cost, r.index) ?? { field: '-', cost: 0 };
     const pod = r.cost.pods[r.index]!;
     const charged =
       pod.error === undefined
-        ? fmt(pod.cost)
+        ? `${fmt(pod.cost)}${pod.matched ? '' : ' (matchConditions: left alone)'}`
         : `**over**: ${fmt(pod.cost)}, cancelled (${pod.error.includes('cost limit') ? 'per-expression limit' : pod.error})`;
     return `| ${r.policy} | ${r.pod} (${fmt(r.bytes)}) | ${charged} | ${pod.ms.toFixed(1)} | ${fmt(worst.cost)} (\`${worst.field}\`) | ${estimate(r.cost)} |`;
   }),

@@ -265,6 +265,8 @@ async function openPolicySync(config: Config, logger: Logger, metrics: Metrics):
         namespace: kube.namespace,
         hybrid,
         apiVersion: apiVersion === PolicyApi.v1beta1 ? PolicyApi.v1beta1 : PolicyApi.v1,
+        // The policies bound the pod by the limits the webhook refuses it by (src/policy/bounds.ts).
+        limits: reviewLimits(config).pod,
         ...(config.revision !== '' && { revision: config.revision }),
       }),
     install: config.revision === '' ? 'default' : config.revision,

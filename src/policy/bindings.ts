@@ -1,3 +1,4 @@
+import type { PodLimits } from './bounds.js';
 import { Keys } from '../inject/keys.js';
 import type { LabelSelector } from '../kube/types.js';
 
@@ -39,6 +40,8 @@ export interface PolicyOptions {
    * do not refuse a pod for selecting one that does not (the webhook injects it, and /validate checks it).
    */
   readonly hybrid?: boolean;
+  /** The webhook's --max-* limits the policies bound the pod by (bounds.ts); default: the flags' defaults. */
+  readonly limits?: PodLimits;
 }
 
 /**
@@ -56,9 +59,18 @@ export function enforcesRequired(options: PolicyOptions): boolean {
   return options.revision === undefined;
 }
 
-/** A policy's name: `sidecar-injector-<template>`, `.<namespace>` for a namespace's view, `-<revision>` for a revision. */
+/**
+ * A policy's name: `sidecar-injector-<template>` for the default install's cluster-wide set;
+ * otherwise `sidecar-injector.<kind>.<revision and/or namespace>.<template>`, kind `ns`, `rev` or
+ * `rev-ns`. A template name is a DNS subdomain (it may hold `-` and `.`), a revision and a
+ * namespace are DNS labels (no `.`): the kind fixes how many labels precede the template, so no two
+ * (template, namespace, revision) share a name, and none of these shares the default's
+ * `sidecar-injector-` (test/policy/compile.test.ts 'names').
+ */
 export function policyName(template: string, namespace?: string, revision?: string): string {
-  return `${PREFIX}-${template}${namespace === undefined ? '' : `.${namespace}`}${revision === undefined ? '' : `-${revision}`}`;
+  if (namespace === undefined && revision === undefined) return `${PREFIX}-${template}`;
+  const kind = revision === undefined ? 'ns' : namespace === undefined ? 'rev' : 'rev-ns';
+  return [PREFIX, kind, ...(revision === undefined ? [] : [revision]), ...(namespace === undefined ? [] : [namespace]), template].join('.');
 }
 
 /** The names, metadata and API versions of one view's objects. */

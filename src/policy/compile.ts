@@ -6,8 +6,8 @@ import type { CompiledTemplate } from '../templates/template.js';
 import { bindings, enforcesRequired, Names, policyName, requiredBinding, type PolicyOptions, type Scope } from './bindings.js';
 import { celObject, Definition, placeholderCel } from './cel.js';
 import { mutatingPolicy } from './mutation.js';
-import { contextOf, type SetContext } from './selection.js';
-import { requiredPolicy, validatingPolicy } from './validation.js';
+import { contextOf, OPTED_IN, OPTED_IN_BY_BINDINGS, requiredHere, type SetContext } from './selection.js';
+import { boundsPolicy, requiredPolicy, validatingPolicy } from './validation.js';
 
 export { POLICY_API, PolicyApi, PolicyLabels, policyName, type PolicyOptions } from './bindings.js';
 
@@ -134,7 +134,7 @@ function celFault(t: CompiledTemplate): string | undefined {
 }
 
 /** The names the validating policies take after the prefix, which no template's policy may take. */
-const Validating = { set: 'validate', required: 'validate-required' } as const;
+const Validating = { set: 'validate', required: 'validate-required', bounds: 'validate-bounds' } as const;
 const VALIDATING_NAMES: readonly string[] = Object.values(Validating);
 
 /**
@@ -206,6 +206,7 @@ function compileView(set: TemplateSet, scope: Scope, options: PolicyOptions): Po
     enforcesRequired(options) && !('namespace' in scope) ? requiredPolicy(set.required ?? [], compiled, names.policy(Validating.required), names) : undefined;
   if (held !== undefined)
     objects.push(held, requiredBinding('ValidatingAdmissionPolicyBinding', names.policy(Validating.required), undefined, { except: [] }, names, 'all'));
+  objects.push(...boundsObjects(names, held === undefined ? undefined : requiredHere(context)));
   return { objects, verdicts, unsynced: [] };
 }
 
@@ -241,4 +242,16 @@ function ofTemplate(obj: Record<string, unknown>, t: CompiledTemplate): Record<s
     ...(source !== undefined && Buffer.byteLength(source) <= MAX_SOURCE_BYTES && { [PolicyAnnotations.source]: source }),
   };
   return { ...obj, metadata: { ...metadata, annotations } };
+}
+
+/**
+ * The bounds policy and its bindings: those of the validating policy, or, where required templates
+ * are held on every pod, one binding to every pod and the condition that the pod is opted in or
+ * in a namespace where a template is required (the pods a policy may change; boundsPolicy).
+ */
+function boundsObjects(names: Names, required: string | undefined): Record<string, unknown>[] {
+  const name = names.policy(Validating.bounds);
+  if (required === undefined) return [boundsPolicy(name, names), ...bindings('ValidatingAdmissionPolicyBinding', name, names.scope, names)];
+  const changed = `size(${required}) > 0 || (${OPTED_IN_BY_BINDINGS} && (${OPTED_IN}))`;
+  return [boundsPolicy(name, names, changed), requiredBinding('ValidatingAdmissionPolicyBinding', name, undefined, { except: [] }, names, 'all')];
 }

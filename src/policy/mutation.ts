@@ -5,6 +5,7 @@ import { overrideKey } from '../templates/override-keys.js';
 import { QUANTITY_PATTERN } from '../templates/schema.js';
 import { NativeSidecar, SERVICE_ACCOUNT_TOKEN_PATH, type CompiledTemplate } from '../templates/template.js';
 import { enforcesRequired, matchConstraints, type Names } from './bindings.js';
+import { withinBounds } from './bounds.js';
 import { celObject, celString, Definition, placeholderCel } from './cel.js';
 import { celList, IN_JOB, OPTED_IN, OPTED_IN_BY_BINDINGS, requiredHere, requiredIn, selectedExpr, type SetContext } from './selection.js';
 
@@ -35,11 +36,16 @@ export function mutatingPolicy(t: CompiledTemplate, policy: string, context: Set
   const ops = (native: boolean): string => `(${patchGroups(t, native, context).join(' + ')})`;
   const patch = t.nativeMode === NativeSidecar.JobsOnly ? `(variables.inJob ? ${ops(true)} : ${ops(false)})` : ops(t.nativeMode === NativeSidecar.Always);
   const required = t.required !== undefined && enforcesRequired(names.options);
+  // Every condition runs (withinBounds says why): the one that iterates carries the bounds first.
+  const within = withinBounds(names.options.limits);
   const matchConditions = required
-    ? [{ name: 'required-here', expression: requiredIn(t.required?.namespaceSelector) }]
+    ? [
+        { name: 'required-here', expression: requiredIn(t.required?.namespaceSelector) },
+        { name: 'within-bounds', expression: within },
+      ]
     : [
         { name: 'opted-in', expression: OPTED_IN },
-        { name: 'selected', expression: `${name} in ${selectedExpr(context)}` },
+        { name: 'selected', expression: `${within} && ${name} in ${selectedExpr(context)}` },
       ];
   const selected = required
     ? [

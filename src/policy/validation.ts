@@ -4,6 +4,7 @@ import { overrideKey } from '../templates/override-keys.js';
 import { QUANTITY_PATTERN } from '../templates/schema.js';
 import { NativeSidecar, type CompiledTemplate } from '../templates/template.js';
 import { enforcesRequired, matchConstraints, POLICY_API, type Names } from './bindings.js';
+import { boundsValidations, withinBounds } from './bounds.js';
 import { celString } from './cel.js';
 import { renderedImage, repositoryOf, sameImageCel, sameRepositoryCel } from './image.js';
 import type { QuantityOverride } from './mutation.js';
@@ -50,7 +51,10 @@ export function validatingPolicy(
     spec: {
       failurePolicy: 'Fail',
       matchConstraints: matchConstraints(names.options),
-      matchConditions: [{ name: 'opted-in', expression: OPTED_IN }],
+      matchConditions: [
+        { name: 'opted-in', expression: OPTED_IN },
+        { name: 'within-bounds', expression: withinBounds(names.options.limits) },
+      ],
       variables: [
         { name: 'requested', expression: REQUESTED },
         { name: 'selected', expression: selectedExpr(context) },
@@ -160,8 +164,9 @@ export function requiredPolicy(
     spec: {
       failurePolicy: 'Fail',
       matchConstraints: matchConstraints(names.options, ['CREATE', 'UPDATE']),
-      // As the required validating webhook's: labels, annotations and finalizers are never evaluated.
-      matchConditions: [{ name: 'create-or-image-change', expression: CREATE_OR_IMAGE_CHANGE }],
+      // As the required validating webhook's: labels, annotations and finalizers are never evaluated;
+      // and, as every policy's, nothing of a pod over the bounds (bounds.ts) is walked.
+      matchConditions: [{ name: 'create-or-image-change', expression: `${withinBounds(names.options.limits)} && (${CREATE_OR_IMAGE_CHANGE})` }],
       variables: [{ name: 'inJob', expression: IN_JOB }],
       validations,
     },
@@ -252,5 +257,32 @@ function updateCheck(t: CompiledTemplate, here: string, why: string): Record<str
     expression: `request.operation != "UPDATE" || !${here} || (${sidecars.map(kept).join(' && ')})`,
     messageExpression: `${why} + ", and this update " + [${sidecars.map((s) => `${kept(s)} ? "" : ${change(s)}`).join(', ')}].filter(m, m != "")[0] + "; leave its image as the template injects it (the platform changes it by changing the template, for new pods)"`,
     reason: 'Forbidden',
+  };
+}
+
+/**
+ * The counterpart of the webhook's refusal of a pod over its limits (POD_OVER_LIMIT): a pod over a
+ * bound (bounds.ts) is left alone by every other policy, and refused here with one line. Bound as
+ * the policies that could change the pod are: by the validating policy's bindings (matchConditions
+ * take the opted-in pods), or, where `changed` is given (bound to every pod), for the pods it holds
+ * for: a matchCondition cannot say so, as the apiserver gives matchConditions no namespaceObject
+ * (webhook/matchconditions/matcher.go passes none), and the bindings' opt-in reads the namespace.
+ */
+export function boundsPolicy(policy: string, names: Names, changed?: string): Record<string, unknown> {
+  const validations = boundsValidations(names.options.limits);
+  return {
+    apiVersion: POLICY_API,
+    kind: 'ValidatingAdmissionPolicy',
+    metadata: names.metadata(policy),
+    spec: {
+      failurePolicy: 'Fail',
+      matchConstraints: matchConstraints(names.options),
+      ...(changed === undefined
+        ? { matchConditions: [{ name: 'opted-in', expression: OPTED_IN }], validations }
+        : {
+            variables: [{ name: 'changed', expression: changed }],
+            validations: validations.map((v) => ({ ...v, expression: `!variables.changed || (${String(v['expression'])})` })),
+          }),
+    },
   };
 }

@@ -23,6 +23,9 @@ describe('policies and lint --policies', () => {
       'ValidatingAdmissionPolicy/sidecar-injector-validate',
       'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-pod',
       'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-namespace',
+      'ValidatingAdmissionPolicy/sidecar-injector-validate-bounds',
+      'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-bounds-pod',
+      'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-bounds-namespace',
     ]);
   });
 
@@ -30,7 +33,7 @@ describe('policies and lint --policies', () => {
     const r = await cli(['policies', 'templates', '--templates-namespace', 'platform']);
     assert.equal(r.code, 0, r.err);
     assert.match(r.out, /values:\n\s+- kube-system\n\s+- kube-public\n\s+- kube-node-lease\n\s+- platform\n/);
-    assert.equal(r.out.split('---\n').map((d) => parse(d) as { kind: string }).length, 9);
+    assert.equal(r.out.split('---\n').map((d) => parse(d) as { kind: string }).length, 12);
   });
 
   it('names each template that does not compile with the reason, and exits 1: the webhook must inject it', async () => {
@@ -97,6 +100,8 @@ describe('policies and lint --policies', () => {
       'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-namespace',
       'ValidatingAdmissionPolicy/sidecar-injector-validate-required',
       'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-required-all',
+      'ValidatingAdmissionPolicy/sidecar-injector-validate-bounds',
+      'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-bounds-all',
     ]);
   });
 });
@@ -126,9 +131,11 @@ describe('policies --templates-source cluster (the API stand-in serves SidecarTe
       [
         'MutatingAdmissionPolicy/sidecar-injector-proxy',
         'ValidatingAdmissionPolicy/sidecar-injector-validate',
-        'MutatingAdmissionPolicy/sidecar-injector-mesh.team-a',
-        'MutatingAdmissionPolicy/sidecar-injector-proxy.team-a',
-        'ValidatingAdmissionPolicy/sidecar-injector-validate.team-a',
+        'ValidatingAdmissionPolicy/sidecar-injector-validate-bounds',
+        'MutatingAdmissionPolicy/sidecar-injector.ns.team-a.mesh',
+        'MutatingAdmissionPolicy/sidecar-injector.ns.team-a.proxy',
+        'ValidatingAdmissionPolicy/sidecar-injector.ns.team-a.validate',
+        'ValidatingAdmissionPolicy/sidecar-injector.ns.team-a.validate-bounds',
       ],
     );
   });
@@ -141,9 +148,10 @@ describe('policies --templates-source cluster (the API stand-in serves SidecarTe
     assert.deepEqual(
       items.filter((o) => !o.kind.includes('Binding')).map((o) => `${o.apiVersion} ${o.kind}/${o.metadata.name}`),
       [
-        'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy/sidecar-injector-mesh.team-a-canary',
-        'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy/sidecar-injector-proxy.team-a-canary',
-        'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy/sidecar-injector-validate.team-a-canary',
+        'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.mesh',
+        'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.proxy',
+        'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.validate',
+        'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.validate-bounds',
       ],
     );
     const lists = api.calls.slice(seen).filter((c) => c.path.includes('sidecartemplates'));
@@ -159,7 +167,7 @@ describe('policies --templates-source cluster (the API stand-in serves SidecarTe
     assert.equal(r.code, 1, 'team-a/broken is an error');
     assert.match(
       r.out,
-      /\npolicy: template "proxy": MutatingAdmissionPolicy sidecar-injector-proxy\npolicy: template "mesh" of namespace team-a: MutatingAdmissionPolicy sidecar-injector-mesh.team-a\n$/,
+      /\npolicy: template "proxy": MutatingAdmissionPolicy sidecar-injector-proxy\npolicy: template "mesh" of namespace team-a: MutatingAdmissionPolicy sidecar-injector.ns.team-a.mesh\n$/,
     );
     const teamA = await cli(['lint', ...kube, '--policies', '-n', 'team-a', '-o', 'json']);
     assert.deepEqual(

@@ -73,30 +73,33 @@ describe('compilePolicies', () => {
         'MutatingAdmissionPolicy/sidecar-injector-agent',
         'MutatingAdmissionPolicy/sidecar-injector-proxy',
         'ValidatingAdmissionPolicy/sidecar-injector-validate',
-        'MutatingAdmissionPolicy/sidecar-injector-agent.team-a',
-        'MutatingAdmissionPolicy/sidecar-injector-proxy.team-a',
-        'ValidatingAdmissionPolicy/sidecar-injector-validate.team-a',
-        'MutatingAdmissionPolicy/sidecar-injector-agent.team-b',
-        'MutatingAdmissionPolicy/sidecar-injector-log.team-b',
-        'MutatingAdmissionPolicy/sidecar-injector-proxy.team-b',
-        'ValidatingAdmissionPolicy/sidecar-injector-validate.team-b',
+        'ValidatingAdmissionPolicy/sidecar-injector-validate-bounds',
+        'MutatingAdmissionPolicy/sidecar-injector.ns.team-a.agent',
+        'MutatingAdmissionPolicy/sidecar-injector.ns.team-a.proxy',
+        'ValidatingAdmissionPolicy/sidecar-injector.ns.team-a.validate',
+        'ValidatingAdmissionPolicy/sidecar-injector.ns.team-a.validate-bounds',
+        'MutatingAdmissionPolicy/sidecar-injector.ns.team-b.agent',
+        'MutatingAdmissionPolicy/sidecar-injector.ns.team-b.log',
+        'MutatingAdmissionPolicy/sidecar-injector.ns.team-b.proxy',
+        'ValidatingAdmissionPolicy/sidecar-injector.ns.team-b.validate',
+        'ValidatingAdmissionPolicy/sidecar-injector.ns.team-b.validate-bounds',
       ],
     );
     const except = { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['team-a', 'team-b'] };
     assert.deepEqual(nsSelector(byName(p, 'sidecar-injector-proxy-pod')).at(-1), except);
     assert.deepEqual(nsSelector(byName(p, 'sidecar-injector-validate-namespace')).at(-1), except);
-    assert.deepEqual(nsSelector(byName(p, 'sidecar-injector-proxy.team-a-pod')).at(-1), {
+    assert.deepEqual(nsSelector(byName(p, 'sidecar-injector.ns.team-a.proxy-pod')).at(-1), {
       key: 'kubernetes.io/metadata.name',
       operator: 'In',
       values: ['team-a'],
     });
     // team-a's own proxy shadows the cluster-wide one there: its image, and team-a's defaults.
-    const teamA = JSON.stringify(byName(p, 'sidecar-injector-proxy.team-a'));
+    const teamA = JSON.stringify(byName(p, 'sidecar-injector.ns.team-a.proxy'));
     assert.match(teamA, /team-a-proxy:1/);
-    assert.doesNotMatch(JSON.stringify(byName(p, 'sidecar-injector-proxy.team-b')), /team-a-proxy/);
-    assert.equal(byName(p, 'sidecar-injector-proxy.team-a')['metadata'].labels['sidecar-injector.io/template-namespace'], 'team-a');
+    assert.doesNotMatch(JSON.stringify(byName(p, 'sidecar-injector.ns.team-b.proxy')), /team-a-proxy/);
+    assert.equal(byName(p, 'sidecar-injector.ns.team-a.proxy')['metadata'].labels['sidecar-injector.io/template-namespace'], 'team-a');
     // The validating policy of each view knows that view's templates.
-    assert.match(JSON.stringify(byName(p, 'sidecar-injector-validate.team-b')), /\\"agent\\", \\"log\\", \\"proxy\\"/);
+    assert.match(JSON.stringify(byName(p, 'sidecar-injector.ns.team-b.validate')), /\\"agent\\", \\"log\\", \\"proxy\\"/);
     assert.match(JSON.stringify(byName(p, 'sidecar-injector-validate')), /\\"agent\\", \\"proxy\\"\]/);
     // One verdict per object: the cluster-wide templates once, a namespace's own with its namespace.
     assert.deepEqual(
@@ -104,8 +107,8 @@ describe('compilePolicies', () => {
       [
         '/agent sidecar-injector-agent',
         '/proxy sidecar-injector-proxy',
-        'team-a/proxy sidecar-injector-proxy.team-a',
-        'team-b/log sidecar-injector-log.team-b',
+        'team-a/proxy sidecar-injector.ns.team-a.proxy',
+        'team-b/log sidecar-injector.ns.team-b.log',
       ],
     );
   });
@@ -121,11 +124,11 @@ describe('compilePolicies', () => {
     assert.deepEqual(
       names(p).filter((n) => n.includes('proxy')),
       [
-        'MutatingAdmissionPolicy/sidecar-injector-proxy-canary',
-        'MutatingAdmissionPolicyBinding/sidecar-injector-proxy-canary-pod',
-        'MutatingAdmissionPolicyBinding/sidecar-injector-proxy-canary-namespace',
-        'MutatingAdmissionPolicyBinding/sidecar-injector-proxy-canary-pod-ns-revision',
-        'MutatingAdmissionPolicyBinding/sidecar-injector-proxy-canary-namespace-ns-revision',
+        'MutatingAdmissionPolicy/sidecar-injector.rev.canary.proxy',
+        'MutatingAdmissionPolicyBinding/sidecar-injector.rev.canary.proxy-pod',
+        'MutatingAdmissionPolicyBinding/sidecar-injector.rev.canary.proxy-namespace',
+        'MutatingAdmissionPolicyBinding/sidecar-injector.rev.canary.proxy-pod-ns-revision',
+        'MutatingAdmissionPolicyBinding/sidecar-injector.rev.canary.proxy-namespace-ns-revision',
       ],
     );
     const selectors = (name: string): unknown => {
@@ -136,8 +139,8 @@ describe('compilePolicies', () => {
     const noRev = { key: 'sidecar-injector.io/rev', operator: 'DoesNotExist' };
     const podIn = { key: 'sidecar-injector.io/inject', operator: 'In', values: ['true'] };
     const nsNotIn = { key: 'sidecar-injector.io/inject', operator: 'NotIn', values: ['true'] };
-    assert.deepEqual(selectors('sidecar-injector-proxy-canary-pod'), [[podIn, rev], [nsNotIn]]);
-    assert.deepEqual(selectors('sidecar-injector-proxy-canary-pod-ns-revision'), [
+    assert.deepEqual(selectors('sidecar-injector.rev.canary.proxy-pod'), [[podIn, rev], [nsNotIn]]);
+    assert.deepEqual(selectors('sidecar-injector.rev.canary.proxy-pod-ns-revision'), [
       [podIn, noRev],
       [nsNotIn, rev],
     ]);
@@ -168,7 +171,7 @@ describe('compilePolicies', () => {
     const set = setOf(sct(HOME, 'proxy', 'registry.example.com/proxy:1'), sct('team-a', 'mesh', 'registry.example.com/mesh:1'));
     const p = compileNamespacePolicies(set.namespaces!.get('team-a')!, 'team-a', { namespace: HOME });
     assert.ok(
-      names(p).every((n) => n.endsWith('.team-a') || /\.team-a-(pod|namespace)$/.test(n)),
+      names(p).every((n) => n.includes('/sidecar-injector.ns.team-a.')),
       names(p).join(' '),
     );
     assert.deepEqual(
@@ -189,11 +192,11 @@ describe('compilePolicies', () => {
         'MutatingAdmissionPolicyBinding/sidecar-injector-agent-required',
         'ValidatingAdmissionPolicy/sidecar-injector-validate-required',
         'ValidatingAdmissionPolicyBinding/sidecar-injector-validate-required-all',
-        'MutatingAdmissionPolicy/sidecar-injector-agent.team-a',
-        'MutatingAdmissionPolicyBinding/sidecar-injector-agent.team-a-required',
+        'MutatingAdmissionPolicy/sidecar-injector.ns.team-a.agent',
+        'MutatingAdmissionPolicyBinding/sidecar-injector.ns.team-a.agent-required',
       ],
     );
-    const binding = byName(p, 'sidecar-injector-agent.team-a-required')['spec'].matchResources;
+    const binding = byName(p, 'sidecar-injector.ns.team-a.agent-required')['spec'].matchResources;
     assert.equal(binding.objectSelector, undefined, 'whatever the pod says');
     assert.deepEqual(binding.namespaceSelector.matchExpressions, [
       { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['legacy'] },
@@ -202,7 +205,7 @@ describe('compilePolicies', () => {
     assert.equal(byName(p, 'sidecar-injector-validate-required-all')['spec'].matchResources.namespaceSelector.matchExpressions.length, 0);
     // The other templates order their items ahead of the required ones, which come last.
     assert.match(
-      JSON.stringify(byName(p, 'sidecar-injector-mesh.team-a')),
+      JSON.stringify(byName(p, 'sidecar-injector.ns.team-a.mesh')),
       /filter\(r, \(r == \\"agent\\" && \(!\(request.namespace in \[\\"legacy\\"\]\)\)\)\)/,
     );
     // A revision adds it to the pods that opt in to the revision; the default install holds every pod.
@@ -210,11 +213,11 @@ describe('compilePolicies', () => {
     assert.deepEqual(
       names(canary).filter((n) => n.includes('agent') || n.includes('required')),
       [
-        'MutatingAdmissionPolicy/sidecar-injector-agent-canary',
-        'MutatingAdmissionPolicyBinding/sidecar-injector-agent-canary-pod',
-        'MutatingAdmissionPolicyBinding/sidecar-injector-agent-canary-namespace',
-        'MutatingAdmissionPolicyBinding/sidecar-injector-agent-canary-pod-ns-revision',
-        'MutatingAdmissionPolicyBinding/sidecar-injector-agent-canary-namespace-ns-revision',
+        'MutatingAdmissionPolicy/sidecar-injector.rev.canary.agent',
+        'MutatingAdmissionPolicyBinding/sidecar-injector.rev.canary.agent-pod',
+        'MutatingAdmissionPolicyBinding/sidecar-injector.rev.canary.agent-namespace',
+        'MutatingAdmissionPolicyBinding/sidecar-injector.rev.canary.agent-pod-ns-revision',
+        'MutatingAdmissionPolicyBinding/sidecar-injector.rev.canary.agent-namespace-ns-revision',
       ],
     );
   });
@@ -284,7 +287,7 @@ describe('compilePolicies', () => {
         ),
         { namespace: HOME },
       );
-      for (const name of ['sidecar-injector-proxy', 'sidecar-injector-log.team-a', 'sidecar-injector-log.team-b', 'sidecar-injector-validate.team-a'])
+      for (const name of ['sidecar-injector-proxy', 'sidecar-injector.ns.team-a.log', 'sidecar-injector.ns.team-b.log', 'sidecar-injector.ns.team-a.validate'])
         assert.ok(byName(p, name) !== undefined, name);
       assert.deepEqual(
         p.verdicts.filter((v) => !v.compiles).map((v) => [v.namespace, v.template]),
@@ -344,12 +347,57 @@ describe('compilePolicies', () => {
       });
       const p = compilePolicies(set, { namespace: HOME });
       assert.deepEqual(p.unsynced, ['team-a']);
-      assert.ok(!names(p).some((n) => n.includes('.team-a')));
-      for (const name of ['sidecar-injector-proxy', 'sidecar-injector-log.team-b', 'sidecar-injector-validate']) assert.ok(byName(p, name) !== undefined, name);
+      assert.ok(!names(p).some((n) => n.includes('.team-a.')));
+      for (const name of ['sidecar-injector-proxy', 'sidecar-injector.ns.team-b.log', 'sidecar-injector-validate'])
+        assert.ok(byName(p, name) !== undefined, name);
       assert.deepEqual(
         p.verdicts.filter((v) => !v.compiles).map((v) => [v.namespace, v.template, v.detail]),
         [['team-a', 'log', 'its view (namespace team-a) does not compile: boom']],
       );
     });
+  });
+
+  it('names: no two installs or views share an object name, whatever the template names (a template name may hold "-" and ".")', () => {
+    const all = (p: PolicySet): string[] => names(p);
+    // The default install's template x-canary, and revision canary's template x.
+    const byDefault = all(compilePolicies(setOf(sct(HOME, 'x-canary', 'registry.example.com/x:1')), { namespace: HOME }));
+    const byCanary = all(compilePolicies(setOf(sct(HOME, 'x', 'registry.example.com/x:1')), { namespace: HOME, revision: 'canary' }));
+    assert.ok(byDefault.includes('MutatingAdmissionPolicy/sidecar-injector-x-canary'), byDefault.join(' '));
+    assert.ok(byCanary.includes('MutatingAdmissionPolicy/sidecar-injector.rev.canary.x'), byCanary.join(' '));
+    // A cluster-wide template x.team-a, and namespace team-a's own template x.
+    const views = all(
+      compilePolicies(
+        setOf(
+          sct(HOME, 'x.team-a', 'registry.example.com/x:1', { containers: [{ name: 'x', image: 'registry.example.com/x:1' }] }),
+          sct('team-a', 'x', 'registry.example.com/x:1'),
+        ),
+        { namespace: HOME },
+      ),
+    );
+    assert.ok(views.includes('MutatingAdmissionPolicy/sidecar-injector-x.team-a'), views.join(' '));
+    assert.ok(views.includes('MutatingAdmissionPolicy/sidecar-injector.ns.team-a.x'), views.join(' '));
+    // Revision canary's view of namespace team-a, and revision canary's cluster-wide template team-a.x.
+    const revViews = all(
+      compilePolicies(
+        setOf(
+          sct(HOME, 'team-a.x', 'registry.example.com/x:1', { containers: [{ name: 'x', image: 'registry.example.com/x:1' }] }),
+          sct('team-a', 'x', 'registry.example.com/x:1'),
+        ),
+        {
+          namespace: HOME,
+          revision: 'canary',
+        },
+      ),
+    );
+    assert.ok(revViews.includes('MutatingAdmissionPolicy/sidecar-injector.rev.canary.team-a.x'), revViews.join(' '));
+    assert.ok(revViews.includes('MutatingAdmissionPolicy/sidecar-injector.rev-ns.canary.team-a.x'), revViews.join(' '));
+    for (const [what, list] of [
+      ['default x-canary against canary x', [...byDefault, ...byCanary]],
+      ['cluster-wide x.team-a against team-a x', views],
+      ['canary team-a.x against canary team-a x', revViews],
+    ] as const)
+      assert.equal(new Set(list).size, list.length, `${what}: ${list.filter((n, i) => list.indexOf(n) !== i).join(', ')}`);
+    const subdomain = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+    for (const n of [...byDefault, ...byCanary, ...views, ...revViews]) assert.match(n.split('/')[1]!, subdomain, 'an object name is a DNS subdomain');
   });
 });

@@ -49,6 +49,7 @@ describe("the apiserver's CEL cost of policies (celcost)", { skip }, () => {
         'MutatingAdmissionPolicy/sidecar-injector-log-shipper',
         'MutatingAdmissionPolicy/sidecar-injector-proxy',
         'ValidatingAdmissionPolicy/sidecar-injector-validate',
+        'ValidatingAdmissionPolicy/sidecar-injector-validate-bounds',
       ],
     );
     const shipper = policy(r, 'sidecar-injector-log-shipper');
@@ -60,6 +61,32 @@ describe("the apiserver's CEL cost of policies (celcost)", { skip }, () => {
     const worst = worstExpression(shipper)!;
     assert.equal(worst.field, 'spec.mutations[0].jsonPatch.expression');
     assert.ok(worst.cost > 100 && worst.cost < r.limits.perCall, `${worst.cost}`);
+  });
+
+  it('charges every policy the same few units for a pod over the bounds, however far over: the size checks of its matchConditions', async () => {
+    const set = await loadTemplateSet('templates');
+    const { objects } = compilePolicies(set, { namespace: 'sidecar-injector' });
+    const named = (n: number): object => {
+      const pod = samplePod('log-shipper') as { metadata: { annotations: Record<string, string> } };
+      return { ...pod, metadata: { ...pod.metadata, annotations: { 'sidecar-injector.io/templates': `log-shipper${',x'.repeat(n)}` } } };
+    };
+    const opted = (p: object): object => ({ ...p, metadata: { ...(p as any).metadata, labels: { 'sidecar-injector.io/inject': 'true' } } });
+    const pods = [samplePod('log-shipper'), named(5_000), named(20_000), named(40_000), opted(wide(251)), opted(wide(5_000))];
+    const r = await measureCost(binary, objects, pods, { namespace: 'shop' });
+    assert.deepEqual(problemLines(r), []);
+    for (const p of r.policies) {
+      const over = p.pods.slice(1);
+      const bounds = p.name === 'sidecar-injector-validate-bounds';
+      for (const x of over) {
+        assert.equal(x.matched, bounds, `${p.name} on ${x.pod}: only the bounds policy goes past its matchConditions`);
+        assert.equal(x.error, undefined, `${p.name} on ${x.pod}`);
+        assert.ok(x.cost < 1_000, `${p.name} on ${x.pod}: ${x.cost} units`);
+      }
+      // The same charge at 5,000, 20,000 and 40,000 names, at 251 and 5,000 containers: O(1) in the pod's size.
+      assert.equal(new Set([over[0]!.cost, over[1]!.cost, over[2]!.cost]).size, 1, `${p.name}: ${over.map((x) => x.cost).join(', ')}`);
+      assert.equal(over[3]!.cost, over[4]!.cost, `${p.name}: ${over.map((x) => x.cost).join(', ')}`);
+    }
+    assert.equal(policy(r, 'sidecar-injector-log-shipper').pods[0]!.matched, true, 'the typical pod is injected');
   });
 
   it('reports a quadratic comprehension over the pod as over the per-expression limit on a pod with many containers', async () => {
@@ -135,7 +162,7 @@ describe('policies and lint --policies without celcost', () => {
   it('--verify auto (the default) writes the policies and says on one line that they are unchecked', async () => {
     const r = await withoutCelcost(() => cli(['policies', 'templates', '-o', 'json']));
     assert.equal(r.code, 0);
-    assert.equal(JSON.parse(r.out).items.length, 9);
+    assert.equal(JSON.parse(r.out).items.length, 12);
     assert.equal(
       r.err,
       "policies: not checked with the apiserver's CEL: CELCOST=/nonexistent/celcost does not exist; point it at the binary tools/celcost/build.sh prints\n",

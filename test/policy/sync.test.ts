@@ -121,7 +121,7 @@ describe('serve --mode policy', () => {
     const synced = server.logs().find((l) => l.msg === 'policies synced');
     assert.deepEqual(
       { compiled: synced.compiled, refused: synced.refused, applied: synced.applied, pruned: synced.pruned },
-      { compiled: 2, refused: 0, applied: 9, pruned: 0 },
+      { compiled: 2, refused: 0, applied: 12, pruned: 0 },
     );
     assert.equal(await metric(server, 'sidecar_injector_policies{state="compiled"}'), 2);
   });
@@ -361,14 +361,14 @@ describe('serve --mode policy', () => {
     api.applyTemplate(sct('team-a', 'tuned', 'registry.example.com/tuned:1.0', { overrides: ['image'] }));
     const server = track(await startPolicies(api, 'templates', ['--templates-source', 'cluster']));
     await eventually(async () => (await ready(server)) === 200, 'listed and synced');
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-agent.team-a', 'sidecar-injector-mesh', 'sidecar-injector-mesh.team-a']);
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-mesh', 'sidecar-injector.ns.team-a.agent', 'sidecar-injector.ns.team-a.mesh']);
     const condition = (namespace: string, name: string): any => api.template(namespace, name)?.status?.conditions?.find((c: any) => c.type === 'Policy');
     await eventually(async () => condition('team-a', 'tuned') !== undefined, 'the conditions written');
     assert.deepEqual(
       [condition(HOME, 'mesh'), condition('team-a', 'agent')].map((c) => [c.status, c.reason, c.message]),
       [
         ['True', 'Compiled', 'injected by MutatingAdmissionPolicy sidecar-injector-mesh'],
-        ['True', 'Compiled', 'injected by MutatingAdmissionPolicy sidecar-injector-agent.team-a'],
+        ['True', 'Compiled', 'injected by MutatingAdmissionPolicy sidecar-injector.ns.team-a.agent'],
       ],
     );
     const tuned = condition('team-a', 'tuned');
@@ -378,7 +378,7 @@ describe('serve --mode policy', () => {
     assert.equal(api.template('team-a', 'tuned').status.conditions.find((c: any) => c.type === 'Loaded').status, 'True');
 
     api.deleteTemplate('team-a', 'agent');
-    await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector-agent.team-a') === undefined, 'pruned');
+    await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector.ns.team-a.agent') === undefined, 'pruned');
     assert.ok(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-mesh'), 'the cluster-wide policy stays');
   });
 
@@ -390,7 +390,7 @@ describe('serve --mode policy', () => {
     await eventually(async () => (await ready(first)) === 200, 'listed and synced');
     await first.close();
     const before = kinds.map((k) => api.policies(k));
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-agent.team-a', 'sidecar-injector-mesh', 'sidecar-injector-mesh.team-a']);
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector.ns.team-a.agent', 'sidecar-injector-mesh', 'sidecar-injector.ns.team-a.mesh']);
     // Both stop compiling while no injector runs.
     api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1.0', { overrides: ['image'] }));
     api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0', { overrides: ['image'] }));
@@ -414,11 +414,11 @@ describe('serve --mode policy', () => {
     const server = track(await startPolicies(api, 'templates', ['--templates-source', 'cluster']));
     await eventually(async () => (await ready(server)) === 200, 'listed and synced');
     assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), [
-      'sidecar-injector-agent.team-a',
-      'sidecar-injector-agent.team-b',
+      'sidecar-injector.ns.team-a.agent',
+      'sidecar-injector.ns.team-b.agent',
       'sidecar-injector-mesh',
-      'sidecar-injector-mesh.team-a',
-      'sidecar-injector-mesh.team-b',
+      'sidecar-injector.ns.team-a.mesh',
+      'sidecar-injector.ns.team-b.mesh',
     ]);
     assert.equal((await metric(server, 'sidecar_injector_policy_sync_failures_total{reason="compile"}')) ?? 0, 0);
     const condition = (): any => api.template('team-a', 'broken')?.status?.conditions?.find((c: any) => c.type === 'Policy');
