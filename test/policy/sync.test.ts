@@ -390,7 +390,7 @@ describe('serve --mode policy', () => {
     await eventually(async () => (await ready(first)) === 200, 'listed and synced');
     await first.close();
     const before = kinds.map((k) => api.policies(k));
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector.ns.team-a.agent', 'sidecar-injector-mesh', 'sidecar-injector.ns.team-a.mesh']);
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-mesh', 'sidecar-injector.ns.team-a.agent', 'sidecar-injector.ns.team-a.mesh']);
     // Both stop compiling while no injector runs.
     api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1.0', { overrides: ['image'] }));
     api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0', { overrides: ['image'] }));
@@ -414,10 +414,10 @@ describe('serve --mode policy', () => {
     const server = track(await startPolicies(api, 'templates', ['--templates-source', 'cluster']));
     await eventually(async () => (await ready(server)) === 200, 'listed and synced');
     assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), [
-      'sidecar-injector.ns.team-a.agent',
-      'sidecar-injector.ns.team-b.agent',
       'sidecar-injector-mesh',
+      'sidecar-injector.ns.team-a.agent',
       'sidecar-injector.ns.team-a.mesh',
+      'sidecar-injector.ns.team-b.agent',
       'sidecar-injector.ns.team-b.mesh',
     ]);
     assert.equal((await metric(server, 'sidecar_injector_policy_sync_failures_total{reason="compile"}')) ?? 0, 0);
