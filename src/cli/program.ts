@@ -206,7 +206,7 @@ function createProgram(io: IO, done: (code: number) => void): Command {
     .addOption(
       new Option(
         '--revision <name>',
-        'the policies of this revision (sidecar-injector.io/rev): names suffixed -<name>, for pods and namespaces labelled with it',
+        'the policies of this revision (sidecar-injector.io/rev): names sidecar-injector.rev.<name>.<template>, for pods and namespaces labelled with it',
       ),
     )
     .addOption(

@@ -66,7 +66,8 @@ export async function openPolicyApi(kube: KubeClients, choice: PolicyApiChoice):
         await objects.patch(obj, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
       } catch (err) {
         const status = apiStatus(err);
-        if (status === 400 || status === 422)
+        // 413: an object over the apiserver's request or etcd's object size (compile.ts bounds it first).
+        if (status === 400 || status === 413 || status === 422)
           throw new InjectorError('POLICY_OBJECT_REFUSED', [obj.kind, obj.metadata.name, `HTTP ${status}: ${statusMessage(err)}`], { cause: err });
         throw classify('patch', obj.kind, obj.apiVersion, err);
       }

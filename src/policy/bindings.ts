@@ -27,7 +27,7 @@ export interface PolicyOptions {
   /** The injector's namespace, never injected (as the webhook configurations exclude it). */
   readonly namespace: string;
   /**
-   * The revision the policies belong to (`sidecar-injector.io/rev`): names suffixed `-<rev>`, and
+   * The revision the policies belong to (`sidecar-injector.io/rev`): names `sidecar-injector.rev.<rev>.<template>` (Names), and
    * bound, as the revision's webhook configurations are, to pods labelled with it and to pods
    * without the label in namespaces labelled with it. Absent: the default install, which leaves
    * both alone.

@@ -210,7 +210,15 @@ function compileView(set: TemplateSet, scope: Scope, options: PolicyOptions): Po
   return { objects, verdicts, unsynced: [] };
 }
 
-/** A template's MutatingAdmissionPolicy and its bindings, or what its compile threw: that template alone is then not compiled. */
+/**
+ * The most bytes of a template's MutatingAdmissionPolicy as JSON: the apiserver refuses a write over
+ * its 3 MiB request limit, etcd an object over 1.5 MiB (its default), and a policy carries what its
+ * view's templates put into pods, so one template of a view this large is not compiled, with the
+ * reason, rather than left to fail at every sync (test/policy/compile.test.ts, "too large").
+ */
+const MAX_POLICY_BYTES = 1024 * 1024;
+
+/** A template's MutatingAdmissionPolicy and its bindings, or what its compile threw (or a policy over MAX_POLICY_BYTES): that template alone is then not compiled. */
 function templateObjects(t: CompiledTemplate, context: SetContext, scope: Scope, names: Names): Record<string, unknown>[] | Error {
   try {
     const name = names.policy(t.name);
@@ -218,7 +226,13 @@ function templateObjects(t: CompiledTemplate, context: SetContext, scope: Scope,
       t.required !== undefined && enforcesRequired(names.options)
         ? [requiredBinding('MutatingAdmissionPolicyBinding', name, t.required.namespaceSelector, scope, names)]
         : bindings('MutatingAdmissionPolicyBinding', name, scope, names);
-    return [mutatingPolicy(t, name, context, names), ...bound];
+    const made = [mutatingPolicy(t, name, context, names), ...bound];
+    const bytes = Buffer.byteLength(JSON.stringify(made[0]));
+    if (bytes > MAX_POLICY_BYTES)
+      return new Error(
+        `its MutatingAdmissionPolicy would hold ${bytes} bytes as JSON, over the ${MAX_POLICY_BYTES} a policy may hold here (etcd stores objects up to 1.5 MiB); make the template smaller`,
+      );
+    return made;
   } catch (err) {
     return err instanceof Error ? err : new Error(String(err));
   }

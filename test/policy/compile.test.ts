@@ -263,6 +263,22 @@ describe('compilePolicies', () => {
     const nullArgs = (namespace: string): Obj =>
       sct(namespace, 'nullargs', 'registry.example.com/n:1', { containers: [{ name: 'nullargs', image: 'busybox:1.36', args: ['a', null] }] });
 
+    it('a template whose policy would be too large for the apiserver to store is not compiled, with the reason; the others compile', () => {
+      const args = Array.from({ length: 40 }, (_, i) => `${i}`.padEnd(30_000, 'x'));
+      const p = compilePolicies(
+        setOf(
+          sct(HOME, 'huge', 'registry.example.com/h:1', { containers: [{ name: 'huge', image: 'registry.example.com/h:1', args }] }),
+          sct(HOME, 'proxy', 'registry.example.com/proxy:1'),
+        ),
+        { namespace: HOME },
+      );
+      const verdict = p.verdicts.find((v) => v.template === 'huge')!;
+      assert.equal(verdict.compiles, false);
+      assert.match(verdict.detail, /^its MutatingAdmissionPolicy would hold \d+ bytes as JSON, over the 1048576 a policy may hold here/);
+      assert.ok(names(p).includes('MutatingAdmissionPolicy/sidecar-injector-proxy'));
+      assert.ok(!names(p).some((n) => n.includes('huge')));
+    });
+
     it('a value with no CEL form makes its template alone not compiled, naming the template and the JSON path; the others compile', () => {
       const p = compilePolicies(setOf(nullArgs(HOME), sct(HOME, 'proxy', 'registry.example.com/proxy:1')), { namespace: HOME });
       const verdict = p.verdicts.find((v) => v.template === 'nullargs')!;

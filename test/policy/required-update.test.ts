@@ -103,6 +103,19 @@ describe('policy mode holds a required sidecar on UPDATE as /validate/required d
     }
   });
 
+  it('refuses the swap when the same UPDATE pushes the annotations or ownerReferences over the bounds', async () => {
+    const team = injected('team-b');
+    const names = Array.from({ length: 2000 }, (_, i) => `t${i}`).join(',');
+    const swapped = edited(team, (p) => {
+      sidecar(p).image = 'evil.example.com/agent:1';
+      p.metadata.annotations = { 'sidecar-injector.io/templates': names };
+    });
+    const verdict = await both(team, swapped);
+    assert.equal(verdict.matched, true, 'evaluated: the annotations bound is not the guard of an UPDATE');
+    assert.ok(verdict.webhook?.includes('sets the image of its container "agent" to evil.example.com/agent:1'), verdict.webhook);
+    assert.equal(verdict.policy, verdict.webhook);
+  });
+
   it('allows what the webhook allows: labels, the application, no change, a swapped sidecar set back, other namespaces, pods never injected', async () => {
     const team = injected('team-b');
     const tampered = edited(team, (p) => (sidecar(p).image = 'evil.example.com/agent:1'));
