@@ -5,6 +5,7 @@ import type { ReviewRecord } from '../../src/admission/record.js';
 import { ownerEvents, upperCamel, type OwnerEventResult } from '../../src/kube/events.js';
 import { httpsRequest } from '../helpers/client.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
+import { eventually } from '../helpers/sidecartemplates.js';
 import { optedInPod, podReview } from '../helpers/review.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -85,6 +86,8 @@ describe('owner events through the real server and the API stand-in', () => {
     assert.match(event.message, /"nope"/);
     assert.equal(event.source.component, 'sidecar-injector');
     assert.equal(event.count, 1);
+    // Counted once the API has answered the POST, which the stand-in recorded on receipt: wait for it.
+    await eventually(async () => (await ownerEventCounts(s))['sent'] === 1, 'the Event counted as sent', 5000);
     assert.equal((await ownerEventCounts(s))['sent'], 1);
   });
 
