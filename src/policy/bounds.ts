@@ -56,8 +56,6 @@ const listOf = (field: (typeof LISTS)[number]): string => (field === 'containers
 interface Bound {
   readonly ok: string;
   readonly message: string;
-  /** A bound on the pod's metadata (annotations, ownerReferences), which an UPDATE may change; the spec's lists it bounds it may not. */
-  readonly metadata?: true;
 }
 
 /** The webhook's POD_OVER_LIMIT message with CEL for what the pod has. */
@@ -83,12 +81,10 @@ export function bounds(limits: PodLimits = DefaultPodLimits): Bound[] {
   return [
     ...ANNOTATIONS.flatMap((key) => [
       {
-        metadata: true as const,
         ok: `size(${annotation(key)}) <= ${PolicyBounds.annotationChars}`,
         message: `${celString(`annotation ${key} has `)} + string(size(${annotation(key)})) + ${celString(` characters, over the policies' limit of ${PolicyBounds.annotationChars}; name each template or container once`)}`,
       },
       {
-        metadata: true as const,
         ok: `size(${annotation(key)}.split(",")) <= ${PolicyBounds.names}`,
         message: `${celString(`annotation ${key} names `)} + string(size(${annotation(key)}.split(","))) + ${celString(` items, over the policies' limit of ${PolicyBounds.names}; name each template or container once`)}`,
       },
@@ -112,7 +108,6 @@ export function bounds(limits: PodLimits = DefaultPodLimits): Bound[] {
       message: `"the pod has " + string(size(object.spec.?imagePullSecrets.orValue([]))) + ${celString(` imagePullSecrets, over the policies' limit of ${PolicyBounds.pullSecrets}`)}`,
     },
     {
-      metadata: true as const,
       ok: `size(object.metadata.?ownerReferences.orValue([])) <= ${PolicyBounds.ownerReferences}`,
       message: `"the pod has " + string(size(object.metadata.?ownerReferences.orValue([]))) + ${celString(` ownerReferences, over the policies' limit of ${PolicyBounds.ownerReferences}`)}`,
     },
@@ -127,19 +122,6 @@ export function bounds(limits: PodLimits = DefaultPodLimits): Bound[] {
  */
 export function withinBounds(limits?: PodLimits): string {
   return bounds(limits)
-    .map((b) => `(${b.ok})`)
-    .join(' && ');
-}
-
-/**
- * The bounds on the pod's spec alone (containers, env, mounts, volumes, pull secrets), which a pod
- * UPDATE cannot change: the guard of a policy that must also judge UPDATEs, which an update of the
- * annotations or ownerReferences past their bounds must not let skip it (the bounds policy sees
- * CREATE only) (test/policy/required-update.test.ts, "over the annotation bounds").
- */
-export function withinSpecBounds(limits?: PodLimits): string {
-  return bounds(limits)
-    .filter((b) => b.metadata !== true)
     .map((b) => `(${b.ok})`)
     .join(' && ');
 }

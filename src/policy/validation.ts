@@ -4,7 +4,7 @@ import { overrideKey } from '../templates/override-keys.js';
 import { QUANTITY_PATTERN } from '../templates/schema.js';
 import { NativeSidecar, type CompiledTemplate } from '../templates/template.js';
 import { enforcesRequired, matchConstraints, POLICY_API, type Names } from './bindings.js';
-import { boundsValidations, withinBounds, withinSpecBounds } from './bounds.js';
+import { boundsValidations, withinBounds } from './bounds.js';
 import { celString } from './cel.js';
 import { renderedImage, repositoryOf, sameImageCel, sameRepositoryCel } from './image.js';
 import type { QuantityOverride } from './mutation.js';
@@ -165,9 +165,16 @@ export function requiredPolicy(
       failurePolicy: 'Fail',
       matchConstraints: matchConstraints(names.options, ['CREATE', 'UPDATE']),
       // As the required validating webhook's: labels, annotations and finalizers are never evaluated;
-      // and nothing of a pod over the spec's bounds (bounds.ts) is walked. Not the metadata's: an
-      // UPDATE may push the annotations past theirs, and must not skip this policy by it.
-      matchConditions: [{ name: 'create-or-image-change', expression: `${withinSpecBounds(names.options.limits)} && (${CREATE_OR_IMAGE_CHANGE})` }],
+      // at CREATE nothing of a pod over the bounds (bounds.ts) is walked (the bounds policy refuses
+      // it). An UPDATE is never skipped by a bound: its annotations, ownerReferences and ephemeral
+      // containers may have grown past theirs since the CREATE (kubectl debug), and an image swap
+      // must not pass by it; what it walks, the containers and initContainers, no UPDATE can add to.
+      matchConditions: [
+        {
+          name: 'create-or-image-change',
+          expression: `(request.operation == "UPDATE" || (${withinBounds(names.options.limits)})) && (${CREATE_OR_IMAGE_CHANGE})`,
+        },
+      ],
       variables: [{ name: 'inJob', expression: IN_JOB }],
       validations,
     },

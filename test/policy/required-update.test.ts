@@ -111,9 +111,19 @@ describe('policy mode holds a required sidecar on UPDATE as /validate/required d
       p.metadata.annotations = { 'sidecar-injector.io/templates': names };
     });
     const verdict = await both(team, swapped);
-    assert.equal(verdict.matched, true, 'evaluated: the annotations bound is not the guard of an UPDATE');
+    assert.equal(verdict.matched, true, 'evaluated: no bound is the guard of an UPDATE');
     assert.ok(verdict.webhook?.includes('sets the image of its container "agent" to evil.example.com/agent:1'), verdict.webhook);
     assert.equal(verdict.policy, verdict.webhook);
+  });
+
+  it('refuses the swap on a pod whose ephemeral container (kubectl debug) is over the bounds', async () => {
+    const debugged = edited(injected('team-b'), (p) => {
+      p.spec.ephemeralContainers = [{ name: 'debugger', image: 'busybox', env: Array.from({ length: 1001 }, (_, i) => ({ name: `V${i}`, value: 'x' })) }];
+    });
+    const swapped = edited(debugged, (p) => (sidecar(p).image = 'evil.example.com/agent:1'));
+    const verdict = await both(debugged, swapped);
+    assert.equal(verdict.matched, true, 'evaluated');
+    assert.ok(verdict.policy?.includes('sets the image of its container "agent" to evil.example.com/agent:1'), verdict.policy);
   });
 
   it('allows what the webhook allows: labels, the application, no change, a swapped sidecar set back, other namespaces, pods never injected', async () => {
