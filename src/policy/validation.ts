@@ -44,25 +44,18 @@ export function validatingPolicy(
   // The required templates are held on every pod of their namespaces by their own policy (requiredPolicy).
   for (const t of compiled) if (t.required === undefined || !enforcesRequired(names.options)) validations.push(presence(t));
   for (const t of compiled) validations.push(...overrideChecks(t));
-  return {
-    apiVersion: POLICY_API,
-    kind: 'ValidatingAdmissionPolicy',
-    metadata: names.metadata(policy),
-    spec: {
-      failurePolicy: 'Fail',
-      matchConstraints: matchConstraints(names.options),
-      matchConditions: [
-        { name: 'opted-in', expression: OPTED_IN },
-        { name: 'within-bounds', expression: withinBounds(names.options.limits) },
-      ],
-      variables: [
-        { name: 'requested', expression: REQUESTED },
-        { name: 'selected', expression: selectedExpr(context) },
-        { name: 'inJob', expression: IN_JOB },
-      ],
-      validations,
-    },
-  };
+  return validatingObject(policy, names, ['CREATE'], {
+    matchConditions: [
+      { name: 'opted-in', expression: OPTED_IN },
+      { name: 'within-bounds', expression: withinBounds(names.options.limits) },
+    ],
+    variables: [
+      { name: 'requested', expression: REQUESTED },
+      { name: 'selected', expression: selectedExpr(context) },
+      { name: 'inJob', expression: IN_JOB },
+    ],
+    validations,
+  });
 }
 
 /** A selected template's cpu and memory overrides must be quantities above zero, as /mutate refuses them (OVERRIDE_REFUSED, quantityRule's words). */
@@ -157,28 +150,21 @@ export function requiredPolicy(
   });
   // The apiserver refuses a policy without validations: none is written when nothing is held.
   if (validations.length === 0) return undefined;
-  return {
-    apiVersion: POLICY_API,
-    kind: 'ValidatingAdmissionPolicy',
-    metadata: names.metadata(policy),
-    spec: {
-      failurePolicy: 'Fail',
-      matchConstraints: matchConstraints(names.options, ['CREATE', 'UPDATE']),
-      // As the required validating webhook's: labels, annotations and finalizers are never evaluated;
-      // at CREATE nothing of a pod over the bounds (bounds.ts) is walked (the bounds policy refuses
-      // it). An UPDATE is never skipped by a bound: its annotations, ownerReferences and ephemeral
-      // containers may have grown past theirs since the CREATE (kubectl debug), and an image swap
-      // must not pass by it; what it walks, the containers and initContainers, no UPDATE can add to.
-      matchConditions: [
-        {
-          name: 'create-or-image-change',
-          expression: `(request.operation == "UPDATE" || (${withinBounds(names.options.limits)})) && (${CREATE_OR_IMAGE_CHANGE})`,
-        },
-      ],
-      variables: [{ name: 'inJob', expression: IN_JOB }],
-      validations,
-    },
-  };
+  return validatingObject(policy, names, ['CREATE', 'UPDATE'], {
+    // As the required validating webhook's: labels, annotations and finalizers are never evaluated;
+    // at CREATE nothing of a pod over the bounds (bounds.ts) is walked (the bounds policy refuses
+    // it). An UPDATE is never skipped by a bound: its annotations, ownerReferences and ephemeral
+    // containers may have grown past theirs since the CREATE (kubectl debug), and an image swap
+    // must not pass by it; what it walks, the containers and initContainers, no UPDATE can add to.
+    matchConditions: [
+      {
+        name: 'create-or-image-change',
+        expression: `(request.operation == "UPDATE" || (${withinBounds(names.options.limits)})) && (${CREATE_OR_IMAGE_CHANGE})`,
+      },
+    ],
+    variables: [{ name: 'inJob', expression: IN_JOB }],
+    validations,
+  });
 }
 
 const CREATE_OR_IMAGE_CHANGE = [
@@ -278,19 +264,26 @@ function updateCheck(t: CompiledTemplate, here: string, why: string): Record<str
  */
 export function boundsPolicy(policy: string, names: Names, changed?: string): Record<string, unknown> {
   const validations = boundsValidations(names.options.limits);
+  return validatingObject(policy, names, ['CREATE'], {
+    ...(changed === undefined
+      ? { matchConditions: [{ name: 'opted-in', expression: OPTED_IN }], validations }
+      : {
+          variables: [{ name: 'changed', expression: changed }],
+          validations: validations.map((v) => ({ ...v, expression: `!variables.changed || (${String(v['expression'])})` })),
+        }),
+  });
+}
+
+/** A ValidatingAdmissionPolicy of this install: failing closed, matching pod CREATEs (or `operations`), with the rest of its spec. */
+function validatingObject(policy: string, names: Names, operations: readonly string[] = ['CREATE'], spec: Record<string, unknown>): Record<string, unknown> {
   return {
     apiVersion: POLICY_API,
     kind: 'ValidatingAdmissionPolicy',
     metadata: names.metadata(policy),
     spec: {
       failurePolicy: 'Fail',
-      matchConstraints: matchConstraints(names.options),
-      ...(changed === undefined
-        ? { matchConditions: [{ name: 'opted-in', expression: OPTED_IN }], validations }
-        : {
-            variables: [{ name: 'changed', expression: changed }],
-            validations: validations.map((v) => ({ ...v, expression: `!variables.changed || (${String(v['expression'])})` })),
-          }),
+      matchConstraints: matchConstraints(names.options, operations),
+      ...spec,
     },
   };
 }
