@@ -65,7 +65,10 @@ const Rules: readonly { readonly line: Line; readonly url: RegExp; readonly fn?:
   { line: 'metrics (prom-client)', url: /node_modules\/(prom-client|bintrees)\/|\/src\/metrics\// },
   { line: 'transport: writing the answer (res.end: headers, TLS, socket)', url: /^node:_http_outgoing$/, fn: /^(end|write_|_send|_writeRaw)$/ },
   { line: 'middleware: body (raw-body, transit budget, timer)', url: /node_modules\/(raw-body|bytes|iconv-lite|unpipe)\/|\/src\/server\/body\.js$/ },
-  { line: 'middleware: error edge, route, content type, slot', url: /\/src\/server\/(admission|status|connections)\.js$/ },
+  {
+    line: 'middleware: error edge, route, content type, slot',
+    url: /\/src\/server\/(admission-app|admission-server|status-answer|review-slots|connections|edge)\.js$/,
+  },
   { line: 'pipeline: answer cache (SHA-256 key, lookup, offer)', url: /\/src\/admission\/answers\.js$/ },
   { line: 'pipeline: answer cache (SHA-256 key, lookup, offer)', url: /\/src\/admission\/codec\.js$/, fn: /^apiserverEnvelope$/ },
   { line: 'pipeline: body limits scan (checkBody)', url: /\/src\/admission\/codec\.js$/, fn: /^(checkBody|closingQuote|skip\w*|scan\w*)$/ },
