@@ -299,6 +299,24 @@ let keptBytes = 0;
 /** Tells the renderers of two compilations apart in `kept`'s keys. */
 let renderers = 0;
 
+/**
+ * The keys of renderings made once lately, oldest first. A rendering is kept on its second
+ * sighting only: a pod whose values are its own (its name, a label no other pod has) renders for
+ * itself, takes no entry and evicts none, and its rendering dies young instead of being moved to
+ * V8's old space with the cache (test/templates/template.test.ts "a rendering made once").
+ */
+const sightings = new Set<string>();
+/** First sightings remembered; the pods of one ReplicaSet arrive together, well within it. */
+const RECENT_SIGHTINGS = 64;
+
+/** True when `key` was rendered lately (it is then forgotten as a sighting); else remembers it. */
+function sightedBefore(key: string): boolean {
+  if (sightings.delete(key)) return true;
+  sightings.add(key);
+  if (sightings.size > RECENT_SIGHTINGS) sightings.delete(sightings.values().next().value!);
+  return false;
+}
+
 function keep(key: string, rendered: RenderedTemplate, bytes: number): void {
   for (const [oldest, entry] of kept) {
     if (keptBytes + bytes <= RENDER_CACHE_BYTES) break;
@@ -336,7 +354,7 @@ function budgeted(compiled: Compiled, size: Size, render: (v: RenderValues) => R
     const found = kept.get(key);
     if (found !== undefined) return found.rendered;
     const rendered = deepFreeze(render(v));
-    keep(key, rendered, bytes);
+    if (sightedBefore(key)) keep(key, rendered, bytes);
     return rendered;
   };
 }
