@@ -54,7 +54,7 @@ export interface AdmissionResponse {
   readonly uid: string;
   readonly allowed: boolean;
   readonly status?: AdmissionStatus;
-  readonly patch?: string;
+  readonly patch?: Base64Patch;
   readonly patchType?: 'JSONPatch';
   readonly warnings?: readonly string[];
   readonly auditAnnotations?: Readonly<Record<string, string>>;
@@ -84,6 +84,19 @@ export function decodeReview(body: unknown): DecodedReview {
   return { apiVersion: apiVersion as ReviewVersion, request: request as unknown as AdmissionRequest };
 }
 
+/**
+ * A JSON patch's text in base64, as AdmissionResponse.patch carries it (a []byte in Go). Made only
+ * by base64Patch, so it holds nothing but base64's letters, digits, `+`, `/` and `=`, none of
+ * which JSON escapes: encodeAnswer writes it into the answer as it is.
+ */
+export type Base64Patch = string & { readonly [base64]: true };
+declare const base64: unique symbol;
+
+/** The base64 of a JSON patch's text (its UTF-8 bytes). */
+export function base64Patch(text: string): Base64Patch {
+  return Buffer.from(text).toString('base64') as Base64Patch;
+}
+
 /** An answer as a handler gives it: everything but the uid, which only the codec sets (encodeAnswer). */
 export type ResponseBody = Omit<AdmissionResponse, 'uid'>;
 
@@ -99,8 +112,19 @@ export interface ReviewEnvelope {
  * transport, never in a handler).
  */
 export function encodeAnswer(review: ReviewEnvelope, body: ResponseBody): string {
-  return JSON.stringify({ apiVersion: review.apiVersion, kind: 'AdmissionReview', response: { uid: review.request.uid, ...body } });
+  if (body.patch === undefined)
+    return JSON.stringify({ apiVersion: review.apiVersion, kind: 'AdmissionReview', response: { uid: review.request.uid, ...body } });
+  // The bytes of JSON.stringify of the same answer (test/admission/codec.test.ts), without
+  // JSON.stringify scanning the patch for characters to escape, which base64 has none of: the
+  // patch's place is written empty, then filled. The first `"patch":""` is the field: inside a
+  // JSON string every quote is escaped, so the uid cannot hold one. For an answer with the seven
+  // sidecars of the bench (a 26 KB patch), 47 to 56 µs become 6 to 10 (docs/performance.md).
+  const text = JSON.stringify({ apiVersion: review.apiVersion, kind: 'AdmissionReview', response: { uid: review.request.uid, ...body, patch: '' } });
+  const at = text.indexOf(EMPTY_PATCH) + EMPTY_PATCH.length - 1;
+  return text.slice(0, at) + body.patch + text.slice(at);
 }
+
+const EMPTY_PATCH = '"patch":""';
 
 /**
  * How the kube-apiserver begins every review, up to the first character of the uid: Go's

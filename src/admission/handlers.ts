@@ -11,7 +11,7 @@ import { isObject, type Pod } from '../kube/types.js';
 import { diff } from '../patch/diff.js';
 import { setFor, type TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
-import { DefaultBodyLimits, type BodyLimits, type ReviewRequest } from './codec.js';
+import { base64Patch, DefaultBodyLimits, type BodyLimits, type ReviewRequest } from './codec.js';
 import { Endpoints, HandlerKind } from './endpoints.js';
 import { DefaultPodLimits, podObject, type PodLimits } from './pod.js';
 import { allowed, Decision, denied, injected, passed, type Verdict } from './verdict.js';
@@ -211,7 +211,7 @@ function mutatePod(
     return denied(new InjectorError('PATCH_TOO_LARGE', [bytes, limits.patchBytes, Options.maxPatchKib.flag]), Reason.PatchTooLarge);
   }
   // AdmissionResponse.patch is []byte in Go: base64 in JSON.
-  return injected(Reason.Injected, injection.plan.status.templates, ops.length, Buffer.from(text).toString('base64'), warnings);
+  return injected(Reason.Injected, injection.plan.status.templates, ops.length, base64Patch(text), warnings);
 }
 
 /**

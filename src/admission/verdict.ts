@@ -2,7 +2,7 @@ import type { InjectorError } from '../errors.js';
 import { clip } from '../log.js';
 import { Reason } from '../inject/policy.js';
 import { auditAnnotations } from './audit.js';
-import type { ResponseBody } from './codec.js';
+import type { Base64Patch, ResponseBody } from './codec.js';
 
 /** No templates: one shared empty list. */
 export const NO_TEMPLATES: readonly string[] = Object.freeze([]);
@@ -76,7 +76,7 @@ export function boundedWarnings(warnings: readonly string[]): readonly string[] 
 const MORE_CHARS = 40;
 
 /** The mutating handler's answer: the patch (base64 JSON patch; absent when there is nothing to change) and its warnings. */
-export function injected(reason: string, templates: readonly string[], patchOps: number, patch: string | undefined, warnings: readonly string[]): Verdict {
+export function injected(reason: string, templates: readonly string[], patchOps: number, patch: Base64Patch | undefined, warnings: readonly string[]): Verdict {
   // Fields added in the order of the answer's bytes (goldens): allowed, patchType, patch, warnings, auditAnnotations.
   const response: Mutable<ResponseBody> = { allowed: true };
   if (patch !== undefined) {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   apiserverEnvelope,
+  base64Patch,
   checkBody,
   decodeBody,
   describeValue,
@@ -151,10 +152,26 @@ describe('encodeAnswer', () => {
       { allowed: true },
       { allowed: true, auditAnnotations: { decision: 'skipped', reason: 'not "opted" in' } },
       { allowed: false, status: { code: 400, message: 'bad\n"pod"', reason: 'BadRequest' }, auditAnnotations: { decision: 'denied' } },
-      { allowed: true, patchType: 'JSONPatch', patch: 'W10=', warnings: ['a "warning"'], auditAnnotations: { decision: 'injected' } },
+      { allowed: true, patchType: 'JSONPatch', patch: base64Patch('[]'), warnings: ['a "warning"'], auditAnnotations: { decision: 'injected' } },
     ];
     for (const body of bodies) assert.equal(encodeAnswer(review, body), asStringify(body));
     assert.equal(encodeAnswer({ ...review, apiVersion: ReviewVersion.V1Beta1 }, bodies[0]!), asStringify(bodies[0]!, ReviewVersion.V1Beta1));
+  });
+
+  it('writes the patch where JSON.stringify would, whatever the uid, the warnings and the annotations hold', () => {
+    const patch = base64Patch(JSON.stringify([{ op: 'add', path: '/metadata/labels', value: { a: '"patch":""' } }]));
+    const body: ResponseBody = {
+      allowed: true,
+      patchType: 'JSONPatch',
+      patch,
+      warnings: ['"patch":""', '\\"patch\\":\\"\\"'],
+      auditAnnotations: { patch: '"patch":""' },
+    };
+    for (const uid of ['"patch":""', 'u"patch":"', '\\', ''])
+      assert.equal(
+        encodeAnswer({ apiVersion: ReviewVersion.V1, request: { uid } }, body),
+        JSON.stringify({ apiVersion: ReviewVersion.V1, kind: 'AdmissionReview', response: { uid, ...body } }),
+      );
   });
 });
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
+import { base64Patch } from '../../src/admission/codec.js';
 import { errorRecord, logReviews, reviewOutcome, reviewRecord } from '../../src/admission/record.js';
 import { denied, injected, passed } from '../../src/admission/verdict.js';
 import { InjectorError } from '../../src/errors.js';
@@ -91,7 +92,7 @@ describe('the review record', () => {
     const { logged, log } = lines();
     const outcome = reviewOutcome(
       { operation: 'CREATE', namespace: 'shop', object: { metadata: { name: 'we"b\\\n\u2028é' } } },
-      injected('injected', ['log-shipper', 'a"b'], 3, 'W10=', []),
+      injected('injected', ['log-shipper', 'a"b'], 3, base64Patch('[]'), []),
     );
     log(reviewRecord('/mutate', 'u-"1"', outcome, false, performance.now()));
     assert.deepEqual([logged[0].pod, logged[0].uid, logged[0].templates, logged[0].patchOps], ['we"b\\\n\u2028é', 'u-"1"', ['log-shipper', 'a"b'], 3]);

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { base64Patch } from '../../src/admission/codec.js';
 import { boundedWarnings, injected, passed } from '../../src/admission/verdict.js';
 
 // The apiserver passes on 4096 characters of warnings and cuts each to 256 once over
@@ -29,7 +30,7 @@ describe('warnings of an answer', () => {
 
   it('bounds what the handlers answer', () => {
     const long = ['y'.repeat(300_000)];
-    for (const v of [passed('skipped', 'not-opted-in', long), injected('injected', ['t'], 1, 'e30=', long)]) {
+    for (const v of [passed('skipped', 'not-opted-in', long), injected('injected', ['t'], 1, base64Patch('{}'), long)]) {
       assert.ok(total(v.response.warnings ?? []) <= 2048);
     }
   });

@@ -5,6 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { createServer as createHttpServer, request as httpRequest, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { base64Patch } from '../../src/admission/codec.js';
 import { createHandlers } from '../../src/admission/handlers.js';
 import { logReviews } from '../../src/admission/record.js';
 import { injected } from '../../src/admission/verdict.js';
@@ -436,7 +437,7 @@ describe('pipelined reviews', () => {
   it('give their slots back when their client goes before the answers queued on its connection were sent', async (t) => {
     // The first answer is large and the client does not read it, so the next two wait behind it,
     // without a socket; then the client goes. Every slot must come back.
-    const big = 'x'.repeat(4 * 1024 * 1024);
+    const big = base64Patch('x'.repeat(3 * 1024 * 1024));
     const handlers = { byPath: new Map([['/mutate', () => injected('injected', [], 1, big, [])]]), generation: () => undefined };
     const MAX = 9;
     const server = createHttpServer(createAdmissionApp({ handlers, maxInflight: MAX }));
