@@ -329,7 +329,7 @@ function keep(key: string, rendered: RenderedTemplate, bytes: number): void {
 
 /**
  * A dynamic template's renderer: the rendering charged to the budget before it is built, then kept
- * or reused (the rendering is frozen, as the constant one is, since reviews share it). The key is
+ * or reused (a kept rendering is frozen, as the constant one is, since reviews share it). The key is
  * the renderer's id and each expansion after its length, so no value a pod holds makes two lists
  * read alike.
  */
@@ -348,13 +348,17 @@ function budgeted(compiled: Compiled, size: Size, render: (v: RenderValues) => R
       bytes += 2 * text.length + NODE_BYTES;
     }
     bytes += 2 * keyLength;
-    if (bytes > RENDER_ENTRY_BYTES) return deepFreeze(render(v));
+    // A rendering made for one review only is left unfrozen: frozen means shared, and only a
+    // shared one has its injection plan kept (src/inject/plan.ts), so a pod seen once leaves
+    // nothing behind in either cache.
+    if (bytes > RENDER_ENTRY_BYTES) return render(v);
     let key = id;
     for (const text of texts) key += `${text.length}:${text}`;
     const found = kept.get(key);
     if (found !== undefined) return found.rendered;
+    if (!sightedBefore(key)) return render(v);
     const rendered = deepFreeze(render(v));
-    if (sightedBefore(key)) keep(key, rendered, bytes);
+    keep(key, rendered, bytes);
     return rendered;
   };
 }
