@@ -6,7 +6,7 @@ import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { SidecarTemplateResource } from '../templates/cluster.js';
 import { compileTemplateSet } from '../templates/load.js';
-import { PolicyAnnotations, PolicyLabels, policyVerdict, type PolicySet } from './compile.js';
+import { compilePolicies, PolicyAnnotations, PolicyApi as PolicyApiVersion, PolicyLabels, policyVerdict, type PolicyOptions, type PolicySet, type PolicyVerdict } from './compile.js';
 
 /** Why a sync failed, a closed set (the failures counter's reason label). */
 export const SyncFailure = { Forbidden: 'forbidden', NotServed: 'not-served', Api: 'api', Compile: 'compile', Refused: 'refused' } as const;
@@ -29,16 +29,15 @@ export interface SyncReport {
 export interface PolicySyncOptions {
   /** The policy API, opened at the first sync (discovery) and again after a failure to open it. */
   readonly api: () => Promise<PolicyApi>;
-  /** The template set to policies, MutatingAdmissionPolicy in the apiVersion the cluster serves; every object labelled with PolicyLabels. */
-  readonly compile: (set: TemplateSet, mutatingApiVersion: string) => PolicySet;
-  /** This install's value of the policies label: its revision, or "default". */
-  readonly install: string;
   /**
-   * Policy mode: a template that stopped compiling keeps the version its policies in the cluster
-   * were compiled from (as the webhook keeps a template's last valid version). Hybrid: it goes to
-   * the webhook, so its policy goes.
+   * What the policies are compiled with (compilePolicies), but their API version, which is the one
+   * the cluster serves. Its revision names the objects and labels them for this install, so the
+   * sync judges each template in each view by the names the compile gives it there (policyVerdict).
+   * Hybrid: a template that stops compiling goes to the webhook, so its policy goes; policy mode: it
+   * keeps the version its policies in the cluster were compiled from (as the webhook keeps a
+   * template's last valid version).
    */
-  readonly keepLastCompiled: boolean;
+  readonly policies: Omit<PolicyOptions, 'apiVersion'>;
   readonly logger: Logger;
   readonly onSynced?: (report: SyncReport) => void;
   readonly onFailed?: (reason: SyncFailure, err: InjectorError) => void;
@@ -81,9 +80,11 @@ export interface PolicySync {
  * nothing a leader would add (test/policy/sync.test.ts: two replicas, same objects, no conflict).
  */
 export function createPolicySync(options: PolicySyncOptions): PolicySync {
-  const { logger } = options;
-  // Only this install's objects: another install (a revision) or a hand-made policy is never pruned.
-  const selector = `${PolicyLabels.managedBy}=sidecar-injector,${PolicyLabels.policies}=${options.install}`;
+  const { logger, policies } = options;
+  const { revision } = policies;
+  const keepLastCompiled = policies.hybrid !== true;
+  // Only this install's objects (labelled as Names.metadata labels them): another install (a revision) or a hand-made policy is never pruned.
+  const selector = `${PolicyLabels.managedBy}=sidecar-injector,${PolicyLabels.policies}=${revision ?? 'default'}`;
   const firstRetry = options.retryMs ?? 1000;
   const maxRetry = options.maxRetryMs ?? 60_000;
   let api: PolicyApi | undefined;
@@ -128,10 +129,11 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
   const syncOnce = async (set: TemplateSet): Promise<SyncReport> => {
     api ??= await options.api();
     const present = await api.list(selector);
-    const { effective, kept, held } = options.keepLastCompiled ? withKept(set, present) : { effective: set, kept: new Set<string>(), held: new Set<string>() };
+    const { effective, kept, held } = keepLastCompiled ? withKept(set, present, revision) : { effective: set, kept: new Set<string>(), held: new Set<string>() };
+    const apiVersion = api.mutatingApiVersion === PolicyApiVersion.v1beta1 ? PolicyApiVersion.v1beta1 : PolicyApiVersion.v1;
     let compiled: PolicySet;
     try {
-      compiled = options.compile(effective, api.mutatingApiVersion);
+      compiled = compilePolicies(effective, { ...policies, apiVersion });
     } catch (err) {
       throw new CompileFailed(syncError(err));
     }
@@ -165,25 +167,33 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
     };
   };
 
-  /** One warning per template that does not compile, once per template set (not per retry). */
+  /**
+   * One warning per template that does not compile in a view it is in, once per template set (not
+   * per retry), judged in each view by the names it takes there: a cluster-wide template whose
+   * objects' names are too long only in some namespaces' views is named with those namespaces
+   * (test/policy/sync.test.ts "judges each template in the view").
+   */
   const warnRefused = (set: TemplateSet, kept: ReadonlySet<string>): void => {
     if (warnedFor === set.digest) return;
     warnedFor = set.digest;
-    for (const t of templatesOf(set)) {
-      const verdict = policyVerdict(t);
-      if (verdict.compiles) continue;
+    for (const { template: t, verdict, views } of refusalsOf(set, revision)) {
       const keptHere = kept.has(templateKey(t));
+      // A cluster-wide template that compiles in the cluster-wide view fails only in the namespaces named.
+      const only = views.includes('') || templateKey(set.templates.get(t.name)) !== templateKey(t) ? undefined : views;
+      const where = only === undefined ? '' : ` in the view of namespace${only.length > 1 ? 's' : ''} ${listed(only)}`;
+      const then = keepLastCompiled ? 'pods that select it are refused' : 'the webhook injects it';
       logger.warn(
         {
           template: t.name,
           ...(t.namespace !== undefined && { namespace: t.namespace }),
+          ...(only !== undefined && { views: only.slice(0, LISTED) }),
           reason: verdict.detail,
           kept: keptHere,
           ...(verdict.error !== undefined && { code: verdict.error.code }),
         },
         keptHere
-          ? `template ${t.name} no longer compiles to a policy: its last compiled version keeps injecting (${verdict.detail})`
-          : `template ${t.name} does not compile to a policy: ${options.keepLastCompiled ? 'pods that select it are refused' : 'the webhook injects it'} (${verdict.detail})`,
+          ? `template ${t.name} no longer compiles to a policy${where}: its last compiled version keeps injecting (${verdict.detail})`
+          : `template ${t.name} does not compile to a policy${where}: ${only === undefined ? then : `${then} there`} (${verdict.detail})`,
       );
     }
   };
@@ -253,11 +263,43 @@ function viewKeyOf(o: PolicyObject): string {
   return template === undefined ? '' : `${o.metadata.labels?.[PolicyLabels.namespace] ?? ''}/${template}`;
 }
 
-/** Every template of the set and of its namespaces' views, once each. */
-function templatesOf(set: TemplateSet): CompiledTemplate[] {
-  const all = new Map<string, CompiledTemplate>();
-  for (const view of [set, ...(set.namespaces?.values() ?? [])]) for (const t of view.templates.values()) all.set(templateKey(t), t);
+/** The views of a set by the namespace label of their objects: '' the cluster-wide set, else the namespace whose own view it is. */
+function viewsOf(set: TemplateSet): [string, TemplateSet][] {
+  return [['', set], ...(set.namespaces ?? [])];
+}
+
+/** A template's verdict in a view ('' the cluster-wide set): with the names its objects take there, as compileView judges it. */
+function verdictIn(t: CompiledTemplate, view: string, revision: string | undefined): PolicyVerdict {
+  return policyVerdict(t, view === '' ? undefined : view, revision);
+}
+
+/** A template that does not compile in some views it is in: its verdict in the first, and those views. */
+interface Refusal {
+  readonly template: CompiledTemplate;
+  readonly verdict: PolicyVerdict;
+  readonly views: string[];
+}
+
+/** Every template of the set and of its namespaces' views that does not compile in a view it is in, once each. */
+function refusalsOf(set: TemplateSet, revision: string | undefined): Refusal[] {
+  const all = new Map<string, Refusal>();
+  for (const [view, { templates }] of viewsOf(set))
+    for (const t of templates.values()) {
+      const verdict = verdictIn(t, view, revision);
+      if (verdict.compiles) continue;
+      const seen = all.get(templateKey(t));
+      if (seen === undefined) all.set(templateKey(t), { template: t, verdict, views: [view] });
+      else seen.views.push(view);
+    }
   return [...all.values()];
+}
+
+/** At most this many names in a log line that lists namespaces. */
+const LISTED = 5;
+
+function listed(names: readonly string[]): string {
+  const more = names.length - LISTED;
+  return names.slice(0, LISTED).join(', ') + (more > 0 ? ` and ${more} more` : '');
 }
 
 /** The view a verdict belongs to: a namespace's own (its verdicts name it), else the cluster-wide set. */
@@ -272,7 +314,11 @@ function viewOf(set: TemplateSet, namespace: string | undefined): TemplateSet {
  * again (a policy written without its spec, or a spec this version refuses), whose objects stay
  * as they are.
  */
-function withKept(set: TemplateSet, present: readonly PolicyObject[]): { effective: TemplateSet; kept: ReadonlySet<string>; held: ReadonlySet<string> } {
+function withKept(
+  set: TemplateSet,
+  present: readonly PolicyObject[],
+  revision: string | undefined,
+): { effective: TemplateSet; kept: ReadonlySet<string>; held: ReadonlySet<string> } {
   const policies = new Map(present.filter((o) => o.kind === 'MutatingAdmissionPolicy').map((o) => [viewKeyOf(o), o]));
   const kept = new Set<string>();
   const held = new Set<string>();
@@ -281,7 +327,7 @@ function withKept(set: TemplateSet, present: readonly PolicyObject[]): { effecti
     let changed = false;
     for (const [name, t] of view.templates) {
       const key = `${namespace}/${name}`;
-      const use = policyVerdict(t).compiles ? t : compiledAgain(policies.get(key), t);
+      const use = verdictIn(t, namespace, revision).compiles ? t : compiledAgain(policies.get(key), t, namespace, revision);
       if (use === undefined) held.add(key);
       if (use !== undefined && use !== t) {
         kept.add(templateKey(t));
@@ -302,9 +348,9 @@ function withKept(set: TemplateSet, present: readonly PolicyObject[]): { effecti
 /**
  * The template `t` was when `policy` was compiled from it: its spec as written, loaded with this
  * version's loader (schema and rules) as a SidecarTemplate of its own; undefined when the policy
- * holds no spec, or the spec does not load or compile here.
+ * holds no spec, or the spec does not load or does not compile in the view (`view`) here.
  */
-function compiledAgain(policy: PolicyObject | undefined, t: CompiledTemplate): CompiledTemplate | undefined {
+function compiledAgain(policy: PolicyObject | undefined, t: CompiledTemplate, view: string, revision: string | undefined): CompiledTemplate | undefined {
   const source = policy?.metadata.annotations?.[PolicyAnnotations.source];
   if (policy === undefined || source === undefined) return undefined;
   const file = `MutatingAdmissionPolicy ${policy.metadata.name}`;
@@ -318,7 +364,7 @@ function compiledAgain(policy: PolicyObject | undefined, t: CompiledTemplate): C
   const text = JSON.stringify({ apiVersion: `${group}/${version}`, kind, metadata: { name: t.name }, spec });
   try {
     const again = compileTemplateSet([{ file, text, ...(t.namespace !== undefined && { namespace: t.namespace }) }], file).templates.get(t.name);
-    return again !== undefined && policyVerdict(again).compiles ? again : undefined;
+    return again !== undefined && verdictIn(again, view, revision).compiles ? again : undefined;
   } catch (err) {
     if (err instanceof TemplateSetError) return undefined;
     throw err;

@@ -432,6 +432,44 @@ describe('serve --mode policy', () => {
     assert.equal(warned.code, 'TEMPLATE_NOT_COMPILED');
   });
 
+  it('judges each template in the view it is in: a name too long only in a namespace\'s view is warned about there, and its own templates by their names there', async () => {
+    const api = track(await startFakeApiServer());
+    // 220 characters: sidecar-injector-<name>-namespace has 247, sidecar-injector.ns.team-a.<name>-namespace 257.
+    const wide = 'a'.repeat(220);
+    const own = 'b'.repeat(220);
+    api.applyTemplate(sct(HOME, wide, 'registry.example.com/w:1', { containers: [{ name: 'wide', image: 'registry.example.com/w:1' }] }));
+    api.applyTemplate(sct('team-a', own, 'registry.example.com/o:1', { containers: [{ name: 'own', image: 'registry.example.com/o:1' }] }));
+    api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0'));
+    const server = track(await startPolicies(api, 'templates', ['--templates-source', 'cluster']));
+    await eventually(async () => (await ready(server)) === 200, 'listed and synced');
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), [`sidecar-injector-${wide}`, 'sidecar-injector.ns.team-a.agent'], 'each compiles where its names fit');
+    const warned = (name: string): any => server.logs().find((l) => l.level === 40 && l.template === name);
+    assert.match(
+      warned(wide)?.msg ?? 'no warning',
+      /^template a{220} does not compile to a policy in the view of namespace team-a: pods that select it are refused there \(\/metadata\/name: its objects would be named sidecar-injector\.ns\.team-a\.a{220}-namespace \(257 characters\)/,
+    );
+    assert.deepEqual(warned(wide).views, ['team-a']);
+    assert.match(
+      warned(own)?.msg ?? 'no warning',
+      /^template b{220} does not compile to a policy: pods that select it are refused \(\/metadata\/name: its objects would be named sidecar-injector\.ns\.team-a\.b{220}-namespace \(257 characters\)/,
+    );
+  });
+
+  it("judges each template by the names of this install's revision", async () => {
+    const api = track(await startFakeApiServer());
+    const dir = await templatesCopy();
+    // 210 characters: sidecar-injector-<name>-namespace has 237, sidecar-injector.rev.canary.<name>-pod-ns-revision 254.
+    const long = 'c'.repeat(210);
+    await writeFile(join(dir, 'long.yaml'), JSON.stringify(sct(HOME, long, 'registry.example.com/l:1', { containers: [{ name: 'long', image: 'registry.example.com/l:1' }] })));
+    const server = track(await startPolicies(api, dir, ['--revision', 'canary']));
+    await eventually(async () => (await ready(server)) === 200, 'synced');
+    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector.rev.canary.log-shipper', 'sidecar-injector.rev.canary.proxy']);
+    assert.match(
+      server.logs().find((l) => l.level === 40 && l.template === long)?.msg ?? 'no warning',
+      /^template c{210} does not compile to a policy: pods that select it are refused \(\/metadata\/name: its objects would be named sidecar-injector\.rev\.canary\.c{210}-pod-ns-revision \(254 characters\)/,
+    );
+  });
+
   it('an object the apiserver refuses (422) is logged and counted, and every other object is applied; the sync completes', async () => {
     const api = track(await startFakeApiServer());
     const refused = 'sidecar-injector-log-shipper';
