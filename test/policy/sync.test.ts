@@ -432,7 +432,7 @@ describe('serve --mode policy', () => {
     assert.equal(warned.code, 'TEMPLATE_NOT_COMPILED');
   });
 
-  it('judges each template in the view it is in: a name too long only in a namespace\'s view is warned about there, and its own templates by their names there', async () => {
+  it("judges each template in the view it is in: a name too long only in a namespace's view is warned about there, and its own templates by their names there", async () => {
     const api = track(await startFakeApiServer());
     // 220 characters: sidecar-injector-<name>-namespace has 247, sidecar-injector.ns.team-a.<name>-namespace 257.
     const wide = 'a'.repeat(220);
@@ -442,7 +442,11 @@ describe('serve --mode policy', () => {
     api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0'));
     const server = track(await startPolicies(api, 'templates', ['--templates-source', 'cluster']));
     await eventually(async () => (await ready(server)) === 200, 'listed and synced');
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), [`sidecar-injector-${wide}`, 'sidecar-injector.ns.team-a.agent'], 'each compiles where its names fit');
+    assert.deepEqual(
+      names(api, 'MutatingAdmissionPolicy'),
+      [`sidecar-injector-${wide}`, 'sidecar-injector.ns.team-a.agent'],
+      'each compiles where its names fit',
+    );
     const warned = (name: string): any => server.logs().find((l) => l.level === 40 && l.template === name);
     assert.match(
       warned(wide)?.msg ?? 'no warning',
@@ -460,7 +464,10 @@ describe('serve --mode policy', () => {
     const dir = await templatesCopy();
     // 210 characters: sidecar-injector-<name>-namespace has 237, sidecar-injector.rev.canary.<name>-pod-ns-revision 254.
     const long = 'c'.repeat(210);
-    await writeFile(join(dir, 'long.yaml'), JSON.stringify(sct(HOME, long, 'registry.example.com/l:1', { containers: [{ name: 'long', image: 'registry.example.com/l:1' }] })));
+    await writeFile(
+      join(dir, 'long.yaml'),
+      JSON.stringify(sct(HOME, long, 'registry.example.com/l:1', { containers: [{ name: 'long', image: 'registry.example.com/l:1' }] })),
+    );
     const server = track(await startPolicies(api, dir, ['--revision', 'canary']));
     await eventually(async () => (await ready(server)) === 200, 'synced');
     assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector.rev.canary.log-shipper', 'sidecar-injector.rev.canary.proxy']);
