@@ -6,7 +6,16 @@ import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { SidecarTemplateResource } from '../templates/cluster.js';
 import { compileTemplateSet } from '../templates/load.js';
-import { compilePolicies, PolicyAnnotations, PolicyApi as PolicyApiVersion, PolicyLabels, policyVerdict, type PolicyOptions, type PolicySet, type PolicyVerdict } from './compile.js';
+import {
+  compilePolicies,
+  PolicyAnnotations,
+  PolicyApi as PolicyApiVersion,
+  PolicyLabels,
+  policyVerdict,
+  type PolicyOptions,
+  type PolicySet,
+  type PolicyVerdict,
+} from './compile.js';
 
 /** Why a sync failed, a closed set (the failures counter's reason label). */
 export const SyncFailure = { Forbidden: 'forbidden', NotServed: 'not-served', Api: 'api', Compile: 'compile', Refused: 'refused' } as const;
@@ -80,82 +89,114 @@ export interface PolicySync {
  * nothing a leader would add (test/policy/sync.test.ts: two replicas, same objects, no conflict).
  */
 export function createPolicySync(options: PolicySyncOptions): PolicySync {
-  const { logger, policies } = options;
-  const { revision } = policies;
-  const keepLastCompiled = policies.hybrid !== true;
-  // Only this install's objects (labelled as Names.metadata labels them): another install (a revision) or a hand-made policy is never pruned.
-  const selector = `${PolicyLabels.managedBy}=sidecar-injector,${PolicyLabels.policies}=${revision ?? 'default'}`;
-  const firstRetry = options.retryMs ?? 1000;
-  const maxRetry = options.maxRetryMs ?? 60_000;
-  let api: PolicyApi | undefined;
-  let wanted: TemplateSet | undefined;
-  let done: TemplateSet | undefined;
-  let attempted = false;
-  let running = false;
-  let retry: NodeJS.Timeout | undefined;
-  let backoff = firstRetry;
-  let closed = false;
-  let served: ReadonlySet<string> = new Set();
-  let warnedFor: string | undefined;
+  return new Sync(options);
+}
 
-  const run = async (): Promise<void> => {
-    if (running || retry !== undefined || closed || wanted === undefined || wanted === done) return;
-    running = true;
-    const set = wanted;
+/**
+ * One install's sync: at most one pass at a time, always for the latest set (`#run`); a failed pass
+ * retried after the backoff (`#failed`); one pass (`#pass`) lists, compiles, applies and prunes, and
+ * keeps what its policies serve for byPolicy.
+ */
+class Sync implements PolicySync {
+  readonly #options: PolicySyncOptions;
+  readonly #revision: string | undefined;
+  readonly #keepLastCompiled: boolean;
+  /** Only this install's objects (labelled as Names.metadata labels them): another install (a revision) or a hand-made policy is never pruned. */
+  readonly #selector: string;
+  readonly #firstRetry: number;
+  #api: PolicyApi | undefined;
+  /** The set to sync to, and the last set a pass completed for. */
+  #wanted: TemplateSet | undefined;
+  #done: TemplateSet | undefined;
+  #attempted = false;
+  #running = false;
+  #retry: NodeJS.Timeout | undefined;
+  #backoff: number;
+  #closed = false;
+  /** The templates (templateKey) the policies of the last complete pass inject and check. */
+  #served: ReadonlySet<string> = new Set();
+  /** The digest of the set whose templates that do not compile were last warned about. */
+  #warnedFor: string | undefined;
+
+  constructor(options: PolicySyncOptions) {
+    this.#options = options;
+    this.#revision = options.policies.revision;
+    this.#keepLastCompiled = options.policies.hybrid !== true;
+    this.#selector = `${PolicyLabels.managedBy}=sidecar-injector,${PolicyLabels.policies}=${this.#revision ?? 'default'}`;
+    this.#firstRetry = options.retryMs ?? 1000;
+    this.#backoff = this.#firstRetry;
+  }
+
+  update(set: TemplateSet): void {
+    this.#wanted = set;
+    void this.#run();
+  }
+
+  synced(): boolean {
+    return this.#done !== undefined;
+  }
+
+  attempted(): boolean {
+    return this.#attempted;
+  }
+
+  /** A function of its own, not a method: the handlers are given it alone (main.ts). */
+  readonly byPolicy = (t: CompiledTemplate): boolean => this.#served.has(templateKey(t));
+
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#retry);
+  }
+
+  /** A pass for the latest set, unless one runs, a retry waits, the sync is closed, or that set is synced; then the next. */
+  async #run(): Promise<void> {
+    if (this.#running || this.#retry !== undefined || this.#closed || this.#wanted === undefined || this.#wanted === this.#done) return;
+    this.#running = true;
+    const set = this.#wanted;
     try {
-      const report = await syncOnce(set);
-      done = set;
-      backoff = firstRetry;
-      logger.info(report, 'policies synced');
-      options.onSynced?.(report);
+      const report = await this.#pass(set);
+      this.#done = set;
+      this.#backoff = this.#firstRetry;
+      this.#options.logger.info(report, 'policies synced');
+      this.#options.onSynced?.(report);
     } catch (err) {
-      const error = err instanceof CompileFailed ? err.error : syncError(err);
-      const reason = err instanceof CompileFailed ? SyncFailure.Compile : failureOf(error);
-      options.onFailed?.(reason, error);
-      logger.error({ err: error, reason, retryInSeconds: backoff / 1000 }, `policies not synced: ${error.message}`);
-      retry = setTimeout(() => {
-        retry = undefined;
-        void run();
-      }, backoff);
-      retry.unref();
-      backoff = Math.min(backoff * 2, maxRetry);
+      this.#failed(err);
     } finally {
-      running = false;
-      attempted = true;
+      this.#running = false;
+      this.#attempted = true;
     }
-    void run();
-  };
+    void this.#run();
+  }
 
-  const syncOnce = async (set: TemplateSet): Promise<SyncReport> => {
-    api ??= await options.api();
-    const present = await api.list(selector);
-    const { effective, kept, held } = keepLastCompiled ? withKept(set, present, revision) : { effective: set, kept: new Set<string>(), held: new Set<string>() };
-    const apiVersion = api.mutatingApiVersion === PolicyApiVersion.v1beta1 ? PolicyApiVersion.v1beta1 : PolicyApiVersion.v1;
-    let compiled: PolicySet;
-    try {
-      compiled = compilePolicies(effective, { ...policies, apiVersion });
-    } catch (err) {
-      throw new CompileFailed(syncError(err));
-    }
-    warnRefused(set, kept);
+  /** A pass that failed: counted, logged as the user reads it, and retried after the backoff, which doubles up to maxRetryMs. */
+  #failed(err: unknown): void {
+    const { logger, onFailed, maxRetryMs = 60_000 } = this.#options;
+    const error = err instanceof CompileFailed ? err.error : syncError(err);
+    const reason = err instanceof CompileFailed ? SyncFailure.Compile : failureOf(error);
+    onFailed?.(reason, error);
+    logger.error({ err: error, reason, retryInSeconds: this.#backoff / 1000 }, `policies not synced: ${error.message}`);
+    this.#retry = setTimeout(() => {
+      this.#retry = undefined;
+      void this.#run();
+    }, this.#backoff);
+    this.#retry.unref();
+    this.#backoff = Math.min(this.#backoff * 2, maxRetryMs);
+  }
+
+  /** One pass: list this install's objects, compile the set (with what is kept), apply every object, prune the stale ones. */
+  async #pass(set: TemplateSet): Promise<SyncReport> {
+    const api = (this.#api ??= await this.#options.api());
+    const present = await api.list(this.#selector);
+    const { effective, kept, held } = this.#keepLastCompiled
+      ? withKept(set, present, this.#revision)
+      : { effective: set, kept: new Set<string>(), held: new Set<string>() };
+    const compiled = this.#compile(effective, api);
+    this.#warnRefused(set, kept);
     const objects = compiled.objects as unknown as readonly PolicyObject[];
-    let refusedObjects = 0;
-    for (const obj of objects) {
-      const refusal = await applyOne(api, obj);
-      if (refusal === undefined) continue;
-      refusedObjects++;
-      options.onFailed?.(SyncFailure.Refused, refusal);
-      logger.error({ err: refusal, kind: obj.kind, name: obj.metadata.name }, `policy not applied: ${refusal.message}`);
-    }
-    const wantedKeys = new Set(objects.map(keyOf));
-    // A view that did not compile keeps its objects as they are in the cluster.
-    const unsynced = new Set(compiled.unsynced);
-    // Bindings go before their policies, as they were applied after them: a binding never names a policy that is gone.
-    const stale = present
-      .filter((o) => !wantedKeys.has(keyOf(o)) && !held.has(viewKeyOf(o)) && !unsynced.has(o.metadata.labels?.[PolicyLabels.namespace] ?? ''))
-      .sort((a, b) => Number(!a.kind.endsWith('Binding')) - Number(!b.kind.endsWith('Binding')));
+    const refusedObjects = await this.#applyAll(api, objects);
+    const stale = staleObjects(present, objects, held, compiled.unsynced);
     for (const obj of stale) await api.remove(obj);
-    served = new Set(compiled.verdicts.filter((v) => v.compiles).map((v) => templateKey(viewOf(effective, v.namespace).templates.get(v.template))));
+    this.#served = servedBy(compiled, effective);
     const refused = compiled.verdicts.filter((v) => !v.compiles).length;
     return {
       compiled: compiled.verdicts.length - refused,
@@ -165,52 +206,95 @@ export function createPolicySync(options: PolicySyncOptions): PolicySync {
       refusedObjects,
       pruned: stale.length,
     };
-  };
+  }
 
-  /**
-   * One warning per template that does not compile in a view it is in, once per template set (not
-   * per retry), judged in each view by the names it takes there: a cluster-wide template whose
-   * objects' names are too long only in some namespaces' views is named with those namespaces
-   * (test/policy/sync.test.ts "judges each template in the view").
-   */
-  const warnRefused = (set: TemplateSet, kept: ReadonlySet<string>): void => {
-    if (warnedFor === set.digest) return;
-    warnedFor = set.digest;
-    for (const { template: t, verdict, views } of refusalsOf(set, revision)) {
-      const keptHere = kept.has(templateKey(t));
-      // A cluster-wide template that compiles in the cluster-wide view fails only in the namespaces named.
-      const only = views.includes('') || templateKey(set.templates.get(t.name)) !== templateKey(t) ? undefined : views;
-      const where = only === undefined ? '' : ` in the view of namespace${only.length > 1 ? 's' : ''} ${listed(only)}`;
-      const then = keepLastCompiled ? 'pods that select it are refused' : 'the webhook injects it';
-      logger.warn(
-        {
-          template: t.name,
-          ...(t.namespace !== undefined && { namespace: t.namespace }),
-          ...(only !== undefined && { views: only.slice(0, LISTED) }),
-          reason: verdict.detail,
-          kept: keptHere,
-          ...(verdict.error !== undefined && { code: verdict.error.code }),
-        },
-        keptHere
-          ? `template ${t.name} no longer compiles to a policy${where}: its last compiled version keeps injecting (${verdict.detail})`
-          : `template ${t.name} does not compile to a policy${where}: ${only === undefined ? then : `${then} there`} (${verdict.detail})`,
-      );
+  /** The policies of the set, in the MutatingAdmissionPolicy version the cluster serves; a compile that throws (a bug of ours) fails the pass as CompileFailed. */
+  #compile(set: TemplateSet, api: PolicyApi): PolicySet {
+    const apiVersion = api.mutatingApiVersion === PolicyApiVersion.v1beta1 ? PolicyApiVersion.v1beta1 : PolicyApiVersion.v1;
+    try {
+      return compilePolicies(set, { ...this.#options.policies, apiVersion });
+    } catch (err) {
+      throw new CompileFailed(syncError(err));
     }
-  };
+  }
 
-  return {
-    update(set) {
-      wanted = set;
-      void run();
-    },
-    synced: () => done !== undefined,
-    attempted: () => attempted,
-    byPolicy: (t) => served.has(templateKey(t)),
-    close() {
-      closed = true;
-      clearTimeout(retry);
-    },
+  /** Every object applied in order; one the apiserver refuses is counted, logged and skipped. Returns how many were refused. */
+  async #applyAll(api: PolicyApi, objects: readonly PolicyObject[]): Promise<number> {
+    const { logger, onFailed } = this.#options;
+    let refused = 0;
+    for (const obj of objects) {
+      const refusal = await applyOne(api, obj);
+      if (refusal === undefined) continue;
+      refused++;
+      onFailed?.(SyncFailure.Refused, refusal);
+      logger.error({ err: refusal, kind: obj.kind, name: obj.metadata.name }, `policy not applied: ${refusal.message}`);
+    }
+    return refused;
+  }
+
+  /** One warning per template that does not compile in a view it is in, once per template set (not per retry). */
+  #warnRefused(set: TemplateSet, kept: ReadonlySet<string>): void {
+    if (this.#warnedFor === set.digest) return;
+    this.#warnedFor = set.digest;
+    for (const refusal of refusalsOf(set, this.#revision)) {
+      const { fields, message } = refusalWarning(refusal, set, kept, this.#keepLastCompiled);
+      this.#options.logger.warn(fields, message);
+    }
+  }
+}
+
+/**
+ * The warning for a template that does not compile in a view it is in, judged in each view by the
+ * names it takes there: a cluster-wide template whose objects' names are too long only in some
+ * namespaces' views is named with those namespaces (test/policy/sync.test.ts "judges each template
+ * in the view").
+ */
+function refusalWarning(
+  { template: t, verdict, views }: Refusal,
+  set: TemplateSet,
+  kept: ReadonlySet<string>,
+  keepLastCompiled: boolean,
+): { fields: Record<string, unknown>; message: string } {
+  const keptHere = kept.has(templateKey(t));
+  // A cluster-wide template that compiles in the cluster-wide view fails only in the namespaces named.
+  const only = views.includes('') || templateKey(set.templates.get(t.name)) !== templateKey(t) ? undefined : views;
+  const where = only === undefined ? '' : ` in the view of namespace${only.length > 1 ? 's' : ''} ${listed(only)}`;
+  const then = keepLastCompiled ? 'pods that select it are refused' : 'the webhook injects it';
+  const fields = {
+    template: t.name,
+    ...(t.namespace !== undefined && { namespace: t.namespace }),
+    ...(only !== undefined && { views: only.slice(0, LISTED) }),
+    reason: verdict.detail,
+    kept: keptHere,
+    ...(verdict.error !== undefined && { code: verdict.error.code }),
   };
+  const message = keptHere
+    ? `template ${t.name} no longer compiles to a policy${where}: its last compiled version keeps injecting (${verdict.detail})`
+    : `template ${t.name} does not compile to a policy${where}: ${only === undefined ? then : `${then} there`} (${verdict.detail})`;
+  return { fields, message };
+}
+
+/**
+ * The listed objects the compile no longer makes, but those of templates held and of views that did
+ * not compile (`unsynced`), which stay as they are in the cluster; bindings first, as they were
+ * applied after their policies: a binding never names a policy that is gone.
+ */
+function staleObjects(
+  present: readonly PolicyObject[],
+  objects: readonly PolicyObject[],
+  held: ReadonlySet<string>,
+  unsynced: readonly string[],
+): PolicyObject[] {
+  const wantedKeys = new Set(objects.map(keyOf));
+  const notSynced = new Set(unsynced);
+  return present
+    .filter((o) => !wantedKeys.has(keyOf(o)) && !held.has(viewKeyOf(o)) && !notSynced.has(o.metadata.labels?.[PolicyLabels.namespace] ?? ''))
+    .sort((a, b) => Number(!a.kind.endsWith('Binding')) - Number(!b.kind.endsWith('Binding')));
+}
+
+/** The templates (templateKey) the compiled policies inject and check: each whose verdict compiles, as the view of that verdict holds it. */
+function servedBy(compiled: PolicySet, effective: TemplateSet): ReadonlySet<string> {
+  return new Set(compiled.verdicts.filter((v) => v.compiles).map((v) => templateKey(viewOf(effective, v.namespace).templates.get(v.template))));
 }
 
 /**
