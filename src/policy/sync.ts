@@ -63,8 +63,13 @@ export interface PolicySync {
   synced(): boolean;
   /** True once the first sync has finished, complete or failed: hybrid's readiness waits for it. */
   attempted(): boolean;
-  /** Whether the policies of the last complete sync inject and check this template (hybrid: the webhook leaves it to them). */
-  byPolicy(t: CompiledTemplate): boolean;
+  /**
+   * Whether a policy injects and checks `t` in pods of `namespace` (hybrid: the webhook leaves it to
+   * it there): the MutatingAdmissionPolicy of that namespace's view for `t` (its own view, else the
+   * cluster-wide set's, as the last complete sync bound them) is in the cluster after that sync,
+   * and the apiserver refused none of its objects in it (test/server/hybrid.test.ts "per view").
+   */
+  byPolicy(t: CompiledTemplate, namespace: string): boolean;
   close(): void;
 }
 
@@ -113,8 +118,10 @@ class Sync implements PolicySync {
   #retry: NodeJS.Timeout | undefined;
   #backoff: number;
   #closed = false;
-  /** The templates (templateKey) the policies of the last complete pass inject and check. */
+  /** The views' templates (viewKeyOf) whose policies are in the cluster after the last complete pass. */
   #served: ReadonlySet<string> = new Set();
+  /** The namespaces with views of their own in the last complete pass: the others are bound to the cluster-wide set's policies. */
+  #views: ReadonlySet<string> = new Set();
   /** The digest of the set whose templates that do not compile were last warned about. */
   #warnedFor: string | undefined;
 
@@ -141,7 +148,7 @@ class Sync implements PolicySync {
   }
 
   /** A function of its own, not a method: the handlers are given it alone (main.ts). */
-  readonly byPolicy = (t: CompiledTemplate): boolean => this.#served.has(templateKey(t));
+  readonly byPolicy = (t: CompiledTemplate, namespace: string): boolean => this.#served.has(`${this.#views.has(namespace) ? namespace : ''}/${t.name}`);
 
   close(): void {
     this.#closed = true;
@@ -193,17 +200,18 @@ class Sync implements PolicySync {
     const compiled = this.#compile(effective, api);
     this.#warnRefused(set, kept);
     const objects = compiled.objects as unknown as readonly PolicyObject[];
-    const refusedObjects = await this.#applyAll(api, objects);
+    const refusals = await this.#applyAll(api, objects);
     const stale = staleObjects(present, objects, held, compiled.unsynced);
     for (const obj of stale) await api.remove(obj);
-    this.#served = servedBy(compiled, effective);
+    this.#served = servedBy(present, objects, refusals, stale);
+    this.#views = new Set(effective.namespaces?.keys());
     const refused = compiled.verdicts.filter((v) => !v.compiles).length;
     return {
       compiled: compiled.verdicts.length - refused,
       refused,
       kept: kept.size,
-      applied: objects.length - refusedObjects,
-      refusedObjects,
+      applied: objects.length - refusals.length,
+      refusedObjects: refusals.length,
       pruned: stale.length,
     };
   }
@@ -218,14 +226,14 @@ class Sync implements PolicySync {
     }
   }
 
-  /** Every object applied in order; one the apiserver refuses is counted, logged and skipped. Returns how many were refused. */
-  async #applyAll(api: PolicyApi, objects: readonly PolicyObject[]): Promise<number> {
+  /** Every object applied in order; one the apiserver refuses is counted, logged and skipped. Returns those refused. */
+  async #applyAll(api: PolicyApi, objects: readonly PolicyObject[]): Promise<PolicyObject[]> {
     const { logger, onFailed } = this.#options;
-    let refused = 0;
+    const refused: PolicyObject[] = [];
     for (const obj of objects) {
       const refusal = await applyOne(api, obj);
       if (refusal === undefined) continue;
-      refused++;
+      refused.push(obj);
       onFailed?.(SyncFailure.Refused, refusal);
       logger.error({ err: refusal, kind: obj.kind, name: obj.metadata.name }, `policy not applied: ${refusal.message}`);
     }
@@ -292,9 +300,21 @@ function staleObjects(
     .sort((a, b) => Number(!a.kind.endsWith('Binding')) - Number(!b.kind.endsWith('Binding')));
 }
 
-/** The templates (templateKey) the compiled policies inject and check: each whose verdict compiles, as the view of that verdict holds it. */
-function servedBy(compiled: PolicySet, effective: TemplateSet): ReadonlySet<string> {
-  return new Set(compiled.verdicts.filter((v) => v.compiles).map((v) => templateKey(viewOf(effective, v.namespace).templates.get(v.template))));
+/**
+ * The views' templates (viewKeyOf) whose MutatingAdmissionPolicy is in the cluster after a pass:
+ * applied, or listed and not pruned (a view that did not compile keeps its objects), and none of
+ * whose objects the apiserver refused in the pass (a policy without its bindings injects nothing).
+ */
+function servedBy(
+  present: readonly PolicyObject[],
+  objects: readonly PolicyObject[],
+  refused: readonly PolicyObject[],
+  stale: readonly PolicyObject[],
+): ReadonlySet<string> {
+  const notThere = new Set([...refused, ...stale].map(keyOf));
+  const refusedViews = new Set(refused.map(viewKeyOf));
+  const there = [...objects, ...present].filter((o) => o.kind === 'MutatingAdmissionPolicy' && !notThere.has(keyOf(o)));
+  return new Set(there.map(viewKeyOf).filter((key) => key !== '' && !refusedViews.has(key)));
 }
 
 /**
@@ -384,11 +404,6 @@ const LISTED = 5;
 function listed(names: readonly string[]): string {
   const more = names.length - LISTED;
   return names.slice(0, LISTED).join(', ') + (more > 0 ? ` and ${more} more` : '');
-}
-
-/** The view a verdict belongs to: a namespace's own (its verdicts name it), else the cluster-wide set. */
-function viewOf(set: TemplateSet, namespace: string | undefined): TemplateSet {
-  return (namespace === undefined ? undefined : set.namespaces?.get(namespace)) ?? set;
 }
 
 /**

@@ -55,18 +55,22 @@ export async function startPolicyInjector(api: FakeApiServer, templatesDir: stri
 }
 
 /**
- * `serve --mode hybrid` with the templates of `templatesDir`, serving a certificate for SERVICE_DNS
- * and 127.0.0.1 made now and written to `certDir` (tls.crt, tls.key, ca.crt), a fresh directory
- * removed at close when none is given.
+ * `serve --mode hybrid` with the templates of `templatesDir` and `flags`, serving a certificate for
+ * SERVICE_DNS and 127.0.0.1 made now and written to `certDir` (tls.crt, tls.key, ca.crt), a fresh
+ * directory removed at close when none is given.
  */
-export async function startHybridInjector(api: FakeApiServer, templatesDir: string, certDir?: string): Promise<HybridInjector> {
+export async function startHybridInjector(
+  api: FakeApiServer,
+  templatesDir: string,
+  { certDir, flags = [] }: { readonly certDir?: string; readonly flags?: readonly string[] } = {},
+): Promise<HybridInjector> {
   const dir = certDir ?? (await mkdtemp(join(tmpdir(), 'hybrid-certs-')));
   const authority = await createCA('hybrid-ca', 1);
   const serving = await issueServingCert(authority, { dnsNames: [SERVICE_DNS], ipAddresses: ['127.0.0.1'], validityDays: 1 });
   await writeFile(join(dir, 'tls.crt'), serving.certPem);
   await writeFile(join(dir, 'tls.key'), serving.keyPem);
   await writeFile(join(dir, 'ca.crt'), authority.certPem);
-  const config = serveConfig(['--mode', 'hybrid', '--port', '0', '--cert-dir', dir, ...common(api, templatesDir)], {});
+  const config = serveConfig(['--mode', 'hybrid', '--port', '0', '--cert-dir', dir, ...common(api, templatesDir), ...flags], {});
   const started = await launch(config, serve);
   return {
     ...started,

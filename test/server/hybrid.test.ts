@@ -8,7 +8,7 @@ import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserve
 import { admit, skip, stored, type Modes } from '../helpers/policy-parity.js';
 import { asApplied, POLICY_KINDS, startHybridInjector, type HybridInjector } from '../helpers/policy-sync-lab.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
-import { eventually } from '../helpers/sidecartemplates.js';
+import { eventually, HOME, sct } from '../helpers/sidecartemplates.js';
 import { readYaml11 } from '../corpus/corpus.js';
 
 /**
@@ -41,7 +41,7 @@ describe('serve --mode hybrid', () => {
     dir = await mkdtemp(join(tmpdir(), 'hybrid-'));
     await cp('templates', join(dir, 'templates'), { recursive: true });
     await writeFile(join(dir, 'templates', 'tuned.yaml'), TUNED);
-    hybrid = await startHybridInjector(api, join(dir, 'templates'), dir);
+    hybrid = await startHybridInjector(api, join(dir, 'templates'), { certDir: dir });
     await eventually(async () => (await hybrid.ready()) === 200, 'ready after the first sync');
     // Ready once the first sync has finished; this one completes (its validating policy is the last object applied).
     await eventually(async () => api.policy('ValidatingAdmissionPolicyBinding', 'sidecar-injector-validate-pod') !== undefined, 'the first sync applied');
@@ -177,5 +177,51 @@ describe('serve --mode hybrid: readiness', () => {
     } finally {
       await api.close();
     }
+  });
+});
+
+describe('serve --mode hybrid: per view', () => {
+  let api: FakeApiServer;
+  let hybrid: HybridInjector;
+  // 220 characters: its cluster-wide objects' names fit (sidecar-injector-<name>-namespace, 247), team-a's do not (257).
+  const wide = 'w'.repeat(220);
+  before(async () => {
+    api = await startFakeApiServer();
+    api.applyTemplate(sct(HOME, wide, 'registry.example.com/wide:1', { containers: [{ name: 'wide', image: 'registry.example.com/wide:1' }] }));
+    api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1'));
+    api.applyTemplate(sct('team-b', 'agent', 'registry.example.com/agent:1'));
+    api.invalidate((kind, name) =>
+      kind === 'MutatingAdmissionPolicy' && name === 'sidecar-injector.ns.team-b.agent' ? 'spec.mutations[0]: Invalid value' : undefined,
+    );
+    hybrid = await startHybridInjector(api, 'templates', { flags: ['--templates-source', 'cluster'] });
+    await eventually(async () => (await hybrid.ready()) === 200, 'ready after the first sync');
+    await eventually(async () => hybrid.logs().some((l) => l.msg === 'policies synced'), 'the first sync completed');
+  });
+  after(async () => {
+    await hybrid?.close();
+    await api?.close();
+  });
+
+  const injected = async (namespace: string, templates: string): Promise<string[]> => {
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': templates } });
+    const res = await httpsRequest(`${hybrid.url}/mutate`, JSON.stringify(podReview(pod, { namespace })), { ca: hybrid.ca });
+    assert.equal(res.status, 200, res.text);
+    const answer = res.json().response;
+    assert.equal(answer.allowed, true, JSON.stringify(answer.status));
+    return decodePatch(answer)
+      .filter((op: any) => op.op === 'add' && /^\/spec\/(init)?[cC]ontainers/.test(op.path))
+      .flatMap((op: any) => (Array.isArray(op.value) ? op.value : [op.value]).map((c: any) => c.name));
+  };
+
+  it('injects a cluster-wide template in a namespace whose view has no policy for it (its names too long there), and leaves it to the cluster-wide policy elsewhere', async () => {
+    assert.ok(api.policy('MutatingAdmissionPolicy', `sidecar-injector-${wide}`), 'the cluster-wide policy exists');
+    assert.deepEqual(await injected('team-a', wide), ['wide']);
+    assert.deepEqual(await injected('shop', wide), []);
+  });
+
+  it('injects a template whose policy the apiserver refused in that view, and leaves it to the policy where it exists', async () => {
+    assert.equal(api.policy('MutatingAdmissionPolicy', 'sidecar-injector.ns.team-b.agent'), undefined, 'refused');
+    assert.deepEqual(await injected('team-b', 'agent'), ['agent']);
+    assert.deepEqual(await injected('team-a', 'agent'), []);
   });
 });
