@@ -249,28 +249,22 @@ export async function servePolicies(config: Config, logger: Logger = createLogge
  * start; the API is opened (discovery) at the first sync, which a failure retries.
  */
 async function openPolicySync(config: Config, logger: Logger, metrics: Metrics): Promise<PolicySync> {
-  const [{ createKubeClients }, { openPolicyApi }, { compilePolicies, PolicyApi }, { createPolicySync }] = await Promise.all([
+  const [{ createKubeClients }, { openPolicyApi }, { createPolicySync }] = await Promise.all([
     import('./kube/client.js'),
     import('./kube/policies.js'),
-    import('./policy/compile.js'),
     import('./policy/sync.js'),
   ]);
   const kube = createKubeClients({ kubeconfig: config.kubeconfig, namespace: config.namespace });
-  const hybrid = config.mode === 'hybrid';
   return createPolicySync({
     api: () => openPolicyApi(kube, config.policyApi),
     // The directory's set, or the SidecarTemplate objects view by view (a namespace's own templates bound to it alone), as the webhook serves them.
-    compile: (set, apiVersion) =>
-      compilePolicies(set, {
-        namespace: kube.namespace,
-        hybrid,
-        apiVersion: apiVersion === PolicyApi.v1beta1 ? PolicyApi.v1beta1 : PolicyApi.v1,
-        // The policies bound the pod by the limits the webhook refuses it by (src/policy/bounds.ts).
-        limits: reviewLimits(config).pod,
-        ...(config.revision !== '' && { revision: config.revision }),
-      }),
-    install: config.revision === '' ? 'default' : config.revision,
-    keepLastCompiled: !hybrid,
+    policies: {
+      namespace: kube.namespace,
+      hybrid: config.mode === 'hybrid',
+      // The policies bound the pod by the limits the webhook refuses it by (src/policy/bounds.ts).
+      limits: reviewLimits(config).pod,
+      ...(config.revision !== '' && { revision: config.revision }),
+    },
     logger,
     onSynced: (r) => metrics.setPolicies({ compiled: r.compiled - r.kept, refused: r.refused, kept: r.kept }),
     onFailed: (reason) => metrics.countPolicySyncFailure(reason),

@@ -56,8 +56,8 @@ export interface HandlerSource {
   readonly imageMirrors?: ImageMirrors;
   /** This install's revision (--revision), recorded in the status annotation of every pod it injects; default: none. */
   readonly revision?: string;
-  /** serve --mode hybrid: the templates the admission policies inject and check, left out by both handlers (InjectionContext.byPolicy). */
-  readonly byPolicy?: (t: CompiledTemplate) => boolean;
+  /** serve --mode hybrid: whether the admission policies inject and check a template in a namespace's pods, left out there by both handlers (InjectionContext.byPolicy). */
+  readonly byPolicy?: (t: CompiledTemplate, namespace: string) => boolean;
   /**
    * Where each review step that decided something is told, one call a step (the pino logger's
    * debug level); absent, as at --log-level info, no step builds anything for it.
@@ -168,7 +168,7 @@ function mutatePod(
     step?.({ reason: selection.reason, detail: selection.detail }, 'skipped: not selected');
     return passed(Decision.Skipped, selection.reason, keyWarnings(pod, set));
   }
-  const chosen = leftToWebhook(selection.templates, context);
+  const chosen = leftToWebhook(selection.templates, context, namespace);
   if (chosen.length === 0) {
     step?.({ templates: selection.templates.map((t) => t.name) }, 'skipped: the admission policies inject every selected template');
     return passed(Decision.Skipped, Reason.ByPolicy, keyWarnings(pod, set, selection.templates));

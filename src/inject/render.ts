@@ -19,17 +19,18 @@ export interface InjectionContext {
   /** Bytes the renderings may add to the pod (RenderBudget: the patch limit, --max-patch-kib); default: that flag's default. */
   readonly renderBytes?: number;
   /**
-   * Templates the apiserver's admission policies inject and check (serve --mode hybrid): the
-   * webhook still knows them (a pod may name them) but leaves them out of what it injects and of
-   * what /validate checks (leftToWebhook; test/server/hybrid.test.ts).
+   * Whether the apiserver's admission policies inject and check a template in pods of a namespace
+   * (serve --mode hybrid: PolicySync.byPolicy): the webhook still knows it (a pod may name it) but
+   * leaves it out of what it injects and of what /validate checks there (leftToWebhook;
+   * test/server/hybrid.test.ts).
    */
-  readonly byPolicy?: (t: CompiledTemplate) => boolean;
+  readonly byPolicy?: (t: CompiledTemplate, namespace: string) => boolean;
 }
 
-/** The selected templates the webhook injects and checks: all of them, but in hybrid mode those the policies inject. */
-export function leftToWebhook(templates: readonly CompiledTemplate[], context: InjectionContext): readonly CompiledTemplate[] {
+/** The selected templates the webhook injects and checks in a pod of `namespace`: all of them, but in hybrid mode those the policies inject there. */
+export function leftToWebhook(templates: readonly CompiledTemplate[], context: InjectionContext, namespace: string): readonly CompiledTemplate[] {
   const { byPolicy } = context;
-  return byPolicy === undefined ? templates : templates.filter((t) => !byPolicy(t));
+  return byPolicy === undefined ? templates : templates.filter((t) => !byPolicy(t, namespace));
 }
 
 /** The selected templates rendered for one pod, and what the handlers add to their answer as warnings. */

@@ -76,7 +76,7 @@ function checkSet(pod: Pod, set: TemplateSet, namespace: string, context: Inject
   const selection = attempt(() => selectTemplates(pod, set, scope, namespace));
   if (selection instanceof InjectorError) return denied(selection, Reason.UnknownTemplate, []);
   if (!selection.inject) return { kind: 'skipped', reason: selection.reason };
-  const chosen = leftToWebhook(selection.templates, context);
+  const chosen = leftToWebhook(selection.templates, context, namespace);
   if (chosen.length === 0) return { kind: 'skipped', reason: Reason.ByPolicy };
   const templates = chosen.map((t) => t.name);
   // A conflict or refused override denies here too, so both handlers agree on every pod.
@@ -308,7 +308,7 @@ function selectedNames(pod: Pod, set: TemplateSet, namespace: string, scope: Opt
   if (byPolicy === undefined) return names;
   return names.filter((n) => {
     const t = set.templates.get(n);
-    return t === undefined || !byPolicy(t);
+    return t === undefined || !byPolicy(t, namespace);
   });
 }
 

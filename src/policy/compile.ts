@@ -194,7 +194,7 @@ function compileView(set: TemplateSet, scope: Scope, options: PolicyOptions): Po
       verdicts[i] = { ...verdicts[i]!, ...notCompiled(t, made.message, made) };
       continue;
     }
-    objects.push(...made.map((o) => ofTemplate(o, t)));
+    objects.push(...made);
     compiled.push(t);
   }
   const validate = names.policy(Validating.set);
@@ -211,14 +211,15 @@ function compileView(set: TemplateSet, scope: Scope, options: PolicyOptions): Po
 }
 
 /**
- * The most bytes of a template's MutatingAdmissionPolicy as JSON: the apiserver refuses a write over
- * its 3 MiB request limit, etcd an object over 1.5 MiB (its default), and a policy carries what its
- * view's templates put into pods, so one template of a view this large is not compiled, with the
- * reason, rather than left to fail at every sync (test/policy/compile.test.ts, "too large").
+ * The most bytes of a template's MutatingAdmissionPolicy as JSON, measured as it is written (its
+ * template annotations included): the apiserver refuses a write over its 3 MiB request limit, etcd
+ * an object over 1.5 MiB (its default), and a policy carries what its view's templates put into
+ * pods, so one template of a view this large is not compiled, with the reason, rather than left to
+ * fail at every sync (test/policy/compile.test.ts, "too large", "as it is written").
  */
 const MAX_POLICY_BYTES = 1024 * 1024;
 
-/** A template's MutatingAdmissionPolicy and its bindings, or what its compile threw (or a policy over MAX_POLICY_BYTES): that template alone is then not compiled. */
+/** A template's MutatingAdmissionPolicy and its bindings as written (ofTemplate), or what its compile threw (or a policy over MAX_POLICY_BYTES): that template alone is then not compiled. */
 function templateObjects(t: CompiledTemplate, context: SetContext, scope: Scope, names: Names): Record<string, unknown>[] | Error {
   try {
     const name = names.policy(t.name);
@@ -226,7 +227,7 @@ function templateObjects(t: CompiledTemplate, context: SetContext, scope: Scope,
       t.required !== undefined && enforcesRequired(names.options)
         ? [requiredBinding('MutatingAdmissionPolicyBinding', name, t.required.namespaceSelector, scope, names)]
         : bindings('MutatingAdmissionPolicyBinding', name, scope, names);
-    const made = [mutatingPolicy(t, name, context, names), ...bound];
+    const made = [mutatingPolicy(t, name, context, names), ...bound].map((o) => ofTemplate(o, t));
     const bytes = Buffer.byteLength(JSON.stringify(made[0]));
     if (bytes > MAX_POLICY_BYTES)
       return new Error(

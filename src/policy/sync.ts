@@ -6,7 +6,16 @@ import type { TemplateSet } from '../templates/load.js';
 import type { CompiledTemplate } from '../templates/template.js';
 import { SidecarTemplateResource } from '../templates/cluster.js';
 import { compileTemplateSet } from '../templates/load.js';
-import { PolicyAnnotations, PolicyLabels, policyVerdict, type PolicySet } from './compile.js';
+import {
+  compilePolicies,
+  PolicyAnnotations,
+  PolicyApi as PolicyApiVersion,
+  PolicyLabels,
+  policyVerdict,
+  type PolicyOptions,
+  type PolicySet,
+  type PolicyVerdict,
+} from './compile.js';
 
 /** Why a sync failed, a closed set (the failures counter's reason label). */
 export const SyncFailure = { Forbidden: 'forbidden', NotServed: 'not-served', Api: 'api', Compile: 'compile', Refused: 'refused' } as const;
@@ -29,16 +38,15 @@ export interface SyncReport {
 export interface PolicySyncOptions {
   /** The policy API, opened at the first sync (discovery) and again after a failure to open it. */
   readonly api: () => Promise<PolicyApi>;
-  /** The template set to policies, MutatingAdmissionPolicy in the apiVersion the cluster serves; every object labelled with PolicyLabels. */
-  readonly compile: (set: TemplateSet, mutatingApiVersion: string) => PolicySet;
-  /** This install's value of the policies label: its revision, or "default". */
-  readonly install: string;
   /**
-   * Policy mode: a template that stopped compiling keeps the version its policies in the cluster
-   * were compiled from (as the webhook keeps a template's last valid version). Hybrid: it goes to
-   * the webhook, so its policy goes.
+   * What the policies are compiled with (compilePolicies), but their API version, which is the one
+   * the cluster serves. Its revision names the objects and labels them for this install, so the
+   * sync judges each template in each view by the names the compile gives it there (policyVerdict).
+   * Hybrid: a template that stops compiling goes to the webhook, so its policy goes; policy mode: it
+   * keeps the version its policies in the cluster were compiled from (as the webhook keeps a
+   * template's last valid version).
    */
-  readonly keepLastCompiled: boolean;
+  readonly policies: Omit<PolicyOptions, 'apiVersion'>;
   readonly logger: Logger;
   readonly onSynced?: (report: SyncReport) => void;
   readonly onFailed?: (reason: SyncFailure, err: InjectorError) => void;
@@ -55,8 +63,13 @@ export interface PolicySync {
   synced(): boolean;
   /** True once the first sync has finished, complete or failed: hybrid's readiness waits for it. */
   attempted(): boolean;
-  /** Whether the policies of the last complete sync inject and check this template (hybrid: the webhook leaves it to them). */
-  byPolicy(t: CompiledTemplate): boolean;
+  /**
+   * Whether a policy injects and checks `t` in pods of `namespace` (hybrid: the webhook leaves it to
+   * it there): the MutatingAdmissionPolicy of that namespace's view for `t` (its own view, else the
+   * cluster-wide set's, as the last complete sync bound them) is in the cluster after that sync,
+   * and the apiserver refused none of its objects in it (test/server/hybrid.test.ts "per view").
+   */
+  byPolicy(t: CompiledTemplate, namespace: string): boolean;
   close(): void;
 }
 
@@ -81,126 +94,227 @@ export interface PolicySync {
  * nothing a leader would add (test/policy/sync.test.ts: two replicas, same objects, no conflict).
  */
 export function createPolicySync(options: PolicySyncOptions): PolicySync {
-  const { logger } = options;
-  // Only this install's objects: another install (a revision) or a hand-made policy is never pruned.
-  const selector = `${PolicyLabels.managedBy}=sidecar-injector,${PolicyLabels.policies}=${options.install}`;
-  const firstRetry = options.retryMs ?? 1000;
-  const maxRetry = options.maxRetryMs ?? 60_000;
-  let api: PolicyApi | undefined;
-  let wanted: TemplateSet | undefined;
-  let done: TemplateSet | undefined;
-  let attempted = false;
-  let running = false;
-  let retry: NodeJS.Timeout | undefined;
-  let backoff = firstRetry;
-  let closed = false;
-  let served: ReadonlySet<string> = new Set();
-  let warnedFor: string | undefined;
+  return new Sync(options);
+}
 
-  const run = async (): Promise<void> => {
-    if (running || retry !== undefined || closed || wanted === undefined || wanted === done) return;
-    running = true;
-    const set = wanted;
+/**
+ * One install's sync: at most one pass at a time, always for the latest set (`#run`); a failed pass
+ * retried after the backoff (`#failed`); one pass (`#pass`) lists, compiles, applies and prunes, and
+ * keeps what its policies serve for byPolicy.
+ */
+class Sync implements PolicySync {
+  readonly #options: PolicySyncOptions;
+  readonly #revision: string | undefined;
+  readonly #keepLastCompiled: boolean;
+  /** Only this install's objects (labelled as Names.metadata labels them): another install (a revision) or a hand-made policy is never pruned. */
+  readonly #selector: string;
+  readonly #firstRetry: number;
+  #api: PolicyApi | undefined;
+  /** The set to sync to, and the last set a pass completed for. */
+  #wanted: TemplateSet | undefined;
+  #done: TemplateSet | undefined;
+  #attempted = false;
+  #running = false;
+  #retry: NodeJS.Timeout | undefined;
+  #backoff: number;
+  #closed = false;
+  /** The views' templates (viewKeyOf) whose policies are in the cluster after the last complete pass. */
+  #served: ReadonlySet<string> = new Set();
+  /** The namespaces with views of their own in the last complete pass: the others are bound to the cluster-wide set's policies. */
+  #views: ReadonlySet<string> = new Set();
+  /** The digest of the set whose templates that do not compile were last warned about. */
+  #warnedFor: string | undefined;
+
+  constructor(options: PolicySyncOptions) {
+    this.#options = options;
+    this.#revision = options.policies.revision;
+    this.#keepLastCompiled = options.policies.hybrid !== true;
+    this.#selector = `${PolicyLabels.managedBy}=sidecar-injector,${PolicyLabels.policies}=${this.#revision ?? 'default'}`;
+    this.#firstRetry = options.retryMs ?? 1000;
+    this.#backoff = this.#firstRetry;
+  }
+
+  update(set: TemplateSet): void {
+    this.#wanted = set;
+    void this.#run();
+  }
+
+  synced(): boolean {
+    return this.#done !== undefined;
+  }
+
+  attempted(): boolean {
+    return this.#attempted;
+  }
+
+  /** A function of its own, not a method: the handlers are given it alone (main.ts). */
+  readonly byPolicy = (t: CompiledTemplate, namespace: string): boolean => this.#served.has(`${this.#views.has(namespace) ? namespace : ''}/${t.name}`);
+
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#retry);
+  }
+
+  /** A pass for the latest set, unless one runs, a retry waits, the sync is closed, or that set is synced; then the next. */
+  async #run(): Promise<void> {
+    if (this.#running || this.#retry !== undefined || this.#closed || this.#wanted === undefined || this.#wanted === this.#done) return;
+    this.#running = true;
+    const set = this.#wanted;
     try {
-      const report = await syncOnce(set);
-      done = set;
-      backoff = firstRetry;
-      logger.info(report, 'policies synced');
-      options.onSynced?.(report);
+      const report = await this.#pass(set);
+      this.#done = set;
+      this.#backoff = this.#firstRetry;
+      this.#options.logger.info(report, 'policies synced');
+      this.#options.onSynced?.(report);
     } catch (err) {
-      const error = err instanceof CompileFailed ? err.error : syncError(err);
-      const reason = err instanceof CompileFailed ? SyncFailure.Compile : failureOf(error);
-      options.onFailed?.(reason, error);
-      logger.error({ err: error, reason, retryInSeconds: backoff / 1000 }, `policies not synced: ${error.message}`);
-      retry = setTimeout(() => {
-        retry = undefined;
-        void run();
-      }, backoff);
-      retry.unref();
-      backoff = Math.min(backoff * 2, maxRetry);
+      this.#failed(err);
     } finally {
-      running = false;
-      attempted = true;
+      this.#running = false;
+      this.#attempted = true;
     }
-    void run();
-  };
+    void this.#run();
+  }
 
-  const syncOnce = async (set: TemplateSet): Promise<SyncReport> => {
-    api ??= await options.api();
-    const present = await api.list(selector);
-    const { effective, kept, held } = options.keepLastCompiled ? withKept(set, present) : { effective: set, kept: new Set<string>(), held: new Set<string>() };
-    let compiled: PolicySet;
-    try {
-      compiled = options.compile(effective, api.mutatingApiVersion);
-    } catch (err) {
-      throw new CompileFailed(syncError(err));
-    }
-    warnRefused(set, kept);
+  /** A pass that failed: counted, logged as the user reads it, and retried after the backoff, which doubles up to maxRetryMs. */
+  #failed(err: unknown): void {
+    const { logger, onFailed, maxRetryMs = 60_000 } = this.#options;
+    const error = err instanceof CompileFailed ? err.error : syncError(err);
+    const reason = err instanceof CompileFailed ? SyncFailure.Compile : failureOf(error);
+    onFailed?.(reason, error);
+    logger.error({ err: error, reason, retryInSeconds: this.#backoff / 1000 }, `policies not synced: ${error.message}`);
+    this.#retry = setTimeout(() => {
+      this.#retry = undefined;
+      void this.#run();
+    }, this.#backoff);
+    this.#retry.unref();
+    this.#backoff = Math.min(this.#backoff * 2, maxRetryMs);
+  }
+
+  /** One pass: list this install's objects, compile the set (with what is kept), apply every object, prune the stale ones. */
+  async #pass(set: TemplateSet): Promise<SyncReport> {
+    const api = (this.#api ??= await this.#options.api());
+    const present = await api.list(this.#selector);
+    const { effective, kept, held } = this.#keepLastCompiled
+      ? withKept(set, present, this.#revision)
+      : { effective: set, kept: new Set<string>(), held: new Set<string>() };
+    const compiled = this.#compile(effective, api);
+    this.#warnRefused(set, kept);
     const objects = compiled.objects as unknown as readonly PolicyObject[];
-    let refusedObjects = 0;
-    for (const obj of objects) {
-      const refusal = await applyOne(api, obj);
-      if (refusal === undefined) continue;
-      refusedObjects++;
-      options.onFailed?.(SyncFailure.Refused, refusal);
-      logger.error({ err: refusal, kind: obj.kind, name: obj.metadata.name }, `policy not applied: ${refusal.message}`);
-    }
-    const wantedKeys = new Set(objects.map(keyOf));
-    // A view that did not compile keeps its objects as they are in the cluster.
-    const unsynced = new Set(compiled.unsynced);
-    // Bindings go before their policies, as they were applied after them: a binding never names a policy that is gone.
-    const stale = present
-      .filter((o) => !wantedKeys.has(keyOf(o)) && !held.has(viewKeyOf(o)) && !unsynced.has(o.metadata.labels?.[PolicyLabels.namespace] ?? ''))
-      .sort((a, b) => Number(!a.kind.endsWith('Binding')) - Number(!b.kind.endsWith('Binding')));
+    const refusals = await this.#applyAll(api, objects);
+    const stale = staleObjects(present, objects, held, compiled.unsynced);
     for (const obj of stale) await api.remove(obj);
-    served = new Set(compiled.verdicts.filter((v) => v.compiles).map((v) => templateKey(viewOf(effective, v.namespace).templates.get(v.template))));
+    this.#served = servedBy(present, objects, refusals, stale);
+    this.#views = new Set(effective.namespaces?.keys());
     const refused = compiled.verdicts.filter((v) => !v.compiles).length;
     return {
       compiled: compiled.verdicts.length - refused,
       refused,
       kept: kept.size,
-      applied: objects.length - refusedObjects,
-      refusedObjects,
+      applied: objects.length - refusals.length,
+      refusedObjects: refusals.length,
       pruned: stale.length,
     };
-  };
+  }
 
-  /** One warning per template that does not compile, once per template set (not per retry). */
-  const warnRefused = (set: TemplateSet, kept: ReadonlySet<string>): void => {
-    if (warnedFor === set.digest) return;
-    warnedFor = set.digest;
-    for (const t of templatesOf(set)) {
-      const verdict = policyVerdict(t);
-      if (verdict.compiles) continue;
-      const keptHere = kept.has(templateKey(t));
-      logger.warn(
-        {
-          template: t.name,
-          ...(t.namespace !== undefined && { namespace: t.namespace }),
-          reason: verdict.detail,
-          kept: keptHere,
-          ...(verdict.error !== undefined && { code: verdict.error.code }),
-        },
-        keptHere
-          ? `template ${t.name} no longer compiles to a policy: its last compiled version keeps injecting (${verdict.detail})`
-          : `template ${t.name} does not compile to a policy: ${options.keepLastCompiled ? 'pods that select it are refused' : 'the webhook injects it'} (${verdict.detail})`,
-      );
+  /** The policies of the set, in the MutatingAdmissionPolicy version the cluster serves; a compile that throws (a bug of ours) fails the pass as CompileFailed. */
+  #compile(set: TemplateSet, api: PolicyApi): PolicySet {
+    const apiVersion = api.mutatingApiVersion === PolicyApiVersion.v1beta1 ? PolicyApiVersion.v1beta1 : PolicyApiVersion.v1;
+    try {
+      return compilePolicies(set, { ...this.#options.policies, apiVersion });
+    } catch (err) {
+      throw new CompileFailed(syncError(err));
     }
-  };
+  }
 
-  return {
-    update(set) {
-      wanted = set;
-      void run();
-    },
-    synced: () => done !== undefined,
-    attempted: () => attempted,
-    byPolicy: (t) => served.has(templateKey(t)),
-    close() {
-      closed = true;
-      clearTimeout(retry);
-    },
+  /** Every object applied in order; one the apiserver refuses is counted, logged and skipped. Returns those refused. */
+  async #applyAll(api: PolicyApi, objects: readonly PolicyObject[]): Promise<PolicyObject[]> {
+    const { logger, onFailed } = this.#options;
+    const refused: PolicyObject[] = [];
+    for (const obj of objects) {
+      const refusal = await applyOne(api, obj);
+      if (refusal === undefined) continue;
+      refused.push(obj);
+      onFailed?.(SyncFailure.Refused, refusal);
+      logger.error({ err: refusal, kind: obj.kind, name: obj.metadata.name }, `policy not applied: ${refusal.message}`);
+    }
+    return refused;
+  }
+
+  /** One warning per template that does not compile in a view it is in, once per template set (not per retry). */
+  #warnRefused(set: TemplateSet, kept: ReadonlySet<string>): void {
+    if (this.#warnedFor === set.digest) return;
+    this.#warnedFor = set.digest;
+    for (const refusal of refusalsOf(set, this.#revision)) {
+      const { fields, message } = refusalWarning(refusal, set, kept, this.#keepLastCompiled);
+      this.#options.logger.warn(fields, message);
+    }
+  }
+}
+
+/**
+ * The warning for a template that does not compile in a view it is in, judged in each view by the
+ * names it takes there: a cluster-wide template whose objects' names are too long only in some
+ * namespaces' views is named with those namespaces (test/policy/sync.test.ts "judges each template
+ * in the view").
+ */
+function refusalWarning(
+  { template: t, verdict, views }: Refusal,
+  set: TemplateSet,
+  kept: ReadonlySet<string>,
+  keepLastCompiled: boolean,
+): { fields: Record<string, unknown>; message: string } {
+  const keptHere = kept.has(templateKey(t));
+  // A cluster-wide template that compiles in the cluster-wide view fails only in the namespaces named.
+  const only = views.includes('') || templateKey(set.templates.get(t.name)) !== templateKey(t) ? undefined : views;
+  const where = only === undefined ? '' : ` in the view of namespace${only.length > 1 ? 's' : ''} ${listed(only)}`;
+  const then = keepLastCompiled ? 'pods that select it are refused' : 'the webhook injects it';
+  const fields = {
+    template: t.name,
+    ...(t.namespace !== undefined && { namespace: t.namespace }),
+    ...(only !== undefined && { views: only.slice(0, LISTED) }),
+    reason: verdict.detail,
+    kept: keptHere,
+    ...(verdict.error !== undefined && { code: verdict.error.code }),
   };
+  const message = keptHere
+    ? `template ${t.name} no longer compiles to a policy${where}: its last compiled version keeps injecting (${verdict.detail})`
+    : `template ${t.name} does not compile to a policy${where}: ${only === undefined ? then : `${then} there`} (${verdict.detail})`;
+  return { fields, message };
+}
+
+/**
+ * The listed objects the compile no longer makes, but those of templates held and of views that did
+ * not compile (`unsynced`), which stay as they are in the cluster; bindings first, as they were
+ * applied after their policies: a binding never names a policy that is gone.
+ */
+function staleObjects(
+  present: readonly PolicyObject[],
+  objects: readonly PolicyObject[],
+  held: ReadonlySet<string>,
+  unsynced: readonly string[],
+): PolicyObject[] {
+  const wantedKeys = new Set(objects.map(keyOf));
+  const notSynced = new Set(unsynced);
+  return present
+    .filter((o) => !wantedKeys.has(keyOf(o)) && !held.has(viewKeyOf(o)) && !notSynced.has(o.metadata.labels?.[PolicyLabels.namespace] ?? ''))
+    .sort((a, b) => Number(!a.kind.endsWith('Binding')) - Number(!b.kind.endsWith('Binding')));
+}
+
+/**
+ * The views' templates (viewKeyOf) whose MutatingAdmissionPolicy is in the cluster after a pass:
+ * applied, or listed and not pruned (a view that did not compile keeps its objects), and none of
+ * whose objects the apiserver refused in the pass (a policy without its bindings injects nothing).
+ */
+function servedBy(
+  present: readonly PolicyObject[],
+  objects: readonly PolicyObject[],
+  refused: readonly PolicyObject[],
+  stale: readonly PolicyObject[],
+): ReadonlySet<string> {
+  const notThere = new Set([...refused, ...stale].map(keyOf));
+  const refusedViews = new Set(refused.map(viewKeyOf));
+  const there = [...objects, ...present].filter((o) => o.kind === 'MutatingAdmissionPolicy' && !notThere.has(keyOf(o)));
+  return new Set(there.map(viewKeyOf).filter((key) => key !== '' && !refusedViews.has(key)));
 }
 
 /**
@@ -253,16 +367,43 @@ function viewKeyOf(o: PolicyObject): string {
   return template === undefined ? '' : `${o.metadata.labels?.[PolicyLabels.namespace] ?? ''}/${template}`;
 }
 
-/** Every template of the set and of its namespaces' views, once each. */
-function templatesOf(set: TemplateSet): CompiledTemplate[] {
-  const all = new Map<string, CompiledTemplate>();
-  for (const view of [set, ...(set.namespaces?.values() ?? [])]) for (const t of view.templates.values()) all.set(templateKey(t), t);
+/** The views of a set by the namespace label of their objects: '' the cluster-wide set, else the namespace whose own view it is. */
+function viewsOf(set: TemplateSet): [string, TemplateSet][] {
+  return [['', set], ...(set.namespaces ?? [])];
+}
+
+/** A template's verdict in a view ('' the cluster-wide set): with the names its objects take there, as compileView judges it. */
+function verdictIn(t: CompiledTemplate, view: string, revision: string | undefined): PolicyVerdict {
+  return policyVerdict(t, view === '' ? undefined : view, revision);
+}
+
+/** A template that does not compile in some views it is in: its verdict in the first, and those views. */
+interface Refusal {
+  readonly template: CompiledTemplate;
+  readonly verdict: PolicyVerdict;
+  readonly views: string[];
+}
+
+/** Every template of the set and of its namespaces' views that does not compile in a view it is in, once each. */
+function refusalsOf(set: TemplateSet, revision: string | undefined): Refusal[] {
+  const all = new Map<string, Refusal>();
+  for (const [view, { templates }] of viewsOf(set))
+    for (const t of templates.values()) {
+      const verdict = verdictIn(t, view, revision);
+      if (verdict.compiles) continue;
+      const seen = all.get(templateKey(t));
+      if (seen === undefined) all.set(templateKey(t), { template: t, verdict, views: [view] });
+      else seen.views.push(view);
+    }
   return [...all.values()];
 }
 
-/** The view a verdict belongs to: a namespace's own (its verdicts name it), else the cluster-wide set. */
-function viewOf(set: TemplateSet, namespace: string | undefined): TemplateSet {
-  return (namespace === undefined ? undefined : set.namespaces?.get(namespace)) ?? set;
+/** At most this many names in a log line that lists namespaces. */
+const LISTED = 5;
+
+function listed(names: readonly string[]): string {
+  const more = names.length - LISTED;
+  return names.slice(0, LISTED).join(', ') + (more > 0 ? ` and ${more} more` : '');
 }
 
 /**
@@ -272,7 +413,11 @@ function viewOf(set: TemplateSet, namespace: string | undefined): TemplateSet {
  * again (a policy written without its spec, or a spec this version refuses), whose objects stay
  * as they are.
  */
-function withKept(set: TemplateSet, present: readonly PolicyObject[]): { effective: TemplateSet; kept: ReadonlySet<string>; held: ReadonlySet<string> } {
+function withKept(
+  set: TemplateSet,
+  present: readonly PolicyObject[],
+  revision: string | undefined,
+): { effective: TemplateSet; kept: ReadonlySet<string>; held: ReadonlySet<string> } {
   const policies = new Map(present.filter((o) => o.kind === 'MutatingAdmissionPolicy').map((o) => [viewKeyOf(o), o]));
   const kept = new Set<string>();
   const held = new Set<string>();
@@ -281,7 +426,7 @@ function withKept(set: TemplateSet, present: readonly PolicyObject[]): { effecti
     let changed = false;
     for (const [name, t] of view.templates) {
       const key = `${namespace}/${name}`;
-      const use = policyVerdict(t).compiles ? t : compiledAgain(policies.get(key), t);
+      const use = verdictIn(t, namespace, revision).compiles ? t : compiledAgain(policies.get(key), t, namespace, revision);
       if (use === undefined) held.add(key);
       if (use !== undefined && use !== t) {
         kept.add(templateKey(t));
@@ -302,9 +447,9 @@ function withKept(set: TemplateSet, present: readonly PolicyObject[]): { effecti
 /**
  * The template `t` was when `policy` was compiled from it: its spec as written, loaded with this
  * version's loader (schema and rules) as a SidecarTemplate of its own; undefined when the policy
- * holds no spec, or the spec does not load or compile here.
+ * holds no spec, or the spec does not load or does not compile in the view (`view`) here.
  */
-function compiledAgain(policy: PolicyObject | undefined, t: CompiledTemplate): CompiledTemplate | undefined {
+function compiledAgain(policy: PolicyObject | undefined, t: CompiledTemplate, view: string, revision: string | undefined): CompiledTemplate | undefined {
   const source = policy?.metadata.annotations?.[PolicyAnnotations.source];
   if (policy === undefined || source === undefined) return undefined;
   const file = `MutatingAdmissionPolicy ${policy.metadata.name}`;
@@ -318,7 +463,7 @@ function compiledAgain(policy: PolicyObject | undefined, t: CompiledTemplate): C
   const text = JSON.stringify({ apiVersion: `${group}/${version}`, kind, metadata: { name: t.name }, spec });
   try {
     const again = compileTemplateSet([{ file, text, ...(t.namespace !== undefined && { namespace: t.namespace }) }], file).templates.get(t.name);
-    return again !== undefined && policyVerdict(again).compiles ? again : undefined;
+    return again !== undefined && verdictIn(again, view, revision).compiles ? again : undefined;
   } catch (err) {
     if (err instanceof TemplateSetError) return undefined;
     throw err;

@@ -279,6 +279,22 @@ describe('compilePolicies', () => {
       assert.ok(!names(p).some((n) => n.includes('huge')));
     });
 
+    it('measures the policy as it is written, its template-source annotation included', () => {
+      // 78 containers of 63-character names and a 100,000-character arg: the policy holds 995,114
+      // bytes without its source annotation (107,126 bytes of spec, under the 128 KiB it may hold), 1,102,911 with it.
+      const containers: Obj[] = Array.from({ length: 78 }, (_, i) => ({ name: `c${i}`.padEnd(63, 'c'), image: 'registry.example.com/c:1' }));
+      containers[0] = { ...containers[0], args: ['x'.repeat(100_000)] };
+      const p = compilePolicies(setOf(sct(HOME, 'wide', 'registry.example.com/w:1', { containers }), sct(HOME, 'proxy', 'registry.example.com/proxy:1')), {
+        namespace: HOME,
+      });
+      const verdict = p.verdicts.find((v) => v.template === 'wide')!;
+      assert.equal(verdict.compiles, false, 'not compiled');
+      const bytes = Number(/^its MutatingAdmissionPolicy would hold (\d+) bytes as JSON, over the 1048576/.exec(verdict.detail)?.[1]);
+      assert.ok(bytes > 1024 * 1024 && bytes < 1024 * 1024 + 128 * 1024, verdict.detail);
+      for (const o of objs(p)) assert.ok(Buffer.byteLength(JSON.stringify(o)) <= 1024 * 1024, o['metadata'].name);
+      assert.ok(names(p).includes('MutatingAdmissionPolicy/sidecar-injector-proxy'));
+    });
+
     it('a value with no CEL form makes its template alone not compiled, naming the template and the JSON path; the others compile', () => {
       const p = compilePolicies(setOf(nullArgs(HOME), sct(HOME, 'proxy', 'registry.example.com/proxy:1')), { namespace: HOME });
       const verdict = p.verdicts.find((v) => v.template === 'nullargs')!;

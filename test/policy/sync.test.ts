@@ -1,14 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { serveConfig } from '../../src/cli/serve-flags.js';
-import { createLogger } from '../../src/log.js';
-import { start, type Injector } from '../../src/main.js';
 import { compilePolicies } from '../../src/policy/compile.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
-import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
+import { startFakeApiServer } from '../helpers/fake-apiserver.js';
+import { asApplied, NAMESPACE, POLICY_KINDS, policyNames, startPolicyInjector, templatesCopy } from '../helpers/policy-sync-lab.js';
 import { eventually, HOME, sct } from '../helpers/sidecartemplates.js';
 
 /**
@@ -17,66 +14,7 @@ import { eventually, HOME, sct } from '../helpers/sidecartemplates.js';
  * compile no longer makes pruned by this install's labels, readiness after the first sync.
  */
 
-const NAMESPACE = 'sidecar-injector';
 const LABELS = { 'app.kubernetes.io/managed-by': 'sidecar-injector', 'sidecar-injector.io/policies': 'default' };
-
-interface PolicyServer {
-  readonly injector: Injector;
-  readonly healthUrl: string;
-  /** The log lines written so far, parsed. */
-  logs(): any[];
-  close(): Promise<void>;
-}
-
-async function startPolicies(api: FakeApiServer, dir: string, flags: readonly string[] = []): Promise<PolicyServer> {
-  const lines: string[] = [];
-  const config = serveConfig(
-    [
-      '--mode',
-      'policy',
-      '--health-port',
-      '0',
-      '--host',
-      '127.0.0.1',
-      '--templates-dir',
-      dir,
-      '--templates-poll-seconds',
-      '1',
-      '--kubeconfig',
-      api.kubeconfig,
-      '--namespace',
-      NAMESPACE,
-      ...flags,
-    ],
-    {},
-  );
-  const injector = await start(config, createLogger('info', { write: (line: string) => void lines.push(line) }));
-  return {
-    injector,
-    healthUrl: `http://127.0.0.1:${injector.healthPort}`,
-    logs: () => lines.map((l) => JSON.parse(l)),
-    close: () => injector.close(),
-  };
-}
-
-async function templatesCopy(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'policy-sync-'));
-  await cp('templates', dir, { recursive: true });
-  return dir;
-}
-
-const ready = async (s: PolicyServer): Promise<number> => (await fetch(`${s.healthUrl}/readyz`)).status;
-const metric = async (s: PolicyServer, series: string): Promise<number | undefined> => {
-  const line = (await (await fetch(`${s.healthUrl}/metrics`)).text()).split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.split(' ')[1]);
-};
-/** The stored object as it was applied: without what the apiserver adds to metadata. */
-const applied = (obj: any): any => {
-  const { uid: _u, generation: _g, resourceVersion: _r, managedFields: _m, ...metadata } = obj.metadata;
-  return { ...obj, metadata };
-};
-const kinds = ['MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'] as const;
-const names = (api: FakeApiServer, kind: Parameters<FakeApiServer['policies']>[0]): string[] => api.policies(kind).map((o) => o.metadata.name);
 
 describe('serve --mode policy', () => {
   const closers: (() => Promise<void>)[] = [];
@@ -93,16 +31,16 @@ describe('serve --mode policy', () => {
     // RBAC without patch on the policies: the first sync cannot complete.
     api.grantOnly((method, path) => !(method === 'PATCH' && path.includes('admissionpolicies')));
     const dir = await templatesCopy();
-    const server = track(await startPolicies(api, dir));
-    await eventually(async () => ((await metric(server, 'sidecar_injector_policy_sync_failures_total{reason="forbidden"}')) ?? 0) >= 1, 'a failed sync');
-    assert.equal(await ready(server), 503, 'not ready before the first complete sync');
+    const server = track(await startPolicyInjector(api, dir));
+    await eventually(async () => ((await server.metric('sidecar_injector_policy_sync_failures_total{reason="forbidden"}')) ?? 0) >= 1, 'a failed sync');
+    assert.equal(await server.ready(), 503, 'not ready before the first complete sync');
     const refusal = server.logs().find((l) => l.level === 50);
     assert.equal(
       refusal.msg,
       "policies not synced: the injector may not patch mutatingadmissionpolicies.admissionregistration.k8s.io (403 Forbidden): give its ServiceAccount get, list, create, patch and delete on mutatingadmissionpolicies, mutatingadmissionpolicybindings, validatingadmissionpolicies and validatingadmissionpolicybindings (the chart's RBAC for mode policy and hybrid)",
     );
     api.grantOnly(undefined);
-    await eventually(async () => (await ready(server)) === 200, 'ready once the retry synced');
+    await eventually(async () => (await server.ready()) === 200, 'ready once the retry synced');
 
     const expected = compilePolicies(await loadTemplateSet(dir), { namespace: NAMESPACE }).objects;
     const stored = [
@@ -115,7 +53,7 @@ describe('serve --mode policy', () => {
     for (const want of expected as any[]) {
       const got = api.policy(want.kind, want.metadata.name);
       assert.ok(got, `${want.kind}/${want.metadata.name} stored`);
-      assert.deepEqual(applied(got), { ...want, metadata: { ...want.metadata, labels: LABELS } }, `${want.kind}/${want.metadata.name} as compiled`);
+      assert.deepEqual(asApplied(got), { ...want, metadata: { ...want.metadata, labels: LABELS } }, `${want.kind}/${want.metadata.name} as compiled`);
       assert.equal(got.metadata.managedFields[0].manager, 'sidecar-injector');
     }
     const synced = server.logs().find((l) => l.msg === 'policies synced');
@@ -123,26 +61,26 @@ describe('serve --mode policy', () => {
       { compiled: synced.compiled, refused: synced.refused, applied: synced.applied, pruned: synced.pruned },
       { compiled: 2, refused: 0, applied: 12, pruned: 0 },
     );
-    assert.equal(await metric(server, 'sidecar_injector_policies{state="compiled"}'), 2);
+    assert.equal(await server.metric('sidecar_injector_policies{state="compiled"}'), 2);
   });
 
   it('names create when RBAC grants patch but not create (an apply that creates the object needs both)', async () => {
     const api = track(await startFakeApiServer());
     api.grantOnly((method) => method !== 'CREATE');
-    const server = track(await startPolicies(api, await templatesCopy()));
+    const server = track(await startPolicyInjector(api, await templatesCopy()));
     await eventually(async () => server.logs().some((l) => l.level === 50), 'a failed sync');
     assert.match(
       server.logs().find((l) => l.level === 50).msg,
       /^policies not synced: the injector may not create mutatingadmissionpolicies\.admissionregistration\.k8s\.io \(403 Forbidden\)/,
     );
-    assert.equal(await ready(server), 503);
+    assert.equal(await server.ready(), 503);
   });
 
   it('changes the policy when its template is edited, and prunes the policy of a deleted template', async () => {
     const api = track(await startFakeApiServer());
     const dir = await templatesCopy();
-    const server = track(await startPolicies(api, dir));
-    await eventually(async () => (await ready(server)) === 200, 'first sync');
+    const server = track(await startPolicyInjector(api, dir));
+    await eventually(async () => (await server.ready()) === 200, 'first sync');
     const proxy = await readFile(join(dir, 'proxy.yaml'), 'utf8');
     assert.ok(proxy.includes('envoyproxy/envoy:'));
     await writeFile(join(dir, 'proxy.yaml'), proxy.replace(/envoyproxy\/envoy:[^\s"]+/, 'envoyproxy/envoy:v9.9.9'));
@@ -151,8 +89,8 @@ describe('serve --mode policy', () => {
 
     await rm(join(dir, 'proxy.yaml'));
     await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy') === undefined, 'the deleted template pruned');
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-log-shipper']);
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicyBinding'), ['sidecar-injector-log-shipper-namespace', 'sidecar-injector-log-shipper-pod']);
+    assert.deepEqual(policyNames(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-log-shipper']);
+    assert.deepEqual(policyNames(api, 'MutatingAdmissionPolicyBinding'), ['sidecar-injector-log-shipper-namespace', 'sidecar-injector-log-shipper-pod']);
     // The validating policy no longer knows the template.
     assert.doesNotMatch(JSON.stringify(api.policy('ValidatingAdmissionPolicy', 'sidecar-injector-validate').spec), /"proxy"/);
     // The line is written once the sync's last delete is answered, which the stand-in may show first.
@@ -162,8 +100,8 @@ describe('serve --mode policy', () => {
   it('keeps the policies when a template file breaks, and the last compiled version of a template that stops compiling', async () => {
     const api = track(await startFakeApiServer());
     const dir = await templatesCopy();
-    const server = track(await startPolicies(api, dir));
-    await eventually(async () => (await ready(server)) === 200, 'first sync');
+    const server = track(await startPolicyInjector(api, dir));
+    await eventually(async () => (await server.ready()) === 200, 'first sync');
     const before = api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy');
     const writes = api.policyWrites.length;
     const proxy = await readFile(join(dir, 'proxy.yaml'), 'utf8');
@@ -175,7 +113,7 @@ describe('serve --mode policy', () => {
 
     // Valid, but no longer compiles (image overrides are the webhook's): the last compiled version keeps injecting.
     await writeFile(join(dir, 'proxy.yaml'), proxy.replace(/\nspec:\n/, '\nspec:\n  overrides: [image]\n'));
-    await eventually(async () => (await metric(server, 'sidecar_injector_policies{state="kept"}')) === 1, 'kept');
+    await eventually(async () => (await server.metric('sidecar_injector_policies{state="kept"}')) === 1, 'kept');
     assert.deepEqual(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy'), before);
     const warning = server.logs().find((l) => l.level === 40 && l.template === 'proxy');
     assert.equal(warning.kept, true);
@@ -185,27 +123,27 @@ describe('serve --mode policy', () => {
   it('a restarted injector keeps the policies of a template that stopped compiling, from what the cluster holds', async () => {
     const api = track(await startFakeApiServer());
     const dir = await templatesCopy();
-    const first = await startPolicies(api, dir);
-    await eventually(async () => (await ready(first)) === 200, 'first sync');
+    const first = await startPolicyInjector(api, dir);
+    await eventually(async () => (await first.ready()) === 200, 'first sync');
     await first.close();
-    const before = kinds.map((k) => api.policies(k));
+    const before = POLICY_KINDS.map((k) => api.policies(k));
     const proxy = await readFile(join(dir, 'proxy.yaml'), 'utf8');
     // Valid, but no longer compiles; the injector that compiled it is gone (a rollout).
     await writeFile(join(dir, 'proxy.yaml'), proxy.replace(/\nspec:\n/, '\nspec:\n  overrides: [image]\n'));
     const writes = api.policyWrites.length;
-    const restarted = track(await startPolicies(api, dir));
-    await eventually(async () => (await ready(restarted)) === 200, 'the restarted injector synced');
+    const restarted = track(await startPolicyInjector(api, dir));
+    await eventually(async () => (await restarted.ready()) === 200, 'the restarted injector synced');
     assert.deepEqual(
       api.policyWrites.slice(writes).filter((w) => w.startsWith('DELETE')),
       [],
       'nothing pruned',
     );
     assert.deepEqual(
-      kinds.map((k) => api.policies(k)),
+      POLICY_KINDS.map((k) => api.policies(k)),
       before,
       'the proxy policy, its bindings and the validating policy that checks its containers, as they were',
     );
-    assert.equal(await metric(restarted, 'sidecar_injector_policies{state="kept"}'), 1);
+    assert.equal(await restarted.metric('sidecar_injector_policies{state="kept"}'), 1);
     assert.equal(restarted.logs().find((l) => l.level === 40 && l.template === 'proxy').kept, true);
 
     // The template deleted: now its policy goes.
@@ -216,8 +154,8 @@ describe('serve --mode policy', () => {
   it('leaves the objects of a template that stopped compiling as they are when the spec its policy holds does not load', async () => {
     const api = track(await startFakeApiServer());
     const dir = await templatesCopy();
-    const first = await startPolicies(api, dir);
-    await eventually(async () => (await ready(first)) === 200, 'first sync');
+    const first = await startPolicyInjector(api, dir);
+    await eventually(async () => (await first.ready()) === 200, 'first sync');
     await first.close();
     const policy = api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy');
     // A spec this version refuses (an unknown field), as a policy another version wrote.
@@ -226,14 +164,14 @@ describe('serve --mode policy', () => {
     const proxy = await readFile(join(dir, 'proxy.yaml'), 'utf8');
     await writeFile(join(dir, 'proxy.yaml'), proxy.replace(/\nspec:\n/, '\nspec:\n  overrides: [image]\n'));
     const writes = api.policyWrites.length;
-    const restarted = track(await startPolicies(api, dir));
-    await eventually(async () => (await ready(restarted)) === 200, 'the restarted injector synced');
+    const restarted = track(await startPolicyInjector(api, dir));
+    await eventually(async () => (await restarted.ready()) === 200, 'the restarted injector synced');
     assert.deepEqual(
       api.policyWrites.slice(writes).filter((w) => w.startsWith('DELETE')),
       [],
       'the policy and its bindings stay',
     );
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicyBinding'), [
+    assert.deepEqual(policyNames(api, 'MutatingAdmissionPolicyBinding'), [
       'sidecar-injector-log-shipper-namespace',
       'sidecar-injector-log-shipper-pod',
       'sidecar-injector-proxy-namespace',
@@ -245,17 +183,17 @@ describe('serve --mode policy', () => {
     const api = track(await startFakeApiServer());
     const older = await templatesCopy();
     const newer = await templatesCopy();
-    const a = track(await startPolicies(api, older));
-    await eventually(async () => (await ready(a)) === 200, 'replica a synced');
-    const before = kinds.map((k) => api.policies(k));
+    const a = track(await startPolicyInjector(api, older));
+    await eventually(async () => (await a.ready()) === 200, 'replica a synced');
+    const before = POLICY_KINDS.map((k) => api.policies(k));
     // The newer set: proxy stops compiling, log-shipper is deleted.
     const proxy = await readFile(join(newer, 'proxy.yaml'), 'utf8');
     await writeFile(join(newer, 'proxy.yaml'), proxy.replace(/\nspec:\n/, '\nspec:\n  overrides: [image]\n'));
     await rm(join(newer, 'log-shipper.yaml'));
     const writes = api.policyWrites.length;
-    const b = track(await startPolicies(api, newer));
-    await eventually(async () => (await ready(b)) === 200, 'replica b synced');
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-proxy'], 'b keeps proxy as compiled, prunes log-shipper');
+    const b = track(await startPolicyInjector(api, newer));
+    await eventually(async () => (await b.ready()) === 200, 'replica b synced');
+    assert.deepEqual(policyNames(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-proxy'], 'b keeps proxy as compiled, prunes log-shipper');
     // Compiled from the version a compiled (its template-version), in the newer set's context (no more log-shipper).
     const version = (o: any): string => o.metadata.annotations['sidecar-injector.io/template-version'];
     assert.equal(
@@ -270,12 +208,12 @@ describe('serve --mode policy', () => {
     );
     assert.ok(!api.policyWrites.slice(writes).some((w) => /DELETE .*proxy/.test(w)), 'nothing of proxy pruned');
     // a catches up with the newer set: the same objects, nothing written.
-    const settled = kinds.map((k) => api.policies(k));
+    const settled = POLICY_KINDS.map((k) => api.policies(k));
     await writeFile(join(older, 'proxy.yaml'), proxy.replace(/\nspec:\n/, '\nspec:\n  overrides: [image]\n'));
     await rm(join(older, 'log-shipper.yaml'));
     await eventually(async () => a.logs().filter((l) => l.msg === 'policies synced').length >= 2, 'replica a synced the newer set');
     assert.deepEqual(
-      kinds.map((k) => api.policies(k)),
+      POLICY_KINDS.map((k) => api.policies(k)),
       settled,
     );
   });
@@ -283,38 +221,38 @@ describe('serve --mode policy', () => {
   it('a sync refused half-way (the third apply) leaves every policy in place, prunes nothing, and converges on the retry', async () => {
     const api = track(await startFakeApiServer());
     const dir = await templatesCopy();
-    const server = track(await startPolicies(api, dir));
-    await eventually(async () => (await ready(server)) === 200, 'first sync');
-    const before = kinds.map((k) => api.policies(k));
+    const server = track(await startPolicyInjector(api, dir));
+    await eventually(async () => (await server.ready()) === 200, 'first sync');
+    const before = POLICY_KINDS.map((k) => api.policies(k));
     let patches = 0;
     api.grantOnly((method, path) => !(method === 'PATCH' && path.includes('admissionpolic') && ++patches === 3));
     const proxy = await readFile(join(dir, 'proxy.yaml'), 'utf8');
     await writeFile(join(dir, 'proxy.yaml'), proxy.replace(/envoyproxy\/envoy:[^\s"]+/, 'envoyproxy/envoy:v9.9.9'));
     await rm(join(dir, 'log-shipper.yaml'));
-    await eventually(async () => ((await metric(server, 'sidecar_injector_policy_sync_failures_total{reason="forbidden"}')) ?? 0) >= 1, 'the refused sync');
+    await eventually(async () => ((await server.metric('sidecar_injector_policy_sync_failures_total{reason="forbidden"}')) ?? 0) >= 1, 'the refused sync');
     // Two applies went through (the proxy policy and one binding); nothing was pruned.
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-log-shipper', 'sidecar-injector-proxy']);
+    assert.deepEqual(policyNames(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-log-shipper', 'sidecar-injector-proxy']);
     assert.deepEqual(api.policies('ValidatingAdmissionPolicy'), before[2], 'the validating policy as it was');
     assert.deepEqual(api.policies('MutatingAdmissionPolicyBinding').length, before[1]!.length);
     await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector-log-shipper') === undefined, 'the retry converged');
     const expected = compilePolicies(await loadTemplateSet(dir), { namespace: NAMESPACE }).objects as any[];
-    assert.deepEqual(kinds.flatMap((k) => names(api, k)).sort(), expected.map((o) => o.metadata.name).sort());
+    assert.deepEqual(POLICY_KINDS.flatMap((k) => policyNames(api, k)).sort(), expected.map((o) => o.metadata.name).sort());
     assert.match(JSON.stringify(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy').spec), /envoy:v9\.9\.9/);
   });
 
   it('a sync whose prune is cut off (the API refuses the second delete) keeps the working policies and finishes the prune on the retry', async () => {
     const api = track(await startFakeApiServer());
     const dir = await templatesCopy();
-    const server = track(await startPolicies(api, dir));
-    await eventually(async () => (await ready(server)) === 200, 'first sync');
+    const server = track(await startPolicyInjector(api, dir));
+    await eventually(async () => (await server.ready()) === 200, 'first sync');
     let deletes = 0;
     api.grantOnly((method, path) => !(method === 'DELETE' && path.includes('admissionpolic') && ++deletes === 2));
     await rm(join(dir, 'log-shipper.yaml'));
-    await eventually(async () => ((await metric(server, 'sidecar_injector_policy_sync_failures_total{reason="forbidden"}')) ?? 0) >= 1, 'the cut-off sync');
+    await eventually(async () => ((await server.metric('sidecar_injector_policy_sync_failures_total{reason="forbidden"}')) ?? 0) >= 1, 'the cut-off sync');
     assert.ok(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy'), 'the proxy policy stays');
     assert.ok(api.policy('ValidatingAdmissionPolicy', 'sidecar-injector-validate'), 'the validating policy stays');
     await eventually(async () => api.policy('MutatingAdmissionPolicy', 'sidecar-injector-log-shipper') === undefined, 'the retry pruned the rest');
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicyBinding'), ['sidecar-injector-proxy-namespace', 'sidecar-injector-proxy-pod']);
+    assert.deepEqual(policyNames(api, 'MutatingAdmissionPolicyBinding'), ['sidecar-injector-proxy-namespace', 'sidecar-injector-proxy-pod']);
   });
 
   it('prunes only objects with its own labels: another install and hand-made policies stay', async () => {
@@ -329,9 +267,9 @@ describe('serve --mode policy', () => {
     api.putPolicy(other('sidecar-injector-canary-proxy', { ...LABELS, 'sidecar-injector.io/policies': 'canary' }), 'sidecar-injector');
     // What an earlier sync of this install left: pruned.
     api.putPolicy(other('sidecar-injector-gone', LABELS), 'sidecar-injector');
-    const server = track(await startPolicies(api, await templatesCopy()));
-    await eventually(async () => (await ready(server)) === 200, 'first sync');
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), [
+    const server = track(await startPolicyInjector(api, await templatesCopy()));
+    await eventually(async () => (await server.ready()) === 200, 'first sync');
+    assert.deepEqual(policyNames(api, 'MutatingAdmissionPolicy'), [
       'hand-made',
       'sidecar-injector-canary-proxy',
       'sidecar-injector-log-shipper',
@@ -342,11 +280,11 @@ describe('serve --mode policy', () => {
   it('lets every replica sync: a second replica applies the same objects, no conflict, nothing changed', async () => {
     const api = track(await startFakeApiServer());
     const dir = await templatesCopy();
-    const first = track(await startPolicies(api, dir));
-    await eventually(async () => (await ready(first)) === 200, 'first replica synced');
+    const first = track(await startPolicyInjector(api, dir));
+    await eventually(async () => (await first.ready()) === 200, 'first replica synced');
     const writes = [...api.policyWrites];
-    const second = track(await startPolicies(api, dir));
-    await eventually(async () => (await ready(second)) === 200, 'second replica synced');
+    const second = track(await startPolicyInjector(api, dir));
+    await eventually(async () => (await second.ready()) === 200, 'second replica synced');
     assert.deepEqual(api.policyWrites, writes, 'the second replica changed nothing');
     assert.ok(
       api.calls.every((c) => c.status < 400 || c.method === 'GET'),
@@ -359,9 +297,13 @@ describe('serve --mode policy', () => {
     api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1.0'));
     api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0'));
     api.applyTemplate(sct('team-a', 'tuned', 'registry.example.com/tuned:1.0', { overrides: ['image'] }));
-    const server = track(await startPolicies(api, 'templates', ['--templates-source', 'cluster']));
-    await eventually(async () => (await ready(server)) === 200, 'listed and synced');
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-mesh', 'sidecar-injector.ns.team-a.agent', 'sidecar-injector.ns.team-a.mesh']);
+    const server = track(await startPolicyInjector(api, 'templates', ['--templates-source', 'cluster']));
+    await eventually(async () => (await server.ready()) === 200, 'listed and synced');
+    assert.deepEqual(policyNames(api, 'MutatingAdmissionPolicy'), [
+      'sidecar-injector-mesh',
+      'sidecar-injector.ns.team-a.agent',
+      'sidecar-injector.ns.team-a.mesh',
+    ]);
     const condition = (namespace: string, name: string): any => api.template(namespace, name)?.status?.conditions?.find((c: any) => c.type === 'Policy');
     await eventually(async () => condition('team-a', 'tuned') !== undefined, 'the conditions written');
     assert.deepEqual(
@@ -386,22 +328,26 @@ describe('serve --mode policy', () => {
     const api = track(await startFakeApiServer());
     api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1.0'));
     api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0'));
-    const first = await startPolicies(api, 'templates', ['--templates-source', 'cluster']);
-    await eventually(async () => (await ready(first)) === 200, 'listed and synced');
+    const first = await startPolicyInjector(api, 'templates', ['--templates-source', 'cluster']);
+    await eventually(async () => (await first.ready()) === 200, 'listed and synced');
     await first.close();
-    const before = kinds.map((k) => api.policies(k));
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), ['sidecar-injector-mesh', 'sidecar-injector.ns.team-a.agent', 'sidecar-injector.ns.team-a.mesh']);
+    const before = POLICY_KINDS.map((k) => api.policies(k));
+    assert.deepEqual(policyNames(api, 'MutatingAdmissionPolicy'), [
+      'sidecar-injector-mesh',
+      'sidecar-injector.ns.team-a.agent',
+      'sidecar-injector.ns.team-a.mesh',
+    ]);
     // Both stop compiling while no injector runs.
     api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1.0', { overrides: ['image'] }));
     api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0', { overrides: ['image'] }));
-    const restarted = track(await startPolicies(api, 'templates', ['--templates-source', 'cluster']));
-    await eventually(async () => (await ready(restarted)) === 200, 'the restarted injector synced');
+    const restarted = track(await startPolicyInjector(api, 'templates', ['--templates-source', 'cluster']));
+    await eventually(async () => (await restarted.ready()) === 200, 'the restarted injector synced');
     assert.deepEqual(
-      kinds.map((k) => api.policies(k)),
+      POLICY_KINDS.map((k) => api.policies(k)),
       before,
       'every policy, binding and validating policy as it was',
     );
-    assert.equal(await metric(restarted, 'sidecar_injector_policies{state="kept"}'), 2);
+    assert.equal(await restarted.metric('sidecar_injector_policies{state="kept"}'), 2);
   });
 
   it("one tenant's template that does not compile never stops the sync: the other namespaces' policies are applied, its Policy condition says why", async () => {
@@ -411,16 +357,16 @@ describe('serve --mode policy', () => {
     api.applyTemplate(sct('team-a', 'broken', 'registry.example.com/b:1', { containers: [{ name: 'broken', image: 'busybox:1.36', args: ['a', null] }] }));
     api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0'));
     api.applyTemplate(sct('team-b', 'agent', 'registry.example.com/agent:1.0'));
-    const server = track(await startPolicies(api, 'templates', ['--templates-source', 'cluster']));
-    await eventually(async () => (await ready(server)) === 200, 'listed and synced');
-    assert.deepEqual(names(api, 'MutatingAdmissionPolicy'), [
+    const server = track(await startPolicyInjector(api, 'templates', ['--templates-source', 'cluster']));
+    await eventually(async () => (await server.ready()) === 200, 'listed and synced');
+    assert.deepEqual(policyNames(api, 'MutatingAdmissionPolicy'), [
       'sidecar-injector-mesh',
       'sidecar-injector.ns.team-a.agent',
       'sidecar-injector.ns.team-a.mesh',
       'sidecar-injector.ns.team-b.agent',
       'sidecar-injector.ns.team-b.mesh',
     ]);
-    assert.equal((await metric(server, 'sidecar_injector_policy_sync_failures_total{reason="compile"}')) ?? 0, 0);
+    assert.equal((await server.metric('sidecar_injector_policy_sync_failures_total{reason="compile"}')) ?? 0, 0);
     const condition = (): any => api.template('team-a', 'broken')?.status?.conditions?.find((c: any) => c.type === 'Policy');
     await eventually(async () => condition() !== undefined, 'the condition written');
     assert.deepEqual([condition().status, condition().reason], ['False', 'NotCompiled']);
@@ -432,6 +378,51 @@ describe('serve --mode policy', () => {
     assert.equal(warned.code, 'TEMPLATE_NOT_COMPILED');
   });
 
+  it("judges each template in the view it is in: a name too long only in a namespace's view is warned about there, and its own templates by their names there", async () => {
+    const api = track(await startFakeApiServer());
+    // 220 characters: sidecar-injector-<name>-namespace has 247, sidecar-injector.ns.team-a.<name>-namespace 257.
+    const wide = 'a'.repeat(220);
+    const own = 'b'.repeat(220);
+    api.applyTemplate(sct(HOME, wide, 'registry.example.com/w:1', { containers: [{ name: 'wide', image: 'registry.example.com/w:1' }] }));
+    api.applyTemplate(sct('team-a', own, 'registry.example.com/o:1', { containers: [{ name: 'own', image: 'registry.example.com/o:1' }] }));
+    api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1.0'));
+    const server = track(await startPolicyInjector(api, 'templates', ['--templates-source', 'cluster']));
+    await eventually(async () => (await server.ready()) === 200, 'listed and synced');
+    assert.deepEqual(
+      policyNames(api, 'MutatingAdmissionPolicy'),
+      [`sidecar-injector-${wide}`, 'sidecar-injector.ns.team-a.agent'],
+      'each compiles where its names fit',
+    );
+    const warned = (name: string): any => server.logs().find((l) => l.level === 40 && l.template === name);
+    assert.match(
+      warned(wide)?.msg ?? 'no warning',
+      /^template a{220} does not compile to a policy in the view of namespace team-a: pods that select it are refused there \(\/metadata\/name: its objects would be named sidecar-injector\.ns\.team-a\.a{220}-namespace \(257 characters\)/,
+    );
+    assert.deepEqual(warned(wide).views, ['team-a']);
+    assert.match(
+      warned(own)?.msg ?? 'no warning',
+      /^template b{220} does not compile to a policy: pods that select it are refused \(\/metadata\/name: its objects would be named sidecar-injector\.ns\.team-a\.b{220}-namespace \(257 characters\)/,
+    );
+  });
+
+  it("judges each template by the names of this install's revision", async () => {
+    const api = track(await startFakeApiServer());
+    const dir = await templatesCopy();
+    // 210 characters: sidecar-injector-<name>-namespace has 237, sidecar-injector.rev.canary.<name>-pod-ns-revision 254.
+    const long = 'c'.repeat(210);
+    await writeFile(
+      join(dir, 'long.yaml'),
+      JSON.stringify(sct(HOME, long, 'registry.example.com/l:1', { containers: [{ name: 'long', image: 'registry.example.com/l:1' }] })),
+    );
+    const server = track(await startPolicyInjector(api, dir, ['--revision', 'canary']));
+    await eventually(async () => (await server.ready()) === 200, 'synced');
+    assert.deepEqual(policyNames(api, 'MutatingAdmissionPolicy'), ['sidecar-injector.rev.canary.log-shipper', 'sidecar-injector.rev.canary.proxy']);
+    assert.match(
+      server.logs().find((l) => l.level === 40 && l.template === long)?.msg ?? 'no warning',
+      /^template c{210} does not compile to a policy: pods that select it are refused \(\/metadata\/name: its objects would be named sidecar-injector\.rev\.canary\.c{210}-pod-ns-revision \(254 characters\)/,
+    );
+  });
+
   it('an object the apiserver refuses (422) is logged and counted, and every other object is applied; the sync completes', async () => {
     const api = track(await startFakeApiServer());
     const refused = 'sidecar-injector-log-shipper';
@@ -439,8 +430,8 @@ describe('serve --mode policy', () => {
       kind === 'MutatingAdmissionPolicy' && name === refused ? 'spec.mutations[0].jsonPatch.expression: Invalid value: "...": compilation failed' : undefined,
     );
     const dir = await templatesCopy();
-    const server = track(await startPolicies(api, dir));
-    await eventually(async () => (await ready(server)) === 200, 'synced');
+    const server = track(await startPolicyInjector(api, dir));
+    await eventually(async () => (await server.ready()) === 200, 'synced');
     const expected = compilePolicies(await loadTemplateSet(dir), { namespace: NAMESPACE }).objects as any[];
     for (const want of expected)
       assert.equal(
@@ -453,8 +444,8 @@ describe('serve --mode policy', () => {
       line.msg,
       `policy not applied: the apiserver refused MutatingAdmissionPolicy ${refused}: HTTP 422: MutatingAdmissionPolicy.admissionregistration.k8s.io "${refused}" is invalid: spec.mutations[0].jsonPatch.expression: Invalid value: "...": compilation failed; the other policies are applied, fix the template it is compiled from`,
     );
-    assert.equal(await metric(server, 'sidecar_injector_policy_sync_failures_total{reason="refused"}'), 1);
-    assert.equal((await metric(server, 'sidecar_injector_policy_sync_failures_total{reason="api"}')) ?? 0, 0);
+    assert.equal(await server.metric('sidecar_injector_policy_sync_failures_total{reason="refused"}'), 1);
+    assert.equal((await server.metric('sidecar_injector_policy_sync_failures_total{reason="api"}')) ?? 0, 0);
     const synced = server.logs().find((l) => l.msg === 'policies synced');
     assert.deepEqual([synced.applied, synced.refusedObjects], [expected.length - 1, 1]);
   });
@@ -462,8 +453,8 @@ describe('serve --mode policy', () => {
   it('writes MutatingAdmissionPolicy in v1beta1 where discovery says only v1beta1 serves it', async () => {
     const api = track(await startFakeApiServer());
     api.policyApi = 'v1beta1';
-    const server = track(await startPolicies(api, await templatesCopy()));
-    await eventually(async () => (await ready(server)) === 200, 'synced');
+    const server = track(await startPolicyInjector(api, await templatesCopy()));
+    await eventually(async () => (await server.ready()) === 200, 'synced');
     assert.equal(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy').apiVersion, 'admissionregistration.k8s.io/v1beta1');
     assert.equal(api.policy('MutatingAdmissionPolicyBinding', 'sidecar-injector-proxy-pod').apiVersion, 'admissionregistration.k8s.io/v1beta1');
     assert.equal(api.policy('ValidatingAdmissionPolicy', 'sidecar-injector-validate').apiVersion, 'admissionregistration.k8s.io/v1');
@@ -471,19 +462,19 @@ describe('serve --mode policy', () => {
 
   it('says the same when --policy-api names a version the cluster does not serve (a 404)', async () => {
     const api = track(await startFakeApiServer());
-    const server = track(await startPolicies(api, await templatesCopy(), ['--policy-api', 'v1beta1']));
+    const server = track(await startPolicyInjector(api, await templatesCopy(), ['--policy-api', 'v1beta1']));
     await eventually(async () => server.logs().some((l) => l.level === 50), 'a failed sync');
     assert.match(
       server.logs().find((l) => l.level === 50).msg,
       /^policies not synced: the cluster does not serve mutatingadmissionpolicies in admissionregistration\.k8s\.io\/v1beta1: admissionregistration\.k8s\.io\/v1 serves mutatingadmissionpolicies from Kubernetes 1\.36/,
     );
-    assert.equal(await ready(server), 503);
+    assert.equal(await server.ready(), 503);
   });
 
   it('says which Kubernetes versions serve the API when the cluster has none, and retries with a backoff, never in a loop', async () => {
     const api = track(await startFakeApiServer());
     api.policyApi = 'none';
-    const server = track(await startPolicies(api, await templatesCopy()));
+    const server = track(await startPolicyInjector(api, await templatesCopy()));
     await eventually(async () => server.logs().some((l) => l.level === 50), 'a failed sync');
     assert.equal(
       server.logs().find((l) => l.level === 50).msg,
@@ -491,10 +482,10 @@ describe('serve --mode policy', () => {
     );
     // Retries after 1 s, 2 s, 4 s ...: at most 3 attempts in 3 s.
     await new Promise((r) => setTimeout(r, 3000));
-    const failures = (await metric(server, 'sidecar_injector_policy_sync_failures_total{reason="not-served"}')) ?? 0;
+    const failures = (await server.metric('sidecar_injector_policy_sync_failures_total{reason="not-served"}')) ?? 0;
     assert.ok(failures >= 2 && failures <= 3, `${failures} failed syncs in about 3 s`);
-    assert.equal(await ready(server), 503);
+    assert.equal(await server.ready(), 503);
     api.policyApi = 'v1';
-    await eventually(async () => (await ready(server)) === 200, 'synced once the API is served', 30_000);
+    await eventually(async () => (await server.ready()) === 200, 'synced once the API is served', 30_000);
   });
 });

@@ -3,15 +3,12 @@ import { after, before, describe, it } from 'node:test';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createCA, issueServingCert } from '../../src/certs/pki.js';
-import { serveConfig } from '../../src/cli/serve-flags.js';
-import { createLogger } from '../../src/log.js';
-import { serve, type Running } from '../../src/main.js';
 import { httpsRequest } from '../helpers/client.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
 import { admit, skip, stored, type Modes } from '../helpers/policy-parity.js';
+import { asApplied, POLICY_KINDS, startHybridInjector, type HybridInjector } from '../helpers/policy-sync-lab.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
-import { eventually } from '../helpers/sidecartemplates.js';
+import { eventually, HOME, sct } from '../helpers/sidecartemplates.js';
 import { readYaml11 } from '../corpus/corpus.js';
 
 /**
@@ -21,7 +18,6 @@ import { readYaml11 } from '../corpus/corpus.js';
  * wrote and the shipped webhook configurations together store a pod with every selected sidecar once.
  */
 
-const SERVICE_DNS = 'sidecar-injector.sidecar-injector.svc';
 /** Per-pod image overrides are the webhook's: this template does not compile to a policy. */
 const TUNED = `apiVersion: sidecar-injector.io/v1alpha1
 kind: SidecarTemplate
@@ -38,54 +34,26 @@ spec:
 
 describe('serve --mode hybrid', () => {
   let api: FakeApiServer;
-  let running: Running;
+  let hybrid: HybridInjector;
   let dir: string;
-  let ca: string;
   before(async () => {
     api = await startFakeApiServer();
     dir = await mkdtemp(join(tmpdir(), 'hybrid-'));
     await cp('templates', join(dir, 'templates'), { recursive: true });
     await writeFile(join(dir, 'templates', 'tuned.yaml'), TUNED);
-    const authority = await createCA('hybrid-ca', 1);
-    const serving = await issueServingCert(authority, { dnsNames: [SERVICE_DNS], ipAddresses: ['127.0.0.1'], validityDays: 1 });
-    await writeFile(join(dir, 'tls.crt'), serving.certPem);
-    await writeFile(join(dir, 'tls.key'), serving.keyPem);
-    ca = authority.certPem;
-    await writeFile(join(dir, 'ca.crt'), ca);
-    const config = serveConfig(
-      [
-        '--mode',
-        'hybrid',
-        '--port',
-        '0',
-        '--health-port',
-        '0',
-        '--host',
-        '127.0.0.1',
-        '--cert-dir',
-        dir,
-        '--templates-dir',
-        join(dir, 'templates'),
-        '--kubeconfig',
-        api.kubeconfig,
-        '--namespace',
-        'sidecar-injector',
-      ],
-      {},
-    );
-    running = await serve(config, createLogger('silent'));
-    await eventually(async () => (await fetch(`http://127.0.0.1:${running.healthPort}/readyz`)).status === 200, 'ready after the first sync');
+    hybrid = await startHybridInjector(api, join(dir, 'templates'), { certDir: dir });
+    await eventually(async () => (await hybrid.ready()) === 200, 'ready after the first sync');
     // Ready once the first sync has finished; this one completes (its validating policy is the last object applied).
     await eventually(async () => api.policy('ValidatingAdmissionPolicyBinding', 'sidecar-injector-validate-pod') !== undefined, 'the first sync applied');
   });
   after(async () => {
-    await running?.close();
+    await hybrid?.close();
     await api?.close();
     await rm(dir, { recursive: true, force: true });
   });
 
   const review = async (path: string, pod: object): Promise<any> => {
-    const res = await httpsRequest(`https://127.0.0.1:${running.port}${path}`, JSON.stringify(podReview(pod, { namespace: 'shop' })), { ca });
+    const res = await httpsRequest(`${hybrid.url}${path}`, JSON.stringify(podReview(pod, { namespace: 'shop' })), { ca: hybrid.ca });
     assert.equal(res.status, 200, res.text);
     return res.json().response;
   };
@@ -137,17 +105,11 @@ describe('serve --mode hybrid', () => {
   });
 
   it('stores a pod with every selected sidecar once: the synced policies and the webhook through kubeadmit', { skip }, async () => {
-    const bare = (o: any): any => {
-      const { uid: _u, generation: _g, resourceVersion: _r, managedFields: _m, ...metadata } = o.metadata;
-      return { ...o, metadata };
-    };
-    const synced = (
-      ['MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'] as const
-    ).flatMap((k) => api.policies(k).map(bare));
+    const synced = POLICY_KINDS.flatMap((k) => api.policies(k).map(asApplied));
     const webhooks = readYaml11('manifests/install.yaml').filter((o) => String(o['kind']).endsWith('WebhookConfiguration'));
     const config = join(dir, 'hybrid.json');
     await writeFile(config, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [...synced, ...webhooks] }));
-    const modes = { dir, addr: `127.0.0.1:${running.port}`, caFile: join(dir, 'ca.crt') } as Modes;
+    const modes = { dir, addr: `127.0.0.1:${hybrid.injector.port}`, caFile: join(dir, 'ca.crt') } as Modes;
     const scenario = (pod: object): object => ({ namespace: 'shop', namespaces: { shop: { labels: {} } }, object: pod });
 
     const res = await admit(modes, config, scenario(naming('proxy,tuned')));
@@ -188,64 +150,78 @@ describe('serve --mode hybrid', () => {
 describe('serve --mode hybrid: readiness', () => {
   it('is ready once the first sync has finished, even failed, and the webhook then injects every template itself', async () => {
     const api = await startFakeApiServer();
-    // RBAC without the policy kinds: no sync can complete.
-    api.grantOnly((_method, path) => !path.includes('admissionpolicies'));
-    const dir = await mkdtemp(join(tmpdir(), 'hybrid-ready-'));
-    let running: Running | undefined;
     try {
-      const authority = await createCA('hybrid-ready-ca', 1);
-      const serving = await issueServingCert(authority, { dnsNames: [SERVICE_DNS], ipAddresses: ['127.0.0.1'], validityDays: 1 });
-      await writeFile(join(dir, 'tls.crt'), serving.certPem);
-      await writeFile(join(dir, 'tls.key'), serving.keyPem);
-      await writeFile(join(dir, 'ca.crt'), authority.certPem);
-      const config = serveConfig(
-        [
-          '--mode',
-          'hybrid',
-          '--port',
-          '0',
-          '--health-port',
-          '0',
-          '--host',
-          '127.0.0.1',
-          '--cert-dir',
-          dir,
-          '--templates-dir',
-          'templates',
-          '--kubeconfig',
-          api.kubeconfig,
-          '--namespace',
-          'sidecar-injector',
-        ],
-        {},
-      );
-      running = await serve(config, createLogger('silent'));
-      const health = `http://127.0.0.1:${running.healthPort}`;
-      const failures = async (): Promise<number> => {
-        const line = (await (await fetch(`${health}/metrics`)).text())
-          .split('\n')
-          .find((l) => l.startsWith('sidecar_injector_policy_sync_failures_total{reason="forbidden"}'));
-        return line === undefined ? 0 : Number(line.split(' ')[1]);
-      };
-      await eventually(async () => (await failures()) >= 1, 'the first sync failed');
-      await eventually(async () => (await fetch(`${health}/readyz`)).status === 200, 'ready after the failed first sync');
-      assert.equal(api.policies('MutatingAdmissionPolicy').length, 0);
-      const res = await httpsRequest(
-        `https://127.0.0.1:${running.port}/mutate`,
-        JSON.stringify(podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': 'proxy' } }), { namespace: 'shop' })),
-        {
-          ca: authority.certPem,
-        },
-      );
-      const added = decodePatch(res.json().response).filter((op: any) => op.op === 'add' && /^\/spec\/(init)?[cC]ontainers/.test(op.path));
-      assert.ok(
-        added.some((op: any) => op.value.name === 'proxy' || JSON.stringify(op.value).includes('"name":"proxy"')),
-        JSON.stringify(added),
-      );
+      // RBAC without the policy kinds: no sync can complete.
+      api.grantOnly((_method, path) => !path.includes('admissionpolicies'));
+      const hybrid = await startHybridInjector(api, 'templates');
+      try {
+        await eventually(
+          async () => ((await hybrid.metric('sidecar_injector_policy_sync_failures_total{reason="forbidden"}')) ?? 0) >= 1,
+          'the first sync failed',
+        );
+        await eventually(async () => (await hybrid.ready()) === 200, 'ready after the failed first sync');
+        assert.equal(api.policies('MutatingAdmissionPolicy').length, 0);
+        const res = await httpsRequest(
+          `${hybrid.url}/mutate`,
+          JSON.stringify(podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': 'proxy' } }), { namespace: 'shop' })),
+          { ca: hybrid.ca },
+        );
+        const added = decodePatch(res.json().response).filter((op: any) => op.op === 'add' && /^\/spec\/(init)?[cC]ontainers/.test(op.path));
+        assert.ok(
+          added.some((op: any) => op.value.name === 'proxy' || JSON.stringify(op.value).includes('"name":"proxy"')),
+          JSON.stringify(added),
+        );
+      } finally {
+        await hybrid.close();
+      }
     } finally {
-      await running?.close();
       await api.close();
-      await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('serve --mode hybrid: per view', () => {
+  let api: FakeApiServer;
+  let hybrid: HybridInjector;
+  // 220 characters: its cluster-wide objects' names fit (sidecar-injector-<name>-namespace, 247), team-a's do not (257).
+  const wide = 'w'.repeat(220);
+  before(async () => {
+    api = await startFakeApiServer();
+    api.applyTemplate(sct(HOME, wide, 'registry.example.com/wide:1', { containers: [{ name: 'wide', image: 'registry.example.com/wide:1' }] }));
+    api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:1'));
+    api.applyTemplate(sct('team-b', 'agent', 'registry.example.com/agent:1'));
+    api.invalidate((kind, name) =>
+      kind === 'MutatingAdmissionPolicy' && name === 'sidecar-injector.ns.team-b.agent' ? 'spec.mutations[0]: Invalid value' : undefined,
+    );
+    hybrid = await startHybridInjector(api, 'templates', { flags: ['--templates-source', 'cluster'] });
+    await eventually(async () => (await hybrid.ready()) === 200, 'ready after the first sync');
+    await eventually(async () => hybrid.logs().some((l) => l.msg === 'policies synced'), 'the first sync completed');
+  });
+  after(async () => {
+    await hybrid?.close();
+    await api?.close();
+  });
+
+  const injected = async (namespace: string, templates: string): Promise<string[]> => {
+    const pod = optedInPod({ annotations: { 'sidecar-injector.io/templates': templates } });
+    const res = await httpsRequest(`${hybrid.url}/mutate`, JSON.stringify(podReview(pod, { namespace })), { ca: hybrid.ca });
+    assert.equal(res.status, 200, res.text);
+    const answer = res.json().response;
+    assert.equal(answer.allowed, true, JSON.stringify(answer.status));
+    return decodePatch(answer)
+      .filter((op: any) => op.op === 'add' && /^\/spec\/(init)?[cC]ontainers/.test(op.path))
+      .flatMap((op: any) => (Array.isArray(op.value) ? op.value : [op.value]).map((c: any) => c.name));
+  };
+
+  it('injects a cluster-wide template in a namespace whose view has no policy for it (its names too long there), and leaves it to the cluster-wide policy elsewhere', async () => {
+    assert.ok(api.policy('MutatingAdmissionPolicy', `sidecar-injector-${wide}`), 'the cluster-wide policy exists');
+    assert.deepEqual(await injected('team-a', wide), ['wide']);
+    assert.deepEqual(await injected('shop', wide), []);
+  });
+
+  it('injects a template whose policy the apiserver refused in that view, and leaves it to the policy where it exists', async () => {
+    assert.equal(api.policy('MutatingAdmissionPolicy', 'sidecar-injector.ns.team-b.agent'), undefined, 'refused');
+    assert.deepEqual(await injected('team-b', 'agent'), ['agent']);
+    assert.deepEqual(await injected('team-a', 'agent'), []);
   });
 });
