@@ -87,7 +87,7 @@ export async function serve(config: Config, logger: Logger = createLogger(config
       imageMirrors: mirrors,
       revision: config.revision,
       // Hybrid: what the policies of the last complete sync inject and check is theirs alone.
-      ...(policies !== undefined && { byPolicy: policies.byPolicy }),
+      ...(policies !== undefined && { byPolicy: policies.byPolicy, byPolicyGeneration: policies.byPolicyGeneration }),
       ...(logger.isLevelEnabled('debug') && { debug: (fields, decided) => logger.debug(fields, decided) }),
     }),
     // Every request ends in one record: its log line, its metrics, then the Event for a refused pod's owner.

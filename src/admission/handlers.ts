@@ -58,6 +58,8 @@ export interface HandlerSource {
   readonly revision?: string;
   /** serve --mode hybrid: whether the admission policies inject and check a template in a namespace's pods, left out there by both handlers (InjectionContext.byPolicy). */
   readonly byPolicy?: (t: CompiledTemplate, namespace: string) => boolean;
+  /** With byPolicy: a token that changes whenever its answers may (PolicySync.byPolicyGeneration), part of every namespace's generation. */
+  readonly byPolicyGeneration?: () => object;
   /**
    * Where each review step that decided something is told, one call a step (the pino logger's
    * debug level); absent, as at --log-level info, no step builds anything for it.
@@ -121,7 +123,7 @@ export interface Handlers {
 
 /** One handler per row of the endpoint table, built over one template source. */
 export function createHandlers(source: HandlerSource): Handlers {
-  const ids = new WeakMap<object, number>();
+  const ids = new WeakMap<object, WeakMap<object, number>>();
   let last = 0;
   return {
     byPath: new Map(Endpoints.map((e) => [e.path, factories[e.kind](source, e.scope)])),
@@ -129,13 +131,20 @@ export function createHandlers(source: HandlerSource): Handlers {
       const view = setFor(source.templates(), namespace || 'default');
       // The history object changes exactly when the view or its history does (SetHistory); a set without one (no server) is its own token.
       const token = view.history ?? view;
-      const found = ids.get(token);
+      // Hybrid: which templates the policies hold is part of every verdict too.
+      const policies = source.byPolicyGeneration?.() ?? NO_POLICIES;
+      let byPolicies = ids.get(token);
+      if (byPolicies === undefined) ids.set(token, (byPolicies = new WeakMap()));
+      const found = byPolicies.get(policies);
       if (found !== undefined) return found;
-      ids.set(token, ++last);
+      byPolicies.set(policies, ++last);
       return last;
     },
   };
 }
+
+/** The generation token of handlers without policies (webhook mode). */
+const NO_POLICIES = Object.freeze({});
 
 function mutatePod(
   req: ReviewRequest,

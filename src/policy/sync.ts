@@ -70,6 +70,12 @@ export interface PolicySync {
    * and the apiserver refused none of its objects in it (test/server/hybrid.test.ts "per view").
    */
   byPolicy(t: CompiledTemplate, namespace: string): boolean;
+  /**
+   * A token that changes whenever byPolicy's answers may have: a new one after each complete sync.
+   * The answer cache keeps answers per this token too, so no kept answer outlives the policies it
+   * was decided by (test/server/hybrid.test.ts "once a sync completes").
+   */
+  byPolicyGeneration(): object;
   close(): void;
 }
 
@@ -148,6 +154,7 @@ class Sync implements PolicySync {
   }
 
   /** A function of its own, not a method: the handlers are given it alone (main.ts). */
+  readonly byPolicyGeneration = (): object => this.#served;
   readonly byPolicy = (t: CompiledTemplate, namespace: string): boolean => this.#served.has(`${this.#views.has(namespace) ? namespace : ''}/${t.name}`);
 
   close(): void {

@@ -148,7 +148,7 @@ describe('serve --mode hybrid', () => {
 });
 
 describe('serve --mode hybrid: readiness', () => {
-  it('is ready once the first sync has finished, even failed, and the webhook then injects every template itself', async () => {
+  it('is ready once the first sync has finished, even failed, and the webhook then injects every template itself, until a sync completes', async () => {
     const api = await startFakeApiServer();
     try {
       // RBAC without the policy kinds: no sync can complete.
@@ -161,16 +161,23 @@ describe('serve --mode hybrid: readiness', () => {
         );
         await eventually(async () => (await hybrid.ready()) === 200, 'ready after the failed first sync');
         assert.equal(api.policies('MutatingAdmissionPolicy').length, 0);
-        const res = await httpsRequest(
-          `${hybrid.url}/mutate`,
-          JSON.stringify(podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': 'proxy' } }), { namespace: 'shop' })),
-          { ca: hybrid.ca },
-        );
-        const added = decodePatch(res.json().response).filter((op: any) => op.op === 'add' && /^\/spec\/(init)?[cC]ontainers/.test(op.path));
-        assert.ok(
-          added.some((op: any) => op.value.name === 'proxy' || JSON.stringify(op.value).includes('"name":"proxy"')),
-          JSON.stringify(added),
-        );
+        // The pods of one ReplicaSet: the same pod, a fresh uid each time; from the third on the answer cache answers.
+        const proxied = async (): Promise<boolean> => {
+          const res = await httpsRequest(
+            `${hybrid.url}/mutate`,
+            JSON.stringify(podReview(optedInPod({ annotations: { 'sidecar-injector.io/templates': 'proxy' } }), { namespace: 'shop' })),
+            { ca: hybrid.ca },
+          );
+          const added = decodePatch(res.json().response).filter((op: any) => op.op === 'add' && /^\/spec\/(init)?[cC]ontainers/.test(op.path));
+          return added.some((op: any) => op.value.name === 'proxy' || JSON.stringify(op.value).includes('"name":"proxy"'));
+        };
+        for (let i = 0; i < 3; i++) assert.equal(await proxied(), true, 'the webhook injects proxy itself');
+
+        // once a sync completes, the policies hold proxy: no answer kept from before says otherwise.
+        api.grantOnly(undefined);
+        await eventually(async () => hybrid.logs().some((l) => l.msg === 'policies synced'), 'a sync completed');
+        assert.ok(api.policy('MutatingAdmissionPolicy', 'sidecar-injector-proxy'));
+        assert.equal(await proxied(), false, 'left to the proxy policy');
       } finally {
         await hybrid.close();
       }
