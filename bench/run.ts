@@ -115,7 +115,7 @@ async function main(): Promise<void> {
     // The shapes are built and sent by this process: it gets both cores again.
     if (APISIM !== undefined) execFileSync('taskset', ['-a', '-p', '-c', `${Cores.client},${Cores.server}`, String(process.pid)], { stdio: 'ignore' });
     if (SHAPES.length > 0) {
-      shapesOverTls = await measureShapesOverTls(product.port, productHealthPort, ca, SHAPES, flags.quick ? 3 : 10, product.child.pid);
+      shapesOverTls = await measureShapesOverTls(product.port, healthPorts.get(product)!, ca, SHAPES, flags.quick ? 3 : 10, product.child.pid);
       for (const f of shapesOverTls)
         log(
           `${f.name} over TLS: ${f.status}, median ${f.medianMs.toFixed(0)} ms, event loop blocked up to ${f.loopMedianMs.toFixed(0)} ms (median; worst ${f.loopWorstMs.toFixed(0)}), main thread CPU ${f.mainCpuMedianMs.toFixed(0)} ms (worst ${f.mainCpuWorstMs.toFixed(0)}; waited for a core up to ${f.runQueueWorstMs.toFixed(0)}), a small review meanwhile waited up to ${f.probeWorstMs.toFixed(0)} ms`,
@@ -267,8 +267,8 @@ async function makeCerts(): Promise<{ ca: string; certDir: string }> {
   return { ca: ca.certPem, certDir };
 }
 
-/** The product's health port, where /metrics tells how long its event loop was blocked. */
-let productHealthPort = 0;
+/** The health port of each product started, where /metrics tells how long its event loop was blocked. */
+const healthPorts = new Map<ServerProcess, number>();
 
 /**
  * Starts the servers the phases compare: the floor, under apisim the Koa floor, the product and
@@ -294,7 +294,6 @@ async function startNamed(name: string, extra: readonly string[], certDir: strin
     return startServer(name, [...extra, ...args], port, () => tlsOk(port, ca), pinned());
   }
   const [port, healthPort] = [await freePort(), await freePort()];
-  if (name === 'product') productHealthPort = healthPort;
   const args = [
     ...extra,
     ...nodeFlags(),
@@ -313,7 +312,9 @@ async function startNamed(name: string, extra: readonly string[], certDir: strin
     ...flags['product-flags'].split(' ').filter(Boolean),
     ...(name === WARN_PRODUCT ? ['--log-level', 'warn'] : []),
   ];
-  return startServer(name, args, port, () => httpOk(healthPort, '/readyz'), pinned());
+  const server = await startServer(name, args, port, () => httpOk(healthPort, '/readyz'), pinned());
+  healthPorts.set(server, healthPort);
+  return server;
 }
 
 /**
