@@ -6,6 +6,7 @@ import { httpsRequest } from './client.js';
 import { startFakeApiServer, type FakeApiServer } from './fake-apiserver.js';
 import { optedInPod, podReview } from './review.js';
 import { startServeProcess, type ServeProcess } from './serve-process.js';
+import { HOME, sct } from './sidecartemplates.js';
 import { makeTestCerts } from './tls.js';
 
 /**
@@ -88,7 +89,6 @@ export interface TenantLabOptions {
 
 /** The Deployment's memory limit (manifests/base/deployment.yaml). */
 export const DEPLOYMENT_LIMIT_MIB = 256;
-export const HOME = 'sidecar-injector';
 /**
  * What tsx adds to the child's RSS over the image's compiled build: 183 vs 115 MiB idle with
  * --templates-source cluster and one template (Node 20; `npx tsc -p tsconfig.build.json` then
@@ -96,14 +96,9 @@ export const HOME = 'sidecar-injector';
  */
 export const TSX_OVERHEAD_MIB = 68;
 
-/** A SidecarTemplate object with one container named `name`, and the given spec fields. */
+/** A SidecarTemplate object with one container named `name` (image registry.example.com/<name>:1), and the given spec fields. */
 export function sidecarTemplate(namespace: string, name: string, spec: object = {}): any {
-  return {
-    apiVersion: 'sidecar-injector.io/v1alpha1',
-    kind: 'SidecarTemplate',
-    metadata: { name, namespace },
-    spec: { containers: [{ name, image: `registry.example.com/${name}:1` }], ...spec },
-  };
+  return sct(namespace, name, `registry.example.com/${name}:1`, spec);
 }
 
 const SAMPLE_MS = 20;
@@ -274,16 +269,6 @@ export const REVIEW_BOUND_MS = 1000;
 export const READY_BOUND_MS = 30_000;
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `check` every 100 ms until it holds, else fails naming `what`. */
-export async function eventually(check: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (check()) return;
-    await sleep(100);
-  }
-  assert.fail(`timed out waiting for: ${what}`);
-}
 
 /** What the other team's reviews, the peak RSS and the lab's OOM killer say, as one line for the test's diagnostics. */
 export async function verdict(lab: TenantLab, seen: { latencies: readonly number[]; failures: readonly string[] }): Promise<string> {
