@@ -1,19 +1,18 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import { Options } from '../../src/config/config.js';
 import { admit } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { optedInPod, podReview } from '../helpers/review.js';
+import { startServeProcess, type ServeProcess } from '../helpers/serve-process.js';
 import { makeTestCerts } from '../helpers/tls.js';
 
 /** The memory limit of the Deployment in manifests/install.yaml. */
 const DEPLOYMENT_LIMIT = 256 * 1024 * 1024;
 const MIB = 1024 * 1024;
 
-let child: ChildProcess;
+let server: ServeProcess;
 let url: string;
 let ca: string;
 
@@ -21,41 +20,13 @@ let ca: string;
 before(async () => {
   const certs = await makeTestCerts();
   ca = certs.ca.certPem;
-  child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      'src/cli/index.ts',
-      'serve',
-      '--port',
-      '0',
-      '--health-port',
-      '0',
-      '--host',
-      '127.0.0.1',
-      '--cert-dir',
-      certs.certDir,
-      '--log-level',
-      'info',
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const port = await new Promise<number>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      const entry = JSON.parse(line);
-      if (typeof entry.port === 'number') resolve(entry.port);
-    });
-    child.once('close', () => reject(new Error('the server exited before serving')));
-  });
-  url = `https://127.0.0.1:${port}`;
+  server = await startServeProcess(['--cert-dir', certs.certDir, '--log-level', 'info']);
+  url = server.url;
 });
-after(() => {
-  child.kill('SIGKILL');
-});
+after(() => server.kill());
 
 function peakRss(): number {
-  const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+  const status = readFileSync(`/proc/${server.pid}/status`, 'utf8');
   return Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1]) * 1024;
 }
 

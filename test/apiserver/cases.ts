@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { Admission } from '../helpers/kubeadmit.js';
+import type { Admission, Scenario } from '../helpers/kubeadmit.js';
 
 export const INJECT = 'sidecar-injector.io/inject';
 export const REV = 'sidecar-injector.io/rev';
@@ -13,6 +13,11 @@ export function appPod(labels: Record<string, string> = {}, annotations?: Record
     metadata: { generateName: 'web-7d9f8b6c5-', labels: { 'app.kubernetes.io/name': 'web', ...labels }, ...(annotations && { annotations }) },
     spec: { containers: [{ name: 'app', image: 'nginx:1.27' }] },
   };
+}
+
+/** A CREATE of appPod(podLabels) in `namespace`, a namespace labelled `nsLabels`. */
+export function scenario(namespace: string, nsLabels: Record<string, string>, podLabels: Record<string, string>): Scenario {
+  return { namespace, namespaces: { [namespace]: { labels: nsLabels } }, object: appPod(podLabels) };
 }
 
 /** The names of the stored pod's containers (init containers first, marked "init:"). */

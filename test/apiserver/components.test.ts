@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import { findKubeadmit, mapLimit } from '../helpers/kubeadmit.js';
 import { kustomizations, kustomizeWithComponent, type Obj } from '../manifests/render.js';
-import { appPod, assertInjected, assertUntouched, INJECT } from './cases.js';
+import { assertInjected, assertUntouched, INJECT, scenario } from './cases.js';
 import { startInstall, type RunningInstall } from './install.js';
 
 /**
@@ -13,12 +13,6 @@ import { startInstall, type RunningInstall } from './install.js';
 const found = findKubeadmit();
 const skip = 'skip' in found ? found.skip : false;
 const binary = 'binary' in found ? found.binary : '';
-
-const scenario = (namespace: string, nsLabels: Record<string, string>, podLabels: Record<string, string>) => ({
-  namespace,
-  namespaces: { [namespace]: { labels: nsLabels } },
-  object: appPod(podLabels),
-});
 
 // components/policy and components/hybrid: in policy-mode.test.ts (the policies inject there, not this webhook).
 const components = kustomizations().components.filter((c) => !['components/revision', 'components/policy', 'components/hybrid'].includes(c));

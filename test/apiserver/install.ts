@@ -83,10 +83,37 @@ export function serviceDnsName(objects: readonly Obj[]): string {
   return `${service.name}.${service.namespace}.svc`;
 }
 
-/** Starts the injector of `objects` as its Deployment runs it. */
-export async function startInstall(binary: string, objects: readonly Obj[], opts: StartOptions = {}): Promise<RunningInstall> {
+/**
+ * The injector's command as its Deployment runs it in the image: the node flags of the image's
+ * ENTRYPOINT, the container's args with the templates volume written under `dir` as the kubelet
+ * mounts it (one file per key of the ConfigMap, or `templates` instead), and the environment of the
+ * image and of the container.
+ */
+export async function deploymentCommand(
+  objects: readonly Obj[],
+  dir: string,
+  templates?: Readonly<Record<string, string>>,
+): Promise<{ nodeFlags: string[]; args: string[]; env: NodeJS.ProcessEnv }> {
   const deployment = one(objects, 'Deployment');
   const container = injector(objects);
+  const mount = (container.volumeMounts as Obj[]).find((m) => m.name === 'templates');
+  const volume = (deployment.spec.template.spec.volumes as Obj[]).find((v) => v.name === 'templates');
+  const templatesDir = join(dir, 'templates');
+  await mkdir(templatesDir);
+  const files = templates ?? (volume ? one(objects, 'ConfigMap', volume.configMap.name).data : {});
+  for (const [name, text] of Object.entries(files as Record<string, string>)) await writeFile(join(templatesDir, name), text);
+  const args = (container.args as string[]).map((a) => (mount && a === `--templates-dir=${mount.mountPath}` ? `--templates-dir=${templatesDir}` : a));
+  const image = imageEntrypoint();
+  const env: NodeJS.ProcessEnv = { PATH: process.env['PATH'], HOME: process.env['HOME'], ...image.env };
+  for (const e of (container.env ?? []) as Obj[]) {
+    if (e.value !== undefined) env[e.name] = e.value;
+    else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') env[e.name] = deployment.metadata.namespace;
+  }
+  return { nodeFlags: image.nodeFlags, args, env };
+}
+
+/** Starts the injector of `objects` as its Deployment runs it. */
+export async function startInstall(binary: string, objects: readonly Obj[], opts: StartOptions = {}): Promise<RunningInstall> {
   const dir = await mkdtemp(join(tmpdir(), 'apiserver-install-'));
   const ca = await createCA('kubeadmit-test-ca', 1);
   const serving = await issueServingCert(ca, { dnsNames: [serviceDnsName(objects)], ipAddresses: ['127.0.0.1'], validityDays: 1 });
@@ -97,25 +124,8 @@ export async function startInstall(binary: string, objects: readonly Obj[], opts
   const caFile = join(dir, 'ca.crt');
   await writeFile(caFile, ca.certPem);
 
-  // The templates volume as the kubelet mounts it: one file per key of the ConfigMap.
-  const mount = (container.volumeMounts as Obj[]).find((m) => m.name === 'templates');
-  const volume = (deployment.spec.template.spec.volumes as Obj[]).find((v) => v.name === 'templates');
-  const templatesDir = join(dir, 'templates');
-  await mkdir(templatesDir);
-  const files = opts.templates ?? (volume ? one(objects, 'ConfigMap', volume.configMap.name).data : {});
-  for (const [name, text] of Object.entries(files as Record<string, string>)) await writeFile(join(templatesDir, name), text);
-
-  const args = (container.args as string[]).map((a) => {
-    if (a.startsWith('--cert-secret=') || a.startsWith('--cert-dir=')) return `--cert-dir=${certDir}`;
-    if (mount && a === `--templates-dir=${mount.mountPath}`) return `--templates-dir=${templatesDir}`;
-    return a;
-  });
-  const image = imageEntrypoint();
-  const env: NodeJS.ProcessEnv = { PATH: process.env['PATH'], HOME: process.env['HOME'], ...image.env };
-  for (const e of (container.env ?? []) as Obj[]) {
-    if (e.value !== undefined) env[e.name] = e.value;
-    else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') env[e.name] = deployment.metadata.namespace;
-  }
+  const { nodeFlags, args: deploymentArgs, env } = await deploymentCommand(objects, dir, opts.templates);
+  const args = deploymentArgs.map((a) => (a.startsWith('--cert-secret=') || a.startsWith('--cert-dir=') ? `--cert-dir=${certDir}` : a));
   let api: FakeApiServer | undefined;
   if (env['SIDECAR_INJECTOR_TEMPLATES_SOURCE'] === 'both' || env['SIDECAR_INJECTOR_TEMPLATES_SOURCE'] === 'cluster') {
     api = await startFakeApiServer();
@@ -123,7 +133,7 @@ export async function startInstall(binary: string, objects: readonly Obj[], opts
   }
   args.push('--port=0', '--health-port=0', '--host=127.0.0.1', ...(opts.flags ?? []));
 
-  const child: ChildProcess = spawn(process.execPath, [...image.nodeFlags, ...CLI_ENTRY, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, ...CLI_ENTRY, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: any[] = [];
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));

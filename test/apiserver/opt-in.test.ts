@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { findKubeadmit, mapLimit, type Admission } from '../helpers/kubeadmit.js';
 import { helmObjects, kustomizeObjects, type Obj } from '../manifests/render.js';
-import { appPod, assertInjected, assertUntouched, INJECT, paths, status } from './cases.js';
+import { assertInjected, assertUntouched, INJECT, paths, scenario, status } from './cases.js';
 import { startInstall, type RunningInstall } from './install.js';
 
 /**
@@ -15,15 +15,7 @@ const found = findKubeadmit();
 const skip = 'skip' in found ? found.skip : false;
 const binary = 'binary' in found ? found.binary : '';
 
-const ns = (labels: Record<string, string> = {}) => ({ labels });
-
 /** A pod CREATE in `namespace`, its namespace labelled `nsLabels`, the pod `podLabels`. */
-const scenario = (namespace: string, nsLabels: Record<string, string>, podLabels: Record<string, string>) => ({
-  namespace,
-  namespaces: { [namespace]: ns(nsLabels) },
-  object: appPod(podLabels),
-});
-
 type Outcome = 'pod' | 'namespace' | 'skipped' | 'none';
 /** Pods labelled anything but "true" in an opted-in namespace reach the namespace scope, whose server skips them. */
 const namespaces = {

@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { admissionView } from '../corpus/admission-view.js';
@@ -12,9 +12,9 @@ import { CLI_ENTRY } from '../helpers/cli.js';
 import { startFakeApiServer, type PolicyKind } from '../helpers/fake-apiserver.js';
 import { findKubeadmit, kubeadmit, mapLimit, type Admission, type Scenario } from '../helpers/kubeadmit.js';
 import { differences, stored } from '../helpers/policy-parity.js';
-import { helmObjects, injector, key, kustomizeWithComponent, one, serverConfig, type Obj } from '../manifests/render.js';
+import { helmObjects, key, kustomizeWithComponent, one, serverConfig, type Obj } from '../manifests/render.js';
 import { appPod, INJECT } from './cases.js';
-import { imageEntrypoint, startInstall, type RunningInstall } from './install.js';
+import { deploymentCommand, startInstall, type RunningInstall } from './install.js';
 
 /**
  * An install in policy mode, end to end: the chart (--set mode=policy, Kubernetes 1.36) and the
@@ -66,21 +66,10 @@ function rbacOf(objects: readonly Obj[]): (method: string, path: string) => bool
  * once its first sync is logged.
  */
 async function policiesOf(objects: readonly Obj[], dir: string): Promise<string> {
-  const deployment = one(objects, 'Deployment');
-  const container = injector(objects);
-  const mount = (container.volumeMounts as Obj[]).find((m) => m.name === 'templates');
-  const volume = (deployment.spec.template.spec.volumes as Obj[]).find((v) => v.name === 'templates');
-  const templates = join(dir, 'templates');
-  await mkdir(templates);
-  const data = one(objects, 'ConfigMap', volume!.configMap.name).data as Record<string, string>;
-  for (const [name, text] of Object.entries(data)) await writeFile(join(templates, name), text);
+  const { nodeFlags, args, env } = await deploymentCommand(objects, dir);
   const api = await startFakeApiServer();
   api.grantOnly(rbacOf(objects));
-  const image = imageEntrypoint();
-  const env: NodeJS.ProcessEnv = { PATH: process.env['PATH'], HOME: process.env['HOME'], ...image.env };
-  for (const e of (container.env ?? []) as Obj[]) env[e.name] = e.value ?? deployment.metadata.namespace;
-  const args = (container.args as string[]).map((a) => (a === `--templates-dir=${mount!.mountPath}` ? `--templates-dir=${templates}` : a));
-  const child = spawn(process.execPath, [...image.nodeFlags, ...CLI_ENTRY, ...args, `--kubeconfig=${api.kubeconfig}`, '--health-port=0', '--host=127.0.0.1'], {
+  const child = spawn(process.execPath, [...nodeFlags, ...CLI_ENTRY, ...args, `--kubeconfig=${api.kubeconfig}`, '--health-port=0', '--host=127.0.0.1'], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -103,17 +92,6 @@ async function policiesOf(objects: readonly Obj[], dir: string): Promise<string>
     child.kill('SIGKILL');
     await api.close();
   }
-}
-
-/**
- * A CREATE through kubeadmit with everything the install put in the cluster (the rendered objects:
- * a webhook configuration among them would be called) and the policies its injector keeps. kubeadmit's
- * policy plugins answer "not yet ready" until their informers have synced; an apiserver serves only once synced.
- */
-async function admitPolicies(webhook: RunningInstall, configs: readonly string[], scenario: Scenario): Promise<Admission> {
-  const once = (): Promise<Admission> => kubeadmit({ binary, configs, addr: webhook.addr, ca: webhook.caFile }, scenario);
-  const res = await once();
-  return res.reason?.endsWith('not yet ready to handle request') === true ? once() : res;
 }
 
 const shop = (nsLabels: Record<string, string>, pod: Obj, namespace = 'shop'): Scenario => ({
@@ -176,8 +154,9 @@ describe('an install in policy mode, through the apiserver admission code (kubea
       const own = await mkdtemp(join(dir, 'install-'));
       const rendered = join(own, 'install.json');
       await writeFile(rendered, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }));
+      // Everything the install put in the cluster (a webhook configuration among the rendered objects would be called) and the policies its injector keeps.
       const configs = [rendered, await policiesOf(objects, own)];
-      const results = await mapLimit(cases, 3, (c) => admitPolicies(webhook, configs, c.scenario));
+      const results = await mapLimit(cases, 3, (c) => kubeadmit({ binary, configs, addr: webhook.addr, ca: webhook.caFile }, c.scenario));
       cases.forEach(({ what }, i) => {
         const [w, p] = [answers[i]!, results[i]!];
         assert.equal(p.calls.length, 0, `${what}: no webhook in the pod's path`);

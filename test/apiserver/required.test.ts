@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { findKubeadmit, mapLimit } from '../helpers/kubeadmit.js';
 import { kustomizeWithComponent, one, type Obj } from '../manifests/render.js';
-import { appPod, containerNames, INJECT, paths, REV, status } from './cases.js';
+import { containerNames, INJECT, paths, REV, status, scenario } from './cases.js';
 import { startInstall, writeConfigurations, type RunningInstall } from './install.js';
 
 /**
@@ -31,12 +31,6 @@ spec:
       image: registry.example.com/agent:1
 `;
 const REQUIRED_PATHS = ['m:/mutate/required', 'v:/validate/required'];
-
-const scenario = (namespace: string, nsLabels: Record<string, string>, podLabels: Record<string, string>) => ({
-  namespace,
-  namespaces: { [namespace]: { labels: nsLabels } },
-  object: appPod(podLabels),
-});
 
 describe('the required component, through the apiserver admission code (kubeadmit)', { skip }, () => {
   let running: RunningInstall;

@@ -2,18 +2,12 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { findKubeadmit, mapLimit } from '../helpers/kubeadmit.js';
 import type { Obj } from '../manifests/render.js';
-import { appPod, assertInjected, assertUntouched, INJECT, paths, REV, status } from './cases.js';
+import { assertInjected, assertUntouched, INJECT, paths, REV, status, scenario } from './cases.js';
 import { startInstall, writeConfigurations, type RunningInstall } from './install.js';
 
 const found = findKubeadmit();
 const skip = 'skip' in found ? found.skip : false;
 const binary = 'binary' in found ? found.binary : '';
-
-const scenario = (namespace: string, nsLabels: Record<string, string>, podLabels: Record<string, string>) => ({
-  namespace,
-  namespaces: { [namespace]: { labels: nsLabels } },
-  object: appPod(podLabels),
-});
 
 /** Where each pod goes when the default install and "canary" run side by side. */
 const sideBySide: { namespace: Record<string, string>; pod: Record<string, string>; install: 'default' | 'canary' | undefined }[] = [

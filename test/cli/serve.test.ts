@@ -1,16 +1,15 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
-import { createInterface } from 'node:readline';
-import type { Readable } from 'node:stream';
 import { admit, validatePod } from '../helpers/apiserver.js';
 import { CLI_ENTRY } from '../helpers/cli.js';
 import { optedInPod } from '../helpers/review.js';
+import { startServeProcess } from '../helpers/serve-process.js';
 
 /** Runs the CLI to completion and returns its exit code and output. */
 function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -24,36 +23,14 @@ function runCli(args: string[]): Promise<{ code: number | null; stdout: string; 
   });
 }
 
-/**
- * Starts `serve` on free ports of 127.0.0.1 with `args`: its log lines as they come, and a promise
- * kept once it logs the port it serves on (broken if it exits first).
- */
-function startServe(args: readonly string[]): { child: ChildProcess & { stdout: Readable }; logs: any[]; started: Promise<void> } {
-  const child = spawn(process.execPath, [...CLI_ENTRY, 'serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const logs: any[] = [];
-  const started = new Promise<void>((resolve, reject) => {
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      logs.push(JSON.parse(line));
-      if (logs.at(-1).port) resolve();
-    });
-    child.on('close', () => reject(new Error('the server exited before serving')));
-  });
-  return { child, logs, started };
-}
-
 describe('sidecar-injector serve', () => {
   it('serves the bundled templates with a self-signed certificate and exits 0 on SIGTERM', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'serve-'));
-    const { child, logs, started } = startServe(['--self-signed-dir', dir]);
+    const server = await startServeProcess(['--self-signed-dir', dir]);
+    const { port, logs } = server;
     try {
-      await started;
-      const port: number = logs.find((l) => l.port)?.port ?? 0;
       const caFile: string = logs.find((l) => l.caFile)?.caFile ?? '';
-      const seen = logs.map((l) => l.msg);
-      assert.ok(port > 0, `no "serving" line in ${seen.join(', ')}`);
-      assert.equal(caFile, join(dir, 'ca.crt'));
+      assert.equal(caFile, join(dir, 'ca.crt'), `no "caFile" line in ${logs.map((l) => l.msg).join(', ')}`);
       const ca = await readFile(caFile, 'utf8');
       const { response, pod } = await admit(`https://localhost:${port}`, ca, optedInPod());
       assert.equal(response.allowed, true);
@@ -61,9 +38,9 @@ describe('sidecar-injector serve', () => {
       // Two more pods of the same ReplicaSet: the third answer comes from the answer cache.
       for (let i = 0; i < 2; i++) assert.deepEqual((await admit(`https://localhost:${port}`, ca, optedInPod())).pod, pod);
 
-      const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
-      child.kill('SIGTERM');
-      assert.equal(await exited, 0);
+      server.child.kill('SIGTERM');
+      assert.equal(await server.exited, 0);
+      assert.deepEqual(server.notJson, [], 'every line it wrote is JSON');
       const reviews = logs.filter((l) => l.msg === 'review');
       assert.equal(reviews.length, 3, 'one log line per review');
       assert.deepEqual(
@@ -77,7 +54,7 @@ describe('sidecar-injector serve', () => {
       assert.equal(typeof review.durationMs, 'number');
       assert.equal(review.object, undefined, 'never the whole object at info level');
     } finally {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await server.kill();
     }
   });
 
@@ -120,7 +97,7 @@ describe('sidecar-injector serve', () => {
 
   it('admits over TLS a pod whose sidecar a later webhook moved to the mirror given by --image-mirror (twice)', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'serve-mirror-'));
-    const { child, logs, started } = startServe([
+    const server = await startServeProcess([
       '--self-signed-dir',
       dir,
       '--image-mirror',
@@ -129,9 +106,8 @@ describe('sidecar-injector serve', () => {
       'docker.io=mirror.example.com/dockerhub',
     ]);
     try {
-      await started;
-      assert.deepEqual(logs.find((l) => l.imageMirrors)?.imageMirrors, ['quay.io=mirror.example.com/quay', 'docker.io=mirror.example.com/dockerhub']);
-      const url = `https://localhost:${logs.find((l) => l.port).port}`;
+      assert.deepEqual(server.logs.find((l) => l.imageMirrors)?.imageMirrors, ['quay.io=mirror.example.com/quay', 'docker.io=mirror.example.com/dockerhub']);
+      const url = `https://localhost:${server.port}`;
       const ca = await readFile(join(dir, 'ca.crt'), 'utf8');
       const { pod } = await admit(url, ca, optedInPod({ annotations: { 'sidecar-injector.io/templates': 'log-shipper,proxy' } }));
       // A policy after the injector moves Docker Hub images to the mirror, then the apiserver re-invokes /mutate.
@@ -148,7 +124,7 @@ describe('sidecar-injector serve', () => {
       assert.equal(refused.allowed, false);
       assert.match(refused.status.message, /--image-mirror docker\.io=elsewhere\.example\.com$/);
     } finally {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await server.kill();
     }
   });
 

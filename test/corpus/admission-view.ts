@@ -21,6 +21,7 @@
  */
 import { createHash } from 'node:crypto';
 import { kubeApiAccessVolume } from '../helpers/service-account.js';
+import { Probes, VolumeSources } from './pod-validation.js';
 
 type Obj = Record<string, any>;
 
@@ -250,7 +251,7 @@ function defaultContainer(c: Obj): void {
   for (const key of ['volumeMounts', 'env', 'ports']) if (c[key] === null) delete c[key];
   for (const p of c['ports'] ?? []) p['protocol'] ??= 'TCP';
   for (const e of c['env'] ?? []) if (e['valueFrom']?.fieldRef) e['valueFrom']['fieldRef']['apiVersion'] ??= 'v1';
-  for (const probe of ['livenessProbe', 'readinessProbe', 'startupProbe']) {
+  for (const probe of Probes) {
     const p = c[probe];
     if (p == null) continue;
     p['timeoutSeconds'] ??= 1;
@@ -277,43 +278,10 @@ function pullPolicy(image: string): string {
   return tag === '' || tag === 'latest' ? 'Always' : 'IfNotPresent';
 }
 
-const Sources = [
-  'hostPath',
-  'emptyDir',
-  'gcePersistentDisk',
-  'awsElasticBlockStore',
-  'gitRepo',
-  'secret',
-  'nfs',
-  'iscsi',
-  'glusterfs',
-  'persistentVolumeClaim',
-  'rbd',
-  'flexVolume',
-  'cinder',
-  'cephfs',
-  'flocker',
-  'downwardAPI',
-  'fc',
-  'azureFile',
-  'configMap',
-  'vsphereVolume',
-  'quobyte',
-  'azureDisk',
-  'photonPersistentDisk',
-  'projected',
-  'portworxVolume',
-  'scaleIO',
-  'storageos',
-  'csi',
-  'ephemeral',
-  'image',
-];
-
 /** SetDefaults_Volume and the per-source defaults; a JSON null source is an absent one. */
 function defaultVolume(v: Obj): void {
-  for (const s of Sources) if (v[s] === null) delete v[s];
-  if (!Sources.some((s) => v[s] !== undefined)) v['emptyDir'] = {};
+  for (const s of VolumeSources) if (v[s] === null) delete v[s];
+  if (!VolumeSources.some((s) => v[s] !== undefined)) v['emptyDir'] = {};
   for (const s of ['secret', 'configMap', 'projected', 'downwardAPI']) if (v[s]) v[s]['defaultMode'] ??= 420;
   if (v['hostPath']) v['hostPath']['type'] ??= '';
   for (const item of v['downwardAPI']?.items ?? []) if (item['fieldRef']) item['fieldRef']['apiVersion'] ??= 'v1';

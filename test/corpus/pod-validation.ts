@@ -12,7 +12,8 @@ type Obj = Record<string, any>;
 const Dns1123Label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 // IsValidPortName: an IANA_SVC_NAME, at most 15 characters, letters and digits and '-', at least one letter.
 const PortName = /^(?=.*[a-z])[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
-const VolumeSources = [
+/** Every source a core/v1 Volume can have (VolumeSource's fields); a volume has exactly one. */
+export const VolumeSources: readonly string[] = [
   'hostPath',
   'emptyDir',
   'gcePersistentDisk',
@@ -45,6 +46,8 @@ const VolumeSources = [
   'image',
 ];
 const Handlers = ['exec', 'httpGet', 'tcpSocket', 'grpc', 'sleep'];
+/** A container's probes. */
+export const Probes: readonly string[] = ['livenessProbe', 'readinessProbe', 'startupProbe'];
 
 /** Every reason the apiserver would refuse `pod`; [] when it would store it. */
 export function podValidationErrors(pod: Obj): string[] {
@@ -181,7 +184,7 @@ function container(c: Obj, at: string, role: 'init' | 'sidecar' | 'regular', err
   (c.volumeMounts ?? []).forEach((m: Obj, i: number) => {
     if (typeof m.mountPath !== 'string' || m.mountPath === '') errs.push(`${at}.volumeMounts[${i}].mountPath: Required value`);
   });
-  for (const probe of ['livenessProbe', 'readinessProbe', 'startupProbe']) {
+  for (const probe of Probes) {
     const p = c[probe];
     if (p == null) continue;
     // validateInitContainers: probes only on restartable init containers (native sidecars).

@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { createCA, issueServingCert } from '../../src/certs/pki.js';
 import fastJsonPatch, { type Operation } from 'fast-json-patch';
 import { clusterTemplates } from '../../src/cli/args.js';
@@ -15,6 +13,8 @@ import { compilePolicies } from '../../src/policy/compile.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { admissionView } from '../corpus/admission-view.js';
 import { DefaultNamespace, PodsDir, readYaml11 } from '../corpus/corpus.js';
+import { findKubeadmit, kubeadmit, type Admission, type Scenario } from './kubeadmit.js';
+import { eventually } from './sidecartemplates.js';
 
 const { applyPatch } = fastJsonPatch;
 
@@ -26,10 +26,9 @@ const { applyPatch } = fastJsonPatch;
  * status annotation, which only the webhook writes. The validating policy refuses what /validate
  * refuses. kubeadmit: $KUBEADMIT, else ~/.cache/kubeadmit/kubeadmit (../shared/tools/kubeadmit/build.sh).
  */
-export const KUBEADMIT_CACHE = join(homedir(), '.cache', 'kubeadmit', 'kubeadmit');
-const named = process.env['KUBEADMIT'];
-const binary = named !== undefined && named !== '' ? named : KUBEADMIT_CACHE;
-export const skip = existsSync(binary) ? false : `kubeadmit not found (${binary}); run ../shared/tools/kubeadmit/build.sh once, or set KUBEADMIT to its binary`;
+const found = findKubeadmit();
+export const skip = 'skip' in found ? found.skip : false;
+const binary = 'binary' in found ? found.binary : '';
 
 export const STATUS = 'sidecar-injector.io/status';
 export const INJECT = 'sidecar-injector.io/inject';
@@ -37,12 +36,7 @@ const SERVICE_DNS = 'sidecar-injector.sidecar-injector.svc';
 const REVISION_DNS = 'sidecar-injector-canary.sidecar-injector.svc';
 
 export type Obj = Record<string, any>;
-export interface Admission {
-  readonly allowed: boolean;
-  readonly reason?: string;
-  readonly object?: Obj;
-  readonly calls: unknown[];
-}
+export type { Admission };
 
 /**
  * Every example, and every STEP-th corpus manifest (the Jobs and CronJobs always): 24 by default, so
@@ -106,7 +100,9 @@ export async function startModes(templates: string, options: ModeOptions = {}): 
   const revision = options.revision === undefined ? [] : ['--revision', options.revision];
   const config = serveConfig(['--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', dir, ...source, ...revision], {});
   const running: Running = await serve(config, createLogger('silent'));
-  if (options.kubeconfig !== undefined) await untilReady(running);
+  // With SidecarTemplates, the server is ready once its first list is in.
+  if (options.kubeconfig !== undefined)
+    await eventually(async () => (await fetch(`http://127.0.0.1:${running.healthPort}/readyz`)).status === 200, 'the server ready');
   const list = (items: readonly unknown[]): string => JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
   const write = async (name: string, items: readonly unknown[]): Promise<string> => {
     await writeFile(join(dir, name), list(items));
@@ -162,35 +158,9 @@ function installedWebhooks(options: ModeOptions): Obj[] {
   });
 }
 
-/** The server with SidecarTemplates is ready once its first list is in. */
-async function untilReady(running: Running): Promise<void> {
-  const end = Date.now() + 20_000;
-  while (Date.now() < end) {
-    if ((await fetch(`http://127.0.0.1:${running.healthPort}/readyz`)).status === 200) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  assert.fail('the server did not become ready');
-}
-
-export async function admit(modes: Modes, config: string, scenario: Obj): Promise<Admission> {
-  const res = await admitOnce(modes, config, scenario);
-  // kubeadmit's policy plugins answer this until their informers have synced, which a loaded machine
-  // can delay past kubeadmit's own wait; an apiserver serves only once synced. Asked again then.
-  if (res.reason?.endsWith('not yet ready to handle request') === true) return admitOnce(modes, config, scenario);
-  return res;
-}
-
-async function admitOnce(modes: Modes, config: string, scenario: Obj): Promise<Admission> {
-  const file = join(modes.dir, `scenario-${Math.random().toString(36).slice(2)}.json`);
-  await writeFile(file, JSON.stringify(scenario));
-  try {
-    const { stdout } = await promisify(execFile)(binary, ['--scenario', file, '--config', config, '--addr', modes.addr, '--ca', modes.caFile], {
-      maxBuffer: 64 * 1024 * 1024,
-    });
-    return JSON.parse(stdout) as Admission;
-  } finally {
-    await rm(file, { force: true });
-  }
+/** Runs a scenario through kubeadmit with the configurations in `config` against the modes' server. */
+export function admit(modes: Modes, config: string, scenario: Obj): Promise<Admission> {
+  return kubeadmit({ binary, configs: [config], addr: modes.addr, ca: modes.caFile }, scenario as Scenario);
 }
 
 /** The stored pod without what differs by design: the generated name's random suffix, the webhook's status annotation. */

@@ -14,7 +14,7 @@ export function sct(namespace: string, name: string, image: string, extra: objec
 }
 
 /** Polls `check` until it holds (a watch event reaches the set within a few seconds), else fails naming `what`. */
-export async function eventually(check: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
+export async function eventually(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
     if (await check()) return;

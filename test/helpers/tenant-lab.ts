@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { Agent } from 'node:https';
-import { createInterface } from 'node:readline';
 import { httpsRequest } from './client.js';
 import { startFakeApiServer, type FakeApiServer } from './fake-apiserver.js';
 import { optedInPod, podReview } from './review.js';
+import { startServeProcess, type ServeProcess } from './serve-process.js';
+import { HOME, sct } from './sidecartemplates.js';
 import { makeTestCerts } from './tls.js';
 
 /**
@@ -48,7 +49,7 @@ export interface TenantLab {
   readonly pid: number;
   /** Times the sampler killed the child for going over `limitMiB`. */
   readonly oomKills: number;
-  /** The child's log lines (JSON parsed), the last 2000. */
+  /** The running child's log lines (JSON parsed), the last 2000. */
   readonly logs: readonly any[];
   /** The peak RSS the image would have reached so far, in MiB: the child's peak less TSX_OVERHEAD_MIB. */
   peakRssMiB(): Promise<number>;
@@ -88,7 +89,6 @@ export interface TenantLabOptions {
 
 /** The Deployment's memory limit (manifests/base/deployment.yaml). */
 export const DEPLOYMENT_LIMIT_MIB = 256;
-export const HOME = 'sidecar-injector';
 /**
  * What tsx adds to the child's RSS over the image's compiled build: 183 vs 115 MiB idle with
  * --templates-source cluster and one template (Node 20; `npx tsc -p tsconfig.build.json` then
@@ -96,14 +96,9 @@ export const HOME = 'sidecar-injector';
  */
 export const TSX_OVERHEAD_MIB = 68;
 
-/** A SidecarTemplate object with one container named `name`, and the given spec fields. */
+/** A SidecarTemplate object with one container named `name` (image registry.example.com/<name>:1), and the given spec fields. */
 export function sidecarTemplate(namespace: string, name: string, spec: object = {}): any {
-  return {
-    apiVersion: 'sidecar-injector.io/v1alpha1',
-    kind: 'SidecarTemplate',
-    metadata: { name, namespace },
-    spec: { containers: [{ name, image: `registry.example.com/${name}:1` }], ...spec },
-  };
+  return sct(namespace, name, `registry.example.com/${name}:1`, spec);
 }
 
 const SAMPLE_MS = 20;
@@ -116,10 +111,7 @@ export async function startTenantLab(options: TenantLabOptions = {}): Promise<Te
   for (const o of options.objects ?? []) api.applyTemplate(o);
   const certs = await makeTestCerts();
   const ca = certs.ca.certPem;
-  const logs: any[] = [];
   let child: ChildProcess;
-  let port = 0;
-  let healthPort = 0;
   let peak = 0;
   let oomKills = 0;
   let idle = 0;
@@ -146,15 +138,8 @@ export async function startTenantLab(options: TenantLabOptions = {}): Promise<Te
     current.kill('SIGKILL');
   };
 
-  const spawnChild = async (): Promise<void> => {
-    const args = [
-      'serve',
-      '--port',
-      '0',
-      '--health-port',
-      '0',
-      '--host',
-      '127.0.0.1',
+  const spawnChild = (): Promise<ServeProcess> => {
+    const flags = [
       '--cert-dir',
       certs.certDir,
       '--templates-source',
@@ -167,69 +152,33 @@ export async function startTenantLab(options: TenantLabOptions = {}): Promise<Te
       'info',
       ...(options.flags ?? []),
     ];
-    const next = spawn(process.execPath, ['--max-semi-space-size=4', '--import', 'tsx', 'src/cli/index.ts', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-    child = next;
-    clearInterval(sampler);
-    sampler = setInterval(() => void sample(), SAMPLE_MS);
-    const ports = new Promise<void>((resolve, reject) => {
-      createInterface({ input: next.stdout! }).on('line', (line) => {
-        let log: any;
-        try {
-          log = JSON.parse(line);
-        } catch {
-          return;
-        }
-        logs.push(log);
-        if (logs.length > 2000) logs.shift();
-        if (log.port !== undefined && log.healthPort !== undefined) {
-          port = log.port;
-          healthPort = log.healthPort;
-          resolve();
-        }
-      });
-      next.on('close', (code, signal) => reject(new Error(`the injector exited before serving (${signal ?? code})`)));
-    });
-    await ports;
-  };
-
-  const ready = async (timeoutMs = 10_000): Promise<number> => {
-    const start = Date.now();
-    for (;;) {
-      if (child.exitCode !== null || child.signalCode !== null)
-        throw new Error(`the injector died (${child.signalCode ?? child.exitCode}) before it was ready`);
-      try {
-        if ((await fetch(`http://127.0.0.1:${healthPort}/readyz`)).status === 200) return Date.now() - start;
-      } catch {
-        // not listening yet
-      }
-      if (Date.now() - start > timeoutMs) throw new Error(`not ready within ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 25));
-    }
+    // Sampled from the spawn on, so a start that goes over the limit is killed as the kernel would kill it.
+    const onSpawn = (next: ChildProcess): void => {
+      child = next;
+      clearInterval(sampler);
+      sampler = setInterval(() => void sample(), SAMPLE_MS);
+    };
+    return startServeProcess(flags, { nodeFlags: ['--max-semi-space-size=4'], keepLogs: 2000, onSpawn });
   };
 
   const stopChild = async (): Promise<void> => {
-    const current = child;
     await sample();
-    if (current.exitCode === null && current.signalCode === null) {
-      const closed = new Promise((r) => current.once('close', r));
-      current.kill('SIGKILL');
-      await closed;
-    }
+    await server.kill();
   };
 
-  await spawnChild();
-  await ready();
-  idle = await status(child!.pid!, 'VmRSS');
+  let server = await spawnChild();
+  await server.ready();
+  idle = await status(server.pid, 'VmRSS');
   // Connections for otherTeam, opened and warmed now: their handshakes and the first reviews are not the attack's doing.
   const agent = new Agent({ keepAlive: true, maxSockets: WARM_CONNECTIONS });
   const warm = (): Promise<unknown> =>
-    httpsRequest(`https://127.0.0.1:${port}/mutate`, JSON.stringify(podReview(optedInPod(), { namespace: 'other-team' })), { ca, agent });
+    httpsRequest(`${server.url}/mutate`, JSON.stringify(podReview(optedInPod(), { namespace: 'other-team' })), { ca, agent });
   for (let i = 0; i < 3; i++) await Promise.all(Array.from({ length: WARM_CONNECTIONS }, warm));
 
   return {
     api,
     get url() {
-      return `https://127.0.0.1:${port}`;
+      return server.url;
     },
     ca,
     get pid() {
@@ -238,7 +187,9 @@ export async function startTenantLab(options: TenantLabOptions = {}): Promise<Te
     get oomKills() {
       return oomKills;
     },
-    logs,
+    get logs() {
+      return server.logs;
+    },
     async peakRssMiB() {
       await sample();
       return asImage(peak);
@@ -252,22 +203,21 @@ export async function startTenantLab(options: TenantLabOptions = {}): Promise<Te
     },
     rssMiB: () => status(child.pid!, 'VmRSS'),
     async eventLoopMaxMs() {
-      const text = await fetch(`http://127.0.0.1:${healthPort}/metrics`).then(
+      const text = await fetch(`${server.healthUrl}/metrics`).then(
         (r) => r.text(),
         () => '',
       ); // '' when the child is gone
       return Number(/^nodejs_eventloop_lag_max_seconds\s+(\S+)/m.exec(text)?.[1] ?? NaN) * 1000;
     },
-    otherTeam: (opts = {}) =>
-      otherTeam(() => `https://127.0.0.1:${port}`, ca, agent, opts.namespace ?? 'other-team', Math.min(opts.concurrency ?? 2, WARM_CONNECTIONS)),
+    otherTeam: (opts = {}) => otherTeam(() => server.url, ca, agent, opts.namespace ?? 'other-team', Math.min(opts.concurrency ?? 2, WARM_CONNECTIONS)),
     async restart() {
       await stopChild();
       const start = Date.now();
-      await spawnChild();
-      await ready();
+      server = await spawnChild();
+      await server.ready();
       return Date.now() - start;
     },
-    ready,
+    ready: (timeoutMs) => server.ready(timeoutMs),
     async close() {
       clearInterval(sampler);
       agent.destroy();
@@ -319,16 +269,6 @@ export const REVIEW_BOUND_MS = 1000;
 export const READY_BOUND_MS = 30_000;
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `check` every 100 ms until it holds, else fails naming `what`. */
-export async function eventually(check: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (check()) return;
-    await sleep(100);
-  }
-  assert.fail(`timed out waiting for: ${what}`);
-}
 
 /** What the other team's reviews, the peak RSS and the lab's OOM killer say, as one line for the test's diagnostics. */
 export async function verdict(lab: TenantLab, seen: { latencies: readonly number[]; failures: readonly string[] }): Promise<string> {

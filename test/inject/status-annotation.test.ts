@@ -2,19 +2,9 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { injectSidecars } from '../../src/inject/mutate.js';
 import { readStatus, StatusFormat } from '../../src/inject/status-annotation.js';
-import { compileTemplateSet, type TemplateSet } from '../../src/templates/load.js';
+import type { TemplateSet } from '../../src/templates/load.js';
 import { optedInPod } from '../helpers/review.js';
-
-function set(...docs: string[]): TemplateSet {
-  return compileTemplateSet(
-    docs.map((text, i) => ({ file: `t${i}.yaml`, text })),
-    'test',
-  );
-}
-
-function template(name: string, spec: string): string {
-  return `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: ${name}\nspec:\n${spec}`;
-}
+import { set, template } from '../helpers/templates.js';
 
 const shipper = (image: string): string =>
   template('shipper', `  default: true\n  containers:\n    - name: shipper\n      image: ${image}\n  volumes:\n    - name: logs\n      emptyDir: {}\n`);

@@ -3,7 +3,8 @@ import { Agent } from 'node:https';
 import { after, describe, it } from 'node:test';
 import { httpsRequest } from '../helpers/client.js';
 import { optedInPod, podReview } from '../helpers/review.js';
-import { DEPLOYMENT_LIMIT_MIB, HOME, sidecarTemplate, startTenantLab, type TenantLab } from '../helpers/tenant-lab.js';
+import { HOME } from '../helpers/sidecartemplates.js';
+import { DEPLOYMENT_LIMIT_MIB, sidecarTemplate, startTenantLab, type TenantLab } from '../helpers/tenant-lab.js';
 
 // One team attacks through what it may write (its SidecarTemplates, its pods), another team's
 // reviews go on: the injector as the image runs it (--max-semi-space-size=4, --templates-source

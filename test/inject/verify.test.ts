@@ -5,19 +5,9 @@ import { injectSidecars } from '../../src/inject/mutate.js';
 import { Reason, selectTemplates } from '../../src/inject/policy.js';
 import { verifyPod } from '../../src/inject/verify.js';
 import { SetHistory } from '../../src/templates/history.js';
-import { compileTemplateSet, type TemplateSet } from '../../src/templates/load.js';
+import type { TemplateSet } from '../../src/templates/load.js';
 import { optedInPod } from '../helpers/review.js';
-
-function set(...docs: string[]): TemplateSet {
-  return compileTemplateSet(
-    docs.map((text, i) => ({ file: `t${i}.yaml`, text })),
-    'test',
-  );
-}
-
-function template(name: string, spec: string): string {
-  return `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: ${name}\nspec:\n${spec}`;
-}
+import { set, template } from '../helpers/templates.js';
 
 const shipper = (image: string, extra = ''): string =>
   template('shipper', `  default: true\n${extra}  containers:\n    - name: shipper\n      image: ${image}\n`);

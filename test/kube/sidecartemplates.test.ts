@@ -4,7 +4,7 @@ import { HOME, sct, eventually } from '../helpers/sidecartemplates.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import { startClusterTestServer, startTestServer, type TestServer } from '../helpers/server.js';
 import { createKubeClients } from '../../src/kube/client.js';
 import { openClusterTemplateStore } from '../../src/kube/sidecartemplates.js';
 import { createLogger } from '../../src/log.js';
@@ -30,8 +30,7 @@ describe('SidecarTemplate objects through the API server (issue 23)', () => {
     api = await startFakeApiServer();
     api.applyTemplate(sct(HOME, 'proxy', 'registry.example.com/proxy:1', { default: true }));
     api.applyTemplate(sct(HOME, 'logger', 'registry.example.com/logger:1'));
-    server = await startTestServer(['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig, '--namespace', HOME]);
-    await eventually(async () => (await ready()) === 200, 'ready after the first list');
+    server = await startClusterTestServer(api);
   });
   after(async () => {
     await server?.close();

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { assertUnhurt, DEPLOYMENT_LIMIT_MIB, eventually, HOME, sidecarTemplate, sleep, startTenantLab, verdict } from '../helpers/tenant-lab.js';
+import { HOME, eventually } from '../helpers/sidecartemplates.js';
+import { assertUnhurt, DEPLOYMENT_LIMIT_MIB, sidecarTemplate, sleep, startTenantLab, verdict } from '../helpers/tenant-lab.js';
 
 /**
  * One team attacks through its SidecarTemplates, with only the rights every namespace editor has;
@@ -31,7 +32,7 @@ describe(
         await assertUnhurt(lab, seen);
         assert.equal(lab.api.template('crowded', 'd0')?.status?.conditions?.[0]?.status, 'True');
         // Past the namespace's 4 MiB (each object charged its bytes and 4 KiB), the newest are refused, saying why.
-        await eventually(() => lab.api.template('crowded', 'd1009')?.status !== undefined, 'the status of the newest default');
+        await eventually(() => lab.api.template('crowded', 'd1009')?.status !== undefined, 'the status of the newest default', 60_000);
         assert.match(
           lab.api.template('crowded', 'd1009')?.status?.conditions?.[0]?.message ?? '',
           /namespace crowded's objects ahead of this one \(those served as they are, then the older\) already hold \d+ of the 4194304 bytes/,

@@ -5,7 +5,7 @@ import { HOME, sct, eventually } from '../helpers/sidecartemplates.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import { startClusterTestServer, type TestServer } from '../helpers/server.js';
 import { SETS_KEPT } from '../../src/templates/history.js';
 
 const { applyPatch } = fastJsonPatch;
@@ -37,8 +37,7 @@ describe("one team's churn never ages out another namespace's template history",
     api.applyTemplate(sct(HOME, 'proxy', 'registry.example.com/proxy:1', { default: true }));
     api.applyTemplate(sct('quiet', 'agent', 'registry.example.com/agent:1', { default: true }));
     api.applyTemplate(sct('busy', 'logger', 'registry.example.com/logger:0', { default: true }));
-    server = await startTestServer(['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig, '--namespace', HOME]);
-    await eventually(async () => (await fetch(`${server.healthUrl}/readyz`)).status === 200, 'ready after the first list');
+    server = await startClusterTestServer(api);
   });
   after(async () => {
     await server?.close();

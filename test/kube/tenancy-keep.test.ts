@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { assertUnhurt, DEPLOYMENT_LIMIT_MIB, eventually, HOME, sidecarTemplate, sleep, startTenantLab, verdict } from '../helpers/tenant-lab.js';
+import { HOME, eventually } from '../helpers/sidecartemplates.js';
+import { assertUnhurt, DEPLOYMENT_LIMIT_MIB, sidecarTemplate, sleep, startTenantLab, verdict } from '../helpers/tenant-lab.js';
 
 /** A valid object of ~60 KB: two env values of 30,000 characters (the CRD takes 32 KiB a string). */
 function nearLimit(namespace: string, name: string): any {

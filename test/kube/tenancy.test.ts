@@ -1,17 +1,8 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import {
-  assertUnhurt,
-  DEPLOYMENT_LIMIT_MIB,
-  eventually,
-  HOME,
-  READY_BOUND_MS,
-  sidecarTemplate,
-  sleep,
-  startTenantLab,
-  verdict,
-} from '../helpers/tenant-lab.js';
+import { HOME, eventually } from '../helpers/sidecartemplates.js';
+import { assertUnhurt, DEPLOYMENT_LIMIT_MIB, READY_BOUND_MS, sidecarTemplate, sleep, startTenantLab, verdict } from '../helpers/tenant-lab.js';
 
 /**
  * One team attacks through its SidecarTemplates, with only the rights every namespace editor has;
@@ -43,6 +34,7 @@ describe(
         await eventually(
           () => lab.oomKills > 0 || Array.from({ length: 22 }, (_, i) => loaded(i)).every((c) => c?.status === 'False'),
           'every big object refused in its status',
+          60_000,
         );
         const seen = await team.stop();
         t.diagnostic(`${await verdict(lab, seen)}; the injector's longest event loop delay ${(await lab.eventLoopMaxMs()).toFixed(0)} ms`);

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eventually } from '../helpers/sidecartemplates.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import { startClusterTestServer, startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
  * sidecar_injector_templates_not_served is a state: it says "what is there is not what is served"
@@ -51,9 +51,8 @@ describe('templates_not_served', () => {
       spec: { containers: [{ name, image: `registry.example.com/${name}:1` }], ...extra },
     });
     api.applyTemplate(sct('good'));
-    const server = await startTestServer(['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig, '--namespace', 'sidecar-injector']);
+    const server = await startClusterTestServer(api);
     closers.push(() => server.close());
-    await eventually(async () => (await fetch(`${server.healthUrl}/readyz`)).status === 200, 'listed');
     assert.equal(await notServed(server, 'sidecartemplates'), 0);
     const broken = sct('good');
     broken.spec.containers[0].imagePullPolicy = 'Sometimes';

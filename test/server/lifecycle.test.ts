@@ -1,12 +1,11 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { get as httpGet } from 'node:http';
 import { Agent, request } from 'node:https';
 import type { TLSSocket } from 'node:tls';
-import { createInterface } from 'node:readline';
 import { optedInPod, podReview } from '../helpers/review.js';
 import { openTls } from '../helpers/raw.js';
+import { startServeProcess } from '../helpers/serve-process.js';
 import { makeTestCerts } from '../helpers/tls.js';
 
 const DELAY_S = 1;
@@ -53,32 +52,9 @@ function review(port: number, ca: string, agent: Agent | false, bodyDelayMs = 0)
 describe('serve lifecycle', () => {
   it('on SIGTERM turns unready at once, keeps answering through the delay, drains in-flight reviews and exits 0', async () => {
     const certs = await makeTestCerts();
-    const args = [
-      'serve',
-      '--port',
-      '0',
-      '--health-port',
-      '0',
-      '--host',
-      '127.0.0.1',
-      '--cert-dir',
-      certs.certDir,
-      '--shutdown-delay',
-      String(DELAY_S),
-      '--drain-timeout',
-      '10',
-    ];
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
-    const ports = await new Promise<{ port: number; healthPort: number }>((resolve, reject) => {
-      createInterface({ input: child.stdout }).on('line', (line) => {
-        const log = JSON.parse(line);
-        if (log.port) resolve(log);
-      });
-      child.on('close', () => reject(new Error('exited before serving')));
-    });
+    const server = await startServeProcess(['--cert-dir', certs.certDir, '--shutdown-delay', String(DELAY_S), '--drain-timeout', '10']);
     const ca = certs.ca.certPem;
-    assert.equal(await readyz(ports.healthPort), 200);
+    assert.equal(await readyz(server.healthPort), 200);
 
     const agent = new Agent({ keepAlive: true, maxSockets: 4 });
     let stop = false;
@@ -89,7 +65,7 @@ describe('serve lifecycle', () => {
         while (!stop) {
           const at = Date.now();
           try {
-            outcomes.push({ at, status: (await review(ports.port, ca, a)).status });
+            outcomes.push({ at, status: (await review(server.port, ca, a)).status });
           } catch (err) {
             outcomes.push({
               at,
@@ -104,26 +80,26 @@ describe('serve lifecycle', () => {
       await new Promise((r) => setTimeout(r, 300));
 
       signalledAt = Date.now();
-      child.kill('SIGTERM');
+      server.child.kill('SIGTERM');
       // Readiness falls at once, while reviews are still answered.
       let unreadyAfter = Infinity;
       while (Date.now() - signalledAt < DELAY_S * 1000) {
-        if ((await readyz(ports.healthPort)) === 503) {
+        if ((await readyz(server.healthPort)) === 503) {
           unreadyAfter = Date.now() - signalledAt;
           break;
         }
       }
       // The contract: unready before the shutdown delay ends, so endpoints drop the pod while it still answers.
       assert.ok(unreadyAfter < DELAY_S * 1000, `still ready ${unreadyAfter} ms after SIGTERM`);
-      const during = await review(ports.port, ca, false);
+      const during = await review(server.port, ca, false);
       assert.equal(during.status, 200);
       assert.equal(during.connection, 'close', 'answers during the drain close their connection');
       // A review accepted near the end of the delay, whose body is still arriving when the listener closes.
       // Timed from the signal, not from the review above, which a busy machine can make slow.
       await new Promise((r) => setTimeout(r, Math.max(0, signalledAt + DELAY_S * 1000 - 300 - Date.now())));
-      const inflight = review(ports.port, ca, false, 800);
+      const inflight = review(server.port, ca, false, 800);
       // A connection the apiserver has just dialled: handshake done, first request not yet sent when the listener closes.
-      const fresh = await openTls(ports.port, ca);
+      const fresh = await openTls(server.port, ca);
       const late = new Promise<string>((resolve) => {
         let text = '';
         fresh.on('data', (d: Buffer) => (text += d.toString()));
@@ -134,7 +110,8 @@ describe('serve lifecycle', () => {
       const body = JSON.stringify(podReview(optedInPod()));
       fresh.write(`POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
 
-      assert.equal(await exited, 0);
+      assert.equal(await server.exited, 0);
+      assert.deepEqual(server.notJson, [], 'every line it wrote, the last ones too, is JSON');
       stop = true;
       await Promise.all(workers);
       agent.destroy();
@@ -158,7 +135,7 @@ describe('serve lifecycle', () => {
       // Whatever failed above, leave no client loop or server process behind to hold the test run open.
       stop = true;
       agent.destroy();
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await server.kill();
     }
   });
 });

@@ -1,16 +1,15 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import type { TLSSocket } from 'node:tls';
 import { admit } from '../helpers/apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { openTls, rawPost } from '../helpers/raw.js';
 import { optedInPod, podReview } from '../helpers/review.js';
+import { startServeProcess } from '../helpers/serve-process.js';
 import { makeTestCerts } from '../helpers/tls.js';
 
 /** The memory limit of the Deployment (manifests/deployment.yaml). */
@@ -32,21 +31,6 @@ async function bigTemplates(): Promise<string> {
   return dir;
 }
 
-/** Starts `sidecar-injector serve` as a child process, so its resident memory is its own. */
-async function startChild(flags: readonly string[]): Promise<{ child: ChildProcess; port: number; ca: string }> {
-  const certs = await makeTestCerts();
-  const args = ['serve', '--port', '0', '--health-port', '0', '--host', '127.0.0.1', '--cert-dir', certs.certDir, '--log-level', 'info', ...flags];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise<number>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      const log = JSON.parse(line);
-      if (log.port) resolve(log.port);
-    });
-    child.on('close', () => reject(new Error('exited before serving')));
-  });
-  return { child, port, ca: certs.ca.certPem };
-}
-
 async function rssMiB(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN) / 1024;
@@ -57,15 +41,29 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 describe('clients that never read their answers', { skip: !existsSync('/proc/self/status') && "needs /proc to read the server's RSS" }, () => {
   it(`hold at most --max-inflight answers: ${CLIENTS} clients pipelining ${PIPELINED} reviews each keep the server under the Deployment's ${DEPLOYMENT_LIMIT_MIB} MiB, and a valid review succeeds after`, async (t) => {
     const templatesDir = await bigTemplates();
-    const { child, port, ca } = await startChild(['--templates-dir', templatesDir, '--max-inflight', String(MAX_INFLIGHT), '--request-timeout', '3']);
-    const url = `https://127.0.0.1:${port}`;
+    // A child process, so its resident memory is its own.
+    const certs = await makeTestCerts();
+    const ca = certs.ca.certPem;
+    const server = await startServeProcess([
+      '--cert-dir',
+      certs.certDir,
+      '--log-level',
+      'info',
+      '--templates-dir',
+      templatesDir,
+      '--max-inflight',
+      String(MAX_INFLIGHT),
+      '--request-timeout',
+      '3',
+    ]);
+    const { port, url } = server;
     const sockets: TLSSocket[] = [];
     try {
       // One answer first: it is about 1 MB, so eight unread on one connection overflow the socket.
       const first = await httpsRequest(`${url}/mutate`, JSON.stringify(podReview(optedInPod())), { ca });
       assert.equal(first.status, 200);
       assert.ok(first.text.length > BIG_VALUE_BYTES, `the answer weighs ${first.text.length} bytes`);
-      const baseline = await rssMiB(child.pid!);
+      const baseline = await rssMiB(server.pid);
 
       const request = rawPost('/mutate', JSON.stringify(podReview(optedInPod())));
       for (let i = 0; i < CLIENTS; i++) {
@@ -78,7 +76,7 @@ describe('clients that never read their answers', { skip: !existsSync('/proc/sel
       let peak = 0;
       for (let i = 0; i < 20; i++) {
         await sleep(100);
-        peak = Math.max(peak, await rssMiB(child.pid!));
+        peak = Math.max(peak, await rssMiB(server.pid));
       }
       t.diagnostic(`server RSS: ${baseline.toFixed(1)} MiB before, ${peak.toFixed(1)} MiB at peak`);
       assert.ok(peak < DEPLOYMENT_LIMIT_MIB, `peak RSS ${peak.toFixed(1)} MiB`);
@@ -90,8 +88,7 @@ describe('clients that never read their answers', { skip: !existsSync('/proc/sel
       assert.equal(response.allowed, true);
     } finally {
       for (const s of sockets) s.destroy();
-      child.kill('SIGKILL'); // a graceful stop would wait on the unread connections
-      await new Promise((r) => child.once('close', r));
+      await server.kill(); // a graceful stop would wait on the unread connections
     }
   });
 });

@@ -3,11 +3,11 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import fastJsonPatch from 'fast-json-patch';
 import { PodsDir, readYaml11 } from '../corpus/corpus.js';
-import { HOME, sct, eventually } from '../helpers/sidecartemplates.js';
+import { HOME, sct } from '../helpers/sidecartemplates.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import { startClusterTestServer, type TestServer } from '../helpers/server.js';
 
 const { applyPatch } = fastJsonPatch;
 
@@ -81,8 +81,7 @@ describe('required webhooks: a pod UPDATE cannot swap a required sidecar', () =>
     );
     api.applyTemplate(sct(HOME, 'shield', 'registry.example.com/shield:3', { nativeSidecar: true, required: {} }));
     api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1', { default: true }));
-    server = await startTestServer(['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig, '--namespace', HOME]);
-    await eventually(async () => (await fetch(`${server.healthUrl}/readyz`)).status === 200, 'ready after the first list');
+    server = await startClusterTestServer(api);
   });
   after(async () => {
     await server?.close();

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import fastJsonPatch from 'fast-json-patch';
-import { HOME, sct, eventually } from '../helpers/sidecartemplates.js';
+import { HOME, sct } from '../helpers/sidecartemplates.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import { startClusterTestServer, type TestServer } from '../helpers/server.js';
 
 const { applyPatch } = fastJsonPatch;
 
@@ -46,7 +46,6 @@ describe('required webhooks: /mutate/required and /validate/required hold the re
       .map((c: any) => `${c.name}=${c.image}`)
       .filter((n: string) => !n.startsWith('web='))
       .sort();
-  const ready = async (): Promise<number> => (await fetch(`${server.healthUrl}/readyz`)).status;
 
   before(async () => {
     api = await startFakeApiServer();
@@ -57,8 +56,7 @@ describe('required webhooks: /mutate/required and /validate/required hold the re
     );
     api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1', { default: true }));
     api.applyTemplate(sct(HOME, 'logger', 'registry.example.com/logger:1'));
-    server = await startTestServer(['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig, '--namespace', HOME]);
-    await eventually(async () => (await ready()) === 200, 'ready after the first list');
+    server = await startClusterTestServer(api);
   });
   after(async () => {
     await server?.close();

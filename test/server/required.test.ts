@@ -5,7 +5,7 @@ import { HOME, sct, eventually } from '../helpers/sidecartemplates.js';
 import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
 import { httpsRequest } from '../helpers/client.js';
 import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import { startClusterTestServer, type TestServer } from '../helpers/server.js';
 
 const { applyPatch } = fastJsonPatch;
 
@@ -34,7 +34,6 @@ describe('mandatory sidecars: a required cluster-wide template stays in every op
       .filter((n: string) => !n.startsWith('web='));
     return { containers: names.sort(), pod: out };
   };
-  const ready = async (): Promise<number> => (await fetch(`${server.healthUrl}/readyz`)).status;
   const loaded = (namespace: string, name: string): any => api.template(namespace, name)?.status?.conditions?.find((c: any) => c.type === 'Loaded');
 
   before(async () => {
@@ -47,8 +46,7 @@ describe('mandatory sidecars: a required cluster-wide template stays in every op
     );
     api.applyTemplate(sct(HOME, 'mesh', 'registry.example.com/mesh:1', { default: true }));
     api.applyTemplate(sct(HOME, 'logger', 'registry.example.com/logger:1'));
-    server = await startTestServer(['--templates-source', 'cluster', '--kubeconfig', api.kubeconfig, '--namespace', HOME]);
-    await eventually(async () => (await ready()) === 200, 'ready after the first list');
+    server = await startClusterTestServer(api);
   });
   after(async () => {
     await server?.close();
