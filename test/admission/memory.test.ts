@@ -42,7 +42,6 @@ describe('memory of a review', { skip: process.platform !== 'linux' && 'reads /p
     const huge = JSON.stringify(podReview(manyContainers(90_000, 2.8 * MIB)));
     assert.ok(huge.length > 2.7 * MIB);
     const atLimit = manyContainers(Options.maxContainers.schema.default, 2.8 * MIB);
-    const started = Date.now();
     // Several at once, as an apiserver spreading a big rollout would send them.
     const answers = await Promise.all([
       ...Array.from({ length: 2 }, () => httpsRequest(`${url}/mutate`, huge, { ca })),
@@ -59,7 +58,6 @@ describe('memory of a review', { skip: process.platform !== 'linux' && 'reads /p
       assert.equal(r.allowed, true, JSON.stringify(r.status));
       assert.ok(Buffer.from(r.patch, 'base64').length < 1024 * 1024);
     }
-    assert.ok(Date.now() - started < 20_000);
     const peak = peakRss();
     // The child runs through tsx, which alone holds about 100 MiB; the built server holds less.
     assert.ok(peak < DEPLOYMENT_LIMIT, `peak RSS ${(peak / MIB).toFixed(0)} MiB (idle ${(idle / MIB).toFixed(0)} MiB)`);
