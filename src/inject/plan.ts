@@ -77,8 +77,9 @@ interface Node {
 
 // Per revision (a process has one; tests make several), then keyed by the rendered templates
 // themselves, in order, so an entry lives exactly as long as the renderings it was made of
-// (template.ts keeps at most a few hundred per template), so a pod seen once adds an entry only
-// when a template renders differently for it. Exists only for speed: making the plan per review
+// (template.ts keeps them in 4 MiB across all templates). Only frozen renderings are shared: a
+// rendering made for one pod (a first sighting, or one too large to keep) comes unfrozen, so a pod
+// seen once adds no entry. Exists only for speed: making the plan per review
 // costs about 9 µs of the typical pod's 29 µs mutate and of its 3 µs validate, 13 of the 63 µs
 // whole pipeline without the answer cache (bench/memos.ts, docs/performance.md).
 const plansByRevision = new Map<string, WeakMap<RenderedTemplate, Node>>();

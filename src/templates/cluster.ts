@@ -3,7 +3,7 @@ import { Claims } from './conflicts.js';
 import { compileTemplateSet, type TemplateSet } from './load.js';
 import { renderValues } from './placeholders.js';
 import { requiredFaults } from './required.js';
-import { digestOf, type CompiledTemplate, type RenderedTemplate } from './template.js';
+import { deepFreeze, digestOf, type CompiledTemplate, type RenderedTemplate } from './template.js';
 
 /** The SidecarTemplate resource: the CRD in manifests/base/crds/ serves it. */
 export const SidecarTemplateResource = { group: 'sidecar-injector.io', version: 'v1alpha1', plural: 'sidecartemplates', kind: 'SidecarTemplate' } as const;
@@ -374,7 +374,8 @@ const renderedDefaults = new WeakMap<CompiledTemplate, RenderedTemplate>();
 function renderedDefault(t: CompiledTemplate): RenderedTemplate {
   const found = renderedDefaults.get(t);
   if (found !== undefined) return found;
-  const rendered = t.render(renderValues({ metadata: {}, spec: { containers: [] } }, 'default'));
+  // Kept and shared, so frozen as every shared rendering is (a first sighting comes unfrozen).
+  const rendered = deepFreeze(t.render(renderValues({ metadata: {}, spec: { containers: [] } }, 'default')));
   renderedDefaults.set(t, rendered);
   return rendered;
 }

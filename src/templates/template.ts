@@ -282,7 +282,7 @@ function ownBytes(normalized: object, compiled: Compiled): number {
 /**
  * Renderings kept across every template, the oldest out first, bounded in bytes: the pods of one
  * ReplicaSet share namespace, generateName, labels and annotations, so a busy cluster renders each
- * template once per workload instead of once per review, and the injection plan made of those
+ * template twice per workload (kept from its second sighting, below) instead of once per review, and the injection plan made of those
  * renderings is kept with them (src/inject/plan.ts). In process (bench/memos.ts, typical pod) the two
  * save about a third of the whole pipeline's CPU without the answer cache (60 vs 97 µs).
  * A rendering that allocates more than RENDER_ENTRY_BYTES (a long pod value, or long template
@@ -300,21 +300,31 @@ let keptBytes = 0;
 let renderers = 0;
 
 /**
- * The keys of renderings made once lately, oldest first. A rendering is kept on its second
- * sighting only: a pod whose values are its own (its name, a label no other pod has) renders for
- * itself, takes no entry and evicts none, and its rendering dies young instead of being moved to
- * V8's old space with the cache (test/templates/template.test.ts "a rendering made once").
+ * First sightings remembered per renderer, by a 32-bit hash of their key: the pods of one
+ * ReplicaSet arrive together, well within it. A rendering is kept on its second sighting only: a
+ * pod whose values are its own (its name, a label no other pod has) renders for itself, takes no
+ * entry and evicts none, and its rendering dies young instead of being moved to V8's old space with
+ * the cache (test/templates/template.test.ts "a rendering made once"). Per renderer, so a pod
+ * selecting many templates does not shorten another's window; hashes, so the window holds 64 small
+ * integers a template whatever its keys hold. Two keys of one hash only make a rendering kept on
+ * its first sighting: what is kept is still found by its whole key.
  */
-const sightings = new Set<string>();
-/** First sightings remembered; the pods of one ReplicaSet arrive together, well within it. */
 const RECENT_SIGHTINGS = 64;
 
 /** True when `key` was rendered lately (it is then forgotten as a sighting); else remembers it. */
-function sightedBefore(key: string): boolean {
-  if (sightings.delete(key)) return true;
-  sightings.add(key);
+function sightedBefore(sightings: Set<number>, key: string): boolean {
+  const h = fnv1a(key);
+  if (sightings.delete(h)) return true;
+  sightings.add(h);
   if (sightings.size > RECENT_SIGHTINGS) sightings.delete(sightings.values().next().value!);
   return false;
+}
+
+/** FNV-1a over the string's UTF-16 code units, as a small integer (31 bits). */
+function fnv1a(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return h >>> 1;
 }
 
 function keep(key: string, rendered: RenderedTemplate, bytes: number): void {
@@ -337,6 +347,7 @@ function budgeted(compiled: Compiled, size: Size, render: (v: RenderValues) => R
   const inputs = inputsOf(compiled);
   const fresh = freshBytes(compiled);
   const id = `${(renderers++).toString(36)}|`;
+  const sightings = new Set<number>();
   return (v, budget) => {
     const texts = inputs.map((input) => input.expand(v));
     budget?.charge(size, inputs, texts);
@@ -356,7 +367,7 @@ function budgeted(compiled: Compiled, size: Size, render: (v: RenderValues) => R
     for (const text of texts) key += `${text.length}:${text}`;
     const found = kept.get(key);
     if (found !== undefined) return found.rendered;
-    if (!sightedBefore(key)) return render(v);
+    if (!sightedBefore(sightings, key)) return render(v);
     const rendered = deepFreeze(render(v));
     keep(key, rendered, bytes);
     return rendered;
@@ -375,7 +386,7 @@ function constant(size: Size, rendered: RenderedTemplate): Renderer {
 }
 
 /** Freezes a parsed template so that no review can change the shared original by mistake. */
-function deepFreeze<T>(value: T): T {
+export function deepFreeze<T>(value: T): T {
   if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
   for (const child of Object.values(value)) deepFreeze(child);
   return Object.freeze(value);

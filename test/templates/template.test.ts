@@ -54,6 +54,14 @@ describe('compiled template rendering', () => {
     assert.equal(render({ zone: 'lone' }), render({ zone: 'lone' }));
   });
 
+  it("remembers each template's sightings apart: another template's stream of pods does not shorten its window", () => {
+    const other = compileTemplateSet([{ file: 'other.yaml', text: TEMPLATE.replace(/agent/g, 'other') }], 'test').templates.get('other')!;
+    render({ zone: 'apart' });
+    for (let i = 0; i < 100; i++) other.render(renderValues(pod({ zone: `other-${i}` }), 'shop'));
+    const second = render({ zone: 'apart' });
+    assert.equal(render({ zone: 'apart' }), second, 'kept on its second sighting');
+  });
+
   it('renders afresh when any placeholder expands differently', () => {
     const base = render({ zone: 'b' });
     assert.notEqual(render({ zone: 'c' }), base);
