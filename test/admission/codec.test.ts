@@ -167,7 +167,13 @@ describe('encodeAnswer', () => {
       warnings: ['"patch":""', '\\"patch\\":\\"\\"'],
       auditAnnotations: { patch: '"patch":""' },
     };
-    for (const uid of ['"patch":""', 'u"patch":"', '\\', ''])
+    // Fields before the patch, whatever they hold (the handler puts only uid, allowed and patchType there).
+    const before: ResponseBody = { allowed: true, auditAnnotations: { 'a"patch': '', patch: '' }, patchType: 'JSONPatch', patch };
+    assert.equal(
+      encodeAnswer({ apiVersion: ReviewVersion.V1, request: { uid: 'u' } }, before),
+      JSON.stringify({ apiVersion: ReviewVersion.V1, kind: 'AdmissionReview', response: { uid: 'u', ...before } }),
+    );
+    for (const uid of ['"patch":""', 'u"patch":"', '"patchType":"JSONPatch","patch":""', '\\', ''])
       assert.equal(
         encodeAnswer({ apiVersion: ReviewVersion.V1, request: { uid } }, body),
         JSON.stringify({ apiVersion: ReviewVersion.V1, kind: 'AdmissionReview', response: { uid, ...body } }),
