@@ -58,8 +58,8 @@ export interface HandlerSource {
   readonly revision?: string;
   /** serve --mode hybrid: whether the admission policies inject and check a template in a namespace's pods, left out there by both handlers (InjectionContext.byPolicy). */
   readonly byPolicy?: (t: CompiledTemplate, namespace: string) => boolean;
-  /** With byPolicy: a token that changes whenever its answers may (PolicySync.byPolicyGeneration), part of every namespace's generation. */
-  readonly byPolicyGeneration?: () => object;
+  /** With byPolicy: a token per namespace that changes whenever its answers there may (PolicySync.byPolicyGeneration), part of that namespace's generation. */
+  readonly byPolicyGeneration?: (namespace: string) => object;
   /**
    * Where each review step that decided something is told, one call a step (the pino logger's
    * debug level); absent, as at --log-level info, no step builds anything for it.
@@ -132,7 +132,7 @@ export function createHandlers(source: HandlerSource): Handlers {
       // The history object changes exactly when the view or its history does (SetHistory); a set without one (no server) is its own token.
       const token = view.history ?? view;
       // Hybrid: which templates the policies hold is part of every verdict too.
-      const policies = source.byPolicyGeneration?.() ?? NO_POLICIES;
+      const policies = source.byPolicyGeneration?.(namespace || 'default') ?? NO_POLICIES;
       let byPolicies = ids.get(token);
       if (byPolicies === undefined) ids.set(token, (byPolicies = new WeakMap()));
       const found = byPolicies.get(policies);

@@ -71,11 +71,13 @@ export interface PolicySync {
    */
   byPolicy(t: CompiledTemplate, namespace: string): boolean;
   /**
-   * A token that changes whenever byPolicy's answers may have: a new one after each complete sync.
-   * The answer cache keeps answers per this token too, so no kept answer outlives the policies it
-   * was decided by (test/server/hybrid.test.ts "once a sync completes").
+   * A token that changes whenever byPolicy's answers for pods of `namespace` may have: one per
+   * view, new after a complete sync that changed what that view's policies hold (or which view the
+   * namespace reads). The answer cache keeps answers per this token too, so no kept answer
+   * outlives the policies it was decided by, and a sync for one namespace's change costs the
+   * others none of theirs (test/server/hybrid.test.ts "until a sync completes").
    */
-  byPolicyGeneration(): object;
+  byPolicyGeneration(namespace: string): object;
   close(): void;
 }
 
@@ -128,6 +130,8 @@ class Sync implements PolicySync {
   #served: ReadonlySet<string> = new Set();
   /** The namespaces with views of their own in the last complete pass: the others are bound to the cluster-wide set's policies. */
   #views: ReadonlySet<string> = new Set();
+  /** Per view ('' the cluster-wide set's): what its policies hold (served keys) and the token of that. */
+  #viewTokens: ReadonlyMap<string, ViewToken> = new Map();
   /** The digest of the set whose templates that do not compile were last warned about. */
   #warnedFor: string | undefined;
 
@@ -154,7 +158,7 @@ class Sync implements PolicySync {
   }
 
   /** A function of its own, not a method: the handlers are given it alone (main.ts). */
-  readonly byPolicyGeneration = (): object => this.#served;
+  readonly byPolicyGeneration = (namespace: string): object => this.#viewTokens.get(this.#views.has(namespace) ? namespace : '')?.token ?? NO_VIEW;
   readonly byPolicy = (t: CompiledTemplate, namespace: string): boolean => this.#served.has(`${this.#views.has(namespace) ? namespace : ''}/${t.name}`);
 
   close(): void {
@@ -212,6 +216,7 @@ class Sync implements PolicySync {
     for (const obj of stale) await api.remove(obj);
     this.#served = servedBy(present, objects, refusals, stale);
     this.#views = new Set(effective.namespaces?.keys());
+    this.#viewTokens = viewTokens(this.#served, this.#views, this.#viewTokens);
     const refused = compiled.verdicts.filter((v) => !v.compiles).length;
     return {
       compiled: compiled.verdicts.length - refused,
@@ -504,4 +509,26 @@ function failureOf(err: InjectorError): SyncFailure {
   if (err.code === 'POLICY_API_FORBIDDEN') return SyncFailure.Forbidden;
   if (err.code === 'POLICY_API_NOT_SERVED') return SyncFailure.NotServed;
   return SyncFailure.Api;
+}
+
+/** What one view's policies hold, as the sorted keys of `served`, and the token standing for it. */
+interface ViewToken {
+  readonly holds: string;
+  readonly token: object;
+}
+
+/** The token of namespaces before the first complete sync, or of a view that holds nothing. */
+const NO_VIEW = Object.freeze({});
+
+/** Each view's token after a sync: the one before where the view holds the same, else a new one. */
+function viewTokens(served: ReadonlySet<string>, views: ReadonlySet<string>, before: ReadonlyMap<string, ViewToken>): ReadonlyMap<string, ViewToken> {
+  const byView = new Map<string, string[]>([['', []], ...[...views].map((v): [string, string[]] => [v, []])]);
+  for (const key of served) byView.get(key.slice(0, key.indexOf('/')))?.push(key);
+  const tokens = new Map<string, ViewToken>();
+  for (const [view, keys] of byView) {
+    const holds = keys.sort().join('\n');
+    const kept = before.get(view);
+    tokens.set(view, kept !== undefined && kept.holds === holds ? kept : { holds, token: {} });
+  }
+  return tokens;
 }

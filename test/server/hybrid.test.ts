@@ -226,6 +226,19 @@ describe('serve --mode hybrid: per view', () => {
     assert.deepEqual(await injected('shop', wide), []);
   });
 
+  it("keeps a namespace's answers through a sync for another namespace's change", async () => {
+    const hits = async (): Promise<number> => (await hybrid.metric('sidecar_injector_answer_cache_lookups_total{endpoint="mutate",result="hit"}')) ?? 0;
+    // The pods of one ReplicaSet in shop: from the third on the answer cache answers.
+    for (let i = 0; i < 3; i++) await injected('shop', wide);
+    const before = await hits();
+    assert.ok(before >= 1, 'a hit in shop');
+    const synced = hybrid.logs().filter((l) => l.msg === 'policies synced').length;
+    api.applyTemplate(sct('team-a', 'agent', 'registry.example.com/agent:2'));
+    await eventually(async () => hybrid.logs().filter((l) => l.msg === 'policies synced').length > synced, "a sync for team-a's change");
+    await injected('shop', wide);
+    assert.equal(await hits(), before + 1, "shop's kept answer still answers");
+  });
+
   it('injects a template whose policy the apiserver refused in that view, and leaves it to the policy where it exists', async () => {
     assert.equal(api.policy('MutatingAdmissionPolicy', 'sidecar-injector.ns.team-b.agent'), undefined, 'refused');
     assert.deepEqual(await injected('team-b', 'agent'), ['agent']);
