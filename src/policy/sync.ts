@@ -517,7 +517,7 @@ interface ViewToken {
   readonly token: object;
 }
 
-/** The token of namespaces before the first complete sync, or of a view that holds nothing. */
+/** The token of every namespace before the first complete sync. */
 const NO_VIEW = Object.freeze({});
 
 /** Each view's token after a sync: the one before where the view holds the same, else a new one. */

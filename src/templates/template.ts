@@ -300,13 +300,13 @@ let keptBytes = 0;
 let renderers = 0;
 
 /**
- * First sightings remembered per renderer, by a 32-bit hash of their key: the pods of one
+ * First sightings remembered per renderer, by a 31-bit hash of their key: the pods of one
  * ReplicaSet arrive together, well within it. A rendering is kept on its second sighting only: a
  * pod whose values are its own (its name, a label no other pod has) renders for itself, takes no
  * entry and evicts none, and its rendering dies young instead of being moved to V8's old space with
- * the cache (test/templates/template.test.ts "a rendering made once"). Per renderer, so a pod
- * selecting many templates does not shorten another's window; hashes, so the window holds 64 small
- * integers a template whatever its keys hold. Two keys of one hash only make a rendering kept on
+ * the cache (test/templates/template.test.ts "keeps a rendering from its second sighting on, never
+ * one made once"). Per renderer, so a pod selecting many templates does not shorten another's
+ * window; hashes, so the window holds 64 small integers a template whatever its keys hold. Two keys of one hash only make a rendering kept on
  * its first sighting: what is kept is still found by its whole key.
  */
 const RECENT_SIGHTINGS = 64;
