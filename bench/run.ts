@@ -5,7 +5,7 @@
  *
  * Flags: --quick (short phases, for a smoke run), --shapes a,b (the worst shapes of bench/shapes.ts to send; 'none' for none), --profile (both servers run with --cpu-prof into
  * bench/profiles/<server>/), --floor FILE (another floor server,
- * same arguments as bench/floor.mjs), --skip-koa-floor (under apisim, leave out the Koa floor, bench/floor-koa.mjs), --pods small,typical,large,optout, --product-flags='--log-level warn' (extra serve flags), --node-flags='--max-semi-space-size=4' (node flags for the product; default: those of the Dockerfile's ENTRYPOINT), --no-write (print only), --seconds N, --rounds N, --connections N, --rate N.
+ * same arguments as bench/floor.mjs), --skip-koa-floor (under apisim, leave out the Koa floor, bench/floor-koa.mjs), --pods small,typical,large,optout, --product-flags='--log-level warn' (extra serve flags), --node-flags='--max-semi-space-size=4' (node flags for the product; default: those of the Dockerfile's ENTRYPOINT), --memory-limit 256Mi|none (each server's memory cgroup; default: the Deployment's limit), --no-write (print only), --seconds N, --rounds N, --connections N, --rate N.
  */
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -15,6 +15,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createCA, issueServingCert } from '../src/certs/pki.js';
+import { bytesOf, deploymentMemoryLimit, makeMemoryCgroup, type MemoryCgroup } from './cgroup.js';
 import { apisimBinary, apisimFiles, apisimLoad, Cores, type ApisimResult } from './apisim.js';
 import { budgetOf, budgetSum, Lines, monotonicMicros, readProfile, threadCpu, threadDelta, type Budget, type GcCounts, type Measured } from './budget.js';
 import { measureSteps, type Step } from './hotpath.js';
@@ -23,9 +24,6 @@ import { DefaultSizes, Pods, reviewTemplate, type PodSize } from './pods.js';
 import { measureShapes, measureShapesOverTls, Shapes, type ShapeFigures, type TlsFigures } from './shapes.js';
 import { cpuMicros, freePort, httpOk, imageNodeFlags, memory, startServer, tlsOk, type ServerProcess } from './servers.js';
 import { keepBlocks } from '../scripts/generated-block.js';
-import { decodeReview, encodeAnswer } from '../src/admission/codec.js';
-import { createHandlers } from '../src/admission/handlers.js';
-import { loadTemplateSet } from '../src/templates/load.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -47,6 +45,7 @@ const { values: flags } = parseArgs({
     'skip-warn': { type: 'boolean', default: false },
     templates: { type: 'string', default: 'templates' },
     select: { type: 'string' },
+    'memory-limit': { type: 'string' },
   },
 });
 const SECONDS = Number(flags.seconds ?? (flags.quick ? 1 : 3));
@@ -57,6 +56,22 @@ const CONNECTIONS = Number(flags.connections ?? (APISIM ? 4 : 8));
 const RATE = Number(flags.rate);
 const STEADY_SECONDS = Number(flags['steady-seconds'] ?? (flags.quick ? 2 : 8));
 const ENTRY = 'dist/src/cli/index.js';
+const DEPLOYMENT = 'manifests/base/deployment.yaml';
+/**
+ * Each server's memory limit, as its container's (bench/cgroup.ts): --memory-limit (bytes, Mi, Gi, or
+ * 'none'), by default the Deployment's; undefined, with the reason, where there is none.
+ */
+const [MEMORY_LIMIT, NO_MEMORY_LIMIT] = memoryLimit(flags['memory-limit']);
+function memoryLimit(flag: string | undefined): [{ readonly bytes: number; readonly source: string } | undefined, string] {
+  if (flag === 'none') return [undefined, '--memory-limit none'];
+  const [bytes, source] =
+    flag === undefined ? [deploymentMemoryLimit(readFileSync(DEPLOYMENT, 'utf8')), `the Deployment's (${DEPLOYMENT})`] : [bytesOf(flag), '--memory-limit'];
+  const probe = makeMemoryCgroup(`sidecar-injector-bench-${process.pid}-probe`, bytes);
+  if (typeof probe === 'string') return [undefined, probe];
+  probe.remove();
+  return [{ bytes, source }, ''];
+}
+
 /** The templates the product serves: every YAML file of the folders of --templates, copied into one. */
 const TEMPLATES_DIR = await templatesDir(flags.templates.split(','));
 /** The pods, each selecting the templates of --select by name (sidecar-injector.io/templates), if given. */
@@ -290,8 +305,8 @@ async function startNamed(name: string, extra: readonly string[], certDir: strin
   const tls = [join(certDir, 'tls.crt'), join(certDir, 'tls.key')];
   if (name === 'floor' || name === KOA_FLOOR) {
     const port = await freePort();
-    const args = name === 'floor' ? [flags.floor, String(port), ...tls] : [KOA_FLOOR_FILE, String(port), ...tls, String(await answerBytes())];
-    return startServer(name, [...extra, ...args], port, () => tlsOk(port, ca), pinned());
+    const args = name === 'floor' ? [flags.floor, String(port), ...tls] : [KOA_FLOOR_FILE, String(port), ...tls, await answerSizes()];
+    return startServer(name, [...extra, ...args], port, () => tlsOk(port, ca), placed(name, port));
   }
   const [port, healthPort] = [await freePort(), await freePort()];
   const args = [
@@ -312,7 +327,7 @@ async function startNamed(name: string, extra: readonly string[], certDir: strin
     ...flags['product-flags'].split(' ').filter(Boolean),
     ...(name === WARN_PRODUCT ? ['--log-level', 'warn'] : []),
   ];
-  const server = await startServer(name, args, port, () => httpOk(healthPort, '/readyz'), pinned());
+  const server = await startServer(name, args, port, () => httpOk(healthPort, '/readyz'), placed(name, port));
   healthPorts.set(server, healthPort);
   return server;
 }
@@ -328,23 +343,36 @@ const KOA_TOO = APISIM !== undefined && !flags['skip-koa-floor'];
 /** The servers that answer without a patch. */
 const FLOORS: ReadonlySet<string> = new Set(['floor', KOA_FLOOR]);
 
-/** The length of the product's answer to the budget's pod (the typical one), for the Koa floor's. */
-async function answerBytes(): Promise<number> {
-  const size = SIZES.includes('typical') ? 'typical' : (SIZES[0] ?? 'typical');
+/**
+ * For the Koa floor, the length of each pod's review body and of the product's answer to it,
+ * "bodyBytes:answerBytes,...", from the build the servers run (dist/).
+ */
+async function answerSizes(): Promise<string> {
+  type Dist = [typeof import('../src/templates/load.js'), typeof import('../src/admission/handlers.js'), typeof import('../src/admission/codec.js')];
+  const [{ loadTemplateSet }, { createHandlers }, { decodeReview, encodeAnswer }] = (await Promise.all(
+    ['templates/load.js', 'admission/handlers.js', 'admission/codec.js'].map((file) => import(pathToFileURL(resolve('dist/src', file)).href)),
+  )) as Dist;
   const set = await loadTemplateSet(TEMPLATES_DIR);
   const mutate = createHandlers({ templates: () => set }).byPath.get('/mutate')!;
-  const t = reviewTemplate(PODS[size]);
-  const review = decodeReview(JSON.parse(Buffer.concat([t.prefix, Buffer.from('00000000-0000-4000-8000-000000000001'), t.suffix]).toString('utf8')));
-  return Buffer.byteLength(encodeAnswer(review, mutate(review.request).response));
+  return SIZES.map((size) => {
+    const t = reviewTemplate(PODS[size]);
+    const body = Buffer.concat([t.prefix, Buffer.from('00000000-0000-4000-8000-000000000001'), t.suffix]);
+    const review = decodeReview(JSON.parse(body.toString('utf8')));
+    return `${body.length}:${Buffer.byteLength(encodeAnswer(review, mutate(review.request).response))}`;
+  }).join(',');
 }
 
 /** The product with logs at warn, run beside the others unless --skip-warn or the product flags set a level. */
 const WARN_PRODUCT = 'product, logs at warn';
 const WARN_TOO = !flags['skip-warn'] && !/--log-level/.test(flags['product-flags']);
 
-/** Under apisim the servers run on their own core, the client on the other. */
-function pinned(): string | undefined {
-  return APISIM !== undefined ? Cores.server : undefined;
+/** Where a server runs: on the servers' core under apisim, in a memory cgroup of its own with MEMORY_LIMIT where the machine allows. */
+function placed(name: string, port: number): { core?: string; cgroup?: MemoryCgroup } {
+  const core = APISIM !== undefined ? { core: Cores.server } : {};
+  if (MEMORY_LIMIT === undefined) return core;
+  const cgroup = makeMemoryCgroup(`sidecar-injector-bench-${process.pid}-${name.replace(/\W+/g, '-')}-${port}`, MEMORY_LIMIT.bytes);
+  if (typeof cgroup === 'string') throw new Error(cgroup);
+  return { ...core, cgroup };
 }
 
 /** The product's node flags: --node-flags, else the image's own (the Dockerfile's ENTRYPOINT). */
@@ -504,6 +532,9 @@ function render(
     `The review bodies are AdmissionReviews of opted-in pods (${sizes}); the product injects ${flags.select === undefined ? 'the default template' : `the templates each selects (\`sidecar-injector.io/templates: ${flags.select}\`)`}`,
     'into each. Server CPU is what the kernel charged to the server process (all threads, `/proc/<pid>/stat`)',
     'during the phase, divided by the reviews answered. Peak RSS is the process high-water mark (VmHWM) so far.',
+    MEMORY_LIMIT !== undefined
+      ? `Each server runs in a memory cgroup of its own limited to ${MEMORY_LIMIT.bytes / 2 ** 20} MiB, ${MEMORY_LIMIT.source}, as in its container: Node sizes V8's heap from that limit (bench/cgroup.ts).`
+      : `The servers run without a memory limit (${NO_MEMORY_LIMIT}): V8 sizes its heap from the machine's memory, not from a container's limit as in a pod (bench/cgroup.ts).`,
     '',
     `Product ready to serve ${product.readyMs.toFixed(0)} ms after spawn (first 200 from /readyz; target < 1000 ms).`,
     ...(WARN_TOO

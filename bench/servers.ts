@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer } from 'node:net';
 import { connect } from 'node:tls';
+import { inCgroup, type MemoryCgroup } from './cgroup.js';
 
 /** A server under test, running in a child process of its own. */
 export interface ServerProcess {
@@ -47,15 +48,33 @@ export function freePort(): Promise<number> {
 
 /**
  * Spawns `node args...` and waits until `isReady` resolves true (polled every 2 ms, 10 s at most).
- * With `core`, the server runs on that core alone (taskset execs node, so the pid is node's).
+ * With `core`, the server runs on that core alone (taskset execs node, so the pid is node's); with
+ * `cgroup`, inside that memory cgroup, which is removed when the server exits.
  */
-export async function startServer(name: string, args: readonly string[], port: number, isReady: () => Promise<boolean>, core?: string): Promise<ServerProcess> {
+export async function startServer(
+  name: string,
+  args: readonly string[],
+  port: number,
+  isReady: () => Promise<boolean>,
+  place: { readonly core?: string; readonly cgroup?: MemoryCgroup } = {},
+): Promise<ServerProcess> {
   const started = performance.now();
-  const [command, argv] = core === undefined ? [process.execPath, args] : ['taskset', ['-c', core, process.execPath, ...args]];
+  const pinned = place.core === undefined ? [process.execPath, ...args] : ['taskset', '-c', place.core, process.execPath, ...args];
+  const [command, argv] = place.cgroup === undefined ? [pinned[0]!, pinned.slice(1)] : inCgroup(place.cgroup, pinned);
   const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'inherit'], env: cleanEnv() });
   // The product logs one JSON line per review; a pipe that is read, as a container runtime reads it.
   child.stdout?.resume();
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  if (place.cgroup !== undefined) {
+    const { cgroup } = place;
+    child.once('exit', () => {
+      try {
+        cgroup.remove();
+      } catch {
+        // Left behind, empty: it limits nothing.
+      }
+    });
+  }
   let early: Error | undefined;
   child.once('exit', (code) => (early ??= new Error(`${name} exited early with code ${code}`)));
   for (;;) {

@@ -2,6 +2,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
+import { execFileSync } from 'node:child_process';
+import { bytesOf, deploymentMemoryLimit, inCgroup, makeMemoryCgroup } from '../../bench/cgroup.js';
 import { imageNodeFlags } from '../../bench/servers.js';
 
 const dockerfile = readFileSync('Dockerfile', 'utf8');
@@ -37,6 +39,27 @@ describe('container image', () => {
   it('gives node the flags that npm run bench starts the product with', () => {
     assert.deepEqual(imageNodeFlags(dockerfile), ['--max-semi-space-size=4']);
     assert.throws(() => imageNodeFlags('FROM x\nCMD ["serve"]\n'), /no ENTRYPOINT/);
+  });
+
+  it("gives npm run bench the Deployment's memory limit, which the chart shares", () => {
+    const limit = deploymentMemoryLimit(readFileSync('manifests/base/deployment.yaml', 'utf8'));
+    assert.equal(limit, 256 * 2 ** 20);
+    const chart = parse(readFileSync('charts/sidecar-injector/values.yaml', 'utf8')).resources.limits.memory as string;
+    assert.equal(bytesOf(chart), limit);
+    assert.equal(bytesOf('1Gi'), 2 ** 30);
+    assert.equal(bytesOf('4096'), 4096);
+    assert.throws(() => bytesOf('256M'), /not a memory quantity/);
+  });
+
+  it('starts a benchmarked server inside a memory cgroup, whose limit node sizes its heap from', (t) => {
+    const cgroup = makeMemoryCgroup(`sidecar-injector-test-${process.pid}`, 256 * 2 ** 20);
+    if (typeof cgroup === 'string') return t.skip(`this machine: ${cgroup}`);
+    try {
+      const [command, args] = inCgroup(cgroup, [process.execPath, '-p', 'process.constrainedMemory()']);
+      assert.equal(execFileSync(command, args, { encoding: 'utf8' }).trim(), String(256 * 2 ** 20));
+    } finally {
+      cgroup.remove();
+    }
   });
 
   it('runs what the Deployment asks: its args replace CMD, so they are the subcommand and its flags', () => {
