@@ -612,8 +612,9 @@ function renderBudget(b: BudgetFigures, size: PodSize): string {
       ? [
           '',
           'The Koa floor (`bench/floor-koa.mjs`) is the floor plus what the stack adds: Koa, raw-body, the review line written through the',
-          "product's logger, and an answer as long as the product's: its lines are the measured floor of the product's Koa, body, log and",
-          "write lines. For the pods of one ReplicaSet it parses each body, which the product's answer cache does not: its handler line holds that parse.",
+          "product's logger, an answer as long as the product's to each pod, and a safe answer cache (a repeated body known by the SHA-256 of",
+          'its bytes after the uid, answered from its second sighting with a prepared text and the new uid): its lines are the measured floor',
+          "of the product's Koa, body, log, answer cache and write lines; its handler line holds its parse, key, lookup and answer.",
         ]
       : []),
     '',
