@@ -114,9 +114,11 @@ function settle(
 ): { values: RenderValues; rendered: RenderedTemplate[] } {
   const own = renderValues(pod, namespace);
   let values = own;
-  // One budget per rendering of the whole list: the templates share what the pod may gain.
+  // One budget per rendering of the whole list: the templates share what the pod may gain. The
+  // rounds share what they made, so a template that reads none of the added keys renders once.
+  const made = new Map<string, RenderedTemplate>();
   const renderAll = (): RenderedTemplate[] => {
-    const budget = new RenderBudget(renderBytes);
+    const budget = new RenderBudget(renderBytes, made);
     return templates.map((t) => t.render(values, job, budget));
   };
   let rendered = renderAll();

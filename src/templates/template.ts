@@ -245,7 +245,16 @@ export const DEFAULT_RENDER_BYTES = Options.maxPatchKib.schema.default * 1024;
 export class RenderBudget {
   #left: number;
 
-  constructor(readonly limit: number = DEFAULT_RENDER_BYTES) {
+  /**
+   * `made`: the renderings made for this review so far, by key, shared by the budgets of one
+   * review's rounds (settle in src/inject/render.ts renders the list again when a template reads a
+   * key another adds): a template whose key did not change gets its rendering back, and a rendering
+   * made twice for one pod is not taken for a second sighting.
+   */
+  constructor(
+    readonly limit: number = DEFAULT_RENDER_BYTES,
+    readonly made: Map<string, RenderedTemplate> = new Map(),
+  ) {
     this.#left = limit;
   }
 
@@ -365,11 +374,12 @@ function budgeted(compiled: Compiled, size: Size, render: (v: RenderValues) => R
     if (bytes > RENDER_ENTRY_BYTES) return render(v);
     let key = id;
     for (const text of texts) key += `${text.length}:${text}`;
-    const found = kept.get(key);
-    if (found !== undefined) return found.rendered;
-    if (!sightedBefore(sightings, key)) return render(v);
-    const rendered = deepFreeze(render(v));
-    keep(key, rendered, bytes);
+    const found = kept.get(key)?.rendered ?? budget?.made.get(key);
+    if (found !== undefined) return found;
+    const seenBefore = sightedBefore(sightings, key);
+    const rendered = seenBefore ? deepFreeze(render(v)) : render(v);
+    if (seenBefore) keep(key, rendered, bytes);
+    budget?.made.set(key, rendered);
     return rendered;
   };
 }

@@ -110,6 +110,28 @@ describe('rendering against the pod as it will be stored', () => {
     assert.deepEqual(twice.warnings, []);
   });
 
+  it("renders a template once per review when another reads a key the list adds, so a pod's own rendering is never kept", () => {
+    const named = template(
+      'named',
+      `  containers:
+    - name: named
+      image: registry.example.com/named:1
+      args: ["--pod={{ pod.name }}"]
+`,
+    );
+    const both = set(reader, named);
+    const list = [both.templates.get('reader')!, both.templates.get('named')!];
+    const review = (name: string) =>
+      renderTemplates(optedInPod({ name, annotations: { 'sidecar-injector.io/templates': 'reader,named' } }), list, 'default')[1]!;
+    // The list renders twice (reader reads the annotation it adds); named's key is the same in both rounds.
+    const first = review('web-0');
+    assert.deepEqual(first.containers[0]!.args, ['--pod=web-0']);
+    assert.ok(!Object.isFrozen(first), "a pod's first review keeps nothing: the second round is not a second sighting");
+    const again = review('web-0');
+    assert.ok(Object.isFrozen(again), 'the same pod reviewed again: kept from this second sighting on');
+    assert.equal(review('web-0'), again);
+  });
+
   it('applies an override annotation that a selected template adds, though no template reads it', () => {
     const pinner = template(
       'pinner',
