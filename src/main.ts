@@ -312,12 +312,7 @@ interface OpenedTemplates {
   readonly home?: string;
 }
 
-async function openTemplates(
-  config: Config,
-  logger: Logger,
-  metrics: Metrics,
-  policies?: PolicySync,
-): Promise<OpenedTemplates> {
+async function openTemplates(config: Config, logger: Logger, metrics: Metrics, policies?: PolicySync): Promise<OpenedTemplates> {
   // Each set that serves is synced to the policies: the first once the source is complete, then every valid change.
   let opened: OpenedTemplates | undefined;
   const syncPolicies = (): void => {
