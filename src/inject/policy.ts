@@ -54,7 +54,7 @@ export const Reason = {
   PatchTooLarge: 'patch-too-large',
   /** /validate/sidecartemplates: the SidecarTemplate written is one the injector would load. */
   TemplateLoadable: 'template-loadable',
-  /** /validate/sidecartemplates: not a write of a SidecarTemplate's spec (DELETE, the status subresource): passed through. */
+  /** /validate/sidecartemplates: no change of what the injector reads (DELETE, the status subresource, an UPDATE of other metadata): passed through. */
   NotTemplateWrite: 'not-template-write',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];

@@ -76,7 +76,8 @@ export const NAMESPACE_BUDGET_BYTES = 4 * 1024 * 1024;
 /** The most bytes the objects of every namespace hold together; the injector's namespace's count first. */
 export const TOTAL_BUDGET_BYTES = 16 * 1024 * 1024;
 
-const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
+/** kubectl's copy of what it applied: never part of a template, nor of its bytes. */
+export const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
 
 /**
  * What the injector keeps of an object as the API sent it, and its size: the fields a template is

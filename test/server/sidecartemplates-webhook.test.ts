@@ -83,7 +83,15 @@ describe('the SidecarTemplate webhook refuses at write time what the injector wo
   });
 
   it('allows every real-world sidecar of the corpus, created or updated, in v1 and v1beta1', async () => {
-    for (const file of ['cloud-sql-proxy.yaml', 'datadog-trace-agent.yaml', 'fluent-bit.yaml', 'istio-proxy.yaml', 'linkerd-proxy.yaml', 'oauth2-proxy.yaml', 'vault-agent.yaml']) {
+    for (const file of [
+      'cloud-sql-proxy.yaml',
+      'datadog-trace-agent.yaml',
+      'fluent-bit.yaml',
+      'istio-proxy.yaml',
+      'linkerd-proxy.yaml',
+      'oauth2-proxy.yaml',
+      'vault-agent.yaml',
+    ]) {
       const obj = corpus(file, 'team-a');
       for (const apiVersion of ['admission.k8s.io/v1', 'admission.k8s.io/v1beta1']) {
         const created = await answer(templateReview(obj, { apiVersion }));
@@ -96,12 +104,37 @@ describe('the SidecarTemplate webhook refuses at write time what the injector wo
 
   // Each case is an object the loader refuses for a reason of its own alone.
   const invalid: { what: string; spec: object; pattern: RegExp }[] = [
-    { what: 'an unknown placeholder', spec: { containers: [{ name: 'agent', image: 'busybox:1', args: ['{{ pod.spec.nodeName }}'] }] }, pattern: /\/spec\/containers\/0\/args\/0: .*unknown placeholder/ },
-    { what: 'two containers of one name', spec: { containers: [{ name: 'a', image: 'busybox:1' }, { name: 'a', image: 'busybox:2' }] }, pattern: /duplicate container name "a"/ },
+    {
+      what: 'an unknown placeholder',
+      spec: { containers: [{ name: 'agent', image: 'busybox:1', args: ['{{ pod.spec.nodeName }}'] }] },
+      pattern: /\/spec\/containers\/0\/args\/0: .*unknown placeholder/,
+    },
+    {
+      what: 'two containers of one name',
+      spec: {
+        containers: [
+          { name: 'a', image: 'busybox:1' },
+          { name: 'a', image: 'busybox:2' },
+        ],
+      },
+      pattern: /duplicate container name "a"/,
+    },
     { what: 'an image Kubernetes refuses', spec: { containers: [{ name: 'agent', image: 'Busybox:1' }] }, pattern: /\/spec\/containers\/0\/image/ },
-    { what: 'restartPolicy on a template that is no native sidecar', spec: { containers: [{ name: 'a', image: 'busybox:1', restartPolicy: 'Always' }] }, pattern: /\/spec\/containers\/0\/restartPolicy/ },
-    { what: '{{ pod.name }} in a label value', spec: { labels: { 'owner-pod': '{{ pod.name }}' }, containers: [{ name: 'a', image: 'busybox:1' }] }, pattern: /\/spec\/labels\/owner-pod: .*Kubernetes refuses as a label value/ },
-    { what: 'spec.required in a team namespace', spec: { required: {}, containers: [{ name: 'a', image: 'busybox:1' }] }, pattern: /\/spec\/required: only a cluster-wide template \(in namespace sidecar-injector/ },
+    {
+      what: 'restartPolicy on a template that is no native sidecar',
+      spec: { containers: [{ name: 'a', image: 'busybox:1', restartPolicy: 'Always' }] },
+      pattern: /\/spec\/containers\/0\/restartPolicy/,
+    },
+    {
+      what: '{{ pod.name }} in a label value',
+      spec: { labels: { 'owner-pod': '{{ pod.name }}' }, containers: [{ name: 'a', image: 'busybox:1' }] },
+      pattern: /\/spec\/labels\/owner-pod: .*Kubernetes refuses as a label value/,
+    },
+    {
+      what: 'spec.required in a team namespace',
+      spec: { required: {}, containers: [{ name: 'a', image: 'busybox:1' }] },
+      pattern: /\/spec\/required: only a cluster-wide template \(in namespace sidecar-injector/,
+    },
   ];
   for (const c of invalid) {
     it(`denies ${c.what}, with the fault the object's Loaded condition states`, async () => {
@@ -151,12 +184,29 @@ describe('the SidecarTemplate webhook refuses at write time what the injector wo
     assert.equal((await answer(templateReview(obj, { operation: 'UPDATE', oldObject: obj, subResource: 'status' }))).allowed, true);
   });
 
+  it('allows an update that leaves the template as it was (a finalizer removed from an invalid object stored before the webhook), not one that changes it', async () => {
+    const stored = { ...sct('team-a', 'old', 'busybox:1'), spec: invalid[0]!.spec };
+    stored.metadata = { ...stored.metadata, finalizers: ['example.com/cleanup'], annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{}' } };
+    const released = {
+      ...stored,
+      metadata: { ...stored.metadata, finalizers: [], annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{"spec":{}}' } },
+    };
+    assert.equal((await answer(templateReview(released, { operation: 'UPDATE', oldObject: stored }))).allowed, true);
+    const relabelled = { ...stored, metadata: { ...stored.metadata, labels: { team: 'a' } } };
+    assert.equal((await answer(templateReview(relabelled, { operation: 'UPDATE', oldObject: stored }))).allowed, false, 'labels are part of the template');
+    const edited = { ...stored, spec: { ...stored.spec, volumes: [{ name: 'v', emptyDir: {} }] } };
+    assert.equal((await answer(templateReview(edited, { operation: 'UPDATE', oldObject: stored }))).allowed, false);
+  });
+
   it("refuses a review of another kind with a 4xx naming the webhook's rules", async () => {
     const response = await answer(podReview(optedInPod(), { namespace: 'team-a' }));
     assert.equal(response.allowed, false);
     assert.equal(response.status.code, 400);
     assert.match(response.status.message, /\/validate\/sidecartemplates reviews sidecar-injector.io SidecarTemplate objects only, got pods/);
-    const noObject = await answer({ ...templateReview(sct('team-a', 'x', 'busybox:1')), request: { ...templateReview(sct('team-a', 'x', 'busybox:1')).request, object: 'text' } });
+    const noObject = await answer({
+      ...templateReview(sct('team-a', 'x', 'busybox:1')),
+      request: { ...templateReview(sct('team-a', 'x', 'busybox:1')).request, object: 'text' },
+    });
     assert.equal(noObject.allowed, false);
     assert.equal(noObject.status.code, 400);
   });
