@@ -38,6 +38,13 @@ export const ErrorCodes = {
     status: 403,
     message: '%s, and this update %s; leave its image as the template injects it (the platform changes it by changing the template, for new pods)',
   },
+  /** The SidecarTemplate webhook: a write the injector would refuse to load, denied before it is stored (src/admission/sidecartemplates.ts). */
+  SIDECARTEMPLATE_INVALID: { status: 400, message: 'the injector would not serve SidecarTemplate %s: %s' },
+  /** A review sent to the SidecarTemplate webhook for another kind: its rules are wrong. */
+  SIDECARTEMPLATE_REVIEW_WRONG_KIND: {
+    status: 400,
+    message: '%s reviews sidecar-injector.io SidecarTemplate objects only, got %s; send other kinds to the paths of their own webhooks',
+  },
   /** Bounded cost per review: refused before any work that grows with the pod. */
   POD_OVER_KUBERNETES_LIMIT: { status: 400, message: 'the apiserver would refuse this pod after admission: %s (%s)' },
   POD_OVER_LIMIT: {

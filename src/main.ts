@@ -86,6 +86,8 @@ export async function serve(config: Config, logger: Logger = createLogger(config
       limits,
       imageMirrors: mirrors,
       revision: config.revision,
+      // /validate/sidecartemplates: only the injector's namespace may hold required templates.
+      ...(templates.home !== undefined && { templatesHome: templates.home }),
       // Hybrid: what the policies of the last complete sync inject and check is theirs alone.
       ...(policies !== undefined && { byPolicy: policies.byPolicy, byPolicyGeneration: policies.byPolicyGeneration }),
       ...(logger.isLevelEnabled('debug') && { debug: (fields, decided) => logger.debug(fields, decided) }),
@@ -303,14 +305,16 @@ function openOwnerEvents(config: Config, logger: Logger, metrics: Metrics): Owne
  * SidecarTemplate objects, or both, the directory's templates then being cluster-wide
  * beneath the objects of the injector's namespace. `synced` is false until the objects are listed.
  */
-async function openTemplates(
-  config: Config,
-  logger: Logger,
-  metrics: Metrics,
-  policies?: PolicySync,
-): Promise<{ store: TemplateStore; synced: () => boolean }> {
+/** The template store, whether its first list is complete, and the namespace whose SidecarTemplates are cluster-wide when it serves them. */
+interface OpenedTemplates {
+  readonly store: TemplateStore;
+  readonly synced: () => boolean;
+  readonly home?: string;
+}
+
+async function openTemplates(config: Config, logger: Logger, metrics: Metrics, policies?: PolicySync): Promise<OpenedTemplates> {
   // Each set that serves is synced to the policies: the first once the source is complete, then every valid change.
-  let opened: { store: TemplateStore; synced: () => boolean } | undefined;
+  let opened: OpenedTemplates | undefined;
   const syncPolicies = (): void => {
     if (policies !== undefined && opened?.synced() === true) policies.update(opened.store.current());
   };
@@ -375,7 +379,7 @@ async function openTemplates(
       await Promise.all([cluster.close(), dir?.close()]);
     },
   };
-  opened = { store, synced: cluster.synced };
+  opened = { store, synced: cluster.synced, home: kube.namespace };
   syncPolicies();
   return opened;
 }

@@ -14,6 +14,7 @@ import type { CompiledTemplate } from '../templates/template.js';
 import { base64Patch, DefaultBodyLimits, type BodyLimits, type ReviewRequest } from './codec.js';
 import { Endpoints, HandlerKind } from './endpoints.js';
 import { DefaultPodLimits, podObject, type PodLimits } from './pod.js';
+import { sidecarTemplateReview } from './sidecartemplates.js';
 import { allowed, Decision, denied, injected, passed, type Verdict } from './verdict.js';
 
 /** What one review may cost: the pod's lists (checked by podObject) and the patch sent back. */
@@ -52,6 +53,8 @@ export interface HandlerSource {
   readonly templates: () => TemplateSet;
   /** What one review may hold and answer (the --max-* flags); default: their defaults. */
   readonly limits?: ReviewLimits;
+  /** The injector's namespace when it serves SidecarTemplate objects (its templates are the cluster-wide ones); default: it serves none. */
+  readonly templatesHome?: string;
   /** The registry mirrors later webhooks rewrite sidecar images to (--image-mirror); default: none. */
   readonly imageMirrors?: ImageMirrors;
   /** This install's revision (--revision), recorded in the status annotation of every pod it injects; default: none. */
@@ -104,7 +107,11 @@ function stepsOf(req: ReviewRequest, debug: StepLog, scope: OptInScope): StepLog
   return (fields, decided) => debug({ namespace: req.namespace, pod, scope, ...fields }, decided);
 }
 
-const factories: Readonly<Record<HandlerKind, typeof mutating>> = { [HandlerKind.Mutate]: mutating, [HandlerKind.Validate]: validating };
+const factories: Readonly<Record<HandlerKind, typeof mutating>> = {
+  [HandlerKind.Mutate]: mutating,
+  [HandlerKind.Validate]: validating,
+  [HandlerKind.SidecarTemplate]: (source) => sidecarTemplateReview(source.templatesHome),
+};
 
 /** The handlers of every endpoint, and the generation their verdicts belong to. */
 export interface Handlers {

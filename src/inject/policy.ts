@@ -52,6 +52,10 @@ export const Reason = {
   RenderingTooLarge: 'rendering-too-large',
   /** The patch would be larger than --max-patch-kib (a pod of many containers, each given the templates' env and mounts). */
   PatchTooLarge: 'patch-too-large',
+  /** /validate/sidecartemplates: the SidecarTemplate written is one the injector would load. */
+  TemplateLoadable: 'template-loadable',
+  /** /validate/sidecartemplates: no change of what the injector reads (DELETE, the status subresource, an UPDATE of other metadata): passed through. */
+  NotTemplateWrite: 'not-template-write',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
 

@@ -76,7 +76,8 @@ export const NAMESPACE_BUDGET_BYTES = 4 * 1024 * 1024;
 /** The most bytes the objects of every namespace hold together; the injector's namespace's count first. */
 export const TOTAL_BUDGET_BYTES = 16 * 1024 * 1024;
 
-const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
+/** kubectl's copy of what it applied: never part of a template, nor of its bytes. */
+export const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
 
 /**
  * What the injector keeps of an object as the API sent it, and its size: the fields a template is
@@ -160,14 +161,27 @@ export function compileObject(obj: TemplateObject): ObjectResult {
   }
 }
 
+/**
+ * Checks one object as the store does before it serves it: over MAX_OBJECT_BYTES it is refused
+ * before anything of it is compiled (tooLarge), else compiled alone (compileObject). The store and
+ * the SidecarTemplate webhook (src/admission/sidecartemplates.ts) both judge an object by this.
+ */
+export function checkObject(obj: TemplateObject): ObjectResult {
+  const { object, bytes } = boundedObject(obj);
+  return bytes > MAX_OBJECT_BYTES ? tooLarge(object) : compileObject(object);
+}
+
+/** The faults of one object in one line, as lint writes them without the pseudo file name each would repeat: the Loaded condition's words, and the webhook's denial. */
+export function faultsLine(faults: readonly TemplateFault[]): string {
+  return faults.map((f) => formatFault(f).replace(/^sidecartemplate [^:]*:\s*/, '')).join('; ');
+}
+
 /** The `Loaded` condition for a result, observing `generation`. */
 export function loadedCondition(result: ObjectResult, generation: number | undefined, now: Date): LoadedCondition {
   const at = now.toISOString().replace(/\.\d+Z$/, 'Z');
   const observed = generation === undefined ? {} : { observedGeneration: generation };
   if (result.ok) return { type: 'Loaded', status: 'True', reason: 'Loaded', message: 'served by the injector', ...observed, lastTransitionTime: at };
-  // The faults as lint writes them, without the pseudo file name each would repeat.
-  const message = result.faults.map((f) => formatFault(f).replace(/^sidecartemplate [^:]*:\s*/, '')).join('; ');
-  return { type: 'Loaded', status: 'False', reason: 'Invalid', message: `not served (the last valid version, if any, still is): ${message}`, ...observed, lastTransitionTime: at };
+  return { type: 'Loaded', status: 'False', reason: 'Invalid', message: `not served (the last valid version, if any, still is): ${faultsLine(result.faults)}`, ...observed, lastTransitionTime: at };
 }
 
 /** True when the object's status already says what `condition` says (the time aside), so no write is needed. */

@@ -11,7 +11,13 @@ describe('the endpoint table', () => {
       [...handlers.byPath.keys()],
       Endpoints.map((e) => e.path),
     );
-    assert.deepEqual(['/mutate', '/validate', '/mutate/namespace', '/validate/namespace'].map(endpointLabel), ['mutate', 'validate', 'mutate', 'validate']);
+    assert.deepEqual(['/mutate', '/validate', '/mutate/namespace', '/validate/namespace', '/validate/sidecartemplates'].map(endpointLabel), [
+      'mutate',
+      'validate',
+      'mutate',
+      'validate',
+      'sidecartemplate',
+    ]);
   });
 
   it('labels any other path other, so a scanner adds no time series', () => {

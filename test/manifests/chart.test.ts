@@ -124,7 +124,13 @@ describe('Helm chart', () => {
       assert.equal(serverConfig(objects).templatesSource, c.server, c.source);
       assert.deepEqual(objects.filter((o) => !before.some((b) => key(b) === key(o))).map(key).sort(), c.added, `${c.source}: added`);
       assert.deepEqual(before.filter((b) => !objects.some((o) => key(b) === key(o))).map(key), c.removed, `${c.source}: removed`);
-      for (const o of before.filter((b) => b.kind !== 'Deployment' && objects.some((x) => key(x) === key(b)))) assert.deepEqual(objects.find((x) => key(x) === key(o)), o, `${c.source}: ${key(o)}`);
+      const changed = new Set(['Deployment', 'ValidatingWebhookConfiguration']);
+      for (const o of before.filter((b) => !changed.has(b.kind) && objects.some((x) => key(x) === key(b)))) assert.deepEqual(objects.find((x) => key(x) === key(o)), o, `${c.source}: ${key(o)}`);
+      // The SidecarTemplate webhook, last, when the injector serves SidecarTemplates; the other webhooks as they were.
+      const validating = one(objects, 'ValidatingWebhookConfiguration');
+      const hooks = one(before, 'ValidatingWebhookConfiguration').webhooks.map((w: Obj) => w.name);
+      assert.deepEqual(validating.webhooks.map((w: Obj) => w.name), c.source === 'configmap' ? hooks : [...hooks, 'sidecartemplates.validate.sidecar-injector.io'], c.source);
+      assert.deepEqual({ ...validating, webhooks: validating.webhooks.slice(0, hooks.length) }, one(before, 'ValidatingWebhookConfiguration'), c.source);
     }
     // cluster: the Deployment of both, without the directory the server no longer reads.
     const cluster = one(helmObjects({ set: { 'templates.source': 'cluster' } }), 'Deployment');

@@ -16,6 +16,7 @@ import { serviceDnsNames } from '../../src/certs/bootstrap.js';
 import { serveConfig } from '../../src/cli/serve-flags.js';
 import { loadTemplateSet } from '../../src/templates/load.js';
 import { selectorMatches } from '../../src/kube/selectors.js';
+import { Endpoints, SIDECARTEMPLATES_PATH } from '../../src/admission/endpoints.js';
 import { INSTALL_YAML, installYaml, kustomize, MANIFESTS, parseObjects, SHIPPED_WEBHOOKS_TS, shippedWebhooksModule, templateDrift } from '../../scripts/render-install.js';
 import { injector as container, kustomizations, kustomizeObjects, kustomizeWithComponent, one as oneOf, serverConfig, tools, type Obj } from './render.js';
 
@@ -317,14 +318,21 @@ describe('manifests', () => {
   });
 
   describe('sidecartemplates component', () => {
+    const SCT_WEBHOOK = 'sidecartemplates.validate.sidecar-injector.io';
     const RBAC = parseObjects(readFileSync(join(MANIFESTS, 'components/sidecartemplates/rbac.yaml'), 'utf8'));
 
-    it('adds to the base or the overlay the objects of its rbac.yaml and the source in the environment, nothing more', () => {
+    it('adds to the base or the overlay the objects of its rbac.yaml, the source in the environment and the SidecarTemplate webhook, nothing more', () => {
       for (const [resource, without] of [['base', base], ['overlays/cert-manager', overlay]] as const) {
         const objects = kustomizeWithComponent(resource, 'components/sidecartemplates');
         const added = objects.filter((o) => !without.some((w) => key(w) === key(o)));
         assert.deepEqual(byKey(added), byKey(RBAC), `${resource}: rbac.yaml, the one source of this RBAC`);
-        for (const o of without.filter((w) => w.kind !== 'Deployment')) assert.deepEqual(objects.find((x) => key(x) === key(o)), o, `${resource}: ${key(o)} as it was`);
+        const changed = new Set(['Deployment', 'ValidatingWebhookConfiguration']);
+        for (const o of without.filter((w) => !changed.has(w.kind))) assert.deepEqual(objects.find((x) => key(x) === key(o)), o, `${resource}: ${key(o)} as it was`);
+        // The validating configuration as it was, its caBundle source (the injector's patch, cert-manager's annotation) included, and one webhook more, last.
+        const validating = one(objects, 'ValidatingWebhookConfiguration');
+        const before = one(without, 'ValidatingWebhookConfiguration');
+        assert.deepEqual({ ...validating, webhooks: validating.webhooks.slice(0, -1) }, before, `${resource}: the other webhooks as they were`);
+        assert.equal(validating.webhooks.at(-1).name, SCT_WEBHOOK);
         assert.equal(serverConfig(objects).templatesSource, 'both', 'the ConfigMap stays, the objects come in');
         // The Deployment as it was, but the source and (cert-manager) the token the injector now needs for the API.
         const deployment = one(objects, 'Deployment');
@@ -332,10 +340,36 @@ describe('manifests', () => {
         const c = deployment.spec.template.spec.containers[0];
         assert.deepEqual(c.env.filter((e: Obj) => e.name === SOURCE_ENV), [{ name: SOURCE_ENV, value: 'both' }]);
         c.env = c.env.filter((e: Obj) => e.name !== SOURCE_ENV);
-        const before = one(without, 'Deployment');
-        delete before.spec.template.spec.automountServiceAccountToken;
-        assert.deepEqual(deployment, before, resource);
+        const deploymentBefore = one(without, 'Deployment');
+        delete deploymentBefore.spec.template.spec.automountServiceAccountToken;
+        assert.deepEqual(deployment, deploymentBefore, resource);
       }
+    });
+
+    it("validates every write of a SidecarTemplate on the CRD's own group, versions and plural, through the injector's Service, failing closed", () => {
+      const objects = kustomizeWithComponent('base', 'components/sidecartemplates');
+      const crd = one(objects, 'CustomResourceDefinition');
+      const hook = one(objects, 'ValidatingWebhookConfiguration').webhooks.find((w: Obj) => w.name === SCT_WEBHOOK);
+      assert.deepEqual(hook.rules, [
+        {
+          operations: ['CREATE', 'UPDATE'],
+          apiGroups: [crd.spec.group],
+          apiVersions: crd.spec.versions.filter((v: Obj) => v.served).map((v: Obj) => v.name),
+          resources: [crd.spec.names.plural],
+          scope: crd.spec.scope,
+        },
+      ]);
+      const service = one(objects, 'Service');
+      assert.deepEqual(hook.clientConfig, { service: { name: service.metadata.name, namespace: service.metadata.namespace, path: SIDECARTEMPLATES_PATH, port: 443 } });
+      assert.ok(Endpoints.some((e) => e.path === hook.clientConfig.service.path), 'a path the server serves');
+      assert.deepEqual(hook.admissionReviewVersions, ['v1']);
+      assert.equal(hook.sideEffects, 'None');
+      assert.equal(hook.failurePolicy, 'Fail');
+      assert.ok(hook.timeoutSeconds >= 1 && hook.timeoutSeconds <= 5, `timeout ${hook.timeoutSeconds}`);
+      // No selector: every namespace's templates are checked, the injector's own (the cluster-wide ones) first of all.
+      assert.equal(hook.namespaceSelector, undefined);
+      assert.equal(hook.objectSelector, undefined);
+      new ValidatingWebhookConfiguration(one(objects, 'ValidatingWebhookConfiguration')).validate();
     });
 
     it('lets the injector read every namespace\'s SidecarTemplates and write only their status, and teams edit theirs', () => {
@@ -380,6 +414,8 @@ describe('manifests', () => {
       assert.deepEqual(oneOf(canary, 'ClusterRole', binding.roleRef.name).rules, oneOf(main, 'ClusterRole', 'sidecar-injector-templates').rules);
       assert.ok(!canary.some((o) => o.metadata.name.startsWith('sidecar-injector-template-editor')), 'no editor ClusterRole');
       assert.ok(!canary.some((o) => o.metadata.name.startsWith('sidecar-injector-template-reader')), 'no second reader of the shared namespace');
+      const hooks = one(canary, 'ValidatingWebhookConfiguration').webhooks.map((w: Obj) => w.name);
+      assert.ok(!hooks.includes('sidecartemplates.validate.sidecar-injector.io'), 'the default install alone validates SidecarTemplates, as it owns their CRD');
     });
   });
 });
