@@ -69,8 +69,25 @@ export function verifyPod(
     const verdict = checkSet(pod, earlier, namespace, context, scope, mirrors);
     if (verdict.kind === 'allowed' && required.every((n) => verdict.templates.includes(n))) return { ...verdict, reason: Reason.EarlierTemplates };
   }
+  // The status is the pod's own to write: it never vouches for a template required in the namespace.
+  if (!holdsRequired(pod, set, namespace, context, mirrors)) return current;
   const recorded = vouchedByStatus(pod, set, namespace, context, mirrors, scope);
   return recorded === undefined ? current : { kind: 'allowed', reason: recorded, templates: selectedNames(pod, set, namespace, scope, context) };
+}
+
+/**
+ * Whether the pod holds every template the current set requires in `namespace` as that set renders
+ * it. Steps 3 and 4 admit a pod only then: a pod that never passes /mutate (the required webhooks
+ * are sent pods that opted out, and /mutate/required leaves a pod holding the sidecars' names as it
+ * is) can carry any status, so a record of a version this replica never served would otherwise
+ * vouch for an impostor. A pod injected from a changed required template by a replica that is
+ * ahead is refused here until this one reads the change. Held by test/tenancy/required.attack.test.ts.
+ */
+function holdsRequired(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext, mirrors: ImageMirrors): boolean {
+  const required = leftToWebhook(requiredFor(set, namespace), context, namespace);
+  if (required.length === 0) return true;
+  const check = attempt(() => missingSidecars(pod, required, namespace, context, mirrors));
+  return !(check instanceof InjectorError) && check.missing.length === 0;
 }
 
 /** Steps 1 and 2: the pod against one template set. */

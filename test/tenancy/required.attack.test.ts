@@ -77,6 +77,26 @@ describe('attack: a pod brings its own container under a required sidecar\'s nam
     });
   }
 
+  const statuses: [string, object][] = [
+    ['a version no replica served', { templates: ['agent'], injected: [{ template: 'agent', namespace: HOME, version: 'forged', containers: { agent: 'registry.example.com/agent' } }] }],
+    ['the format of releases before template versions', { templates: ['agent'], digest: 'forged' }],
+  ];
+  for (const [what, status] of statuses) {
+    it(`refuses at /validate/required an opted-out pod whose own status names ${what} for its impostor`, async () => {
+      const pod = optedInPod({
+        labels: { 'sidecar-injector.io/inject': 'false' },
+        annotations: { 'sidecar-injector.io/status': JSON.stringify(status) },
+        spec: { containers: [{ name: 'web', image: 'nginx:1.27' }, { ...AGENT, command: ['sleep', 'infinity'] }], volumes: [{ name: 'agent-policy', emptyDir: {} }] },
+      });
+      const mutated = await review('/mutate/required', pod);
+      assert.equal(mutated.allowed, true, mutated.status?.message);
+      const denied = await review('/validate/required', applyPatch(structuredClone(pod), decodePatch(mutated)).newDocument);
+      assert.equal(denied.allowed, false);
+      assert.equal(denied.status.code, 403);
+      assert.match(denied.status.message, /the pod lacks it \(container "agent" as its template renders it \(the pod's sets command \["sleep","infinity"\], the template none\)/);
+    });
+  }
+
   it('admits the injected sidecar with what other admission adds or rewrites: env vars, mounts, defaults, resources, probes, a pinned digest', async () => {
     const pod = await injected((agent) => {
       agent.env.push({ name: 'DD_AGENT_HOST', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'status.hostIP' } } });
