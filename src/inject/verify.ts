@@ -165,7 +165,7 @@ interface SidecarCheck {
  * Lists what the selected templates require and the pod lacks: each sidecar container by name, in
  * the right list, running the template's image repository (or its mirror), and each template
  * volume by name. The sidecar of a template required in `namespace` must also run as the template
- * renders it (requiredDrift): /mutate keeps a container the pod already has under the sidecar's
+ * renders it (requiredDrift), and its volumes hold what the template's do: /mutate keeps a container the pod already has under the sidecar's
  * name, so a name and a repository alone would let a pod bring a mandatory sidecar of its own that
  * runs nothing.
  */
@@ -193,7 +193,10 @@ function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], names
       }
     }
     for (const v of r.volumes) {
-      if (find(volumes, v.name) === undefined) missing.push(`volume "${v.name}" (template "${r.name}")`);
+      const found = find(volumes, v.name);
+      if (found === undefined) missing.push(`volume "${v.name}" (template "${r.name}")`);
+      // /mutate keeps a volume the pod already has under the name: a required sidecar's must be the template's (defaults added).
+      else if (required.has(r.name) && !isSubset(v, found)) missing.push(`volume "${v.name}" as its template defines it (template "${r.name}")`);
     }
   }
   return { missing, mirrored, suggestion };

@@ -19,6 +19,7 @@ const AGENT = {
   ],
   volumeMounts: [{ name: 'agent-policy', mountPath: '/etc/agent', readOnly: true }],
 };
+const POLICY = { name: 'agent-policy', configMap: { name: 'agent-policy' } };
 
 /**
  * A team that cannot drop the platform's mandatory sidecar brings its own under the sidecar's name:
@@ -36,7 +37,7 @@ describe('attack: a pod brings its own container under a required sidecar\'s nam
   };
   /** The pod as /mutate leaves it, with `agent` as the team wrote it beside its web container. */
   const through = async (agent: object): Promise<any> => {
-    const pod = optedInPod({ spec: { containers: [{ name: 'web', image: 'nginx:1.27' }, agent], volumes: [{ name: 'agent-policy', emptyDir: {} }] } });
+    const pod = optedInPod({ spec: { containers: [{ name: 'web', image: 'nginx:1.27' }, agent], volumes: [POLICY] } });
     const response = await review('/mutate', pod);
     assert.equal(response.allowed, true, response.status?.message);
     return applyPatch(structuredClone(pod), decodePatch(response)).newDocument;
@@ -52,7 +53,7 @@ describe('attack: a pod brings its own container under a required sidecar\'s nam
 
   before(async () => {
     api = await startFakeApiServer();
-    api.applyTemplate(sct(HOME, 'agent', AGENT.image, { required: {}, containers: [AGENT], volumes: [{ name: 'agent-policy', emptyDir: {} }] }));
+    api.applyTemplate(sct(HOME, 'agent', AGENT.image, { required: {}, containers: [AGENT], volumes: [POLICY] }));
     server = await startClusterTestServer(api);
   });
   after(async () => {
@@ -77,6 +78,14 @@ describe('attack: a pod brings its own container under a required sidecar\'s nam
     });
   }
 
+  it("refuses at /validate the template's sidecar beside a volume of its own under the template volume's name", async () => {
+    const pod = await through(AGENT);
+    pod.spec.volumes = [{ name: 'agent-policy', configMap: { name: 'team-a-permissive-policy' } }];
+    const denied = await review('/validate', pod);
+    assert.equal(denied.allowed, false);
+    assert.match(denied.status.message, /the pod lacks it \(volume "agent-policy" as its template defines it \(template "agent"\)\)/);
+  });
+
   const statuses: [string, object][] = [
     ['a version no replica served', { templates: ['agent'], injected: [{ template: 'agent', namespace: HOME, version: 'forged', containers: { agent: 'registry.example.com/agent' } }] }],
     ['the format of releases before template versions', { templates: ['agent'], digest: 'forged' }],
@@ -86,7 +95,7 @@ describe('attack: a pod brings its own container under a required sidecar\'s nam
       const pod = optedInPod({
         labels: { 'sidecar-injector.io/inject': 'false' },
         annotations: { 'sidecar-injector.io/status': JSON.stringify(status) },
-        spec: { containers: [{ name: 'web', image: 'nginx:1.27' }, { ...AGENT, command: ['sleep', 'infinity'] }], volumes: [{ name: 'agent-policy', emptyDir: {} }] },
+        spec: { containers: [{ name: 'web', image: 'nginx:1.27' }, { ...AGENT, command: ['sleep', 'infinity'] }], volumes: [POLICY] },
       });
       const mutated = await review('/mutate/required', pod);
       assert.equal(mutated.allowed, true, mutated.status?.message);
@@ -108,6 +117,7 @@ describe('attack: a pod brings its own container under a required sidecar\'s nam
       agent.imagePullPolicy = 'IfNotPresent';
       agent.terminationMessagePath = '/dev/termination-log';
     });
+    pod.spec.volumes.find((v: any) => v.name === 'agent-policy').configMap.defaultMode = 420;
     const verdict = await review('/validate', pod);
     assert.equal(verdict.allowed, true, verdict.status?.message);
   });
