@@ -1,4 +1,5 @@
 import { formatFault, TemplateSetError, type TemplateFault } from '../errors.js';
+import { clip } from '../log.js';
 import { Claims } from './conflicts.js';
 import { compileTemplateSet, type TemplateSet } from './load.js';
 import { renderValues } from './placeholders.js';
@@ -156,8 +157,24 @@ export function compileObject(obj: TemplateObject): ObjectResult {
   } catch (err) {
     if (!(err instanceof TemplateSetError)) throw err;
     // A line and column would count in the JSON made here, which nobody wrote: the path says where.
-    return { ok: false, faults: err.faults.map(({ line: _line, column: _column, ...fault }) => fault) };
+    return { ok: false, faults: keptFaults(file, err.faults.map(({ line: _line, column: _column, ...fault }) => fault)) };
   }
+}
+
+/** The most faults of one object kept, logged and said in its status, and the most characters of each one's message. */
+const FAULTS_KEPT = 16;
+const FAULT_MESSAGE_MAX = 512;
+
+/**
+ * The first FAULTS_KEPT faults, each message cut to FAULT_MESSAGE_MAX, and one fault saying how many
+ * more: a 64 KiB object of one-placeholder strings made ~8000 faults and a 1.6 MB `Loaded` message
+ * (over etcd's 1.5 MiB), held per object in every replica, 25 times what the budgets charge it.
+ * Held by test/tenancy/template-faults.attack.test.ts.
+ */
+function keptFaults(file: string, faults: readonly TemplateFault[]): TemplateFault[] {
+  const kept = faults.slice(0, FAULTS_KEPT).map((f) => ({ ...f, message: clip(f.message, FAULT_MESSAGE_MAX) }));
+  if (faults.length > FAULTS_KEPT) kept.push({ file, path: '', message: `and ${faults.length - FAULTS_KEPT} more faults not shown (the injector keeps the first ${FAULTS_KEPT} of an object)` });
+  return kept;
 }
 
 /** The `Loaded` condition for a result, observing `generation`. */
