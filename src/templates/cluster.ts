@@ -167,13 +167,13 @@ const FAULT_MESSAGE_MAX = 512;
 
 /**
  * The first FAULTS_KEPT faults, each message cut to FAULT_MESSAGE_MAX, and one fault saying how many
- * more: a 64 KiB object of one-placeholder strings made ~8000 faults and a 1.6 MB `Loaded` message
- * (over etcd's 1.5 MiB), held per object in every replica, 25 times what the budgets charge it.
- * Held by test/tenancy/template-faults.attack.test.ts.
+ * more (of `total`): a 64 KiB object of one-placeholder strings made ~8000 faults and a 1.6 MB
+ * `Loaded` message (over etcd's 1.5 MiB), held per object in every replica, 25 times what the
+ * budgets charge it. Held by test/tenancy/template-faults.attack.test.ts.
  */
-function keptFaults(file: string, faults: readonly TemplateFault[]): TemplateFault[] {
+function keptFaults(file: string, faults: readonly TemplateFault[], total = faults.length): TemplateFault[] {
   const kept = faults.slice(0, FAULTS_KEPT).map((f) => ({ ...f, message: clip(f.message, FAULT_MESSAGE_MAX) }));
-  if (faults.length > FAULTS_KEPT) kept.push({ file, path: '', message: `and ${faults.length - FAULTS_KEPT} more faults not shown (the injector keeps the first ${FAULTS_KEPT} of an object)` });
+  if (total > FAULTS_KEPT) kept.push({ file, path: '', message: `and ${total - FAULTS_KEPT} more faults not shown (the injector keeps the first ${FAULTS_KEPT} of an object)` });
   return kept;
 }
 
@@ -369,7 +369,13 @@ class DefaultsScope {
   /** How `t`, a default template, conflicts with the defaults taken in this scope. */
   conflicts(t: CompiledTemplate): TemplateFault[] {
     if (this.#taken.size === 0) return [];
-    return this.#claims.check(renderedDefault(t)).map((c) => ({ file: t.file, template: t.name, path: c.path, message: `${c.message}: both are default templates ${this.name}, so every pod there that names none would be denied; ${this.#winner(c.with)} is served` }));
+    const clashes = this.#claims.check(renderedDefault(t));
+    // One fault per claim: a default of 2800 ports that all clash said 770 KB (keptFaults).
+    return keptFaults(
+      t.file,
+      clashes.slice(0, FAULTS_KEPT + 1).map((c) => ({ file: t.file, template: t.name, path: c.path, message: `${c.message}: both are default templates ${this.name}, so every pod there that names none would be denied; ${this.#winner(c.with)} is served` })),
+      clashes.length,
+    );
   }
 
   take(t: CompiledTemplate): void {

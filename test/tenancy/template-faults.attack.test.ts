@@ -37,4 +37,18 @@ describe("attack: a team's object made of faults", () => {
     assert.match(message, /\/spec\/containers\/1\/args\/0: unknown placeholder "\{\{x\}\}"/);
     assert.match(message, /and 6641 more faults not shown \(the injector keeps the first 16 of an object\)$/);
   });
+
+  it("says the first clashes of a team's default template with another, and how many more", async () => {
+    // 11 containers of 256 ports each (the CRD's most a list holds), ~60 KiB: every port clashes with the other default's.
+    const containers = (image: string) => Array.from({ length: 11 }, (_, i) => ({ name: `c${i}`, image, ports: Array.from({ length: 256 }, (_, p) => ({ containerPort: 1000 + i * 256 + p })) }));
+    api.applyTemplate(sct('team-c', 'first', 'registry.example.com/a:1', { default: true, containers: containers('registry.example.com/a:1') }));
+    const loaded = (name: string): any => api.template('team-c', name)?.status?.conditions?.find((c: any) => c.type === 'Loaded');
+    await eventually(() => loaded('first')?.status === 'True', 'the first default served');
+    api.applyTemplate(sct('team-c', 'second', 'registry.example.com/b:1', { default: true, containers: containers('registry.example.com/b:1') }));
+    await eventually(() => loaded('second')?.status === 'False', 'the clashing default refused');
+    const message: string = loaded('second').message;
+    assert.ok(message.length < 16 * 1024, `the Loaded message holds ${message.length} characters`);
+    assert.match(message, /container "c0" is defined by both template "first" and template "second": both are default templates of namespace team-c/);
+    assert.match(message, /and \d+ more faults not shown \(the injector keeps the first 16 of an object\)$/);
+  });
 });
