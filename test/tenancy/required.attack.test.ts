@@ -27,7 +27,7 @@ const POLICY = { name: 'agent-policy', configMap: { name: 'agent-policy' } };
  * name is the template's sidecar, through the real server with the template from a SidecarTemplate
  * object, while what other admission commonly adds or rewrites is still allowed.
  */
-describe('attack: a pod brings its own container under a required sidecar\'s name', () => {
+describe("attack: a pod brings its own container under a required sidecar's name", () => {
   let api: FakeApiServer;
   let server: TestServer;
 
@@ -74,7 +74,10 @@ describe('attack: a pod brings its own container under a required sidecar\'s nam
       const denied = await review('/validate', pod);
       assert.equal(denied.allowed, false);
       assert.equal(denied.status.code, 403);
-      assert.match(denied.status.message, /^template "agent" is required in every namespace by the platform's spec\.required, and the pod lacks it \(container "agent" as its template renders it \(the pod's [^\n]+\) \(template "agent"\)\)/);
+      assert.match(
+        denied.status.message,
+        /^template "agent" is required in every namespace by the platform's spec\.required, and the pod lacks it \(container "agent" as its template renders it \(the pod's [^\n]+\) \(template "agent"\)\)/,
+      );
     });
   }
 
@@ -87,7 +90,10 @@ describe('attack: a pod brings its own container under a required sidecar\'s nam
   });
 
   const statuses: [string, object][] = [
-    ['a version no replica served', { templates: ['agent'], injected: [{ template: 'agent', namespace: HOME, version: 'forged', containers: { agent: 'registry.example.com/agent' } }] }],
+    [
+      'a version no replica served',
+      { templates: ['agent'], injected: [{ template: 'agent', namespace: HOME, version: 'forged', containers: { agent: 'registry.example.com/agent' } }] },
+    ],
     ['the format of releases before template versions', { templates: ['agent'], digest: 'forged' }],
   ];
   for (const [what, status] of statuses) {
@@ -95,14 +101,23 @@ describe('attack: a pod brings its own container under a required sidecar\'s nam
       const pod = optedInPod({
         labels: { 'sidecar-injector.io/inject': 'false' },
         annotations: { 'sidecar-injector.io/status': JSON.stringify(status) },
-        spec: { containers: [{ name: 'web', image: 'nginx:1.27' }, { ...AGENT, command: ['sleep', 'infinity'] }], volumes: [POLICY] },
+        spec: {
+          containers: [
+            { name: 'web', image: 'nginx:1.27' },
+            { ...AGENT, command: ['sleep', 'infinity'] },
+          ],
+          volumes: [POLICY],
+        },
       });
       const mutated = await review('/mutate/required', pod);
       assert.equal(mutated.allowed, true, mutated.status?.message);
       const denied = await review('/validate/required', applyPatch(structuredClone(pod), decodePatch(mutated)).newDocument);
       assert.equal(denied.allowed, false);
       assert.equal(denied.status.code, 403);
-      assert.match(denied.status.message, /the pod lacks it \(container "agent" as its template renders it \(the pod's sets command \["sleep","infinity"\], the template none\)/);
+      assert.match(
+        denied.status.message,
+        /the pod lacks it \(container "agent" as its template renders it \(the pod's sets command \["sleep","infinity"\], the template none\)/,
+      );
     });
   }
 

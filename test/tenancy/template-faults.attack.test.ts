@@ -40,7 +40,8 @@ describe("attack: a team's object made of faults", () => {
 
   it("says the first clashes of a team's default template with another, and how many more", async () => {
     // 11 containers of 256 ports each (the CRD's most a list holds), ~60 KiB: every port clashes with the other default's.
-    const containers = (image: string) => Array.from({ length: 11 }, (_, i) => ({ name: `c${i}`, image, ports: Array.from({ length: 256 }, (_, p) => ({ containerPort: 1000 + i * 256 + p })) }));
+    const containers = (image: string) =>
+      Array.from({ length: 11 }, (_, i) => ({ name: `c${i}`, image, ports: Array.from({ length: 256 }, (_, p) => ({ containerPort: 1000 + i * 256 + p })) }));
     api.applyTemplate(sct('team-c', 'first', 'registry.example.com/a:1', { default: true, containers: containers('registry.example.com/a:1') }));
     const loaded = (name: string): any => api.template('team-c', name)?.status?.conditions?.find((c: any) => c.type === 'Loaded');
     await eventually(() => loaded('first')?.status === 'True', 'the first default served');
