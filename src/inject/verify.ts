@@ -1,4 +1,5 @@
 import { attempt, InjectorError } from '../errors.js';
+import { clip } from '../log.js';
 import type { Container, NamedItem, Pod } from '../kube/types.js';
 import type { TemplateSet } from '../templates/load.js';
 import { renderValues, type RenderValues } from '../templates/placeholders.js';
@@ -16,6 +17,7 @@ import {
 import { Keys } from './keys.js';
 import { OptInScope, parseNames, Reason, refusalReason, requiredFor, selectTemplates } from './policy.js';
 import { leftToWebhook, renderTemplates, type InjectionContext } from './render.js';
+import { isSubset } from '../templates/conflicts.js';
 import { requiredIn, whyRequired } from '../templates/required.js';
 import { readStatus, StatusFormat, type InjectionStatus, type TemplateRecord } from './status-annotation.js';
 
@@ -67,8 +69,25 @@ export function verifyPod(
     const verdict = checkSet(pod, earlier, namespace, context, scope, mirrors);
     if (verdict.kind === 'allowed' && required.every((n) => verdict.templates.includes(n))) return { ...verdict, reason: Reason.EarlierTemplates };
   }
+  // The status is the pod's own to write: it never vouches for a template required in the namespace.
+  if (!holdsRequired(pod, set, namespace, context, mirrors)) return current;
   const recorded = vouchedByStatus(pod, set, namespace, context, mirrors, scope);
   return recorded === undefined ? current : { kind: 'allowed', reason: recorded, templates: selectedNames(pod, set, namespace, scope, context) };
+}
+
+/**
+ * Whether the pod holds every template the current set requires in `namespace` as that set renders
+ * it. Steps 3 and 4 admit a pod only then: a pod that never passes /mutate (the required webhooks
+ * are sent pods that opted out, and /mutate/required leaves a pod holding the sidecars' names as it
+ * is) can carry any status, so a record of a version this replica never served would otherwise
+ * vouch for an impostor. A pod injected from a changed required template by a replica that is
+ * ahead is refused here until this one reads the change. Held by test/tenancy/required.attack.test.ts.
+ */
+function holdsRequired(pod: Pod, set: TemplateSet, namespace: string, context: InjectionContext, mirrors: ImageMirrors): boolean {
+  const required = leftToWebhook(requiredFor(set, namespace), context, namespace);
+  if (required.length === 0) return true;
+  const check = attempt(() => missingSidecars(pod, required, namespace, context, mirrors));
+  return !(check instanceof InjectorError) && check.missing.length === 0;
 }
 
 /** Steps 1 and 2: the pod against one template set. */
@@ -145,7 +164,10 @@ interface SidecarCheck {
 /**
  * Lists what the selected templates require and the pod lacks: each sidecar container by name, in
  * the right list, running the template's image repository (or its mirror), and each template
- * volume by name.
+ * volume by name. The sidecar of a template required in `namespace` must also run as the template
+ * renders it (requiredDrift), and its volumes hold what the template's do: /mutate keeps a container the pod already has under the sidecar's
+ * name, so a name and a repository alone would let a pod bring a mandatory sidecar of its own that
+ * runs nothing.
  */
 function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], namespace: string, context: InjectionContext, mirrors: ImageMirrors): SidecarCheck {
   // Rendered as the mutating handler renders them: an image override changes the expected repository.
@@ -157,10 +179,13 @@ function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], names
   const missing: string[] = [];
   let mirrored = false;
   let suggestion: string | undefined;
+  const required = new Set(templates.filter((t) => requiredIn(t, namespace)).map((t) => t.name));
   for (const r of rendered) {
     for (const want of r.containers) {
       const found = find(r.nativeSidecar ? initContainers : containers, want.name);
-      const problem = checkContainer(want, found, r.nativeSidecar, mirrors);
+      let problem = checkContainer(want, found, r.nativeSidecar, mirrors);
+      // A sidecar checkContainer admits (it found it) must still run as a required template renders it.
+      if (found !== undefined && (problem === undefined || problem === MIRRORED) && required.has(r.name)) problem = requiredDrift(want, found) ?? problem;
       if (problem === MIRRORED) mirrored = true;
       else if (problem !== undefined) {
         missing.push(`${problem} (template "${r.name}")`);
@@ -168,7 +193,10 @@ function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], names
       }
     }
     for (const v of r.volumes) {
-      if (find(volumes, v.name) === undefined) missing.push(`volume "${v.name}" (template "${r.name}")`);
+      const found = find(volumes, v.name);
+      if (found === undefined) missing.push(`volume "${v.name}" (template "${r.name}")`);
+      // /mutate keeps a volume the pod already has under the name: a required sidecar's must be the template's (defaults added).
+      else if (required.has(r.name) && !isSubset(v, found)) missing.push(`volume "${v.name}" as its template defines it (template "${r.name}")`);
     }
   }
   return { missing, mirrored, suggestion };
@@ -208,6 +236,37 @@ function checkContainer(want: Container, found: Container | undefined, native: b
   const repository = imageRepository(want.image ?? '');
   if (mirroredFrom(repository, found.image ?? '', mirrors) !== undefined) return MIRRORED;
   return `${kind} "${want.name}" with image repository ${repository} (it runs ${found.image ?? 'no image'})`;
+}
+
+/**
+ * How a mandatory sidecar the pod holds under its name runs otherwise than its template renders it:
+ * its command, args or workingDir differ, an env var of the template is not the pod's last of that
+ * name (the one the kubelet sets), or a mount of the template is not the pod's at that path.
+ * What the template leaves unset, what other admission adds (env vars, mounts, fields the
+ * apiserver defaults, such as a fieldRef's apiVersion) and what webhooks commonly rewrite
+ * (resources, probes, the image's tag or digest) are not compared, so that no such webhook makes
+ * the pod's creation fail. Held by test/tenancy/required.attack.test.ts.
+ */
+function requiredDrift(want: Container, found: Container): string | undefined {
+  const what = `container "${want.name}" as its template renders it`;
+  for (const field of ['command', 'args', 'workingDir'] as const) {
+    if (!isSubset(want[field], found[field]) || !isSubset(found[field], want[field]))
+      return `${what} (the pod's sets ${field} ${shown(found[field])}, the template ${shown(want[field])})`;
+  }
+  const env = new Map((found.env ?? []).map((e) => [e.name, e]));
+  const changedEnv = (want.env ?? []).find((e) => !isSubset(e, env.get(e.name)));
+  if (changedEnv !== undefined) return `${what} (the pod's sets env var ${clip(changedEnv.name, SHOWN)} otherwise)`;
+  const mounts = new Map((found.volumeMounts ?? []).map((m) => [m.mountPath, m]));
+  const changedMount = (want.volumeMounts ?? []).find((m) => !isSubset(m, mounts.get(m.mountPath)));
+  if (changedMount !== undefined) return `${what} (the pod's mounts ${clip(changedMount.mountPath, SHOWN)} otherwise)`;
+  return undefined;
+}
+
+/** The most characters of a pod's value a denial shows. */
+const SHOWN = 100;
+
+function shown(value: unknown): string {
+  return value === undefined ? 'none' : clip(JSON.stringify(value), SHOWN);
 }
 
 /** Steps 3 and 4: the reason the status annotation vouches for the pod, or undefined. */

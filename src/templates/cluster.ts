@@ -1,4 +1,5 @@
 import { formatFault, TemplateSetError, type TemplateFault } from '../errors.js';
+import { clip } from '../log.js';
 import { Claims } from './conflicts.js';
 import { compileTemplateSet, type TemplateSet } from './load.js';
 import { renderValues } from './placeholders.js';
@@ -157,7 +158,7 @@ export function compileObject(obj: TemplateObject): ObjectResult {
   } catch (err) {
     if (!(err instanceof TemplateSetError)) throw err;
     // A line and column would count in the JSON made here, which nobody wrote: the path says where.
-    return { ok: false, faults: err.faults.map(({ line: _line, column: _column, ...fault }) => fault) };
+    return { ok: false, faults: keptFaults(file, err.faults.map(({ line: _line, column: _column, ...fault }) => fault)) };
   }
 }
 
@@ -174,6 +175,22 @@ export function checkObject(obj: TemplateObject): ObjectResult {
 /** The faults of one object in one line, as lint writes them without the pseudo file name each would repeat: the Loaded condition's words, and the webhook's denial. */
 export function faultsLine(faults: readonly TemplateFault[]): string {
   return faults.map((f) => formatFault(f).replace(/^sidecartemplate [^:]*:\s*/, '')).join('; ');
+}
+
+/** The most faults of one object kept, logged and said in its status, and the most characters of each one's message. */
+const FAULTS_KEPT = 16;
+const FAULT_MESSAGE_MAX = 512;
+
+/**
+ * The first FAULTS_KEPT faults, each message cut to FAULT_MESSAGE_MAX, and one fault saying how many
+ * more (of `total`): a 64 KiB object of one-placeholder strings made ~8000 faults and a 1.6 MB
+ * `Loaded` message (over etcd's 1.5 MiB), held per object in every replica, 25 times what the
+ * budgets charge it. Held by test/tenancy/template-faults.attack.test.ts.
+ */
+function keptFaults(file: string, faults: readonly TemplateFault[], total = faults.length): TemplateFault[] {
+  const kept = faults.slice(0, FAULTS_KEPT).map((f) => ({ ...f, message: clip(f.message, FAULT_MESSAGE_MAX) }));
+  if (total > FAULTS_KEPT) kept.push({ file, path: '', message: `and ${total - FAULTS_KEPT} more faults not shown (the injector keeps the first ${FAULTS_KEPT} of an object)` });
+  return kept;
 }
 
 /** The `Loaded` condition for a result, observing `generation`. */
@@ -366,7 +383,13 @@ class DefaultsScope {
   /** How `t`, a default template, conflicts with the defaults taken in this scope. */
   conflicts(t: CompiledTemplate): TemplateFault[] {
     if (this.#taken.size === 0) return [];
-    return this.#claims.check(renderedDefault(t)).map((c) => ({ file: t.file, template: t.name, path: c.path, message: `${c.message}: both are default templates ${this.name}, so every pod there that names none would be denied; ${this.#winner(c.with)} is served` }));
+    const clashes = this.#claims.check(renderedDefault(t));
+    // One fault per claim: a default of 2800 ports that all clash said 770 KB (keptFaults).
+    return keptFaults(
+      t.file,
+      clashes.slice(0, FAULTS_KEPT + 1).map((c) => ({ file: t.file, template: t.name, path: c.path, message: `${c.message}: both are default templates ${this.name}, so every pod there that names none would be denied; ${this.#winner(c.with)} is served` })),
+      clashes.length,
+    );
   }
 
   take(t: CompiledTemplate): void {

@@ -125,10 +125,11 @@ describe('policy mode stores the pods webhook mode stores, with a required templ
     }
   });
 
-  it("admits, in both modes, a pod whose own container of that name runs the template's repository under another tag or a digest, and stores the same pod", async () => {
+  it("admits, in both modes, a pod whose own container of that name is the template's but for another tag or a digest, and stores the same pod", async () => {
     for (const image of ['registry.example.com/agent:1', 'registry.example.com/agent:2', `registry.example.com/agent@sha256:${'a'.repeat(64)}`]) {
       const scenario = scenarioOf('team-b', { [INJECT]: 'false' }, {}, REQUIRED);
-      scenario['object']['spec']['containers'].push({ name: 'agent', image });
+      // As the template renders it for team-b: the webhook refuses a required sidecar that runs otherwise (test/tenancy/required.attack.test.ts).
+      scenario['object']['spec']['containers'].push({ name: 'agent', image, env: [{ name: 'AGENT_NAMESPACE', value: 'team-b' }] });
       const [webhook] = await assertSame(modes, image, scenario, true);
       assert.equal(webhook.allowed, true, `${image}: ${webhook.reason}`);
     }

@@ -1,0 +1,139 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import fastJsonPatch from 'fast-json-patch';
+import { HOME, sct } from '../helpers/sidecartemplates.js';
+import { startFakeApiServer, type FakeApiServer } from '../helpers/fake-apiserver.js';
+import { httpsRequest } from '../helpers/client.js';
+import { decodePatch, optedInPod, podReview } from '../helpers/review.js';
+import { startClusterTestServer, type TestServer } from '../helpers/server.js';
+
+const { applyPatch } = fastJsonPatch;
+
+const AGENT = {
+  name: 'agent',
+  image: 'registry.example.com/agent:1',
+  args: ['--enforce'],
+  env: [
+    { name: 'MODE', value: 'enforce' },
+    { name: 'POD', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+  ],
+  volumeMounts: [{ name: 'agent-policy', mountPath: '/etc/agent', readOnly: true }],
+};
+const POLICY = { name: 'agent-policy', configMap: { name: 'agent-policy' } };
+
+/**
+ * A team that cannot drop the platform's mandatory sidecar brings its own under the sidecar's name:
+ * /mutate keeps a container the pod already has, so /validate must see that what runs under the
+ * name is the template's sidecar, through the real server with the template from a SidecarTemplate
+ * object, while what other admission commonly adds or rewrites is still allowed.
+ */
+describe("attack: a pod brings its own container under a required sidecar's name", () => {
+  let api: FakeApiServer;
+  let server: TestServer;
+
+  const review = async (path: string, pod: object): Promise<any> => {
+    const res = await httpsRequest(`${server.url}${path}`, JSON.stringify(podReview(pod, { namespace: 'team-a' })), { ca: server.certs.ca.certPem });
+    return res.json().response;
+  };
+  /** The pod as /mutate leaves it, with `agent` as the team wrote it beside its web container. */
+  const through = async (agent: object): Promise<any> => {
+    const pod = optedInPod({ spec: { containers: [{ name: 'web', image: 'nginx:1.27' }, agent], volumes: [POLICY] } });
+    const response = await review('/mutate', pod);
+    assert.equal(response.allowed, true, response.status?.message);
+    return applyPatch(structuredClone(pod), decodePatch(response)).newDocument;
+  };
+  /** The pod as the injector makes it, with `change` applied to its agent afterwards. */
+  const injected = async (change: (agent: any) => void): Promise<any> => {
+    const pod = optedInPod();
+    const response = await review('/mutate', pod);
+    const out = applyPatch(structuredClone(pod), decodePatch(response)).newDocument as any;
+    change(out.spec.containers.find((c: any) => c.name === 'agent'));
+    return out;
+  };
+
+  before(async () => {
+    api = await startFakeApiServer();
+    api.applyTemplate(sct(HOME, 'agent', AGENT.image, { required: {}, containers: [AGENT], volumes: [POLICY] }));
+    server = await startClusterTestServer(api);
+  });
+  after(async () => {
+    await server?.close();
+    await api?.close();
+  });
+
+  const impostors: [string, object][] = [
+    ['another command', { ...AGENT, command: ['sleep', 'infinity'] }],
+    ['no args', { ...AGENT, args: [] }],
+    ['an env var of the template set again later', { ...AGENT, env: [...AGENT.env, { name: 'MODE', value: 'off' }] }],
+    ['an env var of the template left out', { ...AGENT, env: AGENT.env.slice(1) }],
+    ['another volume at a mount path of the template', { ...AGENT, volumeMounts: [{ name: 'own-policy', mountPath: '/etc/agent' }] }],
+  ];
+  for (const [what, agent] of impostors) {
+    it(`refuses at /validate the template's name and image running ${what}`, async () => {
+      const pod = await through(agent);
+      const denied = await review('/validate', pod);
+      assert.equal(denied.allowed, false);
+      assert.equal(denied.status.code, 403);
+      assert.match(
+        denied.status.message,
+        /^template "agent" is required in every namespace by the platform's spec\.required, and the pod lacks it \(container "agent" as its template renders it \(the pod's [^\n]+\) \(template "agent"\)\)/,
+      );
+    });
+  }
+
+  it("refuses at /validate the template's sidecar beside a volume of its own under the template volume's name", async () => {
+    const pod = await through(AGENT);
+    pod.spec.volumes = [{ name: 'agent-policy', configMap: { name: 'team-a-permissive-policy' } }];
+    const denied = await review('/validate', pod);
+    assert.equal(denied.allowed, false);
+    assert.match(denied.status.message, /the pod lacks it \(volume "agent-policy" as its template defines it \(template "agent"\)\)/);
+  });
+
+  const statuses: [string, object][] = [
+    [
+      'a version no replica served',
+      { templates: ['agent'], injected: [{ template: 'agent', namespace: HOME, version: 'forged', containers: { agent: 'registry.example.com/agent' } }] },
+    ],
+    ['the format of releases before template versions', { templates: ['agent'], digest: 'forged' }],
+  ];
+  for (const [what, status] of statuses) {
+    it(`refuses at /validate/required an opted-out pod whose own status names ${what} for its impostor`, async () => {
+      const pod = optedInPod({
+        labels: { 'sidecar-injector.io/inject': 'false' },
+        annotations: { 'sidecar-injector.io/status': JSON.stringify(status) },
+        spec: {
+          containers: [
+            { name: 'web', image: 'nginx:1.27' },
+            { ...AGENT, command: ['sleep', 'infinity'] },
+          ],
+          volumes: [POLICY],
+        },
+      });
+      const mutated = await review('/mutate/required', pod);
+      assert.equal(mutated.allowed, true, mutated.status?.message);
+      const denied = await review('/validate/required', applyPatch(structuredClone(pod), decodePatch(mutated)).newDocument);
+      assert.equal(denied.allowed, false);
+      assert.equal(denied.status.code, 403);
+      assert.match(
+        denied.status.message,
+        /the pod lacks it \(container "agent" as its template renders it \(the pod's sets command \["sleep","infinity"\], the template none\)/,
+      );
+    });
+  }
+
+  it('admits the injected sidecar with what other admission adds or rewrites: env vars, mounts, defaults, resources, probes, a pinned digest', async () => {
+    const pod = await injected((agent) => {
+      agent.env.push({ name: 'DD_AGENT_HOST', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'status.hostIP' } } });
+      agent.env[1].valueFrom.fieldRef.apiVersion = 'v1';
+      agent.volumeMounts.push({ name: 'kube-api-access-x', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true });
+      agent.resources = { requests: { cpu: '25m', memory: '40Mi' } };
+      agent.readinessProbe = { httpGet: { path: '/app-health/agent/readyz', port: 15020 } };
+      agent.image = `${AGENT.image}@sha256:${'a'.repeat(64)}`;
+      agent.imagePullPolicy = 'IfNotPresent';
+      agent.terminationMessagePath = '/dev/termination-log';
+    });
+    pod.spec.volumes.find((v: any) => v.name === 'agent-policy').configMap.defaultMode = 420;
+    const verdict = await review('/validate', pod);
+    assert.equal(verdict.allowed, true, verdict.status?.message);
+  });
+});
