@@ -223,6 +223,8 @@ async function budgetPhase(servers: readonly ServerProcess[], certDir: string, c
         }
       }
     }
+    // Stopped before their profiles are read: a profile is written on exit. The `finally` stops
+    // them on an error too; stopping twice is harmless.
     await Promise.all(twins.map((t) => t.profiled.stop()));
     const of = (kind: keyof BudgetFigures): ReadonlyMap<string, Budget> =>
       new Map(

@@ -180,26 +180,60 @@ function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], names
   let mirrored = false;
   let suggestion: string | undefined;
   const required = new Set(templates.filter((t) => requiredIn(t, namespace)).map((t) => t.name));
-  for (const r of rendered) {
-    for (const want of r.containers) {
+  const atMutate = renderedAtMutate(pod, templates, namespace, context);
+  for (const [i, r] of rendered.entries()) {
+    for (const [j, want] of r.containers.entries()) {
       const found = find(r.nativeSidecar ? initContainers : containers, want.name);
       let problem = checkContainer(want, found, r.nativeSidecar, mirrors);
       // A sidecar checkContainer admits (it found it) must still run as a required template renders it.
-      if (found !== undefined && (problem === undefined || problem === MIRRORED) && required.has(r.name)) problem = requiredDrift(want, found) ?? problem;
+      if (found !== undefined && (problem === undefined || problem === MIRRORED) && required.has(r.name)) {
+        const drift = requiredDrift(want, found);
+        const mutated = drift === undefined ? undefined : atMutate()?.[i]?.containers[j];
+        problem = (mutated !== undefined && requiredDrift(mutated, found) === undefined ? undefined : drift) ?? problem;
+      }
       if (problem === MIRRORED) mirrored = true;
       else if (problem !== undefined) {
         missing.push(`${problem} (template "${r.name}")`);
         suggestion ??= found?.image === undefined ? undefined : suggestedMirror(want.image ?? '', found.image);
       }
     }
-    for (const v of r.volumes) {
+    for (const [j, v] of r.volumes.entries()) {
       const found = find(volumes, v.name);
       if (found === undefined) missing.push(`volume "${v.name}" (template "${r.name}")`);
       // /mutate keeps a volume the pod already has under the name: a required sidecar's must be the template's (defaults added).
-      else if (required.has(r.name) && !isSubset(v, found)) missing.push(`volume "${v.name}" as its template defines it (template "${r.name}")`);
+      else if (required.has(r.name) && !isSubset(v, found) && !isSubset(atMutate()?.[i]?.volumes[j], found))
+        missing.push(`volume "${v.name}" as its template defines it (template "${r.name}")`);
     }
   }
   return { missing, mirrored, suggestion };
+}
+
+/**
+ * The renderings as /mutate made them, for a pod the apiserver has named since: a controller's pod
+ * reaches the mutating webhooks with only its generateName and the validating ones with its name
+ * (webhook-facts.md, "What arrives before validation"), so a required sidecar that reads
+ * {{ pod.name }} was rendered with the generateName. Made on first use, undefined for a pod that
+ * came with its own name or when that rendering fails. Held by test/tenancy/required.attack.test.ts
+ * ("a required sidecar that reads the pod's name").
+ */
+function renderedAtMutate(
+  pod: Pod,
+  templates: readonly CompiledTemplate[],
+  namespace: string,
+  context: InjectionContext,
+): () => readonly RenderedTemplate[] | undefined {
+  let made: readonly RenderedTemplate[] | undefined;
+  let tried = false;
+  return () => {
+    if (tried) return made;
+    tried = true;
+    const { name, generateName } = pod.metadata ?? {};
+    if (name === undefined || !generateName) return undefined;
+    const { name: _generated, ...unnamed } = pod.metadata!;
+    const rendering = attempt(() => renderTemplates({ ...pod, metadata: unnamed }, templates, namespace, context));
+    made = rendering instanceof InjectorError ? undefined : rendering;
+    return made;
+  };
 }
 
 /**

@@ -137,3 +137,63 @@ describe("attack: a pod brings its own container under a required sidecar's name
     assert.equal(verdict.allowed, true, verdict.status?.message);
   });
 });
+
+/**
+ * The apiserver names a controller's pod (its generateName and 5 random characters) after the
+ * mutating webhooks and before the validating ones (webhook-facts.md, "What arrives before
+ * validation"): a required sidecar that reads {{ pod.name }} was rendered by /mutate with the
+ * generateName, and /validate must not take the named pod's sidecar for an impostor.
+ */
+describe("a required sidecar that reads the pod's name, on a controller's pod", () => {
+  let api: FakeApiServer;
+  let server: TestServer;
+  const NAMED = { ...AGENT, args: ['--enforce', '--pod={{ pod.name }}'] };
+
+  const review = async (path: string, pod: object): Promise<any> => {
+    const res = await httpsRequest(`${server.url}${path}`, JSON.stringify(podReview(pod, { namespace: 'team-a' })), { ca: server.certs.ca.certPem });
+    return res.json().response;
+  };
+  /** `pod` through `mutatePath` (rendered with its generateName), then named as the apiserver names it before `validatePath`. */
+  const admitted = async (pod: any, mutatePath: string, validatePath: string): Promise<any> => {
+    const mutated = await review(mutatePath, pod);
+    assert.equal(mutated.allowed, true, mutated.status?.message);
+    const stored = applyPatch(structuredClone(pod), decodePatch(mutated)).newDocument as any;
+    stored.metadata.name = `${stored.metadata.generateName}x2k9p`;
+    return review(validatePath, stored);
+  };
+
+  before(async () => {
+    api = await startFakeApiServer();
+    api.applyTemplate(sct(HOME, 'agent', AGENT.image, { required: {}, containers: [NAMED], volumes: [POLICY] }));
+    server = await startClusterTestServer(api);
+  });
+  after(async () => {
+    await server?.close();
+    await api?.close();
+  });
+
+  it('admits at /validate the pod /mutate injected, once the apiserver has named it', async () => {
+    const verdict = await admitted(optedInPod(), '/mutate', '/validate');
+    assert.equal(verdict.allowed, true, verdict.status?.message);
+  });
+
+  it('admits at /validate/required the opted-out pod /mutate/required injected, once named', async () => {
+    const verdict = await admitted(optedInPod({ labels: { 'sidecar-injector.io/inject': 'false' } }), '/mutate/required', '/validate/required');
+    assert.equal(verdict.allowed, true, verdict.status?.message);
+  });
+
+  it("still refuses an impostor under the sidecar's name that runs another command", async () => {
+    const pod = optedInPod({
+      spec: {
+        containers: [
+          { name: 'web', image: 'nginx:1.27' },
+          { ...NAMED, args: ['--enforce', '--pod=web-7c9f8b6d4-'], command: ['sleep', 'infinity'] },
+        ],
+        volumes: [POLICY],
+      },
+    });
+    const verdict = await admitted(pod, '/mutate', '/validate');
+    assert.equal(verdict.allowed, false);
+    assert.match(verdict.status.message, /the pod's sets command \["sleep","infinity"\]/);
+  });
+});
