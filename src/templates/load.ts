@@ -193,7 +193,16 @@ function compileFile(f: TemplateFile, faults: TemplateFault[], seen: Map<string,
  * values; one per path and message.
  */
 function documentFaults(value: unknown): { path: string; message: string }[] {
-  if (validateDocument(value)) return [];
+  let valid: boolean;
+  try {
+    valid = validateDocument(value);
+  } catch (err) {
+    // The schema's uniqueItems compares items with fast-deep-equal, which throws on an object whose
+    // own valueOf or toString is not a function (`overrides: [{}, {"valueOf": []}]`): a fault of the
+    // document, never a crash of the loader (test/templates/load.test.ts "hostile values").
+    return [{ path: '', message: `holds a value the schema check cannot compare (${err instanceof Error ? err.message : String(err)}); write each list item as its field's type` }];
+  }
+  if (valid) return [];
   const found = new Map<string, { path: string; message: string }>();
   for (const e of validateDocument.errors ?? []) {
     const fault = { path: errorPath(e), message: describe(e) };

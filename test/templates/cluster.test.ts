@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { clusterSet, compileObject, type TemplateObject } from '../../src/templates/cluster.js';
 import { compileTemplateSet } from '../../src/templates/load.js';
 import type { CompiledTemplate } from '../../src/templates/template.js';
+import { sct } from '../helpers/sidecartemplates.js';
 
 const HOME = 'sidecar-injector';
 
@@ -92,5 +93,14 @@ describe('clusterSet: an object over a budget falls back to the version already 
     const reversed = [...clusterSet([...objects].reverse(), HOME).refused.keys()];
     assert.deepEqual(once, ['team-c/t1']);
     assert.deepEqual(reversed, once);
+  });
+});
+
+describe('compileObject: hostile values', () => {
+  it('judges a SidecarTemplate whose values crash the schema check as invalid, never throwing (hostile values)', () => {
+    const obj = sct('team-a', 'hostile', 'registry.example.com/a:1', { overrides: [{}, { valueOf: [] }] }) as TemplateObject;
+    const result = compileObject(obj);
+    assert.equal(result.ok, false);
+    assert.match(result.ok ? '' : result.faults.map((f) => f.message).join('\n'), /cannot compare/);
   });
 });

@@ -46,6 +46,14 @@ describe('template loading', () => {
     }
   });
 
+  it('reports hostile values that crash the schema check as a fault of the template (hostile values)', () => {
+    for (const value of ['[{}, {"valueOf": []}]', '[{}, {"toString": 1}]']) {
+      const faults = faultsOf([{ file: 't.yaml', text: `${head('t')}spec:\n  overrides: ${value}\n  containers:\n    - name: a\n      image: registry.example.com/a:1\n` }]);
+      assert.ok(faults.length > 0);
+      assert.match(faults.map((f) => f.message).join('\n'), /cannot compare|must be/);
+    }
+  });
+
   it('reports a fault with its file, template name, JSON path and line', () => {
     const text = `${head('bad')}spec:\n  containers:\n    - name: agent\n      image: 42\n`;
     const faults = faultsOf([{ file: 't/bad.yaml', text }]);
