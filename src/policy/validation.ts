@@ -288,10 +288,10 @@ function listChecks(c: Container): [string, string][] {
   const dir = (c as Record<string, unknown>)['workingDir'];
   const rendered = typeof dir === 'string' ? knownCel(dir) : '""';
   if (rendered !== undefined) {
-    const template = typeof dir === 'string' ? `"\"" + ${rendered} + "\""` : '"none"';
+    const template = typeof dir === 'string' ? `"\\"" + ${rendered} + "\\""` : '"none"';
     checks.push([
       `x.?workingDir.orValue("") == ${rendered}`,
-      `"the pod's sets workingDir " + (x.?workingDir.hasValue() ? ${clipCel('"\"" + x.workingDir + "\""')} : "none") + ", the template " + ${template}`,
+      `"the pod's sets workingDir " + (x.?workingDir.hasValue() ? ${clipCel('"\\"" + x.workingDir + "\\""')} : "none") + ", the template " + ${template}`,
     ]);
   }
   return checks;
@@ -379,7 +379,7 @@ function knownCel(text: string): string | undefined {
 
 /** CEL: a list of strings (CEL) shown as JSON would show simple strings, clipped as the webhook clips. */
 function shownList(list: string): string {
-  return clipCel(`"[" + ${list}.map(s, "\"" + s + "\"").join(",") + "]"`);
+  return clipCel(`"[" + ${list}.map(s, "\\"" + s + "\\"").join(",") + "]"`);
 }
 
 /** CEL: a CEL string clipped to SHOWN characters, as src/log.ts's clip does. */
