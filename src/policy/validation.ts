@@ -135,7 +135,9 @@ export function requiredPolicy(
   policy: string,
   names: Names,
 ): Record<string, unknown> | undefined {
-  const validations = required.flatMap((t) => {
+  // The required sidecars' drift checks, as variables: evaluated once, read by expression and message alike.
+  const variables: Record<string, unknown>[] = [{ name: 'inJob', expression: IN_JOB }];
+  const validations = required.flatMap((t, i) => {
     const here = requiredIn(t.required?.namespaceSelector);
     const why = `"template \\"${t.name}\\" is required " + ${t.required?.namespaceSelector === undefined ? '"in every namespace"' : '"in namespace " + request.namespace + " (its namespaceSelector takes it)"'} + " by the platform's spec.required"`;
     if (!compiled.includes(t)) {
@@ -149,7 +151,10 @@ export function requiredPolicy(
       ];
     }
     // A template of init containers alone has no sidecar an update could swap (the webhook checks the same).
-    return [createCheck(t, here, why, names), ...(t.spec.containers.length > 0 ? [updateCheck(t, here, why)] : [])];
+    const drift = driftVariables(t, `required${i}`);
+    variables.push(...drift.map(([name, expression]) => ({ name, expression })));
+    const driftNames = drift.map(([name]) => `variables.${name}`);
+    return [createCheck(t, here, why, names, driftNames), ...(t.spec.containers.length > 0 ? [updateCheck(t, here, why)] : [])];
   });
   // The apiserver refuses a policy without validations: none is written when nothing is held.
   if (validations.length === 0) return undefined;
@@ -165,7 +170,7 @@ export function requiredPolicy(
         expression: `(request.operation == "UPDATE" || (${withinBounds(names.options.limits)})) && (${CREATE_OR_IMAGE_CHANGE})`,
       },
     ],
-    variables: [{ name: 'inJob', expression: IN_JOB }],
+    variables,
     validations,
   });
 }
@@ -206,12 +211,13 @@ const imageIn = (list: string, name: string): string => `${list}.filter(x, x.nam
  * At CREATE, the pod holds the template: its init containers and volumes by name, each sidecar by
  * name in its list (native with restartPolicy Always) running the repository of the image the
  * template renders for the pod (sameRepositoryCel, as the webhook's checkContainer compares them),
- * and running as the template renders it (driftChecks), with the template's volumes under their
- * names (volumeChecks), as the webhook's requiredDrift and missingSidecars hold a required sidecar:
- * the MutatingAdmissionPolicy keeps a container or volume the pod already has under the name.
- * Held by test/policy/parity-required.test.ts and test/policy/parity-required-drift.test.ts.
+ * and running as the template renders it, with the template's volumes under their names (`drift`:
+ * the variables driftVariables makes, each "" when it holds), as the webhook's requiredDrift and
+ * missingSidecars hold a required sidecar: the MutatingAdmissionPolicy keeps a container or volume
+ * the pod already has under the name. Held by test/policy/parity-required.test.ts and
+ * test/policy/parity-required-drift.test.ts.
  */
-function createCheck(t: CompiledTemplate, here: string, why: string, names: Names): Record<string, unknown> {
+function createCheck(t: CompiledTemplate, here: string, why: string, names: Names, drift: readonly string[]): Record<string, unknown> {
   const init = (n: string): string => `object.spec.?initContainers.orValue([]).exists(c, c.name == ${celString(n)})`;
   const checks: [string, string][] = t.spec.initContainers.map((c) => [init(c.name), celString(`init container "${c.name}"`)]);
   const named = (s: Sidecar, native: boolean): string =>
@@ -226,19 +232,22 @@ function createCheck(t: CompiledTemplate, here: string, why: string, names: Name
     checks.push([ok, what]);
   }
   for (const v of t.spec.volumes) checks.push([`object.spec.?volumes.orValue([]).exists(v, v.name == ${celString(v.name)})`, celString(`volume "${v.name}"`)]);
-  const drifts = sidecars.flatMap((s) => driftCheck(s));
-  const volumes = volumeChecks(t);
-  checks.push(...drifts.map((d) => [d.ok, d.what] as [string, string]), ...volumes);
+  // The last variable is the volumes' when the template has volumes to compare (driftVariables).
+  const [containerDrifts, volumeDrifts] = volumeCompared(t) ? [drift.slice(0, -1), drift.slice(-1)] : [drift, []];
+  for (const d of drift) checks.push([`${d} == ""`, d]);
   // A container of the sidecar's name that runs another image or otherwise, or a volume of the
   // template's name that is the pod's own: the mutation keeps it, so adding the policy again would not help.
-  const impostor = [...sidecars.map((s) => s.pick((native) => `${named(s, native)} && !${sameRepositoryCel(IMAGE, s.image)})`)), ...drifts.map((d) => `!${d.ok}`)].join(' || ');
+  const impostor = [
+    ...sidecars.map((s) => s.pick((native) => `${named(s, native)} && !${sameRepositoryCel(IMAGE, s.image)})`)),
+    ...containerDrifts.map((d) => `${d} != ""`),
+  ].join(' || ');
   const installed = celString(`; the MutatingAdmissionPolicy ${names.policy(t.name)} adds it at CREATE: check that it and its binding are installed`);
   const ownVolume =
-    volumes.length === 0
+    volumeDrifts.length === 0
       ? installed
-      : `(${volumes.map(([ok]) => ok).join(' && ')} ? ${installed} : ${celString(`; the MutatingAdmissionPolicy ${names.policy(t.name)} never replaces a volume of the pod that has a template volume's name: rename or remove the pod's own volume`)})`;
+      : `(${volumeDrifts[0]} == "" ? ${installed} : ${celString(`; the MutatingAdmissionPolicy ${names.policy(t.name)} never replaces a volume of the pod that has a template volume's name: rename or remove the pod's own volume`)})`;
   const advice =
-    sidecars.length === 0
+    impostor === ''
       ? ownVolume
       : `(${impostor} ? ${celString(`; the MutatingAdmissionPolicy ${names.policy(t.name)} never replaces a container of the pod that has a sidecar's name: rename or remove the pod's own container`)} : ${ownVolume})`;
   return {
@@ -249,29 +258,69 @@ function createCheck(t: CompiledTemplate, here: string, why: string, names: Name
 }
 
 /**
- * The pod's sidecar that holds by name and repository (x, in its list) runs as the template renders
- * it, as the webhook's requiredDrift compares them: the same command, args and workingDir; for each
- * env var of the template, the pod's last of that name (the one the kubelet sets) with the
- * template's value or valueFrom (leafChecks); at each mountPath of the template, a mount with the
- * template's volume name, readOnly and subPath. What the template leaves unset, and what other
- * admission adds (env vars, mounts, resources, probes, a tag or digest, the apiserver's defaults),
- * is not compared. Undefined for a sidecar with nothing to compare. Its `what` is CEL for one line
- * in requiredDrift's words, for the first difference.
+ * The policy variables, named from `prefix`, that say how the pod's copy of a required template
+ * runs otherwise than the template renders it, each "" when it does not: one per sidecar with
+ * something to compare (sidecarDrift), then one for the template's volumes (volumeDrift). As
+ * variables they are evaluated once per review and written once, however many expressions read
+ * them (the apiserver bounds each expression's length, and charges each evaluation).
  */
-function driftCheck(s: Sidecar): { ok: string; what: string } | [] {
-  const fields = [...listChecks(s.container), ...envChecks(s.container), ...mountChecks(s.container)];
-  if (fields.length === 0) return [];
-  const runs = `(${fields.map(([ok]) => ok).join(' && ')})`;
+function driftVariables(t: CompiledTemplate, prefix: string): [string, string][] {
+  const sidecars = sidecarsOf(t).flatMap((s, j): [string, string][] => {
+    const drift = sidecarDrift(s);
+    return drift === undefined ? [] : [[`${prefix}Sidecar${j}`, drift]];
+  });
+  return volumeCompared(t) ? [...sidecars, [`${prefix}Volumes`, volumeDrift(t)]] : sidecars;
+}
+
+/**
+ * CEL: how the pod's sidecar that holds by name and repository runs otherwise than the template
+ * renders it, in requiredDrift's words for the first difference, or "". As the webhook's
+ * requiredDrift compares them: the same command, args and workingDir; for each env var of the
+ * template, the pod's last of that name (the one the kubelet sets) with the template's value or
+ * valueFrom (leafChecks); at each mountPath of the template, a mount with the template's volume
+ * name, readOnly and subPath. What the template leaves unset, and what other admission adds (env
+ * vars, mounts, resources, probes, a tag or digest, the apiserver's defaults), is not compared.
+ * Undefined for a sidecar with nothing to compare.
+ */
+function sidecarDrift(s: Sidecar): string | undefined {
+  const c = s.container;
+  const fields = [...listChecks(c), ...envChecks(c), ...mountChecks(c)];
+  if (fields.length === 0) return undefined;
   const holds = (native: boolean): string =>
     `x.name == ${celString(s.name)}${native ? ' && x.?restartPolicy.orValue("") == "Always"' : ''} && ${sameRepositoryCel(IMAGE, s.image)}`;
-  const how = `[${fields.map(([ok, how]) => `${ok} ? "" : ${how}`).join(', ')}].filter(m, m != "")[0]`;
-  return {
-    ok: s.pick((native) => `${listOf(native)}.all(x, !(${holds(native)}) || ${runs})`),
-    what: s.pick(
-      (native) =>
-        `${listOf(native)}.filter(x, ${holds(native)} && !${runs}).map(x, ${celString(`container "${s.name}" as its template renders it (`)} + ${how} + ")")[0]`,
-    ),
-  };
+  const hows = `[${fields.map(([ok, how]) => `${ok} ? "" : ${how}`).join(', ')}].filter(m, m != "")`;
+  // The sidecar's env vars and mounts the template names, in one pass each (bound as envs, mounts):
+  // each check then walks those alone, not the whole of lists the pod decides the length of.
+  const envs = `x.?env.orValue([]).filter(e, ${oneOf('e.name', (c.env ?? []).map((e) => e.name))})`;
+  const mounts = `x.?volumeMounts.orValue([]).filter(m, ${oneOf('m.mountPath', (c.volumeMounts ?? []).map((m) => m.mountPath))})`;
+  const drift = `[${envs}].map(envs, [${mounts}].map(mounts, ${hows})[0])[0]`;
+  return s.pick(
+    (native) =>
+      `(${listOf(native)}.filter(x, ${holds(native)}).map(x, ${drift}).filter(d, d.size() > 0).map(d, ${celString(`container "${s.name}" as its template renders it (`)} + d[0] + ")") + [""])[0]`,
+  );
+}
+
+/** CEL: `subject` (a CEL string) is one of `texts` as the template renders them: a map's keys for literal texts (one lookup), a list for the rest. */
+function oneOf(subject: string, texts: readonly string[]): string {
+  const literal = [...new Set(texts.filter((t) => placeholderCel(t) === celString(t)))];
+  const rendered = texts.filter((t) => !literal.includes(t)).flatMap((t) => knownCel(t) ?? []);
+  const parts = [
+    ...(literal.length > 0 ? [`${subject} in {${literal.map((t) => `${celString(t)}: true`).join(', ')}}`] : []),
+    ...(rendered.length > 0 ? [`${subject} in [${rendered.join(', ')}]`] : []),
+  ];
+  return parts.length === 0 ? 'false' : parts.join(' || ');
+}
+
+/** Whether the template has a volume with something to compare (volumeChecks). */
+function volumeCompared(t: CompiledTemplate): boolean {
+  return volumeChecks(t).length > 0;
+}
+
+/** CEL: the template's volumes the pod holds under their names with other values, as `volume "name" as its template defines it`, joined; "" when none. */
+function volumeDrift(t: CompiledTemplate): string {
+  // The pod's volumes of the template's names, in one pass (bound as vols), for each check to walk.
+  const vols = `object.spec.?volumes.orValue([]).filter(v, ${oneOf('v.name', t.spec.volumes.map((v) => v.name))})`;
+  return `[${vols}].map(vols, [${volumeChecks(t).map(([ok, what]) => `${ok} ? "" : ${what}`).join(', ')}].filter(m, m != "").join(", "))[0]`;
 }
 
 /** command and args as lists of strings, workingDir as a string: the pod's must be the template's (absent and empty alike). */
@@ -297,20 +346,19 @@ function listChecks(c: Container): [string, string][] {
   return checks;
 }
 
-/** Each env var of the template: the pod's last of its name is there, with the template's value or valueFrom. */
+/** Each env var of the template: the pod's last of its name (in envs, sidecarDrift's) is there, with the template's value or valueFrom. */
 function envChecks(c: Container): [string, string][] {
-  return (c.env ?? []).map((e) => {
+  return (c.env ?? []).flatMap((e): [string, string][] => {
     const { name, ...rest } = e;
+    const named = knownCel(name);
+    if (named === undefined) return [];
     const same = leafChecks(rest, 'e');
     const last = `l.size() > 0${same.length === 0 ? '' : ` && [l[l.size() - 1]].all(e, ${same.join(' && ')})`}`;
-    return [
-      `[x.?env.orValue([]).filter(e, e.name == ${celString(name)})].all(l, ${last})`,
-      celString(`the pod's sets env var ${clip(name, SHOWN)} otherwise`),
-    ];
+    return [[`[envs.filter(e, e.name == ${named})].all(l, ${last})`, celString(`the pod's sets env var ${clip(name, SHOWN)} otherwise`)]];
   });
 }
 
-/** Each mount of the template: the pod mounts the template's volume at its mountPath, with its readOnly, subPath and the rest. */
+/** Each mount of the template: the pod mounts (in mounts, sidecarDrift's) the template's volume at its mountPath, with its readOnly, subPath and the rest. */
 function mountChecks(c: Container): [string, string][] {
   return (c.volumeMounts ?? []).flatMap((m): [string, string][] => {
     const { mountPath, ...rest } = m;
@@ -319,14 +367,14 @@ function mountChecks(c: Container): [string, string][] {
     const same = leafChecks(rest, 'm');
     return [
       [
-        `x.?volumeMounts.orValue([]).exists(m, m.mountPath == ${path}${same.map((s) => ` && ${s}`).join('')})`,
+        `mounts.exists(m, m.mountPath == ${path}${same.map((s) => ` && ${s}`).join('')})`,
         celString(`the pod's mounts ${clip(mountPath, SHOWN)} otherwise`),
       ],
     ];
   });
 }
 
-/** Each volume of the template that has something to compare: the pod's of its name holds the template's values (leafChecks). */
+/** Each volume of the template that has something to compare: the pod's of its name (in vols, volumeDrift's) holds the template's values (leafChecks). */
 function volumeChecks(t: CompiledTemplate): [string, string][] {
   return t.spec.volumes.flatMap((volume): [string, string][] => {
     const { name, ...rest } = volume;
@@ -334,7 +382,7 @@ function volumeChecks(t: CompiledTemplate): [string, string][] {
     if (same.length === 0) return [];
     return [
       [
-        `object.spec.?volumes.orValue([]).all(v, v.name != ${celString(name)} || (${same.join(' && ')}))`,
+        `vols.all(v, v.name != ${celString(name)} || (${same.join(' && ')}))`,
         celString(`volume "${name}" as its template defines it`),
       ],
     ];
