@@ -135,7 +135,7 @@ export function requiredPolicy(
   policy: string,
   names: Names,
 ): Record<string, unknown> | undefined {
-  // The required sidecars' drift checks, as variables: evaluated once, read by expression and message alike.
+  // What the required templates' checks read, as variables: evaluated once, read by expression and message alike.
   const variables: Record<string, unknown>[] = [{ name: 'inJob', expression: IN_JOB }];
   const validations = required.flatMap((t, i) => {
     const here = requiredIn(t.required?.namespaceSelector);
@@ -151,10 +151,9 @@ export function requiredPolicy(
       ];
     }
     // A template of init containers alone has no sidecar an update could swap (the webhook checks the same).
-    const drift = driftVariables(t, `required${i}`);
-    variables.push(...drift.map(([name, expression]) => ({ name, expression })));
-    const driftNames = drift.map(([name]) => `variables.${name}`);
-    return [createCheck(t, here, why, names, driftNames), ...(t.spec.containers.length > 0 ? [updateCheck(t, here, why)] : [])];
+    const held = heldVariables(t, `required${i}`);
+    variables.push(...held.variables);
+    return [createCheck(t, here, why, names, held), ...(t.spec.containers.length > 0 ? [updateCheck(t, here, why)] : [])];
   });
   // The apiserver refuses a policy without validations: none is written when nothing is held.
   if (validations.length === 0) return undefined;
@@ -211,13 +210,12 @@ const imageIn = (list: string, name: string): string => `${list}.filter(x, x.nam
  * At CREATE, the pod holds the template: its init containers and volumes by name, each sidecar by
  * name in its list (native with restartPolicy Always) running the repository of the image the
  * template renders for the pod (sameRepositoryCel, as the webhook's checkContainer compares them),
- * and running as the template renders it, with the template's volumes under their names (`drift`:
- * the variables driftVariables makes, each "" when it holds), as the webhook's requiredDrift and
- * missingSidecars hold a required sidecar: the MutatingAdmissionPolicy keeps a container or volume
- * the pod already has under the name. Held by test/policy/parity-required.test.ts and
- * test/policy/parity-required-drift.test.ts.
+ * and running as the template renders it, with the template's volumes as it defines them (`held`,
+ * heldVariables'), as the webhook's requiredDrift and missingSidecars hold a required sidecar: the
+ * MutatingAdmissionPolicy keeps a container or volume the pod already has under the name. Held by
+ * test/policy/parity-required.test.ts and test/policy/parity-required-drift.test.ts.
  */
-function createCheck(t: CompiledTemplate, here: string, why: string, names: Names, drift: readonly string[]): Record<string, unknown> {
+function createCheck(t: CompiledTemplate, here: string, why: string, names: Names, held: Held): Record<string, unknown> {
   const init = (n: string): string => `object.spec.?initContainers.orValue([]).exists(c, c.name == ${celString(n)})`;
   const checks: [string, string][] = t.spec.initContainers.map((c) => [init(c.name), celString(`init container "${c.name}"`)]);
   const named = (s: Sidecar, native: boolean): string =>
@@ -231,21 +229,19 @@ function createCheck(t: CompiledTemplate, here: string, why: string, names: Name
     );
     checks.push([ok, what]);
   }
-  for (const v of t.spec.volumes) checks.push([`object.spec.?volumes.orValue([]).exists(v, v.name == ${celString(v.name)})`, celString(`volume "${v.name}"`)]);
-  // The last variable is the volumes' when the template has volumes to compare (driftVariables).
-  const [containerDrifts, volumeDrifts] = volumeCompared(t) ? [drift.slice(0, -1), drift.slice(-1)] : [drift, []];
-  for (const d of drift) checks.push([`${d} == ""`, d]);
+  for (const v of t.spec.volumes) checks.push([`${held.podVolumes}.exists(v, v.name == ${celString(v.name)})`, celString(`volume "${v.name}"`)]);
+  for (const d of [...held.sidecars, ...(held.volumes === undefined ? [] : [held.volumes])]) checks.push([`${d} == ""`, d]);
   // A container of the sidecar's name that runs another image or otherwise, or a volume of the
   // template's name that is the pod's own: the mutation keeps it, so adding the policy again would not help.
   const impostor = [
     ...sidecars.map((s) => s.pick((native) => `${named(s, native)} && !${sameRepositoryCel(IMAGE, s.image)})`)),
-    ...containerDrifts.map((d) => `${d} != ""`),
+    ...held.sidecars.map((d) => `${d} != ""`),
   ].join(' || ');
   const installed = celString(`; the MutatingAdmissionPolicy ${names.policy(t.name)} adds it at CREATE: check that it and its binding are installed`);
   const ownVolume =
-    volumeDrifts.length === 0
+    held.volumes === undefined
       ? installed
-      : `(${volumeDrifts[0]} == "" ? ${installed} : ${celString(`; the MutatingAdmissionPolicy ${names.policy(t.name)} never replaces a volume of the pod that has a template volume's name: rename or remove the pod's own volume`)})`;
+      : `(${held.volumes} == "" ? ${installed} : ${celString(`; the MutatingAdmissionPolicy ${names.policy(t.name)} never replaces a volume of the pod that has a template volume's name: rename or remove the pod's own volume`)})`;
   const advice =
     impostor === ''
       ? ownVolume
@@ -257,19 +253,38 @@ function createCheck(t: CompiledTemplate, here: string, why: string, names: Name
   };
 }
 
+/** What createCheck reads of a required template's pod, as policy variables (CEL references to them). */
+interface Held {
+  readonly variables: readonly { name: string; expression: string }[];
+  /** The pod's volumes of the template's volumes' names. */
+  readonly podVolumes: string;
+  /** Per sidecar with something to compare: how it runs otherwise than the template renders it, or "" (sidecarDrift). */
+  readonly sidecars: readonly string[];
+  /** The template's volumes the pod holds with other values, or "" (volumeDrift); undefined when nothing is compared. */
+  readonly volumes: string | undefined;
+}
+
 /**
- * The policy variables, named from `prefix`, that say how the pod's copy of a required template
- * runs otherwise than the template renders it, each "" when it does not: one per sidecar with
- * something to compare (sidecarDrift), then one for the template's volumes (volumeDrift). As
- * variables they are evaluated once per review and written once, however many expressions read
- * them (the apiserver bounds each expression's length, and charges each evaluation).
+ * The policy variables, named from `prefix`, that createCheck reads for a required template. As
+ * variables they are written once and evaluated once per review, however many expressions read
+ * them (the apiserver bounds each expression's length, and charges each evaluation); the pod's
+ * volumes of the template's names are picked in one pass (a map lookup each), so that no check
+ * walks the pod's whole list once per template volume. test/policy/required-cost.test.ts holds
+ * the cost on the widest pod the bounds let through.
  */
-function driftVariables(t: CompiledTemplate, prefix: string): [string, string][] {
-  const sidecars = sidecarsOf(t).flatMap((s, j): [string, string][] => {
+function heldVariables(t: CompiledTemplate, prefix: string): Held {
+  const variables: { name: string; expression: string }[] = [];
+  const add = (name: string, expression: string): string => {
+    variables.push({ name: `${prefix}${name}`, expression });
+    return `variables.${prefix}${name}`;
+  };
+  const podVolumes = add('PodVolumes', `object.spec.?volumes.orValue([]).filter(v, ${oneOf('v.name', t.spec.volumes.map((v) => v.name))})`);
+  const sidecars = sidecarsOf(t).flatMap((s, j) => {
     const drift = sidecarDrift(s);
-    return drift === undefined ? [] : [[`${prefix}Sidecar${j}`, drift]];
+    return drift === undefined ? [] : [add(`Sidecar${j}`, drift)];
   });
-  return volumeCompared(t) ? [...sidecars, [`${prefix}Volumes`, volumeDrift(t)]] : sidecars;
+  const volumes = volumeChecks(t, podVolumes).length > 0 ? add('Volumes', volumeDrift(t, podVolumes)) : undefined;
+  return { variables, podVolumes, sidecars, volumes };
 }
 
 /**
@@ -311,16 +326,9 @@ function oneOf(subject: string, texts: readonly string[]): string {
   return parts.length === 0 ? 'false' : parts.join(' || ');
 }
 
-/** Whether the template has a volume with something to compare (volumeChecks). */
-function volumeCompared(t: CompiledTemplate): boolean {
-  return volumeChecks(t).length > 0;
-}
-
-/** CEL: the template's volumes the pod holds under their names with other values, as `volume "name" as its template defines it`, joined; "" when none. */
-function volumeDrift(t: CompiledTemplate): string {
-  // The pod's volumes of the template's names, in one pass (bound as vols), for each check to walk.
-  const vols = `object.spec.?volumes.orValue([]).filter(v, ${oneOf('v.name', t.spec.volumes.map((v) => v.name))})`;
-  return `[${vols}].map(vols, [${volumeChecks(t).map(([ok, what]) => `${ok} ? "" : ${what}`).join(', ')}].filter(m, m != "").join(", "))[0]`;
+/** CEL: the template's volumes the pod holds (in `podVolumes`) with other values, as `volume "name" as its template defines it`, joined; "" when none. */
+function volumeDrift(t: CompiledTemplate, podVolumes: string): string {
+  return `[${volumeChecks(t, podVolumes).map(([ok, what]) => `${ok} ? "" : ${what}`).join(', ')}].filter(m, m != "").join(", ")`;
 }
 
 /** command and args as lists of strings, workingDir as a string: the pod's must be the template's (absent and empty alike). */
@@ -374,15 +382,15 @@ function mountChecks(c: Container): [string, string][] {
   });
 }
 
-/** Each volume of the template that has something to compare: the pod's of its name (in vols, volumeDrift's) holds the template's values (leafChecks). */
-function volumeChecks(t: CompiledTemplate): [string, string][] {
+/** Each volume of the template that has something to compare: the pod's of its name (in `podVolumes`) holds the template's values (leafChecks). */
+function volumeChecks(t: CompiledTemplate, podVolumes: string): [string, string][] {
   return t.spec.volumes.flatMap((volume): [string, string][] => {
     const { name, ...rest } = volume;
     const same = leafChecks(rest, 'v');
     if (same.length === 0) return [];
     return [
       [
-        `vols.all(v, v.name != ${celString(name)} || (${same.join(' && ')}))`,
+        `${podVolumes}.all(v, v.name != ${celString(name)} || (${same.join(' && ')}))`,
         celString(`volume "${name}" as its template defines it`),
       ],
     ];
