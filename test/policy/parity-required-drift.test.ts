@@ -135,3 +135,37 @@ describe("policy mode refuses a required sidecar of the pod's own that runs othe
     assert.equal(policy.allowed, true, policy.reason);
   });
 });
+
+/**
+ * A required sidecar whose args read {{ pod.name }}: the MutatingAdmissionPolicy renders it with a
+ * controller's pod's generateName, and the apiserver names the pod before the validating policy,
+ * so the policy does not compare that field (docs/policies.md) and still compares the others.
+ */
+describe("policy mode admits a required sidecar that reads the pod's name on a controller's pod (kubeadmit)", { skip }, () => {
+  const NAMED = { ...AGENT, args: ['--enforce', '--pod={{ pod.name }}'] };
+  let dir: string;
+  let modes: Modes;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'required-named-'));
+    await writeFile(join(dir, 'agent.yaml'), JSON.stringify({ ...TEMPLATE, spec: { ...TEMPLATE.spec, containers: [NAMED] } }));
+    modes = await startModes(dir, { required: true });
+  });
+  after(async () => {
+    await modes?.close();
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('admits, in both modes, the pod the injection makes, once the apiserver has named it', async () => {
+    const [webhook, policy] = await assertSame(modes, 'an opted-in pod', scenarioOf('team-a', { [INJECT]: 'true' }), true);
+    assert.equal(webhook.allowed, true, webhook.reason);
+    assert.equal(policy.allowed, true, policy.reason);
+    assert.match(JSON.stringify(policy.object?.['spec']?.['containers']), /--pod=web-7d9f8b6c5-"/, 'rendered with the generateName');
+  });
+
+  it("still refuses, in both modes, an impostor under the sidecar's name that runs another command", async () => {
+    const impostor = { ...NAMED, args: ['--enforce', '--pod=web-7d9f8b6c5-'], command: ['sleep', 'infinity'] };
+    const [webhook, policy] = await assertSame(modes, 'another command', bringing(impostor), false);
+    assert.match(webhook.reason ?? '', /the pod's sets command \["sleep","infinity"\]/);
+    assert.match(policy.reason ?? '', /container "agent" as its template renders it \(the pod's sets command \["sleep","infinity"\], the template none\)/);
+  });
+});
