@@ -278,7 +278,13 @@ function heldVariables(t: CompiledTemplate, prefix: string): Held {
     variables.push({ name: `${prefix}${name}`, expression });
     return `variables.${prefix}${name}`;
   };
-  const podVolumes = add('PodVolumes', `object.spec.?volumes.orValue([]).filter(v, ${oneOf('v.name', t.spec.volumes.map((v) => v.name))})`);
+  const podVolumes = add(
+    'PodVolumes',
+    `object.spec.?volumes.orValue([]).filter(v, ${oneOf(
+      'v.name',
+      t.spec.volumes.map((v) => v.name),
+    )})`,
+  );
   const sidecars = sidecarsOf(t).flatMap((s, j) => {
     const drift = sidecarDrift(s);
     return drift === undefined ? [] : [add(`Sidecar${j}`, drift)];
@@ -306,8 +312,14 @@ function sidecarDrift(s: Sidecar): string | undefined {
   const hows = `[${fields.map(([ok, how]) => `${ok} ? "" : ${how}`).join(', ')}].filter(m, m != "")`;
   // The sidecar's env vars and mounts the template names, in one pass each (bound as envs, mounts):
   // each check then walks those alone, not the whole of lists the pod decides the length of.
-  const envs = `x.?env.orValue([]).filter(e, ${oneOf('e.name', (c.env ?? []).map((e) => e.name))})`;
-  const mounts = `x.?volumeMounts.orValue([]).filter(m, ${oneOf('m.mountPath', (c.volumeMounts ?? []).map((m) => m.mountPath))})`;
+  const envs = `x.?env.orValue([]).filter(e, ${oneOf(
+    'e.name',
+    (c.env ?? []).map((e) => e.name),
+  )})`;
+  const mounts = `x.?volumeMounts.orValue([]).filter(m, ${oneOf(
+    'm.mountPath',
+    (c.volumeMounts ?? []).map((m) => m.mountPath),
+  )})`;
   const drift = `[${envs}].map(envs, [${mounts}].map(mounts, ${hows})[0])[0]`;
   return s.pick(
     (native) =>
@@ -328,7 +340,9 @@ function oneOf(subject: string, texts: readonly string[]): string {
 
 /** CEL: the template's volumes the pod holds (in `podVolumes`) with other values, as `volume "name" as its template defines it`, joined; "" when none. */
 function volumeDrift(t: CompiledTemplate, podVolumes: string): string {
-  return `[${volumeChecks(t, podVolumes).map(([ok, what]) => `${ok} ? "" : ${what}`).join(', ')}].filter(m, m != "").join(", ")`;
+  return `[${volumeChecks(t, podVolumes)
+    .map(([ok, what]) => `${ok} ? "" : ${what}`)
+    .join(', ')}].filter(m, m != "").join(", ")`;
 }
 
 /** command and args as lists of strings, workingDir as a string: the pod's must be the template's (absent and empty alike). */
@@ -374,10 +388,7 @@ function mountChecks(c: Container): [string, string][] {
     if (path === undefined) return [];
     const same = leafChecks(rest, 'm');
     return [
-      [
-        `mounts.exists(m, m.mountPath == ${path}${same.map((s) => ` && ${s}`).join('')})`,
-        celString(`the pod's mounts ${clip(mountPath, SHOWN)} otherwise`),
-      ],
+      [`mounts.exists(m, m.mountPath == ${path}${same.map((s) => ` && ${s}`).join('')})`, celString(`the pod's mounts ${clip(mountPath, SHOWN)} otherwise`)],
     ];
   });
 }
@@ -388,12 +399,7 @@ function volumeChecks(t: CompiledTemplate, podVolumes: string): [string, string]
     const { name, ...rest } = volume;
     const same = leafChecks(rest, 'v');
     if (same.length === 0) return [];
-    return [
-      [
-        `${podVolumes}.all(v, v.name != ${celString(name)} || (${same.join(' && ')}))`,
-        celString(`volume "${name}" as its template defines it`),
-      ],
-    ];
+    return [[`${podVolumes}.all(v, v.name != ${celString(name)} || (${same.join(' && ')}))`, celString(`volume "${name}" as its template defines it`)]];
   });
 }
 

@@ -60,10 +60,15 @@ describe("policy mode refuses a required sidecar of the pod's own that runs othe
     ['another command', { ...AGENT, command: ['sleep', 'infinity'] }, [POLICY], `the pod's sets command ["sleep","infinity"], the template none`],
     ['no args', { ...AGENT, args: [] }, [POLICY], "the pod's sets args"],
     ['another workingDir', { ...AGENT, workingDir: '/tmp' }, [POLICY], `the pod's sets workingDir "/tmp", the template none`],
-    ['an env var of the template set again later', { ...AGENT, env: [...AGENT.env, { name: 'MODE', value: 'off' }] }, [POLICY], "the pod's sets env var MODE otherwise"],
+    [
+      'an env var of the template set again later',
+      { ...AGENT, env: [...AGENT.env, { name: 'MODE', value: 'off' }] },
+      [POLICY],
+      "the pod's sets env var MODE otherwise",
+    ],
     ['an env var of the template left out', { ...AGENT, env: AGENT.env.slice(1) }, [POLICY], "the pod's sets env var MODE otherwise"],
     [
-      "an env var of the template read from another field",
+      'an env var of the template read from another field',
       { ...AGENT, env: [AGENT.env[0], { name: 'POD', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } }] },
       [POLICY],
       "the pod's sets env var POD otherwise",
@@ -74,7 +79,12 @@ describe("policy mode refuses a required sidecar of the pod's own that runs othe
       [POLICY, { name: 'own-policy', emptyDir: {} }],
       "the pod's mounts /etc/agent otherwise",
     ],
-    ['a mount of the template made writable', { ...AGENT, volumeMounts: [{ name: 'agent-policy', mountPath: '/etc/agent' }] }, [POLICY], "the pod's mounts /etc/agent otherwise"],
+    [
+      'a mount of the template made writable',
+      { ...AGENT, volumeMounts: [{ name: 'agent-policy', mountPath: '/etc/agent' }] },
+      [POLICY],
+      "the pod's mounts /etc/agent otherwise",
+    ],
   ];
   for (const [what, agent, volume, how] of impostors) {
     it(`refuses, in both modes, the template's name and image running ${what}`, async () => {
@@ -102,7 +112,7 @@ describe("policy mode refuses a required sidecar of the pod's own that runs othe
     );
   });
 
-  it('admits, in both modes, the pod the injection makes with the defaults the apiserver adds, opted in, opted out, or a Job\'s', async () => {
+  it("admits, in both modes, the pod the injection makes with the defaults the apiserver adds, opted in, opted out, or a Job's", async () => {
     const job = scenarioOf('team-a', { [INJECT]: 'false' }, {}, REQUIRED);
     job['object']['metadata']['ownerReferences'] = [
       { apiVersion: 'batch/v1', kind: 'Job', name: 'backup', uid: '6f1c9a50-0c43-4a52-9e2f-3a1d0a4a7d11', controller: true },

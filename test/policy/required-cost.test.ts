@@ -33,7 +33,10 @@ function widest(): object {
     kind: 'Pod',
     metadata: { name: 'widest' },
     spec: {
-      containers: [{ name: 'app', image: 'nginx:1.27' }, { ...AGENT, env, volumeMounts: mounts }],
+      containers: [
+        { name: 'app', image: 'nginx:1.27' },
+        { ...AGENT, env, volumeMounts: mounts },
+      ],
       volumes: [...own, ...VOLUMES.map((v) => ({ ...v, configMap: { name: 'other' } }))],
     },
   };
@@ -50,7 +53,12 @@ describe("the required policy's checks of a sidecar's command, env, mounts and v
   let policy: Record<string, unknown>;
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'required-cost-'));
-    const template = { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name: 'agent' }, spec: { required: {}, containers: [AGENT], volumes: VOLUMES } };
+    const template = {
+      apiVersion: 'sidecar-injector.io/v1alpha1',
+      kind: 'SidecarTemplate',
+      metadata: { name: 'agent' },
+      spec: { required: {}, containers: [AGENT], volumes: VOLUMES },
+    };
     await writeFile(join(dir, 'agent.yaml'), JSON.stringify(template));
     const { objects } = compilePolicies(await loadTemplateSet(dir), { namespace: 'sidecar-injector' });
     policy = objects.find((o: any) => o.metadata.name === 'sidecar-injector-validate-required') as Record<string, unknown>;
@@ -60,12 +68,20 @@ describe("the required policy's checks of a sidecar's command, env, mounts and v
   });
 
   it('refuses the widest pod within the limits, and admits the template as written', async () => {
-    const written = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'written' }, spec: { containers: [{ name: 'app', image: 'nginx:1.27' }, AGENT], volumes: VOLUMES } };
+    const written = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'written' },
+      spec: { containers: [{ name: 'app', image: 'nginx:1.27' }, AGENT], volumes: VOLUMES },
+    };
     const r = await measureCost(binary, [policy], [widest(), written], { namespace: 'shop' });
     const [wide, ok] = r.policies[0]!.pods;
     assert.deepEqual(problemLines(r), []);
     assert.equal(wide!.error, undefined);
-    assert.match((wide!.denials ?? []).join('\n'), /container "agent" as its template renders it \(the pod's sets env var E0 otherwise\), volume "vol0" as its template defines it/);
+    assert.match(
+      (wide!.denials ?? []).join('\n'),
+      /container "agent" as its template renders it \(the pod's sets env var E0 otherwise\), volume "vol0" as its template defines it/,
+    );
     const worst = worstExpression(r.policies[0]!, 0)!;
     assert.ok(worst.cost < r.limits.perCall / 2, `${worst.field}: ${worst.cost} units`);
     assert.ok(wide!.cost < r.limits.perPolicy / 2, `${wide!.cost} units`);
