@@ -119,7 +119,8 @@ function presence(t: CompiledTemplate): Record<string, unknown> {
  * The counterpart of /validate/required, bound to every pod (requiredBinding): at CREATE, a pod of
  * a namespace where a template is required is refused without its containers (by name, in the
  * list the template puts them in, running the repository of the image the template renders for
- * the pod) and volumes, with what REQUIRED_SIDECAR_MISSING says; at UPDATE, only an update that
+ * the pod, and as the template renders them: createCheck) and volumes, with what
+ * REQUIRED_SIDECAR_MISSING says; at UPDATE, only an update that
  * changes an image is evaluated (the required webhook's matchCondition), and one that changes a
  * required sidecar's image to anything but the template's, or drops it, is refused with what
  * REQUIRED_SIDECAR_CHANGED says. A pod's own container named like a required sidecar is kept by
