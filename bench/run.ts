@@ -658,7 +658,7 @@ function renderShapes(steps: readonly ShapeFigures[], overTls: readonly TlsFigur
   const loopIdle = overTls[0]?.loopIdleMs ?? 0;
   const reviews = flags.quick ? 3 : 10;
   const lines = [
-    "## Worst shapes within the apiserver's 3 MiB (issue 11)",
+    "## Worst shapes within the apiserver's 3 MiB",
     '',
     'Each shape is built by `bench/shapes.ts` at the limits (docs/limits-and-security.md, "Limits per review"); key names and short strings that',
     "must be new to V8 are new in every review. Over TLS, the product's own measure comes first: each shape is sent",

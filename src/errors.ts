@@ -14,7 +14,7 @@ export const ErrorCodes = {
   /** A body still arriving after --body-timeout (stalled bodies must not hold the server). */
   BODY_TIMEOUT: { status: 408, message: 'request body not received within %s s; a review must be sent at once' },
   REVIEW_INVALID: { status: 400, message: 'not a valid AdmissionReview: %s' },
-  NOT_FOUND: { status: 404, message: 'no such path %s; the webhook serves POST /mutate, /validate, /mutate/namespace and /validate/namespace' },
+  NOT_FOUND: { status: 404, message: 'no such path %s; the webhook serves POST /mutate, /validate, /mutate/namespace, /validate/namespace, /mutate/required, /validate/required and /validate/sidecartemplates' },
   METHOD_NOT_ALLOWED: { status: 405, message: 'method %s is not allowed on %s; use %s' },
   OVERLOADED: { status: 429, message: 'too many reviews in progress; retry shortly' },
   INTERNAL: { status: 500, message: 'internal error while handling the review: %s' },

@@ -300,11 +300,6 @@ function openOwnerEvents(config: Config, logger: Logger, metrics: Metrics): Owne
   });
 }
 
-/**
- * The template store of --templates-source: the directory (a mounted ConfigMap), the cluster's
- * SidecarTemplate objects, or both, the directory's templates then being cluster-wide
- * beneath the objects of the injector's namespace. `synced` is false until the objects are listed.
- */
 /** The template store, whether its first list is complete, and the namespace whose SidecarTemplates are cluster-wide when it serves them. */
 interface OpenedTemplates {
   readonly store: TemplateStore;
@@ -312,6 +307,11 @@ interface OpenedTemplates {
   readonly home?: string;
 }
 
+/**
+ * The template store of --templates-source: the directory (a mounted ConfigMap), the cluster's
+ * SidecarTemplate objects, or both, the directory's templates then being cluster-wide
+ * beneath the objects of the injector's namespace. `synced` is false until the objects are listed.
+ */
 async function openTemplates(config: Config, logger: Logger, metrics: Metrics, policies?: PolicySync): Promise<OpenedTemplates> {
   // Each set that serves is synced to the policies: the first once the source is complete, then every valid change.
   let opened: OpenedTemplates | undefined;

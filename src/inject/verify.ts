@@ -18,6 +18,7 @@ import { Keys } from './keys.js';
 import { OptInScope, parseNames, Reason, refusalReason, requiredFor, selectTemplates } from './policy.js';
 import { leftToWebhook, renderTemplates, type InjectionContext } from './render.js';
 import { isSubset } from '../templates/conflicts.js';
+import { quantityOf } from '../kube-values/quantity.js';
 import { requiredIn, whyRequired } from '../templates/required.js';
 import { readStatus, StatusFormat, type InjectionStatus, type TemplateRecord } from './status-annotation.js';
 
@@ -180,17 +181,14 @@ function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], names
   let mirrored = false;
   let suggestion: string | undefined;
   const required = new Set(templates.filter((t) => requiredIn(t, namespace)).map((t) => t.name));
-  const atMutate = renderedAtMutate(pod, templates, namespace, context);
+  const nameFree = renderedNameFree(pod, templates, namespace, context);
   for (const [i, r] of rendered.entries()) {
     for (const [j, want] of r.containers.entries()) {
       const found = find(r.nativeSidecar ? initContainers : containers, want.name);
       let problem = checkContainer(want, found, r.nativeSidecar, mirrors);
       // A sidecar checkContainer admits (it found it) must still run as a required template renders it.
-      if (found !== undefined && (problem === undefined || problem === MIRRORED) && required.has(r.name)) {
-        const drift = requiredDrift(want, found);
-        const mutated = drift === undefined ? undefined : atMutate()?.[i]?.containers[j];
-        problem = (mutated !== undefined && requiredDrift(mutated, found) === undefined ? undefined : drift) ?? problem;
-      }
+      if (found !== undefined && (problem === undefined || problem === MIRRORED) && required.has(r.name))
+        problem = requiredDrift(nameFree()?.[i]?.containers[j] ?? want, found) ?? problem;
       if (problem === MIRRORED) mirrored = true;
       else if (problem !== undefined) {
         missing.push(`${problem} (template "${r.name}")`);
@@ -201,7 +199,7 @@ function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], names
       const found = find(volumes, v.name);
       if (found === undefined) missing.push(`volume "${v.name}" (template "${r.name}")`);
       // /mutate keeps a volume the pod already has under the name: a required sidecar's must be the template's (defaults added).
-      else if (required.has(r.name) && !isSubset(v, found) && !isSubset(atMutate()?.[i]?.volumes[j], found))
+      else if (required.has(r.name) && !fits(nameFree()?.[i]?.volumes[j] ?? v, found, ''))
         missing.push(`volume "${v.name}" as its template defines it (template "${r.name}")`);
     }
   }
@@ -209,14 +207,15 @@ function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], names
 }
 
 /**
- * The renderings as /mutate made them, for a pod the apiserver has named since: a controller's pod
- * reaches the mutating webhooks with only its generateName and the validating ones with its name
- * (webhook-facts.md, "What arrives before validation"), so a required sidecar that reads
- * {{ pod.name }} was rendered with the generateName. Made on first use, undefined for a pod that
- * came with its own name or when that rendering fails. Held by test/tenancy/required.attack.test.ts
- * ("a required sidecar that reads the pod's name").
+ * The renderings with the pod's name left free: {{ pod.name }} renders as NAME_SLOT, which `fits`
+ * lets stand for any text. What a sidecar holds of the pod's name depends on who rendered it:
+ * /mutate sees a controller's pod with its generateName, /validate with the name the apiserver
+ * gave it in between (webhook-facts.md, "What arrives before validation"), and `inject -f` writes
+ * `web-<hash>-` (docs/cli.md, "Placeholders in workloads"). Made on first use; undefined when the
+ * templates do not render with it (the renderings with the pod's own name are then compared).
+ * Held by test/tenancy/required.attack.test.ts ("a required sidecar that reads the pod's name").
  */
-function renderedAtMutate(
+function renderedNameFree(
   pod: Pod,
   templates: readonly CompiledTemplate[],
   namespace: string,
@@ -227,13 +226,60 @@ function renderedAtMutate(
   return () => {
     if (tried) return made;
     tried = true;
-    const { name, generateName } = pod.metadata ?? {};
-    if (name === undefined || !generateName) return undefined;
-    const { name: _generated, ...unnamed } = pod.metadata!;
-    const rendering = attempt(() => renderTemplates({ ...pod, metadata: unnamed }, templates, namespace, context));
+    const { generateName: _generateName, ...metadata } = pod.metadata ?? {};
+    const rendering = attempt(() => renderTemplates({ ...pod, metadata: { ...metadata, name: NAME_SLOT } }, templates, namespace, context));
     made = rendering instanceof InjectorError ? undefined : rendering;
     return made;
   };
+}
+
+/** The pod's name in renderedNameFree: letters and digits, valid wherever a pod's name is, and never in a template. */
+const NAME_SLOT = 'nameslot0c4e1f8b2d9a7';
+
+/**
+ * True when the pod's `found` holds every field the template's `want` sets, as isSubset judges (the
+ * apiserver's defaults and other admission's additions are not a difference), with two readings of
+ * its own: NAME_SLOT in `want`'s text stands for any text, and a quantity (a volume's sizeLimit, an
+ * env var's divisor, a claim template's requests and limits) is compared by value, since the
+ * apiserver writes it in canonical form (`1024Mi` comes back `1Gi`).
+ */
+function fits(want: unknown, found: unknown, key: string): boolean {
+  if (want === found) return true;
+  if (found === undefined || found === null) return isSubset(want, found);
+  if (Array.isArray(want)) return Array.isArray(found) && want.length === found.length && want.every((w, i) => fits(w, found[i], key));
+  if (typeof want === 'object' && want !== null) {
+    if (typeof found !== 'object' || Array.isArray(found)) return false;
+    const quantities = key === 'requests' || key === 'limits';
+    return Object.entries(want).every(([k, w]) =>
+      quantities ? sameQuantity(w, (found as Record<string, unknown>)[k]) : fits(w, (found as Record<string, unknown>)[k], k),
+    );
+  }
+  if (QUANTITY_KEYS.has(key) && sameQuantity(want, found)) return true;
+  if (typeof want === 'string' && typeof found === 'string' && want.includes(NAME_SLOT)) return matchesSlots(want.split(NAME_SLOT), found);
+  return isSubset(want, found);
+}
+
+/** The fields of a container or volume that hold a quantity. */
+const QUANTITY_KEYS: ReadonlySet<string> = new Set(['sizeLimit', 'divisor']);
+
+function sameQuantity(a: unknown, b: unknown): boolean {
+  const [x, y] = [quantityOf(a), quantityOf(b)];
+  return x !== undefined && y !== undefined ? x.nanos === y.nanos : isSubset(a, b);
+}
+
+/** True when `text` is `parts` joined by any texts: it begins with the first, ends with the last, and holds the others in order between. */
+function matchesSlots(parts: readonly string[], text: string): boolean {
+  const [first = '', ...rest] = parts;
+  const last = rest.pop() ?? '';
+  if (!text.startsWith(first) || text.length < first.length + last.length || !text.endsWith(last)) return false;
+  let at = first.length;
+  const end = text.length - last.length;
+  for (const part of rest) {
+    const next = text.indexOf(part, at);
+    if (next === -1 || next + part.length > end) return false;
+    at = next + part.length;
+  }
+  return true;
 }
 
 /**
@@ -284,17 +330,21 @@ function checkContainer(want: Container, found: Container | undefined, native: b
 function requiredDrift(want: Container, found: Container): string | undefined {
   const what = `container "${want.name}" as its template renders it`;
   for (const field of ['command', 'args', 'workingDir'] as const) {
-    if (!isSubset(want[field], found[field]) || !isSubset(found[field], want[field]))
-      return `${what} (the pod's sets ${field} ${shown(found[field])}, the template ${shown(want[field])})`;
+    // Absent and empty are the same run; a field the template leaves unset must stay unset.
+    const [w, f] = [want[field] ?? EMPTY[field], found[field] ?? EMPTY[field]];
+    if (!fits(w, f, field)) return `${what} (the pod's container has ${field} ${shown(found[field])} where the template has ${shown(want[field])})`;
   }
   const env = new Map((found.env ?? []).map((e) => [e.name, e]));
-  const changedEnv = (want.env ?? []).find((e) => !isSubset(e, env.get(e.name)));
-  if (changedEnv !== undefined) return `${what} (the pod's sets env var ${clip(changedEnv.name, SHOWN)} otherwise)`;
+  const changedEnv = (want.env ?? []).find((e) => !fits(e, env.get(e.name), 'env'));
+  if (changedEnv !== undefined) return `${what} (the pod's container sets env var ${clip(changedEnv.name, SHOWN)} otherwise)`;
   const mounts = new Map((found.volumeMounts ?? []).map((m) => [m.mountPath, m]));
-  const changedMount = (want.volumeMounts ?? []).find((m) => !isSubset(m, mounts.get(m.mountPath)));
-  if (changedMount !== undefined) return `${what} (the pod's mounts ${clip(changedMount.mountPath, SHOWN)} otherwise)`;
+  const changedMount = (want.volumeMounts ?? []).find((m) => !fits(m, mounts.get(m.mountPath), 'volumeMounts'));
+  if (changedMount !== undefined) return `${what} (the pod's container mounts ${clip(changedMount.mountPath, SHOWN)} otherwise)`;
   return undefined;
 }
+
+/** What an unset command, args or workingDir compares as. */
+const EMPTY = { command: [] as readonly string[], args: [] as readonly string[], workingDir: '' } as const;
 
 /** The most characters of a pod's value a denial shows. */
 const SHOWN = 100;

@@ -355,7 +355,10 @@ function listChecks(c: Container): [string, string][] {
     if (rendered.some((r) => r === undefined)) continue;
     const ok = want.length === 0 ? `size(x.?${field}.orValue([])) == 0` : `x.?${field}.orValue([]) == [${rendered.join(', ')}]`;
     const template = want.length === 0 ? '"none"' : shownList(`[${rendered.join(', ')}]`);
-    checks.push([ok, `"the pod's sets ${field} " + (x.?${field}.hasValue() ? ${shownList(`x.${field}`)} : "none") + ", the template " + ${template}`]);
+    checks.push([
+      ok,
+      `"the pod's container has ${field} " + (x.?${field}.hasValue() ? ${shownList(`x.${field}`)} : "none") + " where the template has " + ${template}`,
+    ]);
   }
   const dir = (c as Record<string, unknown>)['workingDir'];
   const rendered = typeof dir === 'string' ? knownCel(dir) : '""';
@@ -363,7 +366,7 @@ function listChecks(c: Container): [string, string][] {
     const template = typeof dir === 'string' ? `"\\"" + ${rendered} + "\\""` : '"none"';
     checks.push([
       `x.?workingDir.orValue("") == ${rendered}`,
-      `"the pod's sets workingDir " + (x.?workingDir.hasValue() ? ${clipCel('"\\"" + x.workingDir + "\\""')} : "none") + ", the template " + ${template}`,
+      `"the pod's container has workingDir " + (x.?workingDir.hasValue() ? ${clipCel('"\\"" + x.workingDir + "\\""')} : "none") + " where the template has " + ${template}`,
     ]);
   }
   return checks;
@@ -377,7 +380,7 @@ function envChecks(c: Container): [string, string][] {
     if (named === undefined) return [];
     const same = leafChecks(rest, 'e');
     const last = `l.size() > 0${same.length === 0 ? '' : ` && [l[l.size() - 1]].all(e, ${same.join(' && ')})`}`;
-    return [[`[envs.filter(e, e.name == ${named})].all(l, ${last})`, celString(`the pod's sets env var ${clip(name, SHOWN)} otherwise`)]];
+    return [[`[envs.filter(e, e.name == ${named})].all(l, ${last})`, celString(`the pod's container sets env var ${clip(name, SHOWN)} otherwise`)]];
   });
 }
 
@@ -389,7 +392,10 @@ function mountChecks(c: Container): [string, string][] {
     if (path === undefined) return [];
     const same = leafChecks(rest, 'm');
     return [
-      [`mounts.exists(m, m.mountPath == ${path}${same.map((s) => ` && ${s}`).join('')})`, celString(`the pod's mounts ${clip(mountPath, SHOWN)} otherwise`)],
+      [
+        `mounts.exists(m, m.mountPath == ${path}${same.map((s) => ` && ${s}`).join('')})`,
+        celString(`the pod's container mounts ${clip(mountPath, SHOWN)} otherwise`),
+      ],
     ];
   });
 }

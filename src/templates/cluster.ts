@@ -183,9 +183,9 @@ const FAULT_MESSAGE_MAX = 512;
 
 /**
  * The first FAULTS_KEPT faults, each message cut to FAULT_MESSAGE_MAX, and one fault saying how many
- * more (of `total`): a 64 KiB object of one-placeholder strings made ~8000 faults and a 1.6 MB
- * `Loaded` message (over etcd's 1.5 MiB), held per object in every replica, 25 times what the
- * budgets charge it. Held by test/tenancy/template-faults.attack.test.ts.
+ * more (of `total`): what an object's faults hold in every replica, and its `Loaded` message, stay a
+ * few KiB however many faults its 64 KiB make (etcd refuses a status over 1.5 MiB). Held by
+ * test/tenancy/template-faults.attack.test.ts.
  */
 function keptFaults(file: string, faults: readonly TemplateFault[], total = faults.length): TemplateFault[] {
   const kept = faults.slice(0, FAULTS_KEPT).map((f) => ({ ...f, message: clip(f.message, FAULT_MESSAGE_MAX) }));
@@ -384,7 +384,7 @@ class DefaultsScope {
   conflicts(t: CompiledTemplate): TemplateFault[] {
     if (this.#taken.size === 0) return [];
     const clashes = this.#claims.check(renderedDefault(t));
-    // One fault per claim: a default of 2800 ports that all clash said 770 KB (keptFaults).
+    // One fault per claim, at most FAULTS_KEPT of them said (keptFaults), however many ports clash.
     return keptFaults(
       t.file,
       clashes.slice(0, FAULTS_KEPT + 1).map((c) => ({ file: t.file, template: t.name, path: c.path, message: `${c.message}: both are default templates ${this.name}, so every pod there that names none would be denied; ${this.#winner(c.with)} is served` })),

@@ -57,33 +57,38 @@ describe("policy mode refuses a required sidecar of the pod's own that runs othe
   });
 
   const impostors: [string, Obj, readonly Obj[], string][] = [
-    ['another command', { ...AGENT, command: ['sleep', 'infinity'] }, [POLICY], `the pod's sets command ["sleep","infinity"], the template none`],
-    ['no args', { ...AGENT, args: [] }, [POLICY], "the pod's sets args"],
-    ['another workingDir', { ...AGENT, workingDir: '/tmp' }, [POLICY], `the pod's sets workingDir "/tmp", the template none`],
+    [
+      'another command',
+      { ...AGENT, command: ['sleep', 'infinity'] },
+      [POLICY],
+      `the pod's container has command ["sleep","infinity"] where the template has none`,
+    ],
+    ['no args', { ...AGENT, args: [] }, [POLICY], "the pod's container has args"],
+    ['another workingDir', { ...AGENT, workingDir: '/tmp' }, [POLICY], `the pod's container has workingDir "/tmp" where the template has none`],
     [
       'an env var of the template set again later',
       { ...AGENT, env: [...AGENT.env, { name: 'MODE', value: 'off' }] },
       [POLICY],
-      "the pod's sets env var MODE otherwise",
+      "the pod's container sets env var MODE otherwise",
     ],
-    ['an env var of the template left out', { ...AGENT, env: AGENT.env.slice(1) }, [POLICY], "the pod's sets env var MODE otherwise"],
+    ['an env var of the template left out', { ...AGENT, env: AGENT.env.slice(1) }, [POLICY], "the pod's container sets env var MODE otherwise"],
     [
       'an env var of the template read from another field',
       { ...AGENT, env: [AGENT.env[0], { name: 'POD', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } }] },
       [POLICY],
-      "the pod's sets env var POD otherwise",
+      "the pod's container sets env var POD otherwise",
     ],
     [
       'another volume at a mount path of the template',
       { ...AGENT, volumeMounts: [{ name: 'own-policy', mountPath: '/etc/agent' }] },
       [POLICY, { name: 'own-policy', emptyDir: {} }],
-      "the pod's mounts /etc/agent otherwise",
+      "the pod's container mounts /etc/agent otherwise",
     ],
     [
       'a mount of the template made writable',
       { ...AGENT, volumeMounts: [{ name: 'agent-policy', mountPath: '/etc/agent' }] },
       [POLICY],
-      "the pod's mounts /etc/agent otherwise",
+      "the pod's container mounts /etc/agent otherwise",
     ],
   ];
   for (const [what, agent, volume, how] of impostors) {
@@ -175,7 +180,10 @@ describe("policy mode admits a required sidecar that reads the pod's name on a c
   it("still refuses, in both modes, an impostor under the sidecar's name that runs another command", async () => {
     const impostor = { ...NAMED, args: ['--enforce', '--pod=web-7d9f8b6c5-'], command: ['sleep', 'infinity'] };
     const [webhook, policy] = await assertSame(modes, 'another command', bringing(impostor), false);
-    assert.match(webhook.reason ?? '', /the pod's sets command \["sleep","infinity"\]/);
-    assert.match(policy.reason ?? '', /container "agent" as its template renders it \(the pod's sets command \["sleep","infinity"\], the template none\)/);
+    assert.match(webhook.reason ?? '', /the pod's container has command \["sleep","infinity"\]/);
+    assert.match(
+      policy.reason ?? '',
+      /container "agent" as its template renders it \(the pod's container has command \["sleep","infinity"\] where the template has none\)/,
+    );
   });
 });

@@ -80,7 +80,7 @@ describe("the required policy's checks of a sidecar's command, env, mounts and v
     assert.equal(wide!.error, undefined);
     assert.match(
       (wide!.denials ?? []).join('\n'),
-      /container "agent" as its template renders it \(the pod's sets env var E0 otherwise\), volume "vol0" as its template defines it/,
+      /container "agent" as its template renders it \(the pod's container sets env var E0 otherwise\), volume "vol0" as its template defines it/,
     );
     const worst = worstExpression(r.policies[0]!, 0)!;
     assert.ok(worst.cost < r.limits.perCall / 2, `${worst.field}: ${worst.cost} units`);

@@ -116,7 +116,7 @@ describe("attack: a pod brings its own container under a required sidecar's name
       assert.equal(denied.status.code, 403);
       assert.match(
         denied.status.message,
-        /the pod lacks it \(container "agent" as its template renders it \(the pod's sets command \["sleep","infinity"\], the template none\)/,
+        /the pod lacks it \(container "agent" as its template renders it \(the pod's container has command \["sleep","infinity"\] where the template has none\)/,
       );
     });
   }
@@ -182,6 +182,28 @@ describe("a required sidecar that reads the pod's name, on a controller's pod", 
     assert.equal(verdict.allowed, true, verdict.status?.message);
   });
 
+  it('admits at /validate a workload injected ahead with `inject -f`, whose sidecar holds web-<hash>- for the name', async () => {
+    const injectedAhead = { ...NAMED, args: ['--enforce', '--pod=web-<hash>-'] };
+    const pod = optedInPod({ spec: { containers: [{ name: 'web', image: 'nginx:1.27' }, injectedAhead], volumes: [POLICY] } });
+    const verdict = await admitted(pod, '/mutate', '/validate');
+    assert.equal(verdict.allowed, true, verdict.status?.message);
+  });
+
+  it('refuses a sidecar whose name part is right but another argument is not', async () => {
+    const pod = optedInPod({
+      spec: {
+        containers: [
+          { name: 'web', image: 'nginx:1.27' },
+          { ...NAMED, args: ['--audit-only', '--pod=web-7c9f8b6d4-'] },
+        ],
+        volumes: [POLICY],
+      },
+    });
+    const verdict = await admitted(pod, '/mutate', '/validate');
+    assert.equal(verdict.allowed, false);
+    assert.match(verdict.status.message, /the pod's container has args \["--audit-only","--pod=web-7c9f8b6d4-"\]/);
+  });
+
   it("still refuses an impostor under the sidecar's name that runs another command", async () => {
     const pod = optedInPod({
       spec: {
@@ -194,6 +216,54 @@ describe("a required sidecar that reads the pod's name, on a controller's pod", 
     });
     const verdict = await admitted(pod, '/mutate', '/validate');
     assert.equal(verdict.allowed, false);
-    assert.match(verdict.status.message, /the pod's sets command \["sleep","infinity"\]/);
+    assert.match(verdict.status.message, /the pod's container has command \["sleep","infinity"\]/);
+  });
+});
+
+/**
+ * The apiserver writes every quantity in canonical form before the validating webhooks see it
+ * (`1024Mi` comes back `1Gi`): a required template that writes one otherwise must not make the
+ * pods it was injected into look tampered with.
+ */
+describe('a required template that writes quantities in another form than the apiserver', () => {
+  let api: FakeApiServer;
+  let server: TestServer;
+  const SIZED = { ...AGENT, env: [...AGENT.env, { name: 'MEM', valueFrom: { resourceFieldRef: { resource: 'limits.memory', divisor: '1024Ki' } } }] };
+  const SCRATCH = { name: 'agent-scratch', emptyDir: { sizeLimit: '1024Mi' } };
+
+  const review = async (path: string, pod: object): Promise<any> => {
+    const res = await httpsRequest(`${server.url}${path}`, JSON.stringify(podReview(pod, { namespace: 'team-a' })), { ca: server.certs.ca.certPem });
+    return res.json().response;
+  };
+  /** The pod /mutate injected, with its quantities as the apiserver writes them (`canonical`). */
+  const stored = async (canonical: { sizeLimit: string; divisor: string }): Promise<any> => {
+    const pod = optedInPod();
+    const mutated = await review('/mutate', pod);
+    assert.equal(mutated.allowed, true, mutated.status?.message);
+    const out = applyPatch(structuredClone(pod), decodePatch(mutated)).newDocument as any;
+    out.spec.volumes.find((v: any) => v.name === 'agent-scratch').emptyDir.sizeLimit = canonical.sizeLimit;
+    out.spec.containers.find((c: any) => c.name === 'agent').env.find((e: any) => e.name === 'MEM').valueFrom.resourceFieldRef.divisor = canonical.divisor;
+    return out;
+  };
+
+  before(async () => {
+    api = await startFakeApiServer();
+    api.applyTemplate(sct(HOME, 'agent', AGENT.image, { required: {}, containers: [SIZED], volumes: [POLICY, SCRATCH] }));
+    server = await startClusterTestServer(api);
+  });
+  after(async () => {
+    await server?.close();
+    await api?.close();
+  });
+
+  it('admits the injected pod with 1Gi for 1024Mi and 1Mi for 1024Ki', async () => {
+    const verdict = await review('/validate', await stored({ sizeLimit: '1Gi', divisor: '1Mi' }));
+    assert.equal(verdict.allowed, true, verdict.status?.message);
+  });
+
+  it("refuses a volume of another size under the template volume's name", async () => {
+    const verdict = await review('/validate', await stored({ sizeLimit: '2Gi', divisor: '1Mi' }));
+    assert.equal(verdict.allowed, false);
+    assert.match(verdict.status.message, /volume "agent-scratch" as its template defines it/);
   });
 });
