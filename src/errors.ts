@@ -14,7 +14,11 @@ export const ErrorCodes = {
   /** A body still arriving after --body-timeout (stalled bodies must not hold the server). */
   BODY_TIMEOUT: { status: 408, message: 'request body not received within %s s; a review must be sent at once' },
   REVIEW_INVALID: { status: 400, message: 'not a valid AdmissionReview: %s' },
-  NOT_FOUND: { status: 404, message: 'no such path %s; the webhook serves POST /mutate, /validate, /mutate/namespace, /validate/namespace, /mutate/required, /validate/required and /validate/sidecartemplates' },
+  NOT_FOUND: {
+    status: 404,
+    message:
+      'no such path %s; the webhook serves POST /mutate, /validate, /mutate/namespace, /validate/namespace, /mutate/required, /validate/required and /validate/sidecartemplates',
+  },
   METHOD_NOT_ALLOWED: { status: 405, message: 'method %s is not allowed on %s; use %s' },
   OVERLOADED: { status: 429, message: 'too many reviews in progress; retry shortly' },
   INTERNAL: { status: 500, message: 'internal error while handling the review: %s' },
@@ -32,7 +36,11 @@ export const ErrorCodes = {
       "pod opted in to sidecar injection but was never injected (no %s annotation): the injector's mutating webhook did not answer for it (down, unreachable or slower than its timeoutSeconds; it fails open); a controller creates the pod again by itself, create a bare pod again once an injector replica is ready; missing: %s",
   },
   /** A template the platform made mandatory (spec.required) is not in the pod: /validate refuses it, whatever the pod named. */
-  REQUIRED_SIDECAR_MISSING: { status: 403, message: '%s, and the pod lacks it (%s); create the pod through the injector, whose /mutate adds it' },
+  REQUIRED_SIDECAR_MISSING: {
+    status: 403,
+    message:
+      '%s, and the pod lacks it (%s); create the pod through the injector, whose /mutate adds it (it keeps a container or volume the pod already has under a name the template uses: remove that one from the pod)',
+  },
   /** A pod UPDATE (kubectl set image) would swap a mandatory sidecar's image: /validate/required refuses it. */
   REQUIRED_SIDECAR_CHANGED: {
     status: 403,

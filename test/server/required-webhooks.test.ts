@@ -17,7 +17,7 @@ function teamPod(labels: Record<string, string> = {}, annotations?: Record<strin
 }
 
 const AGENT_MISSING =
-  'template "agent" is required in namespace team-b (its namespaceSelector takes it) by the platform\'s spec.required, and the pod lacks it (container "agent" (template "agent")); create the pod through the injector, whose /mutate adds it';
+  'template "agent" is required in namespace team-b (its namespaceSelector takes it) by the platform\'s spec.required, and the pod lacks it (container "agent" (template "agent")); create the pod through the injector, whose /mutate adds it (it keeps a container or volume the pod already has under a name the template uses: remove that one from the pod)';
 
 /**
  * The optional required webhooks (manifests/components/required, the chart's `required` values):

@@ -109,7 +109,7 @@ describe('mandatory sidecars: a required cluster-wide template stays in every op
     assert.equal(denied.status.code, 403);
     assert.equal(
       denied.status.message,
-      'template "agent" is required in namespace team-b (its namespaceSelector takes it) by the platform\'s spec.required, and the pod lacks it (container "agent" (template "agent")); create the pod through the injector, whose /mutate adds it',
+      'template "agent" is required in namespace team-b (its namespaceSelector takes it) by the platform\'s spec.required, and the pod lacks it (container "agent" (template "agent")); create the pod through the injector, whose /mutate adds it (it keeps a container or volume the pod already has under a name the template uses: remove that one from the pod)',
     );
     assert.doesNotMatch(denied.status.message, /\n/);
     // A container of that name with another image is no sidecar of the template.
