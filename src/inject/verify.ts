@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { attempt, InjectorError } from '../errors.js';
 import { clip } from '../log.js';
 import type { Container, NamedItem, Pod } from '../kube/types.js';
@@ -182,13 +183,18 @@ function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], names
   let suggestion: string | undefined;
   const required = new Set(templates.filter((t) => requiredIn(t, namespace)).map((t) => t.name));
   const nameFree = renderedNameFree(pod, templates, namespace, context);
+  const names = podNames(pod);
   for (const [i, r] of rendered.entries()) {
     for (const [j, want] of r.containers.entries()) {
       const found = find(r.nativeSidecar ? initContainers : containers, want.name);
       let problem = checkContainer(want, found, r.nativeSidecar, mirrors);
-      // A sidecar checkContainer admits (it found it) must still run as a required template renders it.
-      if (found !== undefined && (problem === undefined || problem === MIRRORED) && required.has(r.name))
-        problem = requiredDrift(nameFree()?.[i]?.containers[j] ?? want, found) ?? problem;
+      // A sidecar checkContainer admits (it found it) must still run as a required template renders it,
+      // with the pod's name as whoever rendered it wrote it.
+      if (found !== undefined && (problem === undefined || problem === MIRRORED) && required.has(r.name)) {
+        const drift = requiredDrift(want, found, NO_NAMES);
+        const free = drift === undefined ? undefined : nameFree()?.[i]?.containers[j];
+        if (drift !== undefined && (free === undefined || requiredDrift(free, found, names) !== undefined)) problem = drift;
+      }
       if (problem === MIRRORED) mirrored = true;
       else if (problem !== undefined) {
         missing.push(`${problem} (template "${r.name}")`);
@@ -199,7 +205,7 @@ function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], names
       const found = find(volumes, v.name);
       if (found === undefined) missing.push(`volume "${v.name}" (template "${r.name}")`);
       // /mutate keeps a volume the pod already has under the name: a required sidecar's must be the template's (defaults added).
-      else if (required.has(r.name) && !fits(nameFree()?.[i]?.volumes[j] ?? v, found, ''))
+      else if (required.has(r.name) && !fits(v, found, '', NO_NAMES) && !fits(nameFree()?.[i]?.volumes[j], found, '', names))
         missing.push(`volume "${v.name}" as its template defines it (template "${r.name}")`);
     }
   }
@@ -207,13 +213,14 @@ function missingSidecars(pod: Pod, templates: readonly CompiledTemplate[], names
 }
 
 /**
- * The renderings with the pod's name left free: {{ pod.name }} renders as NAME_SLOT, which `fits`
- * lets stand for any text. What a sidecar holds of the pod's name depends on who rendered it:
- * /mutate sees a controller's pod with its generateName, /validate with the name the apiserver
- * gave it in between (webhook-facts.md, "What arrives before validation"), and `inject -f` writes
- * `web-<hash>-` (docs/cli.md, "Placeholders in workloads"). Made on first use; undefined when the
- * templates do not render with it (the renderings with the pod's own name are then compared).
- * Held by test/tenancy/required.attack.test.ts ("a required sidecar that reads the pod's name").
+ * The renderings with the pod's name as NAME_SLOT, for a required sidecar that differs from the
+ * rendering with the pod's own name: what it holds of the name depends on who rendered it. /mutate
+ * sees a controller's pod with its generateName, /validate with the name the apiserver gave it in
+ * between (webhook-facts.md, "What arrives before validation"), and `inject -f` writes
+ * `web-<hash>-` (docs/cli.md, "Placeholders in workloads"); `fits` lets NAME_SLOT stand for one of
+ * those forms of this pod's name only (standsForName). Made on first use; undefined when the
+ * templates do not render with it. Held by test/tenancy/required.attack.test.ts ("a required
+ * sidecar that reads the pod's name").
  */
 function renderedNameFree(
   pod: Pod,
@@ -233,29 +240,64 @@ function renderedNameFree(
   };
 }
 
-/** The pod's name in renderedNameFree: letters and digits, valid wherever a pod's name is, and never in a template. */
-const NAME_SLOT = 'nameslot0c4e1f8b2d9a7';
+/**
+ * The pod's name in renderedNameFree: letters and digits, valid wherever a pod's name is, and
+ * random per process, so no pod value (a label, an annotation, a ServiceAccount's name that a
+ * template reads) can hold it and have its own text taken for the pod's name.
+ */
+const NAME_SLOT = `n${randomBytes(16).toString('hex')}`;
+
+/** The forms of the pod's name a sidecar may hold: its name and its generateName. */
+function podNames(pod: Pod): readonly string[] {
+  const { name, generateName } = pod.metadata ?? {};
+  return [name, generateName].filter((n): n is string => typeof n === 'string' && n !== '');
+}
+
+/** For a comparison in which NAME_SLOT stands for nothing. */
+const NO_NAMES: readonly string[] = [];
+
+/**
+ * True when `text`, what a sidecar holds where its template reads the pod's name, is one of
+ * `names` (the pod's name, its generateName), or `inject`'s form of one: the part it cannot know
+ * written as one `<word>` (`web-<hash>-`, `web-<ordinal>`), read as a run of letters and digits.
+ */
+function standsForName(text: string, names: readonly string[]): boolean {
+  if (names.includes(text)) return true;
+  const form = INJECT_FORM.exec(text);
+  if (form === null) return false;
+  const [, before = '', after = ''] = form;
+  return names.some(
+    (name) =>
+      name.length > before.length + after.length &&
+      name.startsWith(before) &&
+      name.endsWith(after) &&
+      ALNUM.test(name.slice(before.length, name.length - after.length)),
+  );
+}
+
+const INJECT_FORM = /^([a-z0-9.-]*)<[a-z-]{1,32}>([a-z0-9.-]*)$/;
+const ALNUM = /^[a-z0-9]+$/;
 
 /**
  * True when the pod's `found` holds every field the template's `want` sets, as isSubset judges (the
  * apiserver's defaults and other admission's additions are not a difference), with two readings of
- * its own: NAME_SLOT in `want`'s text stands for any text, and a quantity (a volume's sizeLimit, an
+ * its own: NAME_SLOT in `want`'s text stands for a form of the pod's name (standsForName), and a quantity (a volume's sizeLimit, an
  * env var's divisor, a claim template's requests and limits) is compared by value, since the
  * apiserver writes it in canonical form (`1024Mi` comes back `1Gi`).
  */
-function fits(want: unknown, found: unknown, key: string): boolean {
+function fits(want: unknown, found: unknown, key: string, names: readonly string[]): boolean {
   if (want === found) return true;
   if (found === undefined || found === null) return isSubset(want, found);
-  if (Array.isArray(want)) return Array.isArray(found) && want.length === found.length && want.every((w, i) => fits(w, found[i], key));
+  if (Array.isArray(want)) return Array.isArray(found) && want.length === found.length && want.every((w, i) => fits(w, found[i], key, names));
   if (typeof want === 'object' && want !== null) {
     if (typeof found !== 'object' || Array.isArray(found)) return false;
     const quantities = key === 'requests' || key === 'limits';
     return Object.entries(want).every(([k, w]) =>
-      quantities ? sameQuantity(w, (found as Record<string, unknown>)[k]) : fits(w, (found as Record<string, unknown>)[k], k),
+      quantities ? sameQuantity(w, (found as Record<string, unknown>)[k]) : fits(w, (found as Record<string, unknown>)[k], k, names),
     );
   }
   if (QUANTITY_KEYS.has(key) && sameQuantity(want, found)) return true;
-  if (typeof want === 'string' && typeof found === 'string' && want.includes(NAME_SLOT)) return matchesSlots(want.split(NAME_SLOT), found);
+  if (typeof want === 'string' && typeof found === 'string' && want.includes(NAME_SLOT)) return matchesSlots(want.split(NAME_SLOT), found, names);
   return isSubset(want, found);
 }
 
@@ -267,19 +309,23 @@ function sameQuantity(a: unknown, b: unknown): boolean {
   return x !== undefined && y !== undefined ? x.nanos === y.nanos : isSubset(a, b);
 }
 
-/** True when `text` is `parts` joined by any texts: it begins with the first, ends with the last, and holds the others in order between. */
-function matchesSlots(parts: readonly string[], text: string): boolean {
+/**
+ * True when `text` is `parts` joined by forms of the pod's name (standsForName): it begins with the
+ * first part, ends with the last, and between them each slot holds one such form, found by the
+ * first place the next part follows it (linear in the text).
+ */
+function matchesSlots(parts: readonly string[], text: string, names: readonly string[]): boolean {
   const [first = '', ...rest] = parts;
   const last = rest.pop() ?? '';
-  if (!text.startsWith(first) || text.length < first.length + last.length || !text.endsWith(last)) return false;
+  if (names.length === 0 || !text.startsWith(first) || text.length < first.length + last.length + 1 || !text.endsWith(last)) return false;
   let at = first.length;
   const end = text.length - last.length;
   for (const part of rest) {
-    const next = text.indexOf(part, at);
-    if (next === -1 || next + part.length > end) return false;
+    const next = text.indexOf(part, at + 1);
+    if (next === -1 || next + part.length > end || !standsForName(text.slice(at, next), names)) return false;
     at = next + part.length;
   }
-  return true;
+  return at < end && standsForName(text.slice(at, end), names);
 }
 
 /**
@@ -327,19 +373,37 @@ function checkContainer(want: Container, found: Container | undefined, native: b
  * (resources, probes, the image's tag or digest) are not compared, so that no such webhook makes
  * the pod's creation fail. Held by test/tenancy/required.attack.test.ts.
  */
-function requiredDrift(want: Container, found: Container): string | undefined {
+function requiredDrift(want: Container, found: Container, names: readonly string[]): string | undefined {
   const what = `container "${want.name}" as its template renders it`;
   for (const field of ['command', 'args', 'workingDir'] as const) {
     // Absent and empty are the same run; a field the template leaves unset must stay unset.
     const [w, f] = [want[field] ?? EMPTY[field], found[field] ?? EMPTY[field]];
-    if (!fits(w, f, field)) return `${what} (the pod's container has ${field} ${shown(found[field])} where the template has ${shown(want[field])})`;
+    if (!fits(w, f, field, names)) return `${what} (the pod's container has ${field} ${shown(found[field])} where the template has ${shown(want[field])})`;
   }
-  const env = new Map((found.env ?? []).map((e) => [e.name, e]));
-  const changedEnv = (want.env ?? []).find((e) => !fits(e, env.get(e.name), 'env'));
+  // The pod's last env var of a name is the one the kubelet sets; a value the template writes is not replaced by a valueFrom.
+  const changedEnv = (want.env ?? []).find((e) => {
+    const f = lastKeyed(found.env, (x) => x.name, e.name, names);
+    return !fits(e, f, 'env', names) || (e.value !== undefined && f?.valueFrom !== undefined);
+  });
   if (changedEnv !== undefined) return `${what} (the pod's container sets env var ${clip(changedEnv.name, SHOWN)} otherwise)`;
-  const mounts = new Map((found.volumeMounts ?? []).map((m) => [m.mountPath, m]));
-  const changedMount = (want.volumeMounts ?? []).find((m) => !fits(m, mounts.get(m.mountPath), 'volumeMounts'));
+  // A mount's subPath, subPathExpr or mountPropagation that the template leaves unset stays unset: a subPath would show the sidecar another directory.
+  const changedMount = (want.volumeMounts ?? []).find((m) => {
+    const f = lastKeyed(found.volumeMounts, (x) => x.mountPath, m.mountPath, names);
+    return !fits(m, f, 'volumeMounts', names) || UNSET_MOUNT_FIELDS.some((k) => m[k] === undefined && f?.[k] !== undefined);
+  });
   if (changedMount !== undefined) return `${what} (the pod's container mounts ${clip(changedMount.mountPath, SHOWN)} otherwise)`;
+  return undefined;
+}
+
+const UNSET_MOUNT_FIELDS = ['subPath', 'subPathExpr', 'mountPropagation'] as const;
+
+/** The last item of `items` whose key is `want` (NAME_SLOT in it standing for a form of the pod's name). */
+function lastKeyed<T>(items: readonly T[] | undefined, key: (item: T) => string, want: string, names: readonly string[]): T | undefined {
+  const free = want.includes(NAME_SLOT) ? want.split(NAME_SLOT) : undefined;
+  for (let i = (items?.length ?? 0) - 1; i >= 0; i--) {
+    const k = key(items![i]!);
+    if (free === undefined ? k === want : matchesSlots(free, k, names)) return items![i];
+  }
   return undefined;
 }
 

@@ -67,6 +67,7 @@ describe("attack: a pod brings its own container under a required sidecar's name
     ['an env var of the template set again later', { ...AGENT, env: [...AGENT.env, { name: 'MODE', value: 'off' }] }],
     ['an env var of the template left out', { ...AGENT, env: AGENT.env.slice(1) }],
     ['another volume at a mount path of the template', { ...AGENT, volumeMounts: [{ name: 'own-policy', mountPath: '/etc/agent' }] }],
+    ['a subPath of its own on a mount of the template', { ...AGENT, volumeMounts: [{ ...AGENT.volumeMounts[0], subPath: 'empty' }] }],
   ];
   for (const [what, agent] of impostors) {
     it(`refuses at /validate the template's name and image running ${what}`, async () => {
@@ -147,7 +148,17 @@ describe("attack: a pod brings its own container under a required sidecar's name
 describe("a required sidecar that reads the pod's name, on a controller's pod", () => {
   let api: FakeApiServer;
   let server: TestServer;
-  const NAMED = { ...AGENT, args: ['--enforce', '--pod={{ pod.name }}'] };
+  const NAMED = {
+    ...AGENT,
+    args: ['--enforce', '--pod={{ pod.name }}'],
+    volumeMounts: [...AGENT.volumeMounts, { name: 'agent-policy', mountPath: '/run/agent/{{ pod.name }}', readOnly: true }],
+  };
+  /** NAMED as /mutate renders it for the pod, with `args` of the pod's own. */
+  const holding = (args: string[]) => ({
+    ...NAMED,
+    args,
+    volumeMounts: [...AGENT.volumeMounts, { name: 'agent-policy', mountPath: '/run/agent/web-7c9f8b6d4-', readOnly: true }],
+  });
 
   const review = async (path: string, pod: object): Promise<any> => {
     const res = await httpsRequest(`${server.url}${path}`, JSON.stringify(podReview(pod, { namespace: 'team-a' })), { ca: server.certs.ca.certPem });
@@ -183,7 +194,10 @@ describe("a required sidecar that reads the pod's name, on a controller's pod", 
   });
 
   it('admits at /validate a workload injected ahead with `inject -f`, whose sidecar holds web-<hash>- for the name', async () => {
-    const injectedAhead = { ...NAMED, args: ['--enforce', '--pod=web-<hash>-'] };
+    const injectedAhead = {
+      ...holding(['--enforce', '--pod=web-<hash>-']),
+      volumeMounts: [...AGENT.volumeMounts, { name: 'agent-policy', mountPath: '/run/agent/web-<hash>-', readOnly: true }],
+    };
     const pod = optedInPod({ spec: { containers: [{ name: 'web', image: 'nginx:1.27' }, injectedAhead], volumes: [POLICY] } });
     const verdict = await admitted(pod, '/mutate', '/validate');
     assert.equal(verdict.allowed, true, verdict.status?.message);
@@ -192,10 +206,7 @@ describe("a required sidecar that reads the pod's name, on a controller's pod", 
   it('refuses a sidecar whose name part is right but another argument is not', async () => {
     const pod = optedInPod({
       spec: {
-        containers: [
-          { name: 'web', image: 'nginx:1.27' },
-          { ...NAMED, args: ['--audit-only', '--pod=web-7c9f8b6d4-'] },
-        ],
+        containers: [{ name: 'web', image: 'nginx:1.27' }, holding(['--audit-only', '--pod=web-7c9f8b6d4-'])],
         volumes: [POLICY],
       },
     });
@@ -204,12 +215,25 @@ describe("a required sidecar that reads the pod's name, on a controller's pod", 
     assert.match(verdict.status.message, /the pod's container has args \["--audit-only","--pod=web-7c9f8b6d4-"\]/);
   });
 
+  for (const [what, value] of [
+    ['a flag of its own', '--config=/evil'],
+    ["another pod's name", 'web-7c9f8b6d4-zzzzz'],
+    ['more text after the name', 'web-7c9f8b6d4- --audit-only'],
+  ]) {
+    it(`refuses a sidecar that holds ${what} where the template reads the pod's name`, async () => {
+      const pod = optedInPod({ spec: { containers: [{ name: 'web', image: 'nginx:1.27' }, holding(['--enforce', `--pod=${value}`])], volumes: [POLICY] } });
+      const verdict = await admitted(pod, '/mutate', '/validate');
+      assert.equal(verdict.allowed, false);
+      assert.match(verdict.status.message, /the pod's container has args/);
+    });
+  }
+
   it("still refuses an impostor under the sidecar's name that runs another command", async () => {
     const pod = optedInPod({
       spec: {
         containers: [
           { name: 'web', image: 'nginx:1.27' },
-          { ...NAMED, args: ['--enforce', '--pod=web-7c9f8b6d4-'], command: ['sleep', 'infinity'] },
+          { ...holding(['--enforce', '--pod=web-7c9f8b6d4-']), command: ['sleep', 'infinity'] },
         ],
         volumes: [POLICY],
       },
