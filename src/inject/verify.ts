@@ -381,14 +381,16 @@ function requiredDrift(want: Container, found: Container, names: readonly string
     if (!fits(w, f, field, names)) return `${what} (the pod's container has ${field} ${shown(found[field])} where the template has ${shown(want[field])})`;
   }
   // The pod's last env var of a name is the one the kubelet sets; a value the template writes is not replaced by a valueFrom.
+  const env = keyed(found.env, (x) => x.name, names);
   const changedEnv = (want.env ?? []).find((e) => {
-    const f = lastKeyed(found.env, (x) => x.name, e.name, names);
+    const f = env(e.name);
     return !fits(e, f, 'env', names) || (e.value !== undefined && f?.valueFrom !== undefined);
   });
   if (changedEnv !== undefined) return `${what} (the pod's container sets env var ${clip(changedEnv.name, SHOWN)} otherwise)`;
   // A mount's subPath, subPathExpr or mountPropagation that the template leaves unset stays unset: a subPath would show the sidecar another directory.
+  const mounts = keyed(found.volumeMounts, (x) => x.mountPath, names);
   const changedMount = (want.volumeMounts ?? []).find((m) => {
-    const f = lastKeyed(found.volumeMounts, (x) => x.mountPath, m.mountPath, names);
+    const f = mounts(m.mountPath);
     return !fits(m, f, 'volumeMounts', names) || UNSET_MOUNT_FIELDS.some((k) => m[k] === undefined && f?.[k] !== undefined);
   });
   if (changedMount !== undefined) return `${what} (the pod's container mounts ${clip(changedMount.mountPath, SHOWN)} otherwise)`;
@@ -397,14 +399,19 @@ function requiredDrift(want: Container, found: Container, names: readonly string
 
 const UNSET_MOUNT_FIELDS = ['subPath', 'subPathExpr', 'mountPropagation'] as const;
 
-/** The last item of `items` whose key is `want` (NAME_SLOT in it standing for a form of the pod's name). */
-function lastKeyed<T>(items: readonly T[] | undefined, key: (item: T) => string, want: string, names: readonly string[]): T | undefined {
-  const free = want.includes(NAME_SLOT) ? want.split(NAME_SLOT) : undefined;
-  for (let i = (items?.length ?? 0) - 1; i >= 0; i--) {
-    const k = key(items![i]!);
-    if (free === undefined ? k === want : matchesSlots(free, k, names)) return items![i];
-  }
-  return undefined;
+/**
+ * A lookup of `items` by key, the last of a key winning: a map made once (linear in the pod's list,
+ * whatever the number of keys the template asks for), and a scan only for a key that holds
+ * NAME_SLOT (standing for a form of the pod's name).
+ */
+function keyed<T>(items: readonly T[] | undefined, key: (item: T) => string, names: readonly string[]): (want: string) => T | undefined {
+  const byKey = new Map((items ?? []).map((item) => [key(item), item]));
+  return (want) => {
+    if (!want.includes(NAME_SLOT)) return byKey.get(want);
+    const free = want.split(NAME_SLOT);
+    for (let i = (items?.length ?? 0) - 1; i >= 0; i--) if (matchesSlots(free, key(items![i]!), names)) return items![i];
+    return undefined;
+  };
 }
 
 /** What an unset command, args or workingDir compares as. */
